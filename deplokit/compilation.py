@@ -1,0 +1,120 @@
+"""`deplokit.compile` and the Compilation it returns: every IR, the trace, and execution."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import ExecutionError
+from .frontend.capture import capture
+from .pipeline import lower
+from .target import get_target
+
+# Backends Compilation.run accepts; "auto" picks the lowest level built so far.
+BACKENDS = ("tensor", "loop", "auto")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    backend: str
+    max_abs_error: float
+    max_rel_error: float
+    ok: bool
+    rtol: float
+    atol: float
+
+    def __str__(self) -> str:
+        mark = "ok" if self.ok else "MISMATCH"
+        return (f"{mark}: backend={self.backend} max abs error {self.max_abs_error:.3g}, "
+                f"max rel error {self.max_rel_error:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
+
+
+class Compilation:
+    def __init__(self, source, example_inputs, target, captured, stages, trace):
+        self.source = source
+        self.example_inputs = tuple(example_inputs)
+        self.target = target
+        self.values = captured.values
+        self.input_names = captured.input_names
+        self._out_spec = captured.out_spec
+        self.torch_ir = stages["torch"]
+        self.tensor_ir = stages["tensor"]
+        self.loop_ir = stages["loop"]
+        self.trace = trace
+
+    # -- execution ------------------------------------------------------------------------
+    def run(self, *inputs, backend: str = "auto"):
+        """Execute the program on `inputs` (torch tensors) and return torch tensors shaped
+        like eager's output."""
+        from .runtime.loop_interp import run_loop_ir
+        from .runtime.tensor_interp import run_tensor_ir
+
+        if backend not in BACKENDS:
+            raise ExecutionError(f"unknown backend {backend!r}; supported: {', '.join(BACKENDS)}")
+        env = dict(self.values)
+        env.update(self._bind(inputs))
+        if backend == "tensor":
+            outs = run_tensor_ir(self.tensor_ir, env)
+        else:
+            outs = run_loop_ir(self.loop_ir, env)
+        tensors = [torch.from_numpy(np.ascontiguousarray(o).copy()) for o in outs]
+        return torch.utils._pytree.tree_unflatten(tensors, self._out_spec)
+
+    def _bind(self, inputs) -> dict:
+        types = {b.name: b.type for b in self.torch_ir.buffers}
+        if len(inputs) != len(self.input_names):
+            raise ExecutionError(f"expected {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
+                                 f"got {len(inputs)}")
+        env = {}
+        for name, t in zip(self.input_names, inputs):
+            if not isinstance(t, torch.Tensor):
+                raise ExecutionError(f"input {name} must be a torch.Tensor, got {type(t).__name__}")
+            want = types[name]
+            got_dtype = str(t.dtype).replace("torch.", "")
+            if tuple(t.shape) != want.shape or got_dtype != want.dtype:
+                raise ExecutionError(f"input {name} has shape {tuple(t.shape)} {got_dtype}; compiled for "
+                                     f"{want.shape} {want.dtype}")
+            env[name] = t.detach().cpu().contiguous().numpy()
+        return env
+
+    def check(self, *inputs, backend: str = "auto", rtol: float = 1e-4, atol: float = 1e-5) -> CheckResult:
+        """Run and compare with torch eager on the same inputs (the example inputs by default)."""
+        inputs = inputs or self.example_inputs
+        with torch.no_grad():
+            expected = self.source(*inputs)
+        got = self.run(*inputs, backend=backend)
+        exp_flat = torch.utils._pytree.tree_leaves(expected)
+        got_flat = torch.utils._pytree.tree_leaves(got)
+        max_abs = max_rel = 0.0
+        ok = True
+        for e, g in zip(exp_flat, got_flat):
+            e64, g64 = e.detach().double(), g.double()
+            if e.dtype == torch.bool or g.dtype == torch.bool:
+                ok &= bool(torch.equal(e.bool(), g.bool()))
+                continue
+            finite = torch.isfinite(e64)
+            ok &= bool(torch.equal(finite, torch.isfinite(g64)))
+            ok &= bool(torch.equal(e64[~finite], g64[~finite]) or torch.isnan(e64[~finite]).all())
+            diff = (e64 - g64).abs()[finite]
+            if diff.numel():
+                max_abs = max(max_abs, float(diff.max()))
+                max_rel = max(max_rel, float((diff / e64.abs()[finite].clamp_min(1e-30)).max()))
+                ok &= bool(torch.allclose(g64[finite], e64[finite], rtol=rtol, atol=atol))
+        return CheckResult(backend, max_abs, max_rel, ok, rtol, atol)
+
+    # -- inspection ---------------------------------------------------------------------------
+    def ir(self, stage: str):
+        return {"torch": self.torch_ir, "tensor": self.tensor_ir, "loop": self.loop_ir}[stage]
+
+    def __repr__(self) -> str:
+        return (f"<Compilation {self.target.name}: {len(self.torch_ir.ops)} torch ops, "
+                f"{len(self.tensor_ir.nodes)} tensor nodes, {len(self.loop_ir.kernels)} kernels>")
+
+
+def compile(module_or_fn, *example_inputs, target: str = "sm_90") -> Compilation:
+    """Capture `module_or_fn` on `example_inputs` and lower it through every IR."""
+    tgt = get_target(target)
+    captured = capture(module_or_fn, example_inputs)
+    stages, trace = lower(captured.program)
+    return Compilation(module_or_fn, example_inputs, tgt, captured, stages, trace)

@@ -1,0 +1,206 @@
+"""How each captured aten operator maps to a Torch-IR node: its name and its operands.
+
+A normaliser receives the fx node's args and kwargs (fx Nodes already replaced by tensor
+names) and returns (args, attrs): tensor names and scalars in `args`, options in `attrs`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+Normaliser = Callable[[tuple, dict], tuple[tuple, tuple]]
+
+
+def _positional(names: tuple[str, ...], defaults: dict[str, Any], n_operands: int) -> Normaliser:
+    """Operands are the first n args; the rest become attrs under `names`, defaults dropped."""
+    def norm(args, kwargs):
+        ops = tuple(a for a in args[:n_operands])
+        rest = list(args[n_operands:])
+        attrs = []
+        for i, key in enumerate(names):
+            value = rest[i] if i < len(rest) else kwargs.get(key, defaults.get(key))
+            if key in defaults and value == defaults[key]:
+                continue
+            attrs.append((key, _freeze(value)))
+        return ops, tuple(attrs)
+    return norm
+
+
+def _freeze(v):
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+def _unary(args, kwargs):
+    return (args[0],), ()
+
+
+def _binary(args, kwargs):
+    alpha = args[2] if len(args) > 2 else kwargs.get("alpha", 1)
+    attrs = () if alpha == 1 else (("alpha", alpha),)
+    return (args[0], args[1]), attrs
+
+
+def _optional_operands(n: int, names: tuple[str, ...], defaults: dict) -> Normaliser:
+    """Like _positional, but trailing tensor operands may be None and are then left out."""
+    def norm(args, kwargs):
+        ops = tuple(a for a in args[:n] if a is not None)
+        flags = tuple((f"has_{k}", False) for k, a in zip(("weight", "bias"), args[1:n]) if a is None)
+        _, attrs = _positional(names, defaults, n)(args, kwargs)
+        return ops, attrs + flags
+    return norm
+
+
+def _sdpa(args, kwargs):
+    names = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    vals = dict(zip(names, args[3:]))
+    vals.update({k: v for k, v in kwargs.items() if k in names})
+    ops = tuple(args[:3])
+    if vals.get("attn_mask") is not None:
+        ops = ops + (vals["attn_mask"],)
+    attrs = []
+    if vals.get("is_causal"):
+        attrs.append(("is_causal", True))
+    if vals.get("scale") is not None:
+        attrs.append(("scale", vals["scale"]))
+    if vals.get("enable_gqa"):
+        attrs.append(("enable_gqa", True))
+    if vals.get("dropout_p", 0.0):
+        attrs.append(("dropout_p", vals["dropout_p"]))
+    return ops, tuple(attrs)
+
+
+def _cat(args, kwargs):
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    return tuple(args[0]), (("dim", dim),)
+
+
+def _reduce(args, kwargs):
+    dims = args[1] if len(args) > 1 else kwargs.get("dim", None)
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    dims = tuple(dims) if isinstance(dims, (list, tuple)) else ((dims,) if dims is not None else ())
+    return (args[0],), (("dim", dims), ("keepdim", bool(keepdim)))
+
+
+def _where(args, kwargs):
+    return tuple(args[:3]), ()
+
+
+def _masked_fill(args, kwargs):
+    return (args[0], args[1], args[2]), ()
+
+
+def _clamp(args, kwargs):
+    lo = args[1] if len(args) > 1 else kwargs.get("min")
+    hi = args[2] if len(args) > 2 else kwargs.get("max")
+    return (args[0],), (("min", lo), ("max", hi))
+
+
+def _copy(args, kwargs):
+    return (args[0],), ()
+
+
+# aten packet.overload -> (Torch-IR op, normaliser)
+ATEN_OPS: dict[str, tuple[str, Normaliser]] = {
+    "linear.default": ("linear", _optional_operands(3, (), {})),
+    "matmul.default": ("matmul", lambda a, k: ((a[0], a[1]), ())),
+    "mm.default": ("mm", lambda a, k: ((a[0], a[1]), ())),
+    "bmm.default": ("bmm", lambda a, k: ((a[0], a[1]), ())),
+    "addmm.default": ("addmm", _positional(("beta", "alpha"), {"beta": 1, "alpha": 1}, 3)),
+    "rms_norm.default": ("rms_norm", lambda a, k: _rms_norm(a, k)),
+    "layer_norm.default": ("layer_norm", lambda a, k: _layer_norm(a, k)),
+    "softmax.int": ("softmax", _positional(("dim",), {}, 1)),
+    "_softmax.default": ("softmax", _positional(("dim",), {}, 1)),
+    "log_softmax.int": ("log_softmax", _positional(("dim",), {}, 1)),
+    "_log_softmax.default": ("log_softmax", _positional(("dim",), {}, 1)),
+    "scaled_dot_product_attention.default": ("scaled_dot_product_attention", _sdpa),
+    "embedding.default": ("embedding", lambda a, k: ((a[0], a[1]), ())),
+    "gelu.default": ("gelu", _positional(("approximate",), {"approximate": "none"}, 1)),
+    "pow.Tensor_Scalar": ("pow", lambda a, k: ((a[0], a[1]), ())),
+    "pow.Tensor_Tensor": ("pow", lambda a, k: ((a[0], a[1]), ())),
+    "pow.Scalar": ("pow", lambda a, k: ((a[0], a[1]), ())),
+    "where.self": ("where", _where),
+    "where.ScalarSelf": ("where", _where),
+    "where.ScalarOther": ("where", _where),
+    "where.Scalar": ("where", _where),
+    "masked_fill.Scalar": ("masked_fill", _masked_fill),
+    "masked_fill.Tensor": ("masked_fill", _masked_fill),
+    "clamp.default": ("clamp", _clamp),
+    "mean.dim": ("mean", _reduce),
+    "mean.default": ("mean", _reduce),
+    "sum.dim_IntList": ("sum", _reduce),
+    "sum.default": ("sum", _reduce),
+    "amax.default": ("amax", _reduce),
+    "amin.default": ("amin", _reduce),
+    "transpose.int": ("transpose", _positional(("dim0", "dim1"), {}, 1)),
+    "t.default": ("t", _unary),
+    "numpy_T.default": ("t", _unary),
+    "permute.default": ("permute", _positional(("dims",), {}, 1)),
+    "view.default": ("view", _positional(("shape",), {}, 1)),
+    "reshape.default": ("reshape", _positional(("shape",), {}, 1)),
+    "_unsafe_view.default": ("view", _positional(("shape",), {}, 1)),
+    "flatten.using_ints": ("flatten", _positional(("start_dim", "end_dim"), {"start_dim": 0, "end_dim": -1}, 1)),
+    "unsqueeze.default": ("unsqueeze", _positional(("dim",), {}, 1)),
+    "squeeze.dim": ("squeeze", lambda a, k: ((a[0],), (("dim", (a[1],)),))),
+    "squeeze.dims": ("squeeze", lambda a, k: ((a[0],), (("dim", tuple(a[1])),))),
+    "squeeze.default": ("squeeze", lambda a, k: ((a[0],), (("dim", None),))),
+    "expand.default": ("expand", _positional(("size",), {}, 1)),
+    "slice.Tensor": ("slice", _positional(("dim", "start", "end", "step"), {"step": 1}, 1)),
+    "select.int": ("select", _positional(("dim", "index"), {}, 1)),
+    "cat.default": ("cat", _cat),
+    "to.dtype": ("to", _copy),
+    "to.dtype_layout": ("to", _copy),
+    "_to_copy.default": ("to", _copy),
+    "contiguous.default": ("contiguous", _copy),
+    "clone.default": ("clone", _copy),
+    "alias.default": ("alias", _copy),
+    "detach.default": ("detach", _copy),
+    "lift_fresh_copy.default": ("clone", _copy),
+    "type_as.default": ("to", _copy),
+    "dropout.default": ("dropout", _copy),
+}
+
+for _name in ("silu", "relu", "sigmoid", "tanh", "exp", "log", "abs", "rsqrt", "reciprocal",
+              "neg", "sqrt", "sin", "cos", "erf", "logical_not"):
+    ATEN_OPS[f"{_name}.default"] = (_name, _unary)
+
+for _aten, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"),
+                   ("rsub", "rsub"), ("maximum", "maximum"), ("minimum", "minimum"),
+                   ("gt", "gt"), ("lt", "lt"), ("ge", "ge"), ("le", "le"), ("eq", "eq"),
+                   ("ne", "ne"), ("logical_and", "logical_and"), ("logical_or", "logical_or")):
+    ATEN_OPS[f"{_aten}.Tensor"] = (_op, _binary)
+    ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
+    ATEN_OPS[f"{_aten}.default"] = (_op, _binary)
+
+# Operators that only assert facts about the graph: dropped at capture.
+IGNORED_OPS = {"_assert_tensor_metadata.default", "_assert_scalar.default",
+               "sym_constrain_range_for_size.default", "_assert_async.msg"}
+
+
+def _rms_norm(args, kwargs):
+    x, shape = args[0], args[1]
+    weight = args[2] if len(args) > 2 else kwargs.get("weight")
+    eps = args[3] if len(args) > 3 else kwargs.get("eps")
+    ops = (x,) if weight is None else (x, weight)
+    attrs = [("normalized_shape", tuple(shape)), ("eps", eps)]
+    if weight is None:
+        attrs.append(("has_weight", False))
+    return ops, tuple(attrs)
+
+
+def _layer_norm(args, kwargs):
+    x, shape = args[0], args[1]
+    weight = args[2] if len(args) > 2 else kwargs.get("weight")
+    bias = args[3] if len(args) > 3 else kwargs.get("bias")
+    eps = args[4] if len(args) > 4 else kwargs.get("eps", 1e-5)
+    ops = (x,) + tuple(t for t in (weight, bias) if t is not None)
+    attrs = [("normalized_shape", tuple(shape)), ("eps", eps)]
+    if weight is None:
+        attrs.append(("has_weight", False))
+    if bias is None:
+        attrs.append(("has_bias", False))
+    return ops, tuple(attrs)
+
+
+def covered_ops() -> list[str]:
+    return sorted({op for op, _ in ATEN_OPS.values()})

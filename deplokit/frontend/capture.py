@@ -1,0 +1,217 @@
+"""Capture: torch.export of a module or function → Torch IR, plus the tensor values the
+program needs (parameters, buffers, folded constants) as numpy arrays.
+
+Nodes that depend on no user input and no parameter (aranges, rotary tables, causal masks)
+are evaluated here with torch and become constants: they depend only on shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import CaptureError, DynamicShapeError, UnsupportedDtypeError, UnsupportedOpError
+from ..ir.torch_ir import TorchOp, TorchProgram
+from ..ir.types import Buffer, TensorType
+from .aten_table import ATEN_OPS, IGNORED_OPS, covered_ops
+
+_DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
+
+
+@dataclass(frozen=True)
+class Captured:
+    program: TorchProgram
+    values: dict            # name -> np.ndarray for every param and const buffer
+    input_names: tuple[str, ...]
+    out_spec: object        # pytree spec of the module's return value (tensor, tuple, dict)
+
+
+class _FunctionModule(torch.nn.Module):
+    """Wraps a plain function; forward takes the function's own argument names so the
+    captured inputs are called x, bias, w rather than args_0, args_1, args_2."""
+
+    def __init__(self, fn, n_inputs: int):
+        super().__init__()
+        self.fn = fn
+        names = _argument_names(fn, n_inputs)
+        src = f"def forward(self, {', '.join(names)}):\n    return self.fn({', '.join(names)})\n"
+        scope: dict = {}
+        exec(src, scope)
+        self.forward = scope["forward"].__get__(self)
+
+
+def _argument_names(fn, n: int) -> list[str]:
+    import inspect
+    import keyword
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params[:n]]
+    if len(names) < n or len(set(names)) < n or any(keyword.iskeyword(x) or x in ("self", "fn") for x in names):
+        names = [f"x{i}" for i in range(n)]
+    return names
+
+
+def capture(module_or_fn, example_inputs: tuple) -> Captured:
+    for i, t in enumerate(example_inputs):
+        if not isinstance(t, torch.Tensor):
+            raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
+        _check_dtype(t.dtype, f"example input {i}")
+    module = module_or_fn if isinstance(module_or_fn, torch.nn.Module) else _FunctionModule(module_or_fn, len(example_inputs))
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(module, tuple(example_inputs), strict=False)
+    except Exception as e:  # torch raises many types here; all mean "could not capture"
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "data-dependent" in str(e) or "symbolic" in str(e).lower() or "GuardOnDataDependent" in type(e).__name__:
+            raise DynamicShapeError(f"shape depends on tensor data, which deplokit cannot compile: {msg}") from None
+        raise CaptureError(f"torch.export could not capture the program: {type(e).__name__}: {msg}") from None
+    finally:
+        module.train(was_training)
+    return _convert(ep)
+
+
+def _check_dtype(dtype, where: str) -> str:
+    if dtype not in _DTYPES:
+        raise UnsupportedDtypeError(
+            f"{where} has dtype {str(dtype).replace('torch.', '')}; deplokit computes in float32 "
+            f"(supported: float32, and int64/int32/bool for indices and masks)")
+    return _DTYPES[dtype]
+
+
+def _tensor_type(val, where: str) -> TensorType:
+    shape = []
+    for s in val.shape:
+        if not isinstance(s, int):
+            raise DynamicShapeError(f"{where} has a dynamic dimension {s}; deplokit compiles static shapes only")
+        shape.append(int(s))
+    return TensorType(tuple(shape), _check_dtype(val.dtype, where))
+
+
+def _convert(ep) -> Captured:
+    from torch.export.graph_signature import InputKind
+
+    sig = ep.graph_signature
+    kinds = {spec.arg.name: spec for spec in sig.input_specs}
+    state = dict(ep.state_dict)
+    state.update(ep.constants)
+
+    # Concrete torch values of everything foldable; fx node name -> tensor.
+    folded: dict[str, torch.Tensor] = {}
+    buffers: list[Buffer] = []
+    values: dict[str, np.ndarray] = {}
+    ops: list[TorchOp] = []
+    input_names: list[str] = []
+    names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
+
+    for node in ep.graph.nodes:
+        if node.op == "placeholder":
+            spec = kinds[node.name]
+            ttype = _tensor_type(node.meta["val"], f"input {node.name}")
+            if spec.kind == InputKind.USER_INPUT:
+                buffers.append(Buffer(node.name, ttype, "input"))
+                input_names.append(node.name)
+            elif spec.kind == InputKind.PARAMETER:
+                buffers.append(Buffer(node.name, ttype, "param"))
+                values[node.name] = _to_numpy(state[spec.target])
+            else:  # buffers and lifted constants: module state that is not trained
+                folded[node.name] = state[spec.target]
+            names[node.name] = node.name
+        elif node.op == "call_function":
+            key = _aten_key(node.target)
+            if key in IGNORED_OPS:
+                continue
+            tensor_inputs = [a for a in node.all_input_nodes]
+            if all(a.name in folded for a in tensor_inputs) and not _is_random(key):
+                folded[node.name] = _evaluate(node, folded)
+                names[node.name] = node.name
+                continue
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):   # a data-dependent shape is reported as such first
+                _tensor_type(val, f"aten.{key} (node {node.name})")
+            if key not in ATEN_OPS:
+                raise UnsupportedOpError(
+                    f"operator aten.{key} (node {node.name}) is not supported; covered ops: "
+                    + ", ".join(covered_ops()))
+            op_name, normalise = ATEN_OPS[key]
+            # Folded inputs that reach a real op become constant buffers.
+            for a in tensor_inputs:
+                if a.name in folded and a.name not in values:
+                    t = folded[a.name]
+                    buffers.append(Buffer(a.name, _tensor_type(t, f"constant {a.name}"), "const"))
+                    values[a.name] = _to_numpy(t)
+            args = _map_args(node.args, names)
+            kwargs = {k: _map_args(v, names) for k, v in node.kwargs.items()}
+            try:
+                targs, attrs = normalise(args, kwargs)
+            except (IndexError, KeyError, TypeError) as e:
+                raise UnsupportedOpError(f"operator aten.{key} (node {node.name}) called in an unsupported form: {e}") from None
+            if not isinstance(val, torch.Tensor):
+                raise UnsupportedOpError(f"operator aten.{key} (node {node.name}) returns several values; "
+                                         "deplokit supports single-tensor operators")
+            ops.append(TorchOp(node.name, op_name, tuple(targs), tuple(attrs),
+                               _tensor_type(val, f"{op_name} (node {node.name})")))
+            names[node.name] = node.name
+        elif node.op == "output":
+            outs = node.args[0]
+            outs = outs if isinstance(outs, (list, tuple)) else (outs,)
+            outputs = []
+            for o in outs:
+                if not isinstance(o, torch.fx.Node):
+                    raise CaptureError(f"output {o!r} is not a tensor; deplokit programs return tensors")
+                if o.name in folded and o.name not in values:
+                    t = folded[o.name]
+                    buffers.append(Buffer(o.name, _tensor_type(t, f"output {o.name}"), "const"))
+                    values[o.name] = _to_numpy(t)
+                outputs.append(names[o.name])
+        elif node.op == "get_attr":
+            folded[node.name] = getattr(ep.graph_module, node.target)
+            names[node.name] = node.name
+
+    used = {a for op in ops for a in op.args if isinstance(a, str)} | set(outputs)
+    buffers = [b for b in buffers if b.kind == "input" or b.name in used]
+    values = {k: v for k, v in values.items() if k in used}
+    program = TorchProgram(tuple(buffers), tuple(ops), tuple(outputs))
+    return Captured(program, values, tuple(input_names), ep.call_spec.out_spec)
+
+
+def _aten_key(target) -> str:
+    name = getattr(target, "_name", None) or str(target)
+    if name.startswith("aten::"):
+        name = name[len("aten::"):]
+        return name if "." in name else name + ".default"
+    return str(target)
+
+
+def _is_random(key: str) -> bool:
+    return key.split(".")[0] in {"rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "uniform"}
+
+
+def _map_args(a, names):
+    if isinstance(a, torch.fx.Node):
+        return names[a.name]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_map_args(x, names) for x in a)
+    if isinstance(a, torch.dtype) or isinstance(a, (torch.device, torch.layout, torch.memory_format)):
+        return str(a).replace("torch.", "")
+    return a
+
+
+def _evaluate(node, folded):
+    def sub(a):
+        if isinstance(a, torch.fx.Node):
+            return folded[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(sub(x) for x in a)
+        return a
+    with torch.no_grad():
+        return node.target(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().contiguous().numpy().copy()

@@ -1,0 +1,163 @@
+"""Loop IR: one loop nest per kernel, in the seeds' text format.
+
+    === merged_relu -> relu ===
+    for a0 in 0..16:  # free (M)
+        for a1 in 0..16:  # free (N)
+            for a2 in 0..64:  # reduce (K)
+                in0 = load bias[a2]
+                ...
+                acc0 <- add(acc0, v1)
+            v2 = relu(acc0)  # epilogue (outside reduce)
+            relu[a0, a1] = v2
+
+An accumulator (`<-`) starts at its reduction's identity just before the outermost reduce
+loop that contains it, and holds the reduced value after that loop.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .index import Affine, format_index, gathers
+from .types import Buffer, format_scalar
+
+LoopOperand = Union[str, float, Affine]   # a value name, a scalar constant, an index value
+
+
+def format_loop_operand(a: LoopOperand) -> str:
+    if isinstance(a, str):
+        return a
+    if isinstance(a, Affine):
+        return str(a)
+    return format_scalar(a)
+
+
+@dataclass(frozen=True)
+class Load:
+    dst: str
+    tensor: str
+    index: tuple[Affine, ...]
+    pad: float | None = None          # value read where the index falls outside the tensor
+
+    def text(self) -> str:
+        pad = "" if self.pad is None else f" pad {format_scalar(self.pad)}"
+        return f"{self.dst} = load {self.tensor}[{format_index(self.index)}]{pad}"
+
+
+@dataclass(frozen=True)
+class Compute:
+    dst: str
+    op: str
+    args: tuple[LoopOperand, ...]
+    note: str = ""
+
+    def text(self) -> str:
+        return f"{self.dst} = {self.op}({', '.join(format_loop_operand(a) for a in self.args)})"
+
+
+# The op an accumulator prints with, by reduction.
+_COMBINE_TEXT = {"sum": "add", "max": "max", "min": "min"}
+
+
+@dataclass(frozen=True)
+class Accumulate:
+    acc: str
+    reduction: str                    # sum | max | min
+    value: str
+
+    def text(self) -> str:
+        return f"{self.acc} <- {_COMBINE_TEXT[self.reduction]}({self.acc}, {self.value})"
+
+
+@dataclass(frozen=True)
+class Store:
+    tensor: str
+    index: tuple[Affine, ...]
+    value: LoopOperand
+
+    def text(self) -> str:
+        return f"{self.tensor}[{format_index(self.index)}] = {format_loop_operand(self.value)}"
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    extent: int
+    kind: str                         # free | reduce
+    body: tuple["Stmt", ...]
+    role: str = ""                    # M, N or K in a matmul-like kernel
+
+    def text(self) -> str:
+        role = f" ({self.role})" if self.role else ""
+        return f"for {self.var} in 0..{self.extent}:  # {self.kind}{role}"
+
+
+Stmt = Union[Load, Compute, Accumulate, Store, Loop]
+
+
+def walk(body: tuple[Stmt, ...]):
+    """Every statement, depth first, with its enclosing loops (outermost first)."""
+    def rec(stmts, loops):
+        for s in stmts:
+            yield s, loops
+            if isinstance(s, Loop):
+                yield from rec(s.body, loops + (s,))
+    yield from rec(body, ())
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    outputs: tuple[str, ...]
+    body: tuple[Stmt, ...]
+
+    def inputs(self) -> tuple[str, ...]:
+        """Tensors the kernel reads, in order of first read."""
+        names: list[str] = []
+        for s, _ in walk(self.body):
+            if isinstance(s, Load):
+                for g in (g for e in s.index for g in gathers(e)):
+                    if g.tensor not in names:
+                        names.append(g.tensor)
+                if s.tensor not in names:
+                    names.append(s.tensor)
+        return tuple(names)
+
+    def __str__(self) -> str:
+        lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
+        _format_body(self.body, 0, lines)
+        return "\n".join(lines)
+
+
+def _format_body(body, depth, lines):
+    pad = "    " * depth
+    for s in body:
+        note = f"  # {s.note}" if isinstance(s, Compute) and s.note else ""
+        lines.append(pad + s.text() + note)
+        if isinstance(s, Loop):
+            _format_body(s.body, depth + 1, lines)
+
+
+@dataclass(frozen=True)
+class LoopProgram:
+    buffers: tuple[Buffer, ...]       # inputs, parameters, constants
+    written: tuple[Buffer, ...]       # what the kernels write: outputs, and temps read by a later kernel
+    kernels: tuple[Kernel, ...]
+    outputs: tuple[str, ...]
+
+    def types(self):
+        return {b.name: b.type for b in self.buffers + self.written}
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    def header(self) -> str:
+        lines = [f"# {b}" for b in self.buffers + self.written]
+        lines.append(f"# outputs: {', '.join(self.outputs)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(k) for k in self.kernels)

@@ -1,0 +1,149 @@
+"""Tensor IR: three primitives with explicit broadcasts.
+
+    bias_bc = bias[j] -> (16, 64) float32                  IndexMap
+    prod = multiply(add_bc, w_bc) -> (16, 64, 16) float32  Elementwise
+    red = sum(prod, axis=-2) -> (16, 1, 16) float32        Reduction
+
+Every operand of an Elementwise has the node's own shape; an IndexMap is the only way to
+move, broadcast, slice or gather elements; a Reduction keeps the reduced axes as size 1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from .index import DIM_NAMES, Affine, format_index
+from .types import Buffer, TensorType, format_scalar
+
+UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
+             "sigmoid", "relu", "sin", "cos", "logical_not")
+BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "pow",
+              "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
+              "logical_and", "logical_or")
+TERNARY_OPS = ("where",)
+ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + TERNARY_OPS
+COMPARISON_OPS = ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
+                  "logical_and", "logical_or", "logical_not")
+REDUCTION_OPS = ("sum", "max", "min")
+# The value an accumulator starts from.
+REDUCTION_IDENTITY = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
+# The elementwise op that folds one value into an accumulator.
+REDUCTION_COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The position along one axis of the node's own shape (an iota), e.g. for causal masks."""
+    dim: int
+
+    def __str__(self) -> str:
+        return DIM_NAMES[self.dim]
+
+
+Operand = Union[str, float, Axis]   # a tensor name, a scalar constant, or an axis position
+
+
+def format_operand(a: Operand) -> str:
+    if isinstance(a, str):
+        return a
+    if isinstance(a, Axis):
+        return str(a)
+    return format_scalar(a)
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    name: str
+    op: str
+    args: tuple[Operand, ...]
+    type: TensorType
+
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(a for a in self.args if isinstance(a, str))
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.op}({', '.join(format_operand(a) for a in self.args)}) -> {self.type}"
+
+
+@dataclass(frozen=True)
+class Reduction:
+    name: str
+    op: str
+    src: str
+    axes: tuple[int, ...]      # non-negative, sorted
+    type: TensorType           # the source shape with the reduced axes set to 1
+
+    def inputs(self) -> tuple[str, ...]:
+        return (self.src,)
+
+    def __str__(self) -> str:
+        rank = self.type.rank
+        neg = [a - rank for a in self.axes]
+        axis = str(neg[0]) if len(neg) == 1 else "(" + ", ".join(str(a) for a in neg) + ")"
+        return f"{self.name} = {self.op}({self.src}, axis={axis}) -> {self.type}"
+
+
+@dataclass(frozen=True)
+class IndexMap:
+    """out[i, j, ...] = src[index(i, j, ...)]; with `pad`, out-of-range reads give `pad`."""
+    name: str
+    src: str
+    index: tuple[Affine, ...]      # over the variables DIM_NAMES[:rank of out]
+    type: TensorType
+    pad: float | None = None
+
+    def inputs(self) -> tuple[str, ...]:
+        from .index import gathers
+        names = [self.src]
+        for e in self.index:
+            names.extend(g.tensor for g in gathers(e) if g.tensor not in names)
+        return tuple(names)
+
+    def __str__(self) -> str:
+        idx = ", ".join(_index_entry(e, self._src_extent(k)) for k, e in enumerate(self.index))
+        pad = "" if self.pad is None else f" pad {format_scalar(self.pad)}"
+        return f"{self.name} = {self.src}[{idx}]{pad} -> {self.type}"
+
+    def _src_extent(self, k: int) -> int | None:
+        return self.src_shape[k] if self.src_shape else None
+
+    # The source's shape is not needed for meaning, only to print size-1 axes as `na`;
+    # the decomposer fills it in. Excluded from equality and hashing.
+    src_shape: tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+
+def _index_entry(e: Affine, extent: int | None) -> str:
+    if extent == 1 and e.is_const and e.const == 0:
+        return "na"
+    return str(e)
+
+
+TensorNode = Union[Elementwise, Reduction, IndexMap]
+
+
+@dataclass(frozen=True)
+class TensorProgram:
+    buffers: tuple[Buffer, ...]
+    nodes: tuple[TensorNode, ...]
+    outputs: tuple[str, ...]
+    # Nodes that hold a Torch-IR op's result (named like it): where fusion prefers to cut.
+    op_results: frozenset[str] = frozenset()
+
+    def types(self) -> dict[str, TensorType]:
+        out = {b.name: b.type for b in self.buffers}
+        out.update((n.name, n.type) for n in self.nodes)
+        return out
+
+    def node(self, name: str) -> TensorNode:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def header(self) -> str:
+        lines = [f"# {b}" for b in self.buffers]
+        lines.append(f"# outputs: {', '.join(self.outputs)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return "\n".join(str(n) for n in self.nodes)

@@ -1,0 +1,65 @@
+"""Types shared by every IR: a tensor's static type and the buffers a program reads."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Element types deplokit computes with. float32 is the compute type; integer tensors
+# only index (embedding ids), bool only selects (masks, where).
+DTYPES = ("float32", "int64", "int32", "bool")
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __str__(self) -> str:
+        return f"{format_shape(self.shape)} {self.dtype}"
+
+
+def format_shape(shape: tuple[int, ...]) -> str:
+    if len(shape) == 1:
+        return f"({shape[0]},)"
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+# Where a program's buffer comes from: a user input (passed to run), a parameter or
+# buffer of the module (held by the Compilation), a constant folded at compile time, or a
+# temporary that one kernel writes and a later one reads, or a program output.
+BUFFER_KINDS = ("input", "param", "const", "temp", "output")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    type: TensorType
+    kind: str = "input"
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.type} {self.kind}"
+
+
+def format_scalar(value: float | int | bool) -> str:
+    """Deterministic text for a scalar constant: integers without a dot, floats by repr."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    if value != value:
+        return "nan"
+    if value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    if float(value).is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return repr(float(value))

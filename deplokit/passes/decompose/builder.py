@@ -1,0 +1,192 @@
+"""The helper every decomposition rule writes Tensor IR through.
+
+It makes broadcasts explicit (an IndexMap named `<src>_bc` in front of any operand whose
+shape differs from the result), gives every new tensor a stable, readable name, and keeps
+the nodes in creation order.
+"""
+from __future__ import annotations
+
+from ...errors import UnsupportedOpError
+from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
+from ...ir.tensor_ir import (COMPARISON_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
+                             TensorNode)
+from ...ir.types import TensorType
+
+
+class Builder:
+    def __init__(self, types: dict[str, TensorType], reserved: set[str] = frozenset()):
+        self._types = dict(types)
+        # Torch-IR op names stay free for `rename_last`, so a decomposed op keeps its name.
+        self._taken = set(types) | set(reserved)
+        self.nodes: list[TensorNode] = []
+
+    # -- names and types --------------------------------------------------------------
+    def fresh(self, hint: str) -> str:
+        name, n = hint, 1
+        while name in self._taken:
+            name, n = f"{hint}_{n}", n + 1
+        self._taken.add(name)
+        return name
+
+    def type(self, name: str) -> TensorType:
+        return self._types[name]
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._types[name].shape
+
+    def _add(self, node: TensorNode) -> str:
+        self.nodes.append(node)
+        self._types[node.name] = node.type
+        return node.name
+
+    def rename_last(self, old: str, new: str) -> bool:
+        """Give the node `old` the name `new` if no later node refers to it yet."""
+        if not self.nodes or self.nodes[-1].name != old or new in self._types:
+            return False
+        from dataclasses import replace
+        self.nodes[-1] = replace(self.nodes[-1], name=new)
+        self._types[new] = self._types.pop(old)
+        self._taken.add(new)
+        return True
+
+    # -- the three primitives -----------------------------------------------------------
+    def index_map(self, src: str, index: tuple[Affine, ...], shape: tuple[int, ...],
+                  hint: str, pad: float | None = None) -> str:
+        src_type = self.type(src)
+        assert len(index) == src_type.rank, (src, index)
+        return self._add(IndexMap(self.fresh(hint), src, tuple(index), TensorType(tuple(shape), src_type.dtype),
+                                  pad, src_type.shape))
+
+    def elementwise(self, op: str, *args: Operand, hint: str | None = None,
+                    shape: tuple[int, ...] | None = None) -> str:
+        tensors = [a for a in args if isinstance(a, str)]
+        if shape is None:
+            shape = broadcast_shapes(*[self.shape(a) for a in tensors])
+        args = tuple(self.broadcast_to(a, shape) if isinstance(a, str) else _scalar(a) for a in args)
+        if op in COMPARISON_OPS:
+            dtype = "bool"
+        elif op == "where":
+            dtype = next((self.type(a).dtype for a in args[1:] if isinstance(a, str)), "float32")
+        else:
+            dtypes = {self.type(a).dtype for a in args if isinstance(a, str)}
+            dtype = "float32" if not dtypes or "float32" in dtypes or any(isinstance(a, float) for a in args) else dtypes.pop()
+        return self._add(Elementwise(self.fresh(hint or op), op, args, TensorType(tuple(shape), dtype)))
+
+    def reduce(self, op: str, src: str, axes, keepdim: bool = True, hint: str = "red") -> str:
+        src_type = self.type(src)
+        axes = normalize_axes(axes, src_type.rank)
+        if not axes:
+            return src
+        shape = tuple(1 if d in axes else s for d, s in enumerate(src_type.shape))
+        red = self._add(Reduction(self.fresh(hint), op, src, axes, TensorType(shape, src_type.dtype)))
+        if keepdim:
+            return red
+        return self.squeeze(red, axes)
+
+    # -- index maps users ask for by name ---------------------------------------------------
+    def broadcast_to(self, src: str, shape: tuple[int, ...]) -> str:
+        s = self.shape(src)
+        if s == tuple(shape):
+            return src
+        if len(s) > len(shape):
+            raise UnsupportedOpError(f"cannot broadcast {src} of shape {s} to {tuple(shape)}")
+        lead = len(shape) - len(s)
+        index = []
+        for p, extent in enumerate(s):
+            q = p + lead
+            if extent == shape[q]:
+                index.append(var(DIM_NAMES[q]))
+            elif extent == 1:
+                index.append(const(0))
+            else:
+                raise UnsupportedOpError(f"cannot broadcast {src} of shape {s} to {tuple(shape)}")
+        return self.index_map(src, tuple(index), shape, f"{src}_bc")
+
+    def squeeze(self, src: str, axes: tuple[int, ...], hint: str | None = None) -> str:
+        s = self.shape(src)
+        out_shape = tuple(e for d, e in enumerate(s) if d not in axes)
+        index, q = [], 0
+        for d in range(len(s)):
+            if d in axes:
+                index.append(const(0))
+            else:
+                index.append(var(DIM_NAMES[q]))
+                q += 1
+        return self.index_map(src, tuple(index), out_shape, hint or f"{src}_sq")
+
+    def reshape(self, src: str, shape: tuple[int, ...], hint: str) -> str:
+        s = self.shape(src)
+        shape = resolve_shape(shape, s)
+        if shape == s:
+            return src
+        ranges = {DIM_NAMES[q]: e for q, e in enumerate(shape)}
+        flat = const(0)
+        stride = 1
+        for q in reversed(range(len(shape))):
+            if shape[q] != 1:
+                flat = var(DIM_NAMES[q]) * stride + flat
+            stride *= shape[q]
+        index, stride = [], 1
+        strides = []
+        for e in reversed(s):
+            strides.append(stride)
+            stride *= e
+        strides.reverse()
+        for p, e in enumerate(s):
+            index.append(const(0) if e == 1 else mod(floordiv(flat, strides[p], ranges), e, ranges))
+        return self.index_map(src, tuple(index), shape, hint)
+
+    def permute(self, src: str, dims: tuple[int, ...], hint: str) -> str:
+        s = self.shape(src)
+        dims = tuple(d % len(s) for d in dims)
+        if dims == tuple(range(len(s))):
+            return src
+        out_shape = tuple(s[d] for d in dims)
+        index = [None] * len(s)
+        for q, d in enumerate(dims):
+            index[d] = var(DIM_NAMES[q]) if s[d] != 1 else const(0)
+        return self.index_map(src, tuple(index), out_shape, hint)
+
+
+def _scalar(a):
+    if isinstance(a, Axis):
+        return a
+    if isinstance(a, bool):
+        return float(a)
+    return float(a)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for p, e in enumerate(s):
+            q = p + rank - len(s)
+            if e != 1:
+                if out[q] not in (1, e):
+                    raise UnsupportedOpError(f"shapes {', '.join(str(x) for x in shapes)} do not broadcast")
+                out[q] = e
+    return tuple(out)
+
+
+def normalize_axes(axes, rank: int) -> tuple[int, ...]:
+    if axes is None or axes == ():
+        return tuple(range(rank))
+    if isinstance(axes, int):
+        axes = (axes,)
+    return tuple(sorted({a % rank for a in axes})) if rank else ()
+
+
+def resolve_shape(shape, src_shape) -> tuple[int, ...]:
+    """A view's target shape with any -1 worked out."""
+    shape = list(shape)
+    numel = 1
+    for e in src_shape:
+        numel *= e
+    if -1 in shape:
+        known = 1
+        for e in shape:
+            if e != -1:
+                known *= e
+        shape[shape.index(-1)] = numel // known if known else 0
+    return tuple(int(e) for e in shape)

@@ -1,0 +1,16 @@
+"""unsqueeze: insert a size-1 axis."""
+from __future__ import annotations
+
+from ...ir.index import DIM_NAMES, var
+from .builder import Builder
+from .registry import rule
+
+
+@rule("unsqueeze")
+def decompose_unsqueeze(op, b: Builder) -> str:
+    x = op.args[0]
+    shape = b.shape(x)
+    dim = op.attr("dim") % (len(shape) + 1)
+    out = shape[:dim] + (1,) + shape[dim:]
+    index = tuple(var(DIM_NAMES[p if p < dim else p + 1]) for p in range(len(shape)))
+    return b.index_map(x, index, out, "unsqueeze")

@@ -1,0 +1,98 @@
+"""Tensor IR → Loop IR: lift every node to a loop nest and fuse producers into consumers.
+
+Graph outputs are stored. Every other node is inlined into the kernels that read it (a
+pointwise producer as a prologue, a reduction as a reduce phase) until the guard
+(guard.py) or the structure says no; then it is stored and read back by its consumers.
+Repeats until no kernel objects, so every decision is explained in `decisions`."""
+from __future__ import annotations
+
+from ...ir.loop_ir import LoopProgram
+from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
+from ...ir.types import Buffer
+from .build import BuiltKernel, KernelBuilder, NeedMaterialise
+from .guard import judge
+
+
+def fuse(program: TensorProgram) -> tuple[LoopProgram, tuple[str, ...]]:
+    nodes = {n.name: n for n in program.nodes}
+    order = {n.name: i for i, n in enumerate(program.nodes)}
+    shapes = {b.name: b.type.shape for b in program.buffers}
+    numel = {n.name: n.type.numel for n in program.nodes}
+    stored = {o for o in program.outputs if o in nodes}
+    decisions: list[str] = []
+    built: dict[str, BuiltKernel] = {}
+    consumers: dict[str, list[str]] = {}
+    for n in program.nodes:
+        for i in n.inputs():
+            consumers.setdefault(i, []).append(n.name)
+
+    def materialise(node: str, reason: str):
+        stored.add(node)
+        decisions.append(f"store {node}: {reason}")
+        for root in [r for r, bk in built.items() if node in bk.inlined]:
+            del built[root]
+
+    changed = True
+    while changed:
+        changed = False
+        for root in sorted(stored, key=order.__getitem__):
+            if root in built:
+                continue
+            try:
+                bk = KernelBuilder(nodes, stored, root).build(shapes)
+            except NeedMaterialise as e:
+                node = _promote(e.node, program, consumers) if e.nested else e.node
+                reason = e.reason if node == e.node else f"{e.reason}; storing {node}"
+                materialise(node, reason)
+                changed = True
+                break
+            verdict = judge(bk.kernel.name, bk.evals, numel, bk.reduction_points, bk.reduction_instances, bk.work,
+                            order)
+            if verdict.node is not None and verdict.node not in stored:
+                materialise(verdict.node, verdict.reason)
+                changed = True
+                break
+            built[root] = bk
+        if changed:
+            continue
+        # A reduction fused into two kernels would be computed twice.
+        seen: dict[str, str] = {}
+        for root in sorted(built, key=order.__getitem__):
+            for red in built[root].reduction_instances:
+                if red in seen:
+                    materialise(red, f"reduction {red} is read by kernels {seen[red]} and {built[root].kernel.name}")
+                    changed = True
+                    break
+                seen[red] = built[root].kernel.name
+            if changed:
+                break
+
+    roots = sorted(built, key=order.__getitem__)
+    for root in roots:
+        bk = built[root]
+        members = sorted(bk.inlined - {root}, key=order.__getitem__)
+        fused = f" fuses {', '.join(members)}" if members else ""
+        ratio = f"{bk.work} work"
+        decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
+    written = tuple(Buffer(r, nodes[r].type, "output" if r in program.outputs else "temp") for r in roots)
+    loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
+    return loop, tuple(decisions)
+
+
+def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]]) -> str:
+    """A nested reduction is stored where its Torch-IR op's result is (`linear`, not the
+    keepdim `red`): follow the single-consumer chain of same-size pointwise and index-map
+    nodes until a node that holds an op's result."""
+    nodes = {n.name: n for n in program.nodes}
+    node = red
+    while node not in program.op_results and node not in program.outputs:
+        users = consumers.get(node, [])
+        if len(users) != 1:
+            return node
+        user = nodes[users[0]]
+        if isinstance(user, Reduction) or user.type.numel != nodes[node].type.numel:
+            return red
+        if isinstance(user, IndexMap) and (user.pad is not None or len(user.inputs()) > 1):
+            return red
+        node = user.name
+    return node

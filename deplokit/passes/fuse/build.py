@@ -1,0 +1,421 @@
+"""Build one Loop-IR kernel: a Tensor-IR root with its inlined producers and fused
+reductions, scheduled as
+
+    for outer vars:            (the axes the fused reductions are indexed by)
+        reduce phase(s)        (prologue inside the reduce)
+        scalar epilogue        (values that need only outer vars and accumulators)
+        for inner vars:        (the remaining axes)
+            ... root[...] = v
+
+Every expression is placed in the outermost loop whose variables it uses (loop-invariant
+code motion), loads first in each body, and names are given in print order."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...ir.index import DIM_NAMES, Affine, const, gathers, rename, substitute, var
+from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store
+from ...ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorNode
+from .expr import EAcc, ELoad, EOp, ExprTable
+
+
+class NeedMaterialise(Exception):
+    def __init__(self, node: str, reason: str, nested: bool = False):
+        super().__init__(reason)
+        self.node, self.reason, self.nested = node, reason, nested
+
+
+@dataclass
+class Instance:
+    red: Reduction
+    index: tuple[Affine, ...]
+    reduce_vars: tuple[tuple[str, int], ...]
+    body: int = -1
+
+
+@dataclass
+class BuiltKernel:
+    kernel: Kernel
+    inlined: frozenset[str]           # Tensor-IR nodes computed inside (root included)
+    evals: dict[str, int]             # executions of each Elementwise node's statement
+    reduction_points: dict[str, int]  # evaluations of each fused reduction (per output element: 1)
+    reduction_instances: dict[str, int]
+    work: int
+
+
+@dataclass
+class _Frame:
+    var: str | None
+    extent: int
+    kind: str
+    stmts: list = field(default_factory=list)
+    memo: dict = field(default_factory=dict)
+    role: str = ""
+
+
+class KernelBuilder:
+    def __init__(self, nodes: dict[str, TensorNode], stored: set[str], root: str):
+        self.nodes, self.stored, self.root = nodes, stored, root
+        self.table = ExprTable()
+        self.memo: dict = {}
+        self.instances: list[Instance] = []
+        self.instance_of: dict = {}
+        self.ranges: dict[str, int] = {}
+        self.reduce_context: list[frozenset[str]] = []
+        self.inlined: set[str] = set()
+        self.masked = 0          # > 0 while computing a value a padded map may discard
+        self._n = 0
+
+    def _fresh(self, prefix: str) -> str:
+        self._n += 1
+        return f"%{prefix}{self._n}"
+
+    # -- expressions ------------------------------------------------------------------------
+    def value(self, name: str, index: tuple[Affine, ...]):
+        key = (name, index, self.masked)
+        if key in self.memo:
+            return self.memo[key]
+        if name != self.root and (name in self.stored or name not in self.nodes):
+            out = self._load(name, index, 0.0 if self.masked else None)
+        else:
+            out = self._compute(self.nodes[name], index)
+        self.memo[key] = out
+        return out
+
+    def _load(self, name, index, pad):
+        for ix in index:
+            for g in gathers(ix):
+                if g.tensor in self.nodes and g.tensor not in self.stored:
+                    raise NeedMaterialise(g.tensor, f"{g.tensor} is read as an index and must be in memory")
+        return self.table.add(ELoad(name, index, pad))
+
+    def _compute(self, node: TensorNode, index):
+        self.inlined.add(node.name)
+        if isinstance(node, Elementwise):
+            args = []
+            for a in node.args:
+                if isinstance(a, str):
+                    args.append(self.value(a, index))
+                elif isinstance(a, Axis):
+                    args.append(index[a.dim])
+                else:
+                    args.append(float(a))
+            return self.table.add(EOp(node.op, tuple(args), node.name))
+        if isinstance(node, IndexMap):
+            mapping = {DIM_NAMES[k]: ix for k, ix in enumerate(index)}
+            new = tuple(substitute(e, mapping, self.ranges) for e in node.index)
+            if node.pad is not None:
+                if node.src not in self.nodes or node.src in self.stored:
+                    return self._load(node.src, new, node.pad)
+                return self._padded(node, new)
+            return self.value(node.src, new)
+        return self._reduction(node, index)
+
+    def _padded(self, node: IndexMap, index):
+        """A computed value read through a padded map: where(in bounds, value, pad). The
+        value is computed with safe loads (out-of-range reads give 0), then discarded."""
+        from ...ir.index import bounds
+        src_shape = self.nodes[node.src].type.shape
+        conds = []
+        for ix, extent in zip(index, src_shape):
+            b = bounds(ix, self.ranges)
+            if b is not None and b[0] >= 0 and b[1] < extent:
+                continue
+            if b is None or b[0] < 0:
+                conds.append(self.table.add(EOp("greater_equal", (ix, 0.0), node.name)))
+            if b is None or b[1] >= extent:
+                conds.append(self.table.add(EOp("less", (ix, float(extent)), node.name)))
+        self.masked += 1
+        try:
+            inner = self.value(node.src, index)
+        finally:
+            self.masked -= 1
+        self.inlined.add(node.name)
+        if not conds:
+            return inner
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = self.table.add(EOp("logical_and", (cond, c), node.name))
+        return self.table.add(EOp("where", (cond, inner, float(node.pad)), node.name))
+
+    def _reduction(self, red: Reduction, index):
+        from ...ir.index import free_vars
+        used = set()
+        for ix in index:
+            used |= free_vars(ix)
+        for ctx in self.reduce_context:
+            if used & ctx:
+                raise NeedMaterialise(red.name, f"reduction {red.name} is nested inside another reduction",
+                                      nested=True)
+        key = (red.name, index)
+        if key in self.instance_of:
+            return self.table.add(EAcc(self.instance_of[key]))
+        src_shape = self.nodes[red.src].type.shape if red.src in self.nodes else None
+        src_shape = src_shape or self._buffer_shape(red.src)
+        rvars = []
+        body_index = list(index)
+        for ax in red.axes:
+            v = self._fresh("r")
+            self.ranges[v] = src_shape[ax]
+            rvars.append((v, src_shape[ax]))
+            body_index[ax] = var(v) if src_shape[ax] != 1 else const(0)
+        inst = Instance(red, tuple(index), tuple(rvars))
+        self.reduce_context.append(frozenset(v for v, _ in rvars))
+        inst.body = self.value(red.src, tuple(body_index))
+        self.reduce_context.pop()
+        self.inlined.add(red.name)
+        self.instance_of[key] = len(self.instances)
+        self.instances.append(inst)
+        return self.table.add(EAcc(self.instance_of[key]))
+
+    def _buffer_shape(self, name):
+        return self.buffer_shapes[name]
+
+    # -- scheduling -------------------------------------------------------------------------
+    def build(self, buffer_shapes: dict[str, tuple[int, ...]]) -> BuiltKernel:
+        self.buffer_shapes = buffer_shapes
+        root = self.nodes[self.root]
+        shape = root.type.shape
+        root_vars, index = [], []
+        for d, e in enumerate(shape):
+            if e == 1:
+                index.append(const(0))
+            else:
+                v = self._fresh("o")
+                self.ranges[v] = e
+                root_vars.append((v, e))
+                index.append(var(v))
+        index = tuple(index)
+        top = self.value(self.root, index)
+
+        from ...ir.index import free_vars
+        outer_names = set()
+        for inst in self.instances:
+            for ix in inst.index:
+                outer_names |= free_vars(ix)
+        outer = [(v, e) for v, e in root_vars if v in outer_names]
+        inner = [(v, e) for v, e in root_vars if v not in outer_names]
+
+        self.frames = [_Frame(None, 1, "top")]
+        self.depth: dict[str, int] = {}
+        self.acc_names: dict[int, str] = {}
+        self.acc_depth = len(outer)
+        for v, e in outer:
+            self._open(v, e, "free")
+        for i, inst in enumerate(self.instances):
+            for v, e in inst.reduce_vars:
+                self._open(v, e, "reduce")
+            value = self._emit(inst.body)
+            acc = self._fresh("acc")
+            self.frames[-1].stmts.append(Accumulate(acc, inst.red.op, value))
+            for _ in inst.reduce_vars:
+                self._close()
+            self.acc_names[i] = acc
+        for v, e in inner:
+            self._open(v, e, "free")
+        value = self._emit(top)
+        self.frames[-1].stmts.append(Store(self.root, index, value))
+        for _ in inner + outer:
+            self._close()
+        body = tuple(self.frames[0].stmts)
+
+        roles = self._matmul_roles()
+        body = _annotate(body, roles)
+        body = _loads_first(body)
+        body, origins, names = _rename(body)
+        body = _article_notes(body)
+        acc_red = {names[self.acc_names[i]]: inst.red.name for i, inst in enumerate(self.instances)}
+        evals, points, work = _count(body, origins, acc_red)
+        for inst in self.instances:   # accumulate executions -> evaluations of the reduction
+            size = 1
+            for _, e in inst.reduce_vars:
+                size *= e
+            points[inst.red.name] = points.get(inst.red.name, 0) // size
+        n_inst: dict[str, int] = {}
+        for inst in self.instances:
+            n_inst[inst.red.name] = n_inst.get(inst.red.name, 0) + 1
+        name = self.root if len(self.inlined) <= 1 else f"merged_{self.root}"
+        return BuiltKernel(Kernel(name, (self.root,), body), frozenset(self.inlined), evals, points, n_inst, work)
+
+    def _open(self, v, extent, kind):
+        self.frames.append(_Frame(v, extent, kind))
+        self.depth[v] = len(self.frames) - 1
+
+    def _close(self):
+        f = self.frames.pop()
+        self.frames[-1].stmts.append(Loop(f.var, f.extent, f.kind, tuple(f.stmts)))
+
+    def _emit(self, e):
+        if isinstance(e, (float, Affine)):
+            return e
+        for f in reversed(self.frames):
+            if e in f.memo:
+                return f.memo[e]
+        ex = self.table.exprs[e]
+        if isinstance(ex, EAcc):
+            return self.acc_names[ex.instance]
+        depth = max((self.depth[v] for v in self.table.vars[e]), default=0)
+        if self.table.accs[e]:   # after the reduce phases, in the innermost outer loop
+            depth = max(depth, self.acc_depth)
+        if isinstance(ex, ELoad):
+            dst = self._fresh("in")
+            stmt = Load(dst, ex.tensor, ex.index, ex.pad)
+        else:
+            args = tuple(self._emit(a) if isinstance(a, int) else a for a in ex.args)
+            dst = self._fresh("v")
+            stmt = Compute(dst, ex.op, args, note=ex.origin)
+        self.frames[depth].stmts.append(stmt)
+        self.frames[depth].memo[e] = dst
+        return dst
+
+    def _matmul_roles(self) -> dict[str, str]:
+        """M/N/K roles when a fused sum reduces a product of two operands that each miss
+        one output axis (a contraction)."""
+        roles: dict[str, str] = {}
+        for inst in self.instances:
+            ex = self.table.exprs[inst.body]
+            if inst.red.op != "sum" or not isinstance(ex, EOp) or ex.op != "multiply":
+                continue
+            a, b = ex.args
+            if not (isinstance(a, int) and isinstance(b, int)):
+                continue
+            va, vb = self.table.vars[a], self.table.vars[b]
+            only_a = {v for v in va - vb if v.startswith("%o")}
+            only_b = {v for v in vb - va if v.startswith("%o")}
+            if only_a and only_b:
+                for v in only_a:
+                    roles[v] = "M"
+                for v in only_b:
+                    roles[v] = "N"
+                for v, _ in inst.reduce_vars:
+                    roles[v] = "K"
+        return roles
+
+
+def _annotate(body, roles):
+    """Loop roles, and the article's prologue/epilogue notes in matmul-like kernels."""
+    out = []
+    for s in body:
+        if isinstance(s, Loop):
+            s = Loop(s.var, s.extent, s.kind, _annotate(s.body, roles), roles.get(s.var, ""))
+        out.append(s)
+    return tuple(out)
+
+
+def _loads_first(body):
+    out_loads, out_rest = [], []
+    for s in body:
+        if isinstance(s, Load):
+            out_loads.append(s)
+        elif isinstance(s, Loop):
+            out_rest.append(Loop(s.var, s.extent, s.kind, _loads_first(s.body), s.role))
+        else:
+            out_rest.append(s)
+    return tuple(out_loads + out_rest)
+
+
+def _rename(body):
+    """Stable names in print order: loop vars a0.., loads in0.., values v0.., accs acc0..
+    Compute notes (the Tensor-IR origin) are kept aside for counting, then rewritten."""
+    names: dict[str, str] = {}
+    counters = {"a": 0, "in": 0, "v": 0, "acc": 0}
+    origins: dict[str, str] = {}
+
+    def fresh(old, cls):
+        if old not in names:
+            names[old] = f"{cls}{counters[cls]}"
+            counters[cls] += 1
+        return names[old]
+
+    def assign(stmts):
+        for s in stmts:
+            if isinstance(s, Loop):
+                fresh(s.var, "a")
+                assign(s.body)
+            elif isinstance(s, Load):
+                fresh(s.dst, "in")
+            elif isinstance(s, Compute):
+                fresh(s.dst, "v")
+            elif isinstance(s, Accumulate):
+                fresh(s.acc, "acc")
+
+    # Accumulators are printed where they accumulate, which is after the values they fold;
+    # numbering them by first appearance keeps acc0 the first reduction of the kernel.
+    assign(body)
+    var_names = {k: v for k, v in names.items() if k.startswith(("%o", "%r"))}
+
+    def operand(a):
+        if isinstance(a, str):
+            return names.get(a, a)
+        if isinstance(a, Affine):
+            return rename(a, var_names)
+        return a
+
+    def index(ix):
+        return tuple(rename(e, var_names) for e in ix)
+
+    def rewrite(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, Loop):
+                out.append(Loop(names[s.var], s.extent, s.kind, rewrite(s.body), s.role))
+            elif isinstance(s, Load):
+                out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
+            elif isinstance(s, Compute):
+                origins[names[s.dst]] = s.note
+                out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args)))
+            elif isinstance(s, Accumulate):
+                out.append(Accumulate(names[s.acc], s.reduction, operand(s.value)))
+            else:
+                out.append(Store(s.tensor, index(s.index), operand(s.value)))
+        return tuple(out)
+
+    return rewrite(body), origins, names
+
+
+def _article_notes(body):
+    """Mark the first computation inside a matmul's K loop and the first after it, as the
+    article's Loop IR does."""
+    out = []
+    after_k = False
+    for s in body:
+        if isinstance(s, Loop):
+            inner = s.body
+            if s.role == "K":
+                computes = [c for c in inner if isinstance(c, Compute)]
+                if len(computes) > 1:
+                    first = computes[0]
+                    inner = tuple(Compute(c.dst, c.op, c.args, "prologue (inside reduce)") if c is first else c
+                                  for c in inner)
+                after_k = True
+            else:
+                inner = _article_notes(inner)
+            s = Loop(s.var, s.extent, s.kind, inner, s.role)
+        elif isinstance(s, Compute) and after_k:
+            s = Compute(s.dst, s.op, s.args, "epilogue (outside reduce)")
+            after_k = False
+        out.append(s)
+    return tuple(out)
+
+
+def _count(body, origins, acc_red):
+    evals: dict[str, int] = {}
+    points: dict[str, int] = {}
+    work = 0
+    acc_origin: dict[str, str] = {}
+
+    def rec(stmts, mult):
+        nonlocal work
+        for s in stmts:
+            if isinstance(s, Loop):
+                rec(s.body, mult * s.extent)
+            elif isinstance(s, (Load, Compute, Accumulate)):
+                work += mult
+                if isinstance(s, Compute):
+                    o = origins[s.dst]
+                    evals[o] = evals.get(o, 0) + mult
+                elif isinstance(s, Accumulate):
+                    r = acc_red[s.acc]
+                    points[r] = points.get(r, 0) + mult
+    rec(body, 1)
+    return evals, points, work

@@ -1,0 +1,48 @@
+"""The fusion guard: when inlining a producer into a kernel costs too much.
+
+Work is what a kernel's loop nest executes: loads, arithmetic and accumulations, each
+counted once per iteration of the loops around it. A value inlined where it is evaluated
+more often than it has elements (a broadcast read, or a second phase of a kernel) adds
+*extra* work. The guard allows a kernel whose extra work is at most RECOMPUTE_BUDGET times
+its essential work, and never one that evaluates a reduction more than once per element.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RECOMPUTE_BUDGET = 1.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    node: str | None      # the producer to materialise, None when the kernel passes
+    reason: str
+
+
+def judge(kernel_name: str, evals: dict[str, int], numel: dict[str, int], reduction_points: dict[str, int],
+          reduction_instances: dict[str, int], total_work: int, order: dict[str, int]) -> Verdict:
+    """evals: executions of each inlined node's statements; reduction_points: evaluations of
+    each fused reduction; reduction_instances: how many places compute it; order: program
+    order of the Tensor-IR nodes."""
+    for red, count in reduction_instances.items():
+        if count > 1:
+            return Verdict(red, f"reduction {red} would be computed {count} times in {kernel_name}")
+    for red, points in reduction_points.items():
+        if points > numel[red]:
+            # Store the last recomputed value on the way from the reduction to the root: the
+            # reduction and everything it feeds then stay one kernel (softmax before a matmul).
+            recomputed = [n for n, e in {**evals, **reduction_points}.items() if e > numel[n]]
+            last = max(recomputed, key=order.__getitem__)
+            return Verdict(last, f"reduction {red} would be recomputed {points // numel[red]}x per element "
+                                 f"in {kernel_name}; storing {last}")
+    extra = {n: e - numel[n] for n, e in evals.items() if e > numel[n]}
+    total_extra = sum(extra.values())
+    essential = total_work - total_extra
+    if extra and total_extra > RECOMPUTE_BUDGET * essential:
+        # Cut at the last recomputed value: what feeds it is then computed once, in its
+        # own kernel (rope before the attention matmul, not the halves of its cat).
+        last = max(extra, key=order.__getitem__)
+        return Verdict(last, f"{last} would be evaluated {evals[last] / numel[last]:.3g}x per element in "
+                             f"{kernel_name}: extra work {total_extra} > {RECOMPUTE_BUDGET:g} x essential "
+                             f"{essential}")
+    return Verdict(None, f"{kernel_name}: extra work {total_extra} <= {RECOMPUTE_BUDGET:g} x essential {essential}")

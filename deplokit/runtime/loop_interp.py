@@ -1,0 +1,139 @@
+"""Numpy interpreter for Loop IR, vectorised over loops.
+
+A loop variable is an arange laid along its own axis (the loop's depth), so one numpy
+operation runs a statement for every iteration at once; a reduce loop's accumulate sums
+(or maxes) along its axes. Loops whose iteration space would be too large to hold at once
+run in chunks, and an accumulator folds the chunks together."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ..ir.index import Affine, evaluate
+from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store
+from ..ir.tensor_ir import REDUCTION_IDENTITY
+from .numpy_ops import REDUCE, apply
+
+# Largest number of elements a vectorised statement may span before loops are chunked.
+MAX_ELEMENTS = 1 << 22
+
+_NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
+
+
+def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    buffers = dict(env)
+    types = program.types()
+    for k in program.kernels:
+        for out in k.outputs:
+            t = types[out]
+            buffers[out] = np.zeros(t.shape, dtype=_NP_DTYPES[t.dtype])
+        run_kernel(k, buffers)
+    return [buffers[o] for o in program.outputs]
+
+
+def run_kernel(kernel: Kernel, buffers: dict) -> None:
+    depth = _max_depth(kernel.body)
+    _Runner(buffers, max(depth, 1)).body(kernel.body, {}, (), 1)
+
+
+def _max_depth(body) -> int:
+    return max((1 + _max_depth(s.body) for s in body if isinstance(s, Loop)), default=0)
+
+
+def _volume(loop: Loop) -> int:
+    inner = max((_volume(s) for s in loop.body if isinstance(s, Loop)), default=1)
+    return loop.extent * inner
+
+
+class _Runner:
+    def __init__(self, buffers, ndim):
+        self.buffers, self.ndim = buffers, ndim
+        self.accs: dict[str, np.ndarray] = {}
+        self._extent: dict[int, int] = {}     # axis -> size of the chunk bound there now
+
+    def body(self, stmts, ctx, reduce_axes, size):
+        """ctx: names -> arrays (loop vars and values); reduce_axes: axes of the enclosing
+        reduce loops of the current phase; size: elements the enclosing chunks span."""
+        for s in stmts:
+            if isinstance(s, Load):
+                ctx[s.dst] = self.load(s, ctx)
+            elif isinstance(s, Compute):
+                ctx[s.dst] = apply(s.op, [self.operand(a, ctx) for a in s.args])
+            elif isinstance(s, Accumulate):
+                self.accumulate(s, ctx, reduce_axes)
+            elif isinstance(s, Store):
+                self.store(s, ctx)
+            else:
+                self.loop(s, ctx, reduce_axes, size)
+
+    def operand(self, a, ctx):
+        if isinstance(a, str):
+            return ctx[a] if a in ctx else self.accs[a]
+        if isinstance(a, Affine):
+            return evaluate(a, ctx, self.buffers)
+        return a
+
+    def load(self, s: Load, ctx):
+        src = self.buffers[s.tensor]
+        idx = [evaluate(e, ctx, self.buffers) for e in s.index]
+        if s.pad is None:
+            return src[tuple(np.asarray(i) for i in idx)] if idx else src[()]
+        ok = np.ones((), dtype=bool)
+        for i, extent in zip(idx, src.shape):
+            ok = ok & (i >= 0) & (i < extent)
+        clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(idx, src.shape))
+        return np.where(ok, src[clipped], np.asarray(s.pad, dtype=src.dtype))
+
+    def store(self, s: Store, ctx):
+        dst = self.buffers[s.tensor]
+        value = self.operand(s.value, ctx)
+        idx = [np.asarray(evaluate(e, ctx, self.buffers)) for e in s.index]
+        arrays = np.broadcast_arrays(*(idx + [np.asarray(value)]))
+        dst[tuple(arrays[:-1])] = arrays[-1]
+
+    def accumulate(self, s: Accumulate, ctx, reduce_axes):
+        value = np.asarray(self.operand(s.value, ctx))
+        shape = [1] * self.ndim
+        if value.ndim:
+            shape = list(np.broadcast_shapes(value.shape, tuple(shape)))
+        for ax in reduce_axes:   # a value that does not vary along a reduce axis still counts
+            shape[ax] = self._extent[ax]
+        value = np.broadcast_to(value.reshape(value.shape if value.ndim else (1,) * self.ndim), shape)
+        partial = REDUCE[s.reduction](value, axis=tuple(reduce_axes), keepdims=True)
+        prev = self.accs[s.acc]
+        self.accs[s.acc] = apply({"sum": "add", "max": "maximum", "min": "minimum"}[s.reduction], [prev, partial])
+
+    def loop(self, s: Loop, ctx, reduce_axes, size):
+        axis = ctx.get(_DEPTH, 0)
+        if s.kind == "reduce" and not reduce_axes:   # a phase starts: its accumulators reset
+            for acc, red in _accumulators(s):
+                self.accs[acc] = np.full((1,) * self.ndim, REDUCTION_IDENTITY[red], dtype=np.float32)
+        per_iter = max(1, size * _volume(s) // s.extent)
+        chunk = max(1, min(s.extent, MAX_ELEMENTS // per_iter))
+        axes = reduce_axes + (axis,) if s.kind == "reduce" else reduce_axes
+        for start in range(0, s.extent, chunk):
+            n = min(chunk, s.extent - start)
+            shape = [1] * self.ndim
+            shape[axis] = n
+            inner = dict(ctx)
+            inner[s.var] = np.arange(start, start + n, dtype=np.int64).reshape(shape)
+            inner[_DEPTH] = axis + 1
+            self._extent[axis] = n
+            self.body(s.body, inner, axes, size * n)
+
+
+_DEPTH = "__depth__"
+
+
+def _accumulators(loop: Loop):
+    out = []
+
+    def rec(stmts):
+        for s in stmts:
+            if isinstance(s, Accumulate):
+                out.append((s.acc, s.reduction))
+            elif isinstance(s, Loop):
+                rec(s.body)
+    rec(loop.body)
+    return out

@@ -1,0 +1,107 @@
+"""The public API: compile, run, check, the trace, determinism and error messages."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import deplokit
+from deplokit import (DeplokitError, DynamicShapeError, ExecutionError, UnsupportedDtypeError,
+                      UnsupportedOpError)
+
+
+def test_run_returns_torch_tensors_shaped_like_eager():
+    def f(x):
+        return x.softmax(-1), (x.sum(-1), x * 2)
+    x = torch.randn(3, 37)
+    c = deplokit.compile(f, x)
+    for backend in ("tensor", "loop", "auto"):
+        out = c.run(x, backend=backend)
+        eager = f(x)
+        assert isinstance(out, tuple) and isinstance(out[1], tuple)
+        torch.testing.assert_close(out[0], eager[0], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(out[1][0], eager[1][0], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(out[1][1], eager[1][1])
+
+
+def test_single_output_is_a_tensor_not_a_tuple():
+    c = deplokit.compile(nn.ReLU(), torch.randn(5))
+    assert isinstance(c.run(torch.randn(5)), torch.Tensor)
+
+
+def test_trace_records_every_step_in_order():
+    c = deplokit.compile(nn.RMSNorm(64), torch.randn(2, 64))
+    assert [(s.stage, s.name) for s in c.trace] == [("torch", "capture"), ("tensor", "decompose"), ("loop", "fuse")]
+    assert c.trace[1].before is c.torch_ir and c.trace[1].after is c.tensor_ir
+    assert c.trace[2].after is c.loop_ir and c.trace[2].changed
+
+
+def test_check_detects_a_mismatch():
+    c = deplokit.compile(lambda x: x * 2, torch.randn(4))
+    c.source = lambda x: x * 3    # eager now disagrees
+    assert not c.check().ok
+
+
+def _texts(seed):
+    torch.manual_seed(seed)
+    c = deplokit.compile(nn.Sequential(nn.Linear(37, 64), nn.GELU(), nn.LayerNorm(64)), torch.randn(3, 37))
+    return [str(c.torch_ir), str(c.tensor_ir), str(c.loop_ir), "\n".join(c.trace[-1].notes)]
+
+
+def test_printed_ir_is_deterministic():
+    assert _texts(0) == _texts(1)   # weights differ, text must not
+
+
+def test_printed_ir_is_identical_across_processes():
+    code = ("import torch, deplokit; torch.manual_seed(0);"
+            "c = deplokit.compile(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Softmax(-1)), torch.randn(3, 8));"
+            "print(c.torch_ir); print(c.tensor_ir); print(c.loop_ir)")
+    outs = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        outs.append(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                   check=True).stdout)
+    assert outs[0] == outs[1] and "=== merged_" in outs[0]
+
+
+def test_unsupported_op_names_it_and_lists_covered_ops():
+    with pytest.raises(UnsupportedOpError) as e:
+        deplokit.compile(lambda x: torch.cumsum(x, 0), torch.randn(8))
+    msg = str(e.value)
+    assert "cumsum" in msg and "covered ops:" in msg and "rms_norm" in msg
+
+
+@pytest.mark.parametrize("fn, inputs", [
+    (lambda x: x * 2, (torch.randn(8).half(),)),
+    (lambda x: x.double() * 2, (torch.randn(8),)),
+])
+def test_unsupported_dtype(fn, inputs):
+    with pytest.raises(UnsupportedDtypeError, match="float32"):
+        deplokit.compile(fn, *inputs)
+
+
+def test_data_dependent_shape_is_a_dynamic_shape_error():
+    with pytest.raises(DynamicShapeError, match="dynamic"):
+        deplokit.compile(lambda x: x[x > 0], torch.randn(8))
+
+
+def test_run_rejects_wrong_inputs_and_backends():
+    c = deplokit.compile(lambda x: x + 1, torch.randn(4, 5))
+    with pytest.raises(ExecutionError, match=r"\(4, 5\)"):
+        c.run(torch.randn(4, 6))
+    with pytest.raises(ExecutionError, match="expected 1 inputs"):
+        c.run()
+    with pytest.raises(ExecutionError, match="supported: tensor, loop"):
+        c.run(torch.randn(4, 5), backend="warp")
+
+
+def test_unknown_target():
+    with pytest.raises(DeplokitError, match="sm_80, sm_90, sm_120"):
+        deplokit.compile(lambda x: x + 1, torch.randn(4), target="sm_75")
+
+
+def test_errors_share_one_family():
+    for cls in (UnsupportedOpError, UnsupportedDtypeError, DynamicShapeError, ExecutionError):
+        assert issubclass(cls, DeplokitError)

@@ -1,0 +1,124 @@
+"""Loop-IR fusion: what fuses, what the guard refuses, and that no reduction is recomputed."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import deplokit
+from deplokit.ir.loop_ir import Accumulate, Loop, walk
+from deplokit.ir.tensor_ir import Reduction
+from llama_layer import LlamaLayer
+
+
+def fuse_step(c):
+    (step,) = [s for s in c.trace if s.name == "fuse"]
+    return step
+
+
+@pytest.mark.parametrize("module, shape", [
+    (nn.RMSNorm(129), (3, 37, 129)),
+    (nn.Softmax(dim=-1), (2, 5, 1000)),
+    (nn.LayerNorm(37), (4, 37)),
+    (nn.LogSoftmax(dim=1), (3, 129)),
+])
+def test_normalisations_are_one_kernel(module, shape):
+    c = deplokit.compile(module, torch.randn(*shape))
+    assert len(c.loop_ir.kernels) == 1
+    kernel = c.loop_ir.kernels[0]
+    assert kernel.name.startswith("merged_")
+    # reduce phases sit inside the row loops, followed by a free loop writing the row
+    kinds = [s.kind for s, _ in walk(kernel.body) if isinstance(s, Loop)]
+    assert "reduce" in kinds and kinds[-1] == "free"
+    assert c.check(backend="loop").ok
+
+
+def test_fused_kernel_never_materialises_the_product():
+    def f(x, bias, w):
+        return torch.relu(torch.matmul(x + bias, w))
+    c = deplokit.compile(f, torch.randn(16, 64), torch.randn(64), torch.randn(64, 16))
+    assert [k.name for k in c.loop_ir.kernels] == ["merged_relu"]
+    assert [b.name for b in c.loop_ir.written] == ["relu"]   # no (16, 64, 16) buffer
+    assert any("kernel merged_relu fuses" in n for n in fuse_step(c).notes)
+
+
+def test_guard_refuses_recomputing_an_expensive_broadcast_chain():
+    # The chain on b varies along the inner axis, so inlined it would run 1000x per element.
+    def f(a, b):
+        chain = torch.sigmoid(torch.tanh(torch.exp(torch.sin(b)) * 3.0) + 1.0)
+        return a[:, None] * chain[None, :]
+    c = deplokit.compile(f, torch.randn(1000), torch.randn(64))
+    notes = fuse_step(c).notes
+    assert any(n.startswith("store sigmoid") and "evaluated 1e+03x per element" in n for n in notes), notes
+    assert len(c.loop_ir.kernels) == 2
+    assert [b.kind for b in c.loop_ir.written] == ["temp", "output"]
+    assert c.check(backend="loop").ok
+
+
+def test_loop_invariant_chain_is_hoisted_not_recomputed():
+    def f(a, b):
+        chain = torch.sigmoid(torch.tanh(torch.exp(torch.sin(a)) * 3.0) + 1.0)
+        return chain[:, None] * b[None, :]
+    c = deplokit.compile(f, torch.randn(64), torch.randn(1000))
+    (kernel,) = c.loop_ir.kernels
+    outer = kernel.body[0]
+    assert isinstance(outer, Loop) and outer.extent == 64
+    # every compute of the chain sits in the outer loop, before the inner one
+    assert [s.op for s in outer.body if hasattr(s, "op")] == ["sin", "exp", "multiply", "tanh", "add", "sigmoid"]
+
+
+def test_guard_allows_cheap_prologue_recompute():
+    def f(x, bias, w):
+        return (x + bias) @ w
+    c = deplokit.compile(f, torch.randn(37, 129), torch.randn(129), torch.randn(129, 13))
+    assert len(c.loop_ir.kernels) == 1
+
+
+def test_softmax_then_matmul_stores_probabilities_not_partial_reductions():
+    def f(s, v):
+        return torch.softmax(s, dim=-1) @ v
+    c = deplokit.compile(f, torch.randn(37, 37), torch.randn(37, 16))
+    names = [k.name for k in c.loop_ir.kernels]
+    assert names == ["merged_softmax", "merged_matmul"], names
+    assert c.check(backend="loop").ok
+
+
+def _accumulate_executions(loop_ir) -> int:
+    total = 0
+    for k in loop_ir.kernels:
+        for s, loops in walk(k.body):
+            if isinstance(s, Accumulate):
+                n = 1
+                for lp in loops:
+                    n *= lp.extent
+                total += n
+    return total
+
+
+def _reduction_work(tensor_ir) -> int:
+    types = tensor_ir.types()
+    return sum(types[n.src].numel for n in tensor_ir.nodes if isinstance(n, Reduction))
+
+
+@pytest.mark.parametrize("build", [
+    lambda: (lambda s, v: torch.softmax(s @ v, dim=-1) @ v.T, (torch.randn(33, 17), torch.randn(17, 33))),
+    lambda: (nn.Sequential(nn.RMSNorm(64), nn.Linear(64, 48), nn.LayerNorm(48)), (torch.randn(2, 9, 64),)),
+    lambda: (lambda x: F.log_softmax(x, -1) + torch.softmax(x, -1) + x.amax(-1, keepdim=True), (torch.randn(7, 129),)),
+    lambda: (LlamaLayer(hidden=64, heads=4, kv_heads=2, intermediate=96), (torch.randn(1, 37, 64),)),
+])
+def test_every_reduction_runs_exactly_once(build):
+    fn, inputs = build()
+    c = deplokit.compile(fn, *inputs)
+    assert _accumulate_executions(c.loop_ir) == _reduction_work(c.tensor_ir)
+    assert c.check(backend="loop", atol=1e-4).ok
+
+
+def test_llama_layer_kernel_inventory():
+    c = deplokit.compile(LlamaLayer(hidden=64, heads=4, kv_heads=2, intermediate=96), torch.randn(1, 37, 64))
+    names = [k.name for k in c.loop_ir.kernels]
+    # norm, q, k, v, rope(q), rope(k), scores, softmax, pv, o_proj, norm, gate, up, down+swiglu+residual
+    assert len(names) == 14, names
+    assert names.count("merged_rms_norm") + names.count("merged_rms_norm_1") == 2
+    # the folded rotary tables are constants, not computed at run time
+    consts = {b.name for b in c.torch_ir.buffers if b.kind == "const"}
+    assert {"cos", "sin"} <= consts
+    assert not any(op.op in ("cos", "sin") for op in c.torch_ir.ops)
