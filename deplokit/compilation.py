@@ -8,11 +8,12 @@ import torch
 
 from .errors import ExecutionError
 from .frontend.capture import capture
-from .pipeline import lower
+from .pipeline import STAGES, Context, lower
 from .target import get_target
 
-# Backends Compilation.run accepts; "auto" picks the lowest level built so far.
-BACKENDS = ("tensor", "loop", "auto")
+# Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
+# SIMT simulator running the Kernel IR; "auto" picks the simulator (no GPU backend yet).
+BACKENDS = ("tensor", "loop", "sim", "auto")
 
 
 @dataclass(frozen=True)
@@ -41,23 +42,33 @@ class Compilation:
         self.torch_ir = stages["torch"]
         self.tensor_ir = stages["tensor"]
         self.loop_ir = stages["loop"]
+        self.tile_ir = stages["tile"]
+        self.kernel_ir = stages["kernel"]
+        self.cuda = stages["cuda"]
         self.trace = trace
 
     # -- execution ------------------------------------------------------------------------
     def run(self, *inputs, backend: str = "auto"):
         """Execute the program on `inputs` (torch tensors) and return torch tensors shaped
         like eager's output."""
-        from .runtime.loop_interp import run_loop_ir
-        from .runtime.tensor_interp import run_tensor_ir
-
         if backend not in BACKENDS:
             raise ExecutionError(f"unknown backend {backend!r}; supported: {', '.join(BACKENDS)}")
         env = dict(self.values)
         env.update(self._bind(inputs))
+        return self._wrap(self._execute(backend, env))
+
+    def _execute(self, backend: str, env: dict, kernel_ir=None) -> list:
+        from .runtime.loop_interp import run_loop_ir
+        from .runtime.tensor_interp import run_tensor_ir
+
         if backend == "tensor":
-            outs = run_tensor_ir(self.tensor_ir, env)
-        else:
-            outs = run_loop_ir(self.loop_ir, env)
+            return run_tensor_ir(self.tensor_ir, env)
+        if backend == "loop":
+            return run_loop_ir(self.loop_ir, env)
+        from .runtime.sim import simulate_program
+        return simulate_program(kernel_ir or self.kernel_ir, env)
+
+    def _wrap(self, outs):
         tensors = [torch.from_numpy(np.ascontiguousarray(o).copy()) for o in outs]
         return torch.utils._pytree.tree_unflatten(tensors, self._out_spec)
 
@@ -81,40 +92,89 @@ class Compilation:
     def check(self, *inputs, backend: str = "auto", rtol: float = 1e-4, atol: float = 1e-5) -> CheckResult:
         """Run and compare with torch eager on the same inputs (the example inputs by default)."""
         inputs = inputs or self.example_inputs
+        return _compare(self._eager(inputs), self.run(*inputs, backend=backend), backend, rtol, atol)
+
+    def _eager(self, inputs):
         with torch.no_grad():
-            expected = self.source(*inputs)
-        got = self.run(*inputs, backend=backend)
-        exp_flat = torch.utils._pytree.tree_leaves(expected)
-        got_flat = torch.utils._pytree.tree_leaves(got)
-        max_abs = max_rel = 0.0
-        ok = True
-        for e, g in zip(exp_flat, got_flat):
-            e64, g64 = e.detach().double(), g.double()
-            if e.dtype == torch.bool or g.dtype == torch.bool:
-                ok &= bool(torch.equal(e.bool(), g.bool()))
+            return self.source(*inputs)
+
+    def check_passes(self, *inputs, rtol: float = 1e-4, atol: float = 1e-5) -> list["PassCheck"]:
+        """Run the Tile IR as it stands after each scheduling pass in the simulator and
+        compare with torch eager: a pass that changes meaning is caught at that pass."""
+        from .passes.lower.materialize import materialize
+
+        inputs = inputs or self.example_inputs
+        expected = self._eager(inputs)
+        env = dict(self.values)
+        env.update(self._bind(inputs))
+        out = []
+        for step in self.trace:
+            if step.stage != "tile":
                 continue
-            finite = torch.isfinite(e64)
-            ok &= bool(torch.equal(finite, torch.isfinite(g64)))
-            ok &= bool(torch.equal(e64[~finite], g64[~finite]) or torch.isnan(e64[~finite]).all())
-            diff = (e64 - g64).abs()[finite]
-            if diff.numel():
-                max_abs = max(max_abs, float(diff.max()))
-                max_rel = max(max_rel, float((diff / e64.abs()[finite].clamp_min(1e-30)).max()))
-                ok &= bool(torch.allclose(g64[finite], e64[finite], rtol=rtol, atol=atol))
-        return CheckResult(backend, max_abs, max_rel, ok, rtol, atol)
+            got = self._wrap(self._execute("sim", env, materialize(step.after)))
+            out.append(PassCheck(step.name, bool(step.skipped_reason), _compare(expected, got, "sim", rtol, atol)))
+        return out
+
+    def nvcc(self, arch: str | None = None):
+        """Compile the CUDA with nvcc for `arch` (the target by default); record ptxas's
+        registers, shared memory and spills on each kernel of `kernel_ir`."""
+        from .passes.lower.cuda import render_cuda
+        from .pipeline import Context
+        from .runtime.nvcc import annotate_program, compile_cuda
+
+        arch = arch or self.target.name
+        source = self.cuda if arch == self.target.name else render_cuda(self.kernel_ir, Context(get_target(arch)))
+        result = compile_cuda(str(source), arch, kernel_names=source.kernels)
+        self.kernel_ir = annotate_program(self.kernel_ir, result)
+        return result
 
     # -- inspection ---------------------------------------------------------------------------
     def ir(self, stage: str):
-        return {"torch": self.torch_ir, "tensor": self.tensor_ir, "loop": self.loop_ir}[stage]
+        if stage not in STAGES:
+            raise ExecutionError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+        return getattr(self, f"{stage}_ir" if stage != "cuda" else "cuda")
 
     def __repr__(self) -> str:
         return (f"<Compilation {self.target.name}: {len(self.torch_ir.ops)} torch ops, "
                 f"{len(self.tensor_ir.nodes)} tensor nodes, {len(self.loop_ir.kernels)} kernels>")
 
 
-def compile(module_or_fn, *example_inputs, target: str = "sm_90") -> Compilation:
-    """Capture `module_or_fn` on `example_inputs` and lower it through every IR."""
+@dataclass(frozen=True)
+class PassCheck:
+    name: str               # e.g. 007_stage_inputs
+    skipped: bool
+    result: CheckResult
+
+    def __str__(self) -> str:
+        mark = "ok" if self.result.ok else "MISMATCH"
+        return f"t:{self.name}: {mark} max error {self.result.max_abs_error:.3g}" + (" (skipped)" if self.skipped else "")
+
+
+def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResult:
+    exp_flat = torch.utils._pytree.tree_leaves(expected)
+    got_flat = torch.utils._pytree.tree_leaves(got)
+    max_abs = max_rel = 0.0
+    ok = True
+    for e, g in zip(exp_flat, got_flat):
+        e64, g64 = e.detach().double(), g.double()
+        if e.dtype == torch.bool or g.dtype == torch.bool:
+            ok &= bool(torch.equal(e.bool(), g.bool()))
+            continue
+        finite = torch.isfinite(e64)
+        ok &= bool(torch.equal(finite, torch.isfinite(g64)))
+        ok &= bool(torch.equal(e64[~finite], g64[~finite]) or torch.isnan(e64[~finite]).all())
+        diff = (e64 - g64).abs()[finite]
+        if diff.numel():
+            max_abs = max(max_abs, float(diff.max()))
+            max_rel = max(max_rel, float((diff / e64.abs()[finite].clamp_min(1e-30)).max()))
+            ok &= bool(torch.allclose(g64[finite], e64[finite], rtol=rtol, atol=atol))
+    return CheckResult(backend, max_abs, max_rel, ok, rtol, atol)
+
+
+def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None) -> Compilation:
+    """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
+    overrides scheduling knobs: {"005_blockify_launch.block_threads": 128, ...}."""
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs)
-    stages, trace = lower(captured.program)
+    stages, trace = lower(captured.program, Context(tgt, dict(config or {})))
     return Compilation(module_or_fn, example_inputs, tgt, captured, stages, trace)

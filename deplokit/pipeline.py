@@ -1,21 +1,37 @@
 """The pipeline: the ordered passes and the trace they leave.
 
 Each entry is (stage, pass name, function). A function takes the previous stage's IR and
-returns the next one, or (next IR, notes) when it has decisions to explain. The CLI's -v
-output, the notebook stepper and golden tests all read the trace this produces."""
+the Context and returns the next IR; or (next IR, notes) when it has decisions to explain;
+or (next IR, steps) when it is itself a sequence of passes that trace one step each (the
+16 Tile-IR passes). The CLI's -v output, the notebook stepper and golden tests all read
+the trace this produces."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .passes.decompose import decompose
 from .passes.fuse import fuse
+from .passes.lower.cuda import render_cuda
+from .passes.lower.materialize import materialize
+from .passes.schedule import schedule
+from .target import Target
 
-# Lowering passes after capture, in order. Stages below Loop IR plug in here.
+# Lowering passes after capture, in order.
 PIPELINE = (
     ("tensor", "decompose", decompose),
     ("loop", "fuse", fuse),
+    ("tile", "schedule", schedule),
+    ("kernel", "materialize", materialize),
+    ("cuda", "render", render_cuda),
 )
+STAGES = ("torch",) + tuple(stage for stage, _, _ in PIPELINE)
+
+
+@dataclass(frozen=True)
+class Context:
+    target: Target
+    config: dict = field(default_factory=dict)   # "tNNN_pass.knob" -> value, overriding defaults
 
 
 @dataclass(frozen=True)
@@ -33,16 +49,20 @@ class TraceStep:
         return not self.skipped_reason and self.before != self.after
 
 
-def lower(torch_ir) -> tuple[dict, tuple[TraceStep, ...]]:
+def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
     """Run every pass after capture. Returns {stage: IR} and the trace."""
     stages = {"torch": torch_ir}
     trace = [TraceStep("torch", "capture", after=torch_ir)]
     current = torch_ir
     for stage, name, fn in PIPELINE:
-        result = fn(current)
-        notes: tuple[str, ...] = ()
+        result = fn(current, ctx)
         if isinstance(result, tuple):
-            result, notes = result
-        trace.append(TraceStep(stage, name, before=current, after=result, notes=tuple(notes)))
+            result, extra = result
+            if extra and isinstance(extra[0], TraceStep):
+                trace.extend(extra)
+            else:
+                trace.append(TraceStep(stage, name, before=current, after=result, notes=tuple(extra)))
+        else:
+            trace.append(TraceStep(stage, name, before=current, after=result))
         stages[stage] = current = result
     return stages, tuple(trace)

@@ -145,6 +145,8 @@ ATEN_OPS: dict[str, tuple[str, Normaliser]] = {
     "squeeze.dims": ("squeeze", lambda a, k: ((a[0],), (("dim", tuple(a[1])),))),
     "squeeze.default": ("squeeze", lambda a, k: ((a[0],), (("dim", None),))),
     "expand.default": ("expand", _positional(("size",), {}, 1)),
+    "repeat_interleave.self_int": ("repeat_interleave",
+                                   _positional(("repeats", "dim", "output_size"), {"output_size": None}, 1)),
     "slice.Tensor": ("slice", _positional(("dim", "start", "end", "step"), {"step": 1}, 1)),
     "select.int": ("select", _positional(("dim", "index"), {}, 1)),
     "cat.default": ("cat", _cat),

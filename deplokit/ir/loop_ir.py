@@ -86,10 +86,12 @@ class Loop:
     kind: str                         # free | reduce
     body: tuple["Stmt", ...]
     role: str = ""                    # M, N or K in a matmul-like kernel
+    unroll: bool = False              # a scheduling hint (Tile IR's mark_unroll)
 
     def text(self) -> str:
         role = f" ({self.role})" if self.role else ""
-        return f"for {self.var} in 0..{self.extent}:  # {self.kind}{role}"
+        unroll = " unroll" if self.unroll else ""
+        return f"for {self.var} in 0..{self.extent}:  # {self.kind}{role}{unroll}"
 
 
 Stmt = Union[Load, Compute, Accumulate, Store, Loop]

@@ -28,7 +28,7 @@ def format_attr(value: Any) -> str:
 class TorchOp:
     name: str
     op: str
-    args: tuple[str, ...]                    # tensor operands, by name
+    args: tuple                              # tensor operands by name, and scalar operands
     attrs: tuple[tuple[str, Any], ...]       # (key, value) in the operator's own order
     type: TensorType
 
@@ -39,7 +39,8 @@ class TorchOp:
         return default
 
     def __str__(self) -> str:
-        parts = list(self.args) + [f"{k}={format_attr(v)}" for k, v in self.attrs]
+        parts = [a if isinstance(a, str) else format_attr(a) for a in self.args]
+        parts += [f"{k}={format_attr(v)}" for k, v in self.attrs]
         return f"{self.name} = {self.op}({', '.join(parts)}) -> {self.type}"
 
 

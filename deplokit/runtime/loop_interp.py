@@ -89,6 +89,9 @@ class _Runner:
         dst = self.buffers[s.tensor]
         value = self.operand(s.value, ctx)
         idx = [np.asarray(evaluate(e, ctx, self.buffers)) for e in s.index]
+        if not idx:   # a 0-d tensor: the value is one element, held as (1,) * depth
+            dst[()] = np.asarray(value).reshape(())
+            return
         arrays = np.broadcast_arrays(*(idx + [np.asarray(value)]))
         dst[tuple(arrays[:-1])] = arrays[-1]
 

@@ -9,6 +9,8 @@ from ..ir.index import DIM_NAMES, evaluate
 from ..ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorProgram
 from .numpy_ops import REDUCE, apply
 
+_NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
+
 
 def axis_grid(shape: tuple[int, ...]) -> dict[str, np.ndarray]:
     """Each output axis as a broadcastable arange, keyed by its index-variable name."""
@@ -40,7 +42,9 @@ def run_tensor_ir(program: TensorProgram, env: Mapping[str, np.ndarray]) -> list
             out = gather_index_map(node, vals)
         else:  # pragma: no cover - the IR has three node kinds
             raise TypeError(node)
-        vals[node.name] = np.ascontiguousarray(out)
+        # The node's own dtype, as the loop interpreter stores it (numpy would sum bools to
+        # int64, or widen int arithmetic); reshape, as ascontiguousarray turns 0-d into (1,).
+        vals[node.name] = np.ascontiguousarray(out, dtype=_NP_DTYPES[node.type.dtype]).reshape(shape)
     return [vals[o] for o in program.outputs]
 
 

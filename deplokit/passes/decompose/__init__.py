@@ -5,13 +5,13 @@ from ...errors import UnsupportedOpError
 from ...ir.tensor_ir import TensorProgram
 from ...ir.torch_ir import TorchProgram
 from . import (addmm, binary, cat, clamp, copies, embedding, expand, gelu, layer_norm,  # noqa: F401
-               linear, log_softmax, matmul, permute, pow, reductions, reshape, rms_norm, sdpa,
+               linear, log_softmax, matmul, permute, pow, reductions, repeat_interleave, reshape, rms_norm, sdpa,
                silu, slice, softmax, squeeze, transpose, unary, unsqueeze, where)
 from .builder import Builder
 from .registry import RULES
 
 
-def decompose(program: TorchProgram) -> TensorProgram:
+def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
     b = Builder({bf.name: bf.type for bf in program.buffers}, {op.name for op in program.ops})
     names = {bf.name: bf.name for bf in program.buffers}
     for op in program.ops:

@@ -62,15 +62,27 @@ class Builder:
         tensors = [a for a in args if isinstance(a, str)]
         if shape is None:
             shape = broadcast_shapes(*[self.shape(a) for a in tensors])
-        args = tuple(self.broadcast_to(a, shape) if isinstance(a, str) else _scalar(a) for a in args)
-        if op in COMPARISON_OPS:
-            dtype = "bool"
-        elif op == "where":
-            dtype = next((self.type(a).dtype for a in args[1:] if isinstance(a, str)), "float32")
-        else:
-            dtypes = {self.type(a).dtype for a in args if isinstance(a, str)}
-            dtype = "float32" if not dtypes or "float32" in dtypes or any(isinstance(a, float) for a in args) else dtypes.pop()
+        dtype = "bool" if op in COMPARISON_OPS else self._result_dtype(op, args[1:] if op == "where" else args)
+        # Integer arithmetic keeps integer scalars (ids + 1 stays int64, as in torch).
+        keep_int = dtype in ("int64", "int32")
+        args = tuple(self.broadcast_to(a, shape) if isinstance(a, str) else _scalar(a, keep_int) for a in args)
         return self._add(Elementwise(self.fresh(hint or op), op, args, TensorType(tuple(shape), dtype)))
+
+    def _result_dtype(self, op: str, values) -> str:
+        """torch's type promotion, for the operands the result is made of: float32 wins;
+        integers (and bools with integer scalars) stay integer, except under true division."""
+        dtypes = {self.type(a).dtype for a in values if isinstance(a, str)}
+        scalars = [a for a in values if not isinstance(a, (str, Axis))]
+        if "float32" in dtypes or op == "divide" or any(isinstance(a, float) for a in scalars):
+            return "float32"
+        if not dtypes and not scalars:
+            return "float32"
+        ints = dtypes - {"bool"}
+        if ints:
+            return "int64" if "int64" in ints else ints.pop()
+        if scalars and not all(isinstance(a, bool) for a in scalars):
+            return "int64"
+        return "bool" if dtypes or scalars else "float32"
 
     def reduce(self, op: str, src: str, axes, keepdim: bool = True, hint: str = "red") -> str:
         src_type = self.type(src)
@@ -148,11 +160,11 @@ class Builder:
         return self.index_map(src, tuple(index), out_shape, hint)
 
 
-def _scalar(a):
+def _scalar(a, keep_int: bool = False):
     if isinstance(a, Axis):
         return a
-    if isinstance(a, bool):
-        return float(a)
+    if keep_int and isinstance(a, int):
+        return int(a)
     return float(a)
 
 
@@ -167,6 +179,15 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
                     raise UnsupportedOpError(f"shapes {', '.join(str(x) for x in shapes)} do not broadcast")
                 out[q] = e
     return tuple(out)
+
+
+def trailing_axes(shape: tuple[int, ...], normalized_shape) -> tuple[tuple[int, ...], int]:
+    """The axes a norm normalises over (the trailing len(normalized_shape)) and their size."""
+    axes = tuple(range(len(shape) - len(normalized_shape), len(shape)))
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return axes, n
 
 
 def normalize_axes(axes, rank: int) -> tuple[int, ...]:

@@ -1,12 +1,34 @@
 """to / contiguous / clone / alias / detach / dropout (eval): the tensor itself.
 
-Only float32 → float32 casts reach here; capture rejects other compute dtypes."""
+A cast between the dtypes deplokit holds is not a no-op: mask.float() must turn True into
+1.0 (a sum of it counts), x.bool() must test against zero. Casts that round (float to
+integer) are not supported; integer to integer keeps the values."""
 from __future__ import annotations
 
+from ...errors import UnsupportedOpError
 from .builder import Builder
 from .registry import rule
 
 
 @rule("to", "contiguous", "clone", "alias", "detach", "dropout")
 def decompose_copy(op, b: Builder) -> str:
-    return op.args[0]
+    return cast(b, op.args[0], op.type.dtype, f"{op.op} (node {op.name})")
+
+
+def cast(b: Builder, x: str, want: str, where: str) -> str:
+    """x as dtype `want`, in the Tensor-IR primitives (there is no cast node)."""
+    have = b.type(x).dtype
+    if have == want:
+        return x
+    if want == "bool":
+        return b.elementwise("not_equal", x, 0, hint="cast")
+    if want == "float32":
+        if have == "bool":
+            return b.elementwise("where", x, 1.0, 0.0, hint="cast")
+        return b.elementwise("multiply", x, 1.0, hint="cast")
+    if have == "bool":   # bool -> int64 (int32 too, held as int64: the same values)
+        return b.elementwise("where", x, 1, 0, hint="cast")
+    if have in ("int64", "int32"):   # int -> int: the same values (ids stay ids)
+        return x
+    raise UnsupportedOpError(f"{where} casts {have} to {want}; deplokit supports casts to "
+                             f"float32 and bool, and between integer types")

@@ -1,24 +1,20 @@
 """layer_norm: (x - mean) * rsqrt(var + eps) * weight + bias, two-pass variance."""
 from __future__ import annotations
 
-import numpy as np
-
-from .builder import Builder
+from .builder import Builder, trailing_axes
 from .registry import rule
 
 
 @rule("layer_norm")
 def decompose_layer_norm(op, b: Builder) -> str:
     x = op.args[0]
-    shape = b.shape(x)
-    axes = tuple(range(len(shape) - len(op.attr("normalized_shape")), len(shape)))
-    n = float(np.prod([shape[a] for a in axes]))
+    axes, n = trailing_axes(b.shape(x), op.attr("normalized_shape"))
     s = b.reduce("sum", x, axes, hint="sum")
-    mean = b.elementwise("divide", s, n, hint="mean")
+    mean = b.elementwise("divide", s, float(n), hint="mean")
     xc = b.elementwise("subtract", x, mean, hint="xc")
     sq = b.elementwise("multiply", xc, xc, hint="sq")
     ss = b.reduce("sum", sq, axes, hint="ss")
-    var_ = b.elementwise("divide", ss, n, hint="var")
+    var_ = b.elementwise("divide", ss, float(n), hint="var")
     var_eps = b.elementwise("add", var_, float(op.attr("eps", 1e-5)), hint="var_eps")
     r = b.elementwise("rsqrt", var_eps, hint="rstd")
     out = b.elementwise("multiply", xc, r, hint="normed")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .builder import Builder, normalize_axes
+from .copies import cast
 from .registry import rule
 
 _OPS = {"sum": "sum", "amax": "max", "amin": "min", "mean": "sum"}
@@ -13,6 +14,8 @@ def decompose_reduction(op, b: Builder) -> str:
     shape = b.shape(x)
     axes = normalize_axes(op.attr("dim") or None, len(shape))
     keepdim = op.attr("keepdim", False)
+    # torch sums bools as int64, and sum(..., dtype=) casts first: reduce in the result's dtype.
+    x = cast(b, x, op.type.dtype, f"{op.op} (node {op.name})")
     red = b.reduce(_OPS[op.op], x, axes, keepdim=True, hint="red" if op.op != "mean" else "sum")
     if op.op == "mean":
         count = 1

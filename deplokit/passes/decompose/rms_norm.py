@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .builder import Builder
+from .builder import Builder, trailing_axes
 from .registry import rule
 
 
 @rule("rms_norm")
 def decompose_rms_norm(op, b: Builder) -> str:
     x = op.args[0]
-    shape = b.shape(x)
-    axes = tuple(range(len(shape) - len(op.attr("normalized_shape")), len(shape)))
-    n = int(np.prod([shape[a] for a in axes]))
+    axes, n = trailing_axes(b.shape(x), op.attr("normalized_shape"))
     eps = op.attr("eps")
     if eps is None:   # torch's default: the dtype's machine epsilon
         eps = float(np.finfo(np.float32).eps)

@@ -12,7 +12,7 @@ from ...ir.index import DIM_NAMES, const, floordiv, var
 from ...ir.tensor_ir import Axis
 from .builder import Builder
 from .registry import rule
-from .softmax import softmax_parts
+from .softmax import masked_softmax, softmax_parts
 
 
 @rule("scaled_dot_product_attention")
@@ -30,7 +30,7 @@ def decompose_sdpa(op, b: Builder) -> str:
     scale = op.attr("scale")
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
 
-    def head_index(shape, dims):
+    def head_index(shape):
         """Batch index of k or v: heads divide into groups when there are fewer of them."""
         out = []
         for p, e in enumerate(shape[:nb]):
@@ -46,15 +46,9 @@ def decompose_sdpa(op, b: Builder) -> str:
         return out
 
     # scores: (..., S, D, T) summed over D
-    s_, d_, t_ = (var(DIM_NAMES[nb + i]) for i in range(3))
-    shape = tuple(batch) + (S, D, T)
-    q_bc = b.index_map(q, tuple(var(DIM_NAMES[p]) for p in range(nb)) + (s_, d_), shape, f"{q}_bc")
-    k_bc = b.index_map(k, tuple(head_index(ks, nb)) + (t_, d_), shape, f"{k}_bc")
-    qk = b.elementwise("multiply", q_bc, k_bc, hint="qk")
-    red = b.reduce("sum", qk, (nb + 1,), hint="qk_sum")
+    scores = _contract(b, q, lambda m, k_: (m, k_), k, lambda k_, n: tuple(head_index(ks)) + (n, k_),
+                       tuple(batch), (S, D, T), "qk", "scores")
     scores_shape = tuple(batch) + (S, T)
-    scores = b.index_map(red, tuple(var(DIM_NAMES[p]) for p in range(nb)) + (var(DIM_NAMES[nb]), const(0),
-                         var(DIM_NAMES[nb + 1])), scores_shape, "scores")
     scores = b.elementwise("multiply", scores, scale, hint="scaled")
     if op.attr("is_causal", False):
         future = b.elementwise("greater", Axis(nb + 1), Axis(nb), hint="future", shape=scores_shape)
@@ -64,14 +58,27 @@ def decompose_sdpa(op, b: Builder) -> str:
             scores = b.elementwise("where", mask, scores, float("-inf"), hint="masked")
         else:
             scores = b.elementwise("add", scores, mask, hint="masked")
-    _, e, ssum = softmax_parts(b, scores, nb + 1)
-    probs = b.elementwise("divide", e, ssum, hint="probs")
+    if mask is None:
+        _, e, ssum = softmax_parts(b, scores, nb + 1)
+        probs = b.elementwise("divide", e, ssum, hint="probs")
+    else:   # a query the mask hides from every key attends to nothing (zeros), as in torch
+        probs = masked_softmax(b, scores, nb + 1)
     # out: (..., S, T, Dv) summed over T
-    s_, t_, e_ = (var(DIM_NAMES[nb + i]) for i in range(3))
-    shape = tuple(batch) + (S, T, Dv)
-    p_bc = b.index_map(probs, tuple(var(DIM_NAMES[p]) for p in range(nb)) + (s_, t_), shape, f"{probs}_bc")
-    v_bc = b.index_map(v, tuple(head_index(vs, nb)) + (t_, e_), shape, f"{v}_bc")
-    pv = b.elementwise("multiply", p_bc, v_bc, hint="pv")
-    red = b.reduce("sum", pv, (nb + 1,), hint="pv_sum")
-    return b.index_map(red, tuple(var(DIM_NAMES[p]) for p in range(nb)) + (var(DIM_NAMES[nb]), const(0),
-                       var(DIM_NAMES[nb + 1])), tuple(batch) + (S, Dv), "attn")
+    return _contract(b, probs, lambda m, k_: (m, k_), v, lambda k_, n: tuple(head_index(vs)) + (k_, n),
+                     tuple(batch), (S, T, Dv), "pv", "attn")
+
+
+def _contract(b: Builder, lhs: str, lhs_index, rhs: str, rhs_index, batch: tuple, mkn: tuple, hint: str,
+              out_hint: str) -> str:
+    """(..., M, K) x (..., K, N) -> (..., M, N) over a shared batch, where lhs_index(m, k) and
+    rhs_index(k, n) give each operand's index in the (..., M, K, N) product."""
+    nb = len(batch)
+    m, k, n = (var(DIM_NAMES[nb + i]) for i in range(3))
+    shape = batch + mkn
+    lead = tuple(var(DIM_NAMES[p]) for p in range(nb))
+    l_bc = b.index_map(lhs, lead + tuple(lhs_index(m, k)), shape, f"{lhs}_bc")
+    r_bc = b.index_map(rhs, tuple(rhs_index(k, n)), shape, f"{rhs}_bc")
+    prod = b.elementwise("multiply", l_bc, r_bc, hint=hint)
+    red = b.reduce("sum", prod, (nb + 1,), hint=f"{hint}_sum")
+    index = lead + (var(DIM_NAMES[nb]), const(0), var(DIM_NAMES[nb + 1]))
+    return b.index_map(red, index, batch + (mkn[0], mkn[2]), out_hint)

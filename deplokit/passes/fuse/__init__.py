@@ -13,7 +13,7 @@ from .build import BuiltKernel, KernelBuilder, NeedMaterialise
 from .guard import judge
 
 
-def fuse(program: TensorProgram) -> tuple[LoopProgram, tuple[str, ...]]:
+def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]]:
     nodes = {n.name: n for n in program.nodes}
     order = {n.name: i for i, n in enumerate(program.nodes)}
     shapes = {b.name: b.type.shape for b in program.buffers}

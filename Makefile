@@ -1,0 +1,59 @@
+# make demo / make test are all a fresh machine needs: they create .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+TORCH  := torch==2.13.0
+
+.PHONY: venv demo test bench clean distclean graphviz
+
+venv: $(STAMP)
+
+# Re-installs only when pyproject.toml is newer than the stamp. torch goes first, pinned
+# and on its own, so the editable install never resolves another torch.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip || echo "warning: could not upgrade pip; continuing with $$($(PIP) --version)"
+	$(PIP) install $(TORCH)
+	$(PIP) install -e '.[test]'
+	@$(MAKE) --no-print-directory graphviz
+	@touch $@
+
+# Graphviz `dot` draws the notebook's IR graphs; optional, so never fatal.
+graphviz:
+	@if command -v dot >/dev/null 2>&1; then \
+		echo "graphviz: $$(command -v dot)"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "warning: graphviz 'dot' not found and apt-get unavailable; install graphviz to draw IR graphs"; \
+	else \
+		SUDO=""; \
+		if [ "$$(id -u)" != 0 ]; then \
+			if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
+			else echo "warning: graphviz 'dot' not found and not root; install graphviz to draw IR graphs"; exit 0; fi; \
+		fi; \
+		( $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y graphviz ) \
+			|| echo "warning: could not install graphviz with apt-get; IR graphs will not be drawn"; \
+	fi
+
+demo: venv
+	$(PY) -m deplokit.demo
+
+test: venv
+	$(PY) -m pytest -q
+
+bench: venv
+	@set -e; found=0; \
+	for f in benchmarks/bench_*.py; do \
+		[ -e "$$f" ] || continue; \
+		found=1; echo "== $$f"; $(PY) "$$f"; \
+	done; \
+	[ $$found = 1 ] || echo "no benchmarks/bench_*.py scripts yet"
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# clean, and the virtual environment too (the next make recreates it).
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,250 @@
+"""The `deplokit` command line.
+
+    deplokit compile -c EXPR | PATH [--ir STAGE] [--target T] [-v|-vv] [-o FILE]
+    deplokit run     -c EXPR | PATH [--backend B] [--target T]
+
+Every DeplokitError is printed as one line, `deplokit: error: <message>`, with exit code 2
+(as argparse does for usage errors). Any other exception is a bug in deplokit and keeps its
+traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import tempfile
+
+from . import __version__
+from .errors import DeplokitError
+
+TRUST_NOTE = ("-c evaluates Python code, with the same trust as running a script: "
+              "only pass code you would run yourself.")
+
+EXPR_HELP = ("Python code to compile, with torch, nn (torch.nn) and F (torch.nn.functional) in scope, "
+             "e.g. 'nn.RMSNorm(2048)(torch.randn(1,32,2048))'. Statements may precede the final "
+             "expression, separated by ';' or newlines. Tensor-factory calls (torch.randn, zeros, "
+             "arange, ...) become the program's inputs. " + TRUST_NOTE)
+
+PATH_HELP = "a .py file defining `model` (nn.Module or function) and `inputs` (tuple of tensors)"
+
+
+def stages() -> list[str]:
+    """The stages a Compilation builds, in order: torch, tensor, loop, tile, kernel, cuda."""
+    from .pipeline import STAGES
+    return list(STAGES)
+
+
+def _backends() -> list[str]:
+    from .compilation import BACKENDS
+    return list(BACKENDS)
+
+
+def auto_backend() -> str:
+    """The backend `auto` runs on (the simulator while no GPU backend is built)."""
+    return "sim"
+
+
+# -- argument parsing ---------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    from .target import TARGETS
+
+    parser = argparse.ArgumentParser(
+        prog="deplokit",
+        description="deplokit: a teaching compiler that lowers PyTorch programs through inspectable IRs "
+                    f"({' -> '.join(stages())}).",
+        epilog="Note: " + TRUST_NOTE,
+    )
+    parser.add_argument("--version", action="version", version=f"deplokit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add_source(p):
+        p.add_argument("-c", dest="expr", metavar="EXPR", help=EXPR_HELP)
+        p.add_argument("path", nargs="?", metavar="PATH", help=PATH_HELP)
+        p.add_argument("--target", choices=list(TARGETS), default="sm_90",
+                       help="GPU architecture to compile for (default: %(default)s)")
+
+    pc = sub.add_parser("compile", help="compile a program and print one of its IRs",
+                        description="Compile a program and print one of its IRs.", epilog="Note: " + TRUST_NOTE)
+    add_source(pc)
+    pc.set_defaults(subparser=pc)
+    names = stages()
+    pc.add_argument("--ir", choices=names, default="cuda",
+                    help="which IR to print (default: %(default)s)")
+    pc.add_argument("-v", "--verbose", action="count", default=0,
+                    help="-v: add the IR's buffer header and the pass decisions (fusion for loop); "
+                         "-vv: also print every pass up to --ir with a diff of its before/after text")
+    pc.add_argument("-o", "--output", metavar="FILE",
+                    help="write the IR to FILE (atomically) instead of standard output")
+
+    pr = sub.add_parser("run", help="run a program and check it against torch eager",
+                        description="Run a compiled program on its example inputs and compare with torch eager. "
+                                    "Exit status 1 on a mismatch.", epilog="Note: " + TRUST_NOTE)
+    add_source(pr)
+    pr.set_defaults(subparser=pr)
+    pr.add_argument("--backend", choices=_backends(), default="auto",
+                    help=f"which IR executes it (default: %(default)s = {auto_backend()})")
+    return parser
+
+
+def load_program(args, parser):
+    from .frontend.expression import load_expression
+    from .frontend.pyfile import load_file
+
+    if args.expr is not None and args.path is not None:
+        parser.error("give either -c EXPR or PATH, not both")
+    if args.expr is None and args.path is None:
+        parser.error("give a program: -c EXPR or PATH (a .py file)")
+    if args.expr is not None:
+        return load_expression(args.expr)
+    path = args.path
+    if os.path.isfile(path):
+        return load_file(path)
+    if os.path.exists(path):
+        raise DeplokitError(f"{path} is not a file")
+    if path.endswith(".py") or os.sep in path or (os.altsep and os.altsep in path):
+        raise DeplokitError(f"no such file: {path}")
+    raise DeplokitError(f"{path!r} is not a file; pass a .py file defining `model` and `inputs`, "
+                        f"or -c EXPR (named models are not available yet)")
+
+
+def compile_program(program, target):
+    from .compilation import compile as dk_compile
+    return dk_compile(program.fn, *program.inputs, target=target)
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+def _text(ir) -> str:
+    return "" if ir is None else str(ir)
+
+
+def _lines(text) -> list[str]:
+    if text is None:
+        return []
+    if isinstance(text, (list, tuple)):
+        return [str(x) for x in text]
+    return str(text).splitlines()
+
+
+def format_ir(compilation, stage: str, verbose: int) -> str:
+    """The IR text of `stage`; with verbose, its header and the decisions of its passes."""
+    ir = compilation.ir(stage)
+    out: list[str] = []
+    if verbose >= 1:
+        header = getattr(ir, "header", None)
+        if header is not None:
+            out += _lines(header())
+        for step in compilation.trace:
+            if step.stage == stage:
+                out += [f"# {step.name}: {note}" for note in step.notes]
+                if step.skipped_reason:
+                    out.append(f"# {step.name}: skipped: {step.skipped_reason}")
+    out += _lines(str(ir))
+    return "\n".join(out) + "\n"
+
+
+def format_trace(compilation, stage: str) -> str:
+    """Every trace step up to `stage` as a unified diff of its before and after text between
+    `>>> TAG` and `<<< TAG`, or one line `--- TAG skipped: <reason>` for a step that changed
+    nothing. A Tile-IR pass is tagged `t:NNN_name` (so `awk '/^>>> t:007/,/^<<< t:007/'`
+    cuts one out), any other step `t:<stage>:<name>`."""
+    order = stages()
+    upto = set(order[:order.index(stage) + 1])
+    out: list[str] = []
+    for step in compilation.trace:
+        if step.stage not in upto or step.name == "capture":
+            continue
+        tag = f"t:{step.name}" if step.stage == "tile" else f"t:{step.stage}:{step.name}"
+        if step.skipped_reason or _text(step.before) == _text(step.after):
+            out.append(f"--- {tag} skipped: {step.skipped_reason or 'no change'}")
+            continue
+        out.append(f">>> {tag}")
+        for kernel, knobs in step.params if step.stage == "tile" else ():
+            knob_text = ", ".join(f"{k}={v}" for k, v in knobs)
+            out.append(f"@@ {kernel}{': ' + knob_text if knob_text else ''} @@")
+        out += [f"# {note}" for note in step.notes if step.stage != "tile"]
+        diff = difflib.unified_diff(_text(step.before).splitlines(), _text(step.after).splitlines(), lineterm="")
+        out += [line for line in diff if not line.startswith(("--- ", "+++ "))]
+        out.append(f"<<< {tag}")
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` via a temporary file in the same folder and os.replace, so the
+    file is either the old one or the complete new one, never half-written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as e:
+        raise DeplokitError(f"cannot write {path}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise DeplokitError(f"cannot write {path}: {e.strerror or e}") from None
+        raise
+
+
+def cmd_compile(args, parser) -> int:
+    program = load_program(args, parser)
+    compilation = compile_program(program, args.target)
+    if args.verbose >= 2:
+        sys.stdout.write(format_trace(compilation, args.ir))
+    text = format_ir(compilation, args.ir, args.verbose)
+    if args.output:
+        write_atomic(args.output, text)
+        print(f"wrote {args.ir} IR to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_run(args, parser) -> int:
+    program = load_program(args, parser)
+    compilation = compile_program(program, args.target)
+    ran = auto_backend() if args.backend == "auto" else args.backend
+    result = compilation.check(backend=ran)
+    how = " (auto)" if args.backend == "auto" else ""
+    print(f"backend: {ran}{how}")
+    print(f"check against torch eager: {result}")
+    return 0 if result.ok else 1
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:   # --help, --version and usage errors
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    try:
+        if args.command == "compile":
+            return cmd_compile(args, args.subparser)
+        return cmd_run(args, args.subparser)
+    except SystemExit as e:   # parser.error from load_program
+        return e.code if isinstance(e.code, int) else 2
+    except DeplokitError as e:
+        message = " ".join(str(e).split()) or type(e).__name__
+        sys.stdout.flush()
+        print(f"deplokit: error: {message}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:   # `deplokit compile ... | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""Tile IR: a Loop-IR kernel scheduled onto the GPU.
+
+    === merged_rms_norm -> rms_norm ===
+    Tile(axes=(a0:256=THREAD, a1:32=BLOCK)):
+        x_smem = Stage(x, origin=(0, a1, 0), slab=(a2:2048@2))
+        StridedLoop(a2 = a0; < 2048; += 256):  # reduce
+            in0 = load x_smem[a2]
+            v0 = multiply(in0, in0)
+            acc0 <- add(acc0, v0)
+        Combine(acc0, add, over=(a0,))
+        ...
+
+A Tile runs its body once for every value of its axes: THREAD axes are the threads of one
+block, BLOCK axes the blocks of the grid. Inside, Loop IR's statements (load, compute,
+accumulate, store, serial loops) keep their meaning; the new nodes say how threads share
+work and memory:
+
+- StridedLoop: a loop whose iterations are dealt out to threads (start at the thread's
+  index, step by the thread count).
+- Combine: after a strided reduce each thread holds a partial accumulator; Combine merges
+  them across the given THREAD axes so that every thread holds the total.
+- Stage: a slab of a global tensor copied into shared memory by all the block's threads;
+  loads from the slab read the copy. BufferedStage double-buffers a stage inside a loop.
+
+THREAD axes flatten row-major into the block's thread index (the last THREAD axis is the
+fastest, threadIdx.x), BLOCK axes likewise into the grid's block index.
+
+A store or load whose index can leave its tensor (an axis rounded up to whole blocks) is
+guarded when the kernel is materialised; the Tile IR does not spell the guards out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .index import Affine, format_index
+from .loop_ir import Accumulate, Compute, Load, Loop, Store, _format_body as _loop_format_body  # noqa: F401
+from .types import Buffer
+
+THREAD, BLOCK = "THREAD", "BLOCK"
+
+
+@dataclass(frozen=True)
+class TileAxis:
+    var: str
+    extent: int
+    kind: str                      # THREAD | BLOCK
+    role: str = ""                 # M or N in a matmul-like kernel
+
+    def __str__(self) -> str:
+        role = f"({self.role})" if self.role else ""
+        return f"{self.var}{role}:{self.extent}={self.kind}"
+
+
+@dataclass(frozen=True)
+class Tile:
+    axes: tuple[TileAxis, ...]
+    body: tuple["TileStmt", ...]
+
+    def text(self) -> str:
+        return f"Tile(axes=({', '.join(str(a) for a in self.axes)})):"
+
+    def axis(self, var: str) -> TileAxis:
+        for a in self.axes:
+            if a.var == var:
+                return a
+        raise KeyError(var)
+
+
+@dataclass(frozen=True)
+class StridedLoop:
+    var: str
+    start: Affine                  # usually the thread's index along a THREAD axis
+    stop: int
+    step: int                      # usually that axis's extent
+    kind: str                      # free | reduce
+    body: tuple["TileStmt", ...]
+    role: str = ""
+    unroll: bool = False
+
+    def text(self) -> str:
+        role = f" ({self.role})" if self.role else ""
+        unroll = " unroll" if self.unroll else ""
+        return f"StridedLoop({self.var} = {self.start}; < {self.stop}; += {self.step}):  # {self.kind}{role}{unroll}"
+
+
+@dataclass(frozen=True)
+class Combine:
+    acc: str
+    reduction: str                 # sum | max | min
+    over: tuple[str, ...]          # THREAD axis vars whose threads hold partials
+
+    def text(self) -> str:
+        op = {"sum": "add", "max": "max", "min": "min"}[self.reduction]
+        return f"Combine({self.acc}, {op}, over=({', '.join(self.over)},))"
+
+
+@dataclass(frozen=True)
+class SlabAxis:
+    var: str                       # the variable the slab is indexed by
+    extent: int
+    dim: int                       # the tensor dimension it runs along
+
+    def __str__(self) -> str:
+        return f"{self.var}:{self.extent}@{self.dim}"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """name[slab] = tensor[origin + slab] in shared memory, for the rest of the scope."""
+    name: str
+    tensor: str
+    origin: tuple[Affine, ...]     # the slab's first element, per tensor dimension
+    slab: tuple[SlabAxis, ...]
+    pad: int = 0                   # extra floats after each row of the innermost slab axis
+    copy: str = "sync"             # sync | async (cp.async) | tma
+    buffers: int = 1               # 2 = double buffered (ping-pong inside a loop)
+
+    def text(self) -> str:
+        kind = "Stage" if self.buffers == 1 else "BufferedStage"
+        if self.copy == "async":
+            kind = "Async" + kind
+        elif self.copy == "tma":
+            kind = "Tma" + kind
+        extra = f", pad={self.pad}" if self.pad else ""
+        return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "
+                f"slab=({', '.join(str(s) for s in self.slab)}){extra})")
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.slab:
+            n *= s.extent
+        return n
+
+
+TileStmt = Union[Tile, StridedLoop, Combine, Stage, Load, Compute, Accumulate, Store, Loop]
+
+
+@dataclass(frozen=True)
+class TileKernel:
+    name: str
+    outputs: tuple[str, ...]
+    body: tuple[TileStmt, ...]     # uniform statements, then one Tile
+    knobs: tuple[tuple[str, object], ...] = ()   # the scheduling choices made so far
+
+    def tile(self) -> Tile:
+        for s in self.body:
+            if isinstance(s, Tile):
+                return s
+        raise ValueError(f"kernel {self.name} has no Tile")
+
+    def __str__(self) -> str:
+        lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
+        format_body(self.body, 0, lines)
+        return "\n".join(lines)
+
+
+def format_body(body, depth: int, lines: list[str]) -> None:
+    pad = "    " * depth
+    for s in body:
+        note = f"  # {s.note}" if isinstance(s, Compute) and s.note else ""
+        lines.append(pad + s.text() + note)
+        if isinstance(s, (Tile, StridedLoop, Loop)):
+            format_body(s.body, depth + 1, lines)
+
+
+@dataclass(frozen=True)
+class TileProgram:
+    buffers: tuple[Buffer, ...]
+    written: tuple[Buffer, ...]
+    kernels: tuple[TileKernel, ...]
+    outputs: tuple[str, ...]
+
+    def types(self):
+        return {b.name: b.type for b in self.buffers + self.written}
+
+    def kernel(self, name: str) -> TileKernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(k) for k in self.kernels)
+
+
+def map_body(body, fn):
+    """Rebuild a statement tree bottom-up: fn(stmt with rebuilt children) -> stmt or tuple."""
+    out = []
+    for s in body:
+        if isinstance(s, Tile):
+            s = Tile(s.axes, map_body(s.body, fn))
+        elif isinstance(s, StridedLoop):
+            s = StridedLoop(s.var, s.start, s.stop, s.step, s.kind, map_body(s.body, fn), s.role, s.unroll)
+        elif isinstance(s, Loop):
+            s = Loop(s.var, s.extent, s.kind, map_body(s.body, fn), s.role, s.unroll)
+        r = fn(s)
+        if isinstance(r, tuple):
+            out.extend(r)
+        elif r is not None:
+            out.append(r)
+    return tuple(out)
+
+
+def walk(body, loops=()):
+    """Every statement, depth first, with its enclosing loop-like nodes."""
+    for s in body:
+        yield s, loops
+        if isinstance(s, (Tile, StridedLoop, Loop)):
+            yield from walk(s.body, loops + (s,))

@@ -1,0 +1,1 @@
+"""Tile IR → Kernel IR (materialize) and Kernel IR → CUDA text (render)."""

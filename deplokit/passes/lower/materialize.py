@@ -1,0 +1,342 @@
+"""Tile IR → Kernel IR: spell a scheduled kernel in hardware primitives.
+
+THREAD/BLOCK axes become threadIdx/blockIdx arithmetic; loads and stores become flat
+global (or shared) accesses, masked where the rounding of an axis to whole blocks could
+leave the tensor; Stage becomes a cooperative copy into a shared array followed by one
+barrier; Combine becomes a warp-shuffle tree and, past one warp, one exchange of warp
+partials through shared memory behind a single barrier. A barrier is emitted only where
+a hazard needs it: after a shared array is filled, and before it is refilled in a loop.
+
+Any Tile IR materialises, also before blockify: then the block may hold more threads than
+a GPU allows, which only the simulator runs (check_passes)."""
+from __future__ import annotations
+
+from ...ir import kernel_ir as K
+from ...ir.index import Affine, FloorDiv, Gather, Mod, Var, bounds
+from ...ir.kernel_ir import KernelFunc, KernelProgram, Param
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
+from ...ir.tile_ir import THREAD, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram
+
+_COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
+_CTYPES = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
+
+
+def materialize(program: TileProgram, ctx=None) -> KernelProgram:
+    types = program.types()
+    kernels = tuple(_Materializer(k, types).run() for k in program.kernels)
+    return KernelProgram(program.buffers, program.written, kernels, program.outputs)
+
+
+def affine_expr(e: Affine) -> K.Expr:
+    out: K.Expr | None = None
+    for atom, c in e.terms:
+        term = _atom_expr(atom)
+        if c != 1:
+            term = K.Binary("*", term, K.Const(c, "int"))
+        out = term if out is None else K.Binary("+", out, term)
+    if out is None:
+        return K.Const(e.const, "int")
+    if e.const:
+        out = K.Binary("+", out, K.Const(e.const, "int")) if e.const > 0 else \
+            K.Binary("-", out, K.Const(-e.const, "int"))
+    return out
+
+
+def _atom_expr(atom) -> K.Expr:
+    if isinstance(atom, Var):
+        return K.Var(atom.name)
+    if isinstance(atom, FloorDiv):
+        return K.Binary("/", affine_expr(atom.expr), K.Const(atom.divisor, "int"))
+    if isinstance(atom, Mod):
+        return K.Binary("%", affine_expr(atom.expr), K.Const(atom.divisor, "int"))
+    raise TypeError(atom)   # gathers are loaded into registers first (see _index_exprs)
+
+
+class _Materializer:
+    def __init__(self, kernel: TileKernel, types):
+        self.kernel, self.types = kernel, types
+        tiles = [s for s in kernel.body if isinstance(s, Tile)]
+        self.tile = tiles[0] if tiles else Tile((), kernel.body)
+        self.uniform = tuple(s for s in kernel.body if not isinstance(s, Tile)) if tiles else ()
+        self.threads = 1
+        for a in self.tile.axes:
+            if a.kind == THREAD:
+                self.threads *= a.extent
+        self.ranges: dict[str, int] = {a.var: a.extent for a in self.tile.axes}
+        self.stages: dict[str, Stage] = {}
+        self.reads: list[str] = []
+        self.writes: list[str] = []
+        self.loop_depth = 0
+        self._n = 0
+
+    def run(self) -> KernelFunc:
+        body: list = []
+        body += self._decompose("tid", K.Special("tid.x"), [a for a in self.tile.axes if a.kind == THREAD])
+        body += self._decompose("bid", K.Special("bid.x"), [a for a in self.tile.axes if a.kind != THREAD])
+        body += self._stmts(self.uniform)
+        body += self._stmts(self.tile.body)
+        blocks = 1
+        for a in self.tile.axes:
+            if a.kind != THREAD:
+                blocks *= a.extent
+        params = []
+        for name in self.reads + [w for w in self.writes if w not in self.reads]:
+            t = self.types[name]
+            params.append(Param(name, _CTYPES[t.dtype], name not in self.writes, t.numel))
+        return KernelFunc(self.kernel.name, tuple(params), (blocks, 1, 1), (self.threads, 1, 1), tuple(body))
+
+    # -- thread and block indices ------------------------------------------------------------
+    def _decompose(self, flat_name, special, axes):
+        if not axes:
+            return []
+        if len(axes) == 1:
+            return [K.Declare(axes[0].var, "int", special)]
+        out = [K.Declare(flat_name, "int", special)]
+        stride = 1
+        for a in reversed(axes):          # the last axis is the fastest
+            e = K.Var(flat_name)
+            if stride > 1:
+                e = K.Binary("/", e, K.Const(stride, "int"))
+            if a is not axes[0]:
+                e = K.Binary("%", e, K.Const(a.extent, "int"))
+            out.append(K.Declare(a.var, "int", e))
+            stride *= a.extent
+        return out
+
+    # -- statements ----------------------------------------------------------------------------
+    def _stmts(self, body) -> list:
+        out: list = []
+        for s in body:
+            out += self._stmt(s)
+        return out
+
+    def _stmt(self, s) -> list:
+        if isinstance(s, Load):
+            return self._load(s)
+        if isinstance(s, Compute):
+            ctype = "bool" if s.op in COMPARISON_OPS else "float"
+            if s.op == "where":
+                a, b, c = (self._operand(x) for x in s.args)
+                return [K.Declare(s.dst, "float", K.Select(a, b, c))]
+            return [K.Declare(s.dst, ctype, K.Call(s.op, tuple(self._operand(a) for a in s.args)))]
+        if isinstance(s, Accumulate):
+            value = K.Call(_COMBINE[s.reduction], (K.Var(s.acc), self._operand(s.value)))
+            return [K.Assign(s.acc, value)]
+        if isinstance(s, Store):
+            return self._store(s)
+        if isinstance(s, (Loop, StridedLoop)):
+            return self._loop(s)
+        if isinstance(s, Combine):
+            return self._combine(s)
+        if isinstance(s, Stage):
+            return self._stage(s)
+        raise TypeError(f"cannot materialise {type(s).__name__}")
+
+    def _loop(self, s) -> list:
+        pre = []
+        if s.kind == "reduce" and not self._in_reduce:
+            for acc, red in _accumulators(s.body):
+                pre.append(K.Declare(acc, "float", K.Const(REDUCTION_IDENTITY[red])))
+        outer_reduce = self._in_reduce
+        self._in_reduce = outer_reduce or s.kind == "reduce"
+        self.loop_depth += 1
+        if isinstance(s, Loop):
+            self.ranges[s.var] = s.extent
+            body = self._stmts(s.body)
+            loop = K.For(s.var, K.Const(0, "int"), K.Const(s.extent, "int"), K.Const(1, "int"), tuple(body), s.unroll)
+        else:
+            self.ranges[s.var] = s.stop
+            body = self._stmts(s.body)
+            loop = K.For(s.var, affine_expr(s.start), K.Const(s.stop, "int"), K.Const(s.step, "int"), tuple(body),
+                         s.unroll)
+        self.loop_depth -= 1
+        self._in_reduce = outer_reduce
+        return pre + [loop]
+
+    _in_reduce = False
+
+    def _operand(self, a) -> K.Expr:
+        if isinstance(a, str):
+            return K.Var(a)
+        if isinstance(a, Affine):
+            return affine_expr(a)
+        return K.Const(float(a))
+
+    # -- memory --------------------------------------------------------------------------------
+    def _note_read(self, name):
+        if name not in self.reads:
+            self.reads.append(name)
+
+    def _index_exprs(self, index, out: list) -> list[K.Expr]:
+        """Index components as expressions; a gather's integer is loaded first into a register."""
+        exprs = []
+        for e in index:
+            gathered = {}
+            for atom, _ in e.terms:
+                if isinstance(atom, Gather):
+                    name = self._fresh("idx")
+                    g_index = self._index_exprs(atom.index, out)
+                    shape = self.types[atom.tensor].shape
+                    self._note_read(atom.tensor)
+                    _, safe = self._guard(atom.index, g_index, shape)   # threads past the end read a valid id
+                    out.append(K.Declare(name, "int", K.GlobalLoad(atom.tensor, _flat(safe, shape), "int")))
+                    gathered[atom] = name
+            if gathered:
+                e = Affine(tuple((Var(gathered[a]) if a in gathered else a, c) for a, c in e.terms), e.const)
+            exprs.append(affine_expr(e))
+        return exprs
+
+    def _load(self, s: Load) -> list:
+        if s.tensor in self.stages:
+            stage = self.stages[s.tensor]
+            offset = _smem_offset([affine_expr(e) for e in s.index], stage)
+            return [K.Declare(s.dst, "float", K.SharedLoad(stage.name, offset))]
+        out: list = []
+        shape = self.types[s.tensor].shape
+        exprs = self._index_exprs(s.index, out)
+        self._note_read(s.tensor)
+        ctype = {"float32": "float", "bool": "bool"}.get(self.types[s.tensor].dtype, "int")
+        cond, safe = self._guard(s.index, exprs, shape)
+        value = K.GlobalLoad(s.tensor, _flat(safe, shape), ctype)
+        if cond is not None:
+            value = K.Select(cond, value, K.Const(float(s.pad or 0.0)) if ctype == "float" else K.Const(0, "int"))
+        out.append(K.Declare(s.dst, "float" if ctype == "float" else ctype, value))
+        return out
+
+    def _guard(self, index, exprs, shape):
+        """The in-bounds condition (None when provable) and clamped index expressions."""
+        cond = None
+        safe = []
+        for e, ex, extent in zip(index, exprs, shape):
+            b = bounds(e, self.ranges)
+            lo_ok = b is not None and b[0] >= 0
+            hi_ok = b is not None and b[1] < extent
+            c = None
+            if not lo_ok:
+                c = K.Binary(">=", ex, K.Const(0, "int"))
+            if not hi_ok:
+                hi = K.Binary("<", ex, K.Const(extent, "int"))
+                c = hi if c is None else K.Binary("&&", c, hi)
+            if c is not None:
+                cond = c if cond is None else K.Binary("&&", cond, c)
+                if not lo_ok:
+                    ex = K.Binary("max", ex, K.Const(0, "int"))
+                if not hi_ok:
+                    ex = K.Binary("min", ex, K.Const(extent - 1, "int"))
+            safe.append(ex)
+        return cond, safe
+
+    def _store(self, s: Store) -> list:
+        out: list = []
+        shape = self.types[s.tensor].shape
+        exprs = self._index_exprs(s.index, out)
+        if s.tensor not in self.writes:
+            self.writes.append(s.tensor)
+        cond, _ = self._guard(s.index, exprs, shape)
+        store = K.GlobalStore(s.tensor, _flat(exprs, shape), self._operand(s.value))
+        out.append(store if cond is None else K.If(cond, (store,)))
+        return out
+
+    def _stage(self, s: Stage) -> list:
+        self.stages[s.name] = s
+        self._note_read(s.tensor)
+        shape = self.types[s.tensor].shape
+        size = _smem_size(s)
+        i = f"{s.name}_i"
+        # slab coordinates of element i (row-major over the slab), then the global index
+        coords, stride = {}, 1
+        for ax in reversed(s.slab):
+            e = K.Var(i)
+            if stride > 1:
+                e = K.Binary("/", e, K.Const(stride, "int"))
+            if ax is not s.slab[0]:
+                e = K.Binary("%", e, K.Const(ax.extent, "int"))
+            coords[ax.dim] = (ax, e)
+            stride *= ax.extent
+        g_exprs, conds = [], None
+        for d, (o, extent) in enumerate(zip(s.origin, shape)):
+            e = affine_expr(o)
+            if d in coords:
+                e = K.Binary("+", e, coords[d][1]) if not (o.is_const and o.const == 0) else coords[d][1]
+                hi_bound = bounds(o, self.ranges)
+                if hi_bound is None or hi_bound[1] + coords[d][0].extent > extent:
+                    c = K.Binary("<", e, K.Const(extent, "int"))
+                    conds = c if conds is None else K.Binary("&&", conds, c)
+                    e = K.Binary("min", e, K.Const(extent - 1, "int"))
+            g_exprs.append(e)
+        value = K.GlobalLoad(s.tensor, _flat(g_exprs, shape), "float")
+        if conds is not None:
+            value = K.Select(conds, value, K.Const(0.0))
+        dst = _smem_offset([coords[ax.dim][1] for ax in s.slab], s)
+        copy = K.For(i, K.Special("tid.x") if self.threads > 1 else K.Const(0, "int"),
+                     K.Const(s.size, "int"), K.Const(self.threads, "int"),
+                     (K.SharedStore(s.name, dst, value),))
+        out = [K.SharedArray(s.name, size)] if not self._declared(s.name) else []
+        if self.loop_depth:
+            out.append(K.Barrier())       # the previous iteration's readers are done
+        return out + [copy, K.Barrier()]
+
+    def _declared(self, name):
+        d = getattr(self, "_smem", set())
+        self._smem = d | {name}
+        return name in d
+
+    def _combine(self, s: Combine) -> list:
+        (axis_var,) = s.over
+        extent = self.tile.axis(axis_var).extent
+        op = _COMBINE[s.reduction]
+        out: list = []
+        off = min(16, extent // 2)
+        while off >= 1:
+            out.append(K.Assign(s.acc, K.Call(op, (K.Var(s.acc), K.Shuffle(K.Var(s.acc), off)))))
+            off //= 2
+        if extent > 32:
+            warps = extent // 32
+            arr = f"{s.acc}_smem"
+            lane = K.Binary("&", K.Var(axis_var), K.Const(31, "int"))
+            warp = K.Binary("/", K.Var(axis_var), K.Const(32, "int"))
+            out += [K.SharedArray(arr, warps),
+                    K.If(K.Binary("==", lane, K.Const(0, "int")), (K.SharedStore(arr, warp, K.Var(s.acc)),)),
+                    K.Barrier(),
+                    K.Assign(s.acc, K.SharedLoad(arr, K.Const(0, "int")))]
+            w = f"{s.acc}_w"
+            out.append(K.For(w, K.Const(1, "int"), K.Const(warps, "int"), K.Const(1, "int"),
+                             (K.Assign(s.acc, K.Call(op, (K.Var(s.acc), K.SharedLoad(arr, K.Var(w))))),), True))
+        return out
+
+    def _fresh(self, prefix):
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+
+def _flat(exprs, shape) -> K.Expr:
+    out = None
+    stride = 1
+    for e, extent in reversed(list(zip(exprs, shape))):
+        term = e if stride == 1 else K.Binary("*", e, K.Const(stride, "int"))
+        if not (isinstance(e, K.Const) and e.value == 0):
+            out = term if out is None else K.Binary("+", term, out)
+        stride *= extent
+    return out if out is not None else K.Const(0, "int")
+
+
+def _smem_size(s: Stage) -> int:
+    n = s.slab[-1].extent + s.pad
+    for ax in s.slab[:-1]:
+        n *= ax.extent
+    return n
+
+
+def _smem_offset(exprs, s: Stage) -> K.Expr:
+    shape = tuple(ax.extent for ax in s.slab[:-1]) + (s.slab[-1].extent + s.pad,)
+    return _flat(exprs, shape)
+
+
+def _accumulators(body):
+    from ...ir.tile_ir import walk
+    seen = []
+    for s, _ in walk(body):
+        if isinstance(s, Accumulate) and (s.acc, s.reduction) not in seen:
+            seen.append((s.acc, s.reduction))
+    return seen

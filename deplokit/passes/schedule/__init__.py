@@ -1,0 +1,99 @@
+"""Loop IR → Tile IR: the 16 scheduling passes, in order, each traced as one step.
+
+The order lives here, in one flat list, as in the article:
+
+    001 tileify                 lift outer free loops to thread axes
+    002 chunk_matmul_k          chunk the K reduce into K-outer x K-inner (intra-CTA)
+    003 split_matmul_k          promote the K-outer chunk loop into a grid dimension
+    004 cooperative_reduce      let a block's threads share one reduce; merge with Combine
+    005 blockify_launch         pick block extents; split free axes into BLOCK and THREAD
+    006 chunk_reduce            chunk non-matmul reduces so their slabs fit in shared memory
+    007 stage_inputs            hoist hot input slabs into Stage nodes
+    008 register_tile           let each thread own a register block of a matmul
+    009 permute_register_tile   reorder the register strip against bank conflicts
+    010 double_buffer           promote K-outer Stages to BufferedStage (ping-pong)
+    011 tma_copy                narrow BufferedStages to TMA copies (sm_90+)
+    012 split_inner_for_swizzle split the inner axis of a TMA stage for swizzle
+    013 async_copy              narrow the other stages to cp.async (sm_80+)
+    014 pad_smem                pad shared-memory rows to break bank conflicts
+    015 pipeline_k_outer        rotate the K-outer loop into prologue / steady state
+    016 mark_unroll             annotate small inner loops for #pragma unroll
+"""
+from __future__ import annotations
+
+import importlib
+
+from ...errors import DeplokitError
+from ...ir.loop_ir import LoopProgram
+from ...ir.tile_ir import TileKernel, TileProgram
+from .knobs import Knob, Skip
+
+PASS_MODULES = (
+    "t001_tileify", "t002_chunk_matmul_k", "t003_split_matmul_k", "t004_cooperative_reduce",
+    "t005_blockify_launch", "t006_chunk_reduce", "t007_stage_inputs", "t008_register_tile",
+    "t009_permute_register_tile", "t010_double_buffer", "t011_tma_copy", "t012_split_inner_for_swizzle",
+    "t013_async_copy", "t014_pad_smem", "t015_pipeline_k_outer", "t016_mark_unroll",
+)
+PASSES = tuple(importlib.import_module(f"{__name__}.{m}") for m in PASS_MODULES)
+
+
+def pass_label(mod) -> str:
+    """`007_stage_inputs`: how the trace, the CLI (`t:007_stage_inputs`) and the stepper name a pass."""
+    return mod.__name__.rsplit(".", 1)[1][1:]
+
+
+def knobs_of(mod) -> tuple[Knob, ...]:
+    return getattr(mod, "KNOBS", ())
+
+
+def resolve_knobs(mod, kernel: TileKernel, target, config: dict) -> dict:
+    """Each knob's value for this kernel: the config's when it names one, else the default."""
+    out = {}
+    for knob in knobs_of(mod):
+        key = f"{pass_label(mod)}.{knob.name}"
+        for k in (f"{kernel.name}:{key}", key):
+            if k in config:
+                value = config[k]
+                if value not in knob.domain:
+                    raise DeplokitError(f"knob {key}={value!r} is outside its domain {knob.domain}")
+                break
+        else:
+            value = knob.default(kernel, target)
+        out[knob.name] = value
+    return out
+
+
+def initial(program: LoopProgram) -> TileProgram:
+    """Loop IR as Tile IR before any pass: each kernel one thread of one block."""
+    return TileProgram(program.buffers, program.written,
+                       tuple(TileKernel(k.name, k.outputs, k.body) for k in program.kernels), program.outputs)
+
+
+def schedule(program: LoopProgram, ctx):
+    from ...pipeline import TraceStep
+
+    current = initial(program)
+    steps = []
+    for mod in PASSES:
+        label = pass_label(mod)
+        kernels, params, reasons = [], [], []
+        for k in current.kernels:
+            knobs = resolve_knobs(mod, k, ctx.target, ctx.config)
+            result = mod.apply(k, ctx.target, knobs)
+            if isinstance(result, Skip):
+                reasons.append(f"{k.name}: {result.reason}")
+                kernels.append(k)
+                continue
+            if knobs:
+                result = TileKernel(result.name, result.outputs, result.body,
+                                    result.knobs + tuple((f"{label}.{n}", v) for n, v in knobs.items()))
+                params.append((k.name, tuple(knobs.items())))
+            else:
+                params.append((k.name, ()))
+            kernels.append(result)
+        after = TileProgram(current.buffers, current.written, tuple(kernels), current.outputs)
+        changed = after != current
+        skipped = "" if changed else "; ".join(reasons) or "no kernel to schedule"
+        steps.append(TraceStep("tile", label, tuple(params), current, after, skipped, tuple(reasons)))
+        current = after
+    return current, tuple(steps)

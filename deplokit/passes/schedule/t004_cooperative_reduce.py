@@ -1,0 +1,102 @@
+"""004 cooperative_reduce: let a block's threads share one row reduction.
+
+A row kernel (reduce phases then a free phase, as RMSNorm or softmax) gets a THREAD lane
+axis: every phase loop is dealt out across the lanes (StridedLoop), and after each reduce
+phase a Combine merges the lanes' partial accumulators. Nested phase loops are flattened
+first, so a reduction over several axes still uses every lane."""
+from __future__ import annotations
+
+from ...ir.index import floordiv, mod, substitute, var
+from ...ir.loop_ir import Accumulate, Loop
+from ...ir.tile_ir import THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel
+from .knobs import Knob, Skip, pow2_at_least
+
+DESCRIPTION = "let multiple threads share one reduce; tree-merge with Combine"
+
+
+def _phase_loops(tile: Tile):
+    return [s for s in tile.body if isinstance(s, Loop)]
+
+
+def _default_lanes(kernel: TileKernel, target) -> int:
+    try:
+        loops = _phase_loops(kernel.tile())
+    except ValueError:
+        return 256
+    longest = max((_flat_extent(lp) for lp in loops), default=1)
+    # enough lanes that each walks the row a few times, at most 1024 (a block's limit)
+    return max(32, min(1024, pow2_at_least(longest) // 8, 256 if longest <= 8192 else 1024))
+
+
+KNOBS = (Knob("lanes", (32, 64, 128, 256, 512, 1024), _default_lanes,
+              "threads of a block that share one row"),)
+
+
+def _flat_extent(loop: Loop) -> int:
+    n = loop.extent
+    while len(loop.body) == 1 and isinstance(loop.body[0], Loop) and loop.body[0].kind == loop.kind:
+        loop = loop.body[0]
+        n *= loop.extent
+    return n
+
+
+def _flatten(loop: Loop) -> Loop:
+    """for a in 0..A: for b in 0..B: body  ->  for a in 0..A*B: body[a // B, a % B]."""
+    if not (len(loop.body) == 1 and isinstance(loop.body[0], Loop) and loop.body[0].kind == loop.kind):
+        return loop
+    inner = _flatten(loop.body[0])
+    flat = loop.var
+    total = loop.extent * inner.extent
+    ranges = {flat: total}
+    mapping = {loop.var: floordiv(var(flat), inner.extent, ranges), inner.var: mod(var(flat), inner.extent, ranges)}
+    from .rewrite import substitute_body
+    return Loop(flat, total, loop.kind, substitute_body(inner.body, mapping, ranges), loop.role)
+
+
+def apply(kernel: TileKernel, target, knobs):
+    tile = kernel.tile()
+    loops = _phase_loops(tile)
+    if not any(lp.kind == "reduce" for lp in loops):
+        return Skip("no reduce phase at the row level")
+    if any(lp.role == "K" for lp in loops):
+        return Skip("a matmul reduce (K): threads own outputs instead")
+    if any(a.kind == THREAD and a.role for a in tile.axes):
+        return Skip("matmul-like kernel")
+    lanes = knobs["lanes"]
+    longest = max(_flat_extent(lp) for lp in loops)
+    if longest < 32:
+        return Skip(f"rows of {longest} elements: one thread per row is enough")
+    lane = _fresh_lane(kernel)
+    body = []
+    for s in tile.body:
+        if isinstance(s, Loop):
+            flat = _flatten(s)
+            body.append(StridedLoop(flat.var, var(lane), flat.extent, lanes, flat.kind, flat.body, flat.role))
+            if flat.kind == "reduce":
+                for acc, red in _accumulators(flat.body):
+                    body.append(Combine(acc, red, (lane,)))
+        else:
+            body.append(s)
+    axes = (TileAxis(lane, lanes, THREAD),) + tile.axes
+    new_tile = Tile(axes, tuple(body))
+    return TileKernel(kernel.name, kernel.outputs,
+                      tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body), kernel.knobs)
+
+
+def _accumulators(body):
+    from ...ir.tile_ir import walk
+    seen = []
+    for s, _ in walk(body):
+        if isinstance(s, Accumulate) and (s.acc, s.reduction) not in seen:
+            seen.append((s.acc, s.reduction))
+    return seen
+
+
+def _fresh_lane(kernel: TileKernel) -> str:
+    """A loop-variable name (aN) not used in the kernel yet."""
+    from .rewrite import used_vars
+    used = used_vars(kernel.body)
+    n = 0
+    while f"a{n}" in used:
+        n += 1
+    return f"a{n}"

@@ -1,0 +1,37 @@
+"""016 mark_unroll: annotate loops with few iterations per thread for #pragma unroll."""
+from __future__ import annotations
+
+from ...ir.loop_ir import Loop
+from ...ir.tile_ir import StridedLoop, Tile, TileKernel, map_body
+from .knobs import Knob, Skip
+
+DESCRIPTION = "annotate small inner loops for #pragma unroll"
+
+
+def _default_trip(kernel, target) -> int:
+    return 8
+
+
+KNOBS = (Knob("max_trip", (0, 4, 8, 16, 32), _default_trip, "unroll loops of at most this many iterations"),)
+
+
+def apply(kernel: TileKernel, target, knobs):
+    limit = knobs["max_trip"]
+    marked = []
+
+    def mark(s):
+        if isinstance(s, StridedLoop) and not s.unroll and -(-s.stop // s.step) <= limit:
+            marked.append(s.var)
+            return StridedLoop(s.var, s.start, s.stop, s.step, s.kind, s.body, s.role, True)
+        if isinstance(s, Loop) and not s.unroll and s.extent <= limit:
+            marked.append(s.var)
+            return Loop(s.var, s.extent, s.kind, s.body, s.role, True)
+        return s
+
+    tile = kernel.tile()
+    body = map_body(tile.body, mark)
+    if not marked:
+        return Skip(f"no loop of at most {limit} iterations per thread")
+    new_tile = Tile(tile.axes, body)
+    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
+                      kernel.knobs)

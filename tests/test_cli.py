@@ -1,0 +1,314 @@
+"""The `deplokit` command line, in process through cli.main and as a subprocess."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deplokit import __version__
+from deplokit.cli import main, stages
+from deplokit.target import TARGETS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RMSNORM = "nn.RMSNorm(2048)(torch.randn(1,32,2048))"
+MATMUL = "torch.relu(torch.matmul(torch.randn(16,64) + torch.randn(64), torch.randn(64,16)))"
+MATMUL_NAMED = ("x = torch.randn(16,64); bias = torch.randn(64); w = torch.randn(64,16); "
+                "torch.relu(torch.matmul(x + bias, w))")
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, out, err, needle=""):
+    assert code == 2
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("deplokit: error: ")
+    assert needle in lines[0]
+
+
+def test_stages_are_the_six_irs():
+    assert stages() == ["torch", "tensor", "loop", "tile", "kernel", "cuda"]
+
+
+@pytest.mark.parametrize("expr", [RMSNORM, MATMUL, MATMUL_NAMED])
+@pytest.mark.parametrize("ir", ["torch", "tensor", "loop", "tile", "kernel", "cuda"])
+def test_seed_expressions_compile_at_every_ir(capsys, expr, ir):
+    code, out, err = run_cli(capsys, "compile", "-c", expr, "--ir", ir)
+    assert code == 0, err
+    marker = {"torch": " = rms_norm(" if expr == RMSNORM else " = matmul(",
+              "tensor": " = multiply(",
+              "loop": "=== merged_",
+              "tile": "Tile(axes=(",
+              "kernel": " grid=(",
+              "cuda": 'extern "C" __global__'}[ir]
+    assert marker in out
+    assert not out.lstrip().startswith("#")      # no header without -v
+
+
+def test_default_ir_is_cuda(capsys):
+    code, out, _ = run_cli(capsys, "compile", "-c", MATMUL)
+    assert code == 0 and "void merged_relu(" in out
+
+
+def test_inputs_take_assigned_names(capsys):
+    code, out, _ = run_cli(capsys, "compile", "-c", MATMUL_NAMED, "--ir", "torch", "-v")
+    assert code == 0
+    for line in ("# x: (16, 64) float32 input", "# bias: (64,) float32 input", "# w: (64, 16) float32 input"):
+        assert line in out
+
+
+def test_module_input_takes_forward_parameter_name(capsys):
+    code, out, _ = run_cli(capsys, "compile", "-c", RMSNORM, "--ir", "loop")
+    assert code == 0
+    assert "load x[0, a0, a1]" in out
+
+
+def test_v_shows_header_and_fusion_decisions(capsys):
+    code, out, _ = run_cli(capsys, "compile", "-c", RMSNORM, "-v", "--ir", "loop")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("# ")
+    assert "# x: (1, 32, 2048) float32 input" in lines
+    assert "# rms_norm: (1, 32, 2048) float32 output" in lines
+    assert any(l.startswith("# fuse: kernel merged_rms_norm fuses") for l in lines)
+    # the header comes before the IR text
+    assert lines.index("# x: (1, 32, 2048) float32 input") < next(
+        i for i, l in enumerate(lines) if l.startswith("=== "))
+
+
+@pytest.mark.parametrize("ir", ["torch", "tensor"])
+def test_v_headers_at_other_stages(capsys, ir):
+    code, out, _ = run_cli(capsys, "compile", "-c", RMSNORM, "--ir", ir, "-v")
+    assert code == 0
+    assert "# p_weight: (2048,) float32 param" in out
+    assert "# fuse:" not in out
+
+
+def test_vv_shows_trace_blocks_up_to_the_stage(capsys):
+    code, out, _ = run_cli(capsys, "compile", "-c", RMSNORM, "-vv", "--ir", "loop")
+    assert code == 0
+    for tag in ("t:tensor:decompose", "t:loop:fuse"):
+        assert f">>> {tag}" in out and f"<<< {tag}" in out
+        assert out.index(f">>> {tag}") < out.index(f"<<< {tag}")
+    block = out[out.index(">>> t:tensor:decompose"):out.index("<<< t:tensor:decompose")]
+    assert "-rms_norm = rms_norm(x, p_weight" in block      # a unified diff of before/after
+    assert "+sq = multiply(x, x)" in block
+    assert "# x: (1, 32, 2048) float32 input" in out       # -vv includes -v
+
+
+def test_vv_stops_at_the_chosen_stage(capsys):
+    code, out, _ = run_cli(capsys, "compile", "-c", RMSNORM, "-vv", "--ir", "tensor")
+    assert code == 0
+    assert ">>> t:tensor:decompose" in out
+    assert "t:loop:fuse" not in out and "=== merged" not in out and "t:001_tileify" not in out
+
+
+def test_vv_tile_shows_each_pass_diff_or_skip_reason(capsys):
+    code, out, _ = run_cli(capsys, "compile", "-c", RMSNORM, "-vv", "--ir", "tile")
+    assert code == 0
+    lines = out.splitlines()
+    block = lines[lines.index(">>> t:007_stage_inputs"):lines.index("<<< t:007_stage_inputs") + 1]
+    assert any(l.startswith("+") and "x_smem = Stage(x, origin=" in l for l in block)
+    assert any(l.startswith("-") and "load x[0, a0, a1]" in l for l in block)
+    assert any(l.startswith("+") and "load x_smem[a1]" in l for l in block)
+    # a pass that changed nothing is one line with its reason
+    assert any(l.startswith("--- t:006_chunk_reduce skipped: ") for l in lines)
+    # every one of the 16 passes appears exactly once, in order
+    tags = [l.split()[1] for l in lines if l.startswith((">>> t:0", "--- t:0"))]
+    assert [t[2:5] for t in tags] == [f"{n:03d}" for n in range(1, 17)]
+
+
+def test_o_writes_the_file(capsys, tmp_path):
+    dest = tmp_path / "out.loop"
+    code, out, err = run_cli(capsys, "compile", "-c", RMSNORM, "-o", str(dest), "--ir", "loop")
+    assert code == 0, err
+    assert out == ""
+    text = dest.read_text()
+    assert text.startswith("=== merged_rms_norm -> rms_norm ===")
+    assert list(tmp_path.iterdir()) == [dest]              # no temporary left behind
+
+
+def test_o_matches_stdout(capsys, tmp_path):
+    dest = tmp_path / "t.txt"
+    run_cli(capsys, "compile", "-c", MATMUL_NAMED, "--ir", "tensor", "-v", "-o", str(dest))
+    _, out, _ = run_cli(capsys, "compile", "-c", MATMUL_NAMED, "--ir", "tensor", "-v")
+    assert dest.read_text() == out
+
+
+def test_failing_compile_leaves_no_file(capsys, tmp_path):
+    dest = tmp_path / "out.loop"
+    code, out, err = run_cli(capsys, "compile", "-c", "torch.cumsum(torch.randn(4,4), 0)", "-o", str(dest))
+    assert_one_line_error(code, out, err, "cumsum")
+    assert not dest.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failing_compile_keeps_the_old_file(capsys, tmp_path):
+    dest = tmp_path / "out.loop"
+    dest.write_text("old\n")
+    code, _, _ = run_cli(capsys, "compile", "-c", "torch.relu(", "-o", str(dest))
+    assert code == 2
+    assert dest.read_text() == "old\n"
+
+
+def test_o_into_missing_folder_is_a_one_line_error(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "compile", "-c", MATMUL, "-o", str(tmp_path / "no" / "such" / "f.txt"))
+    assert_one_line_error(code, out, err, "cannot write")
+
+
+def test_malformed_expression(capsys):
+    code, out, err = run_cli(capsys, "compile", "-c", "torch.relu(torch.randn(4,4)")
+    assert_one_line_error(code, out, err, "malformed expression at line 1, column")
+    assert out == ""
+
+
+def test_unknown_name(capsys):
+    code, out, err = run_cli(capsys, "compile", "-c", "relu(torch.randn(4))")
+    assert_one_line_error(code, out, err, "NameError")
+    assert "torch, nn" in err
+
+
+def test_unsupported_op(capsys):
+    code, out, err = run_cli(capsys, "compile", "-c", "torch.cumsum(torch.randn(4,4), 0)")
+    assert_one_line_error(code, out, err, "aten.cumsum")
+    assert "covered ops:" in err
+
+
+@pytest.mark.parametrize("expr", ["torch.randn(4,4).half() * 2", "torch.randn(4, 4, dtype=torch.float16) * 2"])
+def test_unsupported_dtype(capsys, expr):
+    code, out, err = run_cli(capsys, "compile", "-c", expr)
+    assert_one_line_error(code, out, err, "float16")
+
+
+def test_unknown_target_is_a_usage_error(capsys):
+    code, out, err = run_cli(capsys, "compile", "-c", MATMUL, "--target", "sm_70")
+    assert code == 2
+    assert "invalid choice: 'sm_70'" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_every_target_compiles(capsys, target):
+    code, out, _ = run_cli(capsys, "compile", "-c", MATMUL, "--target", target)
+    assert code == 0 and "void merged_relu(" in out and f"for {target}" in out
+
+
+def test_unknown_ir_is_a_usage_error(capsys):
+    code, _, err = run_cli(capsys, "compile", "-c", MATMUL, "--ir", "ptx")
+    assert code == 2 and "invalid choice: 'ptx'" in err
+
+
+def test_missing_file(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "compile", str(tmp_path / "missing.py"))
+    assert_one_line_error(code, out, err, "no such file")
+
+
+def test_model_name_is_not_available_yet(capsys):
+    code, out, err = run_cli(capsys, "compile", "llama")
+    assert_one_line_error(code, out, err, "'llama' is not a file")
+
+
+def test_no_program_or_both_is_a_usage_error(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "compile")
+    assert code == 2 and "deplokit compile: error:" in err
+    f = tmp_path / "m.py"
+    f.write_text("")
+    code, _, err = run_cli(capsys, "compile", "-c", MATMUL, str(f))
+    assert code == 2 and "not both" in err
+
+
+def test_compile_a_model_file(capsys, tmp_path):
+    f = tmp_path / "model.py"
+    f.write_text("import torch\nfrom torch import nn\nmodel = nn.RMSNorm(64)\ninputs = (torch.randn(2, 64),)\n")
+    code, out, err = run_cli(capsys, "compile", str(f), "--ir", "tensor", "-v")
+    assert code == 0, err
+    assert "# x: (2, 64) float32 input" in out
+
+
+def test_model_file_missing_inputs(capsys, tmp_path):
+    f = tmp_path / "model.py"
+    f.write_text("import torch\nmodel = torch.relu\n")
+    code, out, err = run_cli(capsys, "compile", str(f))
+    assert_one_line_error(code, out, err, "does not define `inputs`")
+
+
+@pytest.mark.parametrize("backend", ["tensor", "loop", "sim", "auto"])
+def test_run_prints_backend_and_ok(capsys, backend):
+    code, out, err = run_cli(capsys, "run", "-c", MATMUL_NAMED, "--backend", backend)
+    assert code == 0, err
+    ran = "sim" if backend == "auto" else backend
+    assert f"backend: {ran}" in out
+    assert f"check against torch eager: ok: backend={ran}" in out
+
+
+def test_run_on_a_mismatch_exits_1(capsys, monkeypatch):
+    import deplokit.compilation as compilation
+
+    real = compilation.Compilation.run
+
+    def wrong(self, *inputs, backend="auto"):
+        return real(self, *inputs, backend=backend) + 1.0
+    monkeypatch.setattr(compilation.Compilation, "run", wrong)
+    code, out, _ = run_cli(capsys, "run", "-c", MATMUL)
+    assert code == 1
+    assert "MISMATCH" in out
+
+
+def test_run_error_is_one_line(capsys):
+    code, out, err = run_cli(capsys, "run", "-c", "torch.cumsum(torch.randn(4,4), 0)")
+    assert_one_line_error(code, out, err, "cumsum")
+
+
+def test_help_mentions_trust(capsys):
+    code, out, _ = run_cli(capsys, "compile", "--help")
+    assert code == 0
+    assert "same trust as running a script" in " ".join(out.split())
+    assert "{torch,tensor,loop,tile,kernel,cuda}" in out
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0 and "same trust as running a script" in " ".join(out.split())
+
+
+def test_version(capsys):
+    code, out, _ = run_cli(capsys, "--version")
+    assert code == 0 and out.strip() == f"deplokit {__version__}"
+
+
+# -- the real entry points ----------------------------------------------------------------------
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_python_m_deplokit_compile_and_error():
+    ok = subprocess.run([sys.executable, "-m", "deplokit", "compile", "-c", MATMUL_NAMED, "--ir", "tensor"],
+                        capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert "w_bc = w[" in ok.stdout or "= w[" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "deplokit", "compile", "-c", "torch.relu(("],
+                         capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=300)
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
+    assert bad.stderr.strip().count("\n") == 0 and bad.stderr.startswith("deplokit: error: malformed")
+
+
+def test_console_script_when_installed():
+    exe = Path(sys.executable).parent / "deplokit"
+    if not exe.exists():
+        exe = shutil.which("deplokit")
+        if exe is None:
+            pytest.skip("deplokit console script not installed (run `make venv`)")
+    res = subprocess.run([str(exe), "run", "-c", RMSNORM], capture_output=True, text=True, cwd=ROOT,
+                         env=_env(), timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "backend: sim (auto)" in res.stdout
+    assert "check against torch eager: ok" in res.stdout
