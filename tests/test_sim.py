@@ -424,3 +424,15 @@ def test_simulate_program_runs_kernels_in_order():
     assert y.shape == (rows, n)
     np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-5)
     assert [s.kernel for s in stats] == ["rmsnorm", "act"]
+
+
+def test_block_size_limit_is_opt_in_and_int_calls_stay_int():
+    big = 1 << 26                                          # exact in int64, not in float32
+    tid = S("tid.x")
+    k = KernelFunc("wide", (Param("out", "int64", const=False),), (1, 1, 1), (2048, 1, 1),
+                   (GlobalStore("out", tid, Call("add", (tid, I(big + 1)))),))
+    out = np.zeros(2048, np.int64)
+    simulate_kernel(k, {"out": out})                       # schedules in progress may be wide
+    np.testing.assert_array_equal(out, np.arange(2048) + big + 1)
+    with pytest.raises(SimulationError, match=r"kernel wide: 2048 threads per block, more than the 1024"):
+        simulate_kernel(k, {"out": out}, max_block_threads=1024)

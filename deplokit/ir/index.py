@@ -70,7 +70,8 @@ class Affine:
                 coefs[atom] = 0
             coefs[atom] += c
         terms = tuple((a, coefs[a]) for a in order if coefs[a] != 0)
-        return Affine(terms, self.const + other.const)
+        out = Affine(terms, self.const + other.const)
+        return _recombine(out) if any(isinstance(a, Mod) for a, _ in terms) else out
 
     __radd__ = __add__
 
@@ -117,6 +118,18 @@ class Affine:
             else:
                 parts.append(f"{'+' if self.const > 0 else '-'} {abs(self.const)}")
         return " ".join(parts)
+
+
+def _recombine(e: Affine) -> Affine:
+    """(x // d) * (c * d) + (x % d) * c  ->  x * c: an axis split and merged back."""
+    coefs = dict(e.terms)
+    for atom, c in e.terms:
+        if isinstance(atom, Mod):
+            div = FloorDiv(atom.expr, atom.divisor)
+            if coefs.get(div) == c * atom.divisor:
+                rest = Affine(tuple((a, k) for a, k in e.terms if a not in (atom, div)), e.const)
+                return rest + atom.expr * c
+    return e
 
 
 def _paren(e: Affine) -> str:

@@ -174,6 +174,9 @@ _CALL_ALIAS = {"fmaxf": "maximum", "fminf": "minimum", "fmax": "maximum", "fmin"
                "powf": "pow", "rcp": "reciprocal", "__expf": "exp", "__logf": "log",
                "select": "where"}
 _LOGICAL_FNS = {"logical_not", "logical_and", "logical_or"}
+# ops that stay in int64 when every operand is int or bool (index arithmetic spelled as calls)
+_INT_FNS = {"add", "subtract", "multiply", "maximum", "minimum", "greater", "less",
+            "greater_equal", "less_equal", "equal", "not_equal", "neg", "abs"}
 
 
 def _c_div(a, b):
@@ -283,17 +286,20 @@ class _MBar:
 
 def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
                     max_threads_in_flight: int = MAX_THREADS_IN_FLIGHT,
-                    check_races: bool = True) -> SimStats:
+                    check_races: bool = True, max_block_threads: int | None = None) -> SimStats:
     """Run every thread of every block of `k` over `buffers` (param name -> flat numpy array;
     float32, or int64/int32 for index params). Written buffers are updated in place.
-    Raises SimulationError on an invalid kernel; returns counters."""
+    Raises SimulationError on an invalid kernel; returns counters. `max_block_threads`
+    (e.g. 1024, CUDA's limit) rejects larger blocks; None accepts any block, so that
+    schedules still being built (one thread per element) can run."""
     gx, gy, gz = k.grid
     bx, by, bz = k.block
     if min(gx, gy, gz) < 1 or min(bx, by, bz) < 1:
         raise SimulationError(f"kernel {k.name}: grid {k.grid} and block {k.block} must be positive")
     T = bx * by * bz
-    if T > 1024:
-        raise SimulationError(f"kernel {k.name}: {T} threads per block, CUDA allows at most 1024")
+    if max_block_threads is not None and T > max_block_threads:
+        raise SimulationError(f"kernel {k.name}: {T} threads per block, more than the "
+                              f"{max_block_threads} allowed")
     flat = {}
     for p in k.params:
         if p.name not in buffers:
@@ -332,7 +338,7 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
 
 def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *,
                      check_races: bool = True, max_threads_in_flight: int = MAX_THREADS_IN_FLIGHT,
-                     stats: list | None = None) -> list[np.ndarray]:
+                     max_block_threads: int | None = None, stats: list | None = None) -> list[np.ndarray]:
     """Run a KernelProgram: `env` holds inputs / params / consts by name (n-d arrays); every
     written buffer starts as zeros. Returns the outputs in their shapes. SimStats of each
     kernel are appended to `stats` when given."""
@@ -354,7 +360,7 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *,
                                       f"program's env nor written by it")
             bufs[prm.name] = mem[prm.name]
         st = simulate_kernel(kf, bufs, max_threads_in_flight=max_threads_in_flight,
-                             check_races=check_races)
+                             check_races=check_races, max_block_threads=max_block_threads)
         if stats is not None:
             stats.append(st)
     outs = []
@@ -617,6 +623,8 @@ class _Chunk:
             return np.where(_as_bool(c), a, b)
         if name in _LOGICAL_FNS:
             out = apply(name, [_as_bool(a) for a in args])
+        elif name in _INT_FNS and all(_kind(a) in "iub" for a in args):
+            out = apply(name, [_cast(a, I64) for a in args])
         else:
             out = apply(name, [_cast(a, F32) for a in args])
         if out.dtype == np.float64:

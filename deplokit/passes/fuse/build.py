@@ -303,15 +303,19 @@ def _annotate(body, roles):
 
 
 def _loads_first(body):
-    out_loads, out_rest = [], []
+    """Loads first in each stretch of a body between loops: grouped where they are read,
+    but never moved above a loop (which would keep them live across it)."""
+    out, loads, rest = [], [], []
     for s in body:
-        if isinstance(s, Load):
-            out_loads.append(s)
-        elif isinstance(s, Loop):
-            out_rest.append(Loop(s.var, s.extent, s.kind, _loads_first(s.body), s.role))
+        if isinstance(s, Loop):
+            out += loads + rest
+            loads, rest = [], []
+            out.append(Loop(s.var, s.extent, s.kind, _loads_first(s.body), s.role))
+        elif isinstance(s, Load):
+            loads.append(s)
         else:
-            out_rest.append(s)
-    return tuple(out_loads + out_rest)
+            rest.append(s)
+    return tuple(out + loads + rest)
 
 
 def _rename(body):

@@ -68,6 +68,7 @@ class _Materializer:
         self.reads: list[str] = []
         self.writes: list[str] = []
         self.loop_depth = 0
+        self.accs: set[str] = set()
         self._n = 0
 
     def run(self) -> KernelFunc:
@@ -136,8 +137,12 @@ class _Materializer:
     def _loop(self, s) -> list:
         pre = []
         if s.kind == "reduce" and not self._in_reduce:
+            # declared once, before the first reduce loop that folds into it (a K tail
+            # loop goes on accumulating what the chunked loop started)
             for acc, red in _accumulators(s.body):
-                pre.append(K.Declare(acc, "float", K.Const(REDUCTION_IDENTITY[red])))
+                if acc not in self.accs:
+                    self.accs.add(acc)
+                    pre.append(K.Declare(acc, "float", K.Const(REDUCTION_IDENTITY[red])))
         outer_reduce = self._in_reduce
         self._in_reduce = outer_reduce or s.kind == "reduce"
         self.loop_depth += 1
@@ -283,8 +288,14 @@ class _Materializer:
         return name in d
 
     def _combine(self, s: Combine) -> list:
+        """Shuffle-xor tree within each warp, then (past one warp) one exchange of the warp
+        partials through shared memory. The lane axis is the fastest THREAD axis, so the
+        threads of one row group are consecutive: group = tid / E, warp in group = lane / 32."""
         (axis_var,) = s.over
-        extent = self.tile.axis(axis_var).extent
+        thread_axes = [a for a in self.tile.axes if a.kind == THREAD]
+        if thread_axes[-1].var != axis_var:
+            raise ValueError(f"{self.kernel.name}: Combine over {axis_var}, which is not the fastest THREAD axis")
+        extent = thread_axes[-1].extent
         op = _COMBINE[s.reduction]
         out: list = []
         off = min(16, extent // 2)
@@ -293,16 +304,22 @@ class _Materializer:
             off //= 2
         if extent > 32:
             warps = extent // 32
+            groups = self.threads // extent
             arr = f"{s.acc}_smem"
             lane = K.Binary("&", K.Var(axis_var), K.Const(31, "int"))
-            warp = K.Binary("/", K.Var(axis_var), K.Const(32, "int"))
-            out += [K.SharedArray(arr, warps),
-                    K.If(K.Binary("==", lane, K.Const(0, "int")), (K.SharedStore(arr, warp, K.Var(s.acc)),)),
+            base = K.Const(0, "int") if groups == 1 else \
+                K.Binary("*", K.Binary("/", K.Special("tid.x"), K.Const(extent, "int")), K.Const(warps, "int"))
+            slot = K.Binary("/", K.Var(axis_var), K.Const(32, "int"))
+            if groups > 1:
+                slot = K.Binary("+", base, slot)
+            out += [K.SharedArray(arr, warps * groups),
+                    K.If(K.Binary("==", lane, K.Const(0, "int")), (K.SharedStore(arr, slot, K.Var(s.acc)),)),
                     K.Barrier(),
-                    K.Assign(s.acc, K.SharedLoad(arr, K.Const(0, "int")))]
+                    K.Assign(s.acc, K.SharedLoad(arr, base))]
             w = f"{s.acc}_w"
+            at = K.Var(w) if groups == 1 else K.Binary("+", base, K.Var(w))
             out.append(K.For(w, K.Const(1, "int"), K.Const(warps, "int"), K.Const(1, "int"),
-                             (K.Assign(s.acc, K.Call(op, (K.Var(s.acc), K.SharedLoad(arr, K.Var(w))))),), True))
+                             (K.Assign(s.acc, K.Call(op, (K.Var(s.acc), K.SharedLoad(arr, at)))),), True))
         return out
 
     def _fresh(self, prefix):

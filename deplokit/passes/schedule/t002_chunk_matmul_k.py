@@ -1,13 +1,60 @@
-"""002 chunk_matmul_k: chunk the K reduce into K-outer x K-inner (intra-CTA).
+"""002 chunk_matmul_k: split a matmul's K reduce into K-outer x K-inner chunks.
 
-Not built yet: this version of deplokit schedules matmul kernels without it, and the
-pass records that it did not apply."""
+    for k in 0..K  ->  for ko in 0..K/BK: for ki in 0..BK   (+ a tail loop for K % BK)
+
+Inside one K-outer iteration the block works on a BK-wide slab of both operands: what
+stage_inputs copies to shared memory, and what double buffering overlaps."""
 from __future__ import annotations
 
-from .knobs import Skip
+from ...ir.index import var
+from ...ir.loop_ir import Loop
+from ...ir.tile_ir import Tile, TileKernel
+from .knobs import Knob, Skip
+from .rewrite import substitute_body
 
 DESCRIPTION = "chunk the K reduce into K-outer x K-inner (intra-CTA)"
 
 
-def apply(kernel, target, knobs):
-    return Skip("not implemented yet in this version of deplokit")
+def _k_loop(kernel: TileKernel):
+    try:
+        body = kernel.tile().body
+    except ValueError:
+        return None
+    for s in body:
+        if isinstance(s, Loop) and s.role == "K":
+            return s
+    return None
+
+
+def _default_chunk(kernel, target) -> int:
+    k = _k_loop(kernel)
+    return 16 if k is None or k.extent >= 16 else 8
+
+
+KNOBS = (Knob("k_chunk", (4, 8, 16, 32, 64), _default_chunk, "K-inner chunk width (BK)"),)
+
+
+def apply(kernel: TileKernel, target, knobs):
+    loop = _k_loop(kernel)
+    if loop is None:
+        return Skip("no matmul K loop")
+    if any(isinstance(s, Loop) and s.role == "K" for s in loop.body):
+        return Skip("K already chunked")
+    bk = knobs["k_chunk"]
+    K = loop.extent
+    if K < 2 * bk:
+        return Skip(f"K={K} is less than two chunks of {bk}")
+    ko, ki, kt = f"{loop.var}o", f"{loop.var}i", f"{loop.var}t"
+    n_main = K // bk
+    main_body = substitute_body(loop.body, {loop.var: var(ko) * bk + var(ki)}, {ko: n_main, ki: bk})
+    out = [Loop(ko, n_main, "reduce", (Loop(ki, bk, "reduce", main_body, "K"),), "K")]
+    if K % bk:
+        tail = substitute_body(loop.body, {loop.var: var(kt) + n_main * bk}, {kt: K % bk})
+        out.append(Loop(kt, K % bk, "reduce", tail, "K"))
+    tile = kernel.tile()
+    body = []
+    for s in tile.body:
+        body.extend(out if s is loop else [s])
+    new_tile = Tile(tile.axes, tuple(body))
+    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
+                      kernel.knobs)

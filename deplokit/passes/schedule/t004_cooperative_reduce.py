@@ -77,7 +77,8 @@ def apply(kernel: TileKernel, target, knobs):
                     body.append(Combine(acc, red, (lane,)))
         else:
             body.append(s)
-    axes = (TileAxis(lane, lanes, THREAD),) + tile.axes
+    # The lane axis is the fastest THREAD axis, so a warp's lanes share one row.
+    axes = tile.axes + (TileAxis(lane, lanes, THREAD),)
     new_tile = Tile(axes, tuple(body))
     return TileKernel(kernel.name, kernel.outputs,
                       tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body), kernel.knobs)

@@ -36,7 +36,7 @@ def apply(kernel: TileKernel, target, knobs):
     if _cooperative(tile):
         lanes = [a for a in tile.axes if a.kind == THREAD and not a.role and _is_lane(tile, a)]
         rows = tuple(TileAxis(a.var, a.extent, BLOCK, a.role) for a in tile.axes if a not in lanes)
-        return _with_tile(kernel, Tile(tuple(lanes) + rows, tile.body))
+        return _with_tile(kernel, Tile(tuple(lanes) + rows, tile.body))   # one row per block
     budget = knobs["block_threads"]
     # A matmul-like kernel gives each output axis at most 16 threads (a 16 x 16 block tile).
     per_axis = 16 if any(a.role for a in tile.axes) else budget

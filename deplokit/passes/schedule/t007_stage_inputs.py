@@ -29,7 +29,7 @@ def apply(kernel: TileKernel, target, knobs):
     if any(isinstance(s, Stage) for s, _ in walk(tile.body)):
         return Skip("already staged")
     block_vars = {a.var for a in tile.axes if a.kind == BLOCK}
-    extents = {a.var: a.extent for a in tile.axes}
+    thread_extent = {a.var: a.extent for a in tile.axes if a.kind == THREAD}
     lanes = {str(s.start) for s, _ in walk(tile.body) if isinstance(s, StridedLoop)}
     threads = 1
     for a in tile.axes:
@@ -37,54 +37,83 @@ def apply(kernel: TileKernel, target, knobs):
             threads *= a.extent
     groups: dict = {}
     for s, loops in walk(tile.body):
-        if not isinstance(s, Load):
+        if not isinstance(s, Load) or s.pad is not None:   # a masked read may leave the tensor
             continue
-        slab = _slab(s, loops, block_vars, extents)
-        if slab is None:
+        loops = tuple(lp for lp in loops if not isinstance(lp, Tile))
+        found = _scope(s, loops, block_vars, thread_extent)
+        if found is None:
             continue
-        origin, axes = slab
-        key = (s.tensor, origin, tuple((a.dim, a.extent) for a in axes))
+        depth, origin, axes = found
+        scope = loops[depth - 1] if depth else None
+        key = (id(scope), s.tensor, origin, tuple((a.dim, a.extent) for a in axes))
         accesses = threads
-        for lp in loops:
-            accesses *= lp.extent if isinstance(lp, Loop) else (lp.stop if isinstance(lp, StridedLoop) else 1)
-        groups.setdefault(key, []).append((s, axes, accesses))
-    stages, rewrites, reasons, used = [], {}, [], 0
-    for (tensor, origin, dims), loads in groups.items():
+        for lp in loops[depth:]:
+            accesses *= lp.extent if isinstance(lp, Loop) else lp.stop
+        groups.setdefault(key, (scope, []))[1].append((s, axes, accesses))
+    stages: dict = {}          # id(scope) -> [Stage]
+    rewrites, reasons, used, names = {}, [], 0, []
+    for (scope_id, tensor, origin, dims), (scope, loads) in groups.items():
         size = 1
         for _, e in dims:
             size *= e
-        accesses = sum(a for _, _, a in loads)
-        if accesses < 2 * size:
+        if sum(a for _, _, a in loads) < 2 * size:
             continue
         if used + 4 * size > STATIC_SMEM:
             reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {STATIC_SMEM} bytes of static shared memory")
             continue
         used += 4 * size
-        name = _fresh(f"{tensor}_smem", kernel, [st.name for st in stages])
-        first_axes = loads[0][1]
-        stages.append(Stage(name, tensor, origin, first_axes))
+        name = _fresh(f"{tensor}_smem", kernel, names)
+        names.append(name)
+        stages.setdefault(scope_id, []).append(Stage(name, tensor, origin, loads[0][1]))
         for load, axes, _ in loads:
             rewrites[id(load)] = Load(load.dst, name, tuple(var(a.var) for a in axes))
     if not stages:
         return Skip("; ".join(reasons) or "no input is read more than once per block")
-
     def rewrite(s):
-        return rewrites.get(id(s), s)
+        if isinstance(s, Load):
+            return rewrites.get(id(s), s)
+        return s
 
-    body = map_body(tile.body, rewrite)
-    new_tile = Tile(tile.axes, tuple(stages) + body)
+    body = _place(tile.body, stages, rewrite)
+    new_tile = Tile(tile.axes, tuple(stages.get(id(None), ())) + body)
     return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
                       kernel.knobs)
 
 
-def _slab(load: Load, loops, block_vars, extents):
-    """(origin, slab axes) when the load reads a box, else None."""
-    loop_extent = {}
-    for lp in loops:
-        if isinstance(lp, Loop):
-            loop_extent[lp.var] = lp.extent
-        elif isinstance(lp, StridedLoop):
-            loop_extent[lp.var] = lp.stop
+def _place(body, stages, rewrite):
+    """Rebuild the body: loads rewritten, each scope loop's stages first in its body."""
+    out = []
+    for s in body:
+        if isinstance(s, (Loop, StridedLoop)):
+            inner = tuple(stages.get(id(s), ())) + _place(s.body, stages, rewrite)
+            if isinstance(s, Loop):
+                s = Loop(s.var, s.extent, s.kind, inner, s.role, s.unroll)
+            else:
+                s = StridedLoop(s.var, s.start, s.stop, s.step, s.kind, inner, s.role, s.unroll)
+        out.append(rewrite(s))
+    return tuple(out)
+
+
+def _scope(load: Load, loops, block_vars, thread_extent):
+    """The outermost position in the enclosing loops at which the load reads a box: at depth
+    d the variables of loops[:d] (and BLOCK axes) are fixed, loops[d:] and THREAD axes vary.
+    Returns (d, origin, slab axes) or None."""
+    for depth in range(len(loops) + 1):
+        if any(isinstance(lp, StridedLoop) for lp in loops[:depth]):
+            break
+        uniform = block_vars | {lp.var for lp in loops[:depth]}
+        varying = dict(thread_extent)
+        for lp in loops[depth:]:
+            varying[lp.var] = lp.extent if isinstance(lp, Loop) else lp.stop
+        slab = _slab(load, uniform, varying)
+        if slab is not None:
+            return (depth,) + slab
+    return None
+
+
+def _slab(load: Load, uniform, varying):
+    """(origin, slab axes) when each index component is a uniform origin plus at most one
+    varying variable (coefficient 1, each used once), else None."""
     origin, axes, seen = [], [], set()
     for dim, e in enumerate(load.index):
         uniform_terms, slab_terms = [], []
@@ -92,9 +121,9 @@ def _slab(load: Load, loops, block_vars, extents):
             if isinstance(atom, Gather):      # a data-dependent row: not a box
                 return None
             vs = free_vars(Affine(((atom, 1),), 0))
-            if vs <= block_vars:
+            if vs <= uniform:
                 uniform_terms.append((atom, c))
-            elif isinstance(atom, Var) and c == 1 and atom.name in loop_extent and atom.name not in seen:
+            elif isinstance(atom, Var) and c == 1 and atom.name in varying and atom.name not in seen:
                 slab_terms.append(atom.name)
             else:
                 return None
@@ -104,7 +133,7 @@ def _slab(load: Load, loops, block_vars, extents):
         if slab_terms:
             v = slab_terms[0]
             seen.add(v)
-            axes.append(SlabAxis(v, loop_extent[v], dim))
+            axes.append(SlabAxis(v, varying[v], dim))
     if not axes:
         return None
     return tuple(origin), tuple(axes)

@@ -1,4 +1,4 @@
-"""016 mark_unroll: annotate loops with few iterations per thread for #pragma unroll."""
+"""016 mark_unroll: annotate innermost loops with few iterations per thread for #pragma unroll."""
 from __future__ import annotations
 
 from ...ir.loop_ir import Loop
@@ -20,6 +20,8 @@ def apply(kernel: TileKernel, target, knobs):
     marked = []
 
     def mark(s):
+        if isinstance(s, (Loop, StridedLoop)) and any(isinstance(c, (Loop, StridedLoop)) for c in s.body):
+            return s                      # only innermost loops: unrolling an outer one copies loops
         if isinstance(s, StridedLoop) and not s.unroll and -(-s.stop // s.step) <= limit:
             marked.append(s.var)
             return StridedLoop(s.var, s.start, s.stop, s.step, s.kind, s.body, s.role, True)
