@@ -7,9 +7,11 @@ import torch.nn.functional as F
 
 
 class LlamaLayer(nn.Module):
-    def __init__(self, hidden=2048, heads=32, kv_heads=4, intermediate=5632, seq=128, theta=10000.0, eps=1e-5):
+    def __init__(self, hidden=2048, heads=32, kv_heads=4, intermediate=5632, theta=10000.0, eps=1e-5,
+                 gqa="enable_gqa"):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        self.gqa = gqa    # enable_gqa: sdpa reads the shared heads; repeat_kv: Hugging Face's expand + reshape
         self.input_norm = nn.RMSNorm(hidden, eps=eps)
         self.q_proj = nn.Linear(hidden, heads * self.head_dim, bias=False)
         self.k_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
@@ -39,7 +41,13 @@ class LlamaLayer(nn.Module):
         v = self.v_proj(h).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         q = q * cos + self.rotate_half(q) * sin
         k = k * cos + self.rotate_half(k) * sin
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        if self.gqa == "enable_gqa":
+            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            n = self.heads // self.kv_heads
+            k = k[:, :, None].expand(b, self.kv_heads, n, s, self.head_dim).reshape(b, self.heads, s, self.head_dim)
+            v = v[:, :, None].expand(b, self.kv_heads, n, s, self.head_dim).reshape(b, self.heads, s, self.head_dim)
+            attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.o_proj(attn.transpose(1, 2).reshape(b, s, -1))
         h = self.post_norm(x)
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))

@@ -1,5 +1,6 @@
-"""`python -m deplokit.demo` (or `make demo`): compile the RMSNorm example, print every IR
-built so far, run it on every backend and check each against torch eager.
+"""`python -m deplokit.demo` (or `make demo`): compile the RMSNorm example, print all six
+IRs, run it on every backend and after every scheduling pass, check each against torch
+eager, and compile the CUDA with nvcc for the three targets when nvcc is there.
 
 Exits with status 1 if any backend disagrees with eager."""
 from __future__ import annotations
@@ -37,6 +38,24 @@ def main() -> int:
         print(f"{backend:>8}: {result}")
         if not result.ok:
             failed.append(backend)
+    print("==== the Tile IR after each of the 16 passes, on the simulator ====")
+    for check in compilation.check_passes(x):
+        print(f"  {check}")
+        if not check.result.ok:
+            failed.append(check.name)
+
+    from deplokit.runtime.nvcc import nvcc_available
+    if nvcc_available():
+        print("==== nvcc -cubin, ptxas statistics ====")
+        for target in ("sm_80", "sm_90", "sm_120"):
+            built = deplokit.compile(model, x, target=target)
+            built.nvcc()
+            for k in built.kernel_ir.kernels:
+                print(f"  {target} {k.name}: {k.registers} registers, {k.smem_bytes} bytes shared memory, "
+                      f"{k.spills} bytes spilled")
+    else:
+        print("nvcc not found: the CUDA was not compiled (install the CUDA toolkit to check it)")
+
     if failed:
         print(f"FAILED: {', '.join(failed)} disagree with torch eager", file=sys.stderr)
         return 1

@@ -11,6 +11,24 @@ def _relu_matmul(x, bias, w):
     return torch.relu(torch.matmul(x + bias, w))
 
 
+def _matmul(a, b):
+    return a @ b
+
+
+class Program(tuple):
+    """(fn, inputs), unpacked as such; `config` holds the scheduling knobs the program is
+    compiled with in the corpus tests (deplokit.compile(fn, *inputs, config=...))."""
+
+    def __new__(cls, fn, inputs, config=None):
+        self = super().__new__(cls, (fn, inputs))
+        self.config = dict(config or {})
+        return self
+
+
+def config_of(entry) -> dict:
+    return getattr(entry, "config", {})
+
+
 def corpus():
     g = torch.Generator().manual_seed(0)
 
@@ -33,4 +51,17 @@ def corpus():
         "sdpa_causal_gqa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
                             (r(1, 4, 9, 16), r(1, 2, 9, 16), r(1, 2, 9, 16))),
         "llama_layer_small": (LlamaLayer(hidden=64, heads=4, kv_heads=2, intermediate=96), (r(1, 9, 64),)),
+        # matmul schedules: register tile 2x4 (+ split-K 2); an LLM projection at prefill of 32
+        # tokens (split-K 16 with atomics, register tile 1x4, padded weight tile); small M, long K
+        # (split-K 32); a contiguous register layout, whose strip 009 rotates against conflicts
+        "matmul_64x256x128": (_matmul, (r(64, 128), r(128, 256))),
+        "llm_projection": (nn.Linear(2048, 256, bias=False), (r(1, 32, 2048),)),
+        "matmul_small_m_long_k": (_matmul, (r(4, 2048), r(2048, 64))),
+        "matmul_contiguous_regs": Program(_matmul, (r(128, 64), r(64, 256)),
+                                          {"008_register_tile.layout": "contiguous"}),
+        # stage copies: N = 40 is not a multiple of the 16-wide N tile, so the last tile's rows
+        # of b cross its end (012 splits them into 32-byte atoms for TMA); a Linear whose K = 72
+        # leaves a K tail loop of 8 after 4 chunks, every row 16-byte aligned (TMA / cp.async 16)
+        "matmul_ragged_n": (_matmul, (r(48, 64), r(64, 40))),
+        "linear_k_tail": (nn.Linear(72, 32), (r(3, 8, 72),)),
     }

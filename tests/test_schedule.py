@@ -7,7 +7,7 @@ import torch.nn as nn
 import deplokit
 from deplokit.ir.tile_ir import BLOCK, THREAD, Combine, Stage, StridedLoop, walk
 from deplokit.passes.schedule import PASSES, knobs_of, pass_label
-from programs import corpus
+from programs import config_of, corpus
 
 PROGRAMS = corpus()
 
@@ -34,7 +34,7 @@ def test_rms_norm_tile_ir_golden():
     assert str(c.tile_ir) == """\
 === merged_rms_norm -> rms_norm ===
 Tile(axes=(a3:256=THREAD, a0:32=BLOCK)):
-    x_smem = Stage(x, origin=(0, a0, 0), slab=(a1:2048@2))
+    x_smem = AsyncStage(x, origin=(0, a0, 0), slab=(a1:2048@2))
     StridedLoop(a1 = a3; < 2048; += 256):  # reduce unroll
         in0 = load x_smem[a1]
         v0 = multiply(in0, in0)
@@ -103,13 +103,13 @@ def test_matmul_gets_a_16x16_thread_block():
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_simulator_matches_torch(name):
     fn, inputs = PROGRAMS[name]
-    c = deplokit.compile(fn, *inputs)
+    c = deplokit.compile(fn, *inputs, config=config_of(PROGRAMS[name]))
     result = c.check(backend="sim", atol=1e-4 if name.startswith("llama") else 1e-5)
     assert result.ok, result
 
 
 @pytest.mark.parametrize("name", ["rms_norm_seed", "softmax_odd", "relu_matmul_seed", "layer_norm_two_axes",
-                                  "cat_slices", "embedding"])
+                                  "cat_slices", "embedding", "matmul_ragged_n", "linear_k_tail"])
 def test_check_passes_after_every_pass(name):
     fn, inputs = PROGRAMS[name]
     c = deplokit.compile(fn, *inputs)
@@ -126,3 +126,27 @@ def test_cooperative_kernels_stride_every_phase():
     loops = [s for s in body if isinstance(s, StridedLoop)]
     # the reduction over (7, 37) is flattened into one strided loop of 259 elements
     assert loops and all(lp.stop == 259 for lp in loops)
+
+
+def test_long_rows_are_chunked_so_their_head_fits_in_shared_memory():
+    x = torch.randn(3, 16391)
+    c = deplokit.compile(nn.Softmax(dim=-1), x)
+    step = next(s for s in c.trace if s.name == "006_chunk_reduce")
+    assert step.changed
+    body = c.tile_ir.kernels[0].tile().body
+    loops = [s for s in body if isinstance(s, StridedLoop)]
+    heads, tails = loops[0::2], loops[1::2]
+    assert len(loops) == 6 and {lp.stop for lp in heads} == {heads[0].stop} and {lp.stop for lp in tails} == {16391}
+    (stage,) = [s for s in body if isinstance(s, Stage)]
+    assert stage.slab[0].extent == heads[0].stop and 4 * stage.size <= 48 * 1024
+    assert all(p.result.ok for p in c.check_passes())
+    from deplokit.runtime.nvcc import nvcc_available
+    if nvcc_available():
+        c.nvcc()
+        assert c.kernel_ir.kernels[0].smem_bytes <= 48 * 1024
+
+
+def test_rows_that_fit_are_not_chunked():
+    c = deplokit.compile(nn.Softmax(dim=-1), torch.randn(3, 1000))
+    step = next(s for s in c.trace if s.name == "006_chunk_reduce")
+    assert not step.changed and "fit in shared memory whole" in step.skipped_reason

@@ -130,6 +130,17 @@ class GlobalStore:
 
 
 @dataclass(frozen=True)
+class AtomicAdd:
+    """atomicAdd(&buffer[offset], value) on a global float: a read-modify-write no other
+    access splits, so every thread's add lands (split-K partial sums). The order of the adds
+    is unspecified on a GPU (float results may differ in the last bits from run to run); the
+    simulator applies them in lane order, block by block, so it is deterministic."""
+    buffer: str
+    offset: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
 class SharedStore:
     array: str
     offset: Expr
@@ -224,7 +235,7 @@ class Comment:
     text: str
 
 
-Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
+Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
              For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierWait, Comment]
 
 
@@ -317,6 +328,9 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}shared float {s.name}[{s.size}]")
         elif isinstance(s, GlobalStore):
             lines.append(f"{pad}global {s.buffer}[{_strip(format_expr(s.offset))}] = {_strip(format_expr(s.value))}")
+        elif isinstance(s, AtomicAdd):
+            lines.append(f"{pad}atomic global {s.buffer}[{_strip(format_expr(s.offset))}] += "
+                         f"{_strip(format_expr(s.value))}")
         elif isinstance(s, SharedStore):
             lines.append(f"{pad}shared {s.array}[{_strip(format_expr(s.offset))}] = {_strip(format_expr(s.value))}")
         elif isinstance(s, VectorLoad):

@@ -64,9 +64,13 @@ class Accumulate:
     acc: str
     reduction: str                    # sum | max | min
     value: str
+    # Tile IR register tiles (008 register_tile): the element of the thread's register block
+    # this accumulate folds into, one index per enclosing register loop; () for a scalar.
+    index: tuple[Affine, ...] = ()
 
     def text(self) -> str:
-        return f"{self.acc} <- {_COMBINE_TEXT[self.reduction]}({self.acc}, {self.value})"
+        acc = f"{self.acc}[{format_index(self.index)}]" if self.index else self.acc
+        return f"{acc} <- {_COMBINE_TEXT[self.reduction]}({acc}, {self.value})"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,42 @@ work and memory:
 THREAD axes flatten row-major into the block's thread index (the last THREAD axis is the
 fastest, threadIdx.x), BLOCK axes likewise into the grid's block index.
 
+Register tiles (008 register_tile) let one thread own a TM x TN block of a matmul's outputs:
+
+    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
+        for a2o in 0..8:  # reduce (K)
+            a_smem = Stage(a, origin=(a0b * 32, a2o * 16), slab=(a0:32@0, a2i:16@1))
+            b_smem = Stage(b, origin=(a2o * 16, a1b * 64), slab=(a2i:16@0, a1:64@1))
+            for a2i in 0..16:  # reduce (K)
+                for a0r in 0..2:  # register (M) unroll
+                    in0 = load a_smem[a0r * 16 + a0t, a2i]
+                    for a1r in 0..4:  # register (N) unroll
+                        in1 = load b_smem[a2i, a1r * 16 + a1t]
+                        v0 = multiply(in0, in1)
+                        acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)
+        for a0r in 0..2:  # register (M) unroll
+            for a1r in 0..4:  # register (N) unroll
+                acc0_v = load acc0[a0r, a1r]
+                matmul[a0b * 32 + a0r * 16 + a0t, a1b * 64 + a1r * 16 + a1t] = acc0_v
+
+- A Loop of kind `register` is a loop over a thread's register block: each iteration is
+  the same thread working on another output of its block, and the loop is always fully
+  unrolled (its variable is a compile-time constant in every copy, so arrays it indexes
+  live in registers). Register loops carry the role (M or N) of the output axis they tile.
+- An accumulator written with an index (`acc0[a0r, a1r] <- ...`) is a per-thread register
+  array with one element per value of the enclosing register loops, every element starting
+  at the reduction's identity where a scalar accumulator would; `load acc0[a0r, a1r]` reads
+  one element back (after the reduce, in the epilogue).
+- Which output a register slot computes is spelled out in the indices: above, slot
+  (a0r, a1r) of thread (a0t, a1t) is element (a0b*32 + a0r*16 + a0t, a1b*64 + a1r*16 + a1t),
+  a strided layout (a warp's 16 N-threads read 16 consecutive floats for every slot).
+  009 permute_register_tile may make the slot -> column map depend on the thread.
+
+Split-K (003 split_matmul_k) adds a BLOCK axis of role K (`a2s(K):8=BLOCK`): each block
+reduces one contiguous range of K chunks and adds its partial sum into the output with
+AtomicAdd (`matmul[...] += acc0  # atomic`); the output is zeroed by a kernel the
+materialiser emits before it (see deplokit.passes.lower.materialize).
+
 A store or load whose index can leave its tensor (an axis rounded up to whole blocks) is
 guarded when the kernel is materialised; the Tile IR does not spell the guards out.
 """
@@ -107,7 +143,15 @@ class SlabAxis:
 
 @dataclass(frozen=True)
 class Stage:
-    """name[slab] = tensor[origin + slab] in shared memory, for the rest of the scope."""
+    """name[slab] = tensor[origin + slab] in shared memory, for the rest of the scope.
+
+    How the copy is made: `copy` sync (the block's threads load and store, float4 where the
+    rows allow), async (cp.async, 16 or 4 bytes, then wait) or tma (bulk copies of whole rows
+    issued by one thread, completing on an mbarrier). `buffers` 2 (BufferedStage, a stage
+    first in a K-outer loop): iteration ko fills buffer ko % 2 and computes from it, so the
+    next iteration's copy never overwrites data still being read. `prefetch` 1 (015
+    pipeline_k_outer): the copy of iteration ko + 1 is issued during iteration ko (the first
+    one before the loop), so it overlaps iteration ko's compute."""
     name: str
     tensor: str
     origin: tuple[Affine, ...]     # the slab's first element, per tensor dimension
@@ -115,6 +159,7 @@ class Stage:
     pad: int = 0                   # extra floats after each row of the innermost slab axis
     copy: str = "sync"             # sync | async (cp.async) | tma
     buffers: int = 1               # 2 = double buffered (ping-pong inside a loop)
+    prefetch: int = 0              # 1 = issued one K-outer iteration ahead (software pipeline)
 
     def text(self) -> str:
         kind = "Stage" if self.buffers == 1 else "BufferedStage"
@@ -123,6 +168,7 @@ class Stage:
         elif self.copy == "tma":
             kind = "Tma" + kind
         extra = f", pad={self.pad}" if self.pad else ""
+        extra += f", prefetch={self.prefetch}" if self.prefetch else ""
         return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "
                 f"slab=({', '.join(str(s) for s in self.slab)}){extra})")
 
@@ -134,7 +180,20 @@ class Stage:
         return n
 
 
-TileStmt = Union[Tile, StridedLoop, Combine, Stage, Load, Compute, Accumulate, Store, Loop]
+@dataclass(frozen=True)
+class AtomicAdd:
+    """tensor[index] += value, atomically: the blocks of a split-K matmul each add a partial
+    sum into one output element, which must hold zero before the kernel runs."""
+    tensor: str
+    index: tuple[Affine, ...]
+    value: "str | float | Affine"
+
+    def text(self) -> str:
+        from .loop_ir import format_loop_operand
+        return f"{self.tensor}[{format_index(self.index)}] += {format_loop_operand(self.value)}  # atomic"
+
+
+TileStmt = Union[Tile, StridedLoop, Combine, Stage, Load, Compute, Accumulate, Store, AtomicAdd, Loop]
 
 
 @dataclass(frozen=True)

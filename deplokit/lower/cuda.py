@@ -41,6 +41,8 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
   per phase (`MbarrierInit.count`) as TmaLoads complete on it. Other threads may use an
   mbarrier only after a `Barrier` that follows its `MbarrierInit`. `MbarrierWait` is
   executed by every thread that reaches it; its phase prints as `phase & 1` (the parity).
+* `AtomicAdd` prints as `atomicAdd(&buffer[offset], value);` (float atomics on global
+  memory, every target): the adds land in an unspecified order.
 * Output is deterministic (same tree, same bytes) with 4-space indentation.
 """
 from __future__ import annotations
@@ -51,7 +53,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..ir.kernel_ir import (Assign, Barrier, Binary, Call, Comment, Const, CpAsync, CpAsyncCommit,
+from ..ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Call, Comment, Const, CpAsync, CpAsyncCommit,
                             CpAsyncWait, Declare, DeclareArray, For, GlobalLoad, GlobalStore, If,
                             KernelFunc, KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad,
                             Select, SharedArray, SharedLoad, SharedStore, Shuffle, Special, TmaLoad,
@@ -515,6 +517,11 @@ class _Renderer:
         elif isinstance(s, GlobalStore):
             self.param(s.buffer, write=True)
             self.emit(f"{s.buffer}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
+        elif isinstance(s, AtomicAdd):
+            p = self.param(s.buffer, write=True)
+            if _PARAM_VALUE_TYPE[p.ctype] != "float":
+                raise self.err(f"atomicAdd into {s.buffer!r}, a buffer of {p.ctype}")
+            self.emit(f"atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], {self.expr(s.value, scope)});")
         elif isinstance(s, SharedStore):
             self.emit(f"{s.array}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
         elif isinstance(s, VectorLoad):

@@ -23,7 +23,9 @@ Hazards are reported, never silently tolerated, as SimulationError (a DeplokitEr
   * a write-write conflict inside one statement: two active threads of a block storing to
     the same shared element, or two threads storing *different* values to one global
     element (same value is allowed). With check_races=False the conflict is resolved
-    deterministically: the highest flat lane wins (as if threads stored in order);
+    deterministically: the highest flat lane wins (as if threads stored in order).
+    AtomicAdd is not a conflict: every thread's add lands, applied in lane order, block
+    after block (np.add.at), so split-K partial sums add up deterministically;
   * missing __syncthreads (check_races=True, default): per shared array and element, the
     thread that last wrote it since the last Barrier (int32 array, -1 = none, reset at each
     Barrier) and, lazily, the thread that read it (-2 = several threads). A read of an
@@ -424,7 +426,8 @@ class _Chunk:
         self.exec = {
             K.Declare: self.s_declare, K.DeclareArray: self.s_declare_array,
             K.Assign: self.s_assign, K.SharedArray: self.s_shared_array,
-            K.GlobalStore: self.s_global_store, K.SharedStore: self.s_shared_store,
+            K.GlobalStore: self.s_global_store, K.AtomicAdd: self.s_atomic_add,
+            K.SharedStore: self.s_shared_store,
             K.VectorLoad: self.s_vector_load, K.VectorStore: self.s_vector_store,
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
@@ -767,6 +770,26 @@ class _Chunk:
     def s_global_store(self, s: K.GlobalStore, mask):
         off = self.ev_int(s.offset, mask)
         self.global_write(s.buffer, "GlobalStore", off, [self.ev(s.value, mask)], mask)
+
+    def s_atomic_add(self, s: K.AtomicAdd, mask):
+        """Every active thread's add lands, also where several threads (of one block or of the
+        blocks of the chunk) add into one element: applied one by one in lane order (np.add.at),
+        so the float result is deterministic."""
+        p = self.params.get(s.buffer)
+        buf = self.gbuf(s.buffer, "AtomicAdd")
+        if p is not None and p.const:
+            self.fail(f"AtomicAdd to read-only parameter {s.buffer}")
+        if buf.dtype.kind != "f":
+            self.fail(f"AtomicAdd into {s.buffer}, a buffer of {buf.dtype}")
+        off = self.check_bounds(self.ev_int(s.offset, mask), 1, buf.size, mask,
+                                f"buffer {s.buffer}", "AtomicAdd")
+        value = self.ev(s.value, mask)
+        keys = self.active(off, mask)
+        if keys.size == 0:
+            return
+        np.add.at(buf, keys, _cast(self.active(value, mask), buf.dtype))
+        self.stats.global_bytes_loaded += keys.size * buf.itemsize
+        self.stats.global_bytes_stored += keys.size * buf.itemsize
 
     # -- shared memory ------------------------------------------------------------------------
 

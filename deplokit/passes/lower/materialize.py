@@ -7,6 +7,17 @@ barrier; Combine becomes a warp-shuffle tree and, past one warp, one exchange of
 partials through shared memory behind a single barrier. A barrier is emitted only where
 a hazard needs it: after a shared array is filled, and before it is refilled in a loop.
 
+Register tiles (008 register_tile): an accumulator written with an index becomes a
+per-thread register array (DeclareArray, at the identity, before the first reduce loop that
+folds into it; Accumulate -> Assign of one element; `load acc[..]` -> RegLoad), and every
+register loop becomes a `#pragma unroll` For, so each element index is a compile-time
+constant and the array stays in registers.
+
+Split-K (003 split_matmul_k): AtomicAdd becomes an atomicAdd guarded like a store, and the
+tensor it adds into is zeroed by a small kernel `<name>_zero` emitted just before the
+kernel: the program itself zero-initialises the output, so it is correct on a GPU whatever
+the output buffer held (the simulator's zero-filled outputs are not relied on).
+
 Any Tile IR materialises, also before blockify: then the block may hold more threads than
 a GPU allows, which only the simulator runs (check_passes)."""
 from __future__ import annotations
@@ -16,7 +27,7 @@ from ...ir.index import Affine, FloorDiv, Gather, Mod, Var, bounds
 from ...ir.kernel_ir import KernelFunc, KernelProgram, Param
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
-from ...ir.tile_ir import THREAD, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram
+from ...ir.tile_ir import THREAD, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram, walk
 
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 _CTYPES = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
@@ -24,8 +35,46 @@ _CTYPES = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool
 
 def materialize(program: TileProgram, ctx=None) -> KernelProgram:
     types = program.types()
-    kernels = tuple(_Materializer(k, types).run() for k in program.kernels)
-    return KernelProgram(program.buffers, program.written, kernels, program.outputs)
+    kernels: list[KernelFunc] = []
+    names = {k.name for k in program.kernels}
+    for k in program.kernels:
+        for tensor in _atomic_targets(k):
+            name = _unique(f"{k.name}_zero", names)
+            names.add(name)
+            kernels.append(_zero_kernel(name, tensor, types[tensor].numel))
+        kernels.append(_Materializer(k, types).run())
+    return KernelProgram(program.buffers, program.written, tuple(kernels), program.outputs)
+
+
+def _atomic_targets(kernel: TileKernel) -> list[str]:
+    out: list[str] = []
+    for s, _ in walk(kernel.body):
+        if isinstance(s, AtomicAdd) and s.tensor not in out:
+            out.append(s.tensor)
+    return out
+
+
+def _unique(name: str, taken) -> str:
+    cand, n = name, 1
+    while cand in taken:
+        cand, n = f"{name}{n}", n + 1
+    return cand
+
+
+ZERO_BLOCK = 256
+
+
+def _zero_kernel(name: str, tensor: str, numel: int) -> KernelFunc:
+    """tensor[:] = 0, one element per thread: launched before a kernel that atomically adds
+    partial sums into `tensor`."""
+    threads = min(ZERO_BLOCK, numel)
+    blocks = -(-numel // threads)
+    i = K.Binary("+", K.Binary("*", K.Special("bid.x"), K.Const(threads, "int")), K.Special("tid.x")) \
+        if blocks > 1 else K.Special("tid.x")
+    store = K.GlobalStore(tensor, K.Var("i"), K.Const(0.0))
+    body = [K.Declare("i", "int", i)]
+    body.append(store if blocks * threads == numel else K.If(K.Binary("<", K.Var("i"), K.Const(numel, "int")), (store,)))
+    return KernelFunc(name, (Param(tensor, "float", False, numel),), (blocks, 1, 1), (threads, 1, 1), tuple(body))
 
 
 def affine_expr(e: Affine) -> K.Expr:
@@ -69,6 +118,7 @@ class _Materializer:
         self.writes: list[str] = []
         self.loop_depth = 0
         self.accs: set[str] = set()
+        self.reg_tiles: dict[str, tuple[int, ...]] = _register_tiles(self.tile.body)
         self._n = 0
 
     def run(self) -> KernelFunc:
@@ -108,12 +158,15 @@ class _Materializer:
     # -- statements ----------------------------------------------------------------------------
     def _stmts(self, body) -> list:
         out: list = []
-        for s in body:
+        for i, s in enumerate(body):
+            out += self._stage_copies.before(body, i)   # stage groups; a pipelined K loop's prologue
             out += self._stmt(s)
         return out
 
     def _stmt(self, s) -> list:
         if isinstance(s, Load):
+            if s.tensor in self.reg_tiles:
+                return [K.Declare(s.dst, "float", K.RegLoad(s.tensor, self._reg_index(s.tensor, s.index)))]
             return self._load(s)
         if isinstance(s, Compute):
             ctype = "bool" if s.op in COMPARISON_OPS else "float"
@@ -122,8 +175,14 @@ class _Materializer:
                 return [K.Declare(s.dst, "float", K.Select(a, b, c))]
             return [K.Declare(s.dst, ctype, K.Call(s.op, tuple(self._operand(a) for a in s.args)))]
         if isinstance(s, Accumulate):
+            if s.index:
+                idx = self._reg_index(s.acc, s.index)
+                value = K.Call(_COMBINE[s.reduction], (K.RegLoad(s.acc, idx), self._operand(s.value)))
+                return [K.Assign(s.acc, value, idx)]
             value = K.Call(_COMBINE[s.reduction], (K.Var(s.acc), self._operand(s.value)))
             return [K.Assign(s.acc, value)]
+        if isinstance(s, AtomicAdd):
+            return self._atomic_add(s)
         if isinstance(s, Store):
             return self._store(s)
         if isinstance(s, (Loop, StridedLoop)):
@@ -142,14 +201,22 @@ class _Materializer:
             for acc, red in _accumulators(s.body):
                 if acc not in self.accs:
                     self.accs.add(acc)
-                    pre.append(K.Declare(acc, "float", K.Const(REDUCTION_IDENTITY[red])))
+                    if acc in self.reg_tiles:
+                        size = 1
+                        for n in self.reg_tiles[acc]:
+                            size *= n
+                        pre.append(K.DeclareArray(acc, size, float(REDUCTION_IDENTITY[red])))
+                    else:
+                        pre.append(K.Declare(acc, "float", K.Const(REDUCTION_IDENTITY[red])))
         outer_reduce = self._in_reduce
         self._in_reduce = outer_reduce or s.kind == "reduce"
         self.loop_depth += 1
         if isinstance(s, Loop):
             self.ranges[s.var] = s.extent
             body = self._stmts(s.body)
-            loop = K.For(s.var, K.Const(0, "int"), K.Const(s.extent, "int"), K.Const(1, "int"), tuple(body), s.unroll)
+            # a register loop is always unrolled: its variable indexes register arrays
+            loop = K.For(s.var, K.Const(0, "int"), K.Const(s.extent, "int"), K.Const(1, "int"), tuple(body),
+                         s.unroll or s.kind == "register")
         else:
             self.ranges[s.var] = s.stop
             body = self._stmts(s.body)
@@ -160,6 +227,14 @@ class _Materializer:
         return pre + [loop]
 
     _in_reduce = False
+
+    def _reg_index(self, acc: str, index) -> K.Expr:
+        """The flat (row-major) element of a register tile."""
+        shape = self.reg_tiles[acc]
+        if len(index) != len(shape):
+            raise ValueError(f"{self.kernel.name}: register tile {acc} has {len(shape)} dimensions, "
+                             f"indexed with {len(index)}")
+        return _flat([affine_expr(e) for e in index], shape)
 
     def _operand(self, a) -> K.Expr:
         if isinstance(a, str):
@@ -243,44 +318,29 @@ class _Materializer:
         out.append(store if cond is None else K.If(cond, (store,)))
         return out
 
-    def _stage(self, s: Stage) -> list:
-        self.stages[s.name] = s
-        self._note_read(s.tensor)
+    def _atomic_add(self, s: AtomicAdd) -> list:
+        out: list = []
         shape = self.types[s.tensor].shape
-        size = _smem_size(s)
-        i = f"{s.name}_i"
-        # slab coordinates of element i (row-major over the slab), then the global index
-        coords, stride = {}, 1
-        for ax in reversed(s.slab):
-            e = K.Var(i)
-            if stride > 1:
-                e = K.Binary("/", e, K.Const(stride, "int"))
-            if ax is not s.slab[0]:
-                e = K.Binary("%", e, K.Const(ax.extent, "int"))
-            coords[ax.dim] = (ax, e)
-            stride *= ax.extent
-        g_exprs, conds = [], None
-        for d, (o, extent) in enumerate(zip(s.origin, shape)):
-            e = affine_expr(o)
-            if d in coords:
-                e = K.Binary("+", e, coords[d][1]) if not (o.is_const and o.const == 0) else coords[d][1]
-                hi_bound = bounds(o, self.ranges)
-                if hi_bound is None or hi_bound[1] + coords[d][0].extent > extent:
-                    c = K.Binary("<", e, K.Const(extent, "int"))
-                    conds = c if conds is None else K.Binary("&&", conds, c)
-                    e = K.Binary("min", e, K.Const(extent - 1, "int"))
-            g_exprs.append(e)
-        value = K.GlobalLoad(s.tensor, _flat(g_exprs, shape), "float")
-        if conds is not None:
-            value = K.Select(conds, value, K.Const(0.0))
-        dst = _smem_offset([coords[ax.dim][1] for ax in s.slab], s)
-        copy = K.For(i, K.Special("tid.x") if self.threads > 1 else K.Const(0, "int"),
-                     K.Const(s.size, "int"), K.Const(self.threads, "int"),
-                     (K.SharedStore(s.name, dst, value),))
-        out = [K.SharedArray(s.name, size)] if not self._declared(s.name) else []
-        if self.loop_depth:
-            out.append(K.Barrier())       # the previous iteration's readers are done
-        return out + [copy, K.Barrier()]
+        exprs = self._index_exprs(s.index, out)
+        if s.tensor not in self.writes:
+            self.writes.append(s.tensor)
+        cond, _ = self._guard(s.index, exprs, shape)
+        add = K.AtomicAdd(s.tensor, _flat(exprs, shape), self._operand(s.value))
+        out.append(add if cond is None else K.If(cond, (add,)))
+        return out
+
+    def _stage(self, s: Stage) -> list:
+        """A Stage: a cooperative copy into a __shared__ array (sync with float4 where the rows
+        allow, cp.async, or TMA bulk copies), double buffered and pipelined in a K loop as the
+        Tile IR says; see deplokit.passes.lower.stage_copy."""
+        return self._stage_copies.stage(s)
+
+    @property
+    def _stage_copies(self):
+        from .stage_copy import StageCopier
+        if "_copier" not in self.__dict__:
+            self._copier = StageCopier(self)
+        return self._copier
 
     def _declared(self, name):
         d = getattr(self, "_smem", set())
@@ -339,15 +399,33 @@ def _flat(exprs, shape) -> K.Expr:
 
 
 def _smem_size(s: Stage) -> int:
-    n = s.slab[-1].extent + s.pad
-    for ax in s.slab[:-1]:
-        n *= ax.extent
-    return n
+    from .stage_copy import smem_size
+    return smem_size(s)
 
 
 def _smem_offset(exprs, s: Stage) -> K.Expr:
-    shape = tuple(ax.extent for ax in s.slab[:-1]) + (s.slab[-1].extent + s.pad,)
-    return _flat(exprs, shape)
+    """The shared element of a load from a stage (plus the current buffer's base when the
+    stage is double buffered)."""
+    from .stage_copy import smem_offset
+    return smem_offset(exprs, s)
+
+
+def _register_tiles(body) -> dict[str, tuple[int, ...]]:
+    """Accumulator -> register-tile shape: the extents of the register loops its indexed
+    Accumulate runs in, in the order of its index."""
+    out: dict[str, tuple[int, ...]] = {}
+    for s, loops in walk(body):
+        if isinstance(s, Accumulate) and s.index:
+            extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and lp.kind == "register"}
+            shape = []
+            for e in s.index:
+                names = [a.name for a, _ in e.terms if isinstance(a, Var)]
+                if len(names) != 1 or names[0] not in extents:
+                    raise ValueError(f"register tile {s.acc} indexed by {e}: not a register loop variable")
+                shape.append(extents[names[0]])
+            if out.setdefault(s.acc, tuple(shape)) != tuple(shape):
+                raise ValueError(f"register tile {s.acc} used with shapes {out[s.acc]} and {tuple(shape)}")
+    return out
 
 
 def _accumulators(body):

@@ -22,6 +22,7 @@ The order lives here, in one flat list, as in the article:
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from ...errors import DeplokitError
 from ...ir.loop_ir import LoopProgram
@@ -63,6 +64,15 @@ def resolve_knobs(mod, kernel: TileKernel, target, config: dict) -> dict:
     return out
 
 
+def _apply(mod, kernel: TileKernel, target, knobs: dict, types: dict):
+    """mod.apply(kernel, target, knobs); a pass whose apply takes `types` (buffer name ->
+    TensorType) also gets the program's tensor shapes and dtypes (alignment and bounds of
+    the copies it chooses)."""
+    if "types" in inspect.signature(mod.apply).parameters:
+        return mod.apply(kernel, target, knobs, types=types)
+    return mod.apply(kernel, target, knobs)
+
+
 def initial(program: LoopProgram) -> TileProgram:
     """Loop IR as Tile IR before any pass: each kernel one thread of one block."""
     return TileProgram(program.buffers, program.written,
@@ -79,7 +89,7 @@ def schedule(program: LoopProgram, ctx):
         kernels, params, reasons = [], [], []
         for k in current.kernels:
             knobs = resolve_knobs(mod, k, ctx.target, ctx.config)
-            result = mod.apply(k, ctx.target, knobs)
+            result = _apply(mod, k, ctx.target, knobs, current.types())
             if isinstance(result, Skip):
                 reasons.append(f"{k.name}: {result.reason}")
                 kernels.append(k)

@@ -27,3 +27,24 @@ def pow2_at_least(n: int) -> int:
     while p < n:
         p *= 2
     return p
+
+
+# Bytes of static __shared__ memory a block may declare.
+STATIC_SMEM = 48 * 1024
+
+
+def combine_smem(tile) -> int:
+    """Shared memory the tile's Combines will take when materialised: one 16-byte aligned
+    array of warp partials each (see passes/lower/materialize.py)."""
+    from ...ir.tile_ir import THREAD, Combine, walk
+    threads = 1
+    for a in tile.axes:
+        if a.kind == THREAD:
+            threads *= a.extent
+    total = 0
+    for s, _ in walk(tile.body):
+        if isinstance(s, Combine):
+            lanes = tile.axis(s.over[0]).extent
+            if lanes > 32:
+                total += -(-4 * (lanes // 32) * (threads // lanes) // 16) * 16
+    return total

@@ -2,9 +2,11 @@
 tree, list the variables in use."""
 from __future__ import annotations
 
+import dataclasses
+
 from ...ir.index import Affine, free_vars, substitute
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import Combine, Stage, StridedLoop, Tile, walk
+from ...ir.tile_ir import AtomicAdd, Combine, Stage, StridedLoop, Tile, walk
 
 
 def _sub(e: Affine, mapping, ranges) -> Affine:
@@ -20,6 +22,11 @@ def substitute_body(body, mapping: dict, ranges: dict):
         elif isinstance(s, Store):
             s = Store(s.tensor, tuple(_sub(e, mapping, ranges) for e in s.index),
                       _sub(s.value, mapping, ranges) if isinstance(s.value, Affine) else s.value)
+        elif isinstance(s, AtomicAdd):
+            s = AtomicAdd(s.tensor, tuple(_sub(e, mapping, ranges) for e in s.index),
+                          _sub(s.value, mapping, ranges) if isinstance(s.value, Affine) else s.value)
+        elif isinstance(s, Accumulate) and s.index:
+            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index))
         elif isinstance(s, Compute):
             s = Compute(s.dst, s.op, tuple(_sub(a, mapping, ranges) if isinstance(a, Affine) else a for a in s.args),
                         s.note)
@@ -31,8 +38,7 @@ def substitute_body(body, mapping: dict, ranges: dict):
         elif isinstance(s, Tile):
             s = Tile(s.axes, substitute_body(s.body, mapping, ranges))
         elif isinstance(s, Stage):
-            s = Stage(s.name, s.tensor, tuple(_sub(e, mapping, ranges) for e in s.origin), s.slab, s.pad,
-                      s.copy, s.buffers)
+            s = dataclasses.replace(s, origin=tuple(_sub(e, mapping, ranges) for e in s.origin))
         out.append(s)
     return tuple(out)
 
@@ -44,7 +50,7 @@ def used_vars(body) -> set[str]:
             names.add(s.var)
         elif isinstance(s, Tile):
             names |= {a.var for a in s.axes}
-        if isinstance(s, (Load, Store)):
+        if isinstance(s, (Load, Store, AtomicAdd)):
             for e in s.index:
                 names |= free_vars(e)
         if isinstance(s, Stage):

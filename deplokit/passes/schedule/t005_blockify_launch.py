@@ -4,7 +4,8 @@ A kernel whose threads cooperate on a row (it has a Combine) runs one row per bl
 other axis becomes BLOCK. Otherwise the innermost axes give their iterations to the block's
 threads (consecutive threads read consecutive elements: coalesced), up to `block_threads`;
 an axis split in two reads `a = ab * t + at`, and what the rounding adds beyond the axis's
-extent is masked when the kernel is materialised."""
+extent is masked when the kernel is materialised. A split-K axis (003: a BLOCK axis of role
+K) is already a grid axis: it stays, as the slowest BLOCK axis."""
 from __future__ import annotations
 
 from ...ir.index import var
@@ -29,7 +30,8 @@ def _cooperative(tile: Tile) -> bool:
 
 def apply(kernel: TileKernel, target, knobs):
     tile = kernel.tile()
-    if any(a.kind == BLOCK for a in tile.axes):
+    splits = tuple(a for a in tile.axes if a.kind == BLOCK and a.role == "K")    # split-K (003)
+    if any(a.kind == BLOCK and a not in splits for a in tile.axes):
         return Skip("already has BLOCK axes")
     if not tile.axes:
         return Skip("a single thread: nothing to split")
@@ -41,7 +43,7 @@ def apply(kernel: TileKernel, target, knobs):
     # A matmul-like kernel gives each output axis at most 16 threads (a 16 x 16 block tile).
     per_axis = 16 if any(a.role for a in tile.axes) else budget
     threads, blocks, mapping, ranges = [], [], {}, {}
-    for a in reversed(tile.axes):          # innermost first: it is the contiguous one
+    for a in reversed(tuple(a for a in tile.axes if a not in splits)):   # innermost first: the contiguous one
         t = min(pow2_at_least(a.extent), per_axis, budget)
         if t <= 1:
             blocks.append(TileAxis(a.var, a.extent, BLOCK, a.role))
@@ -56,7 +58,7 @@ def apply(kernel: TileKernel, target, knobs):
         blocks.append(TileAxis(bv, nb, BLOCK, a.role))
         mapping[a.var] = var(bv) * t + var(tv)
         ranges.update({tv: t, bv: nb})
-    axes = tuple(reversed(threads)) + tuple(reversed(blocks))
+    axes = tuple(reversed(threads)) + splits + tuple(reversed(blocks))
     body = substitute_body(tile.body, mapping, ranges) if mapping else tile.body
     return _with_tile(kernel, Tile(axes, body))
 

@@ -1,21 +1,71 @@
 """006 chunk_reduce: chunk a row reduction whose row does not fit in shared memory.
 
-Not built yet for rows past static shared memory; a row that fits needs no chunks."""
+A row kernel reads its row once per phase (RMSNorm: twice, softmax: three times); staging
+the row (007) turns all but the first read into shared-memory reads. When the row is
+longer than the shared-memory budget, every phase loop is split at the same chunk
+boundary C: the head [0, C) fits and is staged once for all phases, the tail [C, E) is
+read from global memory in each phase.
+
+    StridedLoop(a1 = a3; < 16384; += 256)
+ -> StridedLoop(a1 = a3; < 12288; += 256)
+    StridedLoop(a1c = a3 + 12288; < 16384; += 256)
+"""
 from __future__ import annotations
 
-from ...ir.tile_ir import StridedLoop, walk
-from .knobs import Skip
+from ...ir.index import free_vars, var
+from ...ir.loop_ir import Load
+from ...ir.tile_ir import StridedLoop, Tile, TileKernel, walk
+from .knobs import Knob, Skip, combine_smem
+from .rewrite import substitute_body
 
 DESCRIPTION = "chunk non-matmul reduces so their Loads fit in shared memory"
-STATIC_SMEM_FLOATS = 48 * 1024 // 4
 
 
-def apply(kernel, target, knobs):
-    strided = [s for s, _ in walk(kernel.tile().body) if isinstance(s, StridedLoop) and s.kind == "reduce"]
-    if not strided:
+def _default_budget(kernel, target) -> int:
+    return 48 * 1024
+
+
+KNOBS = (Knob("smem_budget", (16 * 1024, 32 * 1024, 48 * 1024), _default_budget,
+              "bytes of shared memory the staged row heads may use"),)
+
+
+def _hot_rows(phases) -> dict[str, int]:
+    """Tensors whose row is read along the phase variable in at least two phases."""
+    reads: dict[str, set] = {}
+    for i, loop in enumerate(phases):
+        for s, _ in walk(loop.body):
+            if isinstance(s, Load) and s.pad is None and any(loop.var in free_vars(e) for e in s.index):
+                reads.setdefault(s.tensor, set()).add(i)
+    return {t: len(p) for t, p in reads.items() if len(p) >= 2}
+
+
+def apply(kernel: TileKernel, target, knobs):
+    tile = kernel.tile()
+    phases = [s for s in tile.body if isinstance(s, StridedLoop)]
+    if not phases:
         return Skip("no cooperative row reduction")
-    longest = max(s.stop for s in strided)
-    if longest <= STATIC_SMEM_FLOATS:
-        return Skip(f"rows of {longest} floats fit in shared memory whole")
-    return Skip(f"rows of {longest} floats exceed shared memory; chunking is not implemented yet, "
-                "so the row is read from global memory")
+    extent = max(p.stop for p in phases)
+    if any(p.stop != extent or p.start.const for p in phases):
+        return Skip("phases of different lengths")
+    hot = _hot_rows(phases)
+    if not hot:
+        return Skip("no row is read in two phases")
+    budget = knobs["smem_budget"] - combine_smem(tile)
+    if 4 * extent * len(hot) <= budget:
+        return Skip(f"rows of {extent} floats fit in shared memory whole")
+    lanes = phases[0].step
+    chunk = (budget // (4 * len(hot))) // lanes * lanes
+    if chunk < lanes:
+        return Skip(f"not even one float per lane of {', '.join(hot)} fits in {budget} bytes")
+    body = []
+    for s in tile.body:
+        if isinstance(s, StridedLoop):
+            tail_var = f"{s.var}c"
+            tail = StridedLoop(tail_var, s.start + chunk, s.stop, s.step, s.kind,
+                               substitute_body(s.body, {s.var: var(tail_var)}, {}), s.role, s.unroll)
+            body += [StridedLoop(s.var, s.start, chunk, s.step, s.kind, s.body, s.role, s.unroll), tail]
+        else:
+            body.append(s)
+    new_tile = Tile(tile.axes, tuple(body))
+    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
+                      kernel.knobs)

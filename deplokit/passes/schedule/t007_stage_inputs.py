@@ -9,10 +9,9 @@ from __future__ import annotations
 from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
-from .knobs import Knob, Skip
+from .knobs import STATIC_SMEM, Knob, Skip, combine_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
-STATIC_SMEM = 48 * 1024      # bytes of static __shared__ memory a block may declare
 
 
 def _default_stage(kernel, target) -> bool:
@@ -51,7 +50,7 @@ def apply(kernel: TileKernel, target, knobs):
             accesses *= lp.extent if isinstance(lp, Loop) else lp.stop
         groups.setdefault(key, (scope, []))[1].append((s, axes, accesses))
     stages: dict = {}          # id(scope) -> [Stage]
-    rewrites, reasons, used, names = {}, [], 0, []
+    rewrites, reasons, used, names = {}, [], combine_smem(tile), []
     for (scope_id, tensor, origin, dims), (scope, loads) in groups.items():
         size = 1
         for _, e in dims:

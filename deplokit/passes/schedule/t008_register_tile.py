@@ -1,13 +1,309 @@
-"""008 register_tile: replicate the inner tile so each thread owns a register block.
+"""008 register_tile: each thread computes a TM x TN register block of a matmul.
 
-Not built yet: this version of deplokit schedules matmul kernels without it, and the
-pass records that it did not apply."""
+After blockify a matmul's thread owns one output (m, n) = (b0*16 + t0, b1*16 + t1): for every
+k it reads one A and one B element from shared memory and does one multiply-add, so shared
+memory, not arithmetic, bounds it. With a register block the thread owns TM x TN outputs and
+for every k reads TM A values and TN B values for TM*TN multiply-adds; the block's tile grows
+to 16*TM x 16*TN and the grid shrinks by TM*TN.
+
+    before                                         after (tm=2, tn=4, layout=strided)
+    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD,  Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD,
+               a0b(M):4=BLOCK, a1b(N):16=BLOCK)):              a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
+      for a2o in 0..8:  # reduce (K)                 for a2o in 0..8:  # reduce (K)
+        a_smem = Stage(a, origin=(a0b * 16, ..),       a_smem = Stage(a, origin=(a0b * 32, ..), slab=(a0:32@0, a2i:16@1))
+        b_smem = Stage(b, origin=(.., a1b * 16), ..)   b_smem = Stage(b, origin=(.., a1b * 64), slab=(a2i:16@0, a1:64@1))
+        for a2i in 0..16:  # reduce (K)                for a2i in 0..16:  # reduce (K)
+          in0 = load a_smem[a0t, a2i]                    for a0r in 0..2:  # register (M) unroll
+          in1 = load b_smem[a2i, a1t]                      in0 = load a_smem[a0r * 16 + a0t, a2i]
+          v0 = multiply(in0, in1)                          for a1r in 0..4:  # register (N) unroll
+          acc0 <- add(acc0, v0)                              in1 = load b_smem[a2i, a1r * 16 + a1t]
+      matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0          v0 = multiply(in0, in1)
+                                                             acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)
+                                                 for a0r in 0..2:  # register (M) unroll
+                                                   for a1r in 0..4:  # register (N) unroll
+                                                     acc0_v = load acc0[a0r, a1r]
+                                                     matmul[a0b * 32 + a0r * 16 + a0t, a1b * 64 + a1r * 16 + a1t] = acc0_v
+
+Extents. The knobs ask for TM x TN; an extent is halved while it exceeds the axis's block
+count (a block tile past the whole axis would be padding) or while the grown Stage slabs
+would not fit in static shared memory (the larger extent first).
+
+Layout. `strided` (the default) puts slot r of thread t at origin + r*16 + t: for every slot
+a warp's 16 N-threads read 16 consecutive floats of the B tile (conflict-free) and store 16
+consecutive floats of the output (coalesced), and its two M-rows of the A tile are 16 floats
+apart (different banks). `contiguous` puts it at origin + t*TN + r (a thread's outputs are
+adjacent): the lanes of one slot then read floats TN apart, which conflict on banks; 009
+permute_register_tile repairs that.
+
+The rewrite is one substitution, t -> r*16 + t and b -> TR*b (b*16 + t becomes
+b*16*TR + r*16 + t), applied to every index and Stage origin, after which each Stage slab
+over t covers 16*TR elements; then every run of statements is wrapped in register loops,
+each statement as shallow as its indices and operands allow (A loads outside the N loop).
+Accumulators become register arrays indexed by the slots; the epilogue reads them back with
+`load acc0[a0r, a1r]`. Indices past M or N (partial tiles) are guarded by the materialiser
+as before: the index bounds grow with the block tile.
+"""
 from __future__ import annotations
 
-from .knobs import Skip
+import dataclasses
+
+from ...ir.index import Affine, free_vars, var
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Combine, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
+from .knobs import Knob, Skip
+from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
+EXTENTS = (1, 2, 4, 8)
+LAYOUTS = ("strided", "contiguous")
 
 
-def apply(kernel, target, knobs):
-    return Skip("not implemented yet in this version of deplokit")
+def default_extent(size: int) -> int:
+    """Register-block extent along an output axis of `size` elements (16 threads cover it):
+    axes under 64 keep one output per thread (a register block would leave the grid with
+    too few blocks and the threads with padding), 2 up to 256, else 4."""
+    if size < 64:
+        return 1
+    if size < 256:
+        return 2
+    return 4
+
+
+def role_pair(tile: Tile, role: str):
+    """(THREAD axis, BLOCK axis) that blockify split an output axis of `role` into, or None."""
+    threads = [a for a in tile.axes if a.kind == THREAD and a.role == role]
+    if len(threads) != 1 or not threads[0].var.endswith("t"):
+        return None
+    t = threads[0]
+    for b in tile.axes:
+        if b.kind == BLOCK and b.role == role and b.var == t.var[:-1] + "b":
+            return t, b
+    return None
+
+
+def _role_size(kernel: TileKernel, role: str) -> int:
+    try:
+        tile = kernel.tile()
+    except ValueError:
+        return 1
+    pair = role_pair(tile, role)
+    if pair is None:
+        return 1
+    t, b = pair
+    return t.extent * b.extent
+
+
+KNOBS = (
+    Knob("tm", EXTENTS, lambda k, t: default_extent(_role_size(k, "M")), "register-block rows (M) per thread"),
+    Knob("tn", EXTENTS, lambda k, t: default_extent(_role_size(k, "N")), "register-block columns (N) per thread"),
+    Knob("layout", LAYOUTS, lambda k, t: "strided", "which outputs a thread's slots are: r*16 + t or t*TR + r"),
+)
+
+
+def _k_loops(tile: Tile):
+    return [s for s, _ in walk(tile.body) if isinstance(s, Loop) and s.role == "K"]
+
+
+def apply(kernel: TileKernel, target, knobs):
+    tile = kernel.tile()
+    if not _k_loops(tile):
+        return Skip("not a matmul: no K reduce loop")
+    if any(isinstance(s, Loop) and s.kind == "register" for s, _ in walk(tile.body)):
+        return Skip("already register-tiled")
+    if any(isinstance(s, (StridedLoop, Combine)) for s, _ in walk(tile.body)):
+        return Skip("threads share a reduction: no output block to replicate")
+    layout = knobs["layout"]
+    plan, reasons = [], []
+    for role, want in (("M", knobs["tm"]), ("N", knobs["tn"])):
+        if want == 1:
+            continue
+        pair = role_pair(tile, role)
+        if pair is None:
+            axes = [str(a) for a in tile.axes if a.role == role]
+            reasons.append(f"{role} ({', '.join(axes) or 'none'}) fits in one block: no BLOCK axis to shrink")
+            continue
+        t, b = pair
+        while want > 1 and want > b.extent:    # no larger than the axis: the extra rows would all be padding
+            want //= 2
+        if want > 1:
+            plan.append((role, t, b, want))
+    if not plan:
+        if reasons:
+            return Skip("; ".join(reasons))
+        return Skip(f"tm={knobs['tm']}, tn={knobs['tn']}: one output per thread")
+    while True:                                # the grown slabs must fit in shared memory
+        out = _register_tile(kernel, plan, layout)
+        need = _smem_bytes(out)
+        if need <= STATIC_SMEM:
+            return out
+        big = max(range(len(plan)), key=lambda i: plan[i][3])
+        role, t, b, n = plan[big]
+        plan[big] = (role, t, b, n // 2)
+        if all(p[3] == 1 for p in plan):
+            return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
+                        f"more than {STATIC_SMEM}")
+
+
+STATIC_SMEM = 48 * 1024
+
+
+def _smem_bytes(kernel: TileKernel) -> int:
+    seen, total = set(), 0
+    for s, _ in walk(kernel.tile().body):
+        if isinstance(s, Stage) and s.name not in seen:
+            seen.add(s.name)
+            n = s.slab[-1].extent + s.pad
+            for ax in s.slab[:-1]:
+                n *= ax.extent
+            total += 4 * n * s.buffers
+    return total
+
+
+def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
+    tile = kernel.tile()
+    plan = [p for p in plan if p[3] > 1]
+    used = used_vars(kernel.body)
+    mapping, ranges, regs, slab_of = {}, {}, [], {}
+    for role, t, b, n in plan:
+        r = _fresh(t.var[:-1] + "r", used)
+        used.add(r)
+        nb = -(-b.extent // n)
+        if layout == "strided":
+            mapping[t.var] = var(r) * t.extent + var(t.var)
+        else:
+            mapping[t.var] = var(t.var) * n + var(r)
+        mapping[b.var] = var(b.var) * n
+        ranges.update({t.var: t.extent, r: n, b.var: nb})
+        regs.append(Loop(r, n, "register", (), role, True))
+        slab_of[t.var] = (t.var[:-1], t.extent * n)
+    body = substitute_body(tile.body, mapping, ranges)
+    body = tuple(_resize_slab(s, slab_of) if isinstance(s, Stage) else s for s in body)
+    body = _map_stages(body, slab_of)
+    accs = sorted({s.acc for s, _ in walk(body) if isinstance(s, Accumulate)})
+    body = _nest_body(body, regs, accs, after_reduce=False)
+    axes = tuple(dataclasses.replace(a, extent=ranges[a.var]) if a.kind == BLOCK and a.var in ranges else a
+                 for a in tile.axes)
+    new_tile = Tile(axes, body)
+    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
+                      kernel.knobs)
+
+
+def _fresh(name: str, used) -> str:
+    cand, n = name, 1
+    while cand in used:
+        cand, n = f"{name}{n}", n + 1
+    return cand
+
+
+def _resize_slab(stage: Stage, slab_of) -> Stage:
+    """A slab axis over a tiled thread variable now covers the whole block tile: 16*TR
+    elements, labelled with the output axis it runs along."""
+    if not any(ax.var in slab_of for ax in stage.slab):
+        return stage
+    slab = tuple(SlabAxis(*slab_of[ax.var], ax.dim) if ax.var in slab_of else ax for ax in stage.slab)
+    return dataclasses.replace(stage, slab=slab)
+
+
+def _map_stages(body, slab_of):
+    out = []
+    for s in body:
+        if isinstance(s, Stage):
+            s = _resize_slab(s, slab_of)
+        elif isinstance(s, Loop):
+            s = dataclasses.replace(s, body=_map_stages(s.body, slab_of))
+        elif isinstance(s, StridedLoop):
+            s = dataclasses.replace(s, body=_map_stages(s.body, slab_of))
+        out.append(s)
+    return tuple(out)
+
+
+_LEAVES = (Load, Compute, Accumulate, Store, AtomicAdd)
+
+
+def _nest_body(body, regs, accs, after_reduce):
+    """Wrap every run of leaf statements in the register loops; recurse into loops. A run
+    after a reduce loop (the epilogue) reads the accumulators back from the register tile."""
+    out, run = [], []
+    seen_reduce = after_reduce
+    for s in body:
+        if isinstance(s, _LEAVES):
+            run.append(s)
+            continue
+        out += _nest(run, regs, accs if seen_reduce else ())
+        run = []
+        if isinstance(s, Loop):
+            s = dataclasses.replace(s, body=_nest_body(s.body, regs, accs, False))
+            seen_reduce = seen_reduce or s.kind == "reduce"
+        out.append(s)
+    out += _nest(run, regs, accs if seen_reduce else ())
+    return tuple(out)
+
+
+def _nest(run, regs, accs):
+    """Statements -> the register nest: each at the depth of the deepest register loop its
+    indices or operands depend on (0: outside every register loop), in order within a depth."""
+    if not run:
+        return []
+    rvars = [lp.var for lp in regs]
+    index = tuple(var(v) for v in rvars)
+    read = {a: f"{a}_v" for a in accs if _reads(run, a)}
+    stmts = [Load(read[a], a, index) for a in read] + [_rename(s, read, index) for s in run]
+    depth_of: dict[str, int] = {}
+    levels: list[list] = [[] for _ in range(len(regs) + 1)]
+    for s in stmts:
+        d = 0
+        for v in _index_vars(s):
+            if v in rvars:
+                d = max(d, rvars.index(v) + 1)
+        for name in _operands(s):
+            d = max(d, depth_of.get(name, 0))
+        if isinstance(s, Accumulate) or (isinstance(s, Load) and s.tensor in accs):
+            d = len(regs)
+        if isinstance(s, (Load, Compute)):
+            depth_of[s.dst] = d
+        levels[d].append(s)
+    inner: tuple = ()
+    for depth in range(len(regs), 0, -1):
+        body = tuple(levels[depth]) + inner
+        inner = (dataclasses.replace(regs[depth - 1], body=body),) if body else ()
+    return list(levels[0]) + list(inner)
+
+
+def _reads(run, acc) -> bool:
+    return any(acc in _operands(s) for s in run)
+
+
+def _rename(s, read, index):
+    if isinstance(s, Accumulate):
+        return dataclasses.replace(s, index=index)
+    if not read:
+        return s
+    if isinstance(s, Compute):
+        return dataclasses.replace(s, args=tuple(read.get(a, a) if isinstance(a, str) else a for a in s.args))
+    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, str):
+        return dataclasses.replace(s, value=read.get(s.value, s.value))
+    return s
+
+
+def _index_vars(s) -> set[str]:
+    out: set[str] = set()
+    exprs = []
+    if isinstance(s, (Load, Store, AtomicAdd)):
+        exprs += list(s.index)
+    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, Affine):
+        exprs.append(s.value)
+    if isinstance(s, Compute):
+        exprs += [a for a in s.args if isinstance(a, Affine)]
+    for e in exprs:
+        out |= free_vars(e)
+    return out
+
+
+def _operands(s) -> list[str]:
+    if isinstance(s, Compute):
+        return [a for a in s.args if isinstance(a, str)]
+    if isinstance(s, Accumulate):
+        return [s.value]
+    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, str):
+        return [s.value]
+    return []

@@ -1,13 +1,85 @@
 """011 tma_copy: narrow eligible BufferedStages to TmaBufferedStage (sm_90+).
 
-Not built yet: this version of deplokit schedules matmul kernels without it, and the
-pass records that it did not apply."""
+A TMA stage is copied by bulk copies (cp.async.bulk, the tensor memory accelerator's 1-D
+form): one thread issues one copy per row of the slab (one copy for the whole slab when it
+spans its tensor's full width), the TMA unit moves the bytes without any thread's
+registers, and the copies complete on an mbarrier the block waits on. A bulk copy moves a
+contiguous run of 16-byte units between 16-byte aligned addresses, so a stage is eligible
+when
+
+  * it is double buffered at the head of a K-outer loop (010),
+  * the tensor is float32 and the slab's innermost axis runs along its last dimension,
+  * every row starts at a multiple of 4 floats (row stride and origin alike) and is a
+    multiple of 4 floats long, or the slab spans the tensor's full width (rows of 13 floats
+    included): then it is one contiguous run, one bulk copy,
+  * a row that may run past the end of the tensor's last dimension does so only at 16-byte
+    unit boundaries (012 then splits the row so that every bulk copy is wholly inside or
+    wholly outside the tensor); rows past an outer dimension's end are clamped;
+  * it needs at most `max_copies` bulk copies per iteration: one thread issues them one
+    after another (an mbarrier arrival and a copy each) while the other threads compute,
+    so a slab of many short rows (a Linear's weight tile: 64 rows of 64 bytes) is left to
+    cp.async, whose copies every thread issues at once (and which 014 may pad).
+
+    x_smem = BufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
+  ->
+    x_smem = TmaBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
+"""
 from __future__ import annotations
 
-from .knobs import Skip
+import dataclasses
 
-DESCRIPTION = "narrow eligible BufferedStages to TmaBufferedStage (sm_90+)"
+from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, scope_ranges, tma_copies, tma_plan
+from .knobs import Knob, Skip
+
+DESCRIPTION = "narrow eligible BufferedStages to TMA copies (sm_90+)"
 
 
-def apply(kernel, target, knobs):
-    return Skip("not implemented yet in this version of deplokit")
+def _default_enable(kernel, target) -> bool:
+    return True
+
+
+def _default_max_copies(kernel, target) -> int:
+    return 32
+
+
+KNOBS = (Knob("enable", (True, False), _default_enable, "copy eligible BufferedStages with TMA bulk copies"),
+         Knob("max_copies", (8, 16, 32, 64, 128), _default_max_copies,
+              "most bulk copies (one per row) a TMA stage may issue per K iteration"))
+
+
+def eligible(stage, loop, tile, types, max_copies: int = 1 << 30) -> str:
+    """'' when the stage can be a TMA stage, else why not."""
+    t = types[stage.tensor]
+    if t.dtype != "float32":
+        return f"{stage.name}: {stage.tensor} is {t.dtype}, not float32"
+    ranges = scope_ranges(tile, (loop,))
+    _, _, why = tma_plan(stage, t.shape, ranges, split_ok=True)
+    if why:
+        return f"{stage.name}: {why}"
+    n = tma_copies(stage, t.shape, ranges)
+    if n > max_copies:
+        return (f"{stage.name}: {n} bulk copies per iteration, more than max_copies={max_copies} one thread "
+                f"should issue (cp.async instead)")
+    return ""
+
+
+def apply(kernel, target, knobs, types=None):
+    if not target.tma:
+        return Skip(f"{target.name} has no TMA (bulk copies need sm_90)")
+    if not knobs["enable"]:
+        return Skip("TMA copies disabled by the knob")
+    tile = kernel.tile()
+    loops = k_outer_loops(tile)
+    candidates = [(s, lp) for lp in loops for s in head_stages(lp) if s.buffers == 2 and s.copy == "sync"]
+    if not candidates:
+        return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
+    reasons, chosen = [], set()
+    for s, lp in candidates:
+        why = eligible(s, lp, tile, types, knobs["max_copies"])
+        if why:
+            reasons.append(why)
+        else:
+            chosen.add(s.name)
+    if not chosen:
+        return Skip("; ".join(reasons))
+    return rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, copy="tma") if s.name in chosen else s)

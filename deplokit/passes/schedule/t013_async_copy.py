@@ -1,13 +1,58 @@
-"""013 async_copy: narrow the rest to AsyncBufferedStage (cp.async, sm_80+).
+"""013 async_copy: narrow the remaining stages to cp.async (sm_80+).
 
-Not built yet: this version of deplokit schedules matmul kernels without it, and the
-pass records that it did not apply."""
+Every synchronous stage left (the double-buffered stages of a K loop that TMA did not take,
+the stages of a K tail loop, the row stages of reductions such as RMSNorm's x_smem) is
+copied with cp.async: each thread issues copies global -> shared that bypass its registers
+(and, at 16 bytes, the L1: cp.async.cg), commits them as one group and waits for the group
+before the block's barrier. A copy moves 16 bytes where the slab's rows and the tensor's
+rows are 16-byte aligned and contiguous (and the padded shared rows stay aligned), else 4
+bytes (materialize decides per stage, with the tensor's shape); a unit past the tensor's
+end stores zeros with an ordinary store, as the synchronous copy does.
+
+    x_smem = Stage(x, origin=(0, a0, 0), slab=(a1:2048@2))
+  ->
+    x_smem = AsyncStage(x, origin=(0, a0, 0), slab=(a1:2048@2))
+    for a2o in 0..8:  # reduce (K)
+        input_smem = BufferedStage(input, ...)  ->  AsyncBufferedStage(input, ...)
+"""
 from __future__ import annotations
 
-from .knobs import Skip
+import dataclasses
 
-DESCRIPTION = "narrow the rest to AsyncBufferedStage (cp.async, sm_80+)"
+from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
+from .knobs import Knob, Skip
+
+DESCRIPTION = "narrow the remaining stages to cp.async copies (sm_80+)"
 
 
-def apply(kernel, target, knobs):
-    return Skip("not implemented yet in this version of deplokit")
+def _default_enable(kernel, target) -> bool:
+    return True
+
+
+KNOBS = (Knob("enable", (True, False), _default_enable, "copy the remaining synchronous stages with cp.async"),)
+
+
+def apply(kernel, target, knobs, types=None):
+    if not target.cp_async:
+        return Skip(f"{target.name} has no cp.async (sm_80+)")
+    if not knobs["enable"]:
+        return Skip("cp.async copies disabled by the knob")
+    tile = kernel.tile()
+    stages = [s for s, _ in walk(tile.body) if isinstance(s, Stage)]
+    if not stages:
+        return Skip("nothing is staged")
+    sync = [s for s in stages if s.copy == "sync"]
+    if not sync:
+        return Skip("every stage is already an asynchronous (TMA) copy")
+    chosen = {s.name for s in sync if types is None or types[s.tensor].dtype == "float32"}
+    if not chosen:
+        return Skip("; ".join(f"{s.name}: {s.tensor} is {types[s.tensor].dtype}, not float32" for s in sync))
+
+    def narrow(st):
+        if isinstance(st, Stage) and st.name in chosen:
+            return dataclasses.replace(st, copy="async")
+        return st
+
+    new_tile = Tile(tile.axes, map_body(tile.body, narrow))
+    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
+                      kernel.knobs)

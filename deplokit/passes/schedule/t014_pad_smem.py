@@ -1,13 +1,131 @@
-"""014 pad_smem: pad shared-memory strides to break bank conflicts.
+"""014 pad_smem: pad shared-memory row strides to break bank conflicts.
 
-Not built yet: this version of deplokit schedules matmul kernels without it, and the
-pass records that it did not apply."""
+The conflict. A staged tile is stored row-major, rows of its innermost slab axis. When a
+warp walks down a column, lane i reads word i*W + c for the row length W. With W a multiple
+of 32 every lane lands in one bank; with W = 16 (a K chunk) lanes alternate between two
+banks. The common case is nn.Linear: its weight is [N, K], so the staged weight tile is
+16*TN rows (n) of BK = 16 floats (k), and at every k the 16 N-threads of a warp read one
+column: 16 distinct words in 2 banks, an 8-way conflict on every B load.
+
+    p_weight_smem[a1r * 16 + a1t, a2i]     row stride 16: degree 8
+                                           row stride 17 (pad=1): degree 1
+                                           row stride 20 (pad=4): degree 2
+
+The fix. Stage.pad floats are left unused after each row (the materialiser allocates
+`rows * (W + pad)` floats and addresses row i at i*(W + pad), for the copy and the loads
+alike), so a column's words step W + pad banks and spread out. Every Stage whose loads
+conflict (banks.smem_loads: worst warp, every register slot) and for which the knob's pad
+lowers the count is padded; others are left alone. Pad 1 removes the conflict entirely but
+rows stop being 16-byte aligned, which float4 / 16-byte cp.async copies need; pad 4 keeps
+the alignment and leaves a 2-way conflict. The default takes the pad that removes the most
+wavefronts, the smaller on a tie; a stage copied asynchronously (cp.async from 013, or TMA
+bulk copies from 011, one per row) is only offered pads that keep its rows whole multiples
+of 16 bytes (pad 4 for 16-float rows), which those copies need.
+"""
 from __future__ import annotations
 
-from .knobs import Skip
+import dataclasses
+
+from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
+from .banks import stage_cost
+from .knobs import Knob, Skip
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
+PADS = (0, 1, 4)
+STATIC_SMEM = 48 * 1024
 
 
-def apply(kernel, target, knobs):
-    return Skip("not implemented yet in this version of deplokit")
+def _stages(kernel: TileKernel) -> list[Stage]:
+    try:
+        body = kernel.tile().body
+    except ValueError:
+        return []
+    seen, out = set(), []
+    for s, _ in walk(body):
+        if isinstance(s, Stage) and s.name not in seen:
+            seen.add(s.name)
+            out.append(s)
+    return out
+
+
+def _eligible(stage: Stage, pad: int) -> str | None:
+    """Why `pad` may not be given to `stage`, or None."""
+    if stage.pad:
+        return f"{stage.name}: already padded"
+    if len(stage.slab) < 2:
+        return f"{stage.name}: one row, nothing to pad"
+    if stage.copy in ("async", "tma") and (stage.slab[-1].extent + pad) % 4:
+        kind = "cp.async" if stage.copy == "async" else "TMA bulk"
+        return f"{stage.name}: pad {pad} would break the 16-byte rows its {kind} copies need"
+    return None
+
+
+def _plan(kernel: TileKernel, pad: int):
+    """(stage name -> pad, wavefronts saved, reasons) for padding every conflicting stage by `pad`."""
+    base = stage_cost(kernel)
+    plan, reasons = {}, []
+    for stage in _stages(kernel):
+        degree, waves = base.get(stage.name, (1, 0))
+        if degree <= 1:
+            continue
+        why = _eligible(stage, pad)
+        if why:
+            reasons.append(why)
+            continue
+        plan[stage.name] = pad
+    if not plan:
+        return plan, 0, reasons
+    after = stage_cost(kernel, plan)
+    saved = 0
+    for name in list(plan):
+        gain = base[name][1] - after[name][1]
+        if gain <= 0:
+            reasons.append(f"{name}: pad {pad} leaves its {base[name][0]}-way conflict")
+            del plan[name]
+        else:
+            saved += gain
+    return plan, saved, reasons
+
+
+def _default_pad(kernel: TileKernel, target) -> int:
+    best, best_saved = 1, 0
+    for pad in (1, 4):
+        _, saved, _ = _plan(kernel, pad)
+        if saved > best_saved:
+            best, best_saved = pad, saved
+    return best
+
+
+KNOBS = (Knob("pad", PADS, _default_pad, "floats of padding after each row of a bank-conflicting stage (0: off)"),)
+
+
+def _smem_floats(stage: Stage, pad: int) -> int:
+    n = stage.slab[-1].extent + pad
+    for ax in stage.slab[:-1]:
+        n *= ax.extent
+    return n * stage.buffers
+
+
+def apply(kernel: TileKernel, target, knobs):
+    pad = knobs["pad"]
+    if pad == 0:
+        return Skip("padding disabled by the knob (pad=0)")
+    stages = _stages(kernel)
+    if not stages:
+        return Skip("no shared-memory stage")
+    plan, saved, reasons = _plan(kernel, pad)
+    if not plan:
+        return Skip("; ".join(reasons) or "no stage's loads conflict on shared-memory banks")
+    total = sum(_smem_floats(s, plan.get(s.name, s.pad)) for s in stages)
+    if 4 * total > STATIC_SMEM:
+        return Skip(f"padding would need {4 * total} bytes of shared memory, more than {STATIC_SMEM}")
+
+    def pad_stage(s):
+        if isinstance(s, Stage) and s.name in plan:
+            return dataclasses.replace(s, pad=plan[s.name])
+        return s
+
+    tile = kernel.tile()
+    new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
+    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
+                      kernel.knobs)

@@ -1,0 +1,291 @@
+"""Where a Stage's slab lies in its global tensor, and which copy units it allows.
+
+Shared by the scheduling passes that choose how a stage is copied (010 double_buffer,
+011 tma_copy, 012 split_inner_for_swizzle, 013 async_copy, 015 pipeline_k_outer) and by the
+materialiser that spells the copy, so that a pass only promises what the copy can keep.
+
+A slab is a box: element (c_0, .., c_n-1) of the slab (one coordinate per slab axis) is
+element origin[d] + sum(c_k * mult_k for the axes k along d) of the tensor, where mult_k is
+1 for the innermost axis along a dimension (an axis split by 012 steps by the extent of
+its inner part). In shared memory the slab is row-major over its axes, each row of the
+innermost axis followed by `pad` floats.
+
+The copy moves *units*: 1 float (a scalar copy or a 4-byte cp.async), 4 floats (float4,
+16-byte cp.async) or a whole row (a TMA bulk copy; whole rows of a slab that spans the
+full width of its tensor merge into one run). A unit wider than one float needs:
+
+* contiguity: the innermost slab axis runs along the tensor's last dimension;
+* alignment: every unit starts at a flat element offset that is a multiple of 4 (16
+  bytes) for every value of the block's variables (row stride and origin alike);
+* bounds: a unit is wholly inside or wholly outside the tensor (where the slab can
+  cross the end of the last dimension, the unit must divide the last extent and the
+  origin), so one guard per unit suffices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir.index import Affine, Var, bounds, var
+from ..ir.loop_ir import Loop
+from ..ir.tile_ir import StridedLoop, Tile
+
+VECTOR = 4                   # floats in a 16-byte unit (float4, cp.async 16, TMA granule)
+SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom
+
+
+def dim_multipliers(slab) -> tuple[int, ...]:
+    """Per slab axis, its step along its tensor dimension."""
+    mult = [1] * len(slab)
+    seen: dict[int, int] = {}
+    for k in reversed(range(len(slab))):
+        d = slab[k].dim
+        mult[k] = seen.get(d, 1)
+        seen[d] = mult[k] * slab[k].extent
+    return tuple(mult)
+
+
+def row_major_strides(shape) -> tuple[int, ...]:
+    out, s = [], 1
+    for n in reversed(shape):
+        out.append(s)
+        s *= n
+    return tuple(reversed(out))
+
+
+def dim_spans(slab, ndim) -> list[int]:
+    """How many elements the slab covers along each tensor dimension."""
+    span = [1] * ndim
+    for ax in slab:
+        span[ax.dim] *= ax.extent
+    return span
+
+
+def _all_multiple(e: Affine, n: int) -> bool:
+    return e.const % n == 0 and all(c % n == 0 for _, c in e.terms)
+
+
+def _hi(e: Affine, ranges) -> int | None:
+    b = bounds(e, ranges)
+    return None if b is None else b[1]
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What the rows (runs of the innermost slab axis) of a stage allow."""
+    contiguous: bool          # the innermost axis runs along the tensor's last dim, step 1
+    aligned: bool             # every row starts 16-byte aligned and is a multiple of 16 bytes long
+    crosses_end: bool         # a row may run past the end of the tensor's last dimension
+    wholly: int               # largest unit (of 32/16/8/4 floats) that is wholly in or out of bounds, else 0
+    clamp_ok: bool            # rows past an outer dimension's end can be clamped keeping alignment
+    reason: str               # why the rows do not allow 16-byte units ('' when they do)
+
+    @property
+    def vector(self) -> bool:
+        """16-byte units (float4 / cp.async 16) are possible."""
+        return self.contiguous and self.aligned and self.clamp_ok and (not self.crosses_end or self.wholly >= VECTOR)
+
+
+def rows(stage, shape, ranges) -> Rows:
+    slab, origin = stage.slab, stage.origin
+    D = len(shape) - 1
+    last = slab[-1]
+    if D < 0 or last.dim != D:
+        return Rows(False, False, False, 0, False,
+                    f"the innermost slab axis {last.var} runs along dim {last.dim}, not along the tensor's "
+                    f"contiguous last dimension: rows are not contiguous in global memory")
+    E = last.extent
+    strides = row_major_strides(shape)
+    mult = dim_multipliers(slab)
+    # flat offset of a row's first element, as an affine form over the block's variables
+    # and the (symbolic) coordinates of the outer slab axes
+    start = Affine()
+    for d, o in enumerate(origin):
+        start = start + o * strides[d]
+    for k, ax in enumerate(slab[:-1]):
+        start = start + var(f"_c{k}") * (mult[k] * strides[ax.dim])
+    span = dim_spans(slab, len(shape))
+    hi_last = _hi(origin[D], ranges)
+    crosses = hi_last is None or hi_last + span[D] > shape[D]
+    wholly = 0
+    for a in (SWIZZLE_SPAN, 16, 8, VECTOR):
+        if E % a == 0 and shape[D] % a == 0 and _all_multiple(origin[D], a):
+            wholly = a
+            break
+    clamp_ok = True
+    for d in range(D):
+        hi = _hi(origin[d], ranges)
+        if (hi is None or hi + span[d] > shape[d]) and strides[d] % VECTOR:
+            clamp_ok = False
+    aligned = E % VECTOR == 0 and _all_multiple(start, VECTOR)
+    reason = ""
+    if E % VECTOR:
+        reason = f"slab rows of {E} floats ({4 * E} bytes) are not a multiple of 16 bytes"
+    elif not aligned:
+        varying = any(d in {ax.dim for ax in slab[:-1]} or not origin[d].is_const for d in range(D))
+        if varying and any(strides[d] % VECTOR for d in range(D)):
+            reason = (f"the row stride of {stage.tensor} is {shape[D]} floats ({4 * shape[D]} bytes): "
+                      f"rows are not 16-byte aligned")
+        else:
+            reason = f"the slab starts at column {origin[D]} of {stage.tensor}: rows are not 16-byte aligned"
+    elif not clamp_ok:
+        reason = "rows past the tensor's end cannot be clamped to an aligned row"
+    elif crosses and wholly < VECTOR:
+        reason = (f"rows may run past the end of {stage.tensor}'s last dimension ({shape[D]} floats) in the "
+                  f"middle of a 16-byte unit")
+    return Rows(True, aligned, crosses, wholly, clamp_ok, reason)
+
+
+def merged_run(stage, shape, ranges) -> tuple[int, int]:
+    """(floats, axes): the longest contiguous run at the end of the slab that one bulk copy
+    can move. Rows merge while the axes merged so far cover their whole dimension (from the
+    last dimension inwards, one axis per dimension, origin 0) and the axis joining them
+    stays inside the tensor."""
+    slab, origin = stage.slab, stage.origin
+    D = len(shape) - 1
+    n = len(slab)
+    run, axes = slab[-1].extent, 1
+    if stage.pad:
+        return run, axes
+    while axes < n:
+        k = n - axes                      # the axes k..n-1 form the run
+        full = all(slab[j].dim == D - (n - 1 - j) and slab[j].extent == shape[slab[j].dim]
+                   and origin[slab[j].dim].is_const and origin[slab[j].dim].const == 0 for j in range(k, n))
+        if not full:
+            break
+        nxt = slab[k - 1]
+        d = D - axes
+        if nxt.dim != d or any(ax.dim == d for ax in slab[:k - 1]):
+            break
+        hi = _hi(origin[d], ranges)
+        if hi is None or hi + nxt.extent > shape[d]:
+            break
+        run *= nxt.extent
+        axes += 1
+    return run, axes
+
+
+def tma_plan(stage, shape, ranges, split_ok: bool = False) -> tuple[int, int, str]:
+    """(run floats, merged axes, reason): how a TMA stage is copied, one bulk copy per run;
+    reason is '' when every run is a legal bulk copy: 16-byte aligned and sized, wholly inside
+    the tensor or wholly outside it (then clamped onto the last inside run). A slab spanning
+    its tensor's full width is one run even where single rows are not aligned (13 floats).
+    split_ok: rows that cross the tensor's end at 16-byte boundaries are accepted (012 splits
+    them)."""
+    slab = stage.slab
+    D = len(shape) - 1
+    if D < 0 or slab[-1].dim != D:
+        return 0, 0, rows(stage, shape, ranges).reason
+    run, axes = merged_run(stage, shape, ranges)
+    if axes > 1 and run % VECTOR == 0:
+        strides = row_major_strides(shape)
+        mult = dim_multipliers(slab)
+        start = Affine()
+        for d, o in enumerate(stage.origin):
+            start = start + o * strides[d]
+        outer = slab[:len(slab) - axes]
+        for k, ax in enumerate(outer):
+            start = start + var(f"_c{k}") * (mult[k] * strides[ax.dim])
+        span = dim_spans(slab, len(shape))
+        clamp_ok = all(strides[d] % VECTOR == 0 for d in range(len(shape))
+                       if (_hi(stage.origin[d], ranges) is None
+                           or _hi(stage.origin[d], ranges) + span[d] > shape[d]))
+        if _all_multiple(start, VECTOR) and clamp_ok:
+            return run, axes, ""
+    r = rows(stage, shape, ranges)
+    if not (r.contiguous and r.aligned and r.clamp_ok):
+        return 0, 0, r.reason
+    E = slab[-1].extent
+    if (E + stage.pad) % VECTOR:
+        return 0, 0, f"padded shared rows of {E + stage.pad} floats are not 16-byte aligned"
+    if r.crosses_end and r.wholly < (VECTOR if split_ok else E):
+        return 0, 0, (f"rows of {E} floats may run past the end of {stage.tensor}'s last dimension "
+                      f"({shape[-1]} floats) in the middle of a bulk copy")
+    return E, 1, ""
+
+
+def tma_copies(stage, shape, ranges) -> int:
+    """Bulk copies one TMA copy of the stage issues (after 012's split of rows that cross the
+    tensor's end into atoms, where it applies)."""
+    run, axes, why = tma_plan(stage, shape, ranges, split_ok=True)
+    n = 1
+    for ax in stage.slab[:len(stage.slab) - max(axes, 1)]:
+        n *= ax.extent
+    if axes == 1 and not why:
+        r = rows(stage, shape, ranges)
+        if r.crosses_end and r.wholly < run:
+            n *= run // r.wholly
+    return n
+
+
+def scope_ranges(tile: Tile, loops) -> dict[str, int]:
+    """Variable -> extent for the tile's axes and the given enclosing loops."""
+    out = {a.var: a.extent for a in tile.axes}
+    for lp in loops:
+        if isinstance(lp, Loop):
+            out[lp.var] = lp.extent
+        elif isinstance(lp, StridedLoop):
+            out[lp.var] = lp.stop
+    return out
+
+
+def k_outer_loops(tile: Tile):
+    """The matmul K-outer loops at the top of the tile (a K loop holding a K loop), with the
+    Stages at the head of their body."""
+    out = []
+    for s in tile.body:
+        if isinstance(s, Loop) and s.role == "K" and any(isinstance(c, Loop) and c.role == "K" for c in s.body):
+            out.append(s)
+    return out
+
+
+def head_stages(loop) -> tuple:
+    from ..ir.tile_ir import Stage
+    out = []
+    for s in loop.body:
+        if not isinstance(s, Stage):
+            break
+        out.append(s)
+    return tuple(out)
+
+
+def uses_var(stage, name: str) -> bool:
+    return any(isinstance(a, Var) and a.name == name for o in stage.origin for a in _atoms(o))
+
+
+def _atoms(e: Affine):
+    from ..ir.index import FloorDiv, Mod
+    for a, _ in e.terms:
+        yield a
+        if isinstance(a, (FloorDiv, Mod)):
+            yield from _atoms(a.expr)
+
+
+def smem_bytes(tile: Tile) -> int:
+    """Bytes of shared memory the tile's stages declare (padded rows, every buffer)."""
+    from ..ir.tile_ir import Stage, walk
+    total = 0
+    for s, _ in walk(tile.body):
+        if isinstance(s, Stage):
+            n = s.slab[-1].extent + s.pad
+            for ax in s.slab[:-1]:
+                n *= ax.extent
+            total += 4 * n * s.buffers
+    return total
+
+
+def rewrite_k_heads(kernel, fn):
+    """The kernel with fn(stage, loop) -> Stage applied to every Stage at the head of a
+    top-level K-outer loop."""
+    from ..ir.tile_ir import TileKernel
+    tile = kernel.tile()
+    heads = {id(lp): lp for lp in k_outer_loops(tile)}
+    body = []
+    for s in tile.body:
+        if id(s) in heads:
+            n = len(head_stages(s))
+            new = tuple(fn(st, s) for st in s.body[:n]) + s.body[n:]
+            s = Loop(s.var, s.extent, s.kind, new, s.role, s.unroll)
+        body.append(s)
+    new_tile = Tile(tile.axes, tuple(body))
+    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
+                      kernel.knobs)

@@ -1,0 +1,360 @@
+"""The matmul passes: 003 split_matmul_k, 008 register_tile, 009 permute_register_tile and
+014 pad_smem, each asserted on the Tile IR its trace step produces and on the Kernel IR,
+with the simulator matching torch; the bank-conflict counter they score with; AtomicAdd
+in the simulator and the CUDA renderer."""
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import deplokit
+from deplokit.ir import kernel_ir as K
+from deplokit.ir.loop_ir import Accumulate, Load, Loop
+from deplokit.ir.tile_ir import BLOCK, AtomicAdd, Stage, walk
+from deplokit.lower.cuda import render_kernel
+from deplokit.passes.lower.materialize import materialize
+from deplokit.passes.schedule import t014_pad_smem
+from deplokit.passes.schedule.banks import conflict_degree, smem_loads
+from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
+from programs import config_of, corpus
+
+PROGRAMS = corpus()
+MATMUL_PROGRAMS = ["matmul_64x256x128", "llm_projection", "matmul_small_m_long_k", "matmul_contiguous_regs"]
+
+
+def compiled(name, **config):
+    fn, inputs = PROGRAMS[name]
+    return deplokit.compile(fn, *inputs, config={**config_of(PROGRAMS[name]), **config})
+
+
+def step(c, label):
+    return next(s for s in c.trace if s.stage == "tile" and s.name == label)
+
+
+def after(c, label, kernel=None):
+    """The kernel as the pass `label` left it (later passes may change it further)."""
+    s = step(c, label)
+    return s.after.kernels[0] if kernel is None else s.after.kernel(kernel)
+
+
+def loads(kernel, tensor):
+    return [s for s, _ in walk(kernel.tile().body) if isinstance(s, Load) and s.tensor == tensor]
+
+
+def stage(kernel, name):
+    return next(s for s, _ in walk(kernel.tile().body) if isinstance(s, Stage) and s.name == name)
+
+
+def degrees(kernel):
+    return {ld.stage: ld.degree for ld in smem_loads(kernel)}
+
+
+def all_stmts(body):
+    for s in body:
+        yield s
+        for child in ("body", "then", "orelse"):
+            yield from all_stmts(getattr(s, child, ()))
+
+
+# -- the bank-conflict counter -----------------------------------------------------------------
+
+def test_conflict_degree_counts_distinct_words_per_bank():
+    assert conflict_degree(range(32)) == 1                       # consecutive floats
+    assert conflict_degree([0] * 32) == 1                        # one word: a broadcast
+    assert conflict_degree([i // 2 for i in range(32)]) == 1     # pairs of lanes share words
+    assert conflict_degree([2 * i for i in range(32)]) == 2
+    assert conflict_degree([16 * i for i in range(32)]) == 16    # a column of a 16-wide tile
+    assert conflict_degree([17 * i for i in range(32)]) == 1     # ... with rows padded to 17
+    assert conflict_degree([20 * i for i in range(32)]) == 4     # ... padded to 20: 8 banks
+    assert conflict_degree([32 * i if i < 4 else None for i in range(32)]) == 4   # inactive lanes
+    assert conflict_degree([None] * 32) == 0
+
+
+# -- 008 register_tile ---------------------------------------------------------------------------
+
+def test_register_tile_replicates_the_thread_tile():
+    c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1})
+    k = after(c, "008_register_tile")
+    assert str(k) == """\
+=== merged_matmul -> matmul ===
+Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
+    for a2o in 0..8:  # reduce (K)
+        a_smem = Stage(a, origin=(a0b * 32, a2o * 16), slab=(a0:32@0, a2i:16@1))
+        b_smem = Stage(b, origin=(a2o * 16, a1b * 64), slab=(a2i:16@0, a1:64@1))
+        for a2i in 0..16:  # reduce (K)
+            for a0r in 0..2:  # register (M) unroll
+                in0 = load a_smem[a0r * 16 + a0t, a2i]
+                for a1r in 0..4:  # register (N) unroll
+                    in1 = load b_smem[a2i, a1r * 16 + a1t]
+                    v0 = multiply(in0, in1)
+                    acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)
+    for a0r in 0..2:  # register (M) unroll
+        for a1r in 0..4:  # register (N) unroll
+            acc0_v = load acc0[a0r, a1r]
+            matmul[a0b * 32 + a0r * 16 + a0t, a1b * 64 + a1r * 16 + a1t] = acc0_v"""
+    assert dict(dict(step(c, "008_register_tile").params)["merged_matmul"]) == \
+        {"tm": 2, "tn": 4, "layout": "strided"}
+    # the strided layout keeps every warp's shared-memory loads conflict-free
+    assert set(degrees(k).values()) == {1}
+    assert c.check(backend="sim").ok
+
+
+def test_register_tile_kernel_ir_is_a_register_array_in_unrolled_loops():
+    c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1})
+    kf = c.kernel_ir.kernels[0]
+    stmts = list(all_stmts(kf.body))
+    arrays = [s for s in stmts if isinstance(s, K.DeclareArray)]
+    assert [(a.name, a.size, a.init) for a in arrays] == [("acc0", 8, 0.0)]
+    register_loops = [s for s in stmts if isinstance(s, K.For) and s.var in ("a0r", "a1r")]
+    assert register_loops and all(s.unroll for s in register_loops)
+    assert any(isinstance(s, K.Assign) and s.name == "acc0" and s.index is not None for s in stmts)
+    assert kf.grid == (8, 1, 1) and kf.block == (256, 1, 1)
+    text = render_kernel(kf, 90)
+    assert "float acc0[8] = {};" in text and text.count("#pragma unroll") >= 4
+
+
+def test_register_tile_keeps_partial_tiles_guarded():
+    # M = 100, N = 300 are not multiples of the 32 x 64 block tile; K = 129 has a tail
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randn(100, 129, generator=g), torch.randn(129, 300, generator=g)
+    c = deplokit.compile(lambda x, y: x @ y, a, b)
+    k = after(c, "008_register_tile")
+    assert [(x.var, x.extent) for x in k.tile().axes if x.kind == BLOCK] == [("a0b", 4), ("a1b", 5)]
+    stmts = list(all_stmts(c.kernel_ir.kernels[0].body))
+    guarded = [s for s in stmts if isinstance(s, K.If) and any(isinstance(t, K.GlobalStore) for t in s.then)]
+    assert guarded, "the store past M / N must be guarded"
+    assert c.check(backend="sim").ok
+
+
+def test_register_tile_defaults_and_knobs():
+    # small M (32 tokens) keeps one row per thread; N = 256 gets 4 columns
+    c = compiled("llm_projection")
+    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"])["tm"] == 1
+    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"])["tn"] == 4
+    c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 1, "008_register_tile.tn": 8})
+    k = after(c, "008_register_tile")
+    assert [(x.var, x.extent) for x in k.tile().axes if x.kind == BLOCK] == [("a2s", 2), ("a0b", 4), ("a1b", 2)]
+    assert stage(k, "b_smem").slab[-1].extent == 128
+    assert c.check(backend="sim").ok
+    c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 1, "008_register_tile.tn": 1})
+    assert step(c, "008_register_tile").skipped_reason == "merged_matmul: tm=1, tn=1: one output per thread"
+    # matmul_odd: N = 13 fits in one block, M = 37 is small
+    assert "one output per thread" in step(compiled("matmul_odd"), "008_register_tile").skipped_reason
+    with pytest.raises(deplokit.DeplokitError, match="outside its domain"):
+        compiled("matmul_64x256x128", **{"008_register_tile.tm": 3})
+
+
+def test_register_tile_hoists_prologue_out_of_the_register_loop():
+    c = compiled("llama_layer_small")
+    k = after(c, "008_register_tile", "merged_add_3")
+    k_loop = next(s for s, _ in walk(k.tile().body) if isinstance(s, Loop) and s.var == "a2i")
+    # silu(gate) * up does not depend on the register slot: computed once per k
+    assert [type(s).__name__ for s in k_loop.body] == ["Load", "Load", "Compute", "Compute", "Compute", "Loop"]
+    reg = k_loop.body[-1]
+    assert reg.kind == "register" and reg.role == "N"
+    assert [s for s in reg.body if isinstance(s, Accumulate)][0].text() == "acc0[a1r] <- add(acc0[a1r], v3)"
+
+
+# -- 009 permute_register_tile -----------------------------------------------------------------
+
+def test_permute_register_tile_rotates_a_contiguous_strip():
+    c = compiled("matmul_contiguous_regs")
+    before, after9 = after(c, "008_register_tile"), after(c, "009_permute_register_tile")
+    # contiguous slots: the lanes of one slot read floats 4 apart (B) / rows 2 apart (A)
+    assert [str(ld.index[1]) for ld in loads(before, "b_smem")] == ["a1t * 4 + a1r"]
+    assert degrees(before) == {"a_smem": 2, "b_smem": 2}
+    assert degrees(after9) == {"a_smem": 1, "b_smem": 1}
+    assert [str(ld.index[1]) for ld in loads(after9, "b_smem")] == ["a1t * 4 + ((a1r + (a1t // 4)) % 4)"]
+    wave = {ld.stage: ld.wavefronts for ld in smem_loads(before)}, {ld.stage: ld.wavefronts for ld in smem_loads(after9)}
+    assert wave == ({"a_smem": 4, "b_smem": 16}, {"a_smem": 2, "b_smem": 8})
+    # the accumulator keeps its slot; the store follows the column the slot now computes
+    acc = next(s for s, _ in walk(after9.tile().body) if isinstance(s, Accumulate))
+    assert acc.text() == "acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)"
+    assert c.check(backend="sim").ok
+
+
+def test_permute_register_tile_knob_and_skip_reasons():
+    c = compiled("matmul_contiguous_regs", **{"009_permute_register_tile.permute": False})
+    assert step(c, "009_permute_register_tile").skipped_reason == \
+        "merged_matmul: permutation disabled by the knob"
+    assert degrees(after(c, "009_permute_register_tile")) == {"a_smem": 2, "b_smem": 2}
+    assert c.check(backend="sim").ok
+    reason = step(compiled("matmul_64x256x128"), "009_permute_register_tile").skipped_reason
+    assert "strided register layout" in reason
+    assert "no register tile" in step(compiled("rms_norm_seed"), "009_permute_register_tile").skipped_reason
+
+
+# -- 014 pad_smem ----------------------------------------------------------------------------------
+
+def test_pad_smem_breaks_the_column_conflict_of_a_linear_weight_tile():
+    c = compiled("llm_projection")
+    k = after(c, "009_permute_register_tile")           # what 014 sees, before the copy passes
+    assert stage(k, "p_weight_smem").slab[0].extent == 64   # 16 * tn rows of n, 16 floats of k each
+    assert degrees(k) == {"input_smem": 1, "p_weight_smem": 8}
+    figures = {}
+    for pad in (1, 4):
+        out = t014_pad_smem.apply(k, c.target, {"pad": pad})
+        assert stage(out, "p_weight_smem").pad == pad and stage(out, "input_smem").pad == 0
+        figures[pad] = degrees(out)["p_weight_smem"]
+    assert figures == {1: 1, 4: 2}
+    assert t014_pad_smem._default_pad(k, c.target) == 1
+    skip = t014_pad_smem.apply(k, c.target, {"pad": 0})
+    assert skip.reason == "padding disabled by the knob (pad=0)"
+
+
+def test_pad_smem_is_honoured_by_the_materialiser():
+    c = compiled("linear_bias")
+    s9 = step(c, "009_permute_register_tile")
+    padded = t014_pad_smem.apply(s9.after.kernels[0], c.target, {"pad": 1})
+    assert stage(padded, "p_weight_smem").pad == 1
+    prog = materialize(dataclasses.replace(s9.after, kernels=(padded,)))
+    arrays = {s.name: s.size for s in all_stmts(prog.kernels[0].body) if isinstance(s, K.SharedArray)}
+    assert arrays["p_weight_smem"] == 16 * 17
+    fn, inputs = PROGRAMS["linear_bias"]
+    env = dict(c.values)
+    env.update(c._bind(inputs))
+    (got,) = simulate_program(prog, env)
+    with torch.no_grad():
+        np.testing.assert_allclose(got, fn(*inputs).numpy(), rtol=1e-4, atol=1e-5)
+    # end to end, with whatever copy the later passes chose (pad 4 keeps 16-byte rows)
+    c = compiled("linear_bias", **{"014_pad_smem.pad": 4})
+    assert stage(after(c, "014_pad_smem"), "p_weight_smem").pad == 4
+    assert all(p.result.ok for p in c.check_passes())
+
+
+def test_pad_smem_skips_what_has_no_conflict():
+    assert step(compiled("rms_norm_seed"), "014_pad_smem").skipped_reason == \
+        "merged_rms_norm: no stage's loads conflict on shared-memory banks"
+    k = after(compiled("matmul_64x256x128"), "009_permute_register_tile")
+    assert set(degrees(k).values()) == {1}
+    assert t014_pad_smem.apply(k, None, {"pad": 1}).reason == "no stage's loads conflict on shared-memory banks"
+
+
+# -- 003 split_matmul_k -------------------------------------------------------------------------
+
+def test_split_k_promotes_k_outer_chunks_to_a_grid_axis():
+    c = compiled("llm_projection")
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 16}
+    k = after(c, "003_split_matmul_k")
+    assert str(k) == """\
+=== merged_linear -> linear ===
+Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):16=BLOCK)):
+    for a2o in 0..8:  # reduce (K)
+        for a2i in 0..16:  # reduce (K)
+            in0 = load input[0, a0, a2s * 128 + a2o * 16 + a2i]
+            in1 = load p_weight[a1, a2s * 128 + a2o * 16 + a2i]
+            v0 = multiply(in0, in1)
+            acc0 <- add(acc0, v0)
+    linear[0, a0, a1] += acc0  # atomic"""
+    # blockify keeps the split axis as the slowest grid axis; stages cover one split's chunk
+    k5 = after(c, "005_blockify_launch")
+    assert [(x.var, x.role, x.extent) for x in k5.tile().axes if x.kind == BLOCK] == \
+        [("a2s", "K", 16), ("a0b", "M", 2), ("a1b", "N", 16)]
+    assert str(stage(after(c, "007_stage_inputs"), "p_weight_smem").origin[1]) == "a2s * 128 + a2o * 16"
+
+
+def test_split_k_zeroes_the_output_then_adds_atomically():
+    c = compiled("llm_projection")
+    zero, main = c.kernel_ir.kernels
+    assert zero.name == "merged_linear_zero" and main.name == "merged_linear"
+    assert zero.grid == (32, 1, 1) and [p.name for p in zero.params] == ["linear"]
+    assert main.grid == (16 * 2 * 4, 1, 1)
+    assert any(isinstance(s, K.AtomicAdd) for s in all_stmts(main.body))
+    assert not any(isinstance(s, K.GlobalStore) for s in all_stmts(main.body))
+    text = str(c.cuda)
+    assert text.index("void merged_linear_zero(") < text.index("void merged_linear(")
+    assert "atomicAdd(&linear[" in text
+    # on a GPU the output holds garbage: the program's zero kernel must clear it
+    fn, (x,) = PROGRAMS["llm_projection"]
+    bufs = {"input": x.numpy().reshape(-1), "p_weight": fn.weight.detach().numpy().reshape(-1),
+            "linear": np.full(32 * 256, np.nan, dtype=np.float32)}
+    for kf in c.kernel_ir.kernels:
+        simulate_kernel(kf, {p.name: bufs[p.name] for p in kf.params}, max_block_threads=1024)
+    with torch.no_grad():
+        expected = fn(x).numpy().reshape(-1)
+    np.testing.assert_allclose(bufs["linear"], expected, rtol=1e-4, atol=1e-5)
+    # the simulator adds in a fixed order: the result is the same every run
+    first = c.run(x)
+    assert torch.equal(first, c.run(x))
+    assert c.check(backend="sim").ok
+
+
+def test_split_k_small_m_long_k_and_the_knob():
+    c = compiled("matmul_small_m_long_k")
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"]) == {"splits": 32}
+    assert c.kernel_ir.kernels[-1].grid == (64, 1, 1)
+    assert c.check(backend="sim").ok
+    c = compiled("matmul_small_m_long_k", **{"003_split_matmul_k.splits": 4})
+    assert [(x.var, x.extent) for x in after(c, "003_split_matmul_k").tile().axes if x.kind == BLOCK] == [("a2s", 4)]
+    # a split walks 512 products one by one: a long float32 sum drifts past atol 1e-5
+    assert c.check(backend="sim", atol=1e-4).ok
+    c = compiled("matmul_small_m_long_k", **{"003_split_matmul_k.splits": 1})
+    assert len(c.kernel_ir.kernels) == 1
+    assert c.check(backend="sim", atol=1e-4).ok
+
+
+@pytest.mark.parametrize("fn, shapes, reason", [
+    (lambda a, b: torch.relu(a @ b), ((4, 1024), (1024, 64)),
+     "the epilogue applies relu to the accumulator, which is not linear in the partial sums"),
+    (lambda a, b: torch.where(a @ b > 0, a @ b, 0.0), ((4, 1024), (1024, 64)), "2 K reductions in one kernel"),
+    (lambda a, b, bias: a @ b + bias, ((4, 1024), (1024, 64), (64,)),
+     "every split would add it again"),
+    (lambda a, b: a @ b, ((4, 1000), (1000, 64)), "leaves a tail of 8 after 62 chunks of 16"),
+    (lambda a, b: a @ b, ((1024, 128), (128, 1024)), "about 256 blocks already fill the grid"),
+])
+def test_split_k_skips_with_the_reason(fn, shapes, reason):
+    g = torch.Generator().manual_seed(2)
+    c = deplokit.compile(fn, *(torch.randn(*s, generator=g) for s in shapes))
+    s = step(c, "003_split_matmul_k")
+    assert not s.changed
+    if reason is not None:
+        assert reason in s.skipped_reason
+    assert not any(isinstance(x, AtomicAdd) for k in c.tile_ir.kernels for x, _ in walk(k.body))
+
+
+def test_split_k_needs_splits_that_divide_the_chunks():
+    g = torch.Generator().manual_seed(3)
+    c = deplokit.compile(lambda a, b: a @ b, torch.randn(4, 192, generator=g), torch.randn(192, 64, generator=g),
+                         config={"003_split_matmul_k.splits": 8})
+    assert step(c, "003_split_matmul_k").skipped_reason == "merged_matmul: 12 K chunks do not divide into 8 splits"
+    c = deplokit.compile(lambda a, b: (a @ b) * 0.5, torch.randn(4, 192, generator=g),
+                         torch.randn(192, 64, generator=g), config={"003_split_matmul_k.splits": 4})
+    assert step(c, "003_split_matmul_k").changed          # a scaled epilogue is linear
+    assert c.check(backend="sim").ok
+
+
+# -- every pass, every new corpus program ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", MATMUL_PROGRAMS)
+def test_check_passes_after_every_pass(name):
+    bad = [str(p) for p in compiled(name).check_passes() if not p.result.ok]
+    assert not bad, bad
+
+
+# -- AtomicAdd in Kernel IR ---------------------------------------------------------------------------
+
+def _atomic_kernel(param_const=False, index=None):
+    """Every thread of 3 blocks of 64 adds tid + 1 into out[tid % 4]."""
+    tid = K.Special("tid.x")
+    idx = index if index is not None else K.Binary("%", tid, K.Const(4, "int"))
+    return K.KernelFunc("k_atomic", (K.Param("out", "float", param_const, 4),), (3, 1, 1), (64, 1, 1), (
+        K.AtomicAdd("out", idx, K.Binary("+", tid, K.Const(1, "int"))),
+    ))
+
+
+def test_atomic_add_in_the_simulator_lands_every_add():
+    out = np.zeros(4, dtype=np.float32)
+    simulate_kernel(_atomic_kernel(), {"out": out})
+    expected = [3 * sum(t + 1 for t in range(64) if t % 4 == j) for j in range(4)]
+    assert out.tolist() == expected
+    with pytest.raises(SimulationError, match="read-only"):
+        simulate_kernel(_atomic_kernel(param_const=True), {"out": np.zeros(4, dtype=np.float32)})
+    with pytest.raises(SimulationError, match="out of bounds"):
+        simulate_kernel(_atomic_kernel(index=K.Special("tid.x")), {"out": np.zeros(4, dtype=np.float32)})
+
+
+def test_atomic_add_renders_as_atomicadd():
+    text = render_kernel(_atomic_kernel(), 80)
+    assert "atomicAdd(&out[(int)threadIdx.x % 4], (int)threadIdx.x + 1);" in text
+    assert "atomic global out[" in str(_atomic_kernel())

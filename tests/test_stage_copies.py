@@ -1,0 +1,326 @@
+"""How stages are copied: 010 double_buffer, 011 tma_copy, 012 split_inner_for_swizzle,
+013 async_copy, 015 pipeline_k_outer, and materialize's float4 / cp.async / TMA copies.
+
+Each pass's effect on the Tile IR and the Kernel IR, the reasons it records where it does
+not apply, that every variant still matches torch in the simulator (whose race checker
+watches every barrier the copies rely on), and that the CUDA compiles for every target."""
+import dataclasses
+
+import pytest
+import torch
+
+import deplokit
+from deplokit.ir import kernel_ir as K
+from deplokit.ir.tile_ir import Stage, TileProgram, walk
+from deplokit.passes.lower.materialize import materialize
+from deplokit.runtime.nvcc import nvcc_available
+from deplokit.runtime.sim import SimulationError, simulate_program
+from programs import corpus
+
+PROGRAMS = corpus()
+TARGETS = ["sm_80", "sm_90", "sm_120"]
+ONLY_010 = {"011_tma_copy.enable": False, "013_async_copy.enable": False, "015_pipeline_k_outer.enable": False}
+
+
+def build(name, target="sm_90", config=None):
+    fn, inputs = PROGRAMS[name]
+    return deplokit.compile(fn, *inputs, target=target, config=config or {})
+
+
+def step(c, label):
+    return next(s for s in c.trace if s.stage == "tile" and s.name == label)
+
+
+def stages(c):
+    return [s for k in c.tile_ir.kernels for s, _ in walk(k.body) if isinstance(s, Stage)]
+
+
+def nodes(body, kind):
+    for s in body:
+        if isinstance(s, kind):
+            yield s
+        for child in ("body", "then", "orelse"):
+            yield from nodes(getattr(s, child, ()), kind)
+
+
+def k_loop(kernel, var="a2o"):
+    return next(s for s in nodes(kernel.body, K.For) if s.var == var)
+
+
+def top_level(body, kind):
+    return [s for s in body if isinstance(s, kind)]
+
+
+# -- 010 double_buffer -----------------------------------------------------------------------
+
+def test_double_buffer_ping_pongs_with_one_barrier_per_iteration():
+    c = build("relu_matmul_seed", config=ONLY_010)
+    st = step(c, "010_double_buffer")
+    assert st.changed
+    assert "x_smem = BufferedStage(x, origin=(0, a2o * 16)" in str(st.after)
+    assert "x_smem = Stage(x" in str(st.before)
+    (kernel,) = c.kernel_ir.kernels
+    loop = k_loop(kernel)
+    # the copies fill buffer a2o % 2; one barrier after them, none before (the buffer's last
+    # readers ran two iterations ago, before the previous iteration's barrier)
+    assert len(top_level(loop.body, K.Barrier)) == 1
+    assert isinstance(loop.body[-2], K.Barrier) and isinstance(loop.body[-1], K.For)
+    assert {a.size for a in nodes(kernel.body, K.SharedArray)} == {512, 32}      # two buffers of 256 / 16
+    assert "(a2o % 2) * 256" in str(kernel)
+    assert c.check(backend="sim").ok
+
+
+def test_double_buffer_skips_without_a_k_loop_and_by_knob():
+    c = build("rms_norm_seed")
+    assert "no matmul K-outer loop" in step(c, "010_double_buffer").skipped_reason
+    c = build("relu_matmul_seed", config={"010_double_buffer.enable": False})
+    st = step(c, "010_double_buffer")
+    assert not st.changed and "disabled by the knob" in st.skipped_reason
+    # single buffers: a barrier before the refill and one after the copies
+    loop = k_loop(c.kernel_ir.kernels[0])
+    assert len(top_level(loop.body, K.Barrier)) == 2
+    assert c.check(backend="sim").ok
+
+
+# -- sync copies: float4 ---------------------------------------------------------------------------
+
+def test_sync_stage_copies_use_float4_where_rows_are_aligned():
+    c = build("relu_matmul_seed", config=ONLY_010)
+    (kernel,) = c.kernel_ir.kernels
+    assert len(list(nodes(kernel.body, K.VectorLoad))) == 3          # x, bias, w: 128-bit global loads
+    assert len(list(nodes(kernel.body, K.VectorStore))) == 3
+    assert not [g for s in nodes(kernel.body, K.SharedStore) for g in [s]]   # no scalar copy left
+    # K = 129: rows of 129 floats are not 16-byte aligned: scalar copies
+    c = build("linear_bias", config=ONLY_010)
+    assert not list(nodes(c.kernel_ir.kernels[0].body, K.VectorLoad))
+    assert c.check(backend="sim").ok
+
+
+# -- 011 tma_copy ---------------------------------------------------------------------------------
+
+def test_tma_stages_only_on_sm_90():
+    for target in TARGETS:
+        c = build("relu_matmul_seed", target)
+        text = str(c.tile_ir)
+        st = step(c, "011_tma_copy")
+        if target == "sm_90":
+            assert st.changed and text.count("TmaBufferedStage(") == 3
+        else:
+            assert "TmaBufferedStage" not in text and text.count("AsyncBufferedStage(") == 3
+            assert not st.changed and f"{target} has no TMA" in st.skipped_reason
+            assert any("has no TMA" in n for n in st.notes)
+
+
+def test_tma_kernel_ir_one_mbarrier_counting_every_bulk_copy():
+    c = build("relu_matmul_seed", "sm_90")
+    (kernel,) = c.kernel_ir.kernels
+    (init,) = nodes(kernel.body, K.MbarrierInit)
+    i = kernel.body.index(init)
+    assert isinstance(kernel.body[i + 1], K.Barrier)                # other threads use it after a barrier
+    prologue = [s for s in kernel.body[i:] if isinstance(s, K.If)][0]
+    loads = list(nodes(prologue.then, K.TmaLoad))
+    # x: 16 rows of 16 floats (its rows are 64 floats apart); bias: one row; w (64 x 16):
+    # the slab spans w's full width, so its 16 rows are one contiguous 256-float copy
+    assert [(t.array, t.count) for t in loads] == [("x_smem", 16), ("bias_smem", 16), ("w_smem", 256)]
+    assert init.count == 16 + 1 + 1
+    waits = list(nodes(kernel.body, K.MbarrierWait))
+    assert len(waits) == 1 and waits[0].phase == K.Var("a2o")
+    assert c.check(backend="sim").ok
+
+
+def test_tma_whole_width_slab_of_unaligned_rows_is_one_copy():
+    # b (129 x 13): rows of 13 floats (52 bytes) cannot be bulk copies, but a K chunk of 16
+    # whole rows is one contiguous, 16-byte aligned run of 208 floats; a (37 x 129) cannot
+    c = build("matmul_odd", "sm_90")
+    kinds = {s.name: s.copy for s in stages(c)}
+    assert kinds["b_smem"] == "tma" and kinds["a_smem"] == "async"
+    counts = {t.count for t in nodes(c.kernel_ir.kernels[0].body, K.TmaLoad)}
+    assert counts == {208}
+    assert c.check(backend="sim").ok
+
+
+def test_unaligned_rows_skip_tma_with_the_reason():
+    c = build("linear_bias", "sm_90")
+    st = step(c, "011_tma_copy")
+    assert not st.changed
+    assert "row stride of input is 129 floats (516 bytes): rows are not 16-byte aligned" in st.skipped_reason
+
+
+# -- 012 split_inner_for_swizzle ------------------------------------------------------------------
+
+def test_split_rows_that_cross_the_tensor_end_into_atoms():
+    c = build("matmul_ragged_n", "sm_90")
+    st = step(c, "012_split_inner_for_swizzle")
+    assert st.changed
+    after = str(st.after)
+    assert "b_smem = TmaBufferedStage(b, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1to:2@1, a1ti:8@1))" in after
+    assert "load b_smem[a2i, a1t // 8, a1t % 8]" in after
+    (kernel,) = c.kernel_ir.kernels
+    b_loads = [t for t in nodes(kernel.body, K.TmaLoad) if t.array == "b_smem"]
+    assert {t.count for t in b_loads} == {8}                        # 32-byte atoms: 40 = 5 x 8
+    assert "min(" in K.format_expr(b_loads[0].src_offset)            # atoms past column 40: clamped
+    # the loads fold the split back: b_smem[... + a2i * 16 + a1t]
+    assert "((a2i * 16) + a1t)" in str(kernel)
+    assert c.check(backend="sim").ok
+
+
+def test_split_skips_rows_inside_the_tensor_and_records_why():
+    c = build("relu_matmul_seed", "sm_90")
+    st = step(c, "012_split_inner_for_swizzle")
+    assert not st.changed and "no swizzle mode" in st.skipped_reason
+    c = build("relu_matmul_seed", "sm_80")
+    assert "no TMA stage" in step(c, "012_split_inner_for_swizzle").skipped_reason
+
+
+# -- 013 async_copy -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_async_copy_on_every_target(target):
+    c = build("rms_norm_seed", target)
+    assert "x_smem = AsyncStage(x" in str(c.tile_ir)
+    (kernel,) = c.kernel_ir.kernels
+    copies = list(nodes(kernel.body, K.CpAsync))
+    assert copies and {cp.nbytes for cp in copies} == {16}           # rows of 2048 floats: 16-byte copies
+    body = kernel.body
+    i = next(j for j, s in enumerate(body) if isinstance(s, K.CpAsyncCommit))
+    assert isinstance(body[i + 1], K.CpAsyncWait) and body[i + 1].pending == 0 and isinstance(body[i + 2], K.Barrier)
+    assert c.check(backend="sim").ok
+
+
+def test_async_copy_falls_back_to_4_bytes_on_unaligned_rows():
+    c = build("linear_bias", "sm_80")
+    text = str(c.tile_ir)
+    assert "AsyncBufferedStage(input" in text and "AsyncStage(p_bias" in text
+    copies = list(nodes(c.kernel_ir.kernels[0].body, K.CpAsync))
+    assert {cp.nbytes for cp in copies} == {4}
+    assert c.check(backend="sim").ok
+
+
+def test_async_copy_knob():
+    c = build("rms_norm_seed", "sm_80", {"013_async_copy.enable": False})
+    st = step(c, "013_async_copy")
+    assert not st.changed and "disabled by the knob" in st.skipped_reason
+    assert not list(nodes(c.kernel_ir.kernels[0].body, K.CpAsync))
+    assert list(nodes(c.kernel_ir.kernels[0].body, K.VectorLoad))    # float4 sync copy instead
+
+
+# -- 015 pipeline_k_outer -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_pipeline_rotates_the_k_loop(target):
+    c = build("relu_matmul_seed", target)
+    assert step(c, "015_pipeline_k_outer").changed
+    assert str(c.tile_ir).count(", prefetch=1)") == 3
+    (kernel,) = c.kernel_ir.kernels
+    body = kernel.body
+    loop_at = next(j for j, s in enumerate(body) if isinstance(s, K.For) and s.var == "a2o")
+    prologue = body[:loop_at]
+    loop = body[loop_at]
+    tma = target == "sm_90"
+    issue = K.TmaLoad if tma else K.CpAsync
+    assert list(nodes(prologue, issue))                             # tile 0 issued before the loop
+    head = loop.body
+    wait = K.MbarrierWait if tma else K.CpAsyncWait
+    assert isinstance(head[0], wait) and isinstance(head[1], K.Barrier)
+    guard = next(s for s in head if isinstance(s, K.If))
+    assert K.format_expr(guard.cond) == "((a2o + 1) < 4)"          # the last iteration issues nothing
+    assert list(nodes(guard.then, issue))
+    assert len(top_level(head, K.Barrier)) == 1                      # one barrier per iteration
+    assert c.check(backend="sim").ok
+
+
+def test_pipeline_needs_asynchronous_double_buffered_stages():
+    c = build("relu_matmul_seed", "sm_80", {"013_async_copy.enable": False})
+    st = step(c, "015_pipeline_k_outer")
+    assert not st.changed and "is synchronous: its copy cannot run ahead of the compute" in st.skipped_reason
+    c = build("relu_matmul_seed", "sm_80", {"015_pipeline_k_outer.enable": False})
+    st = step(c, "015_pipeline_k_outer")
+    assert not st.changed and "disabled by the knob" in st.skipped_reason
+    loop = k_loop(c.kernel_ir.kernels[0])
+    assert isinstance(loop.body[-2], K.Barrier) and len(top_level(loop.body, K.Barrier)) == 1
+    assert c.check(backend="sim").ok
+    assert "no matmul K-outer loop" in step(build("softmax_odd"), "015_pipeline_k_outer").skipped_reason
+
+
+# -- correctness: the simulator against torch, nvcc -------------------------------------------------
+
+STAGE_PROGRAMS = ["relu_matmul_seed", "matmul_ragged_n", "linear_k_tail", "linear_bias", "matmul_odd",
+                  "rms_norm_seed", "matmul_64x256x128"]
+VARIANTS = {
+    "default": {},
+    "no_pipeline": {"015_pipeline_k_outer.enable": False},       # TMA / cp.async, not rotated
+    "sync_buffered": ONLY_010,                                    # float4 ping-pong copies
+    "no_split": {"012_split_inner_for_swizzle.enable": False},    # TMA rows crossing the end: cp.async
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("target", TARGETS)
+def test_simulator_matches_torch(target, variant):
+    for name in STAGE_PROGRAMS:
+        c = build(name, target, VARIANTS[variant])
+        result = c.check(backend="sim")
+        assert result.ok, (name, result)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_every_pass_matches_torch(target):
+    for name in ["relu_matmul_seed", "matmul_ragged_n", "linear_k_tail"]:
+        bad = [str(p) for p in build(name, target).check_passes() if not p.result.ok]
+        assert not bad, (name, bad)
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+@pytest.mark.parametrize("target", TARGETS)
+def test_emitted_cuda_compiles(target):
+    for variant in ("no_pipeline", "sync_buffered", "no_split"):
+        for name in ["relu_matmul_seed", "matmul_ragged_n", "linear_k_tail"]:
+            c = build(name, target, VARIANTS[variant])
+            c.nvcc()
+            assert all(k.spills == 0 for k in c.kernel_ir.kernels), (name, variant)
+
+
+def test_the_race_checker_sees_a_missing_barrier():
+    # negative control: drop the steady state's barrier and the simulator reports the race
+    c = build("relu_matmul_seed", "sm_80")
+    kernel = c.kernel_ir.kernels[0]
+    loop = k_loop(kernel)
+    broken = dataclasses.replace(loop, body=tuple(s for s in loop.body if not isinstance(s, K.Barrier)))
+    body = tuple(broken if s is loop else s for s in kernel.body)
+    program = dataclasses.replace(c.kernel_ir, kernels=(dataclasses.replace(kernel, body=body),))
+    env = dict(c.values)
+    env.update(c._bind(c.example_inputs))
+    with pytest.raises(SimulationError, match="race|before its data lands"):
+        simulate_program(program, env)
+
+
+@pytest.mark.parametrize("pad", [1, 4])
+def test_padded_tma_rows(pad):
+    # 014 may pad a stage after 011 chose TMA: a pad of whole 16-byte units (4 floats) keeps
+    # the rows bulk copies (one per row, at the padded stride); a pad of 1 (rows of 17 floats)
+    # cannot be a bulk copy, and materialize copies that stage with cp.async in the same
+    # pipelined schedule
+    c = build("relu_matmul_seed", "sm_90")
+    tile = c.tile_ir
+
+    def padded(k):
+        from deplokit.ir.tile_ir import map_body
+        return dataclasses.replace(k, body=map_body(k.body, lambda s: dataclasses.replace(s, pad=pad)
+                                                     if isinstance(s, Stage) and s.name == "x_smem" else s))
+    program = materialize(TileProgram(tile.buffers, tile.written, tuple(padded(k) for k in tile.kernels),
+                                      tile.outputs))
+    body = program.kernels[0].body
+    tma = {t.array for t in nodes(body, K.TmaLoad)}
+    if pad == 4:
+        assert tma == {"x_smem", "bias_smem", "w_smem"} and not list(nodes(body, K.CpAsync))
+        assert {K.format_expr(t.dst_offset) for t in nodes(body, K.TmaLoad) if t.array == "x_smem"} >= {"(x_smem_r * 20)"}
+    else:
+        assert tma == {"bias_smem", "w_smem"} and {cp.array for cp in nodes(body, K.CpAsync)} == {"x_smem"}
+    env = dict(c.values)
+    env.update(c._bind(c.example_inputs))
+    (got,) = simulate_program(program, env)
+    torch.testing.assert_close(torch.from_numpy(got), c._eager(c.example_inputs), rtol=1e-4, atol=1e-5)
+    if nvcc_available():
+        from deplokit.lower.cuda import render_program
+        from deplokit.runtime.nvcc import compile_cuda
+        compile_cuda(render_program(program, 90), "sm_90")
