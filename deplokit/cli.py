@@ -137,10 +137,14 @@ def format_ir(compilation, stage: str, verbose: int) -> str:
         if header is not None:
             out += _lines(header())
         for step in compilation.trace:
-            if step.stage == stage:
-                out += [f"# {step.name}: {note}" for note in step.notes]
-                if step.skipped_reason:
-                    out.append(f"# {step.name}: skipped: {step.skipped_reason}")
+            if step.stage != stage:
+                continue
+            if step.skipped_reason:
+                out.append(f"# {step.name}: skipped: {step.skipped_reason}")
+                continue
+            out += [f"# {step.name}: {kernel}: " + ", ".join(f"{k}={v}" for k, v in knobs)
+                    for kernel, knobs in step.params if knobs]
+            out += [f"# {step.name}: {note}" for note in step.notes if stage != "tile"]
     out += _lines(str(ir))
     return "\n".join(out) + "\n"
 

@@ -166,8 +166,10 @@ def test_permute_register_tile_rotates_a_contiguous_strip():
     assert degrees(before) == {"a_smem": 2, "b_smem": 2}
     assert degrees(after9) == {"a_smem": 1, "b_smem": 1}
     assert [str(ld.index[1]) for ld in loads(after9, "b_smem")] == ["a1t * 4 + ((a1r + (a1t // 4)) % 4)"]
-    wave = {ld.stage: ld.wavefronts for ld in smem_loads(before)}, {ld.stage: ld.wavefronts for ld in smem_loads(after9)}
-    assert wave == ({"a_smem": 4, "b_smem": 16}, {"a_smem": 2, "b_smem": 8})
+    def waves(k):
+        return {ld.stage: ld.wavefronts for ld in smem_loads(k)}
+    # per k step: 2 A loads and 8 B loads (one per slot), each 2 wavefronts before, 1 after
+    assert (waves(before), waves(after9)) == ({"a_smem": 4, "b_smem": 16}, {"a_smem": 2, "b_smem": 8})
     # the accumulator keeps its slot; the store follows the column the slot now computes
     acc = next(s for s, _ in walk(after9.tile().body) if isinstance(s, Accumulate))
     assert acc.text() == "acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)"
@@ -311,6 +313,22 @@ def test_split_k_skips_with_the_reason(fn, shapes, reason):
     if reason is not None:
         assert reason in s.skipped_reason
     assert not any(isinstance(x, AtomicAdd) for k in c.tile_ir.kernels for x, _ in walk(k.body))
+
+
+def test_split_k_with_partial_tiles_guards_the_adds_and_the_zeroing():
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(20, 1024, generator=g), torch.randn(1024, 100, generator=g)
+    c = deplokit.compile(lambda x, y: x @ y, a, b)
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"]) == {"splits": 16}
+    zero, main = c.kernel_ir.kernels
+    assert zero.grid == (8, 1, 1) and isinstance(zero.body[-1], K.If)      # 2000 of 2048 threads store
+    guarded = [s for s in all_stmts(main.body) if isinstance(s, K.If)
+               and any(isinstance(t, K.AtomicAdd) for t in s.then)]
+    assert guarded
+    bufs = {"x": a.numpy().reshape(-1), "y": b.numpy().reshape(-1), "matmul": np.full(2000, np.nan, np.float32)}
+    for kf in c.kernel_ir.kernels:
+        simulate_kernel(kf, {p.name: bufs[p.name] for p in kf.params})
+    np.testing.assert_allclose(bufs["matmul"], (a @ b).numpy().reshape(-1), rtol=1e-4, atol=1e-4)
 
 
 def test_split_k_needs_splits_that_divide_the_chunks():

@@ -139,6 +139,18 @@ def test_tma_whole_width_slab_of_unaligned_rows_is_one_copy():
     assert c.check(backend="sim").ok
 
 
+def test_tma_leaves_slabs_of_many_rows_to_cp_async():
+    # one thread issues every bulk copy: x (16 rows) stays TMA under max_copies=16, not under 8
+    c = build("relu_matmul_seed", "sm_90", {"011_tma_copy.max_copies": 8})
+    kinds = {s.name: s.copy for s in stages(c)}
+    assert kinds == {"x_smem": "async", "bias_smem": "tma", "w_smem": "tma"}
+    assert c.check(backend="sim").ok
+    # a Linear weight tile of 64 rows of 64 bytes: cp.async (and 014 pads it)
+    c = build("llm_projection", "sm_90")
+    kinds = {s.name: (s.copy, s.pad) for s in stages(c)}
+    assert kinds["input_smem"][0] == "tma" and kinds["p_weight_smem"][0] == "async"
+
+
 def test_unaligned_rows_skip_tma_with_the_reason():
     c = build("linear_bias", "sm_90")
     st = step(c, "011_tma_copy")

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from .types import format_header, format_scalar
+
 # -- expressions -----------------------------------------------------------------------------
 
 
@@ -263,6 +265,9 @@ class KernelFunc:
     def threads(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
 
+    def __str__(self) -> str:
+        return format_kernel(self)
+
 
 @dataclass(frozen=True)
 class KernelProgram:
@@ -271,6 +276,12 @@ class KernelProgram:
     written: tuple
     kernels: tuple[KernelFunc, ...]
     outputs: tuple[str, ...]
+
+    def header(self) -> str:
+        return format_header(tuple(self.buffers) + tuple(self.written), self.outputs)
+
+    def __str__(self) -> str:
+        return "\n\n".join(format_kernel(k) for k in self.kernels)
 
 
 # -- text ------------------------------------------------------------------------------------------
@@ -284,7 +295,6 @@ def format_expr(e) -> str:
     if isinstance(e, Var):
         return e.name
     if isinstance(e, Const):
-        from .types import format_scalar
         return format_scalar(e.value)
     if isinstance(e, Special):
         return e.name
@@ -381,5 +391,4 @@ def format_kernel(k: KernelFunc) -> str:
     return "\n".join(lines)
 
 
-KernelFunc.__str__ = format_kernel
-KernelProgram.__str__ = lambda self: "\n\n".join(format_kernel(k) for k in self.kernels)
+

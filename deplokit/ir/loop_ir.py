@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from .index import Affine, format_index, gathers
-from .types import Buffer, format_scalar
+from .types import Buffer, format_header, format_scalar
 
 LoopOperand = Union[str, float, Affine]   # a value name, a scalar constant, an index value
 
@@ -161,9 +161,7 @@ class LoopProgram:
         raise KeyError(name)
 
     def header(self) -> str:
-        lines = [f"# {b}" for b in self.buffers + self.written]
-        lines.append(f"# outputs: {', '.join(self.outputs)}")
-        return "\n".join(lines)
+        return format_header(self.buffers + self.written, self.outputs)
 
     def __str__(self) -> str:
         return "\n\n".join(str(k) for k in self.kernels)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from .index import DIM_NAMES, Affine, format_index
-from .types import Buffer, TensorType, format_scalar
+from .types import Buffer, TensorType, format_header, format_scalar
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
              "sigmoid", "relu", "sin", "cos", "logical_not")
@@ -141,9 +141,7 @@ class TensorProgram:
         raise KeyError(name)
 
     def header(self) -> str:
-        lines = [f"# {b}" for b in self.buffers]
-        lines.append(f"# outputs: {', '.join(self.outputs)}")
-        return "\n".join(lines)
+        return format_header(self.buffers, self.outputs)
 
     def __str__(self) -> str:
         return "\n".join(str(n) for n in self.nodes)

@@ -71,7 +71,7 @@ from typing import Union
 
 from .index import Affine, format_index
 from .loop_ir import Accumulate, Compute, Load, Loop, Store, _format_body as _loop_format_body  # noqa: F401
-from .types import Buffer
+from .types import Buffer, format_header
 
 THREAD, BLOCK = "THREAD", "BLOCK"
 
@@ -233,6 +233,9 @@ class TileProgram:
 
     def types(self):
         return {b.name: b.type for b in self.buffers + self.written}
+
+    def header(self) -> str:
+        return format_header(self.buffers + self.written, self.outputs)
 
     def kernel(self, name: str) -> TileKernel:
         for k in self.kernels:

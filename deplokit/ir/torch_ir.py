@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .types import Buffer, TensorType, format_scalar
+from .types import Buffer, TensorType, format_header, format_scalar
 
 
 def format_attr(value: Any) -> str:
@@ -56,9 +56,7 @@ class TorchProgram:
         return out
 
     def header(self) -> str:
-        lines = [f"# {b}" for b in self.buffers]
-        lines.append(f"# outputs: {', '.join(self.outputs)}")
-        return "\n".join(lines)
+        return format_header(self.buffers, self.outputs)
 
     def __str__(self) -> str:
         return "\n".join(str(op) for op in self.ops)

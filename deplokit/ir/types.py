@@ -63,3 +63,10 @@ def format_scalar(value: float | int | bool) -> str:
     if float(value).is_integer() and abs(value) < 1e16:
         return str(int(value))
     return repr(float(value))
+
+
+def format_header(buffers, outputs) -> str:
+    """The `-v` header every program prints: one `# name: shape dtype kind` line a buffer."""
+    lines = [f"# {b}" for b in buffers]
+    lines.append(f"# outputs: {', '.join(outputs)}")
+    return "\n".join(lines)

@@ -23,9 +23,10 @@ full width of its tensor merge into one run). A unit wider than one float needs:
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from ..ir.index import Affine, Var, bounds, var
+from ..ir.index import Affine, bounds, var
 from ..ir.loop_ir import Loop
 from ..ir.tile_ir import StridedLoop, Tile
 
@@ -248,18 +249,6 @@ def head_stages(loop) -> tuple:
     return tuple(out)
 
 
-def uses_var(stage, name: str) -> bool:
-    return any(isinstance(a, Var) and a.name == name for o in stage.origin for a in _atoms(o))
-
-
-def _atoms(e: Affine):
-    from ..ir.index import FloorDiv, Mod
-    for a, _ in e.terms:
-        yield a
-        if isinstance(a, (FloorDiv, Mod)):
-            yield from _atoms(a.expr)
-
-
 def smem_bytes(tile: Tile) -> int:
     """Bytes of shared memory the tile's stages declare (padded rows, every buffer)."""
     from ..ir.tile_ir import Stage, walk
@@ -276,7 +265,6 @@ def smem_bytes(tile: Tile) -> int:
 def rewrite_k_heads(kernel, fn):
     """The kernel with fn(stage, loop) -> Stage applied to every Stage at the head of a
     top-level K-outer loop."""
-    from ..ir.tile_ir import TileKernel
     tile = kernel.tile()
     heads = {id(lp): lp for lp in k_outer_loops(tile)}
     body = []
@@ -284,8 +272,7 @@ def rewrite_k_heads(kernel, fn):
         if id(s) in heads:
             n = len(head_stages(s))
             new = tuple(fn(st, s) for st in s.body[:n]) + s.body[n:]
-            s = Loop(s.var, s.extent, s.kind, new, s.role, s.unroll)
+            s = dataclasses.replace(s, body=new)
         body.append(s)
     new_tile = Tile(tile.axes, tuple(body))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))

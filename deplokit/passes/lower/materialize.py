@@ -2,10 +2,12 @@
 
 THREAD/BLOCK axes become threadIdx/blockIdx arithmetic; loads and stores become flat
 global (or shared) accesses, masked where the rounding of an axis to whole blocks could
-leave the tensor; Stage becomes a cooperative copy into a shared array followed by one
-barrier; Combine becomes a warp-shuffle tree and, past one warp, one exchange of warp
-partials through shared memory behind a single barrier. A barrier is emitted only where
-a hazard needs it: after a shared array is filled, and before it is refilled in a loop.
+leave the tensor; the consecutive Stages of a body become one cooperative copy into
+shared arrays (float4, cp.async or TMA bulk copies; double buffered and software pipelined
+in a K loop: see deplokit.passes.lower.stage_copy) behind shared barriers; Combine becomes
+a warp-shuffle tree and, past one warp, one exchange of warp partials through shared memory
+behind a single barrier. A barrier is emitted only where a hazard needs it: after a shared
+array is filled, and before it is refilled in a loop (not for a double buffer).
 
 Register tiles (008 register_tile): an accumulator written with an index becomes a
 per-thread register array (DeclareArray, at the identity, before the first reduce loop that
@@ -73,7 +75,9 @@ def _zero_kernel(name: str, tensor: str, numel: int) -> KernelFunc:
         if blocks > 1 else K.Special("tid.x")
     store = K.GlobalStore(tensor, K.Var("i"), K.Const(0.0))
     body = [K.Declare("i", "int", i)]
-    body.append(store if blocks * threads == numel else K.If(K.Binary("<", K.Var("i"), K.Const(numel, "int")), (store,)))
+    if blocks * threads != numel:
+        store = K.If(K.Binary("<", K.Var("i"), K.Const(numel, "int")), (store,))
+    body.append(store)
     return KernelFunc(name, (Param(tensor, "float", False, numel),), (blocks, 1, 1), (threads, 1, 1), tuple(body))
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel_ir as K
-from ...ir.index import Affine, bounds, const, floordiv, mod, substitute, var
+from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import Stage
 from ..stage_geometry import VECTOR, dim_multipliers, row_major_strides, rows, tma_plan

@@ -6,23 +6,34 @@ memory, not arithmetic, bounds it. With a register block the thread owns TM x TN
 for every k reads TM A values and TN B values for TM*TN multiply-adds; the block's tile grows
 to 16*TM x 16*TN and the grid shrinks by TM*TN.
 
-    before                                         after (tm=2, tn=4, layout=strided)
-    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD,  Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD,
-               a0b(M):4=BLOCK, a1b(N):16=BLOCK)):              a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
-      for a2o in 0..8:  # reduce (K)                 for a2o in 0..8:  # reduce (K)
-        a_smem = Stage(a, origin=(a0b * 16, ..),       a_smem = Stage(a, origin=(a0b * 32, ..), slab=(a0:32@0, a2i:16@1))
-        b_smem = Stage(b, origin=(.., a1b * 16), ..)   b_smem = Stage(b, origin=(.., a1b * 64), slab=(a2i:16@0, a1:64@1))
-        for a2i in 0..16:  # reduce (K)                for a2i in 0..16:  # reduce (K)
-          in0 = load a_smem[a0t, a2i]                    for a0r in 0..2:  # register (M) unroll
-          in1 = load b_smem[a2i, a1t]                      in0 = load a_smem[a0r * 16 + a0t, a2i]
-          v0 = multiply(in0, in1)                          for a1r in 0..4:  # register (N) unroll
-          acc0 <- add(acc0, v0)                              in1 = load b_smem[a2i, a1r * 16 + a1t]
-      matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0          v0 = multiply(in0, in1)
-                                                             acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)
-                                                 for a0r in 0..2:  # register (M) unroll
-                                                   for a1r in 0..4:  # register (N) unroll
-                                                     acc0_v = load acc0[a0r, a1r]
-                                                     matmul[a0b * 32 + a0r * 16 + a0t, a1b * 64 + a1r * 16 + a1t] = acc0_v
+    before (64 x 256 x 128, after 007)
+    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):4=BLOCK, a1b(N):16=BLOCK)):
+        for a2o in 0..8:  # reduce (K)
+            a_smem = Stage(a, origin=(a0b * 16, a2o * 16), slab=(a0t:16@0, a2i:16@1))
+            b_smem = Stage(b, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1t:16@1))
+            for a2i in 0..16:  # reduce (K)
+                in0 = load a_smem[a0t, a2i]
+                in1 = load b_smem[a2i, a1t]
+                v0 = multiply(in0, in1)
+                acc0 <- add(acc0, v0)
+        matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0
+
+    after (tm=2, tn=4, layout=strided)
+    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
+        for a2o in 0..8:  # reduce (K)
+            a_smem = Stage(a, origin=(a0b * 32, a2o * 16), slab=(a0:32@0, a2i:16@1))
+            b_smem = Stage(b, origin=(a2o * 16, a1b * 64), slab=(a2i:16@0, a1:64@1))
+            for a2i in 0..16:  # reduce (K)
+                for a0r in 0..2:  # register (M) unroll
+                    in0 = load a_smem[a0r * 16 + a0t, a2i]
+                    for a1r in 0..4:  # register (N) unroll
+                        in1 = load b_smem[a2i, a1r * 16 + a1t]
+                        v0 = multiply(in0, in1)
+                        acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)
+        for a0r in 0..2:  # register (M) unroll
+            for a1r in 0..4:  # register (N) unroll
+                acc0_v = load acc0[a0r, a1r]
+                matmul[a0b * 32 + a0r * 16 + a0t, a1b * 64 + a1r * 16 + a1t] = acc0_v
 
 Extents. The knobs ask for TM x TN; an extent is halved while it exceeds the axis's block
 count (a block tile past the whole axis would be padding) or while the grown Stage slabs

@@ -29,7 +29,7 @@ import dataclasses
 
 from ...ir.index import Affine, FloorDiv, Mod
 from ...ir.loop_ir import Load
-from ...ir.tile_ir import SlabAxis, Stage, Tile, TileKernel, map_body, walk
+from ...ir.tile_ir import SlabAxis, Stage, Tile, map_body, walk
 from ..stage_geometry import rows, scope_ranges
 from .knobs import Knob, Skip
 
@@ -85,5 +85,4 @@ def apply(kernel, target, knobs, types=None):
         return st
 
     new_tile = Tile(tile.axes, map_body(tile.body, rewrite))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))

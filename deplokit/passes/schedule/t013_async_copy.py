@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
+from ...ir.tile_ir import Stage, Tile, map_body, walk
 from .knobs import Knob, Skip
 
 DESCRIPTION = "narrow the remaining stages to cp.async copies (sm_80+)"
@@ -54,5 +54,4 @@ def apply(kernel, target, knobs, types=None):
         return st
 
     new_tile = Tile(tile.axes, map_body(tile.body, narrow))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))
