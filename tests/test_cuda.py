@@ -10,7 +10,7 @@ from deplokit.ir.kernel_ir import (Assign, Barrier, Binary, Call, Comment, Const
                                    KernelFunc, KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad,
                                    Select, SharedArray, SharedLoad, SharedStore, Shuffle, Special, TmaLoad,
                                    Unary, Var, VectorLoad, VectorStore)
-from deplokit.lower.cuda import format_float, render_kernel, render_program
+from deplokit.passes.lower.cuda import format_float, render_kernel, render_program
 from deplokit.runtime import nvcc
 from deplokit.runtime.nvcc import (KernelStats, NvccError, compile_cuda, nvcc_available, parse_ptxas_log,
                                    ptx_arches)

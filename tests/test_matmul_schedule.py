@@ -12,7 +12,7 @@ import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.loop_ir import Accumulate, Load, Loop
 from deplokit.ir.tile_ir import BLOCK, AtomicAdd, Stage, walk
-from deplokit.lower.cuda import render_kernel
+from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.schedule import t014_pad_smem
 from deplokit.passes.schedule.banks import conflict_degree, smem_loads

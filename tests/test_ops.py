@@ -24,7 +24,7 @@ from llama_layer import LlamaLayer
 from deplokit.frontend.aten_table import covered_ops
 from deplokit.runtime import loop_interp
 
-BACKENDS = ("tensor", "loop")
+BACKENDS = ("tensor", "loop", "sim")   # every op on both interpreters and the SIMT simulator
 
 # -- tolerances -----------------------------------------------------------------------------
 # Pure data movement, copies, comparisons and selects: no arithmetic happens, so the result

@@ -35,6 +35,7 @@ def test_rms_norm_tile_ir_golden():
 === merged_rms_norm -> rms_norm ===
 Tile(axes=(a3:256=THREAD, a0:32=BLOCK)):
     x_smem = AsyncStage(x, origin=(0, a0, 0), slab=(a1:2048@2))
+    AsyncWait(x_smem)
     StridedLoop(a1 = a3; < 2048; += 256):  # reduce unroll
         in0 = load x_smem[a1]
         v0 = multiply(in0, in0)

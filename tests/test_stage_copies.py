@@ -254,6 +254,97 @@ def test_pipeline_needs_asynchronous_double_buffered_stages():
     assert "no matmul K-outer loop" in step(build("softmax_odd"), "015_pipeline_k_outer").skipped_reason
 
 
+# -- AsyncWait: where asynchronous copies land ------------------------------------------------------
+
+RELU_STAGES = """\
+        x_smem = {kind}(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1){extra})
+        bias_smem = {kind}(bias, origin=(a2o * 16), slab=(a2i:16@0){extra})
+        w_smem = {kind}(w, origin=(a2o * 16, 0), slab=(a2i:16@0, a1:16@1){extra})"""
+RELU_WAIT = "        AsyncWait(x_smem, bias_smem, w_smem)"
+RELU_LOOP = "    for a2o in 0..4:  # reduce (K)"
+RELU_INNER = "        for a2i in 0..16:  # reduce (K)"
+
+
+def test_async_wait_follows_the_cp_async_stages():
+    # 013 puts the wait right after the group it made asynchronous (sm_80: no TMA); before
+    # 015 (check_passes materialises this Tile IR too) the loop waits after its copies
+    c = build("relu_matmul_seed", "sm_80")
+    after = str(step(c, "013_async_copy").after)
+    stages = RELU_STAGES.format(kind="AsyncBufferedStage", extra="")
+    assert "\n".join([RELU_LOOP, stages, RELU_WAIT, RELU_INNER]) in after
+    assert "AsyncWait" not in str(step(c, "013_async_copy").before)
+    program = materialize(step(c, "013_async_copy").after)
+    loop = k_loop(program.kernels[0])
+    kinds = [type(s).__name__ for s in loop.body]
+    # copies, commit; then the AsyncWait: wait_group 0 and the barrier that makes them visible
+    assert kinds[-4:] == ["CpAsyncCommit", "CpAsyncWait", "Barrier", "For"]
+    # not pipelined (015 disabled): the final Tile IR keeps the wait after the stages
+    c = build("relu_matmul_seed", "sm_80", {"015_pipeline_k_outer.enable": False})
+    assert "\n".join([stages, RELU_WAIT, RELU_INNER]) in str(c.tile_ir)
+    assert c.check(backend="sim").ok
+
+
+def test_async_wait_follows_the_tma_stages():
+    c = build("relu_matmul_seed", "sm_90", {"015_pipeline_k_outer.enable": False})
+    after = str(step(c, "011_tma_copy").after)
+    stages = RELU_STAGES.format(kind="TmaBufferedStage", extra="")
+    assert "\n".join([RELU_LOOP, stages, RELU_WAIT, RELU_INNER]) in after
+    assert "\n".join([stages, RELU_WAIT, RELU_INNER]) in str(c.tile_ir)
+    loop = k_loop(c.kernel_ir.kernels[0])
+    # the mbarrier wait makes the bulk copies visible to each thread that waits: no barrier
+    # after it (the barrier before the copies orders buffer reuse and mbarrier phases)
+    assert [type(s).__name__ for s in loop.body][-4:] == ["Barrier", "If", "MbarrierWait", "For"]
+    assert c.check(backend="sim").ok
+    # a group of TMA and cp.async stages: 011 waits for b_smem, 013 widens that wait
+    c = build("matmul_odd", "sm_90", {"015_pipeline_k_outer.enable": False})
+    assert "        AsyncWait(b_smem)\n        for a2i" in str(step(c, "011_tma_copy").after)
+    text = str(step(c, "013_async_copy").after)
+    assert "        AsyncWait(a_smem, b_smem)\n        for a2i" in text and "AsyncWait(b_smem)" not in text
+    loop = k_loop(c.kernel_ir.kernels[0])
+    assert [type(s).__name__ for s in loop.body][-5:] == ["CpAsyncCommit", "CpAsyncWait", "MbarrierWait",
+                                                         "Barrier", "For"]
+    assert c.check(backend="sim").ok
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_pipelined_loop_waits_before_its_prefetching_stages(target):
+    # execution order: wait for tile ko; issue the copies of tile ko + 1; compute tile ko
+    c = build("relu_matmul_seed", target)
+    kind = "TmaBufferedStage" if target == "sm_90" else "AsyncBufferedStage"
+    stages = RELU_STAGES.format(kind=kind, extra=", prefetch=1")
+    assert "\n".join([RELU_LOOP, RELU_WAIT, stages, RELU_INNER]) in str(c.tile_ir)
+    st = step(c, "015_pipeline_k_outer")
+    assert "\n".join([RELU_WAIT, RELU_INNER]) in str(st.before)
+    assert str(st.after).count("AsyncWait(") == 1
+    head = k_loop(c.kernel_ir.kernels[0]).body
+    wait = K.MbarrierWait if target == "sm_90" else K.CpAsyncWait
+    # the AsyncWait: the wait, then the barrier (tile ko visible; buffer (ko + 1) % 2 free);
+    # the stages: the guarded issue of tile ko + 1
+    assert [type(s) for s in head[:4]] == [wait, K.Barrier, K.Comment, K.If]
+    assert c.check(backend="sim").ok
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_rms_norm_waits_for_its_async_row_stage(target):
+    c = build("rms_norm_seed", target)
+    text = str(c.tile_ir)
+    assert ("    x_smem = AsyncStage(x, origin=(0, a0, 0), slab=(a1:2048@2))\n"
+            "    AsyncWait(x_smem)\n"
+            "    StridedLoop(a1 = a3; < 2048; += 256):  # reduce unroll") in text
+    assert "AsyncWait" in str(step(c, "013_async_copy").after) and "AsyncWait" not in str(
+        step(c, "013_async_copy").before)
+
+
+def test_an_async_stage_without_async_wait_is_an_error():
+    from deplokit.ir.tile_ir import AsyncWait, map_body
+    for target, config in [("sm_80", {}), ("sm_90", {"015_pipeline_k_outer.enable": False})]:
+        tile = build("relu_matmul_seed", target, config).tile_ir
+        dropped = tuple(dataclasses.replace(k, body=map_body(k.body, lambda s: None if isinstance(s, AsyncWait) else s))
+                        for k in tile.kernels)
+        with pytest.raises(ValueError, match="x_smem, bias_smem, w_smem copied asynchronously, but no AsyncWait"):
+            materialize(dataclasses.replace(tile, kernels=dropped))
+
+
 # -- correctness: the simulator against torch, nvcc -------------------------------------------------
 
 STAGE_PROGRAMS = ["relu_matmul_seed", "matmul_ragged_n", "linear_k_tail", "linear_bias", "matmul_odd",
@@ -333,6 +424,6 @@ def test_padded_tma_rows(pad):
     (got,) = simulate_program(program, env)
     torch.testing.assert_close(torch.from_numpy(got), c._eager(c.example_inputs), rtol=1e-4, atol=1e-5)
     if nvcc_available():
-        from deplokit.lower.cuda import render_program
+        from deplokit.passes.lower.cuda import render_program
         from deplokit.runtime.nvcc import compile_cuda
         compile_cuda(render_program(program, 90), "sm_90")

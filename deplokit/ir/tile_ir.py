@@ -21,6 +21,26 @@ work and memory:
   them across the given THREAD axes so that every thread holds the total.
 - Stage: a slab of a global tensor copied into shared memory by all the block's threads;
   loads from the slab read the copy. BufferedStage double-buffers a stage inside a loop.
+  A stage copied asynchronously (AsyncStage / AsyncBufferedStage: cp.async;
+  TmaBufferedStage: TMA bulk copies) only issues its copies: they are in flight until an
+  AsyncWait names the stage.
+- AsyncWait(a_smem, b_smem): the point where the listed stages' asynchronous copies have
+  landed and are visible to every thread of the block (the materialiser waits for them,
+  cp.async.wait_group 0 / mbarrier wait, then puts a block barrier where copies some threads
+  made must become visible to the others, or a buffer is refilled next). 013 async_copy and 011
+  tma_copy put it right after the group of stages they made asynchronous; 015
+  pipeline_k_outer moves it before the prefetching stages of a K-outer loop, so that the
+  body reads in execution order (below): wait for tile ko, issue the copies of tile ko + 1,
+  compute tile ko.
+
+      for a2o in 0..4:  # reduce (K)
+          AsyncWait(x_smem, bias_smem, w_smem)
+          x_smem = AsyncBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1), prefetch=1)
+          bias_smem = AsyncBufferedStage(bias, origin=(a2o * 16), slab=(a2i:16@0), prefetch=1)
+          w_smem = AsyncBufferedStage(w, origin=(a2o * 16, 0), slab=(a2i:16@0, a1:16@1), prefetch=1)
+          for a2i in 0..16:  # reduce (K)
+              in0 = load x_smem[a0, a2i]
+              ...
 
 THREAD axes flatten row-major into the block's thread index (the last THREAD axis is the
 fastest, threadIdx.x), BLOCK axes likewise into the grid's block index.
@@ -146,12 +166,14 @@ class Stage:
     """name[slab] = tensor[origin + slab] in shared memory, for the rest of the scope.
 
     How the copy is made: `copy` sync (the block's threads load and store, float4 where the
-    rows allow), async (cp.async, 16 or 4 bytes, then wait) or tma (bulk copies of whole rows
-    issued by one thread, completing on an mbarrier). `buffers` 2 (BufferedStage, a stage
-    first in a K-outer loop): iteration ko fills buffer ko % 2 and computes from it, so the
-    next iteration's copy never overwrites data still being read. `prefetch` 1 (015
+    rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (bulk copies
+    of whole rows issued by one thread, completing on an mbarrier); an asynchronous copy is
+    only issued here, and lands at the AsyncWait that names the stage. `buffers` 2
+    (BufferedStage, a stage first in a K-outer loop): iteration ko fills buffer ko % 2 and
+    computes from it, so the next iteration's copy never overwrites data still being read. `prefetch` 1 (015
     pipeline_k_outer): the copy of iteration ko + 1 is issued during iteration ko (the first
-    one before the loop), so it overlaps iteration ko's compute."""
+    one before the loop), so it overlaps iteration ko's compute; the AsyncWait before the
+    stage in the loop body waits for tile ko, issued one iteration earlier."""
     name: str
     tensor: str
     origin: tuple[Affine, ...]     # the slab's first element, per tensor dimension
@@ -181,6 +203,25 @@ class Stage:
 
 
 @dataclass(frozen=True)
+class AsyncWait:
+    """The asynchronous copies of the listed stages (cp.async or TMA) have landed and are
+    visible to every thread of the block: loads from those stages may follow.
+
+    Right after the stages' group (011 tma_copy, 013 async_copy) it waits for the copies
+    just issued. Before the prefetching stages of a K-outer loop (015 pipeline_k_outer) it
+    waits for the copies of tile ko, issued one iteration earlier (the first before the
+    loop), and its barrier also tells that every thread is done reading the buffer the
+    stages after it refill. The materialiser emits cp.async.wait_group 0 (cp.async stages),
+    an mbarrier wait (TMA stages: each waiting thread sees the bytes) and a block barrier
+    (copies made by the threads, a refill next) here; see deplokit.passes.lower.stage_copy.
+    A stage copied asynchronously that no AsyncWait names is an error when materialised."""
+    stages: tuple[str, ...]        # names of the stages waited for
+
+    def text(self) -> str:
+        return f"AsyncWait({', '.join(self.stages)})"
+
+
+@dataclass(frozen=True)
 class AtomicAdd:
     """tensor[index] += value, atomically: the blocks of a split-K matmul each add a partial
     sum into one output element, which must hold zero before the kernel runs."""
@@ -193,7 +234,7 @@ class AtomicAdd:
         return f"{self.tensor}[{format_index(self.index)}] += {format_loop_operand(self.value)}  # atomic"
 
 
-TileStmt = Union[Tile, StridedLoop, Combine, Stage, Load, Compute, Accumulate, Store, AtomicAdd, Loop]
+TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop]
 
 
 @dataclass(frozen=True)

@@ -240,13 +240,27 @@ def k_outer_loops(tile: Tile):
 
 
 def head_stages(loop) -> tuple:
-    from ..ir.tile_ir import Stage
+    """The Stages at the head of the loop's body, before its first other statement; the
+    AsyncWait among them (after them, or before them once 015 pipelined the loop) is passed
+    over."""
+    from ..ir.tile_ir import AsyncWait, Stage
     out = []
     for s in loop.body:
+        if isinstance(s, AsyncWait):
+            continue
         if not isinstance(s, Stage):
             break
         out.append(s)
     return tuple(out)
+
+
+def head_length(loop) -> int:
+    """How many statements the head of the loop's body holds: its Stages and AsyncWaits."""
+    from ..ir.tile_ir import AsyncWait, Stage
+    n = 0
+    while n < len(loop.body) and isinstance(loop.body[n], (Stage, AsyncWait)):
+        n += 1
+    return n
 
 
 def smem_bytes(tile: Tile) -> int:
@@ -264,14 +278,15 @@ def smem_bytes(tile: Tile) -> int:
 
 def rewrite_k_heads(kernel, fn):
     """The kernel with fn(stage, loop) -> Stage applied to every Stage at the head of a
-    top-level K-outer loop."""
+    top-level K-outer loop (an AsyncWait among them is kept as it is)."""
+    from ..ir.tile_ir import Stage
     tile = kernel.tile()
     heads = {id(lp): lp for lp in k_outer_loops(tile)}
     body = []
     for s in tile.body:
         if id(s) in heads:
-            n = len(head_stages(s))
-            new = tuple(fn(st, s) for st in s.body[:n]) + s.body[n:]
+            n = head_length(s)
+            new = tuple(fn(st, s) if isinstance(st, Stage) else st for st in s.body[:n]) + s.body[n:]
             s = dataclasses.replace(s, body=new)
         body.append(s)
     new_tile = Tile(tile.axes, tuple(body))

@@ -4,7 +4,9 @@ THREAD/BLOCK axes become threadIdx/blockIdx arithmetic; loads and stores become 
 global (or shared) accesses, masked where the rounding of an axis to whole blocks could
 leave the tensor; the consecutive Stages of a body become one cooperative copy into
 shared arrays (float4, cp.async or TMA bulk copies; double buffered and software pipelined
-in a K loop: see deplokit.passes.lower.stage_copy) behind shared barriers; Combine becomes
+in a K loop: see deplokit.passes.lower.stage_copy) behind shared barriers; AsyncWait
+becomes the wait for its stages' asynchronous copies (cp.async.wait_group, mbarrier wait)
+and the barrier that makes them visible; Combine becomes
 a warp-shuffle tree and, past one warp, one exchange of warp partials through shared memory
 behind a single barrier. A barrier is emitted only where a hazard needs it: after a shared
 array is filled, and before it is refilled in a loop (not for a double buffer).
@@ -29,7 +31,8 @@ from ...ir.index import Affine, FloorDiv, Gather, Mod, Var, bounds
 from ...ir.kernel_ir import KernelFunc, KernelProgram, Param
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
-from ...ir.tile_ir import THREAD, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram, walk
+from ...ir.tile_ir import (THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram,
+                           walk)
 
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 _CTYPES = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
@@ -163,7 +166,7 @@ class _Materializer:
     def _stmts(self, body) -> list:
         out: list = []
         for i, s in enumerate(body):
-            out += self._stage_copies.before(body, i)   # stage groups; a pipelined K loop's prologue
+            out += self._stage_copies.before(body, i)   # stage groups, AsyncWait; a K loop's prologue
             out += self._stmt(s)
         return out
 
@@ -195,6 +198,8 @@ class _Materializer:
             return self._combine(s)
         if isinstance(s, Stage):
             return self._stage(s)
+        if isinstance(s, AsyncWait):
+            return self._async_wait(s)
         raise TypeError(f"cannot materialise {type(s).__name__}")
 
     def _loop(self, s) -> list:
@@ -338,6 +343,11 @@ class _Materializer:
         allow, cp.async, or TMA bulk copies), double buffered and pipelined in a K loop as the
         Tile IR says; see deplokit.passes.lower.stage_copy."""
         return self._stage_copies.stage(s)
+
+    def _async_wait(self, s: AsyncWait) -> list:
+        """The point where the stages' asynchronous copies have landed and are visible to every
+        thread (emitted by the stage copier's `before`, which sees the statements around it)."""
+        return self._stage_copies.async_wait(s)
 
     @property
     def _stage_copies(self):

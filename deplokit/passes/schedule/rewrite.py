@@ -1,12 +1,12 @@
 """Helpers the scheduling passes share: substitute index variables through a statement
-tree, list the variables in use."""
+tree, list the variables in use, wait for the stages a pass made asynchronous."""
 from __future__ import annotations
 
 import dataclasses
 
 from ...ir.index import Affine, free_vars, substitute
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import AtomicAdd, Combine, Stage, StridedLoop, Tile, walk
+from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, walk
 
 
 def _sub(e: Affine, mapping, ranges) -> Affine:
@@ -56,3 +56,34 @@ def used_vars(body) -> set[str]:
         if isinstance(s, Stage):
             names |= {a.var for a in s.slab}
     return names
+
+
+def await_copies(body, names):
+    """The body with an AsyncWait right after every group of consecutive Stages (of one body,
+    at any depth) holding a stage named in `names`: it lists the group's asynchronous
+    stages, in their order. An AsyncWait already right after the group (011 put it there
+    for the group's TMA stages, 013 then narrows the others) is widened, not repeated."""
+    out = []
+    i = 0
+    while i < len(body):
+        s = body[i]
+        if isinstance(s, Stage):
+            j = i
+            while j < len(body) and isinstance(body[j], Stage):
+                j += 1
+            group = body[i:j]
+            out.extend(group)
+            old = body[j] if j < len(body) and isinstance(body[j], AsyncWait) else None
+            if any(g.name in names for g in group):
+                listed = tuple(g.name for g in group if g.copy != "sync")
+                listed += tuple(n for n in (old.stages if old else ()) if n not in listed)
+                out.append(AsyncWait(listed))
+                if old is not None:
+                    j += 1
+            i = j
+            continue
+        if isinstance(s, (Tile, Loop, StridedLoop)):
+            s = dataclasses.replace(s, body=await_copies(s.body, names))
+        out.append(s)
+        i += 1
+    return tuple(out)

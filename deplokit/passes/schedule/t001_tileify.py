@@ -15,12 +15,12 @@ def apply(kernel: TileKernel, target, knobs):
     if any(isinstance(s, Tile) for s in kernel.body):
         return Skip("already tiled")
     loops = [s for s in kernel.body if isinstance(s, Loop)]
-    if len(loops) != 1 or loops[0].kind != "free":
-        # a whole-tensor reduction or a scalar: one Tile with no axes (one thread)
-        uniform = tuple(s for s in kernel.body if not isinstance(s, Loop))
-        rest = tuple(s for s in kernel.body if isinstance(s, Loop))
-        return TileKernel(kernel.name, kernel.outputs, uniform + (Tile((), rest),), kernel.knobs)
-    uniform = tuple(s for s in kernel.body if not isinstance(s, Loop))
+    first = next((i for i, s in enumerate(kernel.body) if isinstance(s, Loop)), len(kernel.body))
+    uniform = kernel.body[:first]
+    if len(loops) != 1 or loops[0].kind != "free" or first != len(kernel.body) - 1:
+        # a whole-tensor reduction or a scalar: one Tile with no axes; what follows the
+        # first loop (the reduce, then the values and stores that need it) stays in order
+        return TileKernel(kernel.name, kernel.outputs, uniform + (Tile((), kernel.body[first:]),), kernel.knobs)
     axes, body = [], (loops[0],)
     while len(body) == 1 and isinstance(body[0], Loop) and body[0].kind == "free":
         loop = body[0]

@@ -20,16 +20,28 @@ when
     so a slab of many short rows (a Linear's weight tile: 64 rows of 64 bytes) is left to
     cp.async, whose copies every thread issues at once (and which 014 may pad).
 
-    x_smem = BufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
+The copies are asynchronous: the pass puts an AsyncWait naming the stages it narrowed right
+after their group at the head of the K loop (the point where the mbarrier wait lets every
+thread read them; 013 widens it with the group's cp.async stages, 015 moves it before the
+stages when it pipelines the loop).
+
+    for a2o in 0..4:  # reduce (K)
+        x_smem = BufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
+        for a2i in 0..16:  # reduce (K)
   ->
-    x_smem = TmaBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
+    for a2o in 0..4:  # reduce (K)
+        x_smem = TmaBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
+        AsyncWait(x_smem)
+        for a2i in 0..16:  # reduce (K)
 """
 from __future__ import annotations
 
 import dataclasses
 
+from ...ir.tile_ir import Tile
 from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, scope_ranges, tma_copies, tma_plan
 from .knobs import Knob, Skip
+from .rewrite import await_copies
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA copies (sm_90+)"
 
@@ -82,4 +94,7 @@ def apply(kernel, target, knobs, types=None):
             chosen.add(s.name)
     if not chosen:
         return Skip("; ".join(reasons))
-    return rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, copy="tma") if s.name in chosen else s)
+    kernel = rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, copy="tma") if s.name in chosen else s)
+    tile = kernel.tile()
+    new_tile = Tile(tile.axes, await_copies(tile.body, chosen))
+    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))

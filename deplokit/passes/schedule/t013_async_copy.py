@@ -3,17 +3,26 @@
 Every synchronous stage left (the double-buffered stages of a K loop that TMA did not take,
 the stages of a K tail loop, the row stages of reductions such as RMSNorm's x_smem) is
 copied with cp.async: each thread issues copies global -> shared that bypass its registers
-(and, at 16 bytes, the L1: cp.async.cg), commits them as one group and waits for the group
-before the block's barrier. A copy moves 16 bytes where the slab's rows and the tensor's
-rows are 16-byte aligned and contiguous (and the padded shared rows stay aligned), else 4
-bytes (materialize decides per stage, with the tensor's shape); a unit past the tensor's
-end stores zeros with an ordinary store, as the synchronous copy does.
+(and, at 16 bytes, the L1: cp.async.cg) and commits them as one group. A copy moves 16
+bytes where the slab's rows and the tensor's rows are 16-byte aligned and contiguous (and
+the padded shared rows stay aligned), else 4 bytes (materialize decides per stage, with the
+tensor's shape); a unit past the tensor's end stores zeros with an ordinary store, as the
+synchronous copy does.
+
+The pass puts an AsyncWait right after every group of stages it narrowed (in the same
+body): there each thread waits for its copies (cp.async.wait_group 0) and the block's
+barrier makes them visible to every thread. An AsyncWait already after the group (011's,
+for its TMA stages) is widened to the group's cp.async stages.
 
     x_smem = Stage(x, origin=(0, a0, 0), slab=(a1:2048@2))
   ->
     x_smem = AsyncStage(x, origin=(0, a0, 0), slab=(a1:2048@2))
+    AsyncWait(x_smem)
+
     for a2o in 0..8:  # reduce (K)
-        input_smem = BufferedStage(input, ...)  ->  AsyncBufferedStage(input, ...)
+        input_smem = BufferedStage(input, ...)  ->  input_smem = AsyncBufferedStage(input, ...)
+        w_smem = TmaBufferedStage(w, ...)           w_smem = TmaBufferedStage(w, ...)
+        AsyncWait(w_smem)                           AsyncWait(input_smem, w_smem)
 """
 from __future__ import annotations
 
@@ -21,6 +30,7 @@ import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, map_body, walk
 from .knobs import Knob, Skip
+from .rewrite import await_copies
 
 DESCRIPTION = "narrow the remaining stages to cp.async copies (sm_80+)"
 
@@ -53,5 +63,5 @@ def apply(kernel, target, knobs, types=None):
             return dataclasses.replace(st, copy="async")
         return st
 
-    new_tile = Tile(tile.axes, map_body(tile.body, narrow))
+    new_tile = Tile(tile.axes, await_copies(map_body(tile.body, narrow), chosen))
     return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))

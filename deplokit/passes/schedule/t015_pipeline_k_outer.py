@@ -1,23 +1,31 @@
 """015 pipeline_k_outer: rotate the K-outer loop into prologue / steady state / epilogue.
 
 With double-buffered asynchronous stages (cp.async or TMA) the copy of K tile ko + 1 can
-be in flight while tile ko computes. The pass marks the stages `prefetch=1`; the
+be in flight while tile ko computes. The pass marks the stages `prefetch=1` and moves the
+loop's AsyncWait (011 / 013 put it after the stages) before them, so that the body reads in
+execution order: wait for tile ko; issue the copies of tile ko + 1; compute tile ko. The
 materialiser rotates the loop:
 
     prologue       (before the loop)  [mbarrier init; barrier]; issue tile 0 into buffer 0
-    steady state   for ko in 0..n:    wait for tile ko (cp.async.wait 0 / mbarrier wait)
+    steady state   for ko in 0..n:
+      AsyncWait                       wait for tile ko (cp.async.wait 0 / mbarrier wait)
                                       barrier: tile ko is visible to every thread, and every
                                                thread is done reading buffer (ko + 1) % 2
-                                      if ko + 1 < n: issue tile ko + 1 into buffer (ko + 1) % 2
-                                      compute tile ko from buffer ko % 2
+      prefetching stages              if ko + 1 < n: issue tile ko + 1 into buffer (ko + 1) % 2
+      the rest of the body            compute tile ko from buffer ko % 2
     epilogue       the last iteration issues nothing and computes the last tile
 
 one barrier per iteration; each copy has a whole tile's compute to land.
 
     for a2o in 0..4:  # reduce (K)
         x_smem = AsyncBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
+        AsyncWait(x_smem)
+        for a2i in 0..16:  # reduce (K)
   ->
+    for a2o in 0..4:  # reduce (K)
+        AsyncWait(x_smem)
         x_smem = AsyncBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1), prefetch=1)
+        for a2i in 0..16:  # reduce (K)
 
 It applies to a K-outer loop whose head stages are all double buffered and asynchronous: a
 synchronous copy is made by the threads that compute, so it cannot run ahead of them."""
@@ -25,7 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads
+from ...ir.tile_ir import AsyncWait, Stage, Tile
+from ..stage_geometry import head_length, head_stages, k_outer_loops
 from .knobs import Knob, Skip
 
 DESCRIPTION = "rotate the K-outer loop into prologue / steady state / epilogue (cp.async + TMA)"
@@ -68,4 +77,21 @@ def apply(kernel, target, knobs):
         chosen.add(lp.var)
     if not chosen:
         return Skip("; ".join(reasons))
-    return rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, prefetch=1) if lp.var in chosen else s)
+    tile = kernel.tile()
+    rotate = {id(lp) for lp in loops if lp.var in chosen}
+    body = tuple(_pipeline(s) if id(s) in rotate else s for s in tile.body)
+    new_tile = Tile(tile.axes, body)
+    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))
+
+
+def _pipeline(loop):
+    """The loop's head stages marked prefetch=1, after the AsyncWait that waits for them."""
+    n = head_length(loop)
+    head = loop.body[:n]
+    stages = tuple(dataclasses.replace(s, prefetch=1) for s in head if isinstance(s, Stage))
+    names: list[str] = []
+    for w in head:
+        if isinstance(w, AsyncWait):
+            names += [x for x in w.stages if x not in names]
+    names += [s.name for s in stages if s.name not in names]
+    return dataclasses.replace(loop, body=(AsyncWait(tuple(names)),) + stages + loop.body[n:])

@@ -1,0 +1,145 @@
+"""Kernel IR -> CUDA C++, the instructions the renderer spells as inline PTX or a CUDA
+intrinsic (see deplokit.passes.lower.cuda for the whole contract): `asm volatile` blocks,
+shared-memory addresses, the one-thread election, and the statements that use them:
+cp.async (sm_80+), TMA bulk copies and mbarriers (sm_90+), and float atomicAdd.
+"""
+from __future__ import annotations
+
+from ...ir.kernel_ir import AtomicAdd, Const, CpAsync, CpAsyncWait, MbarrierInit, MbarrierWait, TmaLoad
+from .cuda_expr import _PARAM_VALUE_TYPE, _PREC, INDENT, _Scope
+
+
+class PtxRenderer:
+    """The asynchronous-copy, mbarrier and atomic statements of `_Renderer`
+    (deplokit.passes.lower.cuda_render), a mixin: it uses the renderer's `sm`, `depth`,
+    `if_depth`, `flat_tid`, `mbarriers`, `emit`, `fresh`, `err` and the expression printer."""
+
+    def emit_asm(self, template: list[str], inputs: list[str], outputs: list[str] = ()) -> None:
+        """`asm volatile(...)` with a "memory" clobber, wrapped one operand a line when long."""
+        tmpl = [f'"{t}\\n"' for t in template]
+        outs, ins = ", ".join(outputs), ", ".join(inputs)
+        ops = f': {outs} : {ins} : "memory"' if outputs else (f':: {ins} : "memory"' if inputs else '::: "memory"')
+        one = f"asm volatile({tmpl[0]} {ops});"
+        if len(template) == 1 and len(INDENT * self.depth + one) <= 100:
+            self.emit(one)
+            return
+        pad = " " * len("asm volatile(")
+        self.emit(f"asm volatile({tmpl[0]}")
+        for t in tmpl[1:]:
+            self.emit(pad + t)
+        if len(INDENT * self.depth + pad + ops + ");") <= 100:
+            self.emit(pad + ops + ");")
+            return
+        lead = ": " if outputs else ":: "
+        if outputs:
+            self.emit(pad + ": " + outs)
+        for i, op in enumerate(inputs):
+            sep = "," if i < len(inputs) - 1 else ""
+            self.emit(pad + (lead if i == 0 else " " * len(lead)) + op + sep)
+        self.emit(pad + ': "memory");')
+
+    def shared_addr(self, ref: str) -> str:
+        return f"static_cast<unsigned>(__cvta_generic_to_shared(&{ref}))"
+
+    def guarded(self, why: str) -> bool:
+        """Open `if (thread 0)` around a one-thread statement that every thread reaches."""
+        if self.if_depth:
+            return False
+        self.emit(f"if ({self.flat_tid} == 0) {{  // {why}")
+        self.depth += 1
+        return True
+
+    def close_guard(self, opened: bool) -> None:
+        if opened:
+            self.depth -= 1
+            self.emit("}")
+
+    def need_sm(self, sm: int, what: str) -> None:
+        if self.sm < sm:
+            raise self.err(f"{what} needs sm_{sm} or newer; target is sm_{self.sm}")
+
+    def cp_async(self, s: CpAsync, scope: _Scope) -> None:
+        self.need_sm(80, "cp.async")
+        if s.nbytes not in (4, 8, 16):
+            raise self.err(f"cp.async of {s.nbytes} bytes; supported: 4, 8, 16")
+        p = self.param(s.buffer)
+        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            raise self.err(f"cp.async from {s.buffer!r}, a buffer of {p.ctype}")
+        kind = "cg" if s.nbytes == 16 else "ca"       # cg: through L2 only, 16 bytes
+        dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
+        src = f"&{s.buffer}[{self.expr(s.src_offset, scope)}]"
+        self.emit_asm([f"cp.async.{kind}.shared.global [%0], [%1], {s.nbytes};"],
+                      [f'"r"({dst})', f'"l"({src})'])
+
+    def cp_async_commit(self) -> None:
+        self.need_sm(80, "cp.async.commit_group")
+        self.emit_asm(["cp.async.commit_group;"], [])
+
+    def cp_async_wait(self, s: CpAsyncWait) -> None:
+        self.need_sm(80, "cp.async.wait_group")
+        if not (isinstance(s.pending, int) and 0 <= s.pending <= 7):
+            raise self.err(f"cp.async.wait_group {s.pending!r}: pending groups must be 0..7")
+        self.emit_asm([f"cp.async.wait_group {s.pending};"], [])
+
+    def atomic_add(self, s: AtomicAdd, scope: _Scope) -> None:
+        p = self.param(s.buffer, write=True)
+        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            raise self.err(f"atomicAdd into {s.buffer!r}, a buffer of {p.ctype}")
+        self.emit(f"atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], {self.expr(s.value, scope)});")
+
+    def mbarrier(self, name: str) -> str:
+        if name not in self.mbarriers:
+            raise self.err(f"mbarrier {name!r} is used but no MbarrierInit declares it")
+        return self.mbarriers[name]
+
+    def tma_load(self, s: TmaLoad, scope: _Scope) -> None:
+        self.need_sm(90, "TMA (cp.async.bulk)")
+        nbytes = 4 * s.count
+        if s.count <= 0 or nbytes % 16:
+            raise self.err(f"TMA bulk copy of {s.count} floats ({nbytes} bytes): the size must be a "
+                           f"positive multiple of 16 bytes")
+        p = self.param(s.buffer)
+        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            raise self.err(f"TMA copy from {s.buffer!r}, a buffer of {p.ctype}")
+        bar = self.mbarrier(s.barrier)
+        dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
+        src = f"&{s.buffer}[{self.expr(s.src_offset, scope)}]"
+        opened = self.guarded(f"one thread issues the bulk copy")
+        self.emit(f"// {s.barrier} expects {nbytes} more bytes this phase; the copy completes them")
+        self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
+                      [f'"r"({bar})', f'"r"({nbytes})'])
+        self.emit_asm(["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"],
+                      [f'"r"({dst})', f'"l"({src})', f'"r"({nbytes})', f'"r"({bar})'])
+        self.close_guard(opened)
+
+    def mbarrier_init(self, s: MbarrierInit) -> None:
+        self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
+        if not (isinstance(s.count, int) and s.count >= 1):
+            raise self.err(f"mbarrier {s.name!r}: arrival count {s.count!r} must be >= 1")
+        bar = self.mbarrier(s.name)
+        opened = self.guarded(f"one thread initialises the mbarrier")
+        self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar})', f'"r"({s.count})'])
+        self.emit("// make the initialised mbarrier visible to the async proxy (the TMA unit)")
+        self.emit_asm(["fence.proxy.async.shared::cta;"], [])
+        self.close_guard(opened)
+
+    def mbarrier_wait(self, s: MbarrierWait, scope: _Scope) -> None:
+        self.need_sm(90, "mbarrier.try_wait")
+        bar = self.mbarrier(s.name)
+        if isinstance(s.phase, Const):
+            parity = str(int(s.phase.value) & 1)
+        else:
+            parity = f"{self._sub(s.phase, scope, _PREC['&'], '&', False)} & 1"
+        ready = self.fresh("ready")
+        self.emit(f"{{  // wait until mbarrier {s.name} completes the phase of parity {parity}")
+        self.depth += 1
+        self.emit(f"unsigned {ready} = 0;")
+        self.emit("do {")
+        self.depth += 1
+        self.emit_asm(["{", "    .reg .pred p;", "    mbarrier.try_wait.parity.shared.b64 p, [%1], %2;",
+                       "    selp.u32 %0, 1, 0, p;", "}"],
+                      [f'"r"({bar})', f'"r"({parity})'], [f'"=r"({ready})'])
+        self.depth -= 1
+        self.emit(f"}} while (!{ready});")
+        self.depth -= 1
+        self.emit("}")

@@ -1,0 +1,117 @@
+"""Kernel and program launches: buffer checks, chunking of the grid, and the program-level
+memory of a KernelProgram."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ...ir import kernel_ir as K
+from .errors import SimulationError
+from .exec import _Chunk
+from .stats import SimStats
+from .values import F32, I64, _dtype_of
+
+MAX_THREADS_IN_FLIGHT = 1 << 20
+
+
+def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
+                    max_threads_in_flight: int = MAX_THREADS_IN_FLIGHT,
+                    check_races: bool = True, max_block_threads: int | None = None) -> SimStats:
+    """Run every thread of every block of `k` over `buffers` (param name -> flat numpy array;
+    float32, or int64/int32 for index params). Written buffers are updated in place.
+    Raises SimulationError on an invalid kernel; returns counters. `max_block_threads`
+    (e.g. 1024, CUDA's limit) rejects larger blocks; None accepts any block, so that
+    schedules still being built (one thread per element) can run."""
+    gx, gy, gz = k.grid
+    bx, by, bz = k.block
+    if min(gx, gy, gz) < 1 or min(bx, by, bz) < 1:
+        raise SimulationError(f"kernel {k.name}: grid {k.grid} and block {k.block} must be positive")
+    T = bx * by * bz
+    if max_block_threads is not None and T > max_block_threads:
+        raise SimulationError(f"kernel {k.name}: {T} threads per block, more than the "
+                              f"{max_block_threads} allowed")
+    flat = {}
+    for p in k.params:
+        if p.name not in buffers:
+            raise SimulationError(f"kernel {k.name}: no buffer given for parameter {p.name}")
+        arr = buffers[p.name]
+        if not isinstance(arr, np.ndarray):
+            raise SimulationError(f"kernel {k.name}: buffer {p.name} is not a numpy array")
+        if not p.const and not arr.flags.c_contiguous:
+            raise SimulationError(f"kernel {k.name}: written buffer {p.name} must be contiguous")
+        view = arr.reshape(-1)
+        if p.size and view.size != p.size:
+            raise SimulationError(f"kernel {k.name}: buffer {p.name} has {view.size} elements, "
+                                  f"parameter expects {p.size}")
+        want = _dtype_of(p.ctype) if p.ctype != "int32" else np.int32
+        if view.dtype != want:
+            if not p.const:
+                raise SimulationError(f"kernel {k.name}: written buffer {p.name} is {view.dtype}, "
+                                      f"parameter is {p.ctype}")
+            if not (view.dtype.kind in "iu" and p.ctype in ("int64", "int32", "int")):
+                view = view.astype(want)
+        flat[p.name] = view
+    nblocks = gx * gy * gz
+    stats = SimStats(k.name, tuple(k.grid), tuple(k.block), blocks=nblocks, threads=nblocks * T)
+    regs = _register_floats(k.body)
+    per_block = T * (1 + regs // 4)       # register arrays weigh on memory too
+    chunk = max(1, min(nblocks, max_threads_in_flight // per_block))
+    params = {p.name: p for p in k.params}
+    scratch: dict[str, np.ndarray] = {}
+    with np.errstate(all="ignore"):
+        for b0 in range(0, nblocks, chunk):
+            nb = min(chunk, nblocks - b0)
+            _Chunk(k, flat, params, scratch, stats, b0, nb, check_races).run()
+            stats.chunks += 1
+    return stats
+
+
+def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *,
+                     check_races: bool = True, max_threads_in_flight: int = MAX_THREADS_IN_FLIGHT,
+                     max_block_threads: int | None = None, stats: list | None = None) -> list[np.ndarray]:
+    """Run a KernelProgram: `env` holds inputs / params / consts by name (n-d arrays); every
+    written buffer starts as zeros. Returns the outputs in their shapes. SimStats of each
+    kernel are appended to `stats` when given."""
+    np_dtypes = {"float32": F32, "int64": I64, "int32": np.int32, "bool": np.bool_}
+    types = {b.name: b.type for b in tuple(p.buffers) + tuple(p.written)}
+    mem: dict[str, np.ndarray] = {}
+    for name, v in env.items():
+        t = types.get(name)
+        dt = np_dtypes.get(t.dtype, F32) if t is not None else None
+        mem[name] = np.ascontiguousarray(np.asarray(v), dtype=dt).reshape(-1)
+    for b in p.written:
+        mem[b.name] = np.zeros(b.type.numel, dtype=np_dtypes.get(b.type.dtype, F32))
+    for kf in p.kernels:
+        bufs = {}
+        for prm in kf.params:
+            if prm.name not in mem:
+                raise SimulationError(f"kernel {kf.name}: buffer {prm.name} is neither in the "
+                                      f"program's env nor written by it")
+            bufs[prm.name] = mem[prm.name]
+        st = simulate_kernel(kf, bufs, max_threads_in_flight=max_threads_in_flight,
+                             check_races=check_races, max_block_threads=max_block_threads)
+        if stats is not None:
+            stats.append(st)
+    outs = []
+    for o in p.outputs:
+        v = mem[o]
+        t = types.get(o)
+        if t is not None:
+            v = v.reshape(t.shape)
+            if t.dtype == "bool":
+                v = v != 0
+        outs.append(v)
+    return outs
+
+
+def _register_floats(stmts) -> int:
+    n = 0
+    for s in stmts:
+        if isinstance(s, K.DeclareArray):
+            n += s.size
+        elif isinstance(s, K.For):
+            n += _register_floats(s.body)
+        elif isinstance(s, K.If):
+            n += _register_floats(s.then) + _register_floats(s.orelse)
+    return n

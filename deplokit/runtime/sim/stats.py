@@ -1,0 +1,20 @@
+"""Counters returned by one simulated kernel launch."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class SimStats:
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    blocks: int = 0
+    threads: int = 0                # threads launched (blocks * threads per block)
+    chunks: int = 0
+    statements: int = 0             # statements executed (once per chunk, not per thread)
+    barriers: int = 0               # block-level __syncthreads executed
+    global_bytes_loaded: int = 0    # by active threads
+    global_bytes_stored: int = 0
+    shared_bytes_loaded: int = 0
+    shared_bytes_stored: int = 0

@@ -1,0 +1,174 @@
+"""Per-thread values: numpy arrays in their smallest broadcast shape over (blocks, threads).
+Dtypes and casts, active masks (None = every thread, _NONE = no thread), and C-style
+arithmetic on int64 / float32 operands."""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import SimulationError
+
+F32 = np.float32
+I64 = np.int64
+
+_NONE = object()   # an empty mask: no thread active
+
+
+def _dtype_of(ctype: str):
+    if ctype == "bool":
+        return np.bool_
+    if "int" in ctype or ctype in ("long", "size_t", "unsigned"):
+        return I64
+    return F32
+
+
+def _cast(v, dtype):
+    if v.dtype != dtype:
+        with np.errstate(invalid="ignore"):
+            return v.astype(dtype)
+    return v
+
+
+def _own(v):
+    """A copy when v is a view into mutable storage (register arrays), so that later in-place
+    updates of that storage cannot change the variable."""
+    if isinstance(v, np.ndarray) and not v.flags.owndata:
+        return v.copy()
+    return v
+
+
+def _kind(v) -> str:
+    return v.dtype.kind     # f, i/u, b
+
+
+def _scalar(v):
+    """The Python value of v if it is the same for every thread (0-d or size 1), else None."""
+    if np.ndim(v) == 0:
+        return v.item() if isinstance(v, np.ndarray) else v
+    if v.size == 1:
+        return v.reshape(()).item()
+    return None
+
+
+def _as_bool(v):
+    return v if v.dtype == np.bool_ else (v != 0)
+
+
+def _narrow(mask, c):
+    """The mask of active threads for which c holds: None (all of the chunk), an array,
+    the same mask object when c holds for every active thread, or _NONE."""
+    s = _scalar(c)
+    if s is not None:
+        return mask if s else _NONE
+    c = _as_bool(c)
+    if mask is None:
+        if c.all():
+            return None
+        return c if c.any() else _NONE
+    m = mask & c
+    if not m.any():
+        return _NONE
+    if not (mask & ~c).any():
+        return mask
+    return m
+
+
+def _unify(a, b):
+    ka, kb = _kind(a), _kind(b)
+    if ka == kb:
+        return a, b
+    if "f" in (ka, kb):
+        return _cast(a, F32), _cast(b, F32)
+    return _cast(a, I64), _cast(b, I64)
+
+
+_CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+        "==": np.equal, "!=": np.not_equal}
+_BIN_ALIAS = {"add": "+", "subtract": "-", "sub": "-", "multiply": "*", "mul": "*",
+              "divide": "/", "div": "/", "mod": "%", "floordiv": "//", "maximum": "max",
+              "minimum": "min", "fmaxf": "max", "fminf": "min", "less": "<",
+              "less_equal": "<=", "greater": ">", "greater_equal": ">=", "equal": "==",
+              "not_equal": "!=", "logical_and": "&&", "logical_or": "||", "and": "&&",
+              "or": "||"}
+_CALL_ALIAS = {"fmaxf": "maximum", "fminf": "minimum", "fmax": "maximum", "fmin": "minimum",
+               "max": "maximum", "min": "minimum", "fabs": "abs", "fabsf": "abs",
+               "powf": "pow", "rcp": "reciprocal", "__expf": "exp", "__logf": "log",
+               "select": "where"}
+_LOGICAL_FNS = {"logical_not", "logical_and", "logical_or"}
+# ops that stay in int64 when every operand is int or bool (index arithmetic spelled as calls)
+_INT_FNS = {"add", "subtract", "multiply", "maximum", "minimum", "greater", "less",
+            "greater_equal", "less_equal", "equal", "not_equal", "neg", "abs"}
+
+
+def _c_div(a, b):
+    q = np.floor_divide(a, b)
+    neg = q < 0
+    if np.any(neg):   # signs differ: C truncates toward zero
+        q = q + (neg & (a - q * b != 0))
+    return q
+
+
+def _binary_values(op, a, b):
+    if op in _CMP:
+        a, b = _unify(a, b)
+        return _CMP[op](a, b)
+    ka, kb = _kind(a), _kind(b)
+    if ka == "f" or kb == "f":
+        a, b = _cast(a, F32), _cast(b, F32)
+        if op == "+":
+            return np.add(a, b)
+        if op == "-":
+            return np.subtract(a, b)
+        if op == "*":
+            return np.multiply(a, b)
+        if op == "/":
+            return np.divide(a, b)
+        if op == "min":
+            return np.minimum(a, b)
+        if op == "max":
+            return np.maximum(a, b)
+        if op == "%":
+            return np.fmod(a, b)
+        if op == "//":
+            return np.floor(np.divide(a, b))
+        if op in ("pow", "**"):
+            return np.power(a, b)
+        raise SimulationError(f"operator {op!r} is not defined on float operands")
+    if ka == "b" and kb == "b" and op in ("&", "|", "^"):
+        return {"&": np.logical_and, "|": np.logical_or, "^": np.logical_xor}[op](a, b)
+    a, b = _cast(a, I64), _cast(b, I64)
+    if op == "+":
+        return np.add(a, b)
+    if op == "-":
+        return np.subtract(a, b)
+    if op == "*":
+        return np.multiply(a, b)
+    if op == "/":
+        return _c_div(a, b)
+    if op == "//":
+        return np.floor_divide(a, b)
+    if op == "%":
+        return np.fmod(a, b)
+    if op == "min":
+        return np.minimum(a, b)
+    if op == "max":
+        return np.maximum(a, b)
+    if op == "&":
+        return np.bitwise_and(a, b)
+    if op == "|":
+        return np.bitwise_or(a, b)
+    if op == "^":
+        return np.bitwise_xor(a, b)
+    if op == "<<":
+        return np.left_shift(a, b)
+    if op == ">>":
+        return np.right_shift(a, b)
+    if op in ("pow", "**"):
+        return np.power(a, b)
+    raise SimulationError(f"unknown binary operator {op!r}")
+
+
+def _last_per_key(keys):
+    """Indices of the last occurrence of each distinct key (keys are in lane order)."""
+    rev = keys[::-1]
+    _, first = np.unique(rev, return_index=True)
+    return keys.size - 1 - first
