@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from .index import DIM_NAMES, Affine, format_index
+from .index import DIM_NAMES, Affine
 from .types import Buffer, TensorType, format_header, format_scalar
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",

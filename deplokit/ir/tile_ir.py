@@ -90,7 +90,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from .index import Affine, format_index
-from .loop_ir import Accumulate, Compute, Load, Loop, Store, _format_body as _loop_format_body  # noqa: F401
+from .loop_ir import Accumulate, Compute, Load, Loop, Store  # noqa: F401  (Tile IR reuses Loop IR's statements)
 from .types import Buffer, format_header
 
 THREAD, BLOCK = "THREAD", "BLOCK"
@@ -312,3 +312,12 @@ def walk(body, loops=()):
         yield s, loops
         if isinstance(s, (Tile, StridedLoop, Loop)):
             yield from walk(s.body, loops + (s,))
+
+
+def accumulators(body) -> list[tuple[str, str]]:
+    """(accumulator, reduction) for every accumulator folded into inside `body`, in order."""
+    seen = []
+    for s, _ in walk(body):
+        if isinstance(s, Accumulate) and (s.acc, s.reduction) not in seen:
+            seen.append((s.acc, s.reduction))
+    return seen

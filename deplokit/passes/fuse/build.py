@@ -406,7 +406,6 @@ def _count(body, origins, acc_red):
     evals: dict[str, int] = {}
     points: dict[str, int] = {}
     work = 0
-    acc_origin: dict[str, str] = {}
 
     def rec(stmts, mult):
         nonlocal work

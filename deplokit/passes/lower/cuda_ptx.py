@@ -104,7 +104,7 @@ class PtxRenderer:
         bar = self.mbarrier(s.barrier)
         dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
         src = f"&{s.buffer}[{self.expr(s.src_offset, scope)}]"
-        opened = self.guarded(f"one thread issues the bulk copy")
+        opened = self.guarded("one thread issues the bulk copy")
         self.emit(f"// {s.barrier} expects {nbytes} more bytes this phase; the copy completes them")
         self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
                       [f'"r"({bar})', f'"r"({nbytes})'])
@@ -117,7 +117,7 @@ class PtxRenderer:
         if not (isinstance(s.count, int) and s.count >= 1):
             raise self.err(f"mbarrier {s.name!r}: arrival count {s.count!r} must be >= 1")
         bar = self.mbarrier(s.name)
-        opened = self.guarded(f"one thread initialises the mbarrier")
+        opened = self.guarded("one thread initialises the mbarrier")
         self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar})', f'"r"({s.count})'])
         self.emit("// make the initialised mbarrier visible to the async proxy (the TMA unit)")
         self.emit_asm(["fence.proxy.async.shared::cta;"], [])

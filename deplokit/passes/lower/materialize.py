@@ -32,7 +32,7 @@ from ...ir.kernel_ir import KernelFunc, KernelProgram, Param
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import (THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram,
-                           walk)
+                           accumulators, walk)
 
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 _CTYPES = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
@@ -207,7 +207,7 @@ class _Materializer:
         if s.kind == "reduce" and not self._in_reduce:
             # declared once, before the first reduce loop that folds into it (a K tail
             # loop goes on accumulating what the chunked loop started)
-            for acc, red in _accumulators(s.body):
+            for acc, red in accumulators(s.body):
                 if acc not in self.accs:
                     self.accs.add(acc)
                     if acc in self.reg_tiles:
@@ -317,25 +317,21 @@ class _Materializer:
         return cond, safe
 
     def _store(self, s: Store) -> list:
-        out: list = []
-        shape = self.types[s.tensor].shape
-        exprs = self._index_exprs(s.index, out)
-        if s.tensor not in self.writes:
-            self.writes.append(s.tensor)
-        cond, _ = self._guard(s.index, exprs, shape)
-        store = K.GlobalStore(s.tensor, _flat(exprs, shape), self._operand(s.value))
-        out.append(store if cond is None else K.If(cond, (store,)))
-        return out
+        return self._write(s, K.GlobalStore)
 
     def _atomic_add(self, s: AtomicAdd) -> list:
+        return self._write(s, K.AtomicAdd)
+
+    def _write(self, s, make) -> list:
+        """A store (or atomic add) to a global tensor, masked where its index can leave it."""
         out: list = []
         shape = self.types[s.tensor].shape
         exprs = self._index_exprs(s.index, out)
         if s.tensor not in self.writes:
             self.writes.append(s.tensor)
         cond, _ = self._guard(s.index, exprs, shape)
-        add = K.AtomicAdd(s.tensor, _flat(exprs, shape), self._operand(s.value))
-        out.append(add if cond is None else K.If(cond, (add,)))
+        write = make(s.tensor, _flat(exprs, shape), self._operand(s.value))
+        out.append(write if cond is None else K.If(cond, (write,)))
         return out
 
     def _stage(self, s: Stage) -> list:
@@ -440,12 +436,3 @@ def _register_tiles(body) -> dict[str, tuple[int, ...]]:
             if out.setdefault(s.acc, tuple(shape)) != tuple(shape):
                 raise ValueError(f"register tile {s.acc} used with shapes {out[s.acc]} and {tuple(shape)}")
     return out
-
-
-def _accumulators(body):
-    from ...ir.tile_ir import walk
-    seen = []
-    for s, _ in walk(body):
-        if isinstance(s, Accumulate) and (s.acc, s.reduction) not in seen:
-            seen.append((s.acc, s.reduction))
-    return seen

@@ -6,7 +6,7 @@ import dataclasses
 
 from ...ir.index import Affine, free_vars, substitute
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, walk
+from ...ir.tile_ir import AsyncWait, AtomicAdd, Stage, StridedLoop, Tile, walk
 
 
 def _sub(e: Affine, mapping, ranges) -> Affine:

@@ -6,9 +6,9 @@ phase a Combine merges the lanes' partial accumulators. Nested phase loops are f
 first, so a reduction over several axes still uses every lane."""
 from __future__ import annotations
 
-from ...ir.index import floordiv, mod, substitute, var
-from ...ir.loop_ir import Accumulate, Loop
-from ...ir.tile_ir import THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel
+from ...ir.index import floordiv, mod, var
+from ...ir.loop_ir import Loop
+from ...ir.tile_ir import THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, accumulators
 from .knobs import Knob, Skip, pow2_at_least
 
 DESCRIPTION = "let multiple threads share one reduce; tree-merge with Combine"
@@ -73,7 +73,7 @@ def apply(kernel: TileKernel, target, knobs):
             flat = _flatten(s)
             body.append(StridedLoop(flat.var, var(lane), flat.extent, lanes, flat.kind, flat.body, flat.role))
             if flat.kind == "reduce":
-                for acc, red in _accumulators(flat.body):
+                for acc, red in accumulators(flat.body):
                     body.append(Combine(acc, red, (lane,)))
         else:
             body.append(s)
@@ -84,13 +84,6 @@ def apply(kernel: TileKernel, target, knobs):
                       tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body), kernel.knobs)
 
 
-def _accumulators(body):
-    from ...ir.tile_ir import walk
-    seen = []
-    for s, _ in walk(body):
-        if isinstance(s, Accumulate) and (s.acc, s.reduction) not in seen:
-            seen.append((s.acc, s.reduction))
-    return seen
 
 
 def _fresh_lane(kernel: TileKernel) -> str:

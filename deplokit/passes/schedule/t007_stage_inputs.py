@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
-from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
+from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
 from .knobs import STATIC_SMEM, Knob, Skip, combine_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
