@@ -33,6 +33,7 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import (THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram,
                            accumulators, walk)
+from .smem_layout import smem_offset
 
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 _CTYPES = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
@@ -279,7 +280,7 @@ class _Materializer:
     def _load(self, s: Load) -> list:
         if s.tensor in self.stages:
             stage = self.stages[s.tensor]
-            offset = _smem_offset([affine_expr(e) for e in s.index], stage)
+            offset = smem_offset([affine_expr(e) for e in s.index], stage)
             return [K.Declare(s.dst, "float", K.SharedLoad(stage.name, offset))]
         out: list = []
         shape = self.types[s.tensor].shape
@@ -406,18 +407,6 @@ def _flat(exprs, shape) -> K.Expr:
             out = term if out is None else K.Binary("+", term, out)
         stride *= extent
     return out if out is not None else K.Const(0, "int")
-
-
-def _smem_size(s: Stage) -> int:
-    from .stage_copy import smem_size
-    return smem_size(s)
-
-
-def _smem_offset(exprs, s: Stage) -> K.Expr:
-    """The shared element of a load from a stage (plus the current buffer's base when the
-    stage is double buffered)."""
-    from .stage_copy import smem_offset
-    return smem_offset(exprs, s)
 
 
 def _register_tiles(body) -> dict[str, tuple[int, ...]]:

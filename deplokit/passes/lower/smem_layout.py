@@ -1,0 +1,55 @@
+"""Where a staged slab lives in shared memory: its size (rows padded by Stage.pad) and the
+element a load from it reads (plus the current buffer's base when double buffered)."""
+from __future__ import annotations
+
+import dataclasses
+
+from ...ir import kernel_ir as K
+from ...ir.tile_ir import Stage
+from ..stage_geometry import row_major_strides
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacedStage(Stage):
+    """A Stage as the materialiser placed it: `base` is the element offset of the buffer the
+    current iteration reads (double buffering), None for a single buffer."""
+    base: object = None
+
+
+def smem_size(s: Stage) -> int:
+    n = s.slab[-1].extent + s.pad
+    for ax in s.slab[:-1]:
+        n *= ax.extent
+    return n
+
+
+def smem_offset(exprs, s: Stage) -> K.Expr:
+    """The shared-memory element of slab index `exprs` (one expression per slab axis). Two axes
+    of one dimension split by 012 and indexed (x / A, x % A) fold back to x where the
+    layout allows (no pad between them)."""
+    shape = [ax.extent for ax in s.slab]
+    shape[-1] += s.pad
+    strides = row_major_strides(shape)
+    terms = []
+    k = 0
+    while k < len(exprs):
+        e = exprs[k]
+        if k + 1 < len(exprs) and s.slab[k].dim == s.slab[k + 1].dim and strides[k] == strides[k + 1] * s.slab[k + 1].extent:
+            a, b = e, exprs[k + 1]
+            if (isinstance(a, K.Binary) and a.op == "/" and isinstance(b, K.Binary) and b.op == "%"
+                    and a.a == b.a and a.b == b.b == K.Const(s.slab[k + 1].extent, "int")):
+                terms.append((a.a, strides[k + 1]))
+                k += 2
+                continue
+        terms.append((e, strides[k]))
+        k += 1
+    out = None
+    for e, st in terms:
+        if isinstance(e, K.Const) and e.value == 0:
+            continue
+        t = e if st == 1 else K.Binary("*", e, K.Const(st, "int"))
+        out = t if out is None else K.Binary("+", out, t)
+    if out is None:
+        out = K.Const(0, "int")
+    base = getattr(s, "base", None)
+    return out if base is None else K.Binary("+", base, out)
