@@ -18,22 +18,9 @@ to 16*TM x 16*TN and the grid shrinks by TM*TN.
                 acc0 <- add(acc0, v0)
         matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0
 
-    after (tm=2, tn=4, layout=strided)
-    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
-        for a2o in 0..8:  # reduce (K)
-            a_smem = Stage(a, origin=(a0b * 32, a2o * 16), slab=(a0:32@0, a2i:16@1))
-            b_smem = Stage(b, origin=(a2o * 16, a1b * 64), slab=(a2i:16@0, a1:64@1))
-            for a2i in 0..16:  # reduce (K)
-                for a0r in 0..2:  # register (M) unroll
-                    in0 = load a_smem[a0r * 16 + a0t, a2i]
-                    for a1r in 0..4:  # register (N) unroll
-                        in1 = load b_smem[a2i, a1r * 16 + a1t]
-                        v0 = multiply(in0, in1)
-                        acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)
-        for a0r in 0..2:  # register (M) unroll
-            for a1r in 0..4:  # register (N) unroll
-                acc0_v = load acc0[a0r, a1r]
-                matmul[a0b * 32 + a0r * 16 + a0t, a1b * 64 + a1r * 16 + a1t] = acc0_v
+    after (tm=2, tn=4, layout=strided): the register-tile example in deplokit/ir/tile_ir.py's
+    docstring (the block tile is 32 x 64, a0b and a1b shrink to 2 and 4 blocks, the loads and
+    the accumulator run inside `register` loops a0r, a1r).
 
 Extents. The knobs ask for TM x TN; an extent is halved while it exceeds the axis's block
 count (a block tile past the whole axis would be padding) or while the grown Stage slabs
