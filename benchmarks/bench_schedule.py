@@ -4,9 +4,6 @@ RMSNorm (1, 32, 2048) and a 512 x 512 x 512 matmul. Prints figures (run: make be
 targets: simulator <= 2 s each, compile through the 16 passes <= 1 s."""
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 import torch.nn as nn
 
@@ -14,22 +11,15 @@ import deplokit
 from deplokit.pipeline import Context
 from deplokit.passes.schedule import schedule
 
-
-def median_time(fn, repeats=5):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from bench_sim import _time as median_time  # the benchmarks' one median-of-n timer
 
 
 def main() -> None:
     torch.manual_seed(0)
     norm, x = nn.RMSNorm(2048), torch.randn(1, 32, 2048)
     c = deplokit.compile(norm, x)                 # warm-up (torch.export's first call)
-    whole = median_time(lambda: deplokit.compile(norm, x))
-    passes = median_time(lambda: schedule(c.loop_ir, Context(c.target)))
+    whole = median_time(lambda: deplokit.compile(norm, x), 5)
+    passes = median_time(lambda: schedule(c.loop_ir, Context(c.target)), 5)
     print("compile RMSNorm (1, 32, 2048), median of 5:")
     print(f"  torch.export -> CUDA text, all six IRs: {whole * 1000:.0f} ms")
     print(f"  the 16 Tile-IR passes alone:           {passes * 1000:.1f} ms (target <= 1000 ms)")

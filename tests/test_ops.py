@@ -121,7 +121,6 @@ class Case:
     inputs: tuple                    # input makers
     tol: tuple[float, float]         # (rtol, atol)
     # Set when the case is known to fail for a reason outside the files this suite may fix.
-    xfail: str = ""
 
     def make_inputs(self, seed: int) -> tuple[torch.Tensor, ...]:
         g = torch.Generator().manual_seed(seed)
@@ -131,8 +130,8 @@ class Case:
 CASES: list[Case] = []
 
 
-def case(op: str, shape: str, fn, *inputs, tol, xfail: str = ""):
-    CASES.append(Case(f"{op}[{shape}]", fn, tuple(inputs), tol, xfail))
+def case(op: str, shape: str, fn, *inputs, tol):
+    CASES.append(Case(f"{op}[{shape}]", fn, tuple(inputs), tol))
 
 
 def module(factory):
@@ -597,8 +596,7 @@ case("dict output", "(3,37)", lambda x: {"a": x.relu(), "b": x.sum(-1)}, randn(3
 
 
 def _params(c: Case):
-    marks = [pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else []
-    return [pytest.param(c, backend, id=f"{c.id}-{backend}", marks=marks) for backend in BACKENDS]
+    return [pytest.param(c, backend, id=f"{c.id}-{backend}") for backend in BACKENDS]
 
 
 _IDS = [c.id for c in CASES]
@@ -636,8 +634,6 @@ def test_every_covered_op_has_a_case():
     """Each Torch-IR op the frontend covers is exercised by at least one case above."""
     seen = set()
     for c in CASES:
-        if c.xfail:
-            continue
         seen |= {op.op for op in _compiled(c.id).torch_ir.ops}
     # alias is what torch.export emits for some view chains (not reachable from user code
     # in torch 2.13); dropout (train-only) is exported as a clone in eval mode.

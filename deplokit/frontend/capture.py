@@ -34,16 +34,19 @@ class _FunctionModule(torch.nn.Module):
     def __init__(self, fn, n_inputs: int):
         super().__init__()
         self.fn = fn
-        names = _argument_names(fn, n_inputs)
+        names = argument_names(fn, n_inputs)
         src = f"def forward(self, {', '.join(names)}):\n    return self.fn({', '.join(names)})\n"
         scope: dict = {}
         exec(src, scope)
         self.forward = scope["forward"].__get__(self)
 
 
-def _argument_names(fn, n: int) -> list[str]:
+def argument_names(module_or_fn, n: int) -> list[str]:
+    """The names the n captured inputs get: the function's (or forward's) positional
+    parameter names, or x0, x1, ... when those are missing, repeated or unusable."""
     import inspect
     import keyword
+    fn = module_or_fn.forward if isinstance(module_or_fn, torch.nn.Module) else module_or_fn
     try:
         params = [p for p in inspect.signature(fn).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

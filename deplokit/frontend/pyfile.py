@@ -16,7 +16,6 @@ The file runs as a script (after torch.manual_seed(0)), with the same trust as r
 """
 from __future__ import annotations
 
-import inspect
 import os
 import runpy
 import sys
@@ -25,6 +24,7 @@ import traceback
 import torch
 
 from ..errors import DeplokitError, ExpressionError
+from .capture import argument_names
 from .expression import SEED, Program
 
 
@@ -69,22 +69,7 @@ def load_file(path: str) -> Program:
     if isinstance(model, torch.nn.Module):
         model.eval()
     inputs = tuple(t.detach() for t in inputs)
-    return Program(model, inputs, tuple(_names(model, len(inputs))), path)
-
-
-def _names(model, n: int) -> list[str]:
-    """The names capture will give the inputs: the forward (or function) parameter names."""
-    fn = model.forward if isinstance(model, torch.nn.Module) else model
-    try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        params = []
-    names = [p.name for p in params[:n]]
-    if len(names) < n or len(set(names)) < n or (not isinstance(model, torch.nn.Module)
-                                                 and set(names) & {"self", "fn"}):
-        names = [f"x{i}" for i in range(n)]
-    return names
+    return Program(model, inputs, tuple(argument_names(model, len(inputs))), path)
 
 
 def _describe(value) -> str:

@@ -107,64 +107,30 @@ def _c_div(a, b):
     return q
 
 
+_FLOAT_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "min": np.minimum,
+                 "max": np.maximum, "%": np.fmod, "//": lambda a, b: np.floor(np.divide(a, b)),
+                 "pow": np.power, "**": np.power}
+_INT_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": _c_div,
+               "//": np.floor_divide, "%": np.fmod, "min": np.minimum, "max": np.maximum,
+               "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor, "<<": np.left_shift,
+               ">>": np.right_shift, "pow": np.power, "**": np.power}
+_BOOL_BINARY = {"&": np.logical_and, "|": np.logical_or, "^": np.logical_xor}
+
+
 def _binary_values(op, a, b):
     if op in _CMP:
         a, b = _unify(a, b)
         return _CMP[op](a, b)
     ka, kb = _kind(a), _kind(b)
     if ka == "f" or kb == "f":
-        a, b = _cast(a, F32), _cast(b, F32)
-        if op == "+":
-            return np.add(a, b)
-        if op == "-":
-            return np.subtract(a, b)
-        if op == "*":
-            return np.multiply(a, b)
-        if op == "/":
-            return np.divide(a, b)
-        if op == "min":
-            return np.minimum(a, b)
-        if op == "max":
-            return np.maximum(a, b)
-        if op == "%":
-            return np.fmod(a, b)
-        if op == "//":
-            return np.floor(np.divide(a, b))
-        if op in ("pow", "**"):
-            return np.power(a, b)
-        raise SimulationError(f"operator {op!r} is not defined on float operands")
-    if ka == "b" and kb == "b" and op in ("&", "|", "^"):
-        return {"&": np.logical_and, "|": np.logical_or, "^": np.logical_xor}[op](a, b)
-    a, b = _cast(a, I64), _cast(b, I64)
-    if op == "+":
-        return np.add(a, b)
-    if op == "-":
-        return np.subtract(a, b)
-    if op == "*":
-        return np.multiply(a, b)
-    if op == "/":
-        return _c_div(a, b)
-    if op == "//":
-        return np.floor_divide(a, b)
-    if op == "%":
-        return np.fmod(a, b)
-    if op == "min":
-        return np.minimum(a, b)
-    if op == "max":
-        return np.maximum(a, b)
-    if op == "&":
-        return np.bitwise_and(a, b)
-    if op == "|":
-        return np.bitwise_or(a, b)
-    if op == "^":
-        return np.bitwise_xor(a, b)
-    if op == "<<":
-        return np.left_shift(a, b)
-    if op == ">>":
-        return np.right_shift(a, b)
-    if op in ("pow", "**"):
-        return np.power(a, b)
-    raise SimulationError(f"unknown binary operator {op!r}")
+        if op not in _FLOAT_BINARY:
+            raise SimulationError(f"operator {op!r} is not defined on float operands")
+        return _FLOAT_BINARY[op](_cast(a, F32), _cast(b, F32))
+    if ka == "b" and kb == "b" and op in _BOOL_BINARY:
+        return _BOOL_BINARY[op](a, b)
+    if op not in _INT_BINARY:
+        raise SimulationError(f"unknown binary operator {op!r}")
+    return _INT_BINARY[op](_cast(a, I64), _cast(b, I64))
 
 
 def _last_per_key(keys):
