@@ -28,7 +28,7 @@ class CheckResult:
     def __str__(self) -> str:
         mark = "ok" if self.ok else "MISMATCH"
         return (f"{mark}: backend={self.backend} max abs error {self.max_abs_error:.3g}, "
-                f"max rel error {self.max_rel_error:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
+                f"max rel error {self.max_rel_error:.3g} (rtol {self.rtol:.3g}, atol {self.atol:.3g})")
 
 
 class Compilation:
@@ -91,22 +91,25 @@ class Compilation:
             env[name] = t.detach().cpu().contiguous().numpy()
         return env
 
-    def check(self, *inputs, backend: str = "auto", rtol: float = 1e-4, atol: float = 1e-5) -> CheckResult:
-        """Run and compare with torch eager on the same inputs (the example inputs by default)."""
+    def check(self, *inputs, backend: str = "auto", rtol: float = 1e-4, atol: float | None = None) -> CheckResult:
+        """Run and compare with torch eager on the same inputs (the example inputs by default).
+        `atol` defaults to DEFAULT_ATOL scaled by the output's magnitude (see default_atol)."""
         inputs = inputs or self.example_inputs
-        return _compare(self._eager(inputs), self.run(*inputs, backend=backend), backend, rtol, atol)
+        expected = self._eager(inputs)
+        return _compare(expected, self.run(*inputs, backend=backend), backend, rtol, _atol(atol, expected))
 
     def _eager(self, inputs):
         with torch.no_grad():
             return self.source(*inputs)
 
-    def check_passes(self, *inputs, rtol: float = 1e-4, atol: float = 1e-5) -> list["PassCheck"]:
+    def check_passes(self, *inputs, rtol: float = 1e-4, atol: float | None = None) -> list["PassCheck"]:
         """Run the Tile IR as it stands after each scheduling pass in the simulator and
         compare with torch eager: a pass that changes meaning is caught at that pass."""
         from .passes.lower.materialize import materialize
 
         inputs = inputs or self.example_inputs
         expected = self._eager(inputs)
+        atol = _atol(atol, expected)
         env = dict(self.values)
         env.update(self._bind(inputs))
         out, last = [], None
@@ -152,6 +155,28 @@ class PassCheck:
     def __str__(self) -> str:
         mark = "ok" if self.result.ok else "MISMATCH"
         return f"t:{self.name}: {mark} max error {self.result.max_abs_error:.3g}" + (" (skipped)" if self.skipped else "")
+
+
+# Absolute tolerance per unit of output magnitude. A float32 sum of K terms carries rounding
+# error proportional to the size of its terms, not of its result: a matmul output that cancels
+# to near 0 can differ from torch's (summed in another order) by ~1e-5 x the output's scale,
+# where a relative tolerance gives no room. So the default atol grows with max |expected|.
+DEFAULT_ATOL = 1e-5
+
+
+def default_atol(expected) -> float:
+    """DEFAULT_ATOL x max(1, largest finite |value| of the expected outputs)."""
+    scale = 1.0
+    for e in torch.utils._pytree.tree_leaves(expected):
+        if isinstance(e, torch.Tensor) and e.dtype.is_floating_point and e.numel():
+            finite = e.detach()[torch.isfinite(e)]
+            if finite.numel():
+                scale = max(scale, float(finite.abs().max()))
+    return DEFAULT_ATOL * scale
+
+
+def _atol(atol: float | None, expected) -> float:
+    return default_atol(expected) if atol is None else atol
 
 
 def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResult:

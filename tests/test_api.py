@@ -111,3 +111,18 @@ def test_unknown_target():
 def test_errors_share_one_family():
     for cls in (UnsupportedOpError, UnsupportedDtypeError, DynamicShapeError, ExecutionError):
         assert issubclass(cls, DeplokitError)
+
+
+def test_default_atol_scales_with_output_magnitude():
+    """A K=1024 matmul differs from torch only by summation order: ok by default; a 1% error
+    is still caught."""
+    from deplokit.compilation import DEFAULT_ATOL, _compare, default_atol
+    torch.manual_seed(0)
+    a, b = torch.randn(64, 1024), torch.randn(1024, 32)
+    c = deplokit.compile(torch.matmul, a, b)
+    res = c.check(backend="loop")
+    assert res.ok, res
+    want = torch.matmul(a, b)
+    assert res.atol == default_atol(want) > DEFAULT_ATOL
+    assert not _compare(want, want * 1.01, "loop", 1e-4, default_atol(want)).ok
+    assert default_atol(torch.full((3,), 0.5)) == DEFAULT_ATOL
