@@ -9,8 +9,8 @@ aligned); any other access is spelled lane by lane, so the loop is always correc
 float4 is used exactly where alignment allows.
 
 Bounds: the last extent and the first lane's offset are multiples of 4, so the 4 elements
-are wholly inside or wholly outside the tensor; the guard tests the first element against
-extent - 3 (clamping to extent - 4 keeps a masked lane's address aligned).
+are wholly inside or wholly outside the tensor and one guard, on the first, covers them
+(clamping to extent - 4 keeps a masked run's address aligned).
 
     for a1v in 0..4:  # vector                    in0_x, in0_y, in0_z, in0_w = global float4 x0[..]
         in0 = load x0[a0, a1t * 4 + a1v]     ->   v0_x = multiply(in0_x, 2) ... v0_w = ...
@@ -122,7 +122,7 @@ class _VectorLowering:
         index0 = tuple(self._at(e, 0) for e in s.index)
         with _aligned_ranges(m, self.multiples):
             exprs = m._index_exprs(index0, out)
-            cond, safe = m._guard(index0, exprs, _first_of_four(shape))
+            cond, safe = self._guard(index0, exprs, shape)
         m._note_read(s.tensor)
         from .materialize import _flat
         out.append(K.VectorLoad(dsts, "global", s.tensor, _flat(safe, shape)))
@@ -153,6 +153,17 @@ class _VectorLowering:
         offset = smem_offset([affine_expr(self._at(e, 0)) for e in s.index], stage)
         return [K.VectorLoad(dsts, "shared", stage.name, offset)]
 
+    def _guard(self, index0, exprs, shape):
+        """The in-bounds condition of a run of 4 (None when provable) and its clamped index.
+        The first element and the extent are multiples of 4, so `first < extent` holds for
+        all 4 elements when it holds for one; a clamp must keep the run aligned and inside,
+        so it goes to extent - 4, not extent - 1."""
+        cond, _ = self.m._guard(index0, exprs, shape)
+        if cond is None:
+            return None, exprs
+        _, safe = self.m._guard(index0, exprs, _first_of_four(shape))
+        return cond, safe
+
     def _store(self, s: Store) -> list:
         m = self.m
         values = [self._operand(s.value, i) for i in range(VECTOR)]
@@ -165,7 +176,7 @@ class _VectorLowering:
         index0 = tuple(self._at(e, 0) for e in s.index)
         with _aligned_ranges(m, self.multiples):
             exprs = m._index_exprs(index0, out)
-            cond, _ = m._guard(index0, exprs, _first_of_four(shape))
+            cond, _ = self._guard(index0, exprs, shape)
         if s.tensor not in m.writes:
             m.writes.append(s.tensor)
         from .materialize import _flat
