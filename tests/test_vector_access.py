@@ -2,6 +2,8 @@
 float4 VectorLoad/VectorStore in Kernel IR and CUDA, used only where alignment, bounds and
 unit stride allow, the fallback recorded in the trace, and the simulator's checks."""
 import dataclasses
+import shutil
+import subprocess
 
 import pytest
 import torch
@@ -200,3 +202,20 @@ def test_cli_prints_the_fallback_reason(capsys):
     assert code == 0
     assert ("# 005_blockify_launch: merged_mul: vector_width 4 not used: x[a0, a1 + 1]: offset 1 is not a "
             "multiple of 4 floats (16 bytes)") in out
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+@pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_120"])
+def test_ptx_has_128_bit_global_loads_and_stores(tmp_path, target):
+    fn = lambda a, b: F.silu(a) * b                      # noqa: E731  (SwiGLU)
+    inputs = (torch.randn(2, 16, 256), torch.randn(2, 16, 256))
+
+    def ptx(config):
+        src = tmp_path / "k.cu"
+        src.write_text(str(deplokit.compile(fn, *inputs, target=target, config=config).cuda))
+        subprocess.run(["nvcc", "-ptx", f"-arch={target}", "-O3", "-o", str(tmp_path / "k.ptx"), str(src)],
+                       check=True, capture_output=True, timeout=120)
+        return (tmp_path / "k.ptx").read_text()
+    vec, scalar = ptx({}), ptx(SCALAR)
+    assert vec.count("ld.global.nc.v4.f32") == 2 and vec.count("st.global.v4.f32") == 1
+    assert "v4.f32" not in scalar and scalar.count("ld.global.nc.f32") == 2
