@@ -5,6 +5,7 @@ import dataclasses
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -219,3 +220,15 @@ def test_ptx_has_128_bit_global_loads_and_stores(tmp_path, target):
     vec, scalar = ptx({}), ptx(SCALAR)
     assert vec.count("ld.global.nc.v4.f32") == 2 and vec.count("st.global.v4.f32") == 1
     assert "v4.f32" not in scalar and scalar.count("ld.global.nc.f32") == 2
+
+
+def test_bank_model_counts_float4_shared_reads_by_phase():
+    from deplokit.passes.schedule.banks import _warp_worst, smem_loads
+    lanes = np.arange(32, dtype=np.int64)
+    assert _warp_worst(lanes * 4, 32, width=4) == 1          # consecutive float4 runs: conflict-free
+    assert _warp_worst(lanes * 4, 32) == 4                   # the same words as scalar loads: 4-way
+    assert _warp_worst(lanes * 8, 32, width=4) == 2          # every other run: 2-way per phase
+    c = deplokit.compile(nn.RMSNorm(2048, eps=1e-6), torch.randn(1, 32, 2048))
+    assert {ld.dst: ld.degree for ld in smem_loads(c.tile_ir.kernels[0])} == {"in0": 1, "in1": 1}
+    step = next(s for s in c.trace if s.name == "014_pad_smem")
+    assert step.skipped_reason == "merged_rms_norm: no stage's loads conflict on shared-memory banks"
