@@ -232,3 +232,17 @@ def test_bank_model_counts_float4_shared_reads_by_phase():
     assert {ld.dst: ld.degree for ld in smem_loads(c.tile_ir.kernels[0])} == {"in0": 1, "in1": 1}
     step = next(s for s in c.trace if s.name == "014_pad_smem")
     assert step.skipped_reason == "merged_rms_norm: no stage's loads conflict on shared-memory banks"
+
+
+def test_simulator_counts_a_float4_as_one_instruction():
+    x = torch.randn(64, 256)
+    counts = {}
+    for width in (1, 4):
+        c = deplokit.compile(lambda x: x * 2 + 1, x, config={"005_blockify_launch.vector_width": width})
+        stats = []
+        (got,) = simulate_program(c.kernel_ir, {"x": x.numpy()}, stats=stats)
+        assert torch.equal(torch.from_numpy(got), x * 2 + 1)
+        (st,) = stats
+        assert st.global_bytes_loaded == st.global_bytes_stored == 4 * x.numel()
+        counts[width] = (st.global_loads, st.global_stores)
+    assert counts == {1: (x.numel(), x.numel()), 4: (x.numel() // 4, x.numel() // 4)}

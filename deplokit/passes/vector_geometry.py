@@ -70,13 +70,12 @@ def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -
     return ""
 
 
-def body_reason(body, lane: str, types, multiples=frozenset(), staged=frozenset()) -> str:
+def body_reason(body, lane: str, types, multiples=frozenset()) -> str:
     """'' when every global access of `body` (a vector loop's body, with `lane` its variable)
-    is one float4 or does not depend on the lane; else the first reason why not. Loads of
-    `staged` tensors (shared memory, spelled by the materialiser) are not judged here."""
+    is one float4 or does not depend on the lane; else the first reason why not."""
     for s in body:
         if isinstance(s, Load):
-            if s.tensor in staged or not varies(s.index, lane):
+            if not varies(s.index, lane):
                 continue
             why = float4_reason(s.tensor, s.index, lane, types[s.tensor], multiples)
         elif isinstance(s, Store):
