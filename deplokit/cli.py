@@ -144,7 +144,7 @@ def format_ir(compilation, stage: str, verbose: int) -> str:
                 continue
             out += [f"# {step.name}: {kernel}: " + ", ".join(f"{k}={v}" for k, v in knobs)
                     for kernel, knobs in step.params if knobs]
-            out += [f"# {step.name}: {note}" for note in step.notes if stage != "tile"]
+            out += [f"# {step.name}: {note}" for note in step.notes]   # a tile pass's per-kernel reasons
     out += _lines(str(ir))
     return "\n".join(out) + "\n"
 
@@ -168,7 +168,7 @@ def format_trace(compilation, stage: str) -> str:
         for kernel, knobs in step.params if step.stage == "tile" else ():
             knob_text = ", ".join(f"{k}={v}" for k, v in knobs)
             out.append(f"@@ {kernel}{': ' + knob_text if knob_text else ''} @@")
-        out += [f"# {note}" for note in step.notes if step.stage != "tile"]
+        out += [f"# {note}" for note in step.notes]
         diff = difflib.unified_diff(_text(step.before).splitlines(), _text(step.after).splitlines(), lineterm="")
         out += [line for line in diff if not line.startswith(("--- ", "+++ "))]
         out.append(f"<<< {tag}")

@@ -594,6 +594,49 @@ case("two outputs", "(3,37)", lambda x, y: (torch.softmax(x, -1), x @ y), randn(
 case("output reused", "(3,37)", lambda x: (x.exp(), x.exp() + 1, x), randn(3, 37), tol=TRANSC)
 case("dict output", "(3,37)", lambda x: {"a": x.relu(), "b": x.sum(-1)}, randn(3, 37), tol=REDUCE)
 
+# ---- aligned shapes: 128-bit (float4) global loads and stores ----
+# The cases above use odd extents, where every access stays scalar. Here the innermost
+# extent is a multiple of 4 and every access 16-byte aligned, so each thread moves 4
+# consecutive elements with float4 (005 blockify_launch's vector_width; ALIGNED_CASES must
+# all emit it, see test_aligned_cases_use_float4): pointwise kernels, broadcasts, slices at
+# aligned offsets, cat, gathers, masked tails, and the free phases of row kernels.
+_FIRST_ALIGNED = len(CASES)
+case("aligned silu", "(8,128)", F.silu, randn(8, 128, scale=4.0), tol=TRANSC)
+case("aligned gelu(tanh)", "(3,5,128)", lambda x: F.gelu(x, approximate="tanh"), randn(3, 5, 128, scale=4.0),
+     tol=TRANSC)
+case("aligned relu", "(4,)", F.relu, randn(4), tol=EXACT)
+case("aligned exp", "(2,4)", torch.exp, randn(2, 4), tol=TRANSC)
+case("aligned rsqrt", "(16,64)", torch.rsqrt, positive(16, 64, lo=1e-3, hi=100.0), tol=TRANSC)
+case("aligned log", "(16,64)", torch.log, positive(16, 64, lo=1e-3, hi=100.0), tol=TRANSC)
+case("aligned x*2+1", "(64,256)", lambda x: x * 2 + 1, randn(64, 256), tol=EXACT)
+case("aligned add", "(4,256)+(4,256)", torch.add, randn(4, 256), randn(4, 256), tol=EXACT)
+case("aligned add(bcast row)", "(16,64)+(64,)", lambda x, b: x + b, randn(16, 64), randn(64), tol=EXACT)
+case("aligned pow(x**y)", "(8,32)", lambda x, y: x ** y, positive(8, 32), randn(8, 32), tol=TRANSC)
+case("aligned where", "(8,64)", lambda x, y: torch.where(x > 0, x, y), randn(8, 64), randn(8, 64), tol=EXACT)
+case("aligned clamp", "(8,64)", lambda x: torch.clamp(x, -0.5, 0.5), randn(8, 64), tol=EXACT)
+case("aligned swiglu silu(a)*b", "(2,8,128)", lambda a, b: F.silu(a) * b, randn(2, 8, 128), randn(2, 8, 128),
+     tol=TRANSC)
+case("aligned residual add", "(1,32,256)", lambda x, r: x + r, randn(1, 32, 256), randn(1, 32, 256), tol=EXACT)
+case("aligned masked tail", "(1000,)", lambda x, y: torch.sigmoid(x) * y + 1.0, randn(1000), randn(1000),
+     tol=TRANSC)
+case("aligned masked blocks", "(3,4100)", lambda x: x * 3 - 1, randn(3, 4100), tol=ARITH)
+case("aligned slice", "(8,36)[:,4:]", lambda x: x[:, 4:] * 2, randn(8, 36), tol=EXACT)
+case("aligned slice head", "(8,36)[:,:32]", lambda x: x[:, :32] + 1, randn(8, 36), tol=EXACT)
+case("aligned cat(-1)", "(4,8)|(4,16)", lambda a, b: torch.cat([a, -b], dim=-1), randn(4, 8), randn(4, 16),
+     tol=EXACT)
+case("aligned embedding*2", "(3,5)->(50,16)", lambda i, w: F.embedding(i, w) * 2.0, ids(3, 5, num=50),
+     randn(50, 16), tol=EXACT)
+case("aligned unsqueeze+bcast", "(32,)x(5,32)", lambda x, y: x.unsqueeze(0) * y, randn(32), randn(5, 32), tol=EXACT)
+case("aligned rms_norm", "(4,256)", module(lambda: nn.RMSNorm(256, eps=1e-6)), randn(4, 256), tol=REDUCE)
+case("aligned layer_norm", "(4,256)", module(lambda: nn.LayerNorm(256)), randn(4, 256), tol=REDUCE)
+case("aligned softmax(-1)", "(4,512)", lambda x: torch.softmax(x, -1), randn(4, 512, scale=3.0), tol=REDUCE)
+case("aligned log_softmax(-1)", "(4,512)", lambda x: torch.log_softmax(x, -1), randn(4, 512, scale=3.0),
+     tol=REDUCE)
+case("aligned softmax(-1,short rows)", "(6,36)", lambda x: x.softmax(-1), randn(6, 36), tol=REDUCE)
+case("aligned x-mean", "(8,128)", lambda x: x - x.mean(-1, keepdim=True), randn(8, 128), tol=REDUCE)
+case("aligned softmax(-1,chunked row)", "(2,16384)", lambda x: torch.softmax(x, -1), randn(2, 16384), tol=BIG_REDUCE)
+ALIGNED_CASES = tuple(c.id for c in CASES[_FIRST_ALIGNED:])
+
 
 def _params(c: Case):
     return [pytest.param(c, backend, id=f"{c.id}-{backend}") for backend in BACKENDS]
@@ -628,6 +671,18 @@ def test_op_matches_eager(c: Case, backend: str):
     assert len(got_l) == len(want_l)
     for g, w in zip(got_l, want_l):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+
+
+@pytest.mark.parametrize("case_id", ALIGNED_CASES)
+def test_aligned_cases_use_float4(case_id):
+    """The aligned cases really exercise 128-bit accesses: a float4 load and a global float4
+    store in the Kernel IR, and float4 in the CUDA (the simulator runs them in test_op_matches_eager)."""
+    comp = _compiled(case_id)
+    lines = [line.strip() for line in str(comp.kernel_ir).splitlines()]
+    # a row kernel's free phase reads its staged row with shared float4 loads
+    assert any(" = global float4 " in line or " = shared float4 " in line for line in lines), "no float4 load"
+    assert any(line.startswith("global float4 ") for line in lines), "no float4 store"
+    assert "reinterpret_cast<float4*>" in str(comp.cuda)
 
 
 def test_every_covered_op_has_a_case():

@@ -44,12 +44,13 @@ Tile(axes=(a3:256=THREAD, a0:32=BLOCK)):
     v1 = divide(acc0, 2048)
     v2 = add(v1, 1e-06)
     v3 = rsqrt(v2)
-    StridedLoop(a2 = a3; < 2048; += 256):  # free unroll
-        in1 = load x_smem[a2]
-        in2 = load p_weight[a2]
-        v4 = multiply(in1, v3)
-        v5 = multiply(v4, in2)
-        rms_norm[0, a0, a2] = v5"""
+    StridedLoop(a2 = a3 * 4; < 2048; += 1024):  # free unroll
+        for a2v in 0..4:  # vector
+            in1 = load x_smem[a2 + a2v]
+            in2 = load p_weight[a2 + a2v]
+            v4 = multiply(in1, v3)
+            v5 = multiply(v4, in2)
+            rms_norm[0, a0, a2 + a2v] = v5"""
 
 
 def test_every_pass_is_traced_with_params_or_reason():
@@ -85,7 +86,7 @@ def test_softmax_stages_its_row_once_and_combines_twice():
 
 def test_pointwise_rounds_up_to_whole_blocks_and_masks():
     fn, inputs = PROGRAMS["pointwise_1000"]
-    c = deplokit.compile(fn, *inputs)
+    c = deplokit.compile(fn, *inputs, config={"005_blockify_launch.vector_width": 1})   # one element a thread
     tile = c.tile_ir.kernels[0].tile()
     assert [(a.extent, a.kind) for a in tile.axes] == [(256, THREAD), (4, BLOCK)]
     assert "if " in str(c.kernel_ir)          # the store past 1000 is masked

@@ -87,7 +87,7 @@ class Store:
 class Loop:
     var: str
     extent: int
-    kind: str                         # free | reduce
+    kind: str                         # free | reduce (Tile IR adds register and vector loops)
     body: tuple["Stmt", ...]
     role: str = ""                    # M, N or K in a matmul-like kernel
     unroll: bool = False              # a scheduling hint (Tile IR's mark_unroll)

@@ -76,6 +76,15 @@ Register tiles (008 register_tile) let one thread own a TM x TN block of a matmu
   a strided layout (a warp's 16 N-threads read 16 consecutive floats for every slot).
   009 permute_register_tile may make the slot -> column map depend on the thread.
 
+A Loop of kind `vector` (005 blockify_launch) runs its body for 4 consecutive elements of
+the contiguous innermost axis in one thread; the materialiser spells each of its loads and
+stores as one 128-bit float4 access where alignment allows (deplokit.passes.vector_geometry):
+
+    Tile(axes=(a1t:256=THREAD, a0:4096=BLOCK, a1b:4=BLOCK)):
+        for a1v in 0..4:  # vector
+            in0 = load x0[a0, a1b * 1024 + a1t * 4 + a1v]
+            ...
+
 Split-K (003 split_matmul_k) adds a BLOCK axis of role K (`a2s(K):8=BLOCK`): each block
 reduces one contiguous range of K chunks and adds its partial sum into the output with
 AtomicAdd (`matmul[...] += acc0  # atomic`); the output is zeroed by a kernel the

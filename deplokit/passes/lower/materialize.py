@@ -17,6 +17,10 @@ folds into it; Accumulate -> Assign of one element; `load acc[..]` -> RegLoad), 
 register loop becomes a `#pragma unroll` For, so each element index is a compile-time
 constant and the array stays in registers.
 
+A vector loop (005 blockify_launch: 4 consecutive elements per thread) is unrolled into
+per-lane registers with float4 loads and stores where alignment allows; see
+deplokit.passes.lower.vector_access.
+
 Split-K (003 split_matmul_k): AtomicAdd becomes an atomicAdd guarded like a store, and the
 tensor it adds into is zeroed by a small kernel `<name>_zero` emitted just before the
 kernel: the program itself zero-initialises the output, so it is correct on a GPU whatever
@@ -193,6 +197,9 @@ class _Materializer:
             return self._atomic_add(s)
         if isinstance(s, Store):
             return self._store(s)
+        if isinstance(s, Loop) and s.kind == "vector":      # 4 elements per thread: float4 accesses
+            from .vector_access import lower_vector_loop
+            return lower_vector_loop(self, s)
         if isinstance(s, (Loop, StridedLoop)):
             return self._loop(s)
         if isinstance(s, Combine):

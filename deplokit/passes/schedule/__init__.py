@@ -27,7 +27,7 @@ import inspect
 from ...errors import DeplokitError
 from ...ir.loop_ir import LoopProgram
 from ...ir.tile_ir import TileKernel, TileProgram
-from .knobs import Knob, Skip
+from .knobs import Knob, Noted, Skip
 
 PASS_MODULES = (
     "t001_tileify", "t002_chunk_matmul_k", "t003_split_matmul_k", "t004_cooperative_reduce",
@@ -86,7 +86,7 @@ def schedule(program: LoopProgram, ctx):
     steps = []
     for mod in PASSES:
         label = pass_label(mod)
-        kernels, params, reasons = [], [], []
+        kernels, params, reasons, notes = [], [], [], []
         for k in current.kernels:
             knobs = resolve_knobs(mod, k, ctx.target, ctx.config)
             result = _apply(mod, k, ctx.target, knobs, current.types())
@@ -94,6 +94,9 @@ def schedule(program: LoopProgram, ctx):
                 reasons.append(f"{k.name}: {result.reason}")
                 kernels.append(k)
                 continue
+            if isinstance(result, Noted):          # applied, declining part of what a knob asked
+                notes.append(f"{k.name}: {result.note}")
+                result = result.kernel
             if knobs:
                 result = TileKernel(result.name, result.outputs, result.body,
                                     result.knobs + tuple((f"{label}.{n}", v) for n, v in knobs.items()))
@@ -104,6 +107,6 @@ def schedule(program: LoopProgram, ctx):
         after = TileProgram(current.buffers, current.written, tuple(kernels), current.outputs)
         changed = after != current
         skipped = "" if changed else "; ".join(reasons) or "no kernel to schedule"
-        steps.append(TraceStep("tile", label, tuple(params), current, after, skipped, tuple(reasons)))
+        steps.append(TraceStep("tile", label, tuple(params), current, after, skipped, tuple(reasons + notes)))
         current = after
     return current, tuple(steps)

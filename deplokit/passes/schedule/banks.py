@@ -19,6 +19,11 @@ slot by the thread index, so every register slot is counted separately: the cost
 is the sum of its warp-worst degrees over the slots of the register block (the wavefronts
 one execution of the unrolled register nest needs), and load_degree reports the worst slot.
 A strided loop's variable starts at its thread's lane, and is taken there.
+
+A load in a vector loop (005: 4 consecutive floats per thread) is one 128-bit access per
+lane: the hardware serves a warp's float4 loads in 4 phases of 8 lanes (128 bytes each), so
+its degree is the worst phase's, over the 4 words each of its 8 lanes reads; 4 lanes
+reading 4 consecutive floats each are conflict-free.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...ir.index import Gather, evaluate
+from ...ir.index import Gather, evaluate, free_vars
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
 
@@ -83,9 +88,14 @@ def stage_word(stage: Stage, index_values, pad: int | None = None) -> np.ndarray
     return word
 
 
-def _warp_worst(words: np.ndarray, threads: int) -> int:
+def _warp_worst(words: np.ndarray, threads: int, width: int = 1) -> int:
+    """The worst warp's degree; `width` 4: float4 accesses, served a phase of 8 lanes at a time."""
     words = np.broadcast_to(words, (threads,))
-    return max(conflict_degree(words[w:w + WARP]) for w in range(0, threads, WARP))
+    if width == 1:
+        return max(conflict_degree(words[w:w + WARP]) for w in range(0, threads, WARP))
+    phase = WARP // width
+    runs = (words[:, None] + np.arange(width)).reshape(threads, width)
+    return max(conflict_degree(runs[p:p + phase].ravel()) for p in range(0, threads, phase))
 
 
 def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None) -> list[SmemLoad]:
@@ -104,8 +114,10 @@ def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None) -> list[S
         stage = stages[s.tensor]
         env: dict = {v: np.int64(0) for a in tile.axes for v in [a.var] if a.var not in lanes}
         env.update(lanes)
-        registers = []
+        registers, width = [], 1
         for lp in loops:
+            if isinstance(lp, Loop) and lp.kind == "vector" and any(lp.var in free_vars(e) for e in s.index):
+                width = lp.extent                      # taken at 0: the run's first word
             if isinstance(lp, Loop) and lp.kind == "register":
                 registers.append(lp)
             elif isinstance(lp, Loop):
@@ -117,7 +129,7 @@ def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None) -> list[S
             env.update({lp.var: np.int64(v) for lp, v in zip(registers, values)})
             idx = [evaluate(e, _defaulted(env, e)) for e in s.index]
             pad = None if pads is None else pads.get(stage.name, stage.pad)
-            d = _warp_worst(stage_word(stage, idx, pad), threads)
+            d = _warp_worst(stage_word(stage, idx, pad), threads, width)
             worst, total, slots = max(worst, d), total + d, slots + 1
         out.append(SmemLoad(stage.name, s.dst, worst, total, slots))
     return out

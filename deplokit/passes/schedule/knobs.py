@@ -48,3 +48,11 @@ def combine_smem(tile) -> int:
             if lanes > 32:
                 total += -(-4 * (lanes // 32) * (threads // lanes) // 16) * 16
     return total
+
+
+@dataclass(frozen=True)
+class Noted:
+    """A pass's result with a note on a choice its knobs asked for and the kernel did not
+    allow (why accesses stay scalar, say); the trace records the note."""
+    kernel: Any
+    note: str

@@ -5,12 +5,28 @@ other axis becomes BLOCK. Otherwise the innermost axes give their iterations to 
 threads (consecutive threads read consecutive elements: coalesced), up to `block_threads`;
 an axis split in two reads `a = ab * t + at`, and what the rounding adds beyond the axis's
 extent is masked when the kernel is materialised. A split-K axis (003: a BLOCK axis of role
-K) is already a grid axis: it stays, as the slowest BLOCK axis."""
+K) is already a grid axis: it stays, as the slowest BLOCK axis.
+
+128-bit accesses (`vector_width` 4): each thread handles 4 consecutive elements of the
+contiguous innermost axis, its body wrapped in a vector loop that the materialiser spells
+as float4 loads and stores. A pointwise kernel splits that axis into a = ab * 4t + at * 4 + av;
+a row kernel's free phases step by 4 elements per lane (a = a3 * 4 + k * 4 lanes, then
++ av). Used only where every global load and store of the loop allows it (unit stride,
+16-byte aligned, last extent a multiple of 4: deplokit.passes.vector_geometry); otherwise
+the accesses stay scalar and the trace says why.
+
+    Tile(axes=(a1t:256=THREAD, a0:4096=BLOCK, a1b:4=BLOCK)):
+        for a1v in 0..4:  # vector
+            in0 = load x0[a0, a1b * 1024 + a1t * 4 + a1v]
+            ..."""
 from __future__ import annotations
 
 from ...ir.index import var
-from ...ir.tile_ir import BLOCK, THREAD, Combine, Tile, TileAxis, TileKernel, walk
-from .knobs import Knob, Skip, pow2_at_least
+from ...ir.loop_ir import Loop
+from ...ir.tile_ir import BLOCK, THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, walk
+from ..stage_geometry import VECTOR
+from ..vector_geometry import body_reason
+from .knobs import Knob, Noted, Skip, pow2_at_least
 from .rewrite import substitute_body
 
 DESCRIPTION = "pick block extents; partition free axes into BLOCK and THREAD"
@@ -20,15 +36,21 @@ def _default_threads(kernel: TileKernel, target) -> int:
     return 256
 
 
+def _default_width(kernel: TileKernel, target) -> int:
+    return VECTOR          # vectorise wherever the accesses allow it
+
+
 KNOBS = (Knob("block_threads", (64, 128, 256, 512, 1024), _default_threads,
-              "threads per block when free axes are split"),)
+              "threads per block when free axes are split"),
+         Knob("vector_width", (1, VECTOR), _default_width,
+              "consecutive innermost elements a thread moves with one float4 (where alignment allows)"))
 
 
 def _cooperative(tile: Tile) -> bool:
     return any(isinstance(s, Combine) for s, _ in walk(tile.body))
 
 
-def apply(kernel: TileKernel, target, knobs):
+def apply(kernel: TileKernel, target, knobs, types=None):
     tile = kernel.tile()
     splits = tuple(a for a in tile.axes if a.kind == BLOCK and a.role == "K")    # split-K (003)
     if any(a.kind == BLOCK and a not in splits for a in tile.axes):
@@ -38,12 +60,23 @@ def apply(kernel: TileKernel, target, knobs):
     if _cooperative(tile):
         lanes = [a for a in tile.axes if a.kind == THREAD and not a.role and _is_lane(tile, a)]
         rows = tuple(TileAxis(a.var, a.extent, BLOCK, a.role) for a in tile.axes if a not in lanes)
-        return _with_tile(kernel, Tile(tuple(lanes) + rows, tile.body))   # one row per block
+        body, why = tile.body, ""
+        if knobs["vector_width"] > 1:
+            body, why = _vector_phases(tile.body, types)
+        return _noted(_with_tile(kernel, Tile(tuple(lanes) + rows, body)), why)   # one row per block
     budget = knobs["block_threads"]
     # A matmul-like kernel gives each output axis at most 16 threads (a 16 x 16 block tile).
     per_axis = 16 if any(a.role for a in tile.axes) else budget
     threads, blocks, mapping, ranges = [], [], {}, {}
-    for a in reversed(tuple(a for a in tile.axes if a not in splits)):   # innermost first: the contiguous one
+    inner = tuple(a for a in tile.axes if a not in splits)
+    vector, why = None, ""
+    if knobs["vector_width"] > 1:
+        why = _pointwise_reason(tile, inner, types)
+        vector = None if why else inner[-1]
+    for a in reversed(inner):   # innermost first: the contiguous one
+        if a is vector:
+            budget = _split_vector(a, budget, threads, blocks, mapping, ranges)
+            continue
         t = min(pow2_at_least(a.extent), per_axis, budget)
         if t <= 1:
             blocks.append(TileAxis(a.var, a.extent, BLOCK, a.role))
@@ -60,7 +93,75 @@ def apply(kernel: TileKernel, target, knobs):
         ranges.update({tv: t, bv: nb})
     axes = tuple(reversed(threads)) + splits + tuple(reversed(blocks))
     body = substitute_body(tile.body, mapping, ranges) if mapping else tile.body
-    return _with_tile(kernel, Tile(axes, body))
+    if vector is not None:
+        body = (Loop(f"{vector.var}v", VECTOR, "vector", body),)
+    return _noted(_with_tile(kernel, Tile(axes, body)), why)
+
+
+def _noted(kernel: TileKernel, why: str):
+    return Noted(kernel, f"vector_width {VECTOR} not used: {why}") if why else kernel
+
+
+def _pointwise_reason(tile: Tile, inner, types) -> str:
+    """'' when the innermost axis can move 4 elements per thread with float4, else why not."""
+    if not inner:
+        return "no free axis"
+    if any(a.role for a in tile.axes):
+        return "a matmul-like kernel (its threads own output tiles)"
+    a = inner[-1]
+    if a.extent % VECTOR:
+        return f"innermost axis {a.var} of {a.extent} is not a multiple of {VECTOR}"
+    return body_reason(tile.body, a.var, types)
+
+
+def _split_vector(a: TileAxis, budget: int, threads, blocks, mapping, ranges) -> int:
+    """The innermost axis in runs of 4: a = ab * 4t + at * 4 + av (av the vector loop's
+    variable); returns the thread budget left for the other axes."""
+    units = a.extent // VECTOR
+    av, at, ab = f"{a.var}v", f"{a.var}t", f"{a.var}b"
+    ranges[av] = VECTOR
+    t = min(pow2_at_least(units), budget)
+    if t <= 1:                               # one run of 4: the vector loop is the whole axis
+        mapping[a.var] = var(av)
+        return budget
+    ranges[at] = min(t, units)
+    if t >= units:
+        threads.append(TileAxis(at, units, THREAD))
+        mapping[a.var] = var(at) * VECTOR + var(av)
+    else:
+        nb = -(-units // t)
+        threads.append(TileAxis(at, t, THREAD))
+        blocks.append(TileAxis(ab, nb, BLOCK))
+        mapping[a.var] = var(ab) * (t * VECTOR) + var(at) * VECTOR + var(av)
+        ranges[ab] = nb
+    return budget // t
+
+
+def _vector_phases(body, types):
+    """A row kernel's free phases (StridedLoops over the row, one element per lane per step)
+    stepping 4 elements per lane, their bodies in vector loops; and why a free phase stayed
+    scalar ('' if none did)."""
+    out, why = [], []
+    for s in body:
+        if isinstance(s, StridedLoop) and s.kind == "free":
+            reason = _phase_reason(s, types)
+            if reason:
+                why.append(reason)
+            else:
+                v = f"{s.var}v"
+                inner = substitute_body(s.body, {s.var: var(s.var) + var(v)}, {s.var: s.stop, v: VECTOR})
+                s = StridedLoop(s.var, s.start * VECTOR, s.stop, s.step * VECTOR, s.kind,
+                                (Loop(v, VECTOR, "vector", inner),), s.role, s.unroll)
+        out.append(s)
+    return tuple(out), "; ".join(why)
+
+
+def _phase_reason(s: StridedLoop, types) -> str:
+    if s.stop % VECTOR:
+        return f"free phase {s.var} of {s.stop} elements is not a multiple of {VECTOR}"
+    if s.start.const or len(s.start.terms) != 1 or s.start.terms[0][1] != 1:
+        return f"free phase {s.var} does not start at the lane index"
+    return body_reason(s.body, s.var, types)
 
 
 def _is_lane(tile: Tile, axis: TileAxis) -> bool:

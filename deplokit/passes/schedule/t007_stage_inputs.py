@@ -3,7 +3,8 @@
 A global tensor is staged when the block reads its elements more than once (in several
 phases, as RMSNorm reads x twice, or by several threads) and the slab it reads is a box:
 each index component is a block-uniform origin plus at most one of the block's loop or
-thread variables. The slab is copied once by all threads; the loads then read the copy."""
+thread variables (plus a vector loop's variable riding on it: a2 + a2v, 4 elements of a
+vectorised free phase). The slab is copied once by all threads; the loads then read the copy."""
 from __future__ import annotations
 
 from ...ir.index import Affine, Gather, Var, free_vars, var
@@ -29,7 +30,8 @@ def apply(kernel: TileKernel, target, knobs):
         return Skip("already staged")
     block_vars = {a.var for a in tile.axes if a.kind == BLOCK}
     thread_extent = {a.var: a.extent for a in tile.axes if a.kind == THREAD}
-    lanes = {str(s.start) for s, _ in walk(tile.body) if isinstance(s, StridedLoop)}
+    lanes = {v for s, _ in walk(tile.body) if isinstance(s, StridedLoop) for v in free_vars(s.start)}
+    riders = frozenset(s.var for s, _ in walk(tile.body) if isinstance(s, Loop) and s.kind == "vector")
     threads = 1
     for a in tile.axes:
         if a.kind == THREAD and a.var not in lanes:
@@ -39,23 +41,24 @@ def apply(kernel: TileKernel, target, knobs):
         if not isinstance(s, Load) or s.pad is not None:   # a masked read may leave the tensor
             continue
         loops = tuple(lp for lp in loops if not isinstance(lp, Tile))
-        found = _scope(s, loops, block_vars, thread_extent)
+        found = _scope(s, loops, block_vars, thread_extent, riders)
         if found is None:
             continue
-        depth, origin, axes = found
+        depth, origin, axes, index = found
         scope = loops[depth - 1] if depth else None
         key = (id(scope), s.tensor, origin, tuple((a.dim, a.extent) for a in axes))
         accesses = threads
         for lp in loops[depth:]:
-            accesses *= lp.extent if isinstance(lp, Loop) else lp.stop
-        groups.setdefault(key, (scope, []))[1].append((s, axes, accesses))
+            if not (isinstance(lp, Loop) and lp.var in riders):   # a2 + a2v: a2's range counts them
+                accesses *= lp.extent if isinstance(lp, Loop) else lp.stop
+        groups.setdefault(key, (scope, []))[1].append((s, axes, accesses, index))
     stages: dict = {}          # id(scope) -> [Stage]
     rewrites, reasons, used, names = {}, [], combine_smem(tile), []
     for (scope_id, tensor, origin, dims), (scope, loads) in groups.items():
         size = 1
         for _, e in dims:
             size *= e
-        if sum(a for _, _, a in loads) < 2 * size:
+        if sum(a for _, _, a, _ in loads) < 2 * size:
             continue
         if used + 4 * size > STATIC_SMEM:
             reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {STATIC_SMEM} bytes of static shared memory")
@@ -64,8 +67,8 @@ def apply(kernel: TileKernel, target, knobs):
         name = _fresh(f"{tensor}_smem", kernel, names)
         names.append(name)
         stages.setdefault(scope_id, []).append(Stage(name, tensor, origin, loads[0][1]))
-        for load, axes, _ in loads:
-            rewrites[id(load)] = Load(load.dst, name, tuple(var(a.var) for a in axes))
+        for load, _, _, index in loads:
+            rewrites[id(load)] = Load(load.dst, name, index)
     if not stages:
         return Skip("; ".join(reasons) or "no input is read more than once per block")
     def rewrite(s):
@@ -93,49 +96,56 @@ def _place(body, stages, rewrite):
     return tuple(out)
 
 
-def _scope(load: Load, loops, block_vars, thread_extent):
+def _scope(load: Load, loops, block_vars, thread_extent, riders=frozenset()):
     """The outermost position in the enclosing loops at which the load reads a box: at depth
     d the variables of loops[:d] (and BLOCK axes) are fixed, loops[d:] and THREAD axes vary.
-    Returns (d, origin, slab axes) or None."""
+    Returns (d, origin, slab axes, the load's index into the slab) or None."""
     for depth in range(len(loops) + 1):
-        if any(isinstance(lp, StridedLoop) for lp in loops[:depth]):
+        if any(isinstance(lp, StridedLoop) or lp.var in riders for lp in loops[:depth]):
             break
         uniform = block_vars | {lp.var for lp in loops[:depth]}
         varying = dict(thread_extent)
         for lp in loops[depth:]:
             varying[lp.var] = lp.extent if isinstance(lp, Loop) else lp.stop
-        slab = _slab(load, uniform, varying)
+        slab = _slab(load, uniform, varying, riders)
         if slab is not None:
             return (depth,) + slab
     return None
 
 
-def _slab(load: Load, uniform, varying):
-    """(origin, slab axes) when each index component is a uniform origin plus at most one
-    varying variable (coefficient 1, each used once), else None."""
-    origin, axes, seen = [], [], set()
+def _slab(load: Load, uniform, varying, riders=frozenset()):
+    """(origin, slab axes, index into the slab) when each index component is a uniform origin
+    plus at most one varying variable (coefficient 1, each used once) and at most one vector
+    variable riding on it, else None."""
+    origin, axes, index, seen = [], [], [], set()
     for dim, e in enumerate(load.index):
-        uniform_terms, slab_terms = [], []
+        uniform_terms, slab_terms, ride = [], [], []
         for atom, c in e.terms:
             if isinstance(atom, Gather):      # a data-dependent row: not a box
                 return None
             vs = free_vars(Affine(((atom, 1),), 0))
             if vs <= uniform:
                 uniform_terms.append((atom, c))
+            elif isinstance(atom, Var) and c == 1 and atom.name in riders and atom.name in varying:
+                ride.append(atom.name)
             elif isinstance(atom, Var) and c == 1 and atom.name in varying and atom.name not in seen:
                 slab_terms.append(atom.name)
             else:
                 return None
-        if len(slab_terms) > 1:
+        if not slab_terms:             # a vector variable alone is an axis of its own
+            slab_terms, ride = ride[:1], ride[1:]
+        if len(slab_terms) > 1 or len(ride) > 1 or set(slab_terms + ride) & seen:
             return None
         origin.append(Affine(tuple(uniform_terms), e.const))
         if slab_terms:
             v = slab_terms[0]
             seen.add(v)
+            seen.update(ride)
             axes.append(SlabAxis(v, varying[v], dim))
+            index.append(var(v) + var(ride[0]) if ride else var(v))
     if not axes:
         return None
-    return tuple(origin), tuple(axes)
+    return tuple(origin), tuple(axes), tuple(index)
 
 
 def _fresh(name, kernel, taken):

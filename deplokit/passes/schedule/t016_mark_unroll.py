@@ -20,7 +20,9 @@ def apply(kernel: TileKernel, target, knobs):
     marked = []
 
     def mark(s):
-        if isinstance(s, (Loop, StridedLoop)) and any(isinstance(c, (Loop, StridedLoop)) for c in s.body):
+        if isinstance(s, Loop) and s.kind == "vector":
+            return s                      # a vector loop is always unrolled into registers (float4)
+        if isinstance(s, (Loop, StridedLoop)) and any(_is_loop(c) for c in s.body):
             return s                      # only innermost loops: unrolling an outer one copies loops
         if isinstance(s, StridedLoop) and not s.unroll and -(-s.stop // s.step) <= limit:
             marked.append(s.var)
@@ -37,3 +39,7 @@ def apply(kernel: TileKernel, target, knobs):
     new_tile = Tile(tile.axes, body)
     return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
                       kernel.knobs)
+
+
+def _is_loop(s) -> bool:
+    return isinstance(s, StridedLoop) or (isinstance(s, Loop) and s.kind != "vector")

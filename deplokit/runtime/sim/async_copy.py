@@ -22,6 +22,7 @@ class _AsyncCopies:
                                 f"buffer {s.buffer}", "CpAsync", align=n)
         vals = [_cast(np.take(buf, src + j), F32) for j in range(n)]
         self.stats.global_bytes_loaded += self.count(mask) * 4 * n
+        self.stats.global_loads += self.count(mask)
         sh = self.sarr(s.array, "CpAsync")
         self.shared_write(sh, self.ev_int(s.dst_offset, mask), vals, mask, "CpAsync", align=n,
                           pend_tag=self.cp_open)

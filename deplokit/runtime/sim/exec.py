@@ -329,6 +329,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies):
             off = self.check_bounds(off, 4, buf.size, mask, f"buffer {s.source}", "VectorLoad", align=4)
             vals = [_cast(np.take(buf, off + j), F32) for j in range(4)]
             self.stats.global_bytes_loaded += self.count(mask) * 16
+            self.stats.global_loads += self.count(mask)
         elif s.space == "shared":
             vals = self.shared_read(self.sarr(s.source, "VectorLoad"), off, 4, mask, "VectorLoad")
         else:

@@ -46,6 +46,7 @@ class _GlobalMemory:
                                 f"buffer {e.buffer}", "GlobalLoad")
         v = np.take(buf, off)
         self.stats.global_bytes_loaded += self.count(mask) * buf.itemsize
+        self.stats.global_loads += self.count(mask)
         return _cast(v, I64) if e.ctype == "int" else _cast(v, F32) if e.ctype == "float" else v
 
     def global_write(self, name, kind, off, values, mask, align=1):
@@ -87,6 +88,7 @@ class _GlobalMemory:
                 for j, v in enumerate(vals):
                     buf[keys[win] + j] = v[win]
         self.stats.global_bytes_stored += keys.size * n * buf.itemsize
+        self.stats.global_stores += keys.size
 
     def s_global_store(self, s: K.GlobalStore, mask):
         off = self.ev_int(s.offset, mask)

@@ -16,5 +16,7 @@ class SimStats:
     barriers: int = 0               # block-level __syncthreads executed
     global_bytes_loaded: int = 0    # by active threads
     global_bytes_stored: int = 0
+    global_loads: int = 0           # load instructions (ld, float4 ld, cp.async) of active threads:
+    global_stores: int = 0          # a float4 counts once, so it shows 128-bit accesses at work
     shared_bytes_loaded: int = 0
     shared_bytes_stored: int = 0

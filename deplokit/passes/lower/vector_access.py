@@ -1,0 +1,209 @@
+"""Vector loop -> Kernel IR: 4 consecutive elements per thread, moved with float4.
+
+A vector loop (`for a1v in 0..4:  # vector`, see 005 blockify_launch) is unrolled in
+registers: a value that depends on the lane gets one register per lane (`in0_x .. in0_w`,
+after float4's components), a value that does not is computed once. Each load or store
+whose 4 elements are one aligned float4 (deplokit.passes.vector_geometry) becomes a
+VectorLoad / VectorStore, global or shared (a staged slab whose rows stay 16-byte
+aligned); any other access is spelled lane by lane, so the loop is always correct and
+float4 is used exactly where alignment allows.
+
+Bounds: the last extent and the first lane's offset are multiples of 4, so the 4 elements
+are wholly inside or wholly outside the tensor and one guard, on the first, covers them
+(clamping to extent - 4 keeps a masked run's address aligned).
+
+    for a1v in 0..4:  # vector                    in0_x, in0_y, in0_z, in0_w = global float4 x0[..]
+        in0 = load x0[a0, a1t * 4 + a1v]     ->   v0_x = multiply(in0_x, 2) ... v0_w = ...
+        v0 = multiply(in0, 2)                     global float4 out[..] = (v0_x, v0_y, v0_z, v0_w)
+        out[a0, a1t * 4 + a1v] = v0
+"""
+from __future__ import annotations
+
+from ...ir import kernel_ir as K
+from ...ir.index import Affine, const, free_vars, substitute
+from ...ir.loop_ir import Compute, Load, Loop, Store
+from ...ir.tile_ir import StridedLoop, walk
+from ..stage_geometry import VECTOR, row_major_strides
+from ..vector_geometry import float4_reason, is_multiple, split_lane, varies
+from .smem_layout import smem_offset, smem_size
+
+LANE_NAMES = "xyzw"
+
+
+def lower_vector_loop(m, loop: Loop) -> list:
+    """Kernel IR for vector loop `loop` inside materialiser `m` (a _Materializer)."""
+    if loop.extent != VECTOR or not all(isinstance(s, (Load, Compute, Store)) for s in loop.body):
+        # not a float4 body: an ordinary unrolled loop keeps the meaning
+        return m._loop(Loop(loop.var, loop.extent, "free", loop.body, loop.role, True))
+    return _VectorLowering(m, loop).run()
+
+
+def multiples_of_vector(body) -> frozenset[str]:
+    """Loop variables that only take multiples of 4: strided loops whose start is one and
+    whose step is one (a vectorised free phase: a2 = a3 * 4; += 1024)."""
+    out: set[str] = set()
+    for s, _ in walk(body):
+        if isinstance(s, StridedLoop) and s.step % VECTOR == 0 and is_multiple(s.start, VECTOR, out):
+            out.add(s.var)
+    return frozenset(out)
+
+
+class _VectorLowering:
+    def __init__(self, m, loop: Loop):
+        self.m, self.loop, self.lane = m, loop, loop.var
+        self.varying: set[str] = set()
+        if "_vector_multiples" not in m.__dict__:
+            m._vector_multiples = multiples_of_vector(m.tile.body)
+        self.multiples = m._vector_multiples
+
+    def run(self) -> list:
+        m = self.m
+        m.ranges[self.lane] = VECTOR
+        out: list = []
+        for s in self.loop.body:
+            if isinstance(s, Load):
+                out += self._load(s)
+            elif isinstance(s, Compute):
+                out += self._compute(s)
+            else:
+                out += self._store(s)
+        return out
+
+    # -- lanes ------------------------------------------------------------------------------
+    def _name(self, name: str, i: int) -> str:
+        return f"{name}_{LANE_NAMES[i]}"
+
+    def _at(self, e: Affine, i: int) -> Affine:
+        return substitute(e, {self.lane: const(i)}, self.m.ranges)
+
+    def _operand(self, a, i: int):
+        if isinstance(a, str) and a in self.varying:
+            return self._name(a, i)
+        if isinstance(a, Affine) and self.lane in free_vars(a):
+            return self._at(a, i)
+        return a
+
+    def _varies(self, a) -> bool:
+        return (isinstance(a, str) and a in self.varying) or (isinstance(a, Affine) and self.lane in free_vars(a))
+
+    def _per_lane(self, make) -> list:
+        out: list = []
+        for i in range(VECTOR):
+            out += self.m._stmt(make(i))
+        return out
+
+    # -- statements -------------------------------------------------------------------------
+    def _compute(self, s: Compute) -> list:
+        if not any(self._varies(a) for a in s.args):
+            return self.m._stmt(s)
+        self.varying.add(s.dst)
+        return self._per_lane(lambda i: Compute(self._name(s.dst, i), s.op,
+                                                tuple(self._operand(a, i) for a in s.args), s.note))
+
+    def _load(self, s: Load) -> list:
+        if not varies(s.index, self.lane):
+            return self.m._stmt(s)
+        self.varying.add(s.dst)
+        dsts = tuple(self._name(s.dst, i) for i in range(VECTOR))
+        if s.tensor in self.m.stages:
+            vec = self._shared_load(s, dsts)
+        elif not float4_reason(s.tensor, s.index, self.lane, self.m.types[s.tensor], self.multiples):
+            vec = self._global_load(s, dsts)
+        else:
+            vec = None
+        if vec is not None:
+            return vec
+        return self._per_lane(lambda i: Load(dsts[i], s.tensor, tuple(self._at(e, i) for e in s.index), s.pad))
+
+    def _global_load(self, s: Load, dsts) -> list:
+        m = self.m
+        out: list = []
+        shape = m.types[s.tensor].shape
+        index0 = tuple(self._at(e, 0) for e in s.index)
+        with _aligned_ranges(m, self.multiples):
+            exprs = m._index_exprs(index0, out)
+            cond, safe = self._guard(index0, exprs, shape)
+        m._note_read(s.tensor)
+        from .materialize import _flat
+        out.append(K.VectorLoad(dsts, "global", s.tensor, _flat(safe, shape)))
+        if cond is not None:           # a masked run reads an aligned, clamped run, then the pad
+            pad = K.Const(float(s.pad or 0.0))
+            out += [K.Assign(d, K.Select(cond, K.Var(d), pad)) for d in dsts]
+        return out
+
+    def _shared_load(self, s: Load, dsts) -> list | None:
+        """A float4 from the staged slab when its rows keep the 4 floats 16-byte aligned."""
+        from .materialize import affine_expr
+        stage = self.m.stages[s.tensor]
+        if len(s.index) != len(stage.slab) or len({ax.dim for ax in stage.slab}) != len(stage.slab):
+            return None
+        if any(self.lane in free_vars(e) for e in s.index[:-1]):
+            return None
+        parts = split_lane(s.index[-1], self.lane)
+        if parts is None or parts[0] != 1 or not is_multiple(parts[1], VECTOR, self.multiples):
+            return None
+        shape = [ax.extent for ax in stage.slab]
+        shape[-1] += stage.pad
+        strides = row_major_strides(shape)
+        for e, st in zip(s.index[:-1], strides[:-1]):
+            if st % VECTOR and not is_multiple(e, VECTOR, self.multiples):
+                return None
+        if getattr(stage, "base", None) is not None and smem_size(stage) % VECTOR:
+            return None
+        offset = smem_offset([affine_expr(self._at(e, 0)) for e in s.index], stage)
+        return [K.VectorLoad(dsts, "shared", stage.name, offset)]
+
+    def _guard(self, index0, exprs, shape):
+        """The in-bounds condition of a run of 4 (None when provable) and its clamped index.
+        The first element and the extent are multiples of 4, so `first < extent` holds for
+        all 4 elements when it holds for one; a clamp must keep the run aligned and inside,
+        so it goes to extent - 4, not extent - 1."""
+        cond, _ = self.m._guard(index0, exprs, shape)
+        if cond is None:
+            return None, exprs
+        _, safe = self.m._guard(index0, exprs, _first_of_four(shape))
+        return cond, safe
+
+    def _store(self, s: Store) -> list:
+        m = self.m
+        values = [self._operand(s.value, i) for i in range(VECTOR)]
+        reason = float4_reason(s.tensor, s.index, self.lane, m.types[s.tensor], self.multiples) \
+            if varies(s.index, self.lane) else "one element"
+        if reason:                     # lane by lane, in order (the last lane's store wins)
+            return self._per_lane(lambda i: Store(s.tensor, tuple(self._at(e, i) for e in s.index), values[i]))
+        out: list = []
+        shape = m.types[s.tensor].shape
+        index0 = tuple(self._at(e, 0) for e in s.index)
+        with _aligned_ranges(m, self.multiples):
+            exprs = m._index_exprs(index0, out)
+            cond, _ = self._guard(index0, exprs, shape)
+        if s.tensor not in m.writes:
+            m.writes.append(s.tensor)
+        from .materialize import _flat
+        store = K.VectorStore("global", s.tensor, _flat(exprs, shape), tuple(m._operand(v) for v in values))
+        out.append(store if cond is None else K.If(cond, (store,)))
+        return out
+
+
+def _first_of_four(shape) -> tuple[int, ...]:
+    """The shape the first of 4 aligned elements must lie in for all 4 to lie in `shape`."""
+    return tuple(shape[:-1]) + (shape[-1] - (VECTOR - 1),)
+
+
+class _aligned_ranges:
+    """While bounds are proved: a variable that takes only multiples of 4 below a stop that
+    is one reaches stop - 4 at most (its range shrinks by 3)."""
+
+    def __init__(self, m, multiples):
+        self.m, self.multiples, self.saved = m, multiples, {}
+
+    def __enter__(self):
+        for v in self.multiples:
+            n = self.m.ranges.get(v)
+            if n is not None and n % VECTOR == 0:
+                self.saved[v] = n
+                self.m.ranges[v] = n - (VECTOR - 1)
+
+    def __exit__(self, *exc):
+        self.m.ranges.update(self.saved)
+        return False

@@ -1,0 +1,91 @@
+"""Which accesses of a vector loop may be one 128-bit (float4) access, and why not.
+
+A vector loop (`for a1v in 0..4:  # vector`, made by 005 blockify_launch) runs its body for
+4 consecutive elements of the contiguous innermost axis in one thread. A load or store of
+the body is one float4 when, for the loop's 4 values, it touches 4 consecutive floats that
+start at a 16-byte aligned flat offset:
+
+* unit stride: the vector variable appears only in the tensor's last index component, with
+  coefficient 1 and not inside a `//`, `%` or gather;
+* alignment: what the rest of that component adds is a multiple of 4 (its constant and every
+  coefficient, or a loop variable known to step by multiples of 4), and so is every row
+  stride: the tensor's last extent is a multiple of 4;
+* bounds: with the last extent and the offset both multiples of 4, the 4 elements are
+  wholly inside or wholly outside the tensor, so one guard (on the first) covers them;
+* dtype: float32 (float4 moves floats).
+
+Shared by 005 blockify_launch (which vectorises a loop only when every global access of it
+qualifies, and otherwise records why) and by the materialiser (which spells each access).
+"""
+from __future__ import annotations
+
+from ..ir.index import Affine, Var, free_vars
+from ..ir.loop_ir import Compute, Load, Store
+from .stage_geometry import VECTOR
+
+
+def is_multiple(e: Affine, n: int, multiples=frozenset()) -> bool:
+    """e is a multiple of n for every value of its variables (`multiples`: variables known
+    to be multiples of n)."""
+    if e.const % n:
+        return False
+    return all(c % n == 0 or (isinstance(atom, Var) and atom.name in multiples) for atom, c in e.terms)
+
+
+def split_lane(e: Affine, lane: str) -> tuple[int, Affine] | None:
+    """(coefficient of the variable `lane`, e without it), or None when `lane` also hides
+    inside a `//`, `%` or gather of e."""
+    coef, rest = 0, []
+    for atom, c in e.terms:
+        if isinstance(atom, Var) and atom.name == lane:
+            coef = c
+        elif lane in free_vars(Affine(((atom, 1),), 0)):
+            return None
+        else:
+            rest.append((atom, c))
+    return coef, Affine(tuple(rest), e.const)
+
+
+def varies(index, lane: str) -> bool:
+    return any(lane in free_vars(e) for e in index)
+
+
+def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -> str:
+    """'' when tensor[index] over the 4 values of `lane` is one aligned float4, else why not."""
+    where = f"{tensor}[{', '.join(str(e) for e in index)}]"
+    if ttype.dtype != "float32":
+        return f"{where}: {ttype.dtype} elements, float4 moves float32"
+    if not index:
+        return f"{where}: a scalar"
+    for d, e in enumerate(index[:-1]):
+        if lane in free_vars(e):
+            return f"{where}: {lane} indexes dimension {d}, not the contiguous last one"
+    parts = split_lane(index[-1], lane)
+    if parts is None or parts[0] != 1:
+        return f"{where}: not unit stride along {lane}"
+    if not is_multiple(parts[1], VECTOR, multiples):
+        return f"{where}: offset {parts[1]} is not a multiple of {VECTOR} floats (16 bytes)"
+    if ttype.shape[-1] % VECTOR:
+        return f"{where}: last dimension of {ttype.shape[-1]} is not a multiple of {VECTOR}: rows are not 16-byte aligned"
+    return ""
+
+
+def body_reason(body, lane: str, types, multiples=frozenset()) -> str:
+    """'' when every global access of `body` (a vector loop's body, with `lane` its variable)
+    is one float4 or does not depend on the lane; else the first reason why not."""
+    for s in body:
+        if isinstance(s, Load):
+            if not varies(s.index, lane):
+                continue
+            why = float4_reason(s.tensor, s.index, lane, types[s.tensor], multiples)
+        elif isinstance(s, Store):
+            if not varies(s.index, lane):
+                return f"{s.tensor}[{', '.join(str(e) for e in s.index)}]: every lane stores the same element"
+            why = float4_reason(s.tensor, s.index, lane, types[s.tensor], multiples)
+        elif isinstance(s, Compute):
+            continue
+        else:
+            return f"a {type(s).__name__} in the loop body (only loads, computes and stores vectorise)"
+        if why:
+            return why
+    return ""
