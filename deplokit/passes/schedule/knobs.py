@@ -48,3 +48,9 @@ def combine_smem(tile) -> int:
             if lanes > 32:
                 total += -(-4 * (lanes // 32) * (threads // lanes) // 16) * 16
     return total
+
+
+def local_smem(kernel) -> int:
+    """Shared memory the kernel's locals take once materialised: one row each, one row per
+    block (a kernel with locals runs one row per block; see 004 cooperative_reduce)."""
+    return sum(4 * b.row_numel for b in getattr(kernel, "locals", ()))

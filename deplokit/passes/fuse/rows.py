@@ -1,0 +1,246 @@
+"""Row fusion: attention's three kernels become one that keeps the scores row on chip.
+
+The fusion guard stores attention's scores and probabilities (each S x T per batch and head)
+because a reduction may not be recomputed: the softmax's max and sum need the whole row of
+scores, and the P @ V contraction needs the whole row of probabilities for every output
+column. So fusion alone leaves three kernels:
+
+    scores = q @ k^T (scaled, masked)      producer: a batched contraction
+    probs  = softmax(scores) along T       middle: row reductions (max, sum), then a row
+    out    = probs @ v                     consumer: a batched contraction over T
+
+and both S x T tensors go through global memory. But each kernel's outer free loops are the
+same rows (batch, head, query), and each row of the two temporaries is written and read
+inside one row: row fusion nests the three loop bodies under those common row loops and
+declares the temporaries *local* (Kernel.locals): the kernel holds one row of T floats of
+each, on chip (shared memory once scheduled), and nothing of S x T size is ever written to
+global memory.
+
+It applies where a row-reduction kernel sits between two batched contractions (every
+operand they read inside their reduce loop depends on a row loop, as attention's k and v
+depend on the batch and head): a contraction whose operand is shared by all rows (an MLP's
+weight) stays a tiled matmul, which reuses that operand across rows where a row kernel
+would re-read it for every row. The rows of the locals must fit ROW_BUDGET bytes.
+"""
+from __future__ import annotations
+
+from ...ir.index import Affine, free_vars, rename, var
+from ...ir.loop_ir import Accumulate, Compute, Kernel, LocalBuffer, Load, Loop, LoopProgram, Store, walk
+
+# Bytes of on-chip memory the local rows of one kernel may take (shared memory also holds
+# staged inputs and reduction partials: 48 KiB of static shared memory in all).
+ROW_BUDGET = 32 * 1024
+
+
+def fuse_rows(program: LoopProgram, enabled: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
+    """Merge every producer -> row reduction -> consumer chain of kernels that qualifies.
+    Returns the program and one decision line per chain considered."""
+    if not enabled:
+        return program, ("rows: row fusion disabled by the config (fuse.row_fusion)",)
+    kernels = list(program.kernels)
+    temps = {b.name for b in program.written if b.kind == "temp"}
+    types = program.types()
+    notes: list[str] = []
+    i = 0
+    while i + 2 < len(kernels):
+        chain = kernels[i:i + 3]
+        plan = _plan(chain, kernels, temps, types)
+        if isinstance(plan, str):
+            if plan:
+                notes.append(f"rows: {chain[1].name} stays a kernel of its own: {plan}")
+            i += 1
+            continue
+        merged = _merge(chain, *plan)
+        kernels[i:i + 3] = [merged]
+        rows = ", ".join(f"{b.name} [{', '.join(map(str, b.row_shape))}]" for b in merged.locals)
+        size = sum(4 * b.row_numel for b in merged.locals)
+        notes.append(f"rows: kernel {merged.name} fuses {chain[0].name}, {chain[1].name}, {chain[2].name}; "
+                     f"keeps one row of {rows} on chip ({size} bytes), never in global memory")
+        i += 1
+    if len(kernels) == len(program.kernels):
+        return program, tuple(notes)
+    kept = {n for k in kernels for n in k.outputs}
+    written = tuple(b for b in program.written if b.name in kept)
+    return LoopProgram(program.buffers, written, tuple(kernels), program.outputs), tuple(notes)
+
+
+# -- which chains qualify --------------------------------------------------------------------------
+def _row_loops(kernel: Kernel) -> list[Loop]:
+    """The perfectly nested free loops at the top of the kernel, outermost first."""
+    loops, body = [], kernel.body
+    while len(body) == 1 and isinstance(body[0], Loop) and body[0].kind == "free":
+        loops.append(body[0])
+        body = body[0].body
+    return loops
+
+
+def _is_contraction(kernel: Kernel) -> bool:
+    return any(isinstance(s, Loop) and s.role == "K" for s, _ in walk(kernel.body))
+
+
+def _plan(chain, kernels, temps, types):
+    """(row depth, locals) when the chain qualifies; else the reason it does not ('' when it
+    is not the pattern at all, so no note is worth printing)."""
+    prod, mid, cons = chain
+    if len(prod.outputs) != 1 or len(mid.outputs) != 1:
+        return ""
+    tp, tm = prod.outputs[0], mid.outputs[0]
+    rows = _row_loops(mid)
+    r = len(rows)
+    phases = rows[-1].body if rows else mid.body
+    if not any(isinstance(s, Loop) and s.kind == "reduce" for s in phases) or _is_contraction(mid):
+        return ""                                   # the middle is no row reduction
+    if not (_is_contraction(prod) and _is_contraction(cons)):
+        return ""
+    if tp not in temps or tm not in temps:
+        return f"{tp if tp not in temps else tm} is a program output"
+    for t, readers in ((tp, {mid.name}), (tm, {cons.name})):
+        users = {k.name for k in kernels if t in k.inputs()}
+        if users != readers:
+            return f"{t} is also read by {', '.join(sorted(users - readers))}"
+    extents = [lp.extent for lp in rows]
+    for k in (prod, cons):
+        own = _row_loops(k)
+        if [lp.extent for lp in own[:r]] != extents:
+            return f"{k.name} does not run over the same rows {tuple(extents)}"
+    for k in (prod, cons):
+        shared = _shared_operand(k, r)
+        if shared:
+            return (f"{k.name} reads {shared} for every row (a weight shared by all rows): a tiled "
+                    f"matmul reuses it across rows")
+    locals_ = []
+    for t in (tp, tm):
+        found = _row_dims(t, chain, r, types[t])
+        if isinstance(found, str):
+            return found
+        dims, ttype = found
+        if ttype.dtype != "float32":
+            return f"{t} is {ttype.dtype}"
+        locals_.append(LocalBuffer(t, ttype, dims))
+    size = sum(4 * b.row_numel for b in locals_)
+    if size > ROW_BUDGET:
+        return f"rows of {tp} and {tm} take {size} bytes, more than the {ROW_BUDGET} bytes kept on chip"
+    return r, tuple(locals_)
+
+
+def _shared_operand(kernel: Kernel, r: int) -> str:
+    """A tensor the kernel reads inside a contraction's reduce loop at an index that does not
+    depend on any row loop, or ''."""
+    row_vars = {lp.var for lp in _row_loops(kernel)[:r]}
+    for s, loops in walk(kernel.body):
+        if isinstance(s, Load) and any(lp.role == "K" for lp in loops):
+            used = set()
+            for e in s.index:
+                used |= free_vars(e)
+            if not used & row_vars:
+                return s.tensor
+    return ""
+
+
+def _row_dims(tensor: str, chain, r: int, ttype):
+    """(dims held per row, type) of a temp: in every store and load of it, row loop j indexes
+    one dim, the same for every access, and no other dim depends on a row loop."""
+    dim_of: dict[int, int] = {}
+    for k in chain:
+        row_vars = [lp.var for lp in _row_loops(k)[:r]]
+        for s, _ in walk(k.body):
+            if not isinstance(s, (Load, Store)) or s.tensor != tensor:
+                continue
+            if isinstance(s, Load) and s.pad is not None:
+                return f"{tensor} is read with padding"
+            for d, e in enumerate(s.index):
+                used = free_vars(e) & set(row_vars)
+                if not used:
+                    continue
+                j = row_vars.index(next(iter(used)))
+                if e != var(row_vars[j]) or dim_of.setdefault(j, d) != d:
+                    return f"{tensor}[{', '.join(map(str, s.index))}] in {k.name} is not one row per row loop"
+    if len(dim_of) != r:
+        return f"{tensor} does not depend on every row loop: its rows would be shared"
+    row = tuple(d for d in range(ttype.rank) if d not in dim_of.values() and ttype.shape[d] != 1)
+    return row, ttype
+
+
+# -- merging ----------------------------------------------------------------------------------------
+def _merge(chain, r: int, locals_: tuple[LocalBuffer, ...]) -> Kernel:
+    """The three kernels' row bodies, in order, under the common row loops."""
+    rows = _row_loops(chain[1])
+    common = [f"%row{j}" for j in range(r)]
+    body: list = []
+    for n, k in enumerate(chain):
+        own = _row_loops(k)[:r]
+        names = {lp.var: common[j] for j, lp in enumerate(own)}
+        inner = own[-1].body if own else k.body
+        body += _prefixed(inner, f"%k{n}_", names)
+    merged = tuple(body)
+    for j in reversed(range(r)):
+        merged = (Loop(common[j], rows[j].extent, "free", merged),)
+    last = chain[-1]
+    return Kernel(last.name, last.outputs, _renumber(merged), locals_)
+
+
+def _defined(body, out: dict, prefix: str) -> None:
+    for s in body:
+        if isinstance(s, Loop):
+            out.setdefault(s.var, prefix + s.var)
+            _defined(s.body, out, prefix)
+        elif isinstance(s, (Load, Compute)):
+            out.setdefault(s.dst, prefix + s.dst)
+        elif isinstance(s, Accumulate):
+            out.setdefault(s.acc, prefix + s.acc)
+
+
+def _prefixed(body, prefix: str, names: dict) -> list:
+    """The body with every name it defines made unique by `prefix`, row vars renamed by
+    `names`, and loop roles dropped (the merged kernel is a row kernel, not a matmul)."""
+    names = dict(names)
+    _defined(body, names, prefix)
+    return list(_rewrite(body, names))
+
+
+def _rewrite(body, names: dict) -> tuple:
+    def operand(a):
+        if isinstance(a, str):
+            return names.get(a, a)
+        if isinstance(a, Affine):
+            return rename(a, names)
+        return a
+
+    def index(ix):
+        return tuple(rename(e, names) for e in ix)
+
+    out = []
+    for s in body:
+        if isinstance(s, Loop):
+            out.append(Loop(names[s.var], s.extent, s.kind, _rewrite(s.body, names)))
+        elif isinstance(s, Load):
+            out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
+        elif isinstance(s, Compute):
+            out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args), s.note))
+        elif isinstance(s, Accumulate):
+            out.append(Accumulate(names[s.acc], s.reduction, operand(s.value)))
+        else:
+            out.append(Store(s.tensor, index(s.index), operand(s.value)))
+    return tuple(out)
+
+
+def _renumber(body) -> tuple:
+    """Stable names in print order, as fusion gives them: a0.., in0.., v0.., acc0.."""
+    names: dict[str, str] = {}
+    counters = {"a": 0, "in": 0, "v": 0, "acc": 0}
+
+    def fresh(old, cls):
+        if old not in names:
+            names[old] = f"{cls}{counters[cls]}"
+            counters[cls] += 1
+
+    for s, _ in walk(body):
+        if isinstance(s, Loop):
+            fresh(s.var, "a")
+        elif isinstance(s, Load):
+            fresh(s.dst, "in")
+        elif isinstance(s, Compute):
+            fresh(s.dst, "v")
+        elif isinstance(s, Accumulate):
+            fresh(s.acc, "acc")
+    return _rewrite(body, names)
