@@ -33,8 +33,8 @@ ROW_BUDGET = 32 * 1024
 
 
 def fuse_rows(program: LoopProgram, enabled: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
-    """Merge every producer -> row reduction -> consumer chain of kernels that qualifies.
-    Returns the program and one decision line per chain considered."""
+    """Merge every chain of kernels (contraction -> softmax -> contraction, in three kernels
+    or two) that qualifies. Returns the program and one decision line per chain considered."""
     if not enabled:
         return program, ("rows: row fusion disabled by the config (fuse.row_fusion)",)
     kernels = list(program.kernels)
@@ -42,20 +42,24 @@ def fuse_rows(program: LoopProgram, enabled: bool = True) -> tuple[LoopProgram, 
     types = program.types()
     notes: list[str] = []
     i = 0
-    while i + 2 < len(kernels):
-        chain = kernels[i:i + 3]
-        plan = _plan(chain, kernels, temps, types)
-        if isinstance(plan, str):
+    while i + 1 < len(kernels):
+        for n in (3, 2):
+            chain = kernels[i:i + n]
+            plan = _plan(chain, kernels, temps, types) if len(chain) == n else ""
+            if not isinstance(plan, str):
+                break
             if plan:
-                notes.append(f"rows: {chain[1].name} stays a kernel of its own: {plan}")
+                notes.append(f"rows: {', '.join(k.name for k in chain)} stay separate kernels: {plan}")
+                break
+        if isinstance(plan, str):
             i += 1
             continue
         merged = _merge(chain, *plan)
-        kernels[i:i + 3] = [merged]
+        kernels[i:i + len(chain)] = [merged]
         rows = ", ".join(f"{b.name} [{', '.join(map(str, b.row_shape))}]" for b in merged.locals)
         size = sum(4 * b.row_numel for b in merged.locals)
-        notes.append(f"rows: kernel {merged.name} fuses {chain[0].name}, {chain[1].name}, {chain[2].name}; "
-                     f"keeps one row of {rows} on chip ({size} bytes), never in global memory")
+        notes.append(f"rows: kernel {merged.name} fuses {', '.join(k.name for k in chain)}; keeps one row "
+                     f"of {rows} on chip ({size} bytes), never in global memory")
         i += 1
     if len(kernels) == len(program.kernels):
         return program, tuple(notes)
@@ -75,41 +79,47 @@ def _row_loops(kernel: Kernel) -> list[Loop]:
 
 
 def _is_contraction(kernel: Kernel) -> bool:
-    return any(isinstance(s, Loop) and s.role == "K" for s, _ in walk(kernel.body))
+    """The kernel sums products of two different values (a matmul's K loop; also one fusion
+    did not mark M/N/K because an output axis has extent 1)."""
+    defs = {s.dst: s for s, _ in walk(kernel.body) if isinstance(s, Compute)}
+    for s, loops in walk(kernel.body):
+        if isinstance(s, Loop) and s.role == "K":
+            return True
+        if isinstance(s, Accumulate) and s.reduction == "sum" and s.value in defs:
+            c = defs[s.value]
+            if c.op == "multiply" and all(isinstance(a, str) for a in c.args) and c.args[0] != c.args[1]:
+                return True
+    return False
+
+
+def _has_row_max(kernel: Kernel) -> bool:
+    """A max reduction outside any contraction: a softmax's."""
+    return any(isinstance(s, Accumulate) and s.reduction == "max" and not any(lp.role == "K" for lp in loops)
+               for s, loops in walk(kernel.body))
 
 
 def _plan(chain, kernels, temps, types):
     """(row depth, locals) when the chain qualifies; else the reason it does not ('' when it
     is not the pattern at all, so no note is worth printing)."""
-    prod, mid, cons = chain
-    if len(prod.outputs) != 1 or len(mid.outputs) != 1:
+    first, last = chain[0], chain[-1]
+    if not (_is_contraction(first) and _is_contraction(last)) or not any(_has_row_max(k) for k in chain):
         return ""
-    tp, tm = prod.outputs[0], mid.outputs[0]
-    rows = _row_loops(mid)
-    r = len(rows)
-    phases = rows[-1].body if rows else mid.body
-    if not any(isinstance(s, Loop) and s.kind == "reduce" for s in phases) or _is_contraction(mid):
-        return ""                                   # the middle is no row reduction
-    if not (_is_contraction(prod) and _is_contraction(cons)):
+    if any(len(k.outputs) != 1 for k in chain[:-1]):
         return ""
-    if tp not in temps or tm not in temps:
-        return f"{tp if tp not in temps else tm} is a program output"
-    for t, readers in ((tp, {mid.name}), (tm, {cons.name})):
+    links = [(k.outputs[0], nxt) for k, nxt in zip(chain, chain[1:])]
+    for t, reader in links:
         users = {k.name for k in kernels if t in k.inputs()}
-        if users != readers:
-            return f"{t} is also read by {', '.join(sorted(users - readers))}"
-    extents = [lp.extent for lp in rows]
-    for k in (prod, cons):
-        own = _row_loops(k)
-        if [lp.extent for lp in own[:r]] != extents:
+        if users != {reader.name}:
+            return ""                               # not one chain: some other kernel reads t
+        if t not in temps:
+            return f"{t} is a program output"
+    r = min(len(_row_loops(k)) for k in chain)
+    extents = [lp.extent for lp in _row_loops(chain[0])[:r]]
+    for k in chain[1:]:
+        if [lp.extent for lp in _row_loops(k)[:r]] != extents:
             return f"{k.name} does not run over the same rows {tuple(extents)}"
-    for k in (prod, cons):
-        shared = _shared_operand(k, r)
-        if shared:
-            return (f"{k.name} reads {shared} for every row (a weight shared by all rows): a tiled "
-                    f"matmul reuses it across rows")
     locals_ = []
-    for t in (tp, tm):
+    for t, _ in links:
         found = _row_dims(t, chain, r, types[t])
         if isinstance(found, str):
             return found
@@ -119,22 +129,9 @@ def _plan(chain, kernels, temps, types):
         locals_.append(LocalBuffer(t, ttype, dims))
     size = sum(4 * b.row_numel for b in locals_)
     if size > ROW_BUDGET:
-        return f"rows of {tp} and {tm} take {size} bytes, more than the {ROW_BUDGET} bytes kept on chip"
+        return (f"rows of {', '.join(b.name for b in locals_)} take {size} bytes, more than the "
+                f"{ROW_BUDGET} bytes kept on chip")
     return r, tuple(locals_)
-
-
-def _shared_operand(kernel: Kernel, r: int) -> str:
-    """A tensor the kernel reads inside a contraction's reduce loop at an index that does not
-    depend on any row loop, or ''."""
-    row_vars = {lp.var for lp in _row_loops(kernel)[:r]}
-    for s, loops in walk(kernel.body):
-        if isinstance(s, Load) and any(lp.role == "K" for lp in loops):
-            used = set()
-            for e in s.index:
-                used |= free_vars(e)
-            if not used & row_vars:
-                return s.tensor
-    return ""
 
 
 def _row_dims(tensor: str, chain, r: int, ttype):
@@ -164,7 +161,7 @@ def _row_dims(tensor: str, chain, r: int, ttype):
 # -- merging ----------------------------------------------------------------------------------------
 def _merge(chain, r: int, locals_: tuple[LocalBuffer, ...]) -> Kernel:
     """The three kernels' row bodies, in order, under the common row loops."""
-    rows = _row_loops(chain[1])
+    rows = _row_loops(chain[0])
     common = [f"%row{j}" for j in range(r)]
     body: list = []
     for n, k in enumerate(chain):
