@@ -133,8 +133,8 @@ class LocalBuffer:
         return n
 
     def text(self) -> str:
-        row = ", ".join(str(e) for e in self.row_shape)
-        return f"local {self.name}: {self.type}, on chip one row [{row}] at a time"
+        row = ", ".join(str(e) for e in self.row_shape) or "1"
+        return f"local {self.name}[{row}]: one row of {self.type} at a time, on chip"
 
 
 @dataclass(frozen=True)

@@ -70,12 +70,25 @@ def fuse_rows(program: LoopProgram, enabled: bool = True) -> tuple[LoopProgram, 
 
 # -- which chains qualify --------------------------------------------------------------------------
 def _row_loops(kernel: Kernel) -> list[Loop]:
-    """The perfectly nested free loops at the top of the kernel, outermost first."""
+    """The nested free loops at the top of the kernel, outermost first: each body holds one
+    loop, after statements that need no loop of their own (hoisted loads and values)."""
     loops, body = [], kernel.body
-    while len(body) == 1 and isinstance(body[0], Loop) and body[0].kind == "free":
-        loops.append(body[0])
-        body = body[0].body
+    while body and isinstance(body[-1], Loop) and body[-1].kind == "free" and \
+            not any(isinstance(s, Loop) for s in body[:-1]):
+        loops.append(body[-1])
+        body = body[-1].body
     return loops
+
+
+def _row_body(kernel: Kernel, r: int) -> tuple:
+    """What the kernel does for one row of its r outer loops: the statements above the
+    inner row loops (moved inside: they read nothing the row loops change later), then the
+    r-th loop's body."""
+    pre, body = [], kernel.body
+    for _ in range(r):
+        pre += body[:-1]
+        body = body[-1].body
+    return tuple(pre) + tuple(body)
 
 
 def _is_contraction(kernel: Kernel) -> bool:
@@ -165,10 +178,8 @@ def _merge(chain, r: int, locals_: tuple[LocalBuffer, ...]) -> Kernel:
     common = [f"%row{j}" for j in range(r)]
     body: list = []
     for n, k in enumerate(chain):
-        own = _row_loops(k)[:r]
-        names = {lp.var: common[j] for j, lp in enumerate(own)}
-        inner = own[-1].body if own else k.body
-        body += _prefixed(inner, f"%k{n}_", names)
+        names = {lp.var: common[j] for j, lp in enumerate(_row_loops(k)[:r])}
+        body += _prefixed(_row_body(k, r), f"%k{n}_", names)
     merged = tuple(body)
     for j in reversed(range(r)):
         merged = (Loop(common[j], rows[j].extent, "free", merged),)

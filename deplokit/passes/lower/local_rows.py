@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import Var
 from ...ir.loop_ir import Load, Store
-from ...ir.tile_ir import THREAD, walk
+from ...ir.tile_ir import THREAD, StridedLoop, walk
 
 
 class LocalRows:
@@ -24,12 +24,21 @@ class LocalRows:
         self.locals = {b.name: b for b in kernel.locals}
         self._flat, self._affine = flat, affine_expr
         threads = {a.var for a in tile.axes if a.kind == THREAD}
+        lanes = sorted({str(s.start) for s, _ in walk(tile.body) if isinstance(s, StridedLoop)} & threads)
         self.dims: dict[str, tuple[int, ...]] = {}      # local -> dims its shared array keeps
-        for s, _ in walk(tile.body):
+        self.by_lane0: set[int] = set()                 # stores every lane of a row would repeat
+        for s, loops in walk(tile.body):
             if isinstance(s, (Load, Store)) and s.tensor in self.locals and s.tensor not in self.dims:
                 b = self.locals[s.tensor]
                 self.dims[s.tensor] = tuple(d for d, e in enumerate(s.index)
                                             if d in b.row_dims or _thread_var(e, threads))
+            if isinstance(s, Store) and s.tensor in self.locals and lanes and \
+                    not any(isinstance(lp, StridedLoop) for lp in loops):
+                self.by_lane0.add(id(s))
+        self._lane0 = None
+        for lane in lanes:
+            c = K.Binary("==", K.Var(lane), K.Const(0, "int"))
+            self._lane0 = c if self._lane0 is None else K.Binary("&&", self._lane0, c)
 
     def __contains__(self, tensor: str) -> bool:
         return tensor in self.locals
@@ -55,7 +64,10 @@ class LocalRows:
         return [K.Declare(s.dst, "float", K.SharedLoad(self.array(s.tensor), self._offset(s.tensor, s.index)))]
 
     def store(self, s: Store, value: K.Expr) -> list:
-        return [K.SharedStore(self.array(s.tensor), self._offset(s.tensor, s.index), value)]
+        """A store outside the lanes' strided loops: every lane holds the same value (a row of
+        one element); lane 0 writes it (two threads storing to one shared element race)."""
+        store = K.SharedStore(self.array(s.tensor), self._offset(s.tensor, s.index), value)
+        return [K.If(self._lane0, (store,)) if id(s) in self.by_lane0 else store]
 
     def barriers(self, body) -> list[bool]:
         """For each statement of `body`: whether a barrier must come before it (it reads a
