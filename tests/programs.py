@@ -67,7 +67,6 @@ def corpus():
         "sdpa_causal_gqa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
                             (r(1, 4, 9, 16), r(1, 2, 9, 16), r(1, 2, 9, 16))),
         "llama_layer_small": (LlamaLayer(hidden=64, heads=4, kv_heads=2, intermediate=96), (r(1, 9, 64),)),
-        **attention_programs(r, g),
         # matmul schedules: register tile 2x4 (+ split-K 2); an LLM projection at prefill of 32
         # tokens (split-K 16 with atomics, register tile 1x4, padded weight tile); small M, long K
         # (split-K 32); a contiguous register layout, whose strip 009 rotates against conflicts
@@ -81,6 +80,8 @@ def corpus():
         # leaves a K tail loop of 8 after 4 chunks, every row 16-byte aligned (TMA / cp.async 16)
         "matmul_ragged_n": (_matmul, (r(48, 64), r(64, 40))),
         "linear_k_tail": (nn.Linear(72, 32), (r(3, 8, 72),)),
+        # last, so the programs above keep their inputs (one generator draws them all)
+        **attention_programs(r, g),
     }
 
 

@@ -5,22 +5,23 @@ because a reduction may not be recomputed: the softmax's max and sum need the wh
 scores, and the P @ V contraction needs the whole row of probabilities for every output
 column. So fusion alone leaves three kernels:
 
-    scores = q @ k^T (scaled, masked)      producer: a batched contraction
+    scores = q @ k^T (scaled, masked)      producer: a contraction
     probs  = softmax(scores) along T       middle: row reductions (max, sum), then a row
-    out    = probs @ v                     consumer: a batched contraction over T
+    out    = probs @ v                     consumer: a contraction over T
 
-and both S x T tensors go through global memory. But each kernel's outer free loops are the
-same rows (batch, head, query), and each row of the two temporaries is written and read
-inside one row: row fusion nests the three loop bodies under those common row loops and
-declares the temporaries *local* (Kernel.locals): the kernel holds one row of T floats of
-each, on chip (shared memory once scheduled), and nothing of S x T size is ever written to
-global memory.
+(two when T = 1 lets the softmax join the scores) and both S x T tensors go through global
+memory. But the kernels' outer free loops run over the same rows (batch, head, query), and
+each row of a temporary is written and read within one row: row fusion nests the kernels'
+row bodies, in order, under those common row loops and declares the temporaries *local*
+(Kernel.locals): the kernel holds one row of T floats of each, on chip (shared memory once
+scheduled), and nothing of S x T size is ever written to global memory.
 
-It applies where a row-reduction kernel sits between two batched contractions (every
-operand they read inside their reduce loop depends on a row loop, as attention's k and v
-depend on the batch and head): a contraction whose operand is shared by all rows (an MLP's
-weight) stays a tiled matmul, which reuses that operand across rows where a row kernel
-would re-read it for every row. The rows of the locals must fit ROW_BUDGET bytes.
+It applies to a chain of consecutive kernels that starts and ends with a contraction and
+holds a softmax (a row max outside any contraction): attention, from sdpa or written by
+hand. A softmax that no contraction produces (softmax(x) @ w) keeps its tiled matmul, which
+reuses w across rows where a row kernel would re-read it for every row. Each temporary must
+be read by the next kernel only, not be a program output, depend on every row loop through
+one dim each, and the locals' rows must fit ROW_BUDGET bytes; otherwise the trace says why.
 """
 from __future__ import annotations
 

@@ -53,4 +53,4 @@ def combine_smem(tile) -> int:
 def local_smem(kernel) -> int:
     """Shared memory the kernel's locals take once materialised: one row each, one row per
     block (a kernel with locals runs one row per block; see 004 cooperative_reduce)."""
-    return sum(4 * b.row_numel for b in getattr(kernel, "locals", ()))
+    return sum(4 * b.row_numel for b in kernel.locals)
