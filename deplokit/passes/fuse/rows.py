@@ -25,7 +25,7 @@ one dim each, and the locals' rows must fit ROW_BUDGET bytes; otherwise the trac
 """
 from __future__ import annotations
 
-from ...ir.index import Affine, free_vars, rename, var
+from ...ir.index import Affine, free_vars, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, LocalBuffer, Load, Loop, LoopProgram, Store, walk
 
 # Bytes of on-chip memory the local rows of one kernel may take (shared memory also holds
@@ -42,11 +42,12 @@ def fuse_rows(program: LoopProgram, enabled: bool = True) -> tuple[LoopProgram, 
     temps = {b.name for b in program.written if b.kind == "temp"}
     types = program.types()
     notes: list[str] = []
+    facts = _Facts()
     i = 0
     while i + 1 < len(kernels):
         for n in (3, 2):
             chain = kernels[i:i + n]
-            plan = _plan(chain, kernels, temps, types) if len(chain) == n else ""
+            plan = _plan(chain, kernels, temps, types, facts) if len(chain) == n else ""
             if not isinstance(plan, str):
                 break
             if plan:
@@ -112,17 +113,32 @@ def _has_row_max(kernel: Kernel) -> bool:
                for s, loops in walk(kernel.body))
 
 
-def _plan(chain, kernels, temps, types):
+class _Facts:
+    """What the chain tests ask of a kernel, computed once per kernel (each is a walk)."""
+
+    def __init__(self):
+        self._memo: dict = {}
+
+    def __call__(self, kernel: Kernel, what: str):
+        key = (id(kernel), what)
+        if key not in self._memo:
+            fn = {"contraction": _is_contraction, "row_max": _has_row_max, "inputs": lambda k: set(k.inputs())}
+            self._memo[key] = (kernel, fn[what](kernel))     # the kernel kept alive: its id stays unique
+        return self._memo[key][1]
+
+
+def _plan(chain, kernels, temps, types, facts):
     """(row depth, locals) when the chain qualifies; else the reason it does not ('' when it
     is not the pattern at all, so no note is worth printing)."""
     first, last = chain[0], chain[-1]
-    if not (_is_contraction(first) and _is_contraction(last)) or not any(_has_row_max(k) for k in chain):
+    if not (facts(first, "contraction") and facts(last, "contraction")) or \
+            not any(facts(k, "row_max") for k in chain):
         return ""
     if any(len(k.outputs) != 1 for k in chain[:-1]):
         return ""
     links = [(k.outputs[0], nxt) for k, nxt in zip(chain, chain[1:])]
     for t, reader in links:
-        users = {k.name for k in kernels if t in k.inputs()}
+        users = {k.name for k in kernels if t in facts(k, "inputs")}
         if users != {reader.name}:
             return ""                               # not one chain: some other kernel reads t
         if t not in temps:
@@ -207,21 +223,28 @@ def _prefixed(body, prefix: str, names: dict) -> list:
     return list(_rewrite(body, names))
 
 
-def _rewrite(body, names: dict) -> tuple:
+def _rewrite(body, names: dict, loop_vars: dict | None = None) -> tuple:
+    """Every name renamed by `names`; in indices, loop variables only (loop_vars: old -> new
+    as Affine, built once: a statement's values never appear in an index)."""
+    if loop_vars is None:
+        loops = {s.var for s, _ in walk(body) if isinstance(s, Loop)}
+        loops |= {old for old, new in names.items() if new.startswith("%row")}   # the row loops, outside
+        loop_vars = {old: var(names[old]) for old in loops if old in names}
+
     def operand(a):
         if isinstance(a, str):
             return names.get(a, a)
         if isinstance(a, Affine):
-            return rename(a, names)
+            return substitute(a, loop_vars)
         return a
 
     def index(ix):
-        return tuple(rename(e, names) for e in ix)
+        return tuple(substitute(e, loop_vars) for e in ix)
 
     out = []
     for s in body:
         if isinstance(s, Loop):
-            out.append(Loop(names[s.var], s.extent, s.kind, _rewrite(s.body, names)))
+            out.append(Loop(names[s.var], s.extent, s.kind, _rewrite(s.body, names, loop_vars)))
         elif isinstance(s, Load):
             out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
         elif isinstance(s, Compute):
