@@ -15,6 +15,22 @@ def _matmul(a, b):
     return a @ b
 
 
+def _sdpa(causal=False, scale=None):
+    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+
+
+def _sdpa_masked(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _attention_by_hand(q, k, v):
+    """GPT-2's attention, written out: the same three kernels row fusion merges."""
+    s = q.shape[-2]
+    att = (q @ k.transpose(-2, -1)) * (1.0 / q.shape[-1] ** 0.5)
+    att = att.masked_fill(torch.triu(torch.ones(s, s), 1).bool(), float("-inf"))
+    return torch.softmax(att, dim=-1) @ v
+
+
 class Program(tuple):
     """(fn, inputs), unpacked as such; `config` holds the scheduling knobs the program is
     compiled with in the corpus tests (deplokit.compile(fn, *inputs, config=...))."""
@@ -69,4 +85,26 @@ def corpus():
         # last runs); the seeds' RMSNorm above vectorises its free phase
         "swiglu_float4": (lambda a, b: F.silu(a) * b, (r(2, 16, 256), r(2, 16, 256))),
         "residual_add_float4": (lambda x, res: x + res, (r(3, 4100), r(3, 4100))),
+        # last, so the programs above keep their inputs (one generator draws them all)
+        **attention_programs(r, g),
+    }
+
+
+def attention_programs(r, g):
+    """Attention in every form row fusion must keep on chip: causal or not, bool and additive
+    masks (with rows a mask hides entirely), GQA and MQA, odd S / T / D, one query (decode),
+    one key, head_dim 64 and 128, Dv != D, 3-d, written by hand, and TinyLlama's shape."""
+    bool_mask = torch.rand(7, 9, generator=g) < 0.5
+    bool_mask[3] = False            # a query that sees no key: zeros, as torch gives
+    return {
+        "sdpa_noncausal_hd64_odd": (_sdpa(), (r(2, 2, 37, 64), r(2, 2, 37, 64), r(2, 2, 37, 64))),
+        "sdpa_causal_mqa_hd128_t129": (_sdpa(causal=True), (r(1, 2, 5, 128), r(1, 1, 129, 128), r(1, 1, 129, 128))),
+        "sdpa_decode_one_query": (_sdpa(), (r(1, 8, 1, 64), r(1, 2, 37, 64), r(1, 2, 37, 64))),
+        "sdpa_one_key": (_sdpa(causal=True), (r(1, 4, 1, 16), r(1, 2, 1, 16), r(1, 2, 1, 16))),
+        "sdpa_bool_mask_dead_row": (_sdpa_masked, (r(2, 4, 7, 16), r(2, 4, 9, 16), r(2, 4, 9, 16), bool_mask)),
+        "sdpa_float_mask_dv24": (_sdpa_masked, (r(2, 3, 5, 16), r(2, 3, 11, 16), r(2, 3, 11, 24),
+                                                r(2, 1, 5, 11))),
+        "sdpa_3d_scale": (_sdpa(scale=0.3), (r(4, 37, 16), r(4, 29, 16), r(4, 29, 16))),
+        "attention_by_hand": (_attention_by_hand, (r(2, 3, 13, 16), r(2, 3, 13, 16), r(2, 3, 13, 16))),
+        "sdpa_tinyllama_seq128": (_sdpa(causal=True), (r(1, 32, 128, 64), r(1, 4, 128, 64), r(1, 4, 128, 64))),
     }

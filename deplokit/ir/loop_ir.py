@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from .index import Affine, format_index, gathers
-from .types import Buffer, format_header, format_scalar
+from .types import Buffer, TensorType, format_header, format_scalar
 
 LoopOperand = Union[str, float, Affine]   # a value name, a scalar constant, an index value
 
@@ -112,25 +112,54 @@ def walk(body: tuple[Stmt, ...]):
 
 
 @dataclass(frozen=True)
+class LocalBuffer:
+    """A tensor a kernel writes and reads back itself, never in global memory: only one row
+    of it (the dims in `row_dims`) exists at a time, on chip, for the iteration of the
+    kernel's outer (row) loops that index its other dims (see passes/fuse/rows.py).
+    Loads and stores name it with its full index, so the interpreters treat it as a tensor."""
+    name: str
+    type: TensorType
+    row_dims: tuple[int, ...]
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        return tuple(self.type.shape[d] for d in self.row_dims)
+
+    @property
+    def row_numel(self) -> int:
+        n = 1
+        for e in self.row_shape:
+            n *= e
+        return n
+
+    def text(self) -> str:
+        row = ", ".join(str(e) for e in self.row_shape) or "1"
+        return f"local {self.name}[{row}]: one row of {self.type} at a time, on chip"
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str
     outputs: tuple[str, ...]
     body: tuple[Stmt, ...]
+    locals: tuple[LocalBuffer, ...] = ()   # tensors kept on chip (row fusion)
 
     def inputs(self) -> tuple[str, ...]:
-        """Tensors the kernel reads, in order of first read."""
+        """Global tensors the kernel reads, in order of first read (not its locals)."""
+        own = {b.name for b in self.locals}
         names: list[str] = []
         for s, _ in walk(self.body):
             if isinstance(s, Load):
                 for g in (g for e in s.index for g in gathers(e)):
                     if g.tensor not in names:
                         names.append(g.tensor)
-                if s.tensor not in names:
+                if s.tensor not in names and s.tensor not in own:
                     names.append(s.tensor)
         return tuple(names)
 
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
+        lines += [b.text() for b in self.locals]
         _format_body(self.body, 0, lines)
         return "\n".join(lines)
 

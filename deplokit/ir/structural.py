@@ -17,9 +17,10 @@ from .loop_ir import Kernel
 
 def tensor_order(kernel: Kernel) -> tuple[str, ...]:
     """The kernel's tensors in the order the canonical renaming numbers them: inputs in order
-    of first read, then outputs."""
+    of first read, then outputs, then the tensors it keeps on chip (its locals)."""
     names = list(kernel.inputs())
     names += [o for o in kernel.outputs if o not in names]
+    names += [b.name for b in kernel.locals if b.name not in names]
     return tuple(names)
 
 

@@ -99,7 +99,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from .index import Affine, format_index
-from .loop_ir import Accumulate, Compute, Load, Loop, Store  # noqa: F401  (Tile IR reuses Loop IR's statements)
+from .loop_ir import Accumulate, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Tile IR reuses Loop IR's statements)
 from .types import Buffer, format_header
 
 THREAD, BLOCK = "THREAD", "BLOCK"
@@ -252,6 +252,12 @@ class TileKernel:
     outputs: tuple[str, ...]
     body: tuple[TileStmt, ...]     # uniform statements, then one Tile
     knobs: tuple[tuple[str, object], ...] = ()   # the scheduling choices made so far
+    # Loop IR's locals: tensors the kernel keeps on chip, a row at a time (shared memory once
+    # materialised); the scheduler carries them through every pass.
+    locals: tuple[LocalBuffer, ...] = ()
+
+    def local_names(self) -> frozenset[str]:
+        return frozenset(b.name for b in self.locals)
 
     def tile(self) -> Tile:
         for s in self.body:
@@ -261,6 +267,7 @@ class TileKernel:
 
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
+        lines += [b.text() for b in self.locals]
         format_body(self.body, 0, lines)
         return "\n".join(lines)
 

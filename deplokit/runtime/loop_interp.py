@@ -28,6 +28,8 @@ def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.
         for out in k.outputs:
             t = types[out]
             buffers[out] = np.zeros(t.shape, dtype=_NP_DTYPES[t.dtype])
+        for b in k.locals:     # on chip a row at a time; here whole, as the loops are vectorised
+            buffers[b.name] = np.zeros(b.type.shape, dtype=_NP_DTYPES[b.type.dtype])
         run_kernel(k, buffers)
     return [buffers[o] for o in program.outputs]
 

@@ -3,7 +3,8 @@
 Graph outputs are stored. Every other node is inlined into the kernels that read it (a
 pointwise producer as a prologue, a reduction as a reduce phase) until the guard
 (guard.py) or the structure says no; then it is stored and read back by its consumers.
-Repeats until no kernel objects, so every decision is explained in `decisions`."""
+Repeats until no kernel objects, so every decision is explained in `decisions`. Then row
+fusion (rows.py) merges attention's kernels so that no scores row leaves the chip."""
 from __future__ import annotations
 
 from ...ir.loop_ir import LoopProgram
@@ -11,6 +12,7 @@ from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
 from ...ir.types import Buffer
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise
 from .guard import judge
+from .rows import fuse_rows
 
 
 def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]]:
@@ -76,7 +78,9 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
         decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
     written = tuple(Buffer(r, nodes[r].type, "output" if r in program.outputs else "temp") for r in roots)
     loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
-    return loop, tuple(decisions)
+    # attention: keep the scores row on chip (rows.py); the config can turn it off to compare
+    loop, rows = fuse_rows(loop, enabled=(ctx.config if ctx else {}).get("fuse.row_fusion", True))
+    return loop, tuple(decisions) + rows
 
 
 def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]]) -> str:

@@ -37,6 +37,7 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import (THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram,
                            accumulators, walk)
+from .local_rows import LocalRows
 from .smem_layout import smem_offset
 
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
@@ -131,12 +132,14 @@ class _Materializer:
         self.loop_depth = 0
         self.accs: set[str] = set()
         self.reg_tiles: dict[str, tuple[int, ...]] = _register_tiles(self.tile.body)
+        self.local_rows = LocalRows(kernel, self.tile, _flat, affine_expr)   # row fusion's on-chip rows
         self._n = 0
 
     def run(self) -> KernelFunc:
         body: list = []
         body += self._decompose("tid", K.Special("tid.x"), [a for a in self.tile.axes if a.kind == THREAD])
         body += self._decompose("bid", K.Special("bid.x"), [a for a in self.tile.axes if a.kind != THREAD])
+        body += self.local_rows.declarations()
         body += self._stmts(self.uniform)
         body += self._stmts(self.tile.body)
         blocks = 1
@@ -170,8 +173,11 @@ class _Materializer:
     # -- statements ----------------------------------------------------------------------------
     def _stmts(self, body) -> list:
         out: list = []
+        local_barriers = self.local_rows.barriers(body)
         for i, s in enumerate(body):
             out += self._stage_copies.before(body, i)   # stage groups, AsyncWait; a K loop's prologue
+            if local_barriers[i]:
+                out.append(K.Barrier())                 # a local row written by the block is read
             out += self._stmt(s)
         return out
 
@@ -285,6 +291,8 @@ class _Materializer:
         return exprs
 
     def _load(self, s: Load) -> list:
+        if s.tensor in self.local_rows:
+            return self.local_rows.load(s)
         if s.tensor in self.stages:
             stage = self.stages[s.tensor]
             offset = smem_offset([affine_expr(e) for e in s.index], stage)
@@ -325,6 +333,8 @@ class _Materializer:
         return cond, safe
 
     def _store(self, s: Store) -> list:
+        if s.tensor in self.local_rows:
+            return self.local_rows.store(s, self._operand(s.value))
         return self._write(s, K.GlobalStore)
 
     def _atomic_add(self, s: AtomicAdd) -> list:

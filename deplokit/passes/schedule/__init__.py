@@ -21,6 +21,7 @@ The order lives here, in one flat list, as in the article:
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 
@@ -76,7 +77,8 @@ def _apply(mod, kernel: TileKernel, target, knobs: dict, types: dict):
 def initial(program: LoopProgram) -> TileProgram:
     """Loop IR as Tile IR before any pass: each kernel one thread of one block."""
     return TileProgram(program.buffers, program.written,
-                       tuple(TileKernel(k.name, k.outputs, k.body) for k in program.kernels), program.outputs)
+                       tuple(TileKernel(k.name, k.outputs, k.body, locals=k.locals) for k in program.kernels),
+                       program.outputs)
 
 
 def schedule(program: LoopProgram, ctx):
@@ -97,9 +99,11 @@ def schedule(program: LoopProgram, ctx):
             if isinstance(result, Noted):          # applied, declining part of what a knob asked
                 notes.append(f"{k.name}: {result.note}")
                 result = result.kernel
+            if result.locals != k.locals:   # a pass rebuilds the kernel; its locals stay
+                result = dataclasses.replace(result, locals=k.locals)
             if knobs:
                 result = TileKernel(result.name, result.outputs, result.body,
-                                    result.knobs + tuple((f"{label}.{n}", v) for n, v in knobs.items()))
+                                    result.knobs + tuple((f"{label}.{n}", v) for n, v in knobs.items()), k.locals)
                 params.append((k.name, tuple(knobs.items())))
             else:
                 params.append((k.name, ()))

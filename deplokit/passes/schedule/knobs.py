@@ -56,3 +56,7 @@ class Noted:
     allow (why accesses stay scalar, say); the trace records the note."""
     kernel: Any
     note: str
+def local_smem(kernel) -> int:
+    """Shared memory the kernel's locals take once materialised: one row each, one row per
+    block (a kernel with locals runs one row per block; see 004 cooperative_reduce)."""
+    return sum(4 * b.row_numel for b in kernel.locals)

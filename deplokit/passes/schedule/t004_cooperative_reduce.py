@@ -64,7 +64,8 @@ def apply(kernel: TileKernel, target, knobs):
         return Skip("matmul-like kernel")
     lanes = knobs["lanes"]
     longest = max(_flat_extent(lp) for lp in loops)
-    if longest < 32:
+    if longest < 32 and not kernel.locals:
+        # (a kernel with locals always shares a row: its block holds the row on chip)
         return Skip(f"rows of {longest} elements: one thread per row is enough")
     lane = _fresh_lane(kernel)
     body = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ...ir.index import free_vars, var
 from ...ir.loop_ir import Load
 from ...ir.tile_ir import StridedLoop, Tile, TileKernel, walk
-from .knobs import Knob, Skip, combine_smem
+from .knobs import Knob, Skip, combine_smem, local_smem
 from .rewrite import substitute_body
 
 DESCRIPTION = "chunk non-matmul reduces so their Loads fit in shared memory"
@@ -47,10 +47,10 @@ def apply(kernel: TileKernel, target, knobs):
     extent = max(p.stop for p in phases)
     if any(p.stop != extent or p.start.const for p in phases):
         return Skip("phases of different lengths")
-    hot = _hot_rows(phases)
+    hot = {t: n for t, n in _hot_rows(phases).items() if t not in kernel.local_names()}   # locals: on chip
     if not hot:
         return Skip("no row is read in two phases")
-    budget = knobs["smem_budget"] - combine_smem(tile)
+    budget = knobs["smem_budget"] - combine_smem(tile) - local_smem(kernel)
     if 4 * extent * len(hot) <= budget:
         return Skip(f"rows of {extent} floats fit in shared memory whole")
     lanes = phases[0].step

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
-from .knobs import STATIC_SMEM, Knob, Skip, combine_smem
+from .knobs import STATIC_SMEM, Knob, Skip, combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
 
@@ -40,6 +40,8 @@ def apply(kernel: TileKernel, target, knobs):
     for s, loops in walk(tile.body):
         if not isinstance(s, Load) or s.pad is not None:   # a masked read may leave the tensor
             continue
+        if s.tensor in kernel.local_names():               # already on chip
+            continue
         loops = tuple(lp for lp in loops if not isinstance(lp, Tile))
         found = _scope(s, loops, block_vars, thread_extent, riders)
         if found is None:
@@ -53,7 +55,7 @@ def apply(kernel: TileKernel, target, knobs):
                 accesses *= lp.extent if isinstance(lp, Loop) else lp.stop
         groups.setdefault(key, (scope, []))[1].append((s, axes, accesses, index))
     stages: dict = {}          # id(scope) -> [Stage]
-    rewrites, reasons, used, names = {}, [], combine_smem(tile), []
+    rewrites, reasons, used, names = {}, [], combine_smem(tile) + local_smem(kernel), []
     for (scope_id, tensor, origin, dims), (scope, loads) in groups.items():
         size = 1
         for _, e in dims:

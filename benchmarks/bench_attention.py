@@ -1,0 +1,89 @@
+"""Attention without S x T intermediates in global memory: what row fusion changes.
+
+scaled_dot_product_attention at TinyLlama-1.1B's shapes (batch 1, 32 query heads, 4 kv
+heads, seq 128, head_dim 64, causal), compiled twice: with row fusion off
+(config {"fuse.row_fusion": False}: scores -> softmax -> P @ V as three kernels, the scores
+and probabilities stored in global memory) and on (one kernel per query row that keeps both
+rows in shared memory). Prints, for each: kernels, global temporaries, the *compulsory*
+global bytes (every global tensor a kernel reads or writes, counted once per kernel: the
+DRAM traffic with perfect caching), the global bytes the SIMT simulator counts (every access
+of every thread: K and V rows re-read by each query row's block mostly hit L1/L2), shared
+memory per block, and the check against torch eager. No GPU timings: none was available.
+Run: .venv/bin/python benchmarks/bench_attention.py"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import deplokit  # noqa: E402
+from deplokit.ir import kernel_ir as K  # noqa: E402
+from deplokit.runtime.nvcc import nvcc_available  # noqa: E402
+from deplokit.runtime.sim import simulate_program  # noqa: E402
+
+BATCH, HEADS, KV_HEADS, SEQ, HEAD_DIM = 1, 32, 4, 128, 64     # TinyLlama-1.1B, seq 128
+
+
+def attention(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def compulsory_bytes(kernel_ir) -> int:
+    """Each kernel reads or writes each of its global tensors once (4-byte elements)."""
+    return sum(4 * p.size for k in kernel_ir.kernels for p in k.params)
+
+
+def shared_bytes(kernel: K.KernelFunc) -> int:
+    def walk(body):
+        for s in body:
+            if isinstance(s, K.SharedArray):
+                yield 4 * s.size
+            for child in ("body", "then", "orelse"):
+                yield from walk(getattr(s, child, ()))
+    return sum(walk(kernel.body))
+
+
+def report(label: str, c, inputs) -> None:
+    temps = [b for b in c.loop_ir.written if b.kind == "temp"]
+    print(f"{label}:")
+    print(f"  kernels: {len(c.kernel_ir.kernels)} ({', '.join(k.name for k in c.kernel_ir.kernels)})")
+    temp_text = ", ".join(f"{b.name} {b.type.shape}" for b in temps) or "none"
+    print(f"  global temporaries: {temp_text} = {sum(4 * b.type.numel for b in temps) / 2**20:.2f} MiB")
+    print(f"  compulsory global bytes: {compulsory_bytes(c.kernel_ir) / 2**20:.2f} MiB")
+    env = dict(c.values)
+    env.update(c._bind(inputs))
+    stats: list = []
+    t0 = time.perf_counter()
+    simulate_program(c.kernel_ir, env, max_block_threads=1024, stats=stats)
+    wall = time.perf_counter() - t0
+    loaded = sum(s.global_bytes_loaded for s in stats)
+    stored = sum(s.global_bytes_stored for s in stats)
+    print(f"  global bytes accessed by all threads (simulator): {loaded / 2**20:.2f} MiB loaded, "
+          f"{stored / 2**20:.2f} MiB stored; simulated in {wall:.1f} s")
+    for k in c.kernel_ir.kernels:
+        print(f"    {k.name}: grid {k.grid[0]} x block {k.block[0]}, {shared_bytes(k)} bytes of shared memory")
+    print(f"  {c.check(*inputs, backend='sim', rtol=1e-4, atol=1e-5)}")
+    if nvcc_available():
+        c.nvcc()
+        for k in c.kernel_ir.kernels:
+            print(f"    ptxas {c.target.name} {k.name}: {k.registers} registers, {k.spills} spills")
+
+
+def main() -> None:
+    g = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(BATCH, HEADS, SEQ, HEAD_DIM, generator=g),
+              torch.randn(BATCH, KV_HEADS, SEQ, HEAD_DIM, generator=g),
+              torch.randn(BATCH, KV_HEADS, SEQ, HEAD_DIM, generator=g))
+    print(f"sdpa q {tuple(inputs[0].shape)}, k and v {tuple(inputs[1].shape)}, causal, GQA "
+          f"{HEADS // KV_HEADS} query heads per kv head")
+    report("before (row fusion off)", deplokit.compile(attention, *inputs, config={"fuse.row_fusion": False}), inputs)
+    report("after (row fusion)", deplokit.compile(attention, *inputs), inputs)
+
+
+if __name__ == "__main__":
+    main()
