@@ -74,6 +74,9 @@ def body_reason(body, lane: str, types, multiples=frozenset()) -> str:
     """'' when every global access of `body` (a vector loop's body, with `lane` its variable)
     is one float4 or does not depend on the lane; else the first reason why not."""
     for s in body:
+        if isinstance(s, (Load, Store)) and s.tensor not in types:
+            # a kernel-local row (attention's row fusion) lives in shared memory, not global
+            return f"{s.tensor} is a kernel-local row on chip, not a global tensor"
         if isinstance(s, Load):
             if not varies(s.index, lane):
                 continue
