@@ -1,0 +1,177 @@
+"""Timing on a CUDA device: deplokit's kernels against torch eager and torch.compile.
+
+Every figure comes from CUDA events: `warmup` untimed runs, then `repeats` timed runs, each
+preceded (outside its event pair) by a write over a buffer twice the size of the L2 cache,
+so no run finds its inputs left in L2 by the last; the median is reported. Bytes and FLOPs
+come from the IR (runtime/traffic.py), so GB/s and FLOP/s are the same work for all three.
+Without a CUDA device `bench_compilation` raises DeviceUnavailableError: no timing is ever
+made up.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+
+import torch
+
+from .bench_report import BenchReport, KernelProfile
+from .device import require_gpu
+from .occupancy import occupancy as theoretical_occupancy
+from .traffic import program_cost, program_kernel_costs
+
+MIN_FLUSH_BYTES = 64 << 20
+
+
+class CupyClock:
+    """CUDA events on CuPy's current stream (the legacy default stream, which torch's kernels
+    also run on unless a caller changed torch's stream)."""
+
+    def __init__(self):
+        import cupy
+        self.cupy = cupy
+
+    def record(self):
+        ev = self.cupy.cuda.Event()
+        ev.record()
+        return ev
+
+    def elapsed_ms(self, a, b) -> float:
+        return self.cupy.cuda.get_elapsed_time(a, b)
+
+    def synchronize(self) -> None:
+        self.cupy.cuda.Device().synchronize()
+
+
+def time_runs(fn, clock, *, warmup: int, repeats: int, flush=None) -> list[float]:
+    """Microseconds of each of `repeats` timed calls of `fn` (after `warmup` untimed ones),
+    `flush()` called before every call, outside the timed span."""
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    for _ in range(warmup):
+        if flush:
+            flush()
+        fn()
+    clock.synchronize()
+    spans = []
+    for _ in range(repeats):
+        if flush:
+            flush()
+        start = clock.record()
+        fn()
+        spans.append((start, clock.record()))
+    clock.synchronize()
+    return [clock.elapsed_ms(a, b) * 1e3 for a, b in spans]
+
+
+def time_kernels(launch, n_kernels: int, clock, *, warmup: int, repeats: int, flush=None) -> list[list[float]]:
+    """Per-kernel microseconds: `launch(between)` runs the program calling `between(i)`
+    before kernel i and after the last; an event there splits each run into its kernels."""
+    for _ in range(warmup):
+        if flush:
+            flush()
+        launch(None)
+    clock.synchronize()
+    runs = []
+    for _ in range(repeats):
+        if flush:
+            flush()
+        events = []
+        launch(lambda i: events.append(clock.record()))
+        runs.append(events)
+    clock.synchronize()
+    if any(len(ev) != n_kernels + 1 for ev in runs):
+        raise RuntimeError("per-kernel timing: launch() did not call between() once per kernel and once after")
+    return [[clock.elapsed_ms(ev[i], ev[i + 1]) * 1e3 for ev in runs] for i in range(n_kernels)]
+
+
+def l2_flusher(l2_bytes: int):
+    """A function that overwrites 2x the L2 cache (a memset on the device)."""
+    import cupy
+    buf = cupy.empty(max(2 * l2_bytes, MIN_FLUSH_BYTES), dtype=cupy.uint8)
+    return lambda: buf.fill(0)
+
+
+def cuda_eager(source, inputs_cuda):
+    """A version of the program that torch runs on the GPU: a module copied to the device, or
+    a function as it is when it runs on device inputs, else (it holds host tensors, as the
+    functions `-c` builds do) its torch.export graph moved to the device."""
+    if isinstance(source, torch.nn.Module):
+        return copy.deepcopy(source).to("cuda").eval()
+    try:
+        with torch.no_grad():
+            source(*inputs_cuda)
+        return source
+    except RuntimeError:
+        from ..frontend.capture import _FunctionModule
+        with torch.no_grad():
+            cpu = tuple(t.cpu() for t in inputs_cuda)
+            ep = torch.export.export(_FunctionModule(source, len(cpu)), cpu, strict=False)
+        return ep.module().to("cuda")
+
+
+def _device_name_and_l2():
+    import cupy
+    dev = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return name, int(props.get("l2CacheSize", 0))
+
+
+def bench_compilation(c, inputs, *, warmup: int = 10, repeats: int = 100, compare=("eager", "compile"),
+                      profile: bool = False, name: str = "") -> BenchReport:
+    """Time compilation `c` on `inputs` (see the module docstring)."""
+    require_gpu("benchmarking")
+    unknown = [x for x in compare if x not in ("eager", "compile")]
+    if unknown:
+        from ..errors import DeplokitError
+        raise DeplokitError(f"unknown comparison {', '.join(unknown)}; supported: eager, compile")
+    gpu, l2 = _device_name_and_l2()
+    clock = CupyClock()
+    flush = l2_flusher(l2 or c.target.l2_bytes)
+    inputs_cuda = tuple(t.detach().to("cuda") for t in inputs)
+    exe = c.cupy_executor()
+    torch.cuda.synchronize()
+    bufs = exe.prepare(inputs_cuda)
+    ours = statistics.median(time_runs(lambda: exe.launch(bufs), clock, warmup=warmup, repeats=repeats, flush=flush))
+    notes: list[str] = []
+    eager_us = compile_us = None
+    if compare:
+        eager = cuda_eager(c.source, inputs_cuda)
+
+        def run_eager(fn=eager):
+            with torch.no_grad():
+                fn(*inputs_cuda)
+        if "eager" in compare:
+            eager_us = statistics.median(time_runs(run_eager, clock, warmup=warmup, repeats=repeats, flush=flush))
+        if "compile" in compare:
+            try:
+                compiled = torch.compile(eager)
+                run_eager(compiled)          # compiles; not timed
+                compile_us = statistics.median(time_runs(lambda: run_eager(compiled), clock, warmup=warmup,
+                                                         repeats=repeats, flush=flush))
+            except Exception as e:           # inductor raises many types; the report says why
+                notes.append(f"torch.compile failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")
+    kernels = ()
+    if profile:
+        kernels = _profile(c, exe, bufs, clock, warmup, repeats, flush)
+    total = program_cost(c.loop_ir, name or "program")
+    return BenchReport(name or "program", gpu, c.target.name, ours, eager_us, compile_us, total.bytes, total.flops,
+                       c.target.peak_bandwidth_gbs, c.target.peak_fp32_tflops, kernels, tuple(notes))
+
+
+def _profile(c, exe, bufs, clock, warmup, repeats, flush) -> tuple[KernelProfile, ...]:
+    launches = exe.plan.launches
+    times = time_kernels(lambda between: exe.launch(bufs, between), len(launches), clock,
+                         warmup=warmup, repeats=repeats, flush=flush)
+    costs = {k.name: k for k in program_kernel_costs(c.kernel_ir, c.loop_ir)}
+    out = []
+    for ln, ts in zip(launches, times):
+        attrs = exe.function_attributes(ln.name)
+        try:
+            occ = exe.occupancy(ln.name)
+        except Exception:                    # an old driver binding: the calculator's answer
+            occ = theoretical_occupancy(c.target, ln.threads, attrs["registers"], attrs["smem_bytes"]).fraction
+        cost = costs[ln.name]
+        out.append(KernelProfile(ln.name, statistics.median(ts), 1, cost.bytes, cost.flops,
+                                 attrs["registers"], attrs["smem_bytes"], occ))
+    return tuple(out)
