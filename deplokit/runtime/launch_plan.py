@@ -22,7 +22,7 @@ MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
 ARENA_ALIGN = 256                       # bytes: cudaMalloc's alignment, enough for float4 and TMA
 
-CTYPE_DTYPE = {"float": "float32", "int64": "int64", "int32": "int32", "int": "int32"}
+CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32", "bool": "bool"}
 ITEMSIZE = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
 
 
@@ -174,7 +174,7 @@ def build_plan(program: K.KernelProgram, input_names, target=None) -> LaunchPlan
             raise LaunchPlanError(f"output {o} is not a buffer of the program")
     specs = {}
     for name, t in types.items():
-        dev = device.get(name, "float32" if t.dtype == "bool" else t.dtype)
+        dev = device.get(name, t.dtype)
         specs[name] = BufferSpec(name, tuple(t.shape), t.dtype, dev, kinds[name])
     temps = [n for n in types if kinds[n] == "temp" and n in lives and n not in program.outputs]
     offsets, scratch = place_in_arena([(n, specs[n].nbytes, tuple(lives[n])) for n in temps])

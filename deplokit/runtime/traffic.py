@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from ..ir import loop_ir as L
 
-# Bytes per element as buffers are stored on the device. A bool tensor is 1 byte in torch;
-# deplokit's kernels read masks as float, so a kernel parameter is sized by its ctype.
+# Bytes per element as buffers are stored on the device (a bool is one byte, as in torch).
 DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
-CTYPE_BYTES = {"float": 4, "int64": 8, "int32": 4, "int": 4}
+CTYPE_BYTES = {"float": 4, "float32": 4, "int64": 8, "int32": 4, "int": 4, "bool": 1}
 
 # Compute ops that are selections or comparisons, not floating-point arithmetic.
 NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equal", "equal",
