@@ -65,7 +65,13 @@ def test_sticky_error_patterns():
     assert not is_sticky_cuda_error("ExecutionError: expected 2 inputs")
 
 
-def test_bad_target_is_an_error_not_a_hang():
+def test_bad_target_is_reported_not_a_hang():
     with Watchdog("no_such_module_xyz:job", timeout_s=60) as d:
         out = d.call()
         assert out.status == "crash"
+        assert "could not load no_such_module_xyz:job: ModuleNotFoundError" in out.error
+
+
+def test_job_timeout_does_not_count_worker_start_up(dog):
+    # the first call starts the worker (imports deplokit and torch); a short limit still holds
+    assert dog.call("echo", 1, timeout_s=2).ok

@@ -19,3 +19,15 @@ def job(kind, value=None):
     if kind == "sticky":
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
     raise AssertionError(kind)
+
+
+def suite_job(name, target="sm_90", **kw):
+    """A stand-in for deplokit.bench.runner.compile_entry: hangs on softmax entries, kills
+    its process on rope entries, raises on add entries."""
+    if ".softmax." in f".{name}":
+        time.sleep(3600)
+    if name.startswith("rope."):
+        os._exit(7)
+    if name.startswith("add."):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    return {"name": name, "op": name.split(".")[0], "status": "ok", "kernels": 1, "compile_s": 0.0, "nvrtc_s": 0.0}

@@ -55,7 +55,12 @@ def _resolve(target: str):
 
 
 def _worker_main(conn, target: str) -> None:
-    fn = _resolve(target)
+    try:
+        fn = _resolve(target)
+    except BaseException as e:
+        conn.send(("start_error", f"{type(e).__name__}: {' '.join(str(e).split())}"))
+        return
+    conn.send(("ready", ""))
     while True:
         try:
             job = conn.recv()
@@ -83,20 +88,35 @@ def _describe_exit(code) -> str:
 
 
 class Watchdog:
-    def __init__(self, target: str, timeout_s: float = 300.0, start_method: str = "spawn"):
+    def __init__(self, target: str, timeout_s: float = 300.0, start_method: str = "spawn",
+                 start_timeout_s: float = 300.0):
         self.target = target
         self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s   # importing torch and the target, not a job's time
         self._ctx = multiprocessing.get_context(start_method)
         self._proc = None
         self._conn = None
         self.restarts = 0           # workers replaced after a timeout, crash or sticky error
 
-    def _start(self) -> None:
+    def _start(self) -> str:
+        """Start a worker and wait until it has imported its target; '' or why it failed."""
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=_worker_main, args=(child, self.target), daemon=True)
         self._proc.start()
         child.close()
         self._conn = parent
+        try:
+            if not parent.poll(self.start_timeout_s):
+                why = f"worker did not start within {self.start_timeout_s:g} s"
+            else:
+                kind, text = parent.recv()
+                why = "" if kind == "ready" else f"worker could not load {self.target}: {text}"
+        except (EOFError, OSError):
+            self._proc.join(5)
+            why = "worker failed to start: " + _describe_exit(self._proc.exitcode)
+        if why:
+            self._kill()
+        return why
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -114,7 +134,9 @@ class Watchdog:
             if self._proc is not None:
                 self.restarts += 1
             self._kill()
-            self._start()
+            why = self._start()
+            if why:
+                return Outcome("crash", error=why)
         t0 = time.monotonic()
         try:
             self._conn.send((args, kwargs))
