@@ -136,27 +136,62 @@ def bench_compilation(c, inputs, *, warmup: int = 10, repeats: int = 100, compar
     notes: list[str] = []
     eager_us = compile_us = None
     if compare:
-        eager = cuda_eager(c.source, inputs_cuda)
-
-        def run_eager(fn=eager):
-            with torch.no_grad():
-                fn(*inputs_cuda)
-        if "eager" in compare:
-            eager_us = statistics.median(time_runs(run_eager, clock, warmup=warmup, repeats=repeats, flush=flush))
-        if "compile" in compare:
-            try:
-                compiled = torch.compile(eager)
-                run_eager(compiled)          # compiles; not timed
-                compile_us = statistics.median(time_runs(lambda: run_eager(compiled), clock, warmup=warmup,
-                                                         repeats=repeats, flush=flush))
-            except Exception as e:           # inductor raises many types; the report says why
-                notes.append(f"torch.compile failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")
+        with fp32_matmuls():
+            eager_us, compile_us = _time_torch(c, inputs_cuda, compare, clock, warmup, repeats, flush, notes)
     kernels = ()
     if profile:
         kernels = _profile(c, exe, bufs, clock, warmup, repeats, flush)
     total = program_cost(c.loop_ir, name or "program")
     return BenchReport(name or "program", gpu, c.target.name, ours, eager_us, compile_us, total.bytes, total.flops,
                        c.target.peak_bandwidth_gbs, c.target.peak_fp32_tflops, kernels, tuple(notes))
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
+class fp32_matmuls:
+    """Torch's matmuls in true FP32 (no TF32), as deplokit's kernels compute, for the timing."""
+
+    def __enter__(self):
+        self.saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+
+    def __exit__(self, *exc):
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+
+
+def _time_torch(c, inputs_cuda, compare, clock, warmup, repeats, flush, notes):
+    """Median µs of torch eager and torch.compile (None, with a note, where one fails)."""
+    eager_us = compile_us = None
+    try:
+        eager = cuda_eager(c.source, inputs_cuda)
+    except Exception as e:
+        notes.append(f"torch eager could not run on the GPU: {_first_line(e)}")
+        return None, None
+
+    def run(fn):
+        with torch.no_grad():
+            fn(*inputs_cuda)
+    if "eager" in compare:
+        try:
+            eager_us = statistics.median(time_runs(lambda: run(eager), clock, warmup=warmup, repeats=repeats,
+                                                   flush=flush))
+        except Exception as e:
+            notes.append(f"torch eager failed: {_first_line(e)}")
+    if "compile" in compare:
+        try:
+            # Dynamo caches per code object and falls back to eager past its cache limit; the
+            # suite's programs share code objects across shapes, so start each from scratch.
+            torch._dynamo.reset()
+            compiled = torch.compile(eager)
+            run(compiled)                       # compiles; not timed
+            compile_us = statistics.median(time_runs(lambda: run(compiled), clock, warmup=warmup,
+                                                     repeats=repeats, flush=flush))
+        except Exception as e:                  # inductor raises many types; the report says why
+            notes.append(f"torch.compile failed: {_first_line(e)}")
+    return eager_us, compile_us
 
 
 def _profile(c, exe, bufs, clock, warmup, repeats, flush) -> tuple[KernelProfile, ...]:

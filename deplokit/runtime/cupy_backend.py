@@ -20,9 +20,10 @@ from .launch_plan import LaunchPlan, build_plan, pack_args
 from .nvrtc import compile_nvrtc
 
 
-def device_arch() -> tuple[str, int]:
+def device_arch(cupy=None) -> tuple[str, int]:
     """(`sm_XY`, XY) of the current CUDA device."""
-    import cupy
+    if cupy is None:
+        import cupy
     cc = int(cupy.cuda.Device().compute_capability)
     return f"sm_{cc}", cc
 
@@ -38,18 +39,25 @@ def check_device_supports(target, cc: int) -> None:
 class CupyExecutor:
     """Loaded kernels plus the device copies of a compilation's parameters and constants."""
 
-    def __init__(self, kernel_program, cuda_source: str, input_names, values: dict, target):
-        require_gpu("backend='cupy'")
-        import cupy
+    def __init__(self, kernel_program, cuda_source: str, input_names, values: dict, target, cupy=None):
+        # `cupy` may be a stand-in with CuPy's interface (the host-side tests run the whole
+        # backend with numpy arrays and the simulator for kernels); by default, CuPy itself.
+        if cupy is None:
+            require_gpu("backend='cupy'")
+            import cupy
         self.cupy = cupy
         self.plan: LaunchPlan = build_plan(kernel_program, input_names, target)
-        self.arch, cc = device_arch()
+        self.arch, cc = device_arch(cupy)
         check_device_supports(target, cc)
         self.compiled = compile_nvrtc(cuda_source, self.arch)
         self.module = cupy.cuda.function.Module()
-        self.module.load(self.compiled.cubin)
+        try:
+            self.module.load(self.compiled.cubin)
+        except Exception as e:      # a driver older than the NVRTC that built the cubin, typically
+            raise ExecutionError(f"the CUDA driver could not load the cubin NVRTC built for {self.arch}: "
+                                 f"{type(e).__name__}: {e}") from None
         self.functions = {ln.name: self.module.get_function(ln.name) for ln in self.plan.launches}
-        used = {a for ln in self.plan.launches for a in ln.args}
+        used = self.used = {a for ln in self.plan.launches for a in ln.args}
         self.constants = {name: self._upload(np.asarray(v), self.plan.buffer(name))
                           for name, v in values.items() if name in used}
 
@@ -88,7 +96,7 @@ class CupyExecutor:
             bufs[name] = self._upload(t, spec)
         arena = cp.empty(max(plan.scratch_bytes, 1), dtype=cp.uint8)
         for spec in plan.buffers:
-            if spec.name in bufs:
+            if spec.name in bufs or (spec.name not in self.used and spec.name not in plan.outputs):
                 continue
             if spec.offset is not None:
                 bufs[spec.name] = arena[spec.offset:spec.offset + spec.nbytes].view(spec.device_dtype)
