@@ -111,12 +111,18 @@ def cmd_bench(args) -> int:
         elif row["status"] != "ok":
             what += f": {row.get('error') or row.get('check', '')}"
         print(f"[{i + 1}/{n}] {row['name']}: {what}", flush=True)
-    result = run_suite(entries, job, suite=args.suite, target=args.target, timeout_s=args.timeout,
-                       progress=progress, **job_args)
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        raise DeplokitError(f"cannot create {args.out}: {e.strerror or e}") from None
     stem = os.path.join(args.out, f"suite_{args.suite}_{args.target}{'_compile' if job == 'compile' else ''}")
-    write_atomic(stem + ".json", to_json(result))
-    write_atomic(stem + ".md", to_markdown(result))
+
+    def checkpoint(result):
+        write_atomic(stem + ".json", to_json(result))
+        write_atomic(stem + ".md", to_markdown(result))
+    result = run_suite(entries, job, suite=args.suite, target=args.target, timeout_s=args.timeout,
+                       progress=progress, checkpoint=checkpoint, **job_args)
+    checkpoint(result)
     sys.stdout.write(summary(result))
     print(f"wrote {stem}.json and {stem}.md")
     return 0 if not result.failed else 1

@@ -34,7 +34,16 @@ def run_entry(name: str, target: str = "sm_90", warmup: int = 10, repeats: int =
     if not check.ok:
         return {**row, "status": "mismatch"}
     report = c.bench(*inputs, warmup=warmup, repeats=repeats, compare=compare, profile=profile, name=name)
+    del c, inputs
+    _release_device_memory()        # the next entry may need it all (qwen's down_proj: ~0.4 GB of inputs)
     return {**row, "status": "ok", "report": report_to_dict(report)}
+
+
+def _release_device_memory() -> None:
+    import cupy
+    import torch
+    cupy.get_default_memory_pool().free_all_blocks()
+    torch.cuda.empty_cache()
 
 
 def compile_entry(name: str, target: str = "sm_90") -> dict:
@@ -84,8 +93,10 @@ def outcome_row(e: SuiteEntry, out: Outcome) -> dict:
 
 
 def run_suite(entries, job: str = "bench", *, suite: str = "llm", target: str = "sm_90", timeout_s: float = 600.0,
-              progress=None, watchdog_target: str | None = None, **job_args) -> SuiteResult:
-    """Every entry in one watchdog worker; a timeout, crash or error is that entry's row."""
+              progress=None, checkpoint=None, watchdog_target: str | None = None, **job_args) -> SuiteResult:
+    """Every entry in one watchdog worker; a timeout, crash or error is that entry's row.
+    `progress(i, n, row)` and `checkpoint(result)` are called after each entry (the CLI
+    rewrites its JSON and markdown then, so a long run cut short keeps what it measured)."""
     result = SuiteResult(suite, target, job)
     with Watchdog(watchdog_target or JOBS[job], timeout_s=timeout_s) as dog:
         for i, e in enumerate(entries):
@@ -93,4 +104,6 @@ def run_suite(entries, job: str = "bench", *, suite: str = "llm", target: str = 
             result.rows.append(row)
             if progress is not None:
                 progress(i, len(entries), row)
+            if checkpoint is not None:
+                checkpoint(result)
     return result
