@@ -112,3 +112,44 @@ def test_device_older_than_the_target_is_refused():
                                              "target='sm_80'"):
         CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target,
                      cupy=StandInCupy(c.kernel_ir, compute_capability="80"))
+
+
+class LaunchCountingClock:
+    """'Time' is the number of kernels launched: checks what each timed span covers."""
+
+    def __init__(self, fake):
+        self.fake = fake
+
+    def record(self):
+        return len(self.fake.launches)
+
+    def elapsed_ms(self, a, b):
+        return float(b - a)
+
+    def synchronize(self):
+        pass
+
+
+def test_bench_plumbing_on_the_host():
+    from deplokit.runtime.bench import TimingDevice, bench_compilation
+    from deplokit.runtime.traffic import program_cost, program_kernel_costs
+
+    fn, inputs = CASES["attention"]
+    c = deplokit.compile(fn, *inputs)
+    fake = StandInCupy(c.kernel_ir)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    flushes = []
+    device = TimingDevice("stand-in", "cpu", LaunchCountingClock(fake), lambda: flushes.append(1))
+    r = bench_compilation(c, inputs, warmup=1, repeats=3, compare=("eager",), profile=True, name="attn",
+                          device=device)
+    n = len(c.kernel_ir.kernels)
+    assert (r.name, r.gpu, r.target) == ("attn", "stand-in", "sm_90")
+    assert r.deplokit_us == 1000.0 * n            # each timed span is exactly one run of the program
+    assert r.eager_us == 0.0 and r.compile_us is None and r.notes == ()
+    assert [k.time_us for k in r.kernels] == [1000.0] * n     # one launch between consecutive events
+    costs = program_kernel_costs(c.kernel_ir, c.loop_ir)
+    assert [(k.name, k.bytes, k.flops) for k in r.kernels] == [(x.name, x.bytes, x.flops) for x in costs]
+    total = program_cost(c.loop_ir)
+    assert (r.bytes, r.flops) == (total.bytes, total.flops)
+    assert all(0 < k.occupancy <= 1 and k.smem_bytes is not None for k in r.kernels)
+    assert len(flushes) == 3 * (1 + 3)             # before every warm-up and timed run: ours, eager, profile

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import statistics
+from dataclasses import dataclass
 
 import torch
 
@@ -91,58 +92,72 @@ def l2_flusher(l2_bytes: int):
     return lambda: buf.fill(0)
 
 
-def cuda_eager(source, inputs_cuda):
-    """A version of the program that torch runs on the GPU: a module copied to the device, or
-    a function as it is when it runs on device inputs, else (it holds host tensors, as the
-    functions `-c` builds do) its torch.export graph moved to the device."""
+def cuda_eager(source, inputs_dev, device: str = "cuda"):
+    """A version of the program that torch runs on `device`: a module copied there, or a
+    function as it is when it runs on the device inputs, else (it holds host tensors, as the
+    functions `-c` builds do) its torch.export graph moved there."""
     if isinstance(source, torch.nn.Module):
-        return copy.deepcopy(source).to("cuda").eval()
+        return copy.deepcopy(source).to(device).eval()
     try:
         with torch.no_grad():
-            source(*inputs_cuda)
+            source(*inputs_dev)
         return source
     except RuntimeError:
         from ..frontend.capture import _FunctionModule
         with torch.no_grad():
-            cpu = tuple(t.cpu() for t in inputs_cuda)
+            cpu = tuple(t.cpu() for t in inputs_dev)
             ep = torch.export.export(_FunctionModule(source, len(cpu)), cpu, strict=False)
-        return ep.module().to("cuda")
+        return ep.module().to(device)
 
 
-def _device_name_and_l2():
+@dataclass
+class TimingDevice:
+    """Where timing happens: the device's name, torch's name for it, its clock and the L2
+    flush. `cuda_timing_device()` is the real one; tests pass a stand-in to check the
+    benchmark's plumbing on the host (its numbers are never reported)."""
+    name: str
+    torch_device: str
+    clock: object
+    flush: object
+
+    def synchronize(self) -> None:
+        self.clock.synchronize()
+
+
+def cuda_timing_device(target) -> TimingDevice:
     import cupy
-    dev = cupy.cuda.Device()
-    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-    return name, int(props.get("l2CacheSize", 0))
+    l2 = int(props.get("l2CacheSize", 0)) or target.l2_bytes
+    return TimingDevice(name, "cuda", CupyClock(), l2_flusher(l2))
 
 
 def bench_compilation(c, inputs, *, warmup: int = 10, repeats: int = 100, compare=("eager", "compile"),
-                      profile: bool = False, name: str = "") -> BenchReport:
+                      profile: bool = False, name: str = "", device: TimingDevice | None = None) -> BenchReport:
     """Time compilation `c` on `inputs` (see the module docstring)."""
-    require_gpu("benchmarking")
     unknown = [x for x in compare if x not in ("eager", "compile")]
     if unknown:
         from ..errors import DeplokitError
         raise DeplokitError(f"unknown comparison {', '.join(unknown)}; supported: eager, compile")
-    gpu, l2 = _device_name_and_l2()
-    clock = CupyClock()
-    flush = l2_flusher(l2 or c.target.l2_bytes)
-    inputs_cuda = tuple(t.detach().to("cuda") for t in inputs)
+    if device is None:
+        require_gpu("benchmarking")
+        device = cuda_timing_device(c.target)
+    clock, flush = device.clock, device.flush
+    inputs_dev = tuple(t.detach().to(device.torch_device) for t in inputs)
     exe = c.cupy_executor()
-    torch.cuda.synchronize()
-    bufs = exe.prepare(inputs_cuda)
+    device.synchronize()
+    bufs = exe.prepare(inputs_dev)
     ours = statistics.median(time_runs(lambda: exe.launch(bufs), clock, warmup=warmup, repeats=repeats, flush=flush))
     notes: list[str] = []
     eager_us = compile_us = None
     if compare:
         with fp32_matmuls():
-            eager_us, compile_us = _time_torch(c, inputs_cuda, compare, clock, warmup, repeats, flush, notes)
+            eager_us, compile_us = _time_torch(c, inputs_dev, device, compare, warmup, repeats, notes)
     kernels = ()
     if profile:
         kernels = _profile(c, exe, bufs, clock, warmup, repeats, flush)
     total = program_cost(c.loop_ir, name or "program")
-    return BenchReport(name or "program", gpu, c.target.name, ours, eager_us, compile_us, total.bytes, total.flops,
+    return BenchReport(name or "program", device.name, c.target.name, ours, eager_us, compile_us, total.bytes, total.flops,
                        c.target.peak_bandwidth_gbs, c.target.peak_fp32_tflops, kernels, tuple(notes))
 
 
@@ -162,18 +177,19 @@ class fp32_matmuls:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
 
 
-def _time_torch(c, inputs_cuda, compare, clock, warmup, repeats, flush, notes):
+def _time_torch(c, inputs_dev, device, compare, warmup, repeats, notes):
     """Median µs of torch eager and torch.compile (None, with a note, where one fails)."""
     eager_us = compile_us = None
+    clock, flush = device.clock, device.flush
     try:
-        eager = cuda_eager(c.source, inputs_cuda)
+        eager = cuda_eager(c.source, inputs_dev, device.torch_device)
     except Exception as e:
         notes.append(f"torch eager could not run on the GPU: {_first_line(e)}")
         return None, None
 
     def run(fn):
         with torch.no_grad():
-            fn(*inputs_cuda)
+            fn(*inputs_dev)
     if "eager" in compare:
         try:
             eager_us = statistics.median(time_runs(lambda: run(eager), clock, warmup=warmup, repeats=repeats,
@@ -201,12 +217,24 @@ def _profile(c, exe, bufs, clock, warmup, repeats, flush) -> tuple[KernelProfile
     costs = {k.name: k for k in program_kernel_costs(c.kernel_ir, c.loop_ir)}
     out = []
     for ln, ts in zip(launches, times):
-        attrs = exe.function_attributes(ln.name)
-        try:
-            occ = exe.occupancy(ln.name)
-        except Exception:                    # an old driver binding: the calculator's answer
-            occ = theoretical_occupancy(c.target, ln.threads, attrs["registers"], attrs["smem_bytes"]).fraction
+        regs, smem, occ = _kernel_resources(c, exe, ln)
         cost = costs[ln.name]
-        out.append(KernelProfile(ln.name, statistics.median(ts), 1, cost.bytes, cost.flops,
-                                 attrs["registers"], attrs["smem_bytes"], occ))
+        out.append(KernelProfile(ln.name, statistics.median(ts), 1, cost.bytes, cost.flops, regs, smem, occ))
     return tuple(out)
+
+
+def _kernel_resources(c, exe, launch):
+    """(registers, static smem bytes, occupancy) of a loaded kernel: the driver's figures;
+    where the driver cannot say, ptxas's (after Compilation.nvcc()) and the occupancy
+    calculator's."""
+    try:
+        attrs = exe.function_attributes(launch.name)
+        regs, smem = attrs["registers"], attrs["smem_bytes"]
+    except Exception:
+        kf = next(k for k in c.kernel_ir.kernels if k.name == launch.name)
+        regs, smem = kf.registers, launch.static_smem
+    try:
+        occ = exe.occupancy(launch.name)
+    except Exception:
+        occ = theoretical_occupancy(c.target, launch.threads, regs, smem).fraction
+    return regs, smem, occ
