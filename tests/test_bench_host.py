@@ -129,3 +129,13 @@ def test_cli_compare_is_validated(capsys):
     assert _compare("none") == ()
     with pytest.raises(deplokit.DeplokitError, match="unknown speed"):
         _compare("speed")
+
+
+def test_a_function_holding_host_tensors_is_moved_whole_to_the_device():
+    from deplokit.frontend.expression import load_expression
+    from deplokit.runtime.bench import exported_on
+    p = load_expression("x = torch.randn(4,8); lin = nn.Linear(8, 3); torch.relu(lin(x)) * 2")
+    m = exported_on(p.fn, p.inputs, "meta")        # meta stands for the GPU: any tensor left on the host fails
+    out = m(*(t.to("meta") for t in p.inputs))
+    assert out.device.type == "meta" and tuple(out.shape) == (4, 3)
+    torch.testing.assert_close(exported_on(p.fn, p.inputs, "cpu")(*p.inputs), p.fn(*p.inputs))

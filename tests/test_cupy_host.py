@@ -153,3 +153,15 @@ def test_bench_plumbing_on_the_host():
     assert (r.bytes, r.flops) == (total.bytes, total.flops)
     assert all(0 < k.occupancy <= 1 and k.smem_bytes is not None for k in r.kernels)
     assert len(flushes) == 3 * (1 + 3)             # before every warm-up and timed run: ours, eager, profile
+
+
+def test_cubin_falls_back_to_nvcc_without_nvrtc(monkeypatch):
+    from deplokit.runtime import cupy_backend, nvcc
+    if not nvcc.nvcc_available():
+        pytest.skip("nvcc is not installed")
+    fn, inputs = CASES["rmsnorm"]
+    c = deplokit.compile(fn, *inputs)
+    assert cupy_backend.compile_cubin(str(c.cuda), "sm_90")[:4] == b"\x7fELF"      # NVRTC
+    monkeypatch.setattr(cupy_backend, "nvrtc_available", lambda: False)
+    cubin = cupy_backend.compile_cubin(str(c.cuda), "sm_90")
+    assert cubin == nvcc.compile_cuda(str(c.cuda), "sm_90").cubin

@@ -103,11 +103,21 @@ def cuda_eager(source, inputs_dev, device: str = "cuda"):
             source(*inputs_dev)
         return source
     except RuntimeError:
-        from ..frontend.capture import _FunctionModule
-        with torch.no_grad():
-            cpu = tuple(t.cpu() for t in inputs_dev)
-            ep = torch.export.export(_FunctionModule(source, len(cpu)), cpu, strict=False)
-        return ep.module().to(device)
+        return exported_on(source, tuple(t.cpu() for t in inputs_dev), device)
+
+
+def exported_on(fn, inputs_cpu, device: str):
+    """`fn`'s torch.export graph as a module on `device`, its lifted constants (the tensors a
+    function closes over, which `.to()` leaves behind) moved too."""
+    from ..frontend.capture import _FunctionModule
+    with torch.no_grad():
+        ep = torch.export.export(_FunctionModule(fn, len(inputs_cpu)), inputs_cpu, strict=False)
+    module = ep.module().to(device)
+    for sub in module.modules():
+        for attr, value in list(vars(sub).items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                setattr(sub, attr, value.to(device))
+    return module
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The `cupy` backend: run a compiled program's kernels on a CUDA device.
 
-The translation unit is compiled by NVRTC (runtime/nvrtc.py) for the device's own
-architecture and loaded as a module; the launch plan (runtime/launch_plan.py), decided on
+The translation unit is compiled by NVRTC (runtime/nvrtc.py; nvcc where libnvrtc is
+missing) for the device's own architecture and loaded as a module; the launch plan (runtime/launch_plan.py), decided on
 the host, says which buffers to allocate, where temporaries sit in one scratch arena and
 each launch's grid, block and arguments. Parameters and constants are uploaded once per
 executor; inputs already on the device in the right type are used in place.
@@ -17,7 +17,7 @@ import torch
 from ..errors import ExecutionError
 from .device import require_gpu
 from .launch_plan import LaunchPlan, build_plan, pack_args
-from .nvrtc import compile_nvrtc
+from .nvrtc import compile_nvrtc, nvrtc_available
 
 
 def device_arch(cupy=None) -> tuple[str, int]:
@@ -36,6 +36,16 @@ def check_device_supports(target, cc: int) -> None:
                              f"compile it with target='sm_{cc}' (or the nearest older target)")
 
 
+def compile_cubin(cuda_source: str, arch: str) -> bytes:
+    """The cubin of the translation unit: NVRTC when libnvrtc loads, else nvcc -cubin."""
+    if nvrtc_available():
+        return compile_nvrtc(cuda_source, arch).cubin
+    from .nvcc import compile_cuda, nvcc_available
+    if not nvcc_available():
+        raise ExecutionError("backend='cupy' needs NVRTC (pip install nvidia-cuda-nvrtc) or nvcc to compile kernels")
+    return compile_cuda(cuda_source, arch).cubin
+
+
 class CupyExecutor:
     """Loaded kernels plus the device copies of a compilation's parameters and constants."""
 
@@ -49,10 +59,10 @@ class CupyExecutor:
         self.plan: LaunchPlan = build_plan(kernel_program, input_names, target)
         self.arch, cc = device_arch(cupy)
         check_device_supports(target, cc)
-        self.compiled = compile_nvrtc(cuda_source, self.arch)
+        self.cubin = compile_cubin(cuda_source, self.arch)
         self.module = cupy.cuda.function.Module()
         try:
-            self.module.load(self.compiled.cubin)
+            self.module.load(self.cubin)
         except Exception as e:      # a driver older than the NVRTC that built the cubin, typically
             raise ExecutionError(f"the CUDA driver could not load the cubin NVRTC built for {self.arch}: "
                                  f"{type(e).__name__}: {e}") from None
