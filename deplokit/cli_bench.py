@@ -9,6 +9,7 @@ Without a CUDA device nothing is timed: `run --bench` says so after its check, a
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -26,9 +27,21 @@ def _compare(text: str) -> tuple[str, ...]:
     return parts
 
 
+def _count(least: int):
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = least - 1
+        if n < least:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
+        return n
+    return parse
+
+
 def add_timing_args(p) -> None:
-    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, help="untimed runs first (default: %(default)s)")
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
+    p.add_argument("--warmup", type=_count(0), default=DEFAULT_WARMUP, help="untimed runs first (default: %(default)s)")
+    p.add_argument("--repeats", type=_count(1), default=DEFAULT_REPEATS,
                    help="timed runs; the median is reported (default: %(default)s)")
     p.add_argument("--compare", default="eager,compile",
                    help="what to time deplokit against: eager, compile, eager,compile or none (default: %(default)s)")

@@ -139,3 +139,18 @@ def test_a_function_holding_host_tensors_is_moved_whole_to_the_device():
     out = m(*(t.to("meta") for t in p.inputs))
     assert out.device.type == "meta" and tuple(out.shape) == (4, 3)
     torch.testing.assert_close(exported_on(p.fn, p.inputs, "cpu")(*p.inputs), p.fn(*p.inputs))
+
+
+def test_cli_rejects_bad_repeat_counts(capsys):
+    assert main(["run", "-c", "torch.randn(4) * 2", "--bench", "--repeats", "0"]) == 2
+    assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err
+    assert main(["bench", "--suite", "llm", "--warmup", "-1"]) == 2
+    assert "expected a whole number >= 0" in capsys.readouterr().err
+
+
+def test_bench_rejects_bad_arguments_before_needing_a_gpu():
+    c = deplokit.compile(lambda x: x * 2, torch.randn(4))
+    with pytest.raises(deplokit.DeplokitError, match="unknown comparison speed"):
+        c.bench(compare=("speed",))
+    with pytest.raises(deplokit.DeplokitError, match="repeats >= 1"):
+        c.bench(repeats=0)

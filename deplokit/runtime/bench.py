@@ -145,10 +145,12 @@ def cuda_timing_device(target) -> TimingDevice:
 def bench_compilation(c, inputs, *, warmup: int = 10, repeats: int = 100, compare=("eager", "compile"),
                       profile: bool = False, name: str = "", device: TimingDevice | None = None) -> BenchReport:
     """Time compilation `c` on `inputs` (see the module docstring)."""
+    from ..errors import DeplokitError
     unknown = [x for x in compare if x not in ("eager", "compile")]
     if unknown:
-        from ..errors import DeplokitError
         raise DeplokitError(f"unknown comparison {', '.join(unknown)}; supported: eager, compile")
+    if repeats < 1 or warmup < 0:
+        raise DeplokitError(f"benchmark needs repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
     if device is None:
         require_gpu("benchmarking")
         device = cuda_timing_device(c.target)
