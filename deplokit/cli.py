@@ -1,7 +1,8 @@
 """The `deplokit` command line.
 
     deplokit compile -c EXPR | PATH [--ir STAGE] [--target T] [-v|-vv] [-o FILE]
-    deplokit run     -c EXPR | PATH [--backend B] [--target T]
+    deplokit run     -c EXPR | PATH [--backend B] [--target T] [--bench] [--profile]
+    deplokit bench   --suite llm [--list] [--filter S] [--compile-only]   (cli_bench.py)
 
 Every DeplokitError is printed as one line, `deplokit: error: <message>`, with exit code 2
 (as argparse does for usage errors). Any other exception is a bug in deplokit and keeps its
@@ -41,8 +42,9 @@ def _backends() -> list[str]:
 
 
 def auto_backend() -> str:
-    """The backend `auto` runs on (the simulator while no GPU backend is built)."""
-    return "sim"
+    """The backend `auto` runs on: cupy when a CUDA device is present, else the simulator."""
+    from .compilation import resolve_backend
+    return resolve_backend("auto")
 
 
 # -- argument parsing ---------------------------------------------------------------------------
@@ -84,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_source(pr)
     pr.set_defaults(subparser=pr)
     pr.add_argument("--backend", choices=_backends(), default="auto",
-                    help=f"which IR executes it (default: %(default)s = {auto_backend()})")
+                    help="which IR executes it (default: %(default)s = cupy with a CUDA device, else sim)")
+    from .cli_bench import add_bench_parser, add_run_args
+    add_run_args(pr)
+    add_bench_parser(sub, TARGETS)
     return parser
 
 
@@ -222,8 +227,13 @@ def cmd_run(args, parser) -> int:
     ran = auto_backend() if args.backend == "auto" else args.backend
     result = compilation.check(backend=ran)
     how = " (auto)" if args.backend == "auto" else ""
+    if args.backend == "auto" and ran == "sim":
+        how += ": no CUDA device, so the SIMT simulator ran instead of cupy"
     print(f"backend: {ran}{how}")
     print(f"check against torch eager: {result}")
+    if result.ok:
+        from .cli_bench import bench_after_run
+        bench_after_run(args, compilation)
     return 0 if result.ok else 1
 
 
@@ -236,6 +246,9 @@ def main(argv=None) -> int:
     try:
         if args.command == "compile":
             return cmd_compile(args, args.subparser)
+        if args.command == "bench":
+            from .cli_bench import cmd_bench
+            return cmd_bench(args)
         return cmd_run(args, args.subparser)
     except SystemExit as e:   # parser.error from load_program
         return e.code if isinstance(e.code, int) else 2

@@ -12,8 +12,19 @@ from .pipeline import STAGES, Context, lower
 from .target import get_target
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
-# SIMT simulator running the Kernel IR; "auto" picks the simulator (no GPU backend yet).
-BACKENDS = ("tensor", "loop", "sim", "auto")
+# SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
+# cupy when a CUDA device is present, else the simulator.
+BACKENDS = ("tensor", "loop", "sim", "cupy", "auto")
+
+
+def resolve_backend(backend: str) -> str:
+    """The backend that runs for `backend`: "auto" is cupy with a CUDA device, else sim."""
+    if backend not in BACKENDS:
+        raise ExecutionError(f"unknown backend {backend!r}; supported: {', '.join(BACKENDS)}")
+    if backend != "auto":
+        return backend
+    from .runtime.device import gpu_available
+    return "cupy" if gpu_available() else "sim"
 
 
 @dataclass(frozen=True)
@@ -51,8 +62,9 @@ class Compilation:
     def run(self, *inputs, backend: str = "auto"):
         """Execute the program on `inputs` (torch tensors) and return torch tensors shaped
         like eager's output."""
-        if backend not in BACKENDS:
-            raise ExecutionError(f"unknown backend {backend!r}; supported: {', '.join(BACKENDS)}")
+        backend = resolve_backend(backend)
+        if backend == "cupy":
+            return torch.utils._pytree.tree_unflatten(self.cupy_executor().run(inputs), self._out_spec)
         env = dict(self.values)
         env.update(self._bind(inputs))
         return self._wrap(self._execute(backend, env))
@@ -69,6 +81,22 @@ class Compilation:
         if kernel_ir is not None:   # an intermediate schedule: blocks may exceed a GPU's limit
             return simulate_program(kernel_ir, env)
         return simulate_program(self.kernel_ir, env, max_block_threads=1024)
+
+    def cupy_executor(self):
+        """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
+        if getattr(self, "_cupy", None) is None:
+            from .runtime.cupy_backend import CupyExecutor
+            self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target)
+        return self._cupy
+
+    def bench(self, *inputs, warmup: int = 10, repeats: int = 100, compare=("eager", "compile"),
+              profile: bool = False, name: str = ""):
+        """Time the program on the GPU (CUDA events, L2 flushed before every run, median of
+        `repeats` after `warmup`) against the tools named in `compare` ("eager", "compile");
+        with `profile`, per kernel too. Returns a BenchReport; needs a CUDA device."""
+        from .runtime.bench import bench_compilation
+        return bench_compilation(self, inputs or self.example_inputs, warmup=warmup, repeats=repeats,
+                                 compare=tuple(compare), profile=profile, name=name)
 
     def _wrap(self, outs):
         tensors = [torch.from_numpy(np.array(o, copy=True, order="C")) for o in outs]
@@ -95,6 +123,7 @@ class Compilation:
         """Run and compare with torch eager on the same inputs (the example inputs by default).
         `atol` defaults to DEFAULT_ATOL scaled by the output's magnitude (see default_atol)."""
         inputs = inputs or self.example_inputs
+        backend = resolve_backend(backend)
         expected = self._eager(inputs)
         return _compare(expected, self.run(*inputs, backend=backend), backend, rtol, _atol(atol, expected))
 

@@ -17,12 +17,22 @@ class Target:
     peak_bandwidth_gbs: float  # HBM/GDDR, of a reference part
     peak_fp32_tflops: float
     reference_gpu: str
+    # SM limits of the reference part, for occupancy (runtime/occupancy.py) and L2 flushing.
+    sm_count: int = 0
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    regs_per_sm: int = 65536
+    smem_per_sm: int = 0             # bytes a whole SM can give to resident blocks
+    l2_bytes: int = 0
 
 
 TARGETS = {
-    "sm_80": Target("sm_80", 80, 163 * 1024, 255, True, False, 2039.0, 19.5, "A100 SXM 80GB"),
-    "sm_90": Target("sm_90", 90, 227 * 1024, 255, True, True, 3350.0, 67.0, "H100 SXM"),
-    "sm_120": Target("sm_120", 120, 99 * 1024, 255, True, False, 1792.0, 104.8, "RTX 5090"),
+    "sm_80": Target("sm_80", 80, 163 * 1024, 255, True, False, 2039.0, 19.5, "A100 SXM 80GB",
+                    sm_count=108, smem_per_sm=164 * 1024, l2_bytes=40 << 20),
+    "sm_90": Target("sm_90", 90, 227 * 1024, 255, True, True, 3350.0, 67.0, "H100 SXM",
+                    sm_count=132, smem_per_sm=228 * 1024, l2_bytes=50 << 20),
+    "sm_120": Target("sm_120", 120, 99 * 1024, 255, True, False, 1792.0, 104.8, "RTX 5090",
+                     sm_count=170, max_threads_per_sm=1536, smem_per_sm=100 * 1024, l2_bytes=96 << 20),
 }
 
 

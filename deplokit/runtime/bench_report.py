@@ -38,6 +38,7 @@ class BenchReport:
     peak_bandwidth_gbs: float
     peak_fp32_tflops: float
     kernels: tuple[KernelProfile, ...] = ()
+    notes: tuple[str, ...] = ()  # why a comparison is missing (torch.compile failed ...)
 
     @property
     def speedup_vs_eager(self) -> float | None:

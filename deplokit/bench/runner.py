@@ -1,0 +1,109 @@
+"""Running the suite: one job per entry in a watchdog worker (runtime/worker.py), so an entry
+whose kernel faults or hangs is reported by name and the suite goes on.
+
+    run_entry(name, ...)      in the worker: compile, check against eager on the GPU, bench
+    compile_entry(name, ...)  in the worker, no GPU needed: compile and NVRTC-compile
+    run_suite(entries, job)   in the parent: the rows, whatever happened to each entry
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from ..runtime.worker import Outcome, Watchdog
+from .suite import SuiteEntry, entry
+
+CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-4      # FP32 sums over K up to 18944 in a different order
+
+
+def run_entry(name: str, target: str = "sm_90", warmup: int = 10, repeats: int = 100,
+              compare=("eager", "compile"), profile: bool = False) -> dict:
+    """Compile entry `name`, check it on the GPU against eager, and time it (worker side)."""
+    import deplokit
+    from ..runtime.bench_text import report_to_dict
+
+    e = entry(name)
+    t0 = time.perf_counter()
+    c = deplokit.compile(e.program(), *e.inputs(), target=target)
+    compile_s = time.perf_counter() - t0
+    inputs = tuple(t.to("cuda") for t in e.inputs())
+    check = c.check(*inputs, backend="cupy", rtol=CHECK_RTOL, atol=CHECK_ATOL)
+    row = {"name": name, "op": e.op, "kernels": len(c.kernel_ir.kernels), "compile_s": compile_s,
+           "check": str(check), "max_abs_error": check.max_abs_error}
+    if not check.ok:
+        return {**row, "status": "mismatch"}
+    report = c.bench(*inputs, warmup=warmup, repeats=repeats, compare=compare, profile=profile, name=name)
+    del c, inputs
+    _release_device_memory()        # the next entry may need it all (qwen's down_proj: ~0.4 GB of inputs)
+    return {**row, "status": "ok", "report": report_to_dict(report)}
+
+
+def _release_device_memory() -> None:
+    import cupy
+    import torch
+    cupy.get_default_memory_pool().free_all_blocks()
+    torch.cuda.empty_cache()
+
+
+def compile_entry(name: str, target: str = "sm_90") -> dict:
+    """Compile entry `name` through every IR and its CUDA through NVRTC (no GPU needed)."""
+    import deplokit
+    from ..runtime.nvrtc import compile_nvrtc
+
+    e = entry(name)
+    t0 = time.perf_counter()
+    c = deplokit.compile(e.program(), *e.inputs(empty=True), target=target)
+    t1 = time.perf_counter()
+    compiled = compile_nvrtc(str(c.cuda), target)
+    t2 = time.perf_counter()
+    return {"name": name, "op": e.op, "status": "ok", "kernels": len(c.kernel_ir.kernels),
+            "compile_s": t1 - t0, "nvrtc_s": t2 - t1, "cubin_bytes": len(compiled.cubin)}
+
+
+JOBS = {"bench": "deplokit.bench.runner:run_entry", "compile": "deplokit.bench.runner:compile_entry"}
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    target: str
+    job: str                        # bench | compile
+    rows: list[dict] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict]:
+        return [r for r in self.rows if r["status"] != "ok"]
+
+    def geomeans(self) -> dict[str, float | None]:
+        """Geometric-mean speedups of deplokit over eager and over torch.compile, over the
+        entries that have both timings."""
+        out = {}
+        for key in ("eager_us", "compile_us"):
+            ratios = [r["report"][key] / r["report"]["deplokit_us"] for r in self.rows
+                      if r["status"] == "ok" and "report" in r and r["report"].get(key)]
+            out[key.replace("_us", "")] = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+        return out
+
+
+def outcome_row(e: SuiteEntry, out: Outcome) -> dict:
+    if out.ok:
+        return {**out.value, "seconds": out.seconds}
+    return {"name": e.name, "op": e.op, "status": out.status, "error": out.error, "seconds": out.seconds}
+
+
+def run_suite(entries, job: str = "bench", *, suite: str = "llm", target: str = "sm_90", timeout_s: float = 600.0,
+              progress=None, checkpoint=None, watchdog_target: str | None = None, **job_args) -> SuiteResult:
+    """Every entry in one watchdog worker; a timeout, crash or error is that entry's row.
+    `progress(i, n, row)` and `checkpoint(result)` are called after each entry (the CLI
+    rewrites its JSON and markdown then, so a long run cut short keeps what it measured)."""
+    result = SuiteResult(suite, target, job)
+    with Watchdog(watchdog_target or JOBS[job], timeout_s=timeout_s) as dog:
+        for i, e in enumerate(entries):
+            row = outcome_row(e, dog.call(e.name, target=target, **job_args))
+            result.rows.append(row)
+            if progress is not None:
+                progress(i, len(entries), row)
+            if checkpoint is not None:
+                checkpoint(result)
+    return result

@@ -1,0 +1,186 @@
+"""The LLM kernel suite: every kernel shape of a TinyLlama-1.1B and a Qwen2.5-7B decoder layer
+at seq 32, 128 and 512, derived from the published configs in deplokit.frontend.presets.
+
+Names are `op.model[.proj].sSEQ`, as in the seeds' 84-shape suite (`matmul.qwen.kv_proj.s128`,
+`rmsnorm.tinyllama.s32`), so results compare entry by entry; deplokit adds the decoder's other
+kernels (`rope`, the residual `add`, Qwen's q/k/v `matmul_bias`). Each entry builds its
+program and seeded inputs only when asked, so listing the suite allocates nothing.
+
+Programs (FP32; weights are inputs, so every entry is one self-contained kernel program):
+  matmul       x @ w                       q/kv/o/gate/up/down projections
+  matmul_bias  x @ w + b                   Qwen2's biased q and k/v projections
+  matmul_add   x @ w + residual            o and down projections with the residual add
+  rmsnorm      F.rms_norm(x, (H,), w, eps)
+  rope         x * cos + rotate_half(x) * sin          on q: (1, heads, S, head_dim)
+  softmax      softmax(scores, -1)         scores: (1, heads, S, S)
+  sdpa         causal F.scaled_dot_product_attention, grouped kv heads (enable_gqa)
+  naive_attn   softmax(q @ k^T / sqrt(d)) @ v, kv heads = heads, no mask (the seeds' form)
+  silu_mul     silu(gate) * up             SwiGLU
+  silu_mul_matmul  (silu(gate) * up) @ w_down
+  add          x + residual
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import DeplokitError
+from ..frontend.presets import PRESETS, ModelPreset
+
+SEQS = (32, 128, 512)
+SUITES = ("llm",)
+
+
+def short_name(preset: ModelPreset) -> str:
+    """`tinyllama`, `qwen`: the leading letters of the model's hub name, lower-cased."""
+    return re.match(r"[A-Za-z]+", preset.name.split("/")[-1]).group().lower()
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    name: str
+    op: str
+    model: str                              # the preset's hub name
+    seq: int
+    shapes: tuple[tuple[int, ...], ...]     # input shapes, in argument order
+    eps: float = 0.0                        # rmsnorm's epsilon (the preset's)
+
+    def shape_text(self) -> str:
+        return " x ".join("(" + ",".join(map(str, s)) + ")" for s in self.shapes)
+
+    def program(self):
+        """The function of this entry's inputs that deplokit, eager and torch.compile run."""
+        return _PROGRAMS[self.op](self)
+
+    def inputs(self, seed: int = 0, device="cpu", empty: bool = False) -> tuple[torch.Tensor, ...]:
+        """Seeded inputs (`empty`: uninitialised, for compiling only). Matmul weights are
+        scaled by 1/sqrt(K) so outputs stay O(1) and FP32 comparisons stay meaningful."""
+        if empty:
+            return tuple(torch.empty(s, device=device) for s in self.shapes)
+        g = torch.Generator().manual_seed(seed)
+        out = []
+        for i, s in enumerate(self.shapes):
+            t = torch.randn(s, generator=g)
+            if self.op.startswith(("matmul", "silu_mul_matmul")) and i == (2 if self.op == "silu_mul_matmul" else 1):
+                t = t / math.sqrt(s[0])
+            out.append(t.to(device))
+        return tuple(out)
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _program_rmsnorm(e):
+    hidden, eps = e.shapes[1][0], e.eps
+
+    def rmsnorm(x, weight):
+        return F.rms_norm(x, (hidden,), weight, eps)
+    return rmsnorm
+
+
+def _program_naive_attn(e):
+    scale = 1.0 / math.sqrt(e.shapes[0][-1])
+
+    def naive_attn(q, k, v):
+        return torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * scale, dim=-1) @ v
+    return naive_attn
+
+
+_PROGRAMS = {
+    "matmul": lambda e: (lambda x, w: torch.matmul(x, w)),
+    "matmul_bias": lambda e: (lambda x, w, b: torch.matmul(x, w) + b),
+    "matmul_add": lambda e: (lambda x, w, residual: torch.matmul(x, w) + residual),
+    "rmsnorm": _program_rmsnorm,
+    "rope": lambda e: (lambda x, cos, sin: x * cos + _rotate_half(x) * sin),
+    "softmax": lambda e: (lambda scores: torch.softmax(scores, dim=-1)),
+    "sdpa": lambda e: (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)),
+    "naive_attn": _program_naive_attn,
+    "silu_mul": lambda e: (lambda gate, up: F.silu(gate) * up),
+    "silu_mul_matmul": lambda e: (lambda gate, up, w: torch.matmul(F.silu(gate) * up, w)),
+    "add": lambda e: (lambda x, residual: x + residual),
+}
+
+
+def model_entries(p: ModelPreset, seqs=SEQS) -> list[SuiteEntry]:
+    """Every kernel shape of one decoder layer of `p`, at each sequence length."""
+    m, H, I, nh, kvh, d = short_name(p), p.hidden, p.intermediate, p.heads, p.kv_heads, p.head_dim
+    q_out, kv_out = nh * d, kvh * d
+    projs = {"q_proj": (H, q_out), "kv_proj": (H, kv_out), "o_proj": (q_out, H),
+             "gate_proj": (H, I), "up_proj": (H, I), "down_proj": (I, H)}
+    out: list[SuiteEntry] = []
+
+    def add(op, name, S, *shapes, **kw):
+        out.append(SuiteEntry(f"{op}.{m}.{name + '.' if name else ''}s{S}", op, p.name, S, tuple(shapes), **kw))
+    for S in seqs:
+        for proj, (k, n) in projs.items():
+            add("matmul", proj, S, (1, S, k), (k, n))
+    for S in seqs:
+        add("rmsnorm", "", S, (1, S, H), (H,), eps=p.rms_eps)
+    for S in seqs:
+        add("softmax", "", S, (1, nh, S, S))
+    for S in seqs:
+        add("silu_mul", "", S, (1, S, I), (1, S, I))
+    for S in seqs:
+        add("sdpa", "", S, (1, nh, S, d), (1, kvh, S, d), (1, kvh, S, d))
+    for S in seqs:
+        add("naive_attn", "", S, (1, nh, S, d), (1, nh, S, d), (1, nh, S, d))
+    for S in seqs:
+        for proj in ("o_proj", "down_proj"):
+            k, n = projs[proj]
+            add("matmul_add", proj, S, (1, S, k), (k, n), (1, S, n))
+    for S in seqs:
+        add("silu_mul_matmul", "", S, (1, S, I), (1, S, I), (I, H))
+    for S in seqs:
+        add("rope", "", S, (1, nh, S, d), (S, d), (S, d))
+    for S in seqs:
+        add("add", "", S, (1, S, H), (1, S, H))
+    if p.qkv_bias:
+        for S in seqs:
+            for proj in ("q_proj", "kv_proj"):
+                k, n = projs[proj]
+                add("matmul_bias", proj, S, (1, S, k), (k, n), (n,))
+    return out
+
+
+def suite_entries(suite: str = "llm", presets=None) -> tuple[SuiteEntry, ...]:
+    """The entries of `suite`, model by model in PRESETS order."""
+    if suite not in SUITES:
+        raise DeplokitError(f"unknown suite {suite!r}; suites: {', '.join(SUITES)}")
+    presets = PRESETS.values() if presets is None else presets
+    entries = [e for p in presets for e in model_entries(p)]
+    seen = [e.name for e in entries]
+    dupes = sorted({n for n in seen if seen.count(n) > 1})
+    if dupes:
+        raise DeplokitError(f"suite {suite}: repeated entry names {', '.join(dupes)}")
+    return tuple(entries)
+
+
+def select(entries, patterns) -> tuple[SuiteEntry, ...]:
+    """Entries whose name contains any of `patterns` (all when there is none)."""
+    if not patterns:
+        return tuple(entries)
+    chosen = tuple(e for e in entries if any(p in e.name for p in patterns))
+    if not chosen:
+        raise DeplokitError(f"no suite entry matches {', '.join(patterns)}; see `deplokit bench --suite llm --list`")
+    return chosen
+
+
+def entry(name: str, suite: str = "llm") -> SuiteEntry:
+    for e in suite_entries(suite):
+        if e.name == name:
+            return e
+    raise DeplokitError(f"no entry {name!r} in suite {suite}; see `deplokit bench --suite {suite} --list`")
+
+
+def format_list(entries) -> str:
+    w = max((len(e.name) for e in entries), default=4)
+    lines = [f"{'name':<{w}}  {'op':<15}  input shapes"]
+    lines += [f"{e.name:<{w}}  {e.op:<15}  {e.shape_text()}" for e in entries]
+    lines.append(f"{len(entries)} shapes")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,172 @@
+"""The `cupy` backend: run a compiled program's kernels on a CUDA device.
+
+The translation unit is compiled by NVRTC (runtime/nvrtc.py; nvcc where libnvrtc is
+missing) for the device's own architecture and loaded as a module; the launch plan (runtime/launch_plan.py), decided on
+the host, says which buffers to allocate, where temporaries sit in one scratch arena and
+each launch's grid, block and arguments. Parameters and constants are uploaded once per
+executor; inputs already on the device in the right type are used in place.
+
+Only this module and runtime/bench.py touch CuPy; both import it lazily, so deplokit
+imports (and its host-side tests run) without a GPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import ExecutionError
+from .device import require_gpu
+from .launch_plan import LaunchPlan, build_plan, pack_args
+from .nvrtc import compile_nvrtc, nvrtc_available
+
+
+def device_arch(cupy=None) -> tuple[str, int]:
+    """(`sm_XY`, XY) of the current CUDA device."""
+    if cupy is None:
+        import cupy
+    cc = int(cupy.cuda.Device().compute_capability)
+    return f"sm_{cc}", cc
+
+
+def check_device_supports(target, cc: int) -> None:
+    """A program scheduled for `target` uses its features (TMA on sm_90, ...): it runs only on
+    a device at least as new."""
+    if cc < target.sm:
+        raise ExecutionError(f"the program was compiled for {target.name} but the CUDA device is sm_{cc}; "
+                             f"compile it with target='sm_{cc}' (or the nearest older target)")
+
+
+def compile_cubin(cuda_source: str, arch: str) -> bytes:
+    """The cubin of the translation unit: NVRTC when libnvrtc loads, else nvcc -cubin."""
+    if nvrtc_available():
+        return compile_nvrtc(cuda_source, arch).cubin
+    from .nvcc import compile_cuda, nvcc_available
+    if not nvcc_available():
+        raise ExecutionError("backend='cupy' needs NVRTC (pip install nvidia-cuda-nvrtc) or nvcc to compile kernels")
+    return compile_cuda(cuda_source, arch).cubin
+
+
+class CupyExecutor:
+    """Loaded kernels plus the device copies of a compilation's parameters and constants."""
+
+    def __init__(self, kernel_program, cuda_source: str, input_names, values: dict, target, cupy=None):
+        # `cupy` may be a stand-in with CuPy's interface (the host-side tests run the whole
+        # backend with numpy arrays and the simulator for kernels); by default, CuPy itself.
+        if cupy is None:
+            require_gpu("backend='cupy'")
+            import cupy
+        self.cupy = cupy
+        self.plan: LaunchPlan = build_plan(kernel_program, input_names, target)
+        self.arch, cc = device_arch(cupy)
+        check_device_supports(target, cc)
+        self.cubin = compile_cubin(cuda_source, self.arch)
+        self.module = cupy.cuda.function.Module()
+        try:
+            self.module.load(self.cubin)
+        except Exception as e:      # a driver older than the NVRTC that built the cubin, typically
+            raise ExecutionError(f"the CUDA driver could not load the cubin NVRTC built for {self.arch}: "
+                                 f"{type(e).__name__}: {e}") from None
+        self.functions = {ln.name: self.module.get_function(ln.name) for ln in self.plan.launches}
+        used = self.used = {a for ln in self.plan.launches for a in ln.args}
+        self.constants = {name: self._upload(np.asarray(v), self.plan.buffer(name))
+                          for name, v in values.items() if name in used}
+
+    # -- buffers ----------------------------------------------------------------------------
+    def _upload(self, array, spec):
+        """A device array of `spec`'s device type and flat shape holding `array`."""
+        cp = self.cupy
+        if isinstance(array, torch.Tensor):
+            array = array.detach()
+            if array.is_cuda:
+                arr = cp.from_dlpack(array.contiguous())
+            else:
+                arr = cp.asarray(array.contiguous().numpy())
+        else:
+            arr = cp.asarray(np.ascontiguousarray(array))
+        if arr.dtype != np.dtype(spec.device_dtype):
+            arr = arr.astype(spec.device_dtype)
+        return cp.ascontiguousarray(arr.reshape(-1))
+
+    def prepare(self, inputs) -> dict:
+        """Every buffer the launches name, by name: constants, the inputs (on the device, in
+        their storage type), fresh outputs, and views of one scratch arena for temporaries."""
+        cp = self.cupy
+        plan = self.plan
+        if len(inputs) != len(plan.inputs):
+            raise ExecutionError(f"expected {len(plan.inputs)} inputs ({', '.join(plan.inputs)}), got {len(inputs)}")
+        bufs = dict(self.constants)
+        for name, t in zip(plan.inputs, inputs):
+            spec = plan.buffer(name)
+            if not isinstance(t, torch.Tensor):
+                raise ExecutionError(f"input {name} must be a torch.Tensor, got {type(t).__name__}")
+            got = str(t.dtype).replace("torch.", "")
+            if tuple(t.shape) != spec.shape or got != spec.dtype:
+                raise ExecutionError(f"input {name} has shape {tuple(t.shape)} {got}; compiled for "
+                                     f"{spec.shape} {spec.dtype}")
+            bufs[name] = self._upload(t, spec)
+        arena = cp.empty(max(plan.scratch_bytes, 1), dtype=cp.uint8)
+        for spec in plan.buffers:
+            if spec.name in bufs or (spec.name not in self.used and spec.name not in plan.outputs):
+                continue
+            if spec.offset is not None:
+                bufs[spec.name] = arena[spec.offset:spec.offset + spec.nbytes].view(spec.device_dtype)
+            else:   # outputs (and a written buffer no temp slot was planned for); kernels zero what they accumulate
+                bufs[spec.name] = cp.empty(spec.numel, dtype=spec.device_dtype)
+        bufs["__arena__"] = arena           # keeps the views' memory alive with the dict
+        return bufs
+
+    # -- launches ---------------------------------------------------------------------------
+    def launch(self, bufs: dict, between=None) -> None:
+        """Launch every kernel in order on the current stream; `between(i)` is called before
+        launch i and, with i = number of launches, after the last (per-kernel timing)."""
+        for i, ln in enumerate(self.plan.launches):
+            if between is not None:
+                between(i)
+            self.functions[ln.name](ln.grid, ln.block, pack_args(ln, bufs), shared_mem=ln.dynamic_smem)
+        if between is not None:
+            between(len(self.plan.launches))
+
+    def outputs(self, bufs: dict, on_device: bool) -> list[torch.Tensor]:
+        """The program's outputs as torch tensors in their shapes and dtypes: on the GPU when
+        `on_device` (zero-copy through DLPack), else copied to the host."""
+        out = []
+        for name in self.plan.outputs:
+            spec = self.plan.buffer(name)
+            arr = bufs[name].reshape(spec.shape)
+            if spec.dtype == "bool":
+                arr = arr != 0
+            elif arr.dtype != np.dtype(spec.dtype):
+                arr = arr.astype(spec.dtype)
+            out.append(torch.from_dlpack(arr) if on_device else torch.from_numpy(self.cupy.asnumpy(arr)))
+        return out
+
+    def run(self, inputs) -> list[torch.Tensor]:
+        """Run on `inputs` (torch tensors, host or device); outputs where the inputs were (on
+        the device if any input is)."""
+        on_device = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+        if on_device:
+            torch.cuda.synchronize()        # inputs written on torch's stream are complete
+        bufs = self.prepare(inputs)
+        self.launch(bufs)
+        self.cupy.cuda.get_current_stream().synchronize()
+        return self.outputs(bufs, on_device)
+
+    # -- what the driver says about each kernel ---------------------------------------------
+    def function_attributes(self, name: str) -> dict:
+        """Registers, static shared memory and local memory of a loaded kernel, from the driver."""
+        from cupy.cuda import driver
+        fn = self.functions[name]
+        get = driver.funcGetAttribute
+        return {"registers": get(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, fn.ptr),
+                "smem_bytes": get(driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn.ptr),
+                "local_bytes": get(driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn.ptr)}
+
+    def occupancy(self, name: str) -> float:
+        """Resident warps / the SM's maximum, from the driver's occupancy calculator."""
+        from cupy.cuda import driver, runtime
+        ln = next(x for x in self.plan.launches if x.name == name)
+        blocks = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.functions[name].ptr, ln.threads,
+                                                                  ln.dynamic_smem)
+        props = runtime.getDeviceProperties(self.cupy.cuda.Device().id)
+        warps = -(-ln.threads // 32)
+        return blocks * warps / (props["maxThreadsPerMultiProcessor"] // 32)

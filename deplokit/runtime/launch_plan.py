@@ -1,0 +1,211 @@
+"""How a KernelProgram runs on a GPU, decided on the host: the buffers to allocate (and where
+the temporaries share one scratch arena), each launch's grid, block, shared memory and
+argument order, checked against CUDA's limits. No GPU and no CuPy needed: the CuPy backend
+(runtime/cupy_backend.py) only follows the plan, and tests check the plan on any machine.
+
+Every kernel parameter is a pointer to a flat buffer, so a launch's arguments are its
+parameters' buffers in declaration order. A buffer is stored with the element type its
+kernels declare (`float` for masks as well: the simulator reads a bool as 0.0 / 1.0), so a
+bool or integer input may be converted on upload. A temporary lives from the first launch
+that names it to the last; temporaries whose lives do not overlap share arena bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ExecutionError
+from ..ir import kernel_ir as K
+
+# CUDA's launch limits (every architecture deplokit targets).
+MAX_BLOCK_THREADS = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
+ARENA_ALIGN = 256                       # bytes: cudaMalloc's alignment, enough for float4 and TMA
+
+CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32", "bool": "bool"}
+ITEMSIZE = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
+
+
+class LaunchPlanError(ExecutionError):
+    """A kernel program that cannot be launched as it stands (limits, buffers, types)."""
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str                  # the program's type: float32 | int64 | int32 | bool
+    device_dtype: str           # how the kernels store it: float32 | int64 | int32
+    kind: str                   # input | param | const | temp | output
+    offset: int | None = None   # byte offset in the scratch arena (temporaries only)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * ITEMSIZE[self.device_dtype]
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: tuple[str, ...]       # buffer names, in the kernel's parameter order
+    static_smem: int            # bytes of __shared__ the kernel declares
+    dynamic_smem: int = 0       # deplokit kernels declare all their shared memory statically
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    buffers: tuple[BufferSpec, ...]
+    launches: tuple[KernelLaunch, ...]
+    inputs: tuple[str, ...]     # what run() takes, in order
+    outputs: tuple[str, ...]
+    scratch_bytes: int          # the arena all temporaries live in
+
+    def buffer(self, name: str) -> BufferSpec:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def describe(self) -> str:
+        """The plan as text: buffers, arena offsets, launches."""
+        lines = [f"# scratch arena: {self.scratch_bytes} bytes"]
+        for b in self.buffers:
+            at = f" @ arena+{b.offset}" if b.offset is not None else ""
+            conv = f" (stored as {b.device_dtype})" if b.device_dtype != b.dtype else ""
+            lines.append(f"# {b.name}: {b.shape} {b.dtype} {b.kind}{conv}{at}")
+        for ln in self.launches:
+            lines.append(f"{ln.name}<<<{ln.grid}, {ln.block}, {ln.dynamic_smem}>>>({', '.join(ln.args)})"
+                         f"  static smem {ln.static_smem} B")
+        return "\n".join(lines)
+
+
+def static_smem_bytes(kernel: K.KernelFunc) -> int:
+    """Bytes of static shared memory a kernel declares: its shared float arrays and 8 bytes
+    per mbarrier (alignment padding aside); ptxas's figure when the kernel carries one."""
+    if kernel.smem_bytes is not None:
+        return kernel.smem_bytes
+    total, barriers = 0, set()
+
+    def walk(stmts):
+        nonlocal total
+        for s in stmts:
+            if isinstance(s, K.SharedArray):
+                total += 4 * s.size
+            elif isinstance(s, K.MbarrierInit):
+                barriers.add(s.name)
+            elif isinstance(s, K.For):
+                walk(s.body)
+            elif isinstance(s, K.If):
+                walk(s.then)
+                walk(s.orelse)
+    walk(kernel.body)
+    return total + 8 * len(barriers)
+
+
+def check_launch(kernel: K.KernelFunc, target) -> None:
+    """Raise LaunchPlanError when `kernel`'s grid, block or shared memory exceed CUDA's limits
+    or `target`'s."""
+    where = f"kernel {kernel.name}"
+    if any(d < 1 for d in kernel.grid) or any(d < 1 for d in kernel.block):
+        raise LaunchPlanError(f"{where}: grid {kernel.grid} and block {kernel.block} must be positive")
+    if kernel.threads > MAX_BLOCK_THREADS:
+        raise LaunchPlanError(f"{where}: {kernel.threads} threads per block; CUDA allows at most {MAX_BLOCK_THREADS}")
+    for axis, d, most in zip("xyz", kernel.block, MAX_BLOCK_DIMS):
+        if d > most:
+            raise LaunchPlanError(f"{where}: block.{axis} = {d}; CUDA allows at most {most}")
+    for axis, d, most in zip("xyz", kernel.grid, MAX_GRID_DIMS):
+        if d > most:
+            raise LaunchPlanError(f"{where}: grid.{axis} = {d}; CUDA allows at most {most}")
+    smem = static_smem_bytes(kernel)
+    if target is not None and smem > target.smem_per_block:
+        raise LaunchPlanError(f"{where}: {smem} bytes of shared memory; {target.name} allows "
+                              f"{target.smem_per_block} per block")
+
+
+def build_plan(program: K.KernelProgram, input_names, target=None) -> LaunchPlan:
+    """The launch plan of `program`, whose user inputs are `input_names` (in run() order)."""
+    types, kinds = {}, {}
+    for b in tuple(program.buffers) + tuple(program.written):
+        types[b.name], kinds[b.name] = b.type, b.kind
+    device: dict[str, str] = {}
+    lives: dict[str, list[int]] = {}
+    launches = []
+    for i, k in enumerate(program.kernels):
+        check_launch(k, target)
+        for p in k.params:
+            if p.name not in types:
+                raise LaunchPlanError(f"kernel {k.name}: parameter {p.name} names no buffer of the program")
+            numel = types[p.name].numel
+            if p.size and p.size != numel:
+                raise LaunchPlanError(f"kernel {k.name}: parameter {p.name} expects {p.size} elements, "
+                                      f"buffer has {numel}")
+            want = CTYPE_DTYPE.get(p.ctype)
+            if want is None:
+                raise LaunchPlanError(f"kernel {k.name}: parameter {p.name} has type {p.ctype}; "
+                                      f"supported: {', '.join(CTYPE_DTYPE)}")
+            if device.setdefault(p.name, want) != want:
+                raise LaunchPlanError(f"buffer {p.name} is {device[p.name]} in one kernel and {want} in "
+                                      f"kernel {k.name}")
+            lives.setdefault(p.name, [i, i])[1] = i
+        launches.append(KernelLaunch(k.name, tuple(k.grid), tuple(k.block), tuple(p.name for p in k.params),
+                                     static_smem_bytes(k)))
+    for name in input_names:
+        if name not in types:
+            raise LaunchPlanError(f"input {name} is not a buffer of the program")
+    for o in program.outputs:
+        if o not in types:
+            raise LaunchPlanError(f"output {o} is not a buffer of the program")
+    specs = {}
+    for name, t in types.items():
+        dev = device.get(name, t.dtype)
+        specs[name] = BufferSpec(name, tuple(t.shape), t.dtype, dev, kinds[name])
+    temps = [n for n in types if kinds[n] == "temp" and n in lives and n not in program.outputs]
+    offsets, scratch = place_in_arena([(n, specs[n].nbytes, tuple(lives[n])) for n in temps])
+    buffers = tuple(BufferSpec(s.name, s.shape, s.dtype, s.device_dtype, s.kind, offsets.get(s.name))
+                    for s in specs.values())
+    return LaunchPlan(buffers, tuple(launches), tuple(input_names), tuple(program.outputs), scratch)
+
+
+def place_in_arena(items, align: int = ARENA_ALIGN) -> tuple[dict[str, int], int]:
+    """Offsets for (name, nbytes, (first, last) launch) items so that two items whose
+    launch intervals overlap never share a byte; first fit, largest first. Returns the
+    offsets and the arena's size."""
+    placed: list[tuple[int, int, int, int]] = []       # offset, end, first, last
+    offsets: dict[str, int] = {}
+    for name, nbytes, (first, last) in sorted(items, key=lambda it: (-it[1], it[2][0], it[0])):
+        size = -(-max(nbytes, 1) // align) * align
+        busy = sorted((o, e) for o, e, f, la in placed if f <= last and first <= la)
+        at = 0
+        for o, e in busy:
+            if at + size <= o:
+                break
+            at = max(at, e)
+        offsets[name] = at
+        placed.append((at, at + size, first, last))
+    return offsets, max((e for _, e, _, _ in placed), default=0)
+
+
+def pack_args(launch: KernelLaunch, buffers) -> tuple:
+    """The argument tuple of one launch: the buffer object (a device array, or anything
+    mapped by name) of each parameter, in order."""
+    try:
+        return tuple(buffers[name] for name in launch.args)
+    except KeyError as e:
+        raise LaunchPlanError(f"kernel {launch.name}: no buffer for parameter {e.args[0]}") from None

@@ -1,0 +1,102 @@
+"""What a kernel must move and compute, read off the IR: no GPU needed.
+
+Bytes are *compulsory* global traffic: every buffer a kernel reads is read once and every
+buffer it writes is written once (what a perfect cache would leave); FLOPs are the Loop IR's
+arithmetic ops times the extents of the loops around them (a matmul's multiply and its
+accumulate give 2·M·N·K). Benchmarks divide these by measured time for GB/s and FLOP/s; the
+autotuner's cost model can use them as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import loop_ir as L
+
+# Bytes per element as buffers are stored on the device (a bool is one byte, as in torch).
+DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
+CTYPE_BYTES = {"float": 4, "float32": 4, "int64": 8, "int32": 4, "int": 4, "bool": 1}
+
+# Compute ops that are selections or comparisons, not floating-point arithmetic.
+NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equal", "equal",
+                          "not_equal", "logical_and", "logical_or", "logical_not"})
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    name: str
+    bytes_read: int
+    bytes_written: int
+    flops: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte of compulsory traffic."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+
+def loop_kernel_flops(kernel: L.Kernel) -> int:
+    """Arithmetic ops (Compute not in NON_FLOP_OPS, and each Accumulate) times the product
+    of the extents of the loops around each."""
+    total = 0
+    for stmt, loops in L.walk(kernel.body):
+        if isinstance(stmt, L.Accumulate) or (isinstance(stmt, L.Compute) and stmt.op not in NON_FLOP_OPS):
+            n = 1
+            for loop in loops:
+                n *= loop.extent
+            total += n
+    return total
+
+
+def loop_kernel_cost(kernel: L.Kernel, types: dict) -> KernelCost:
+    """Compulsory traffic and FLOPs of one Loop-IR kernel; `types` maps tensor -> TensorType."""
+    def size(name):
+        t = types[name]
+        return t.numel * DTYPE_BYTES.get(t.dtype, 4)
+    read = sum(size(n) for n in kernel.inputs() if n not in kernel.outputs)
+    written = sum(size(n) for n in kernel.outputs)
+    return KernelCost(kernel.name, read, written, loop_kernel_flops(kernel))
+
+
+def kernel_func_bytes(kernel) -> tuple[int, int]:
+    """(read, written) bytes of a Kernel-IR KernelFunc: its const parameters are read once,
+    the others written once, each sized by its element count and ctype."""
+    read = written = 0
+    for p in kernel.params:
+        n = p.size * CTYPE_BYTES.get(p.ctype, 4)
+        if p.const:
+            read += n
+        else:
+            written += n
+    return read, written
+
+
+def program_kernel_costs(kernel_program, loop_program) -> tuple[KernelCost, ...]:
+    """One KernelCost per Kernel-IR kernel, in launch order: bytes from its parameters, FLOPs
+    from the Loop-IR kernel of the same name (0 for kernels the lowering added, such as the
+    `<name>_zero` kernel that clears a split-K output)."""
+    flops = {k.name: loop_kernel_flops(k) for k in loop_program.kernels}
+    out = []
+    for k in kernel_program.kernels:
+        read, written = kernel_func_bytes(k)
+        out.append(KernelCost(k.name, read, written, flops.get(k.name, 0)))
+    return tuple(out)
+
+
+def program_cost(loop_program, name: str = "program") -> KernelCost:
+    """The whole program's compulsory traffic (its inputs, parameters and constants that a
+    kernel reads, and its outputs; temporaries between kernels are not counted, so eager,
+    torch.compile and deplokit are measured against the same bytes) and its FLOPs."""
+    types = loop_program.types()
+    written = {b.name for b in loop_program.written}
+    read_names: list[str] = []
+    for k in loop_program.kernels:
+        read_names += [n for n in k.inputs() if n not in written and n not in read_names]
+
+    def size(n):
+        return types[n].numel * DTYPE_BYTES.get(types[n].dtype, 4)
+    return KernelCost(name, sum(size(n) for n in read_names), sum(size(n) for n in loop_program.outputs),
+                      sum(loop_kernel_flops(k) for k in loop_program.kernels))

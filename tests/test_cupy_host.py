@@ -1,0 +1,167 @@
+"""The whole CuPy backend on the host: the executor runs with a stand-in for CuPy whose
+arrays are numpy arrays and whose kernel launches run the SIMT simulator, after the real
+translation unit has gone through NVRTC. This checks everything but the device itself:
+NVRTC, the plan, uploads and type conversions, the arena, argument order, launch
+configuration and output conversion, against torch eager."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import deplokit
+from deplokit.errors import ExecutionError
+from deplokit.runtime.cupy_backend import CupyExecutor
+from deplokit.runtime.nvrtc import nvrtc_available
+from deplokit.runtime.sim.launch import simulate_kernel
+
+pytestmark = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (cupy + libnvrtc) is not available")
+
+
+class StandInCupy:
+    """CuPy's interface as the executor uses it, on numpy and the simulator."""
+
+    def __init__(self, kernel_program, compute_capability="90"):
+        self.kernels = {k.name: k for k in kernel_program.kernels}
+        self.launches = []
+        self.loaded = []
+        self.uint8 = np.uint8
+        outer = self
+        function = SimpleNamespace(Module=lambda: _Module(outer))
+        self.cuda = SimpleNamespace(Device=lambda: SimpleNamespace(compute_capability=compute_capability, id=0),
+                                    function=function,
+                                    get_current_stream=lambda: SimpleNamespace(synchronize=lambda: None))
+
+    asarray = staticmethod(np.asarray)
+    ascontiguousarray = staticmethod(np.ascontiguousarray)
+    asnumpy = staticmethod(np.asarray)
+
+    @staticmethod
+    def empty(n, dtype):
+        out = np.empty(n, dtype=dtype)
+        out.view(np.uint8)[:] = 0xFF            # garbage, as device memory would hold
+        return out
+
+    @staticmethod
+    def from_dlpack(t):
+        raise AssertionError("host tensors are not passed through DLPack")
+
+
+class _Module:
+    def __init__(self, fake):
+        self.fake = fake
+
+    def load(self, cubin):
+        assert cubin[:4] == b"\x7fELF"
+        self.fake.loaded.append(cubin)
+
+    def get_function(self, name):
+        kernel = self.fake.kernels[name]
+
+        def launch(grid, block, args, shared_mem=0, stream=None):
+            assert (grid, block, shared_mem) == (tuple(kernel.grid), tuple(kernel.block), 0)
+            assert len(args) == len(kernel.params)
+            self.fake.launches.append(name)
+            simulate_kernel(kernel, {p.name: a for p, a in zip(kernel.params, args)}, max_block_threads=1024)
+        return launch
+
+
+CASES = {
+    "rmsnorm": (nn.RMSNorm(256), (torch.randn(2, 5, 256),)),
+    "matmul_splitk_relu": (lambda a, b: torch.relu(a @ b), (torch.randn(4, 2048), torch.randn(2048, 8))),
+    "attention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+                  (torch.randn(1, 4, 12, 16), torch.randn(1, 2, 12, 16), torch.randn(1, 2, 12, 16))),
+    "embedding_mask": (lambda ids, w, m: torch.where(m, F.embedding(ids, w), -1.0),
+                       (torch.randint(0, 10, (6,)), torch.randn(10, 16), torch.rand(6, 16) > 0.5)),
+    "two_outputs": (lambda x: (x.softmax(-1), x.amax(-1) > 0), (torch.randn(3, 40),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_executor_runs_the_program_like_eager(name):
+    fn, inputs = CASES[name]
+    c = deplokit.compile(fn, *inputs)
+    fake = StandInCupy(c.kernel_ir)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    result = c.check(backend="cupy")
+    assert result.ok and result.backend == "cupy", str(result)
+    assert fake.launches == [k.name for k in c.kernel_ir.kernels]
+    assert len(fake.loaded) == 1
+    # a second run reuses the loaded kernels and uploaded parameters
+    fake.launches.clear()
+    c.run(*inputs, backend="cupy")
+    assert fake.launches == [k.name for k in c.kernel_ir.kernels] and len(fake.loaded) == 1
+
+
+def test_executor_checks_inputs():
+    fn, inputs = CASES["rmsnorm"]
+    c = deplokit.compile(fn, *inputs)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=StandInCupy(c.kernel_ir))
+    with pytest.raises(ExecutionError, match=r"input x has shape \(2, 5, 7\) float32; compiled for \(2, 5, 256\)"):
+        c.run(torch.randn(2, 5, 7), backend="cupy")
+    with pytest.raises(ExecutionError, match="expected 1 inputs"):
+        c.run(backend="cupy")
+
+
+def test_device_older_than_the_target_is_refused():
+    fn, inputs = CASES["matmul_splitk_relu"]
+    c = deplokit.compile(fn, *inputs, target="sm_90")
+    with pytest.raises(ExecutionError, match="compiled for sm_90 but the CUDA device is sm_80; compile it with "
+                                             "target='sm_80'"):
+        CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target,
+                     cupy=StandInCupy(c.kernel_ir, compute_capability="80"))
+
+
+class LaunchCountingClock:
+    """'Time' is the number of kernels launched: checks what each timed span covers."""
+
+    def __init__(self, fake):
+        self.fake = fake
+
+    def record(self):
+        return len(self.fake.launches)
+
+    def elapsed_ms(self, a, b):
+        return float(b - a)
+
+    def synchronize(self):
+        pass
+
+
+def test_bench_plumbing_on_the_host():
+    from deplokit.runtime.bench import TimingDevice, bench_compilation
+    from deplokit.runtime.traffic import program_cost, program_kernel_costs
+
+    fn, inputs = CASES["attention"]
+    c = deplokit.compile(fn, *inputs)
+    fake = StandInCupy(c.kernel_ir)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    flushes = []
+    device = TimingDevice("stand-in", "cpu", LaunchCountingClock(fake), lambda: flushes.append(1))
+    r = bench_compilation(c, inputs, warmup=1, repeats=3, compare=("eager",), profile=True, name="attn",
+                          device=device)
+    n = len(c.kernel_ir.kernels)
+    assert (r.name, r.gpu, r.target) == ("attn", "stand-in", "sm_90")
+    assert r.deplokit_us == 1000.0 * n            # each timed span is exactly one run of the program
+    assert r.eager_us == 0.0 and r.compile_us is None and r.notes == ()
+    assert [k.time_us for k in r.kernels] == [1000.0] * n     # one launch between consecutive events
+    costs = program_kernel_costs(c.kernel_ir, c.loop_ir)
+    assert [(k.name, k.bytes, k.flops) for k in r.kernels] == [(x.name, x.bytes, x.flops) for x in costs]
+    total = program_cost(c.loop_ir)
+    assert (r.bytes, r.flops) == (total.bytes, total.flops)
+    assert all(0 < k.occupancy <= 1 and k.smem_bytes is not None for k in r.kernels)
+    assert len(flushes) == 3 * (1 + 3)             # before every warm-up and timed run: ours, eager, profile
+
+
+def test_cubin_falls_back_to_nvcc_without_nvrtc(monkeypatch):
+    from deplokit.runtime import cupy_backend, nvcc
+    if not nvcc.nvcc_available():
+        pytest.skip("nvcc is not installed")
+    fn, inputs = CASES["rmsnorm"]
+    c = deplokit.compile(fn, *inputs)
+    assert cupy_backend.compile_cubin(str(c.cuda), "sm_90")[:4] == b"\x7fELF"      # NVRTC
+    monkeypatch.setattr(cupy_backend, "nvrtc_available", lambda: False)
+    cubin = cupy_backend.compile_cubin(str(c.cuda), "sm_90")
+    assert cubin == nvcc.compile_cuda(str(c.cuda), "sm_90").cubin
