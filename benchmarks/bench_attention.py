@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))    # llama_layer
 
 import deplokit  # noqa: E402
 from deplokit.ir import kernel_ir as K  # noqa: E402
@@ -83,6 +84,22 @@ def main() -> None:
           f"{HEADS // KV_HEADS} query heads per kv head")
     report("before (row fusion off)", deplokit.compile(attention, *inputs, config={"fuse.row_fusion": False}), inputs)
     report("after (row fusion)", deplokit.compile(attention, *inputs), inputs)
+    layer_figures()
+
+
+def layer_figures() -> None:
+    """The whole decoder layer at the same shapes (compile only: kernels and bytes)."""
+    from llama_layer import LlamaLayer
+    torch.manual_seed(0)
+    layer = LlamaLayer(hidden=2048, heads=HEADS, kv_heads=KV_HEADS, intermediate=5632)
+    x = torch.randn(BATCH, SEQ, 2048)
+    print(f"Llama decoder layer (hidden 2048, {HEADS}/{KV_HEADS} heads, intermediate 5632, seq {SEQ}):")
+    for label, config in (("row fusion off", {"fuse.row_fusion": False}), ("row fusion on", {})):
+        c = deplokit.compile(layer, x, config=config)
+        temps = sum(4 * b.type.numel for b in c.loop_ir.written if b.kind == "temp")
+        print(f"  {label}: {len(c.loop_ir.kernels)} Loop-IR kernels ({len(c.kernel_ir.kernels)} launches with split-K "
+              f"zeroing), global temporaries {temps / 2**20:.2f} MiB, "
+              f"compulsory global bytes {compulsory_bytes(c.kernel_ir) / 2**20:.2f} MiB")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Attention lowered without S x T intermediates in global memory (row fusion,
 deplokit/passes/fuse/rows.py): the structural property, every backend and every pass
 against torch eager, the printed IRs, and where row fusion rightly does not apply."""
+import dataclasses
 from functools import lru_cache
 
 import pytest
@@ -9,8 +10,9 @@ import torch.nn.functional as F
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.loop_ir import Kernel, LocalBuffer
+from deplokit.ir.structural import structural_hash
 from deplokit.passes.fuse.rows import ROW_BUDGET
-from deplokit.passes.lower.materialize import materialize
 from deplokit.runtime.sim import SimulationError, simulate_program
 from programs import corpus
 
@@ -154,9 +156,6 @@ def test_softmax_of_an_input_before_a_matmul_is_not_row_fused():
 
 def test_structural_hash_ignores_local_names():
     """Two attention kernels that differ only in their tensors' names hash alike."""
-    from deplokit.ir.structural import structural_hash
-    from deplokit.ir.loop_ir import Kernel, LocalBuffer
-    import dataclasses
     (k,) = _compiled("sdpa_causal_gqa").loop_ir.kernels
     types = _compiled("sdpa_causal_gqa").loop_ir.types()
     renamed = str(k).replace("causal", "causal_7")

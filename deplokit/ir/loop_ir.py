@@ -12,6 +12,10 @@
 
 An accumulator (`<-`) starts at its reduction's identity just before the outermost reduce
 loop that contains it, and holds the reduced value after that loop.
+
+A kernel may keep tensors to itself (`local causal[29]: one row of (1, 4, 37, 29) float32 at
+a time, on chip`, printed under its header): it stores and loads them like any tensor, but
+they never reach global memory (attention's scores; see passes/fuse/rows.py).
 """
 from __future__ import annotations
 

@@ -90,6 +90,10 @@ reduces one contiguous range of K chunks and adds its partial sum into the outpu
 AtomicAdd (`matmul[...] += acc0  # atomic`); the output is zeroed by a kernel the
 materialiser emits before it (see deplokit.passes.lower.materialize).
 
+A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors
+it keeps on chip one row at a time: loads and stores of them become shared-memory accesses
+when the kernel is materialised (passes/lower/local_rows.py).
+
 A store or load whose index can leave its tensor (an axis rounded up to whole blocks) is
 guarded when the kernel is materialised; the Tile IR does not spell the guards out.
 """

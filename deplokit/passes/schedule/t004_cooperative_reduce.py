@@ -3,7 +3,8 @@
 A row kernel (reduce phases then a free phase, as RMSNorm or softmax) gets a THREAD lane
 axis: every phase loop is dealt out across the lanes (StridedLoop), and after each reduce
 phase a Combine merges the lanes' partial accumulators. Nested phase loops are flattened
-first, so a reduction over several axes still uses every lane."""
+first, so a reduction over several axes still uses every lane. A kernel with locals (row
+fusion's attention) always gets lanes, however short its rows: its block holds the row."""
 from __future__ import annotations
 
 from ...ir.index import floordiv, mod, var
