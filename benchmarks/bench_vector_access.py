@@ -30,6 +30,7 @@ def programs():
         "residual add (1, 32, 2048)": (lambda x, res: x + res, (r(1, 32, 2048), r(1, 32, 2048))),
         "RMSNorm (1, 32, 2048)": (nn.RMSNorm(2048, eps=1e-6), (r(1, 32, 2048),)),
         "softmax (32, 2048)": (nn.Softmax(dim=-1), (r(32, 2048),)),
+        "row sum x.sum(-1) (32, 4096)": (lambda x: x.sum(-1), (r(32, 4096),)),
     }
 
 

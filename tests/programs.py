@@ -82,7 +82,7 @@ def corpus():
         "linear_k_tail": (nn.Linear(72, 32), (r(3, 8, 72),)),
         # 128-bit global accesses (005 vector_width): SwiGLU's silu(a) * b and a residual add,
         # 4 consecutive floats per thread with float4 loads and stores (rows of 4100 mask their
-        # last runs); the seeds' RMSNorm above vectorises its free phase
+        # last runs); the seeds' RMSNorm above vectorises its phases
         "swiglu_float4": (lambda a, b: F.silu(a) * b, (r(2, 16, 256), r(2, 16, 256))),
         "residual_add_float4": (lambda x, res: x + res, (r(3, 4100), r(3, 4100))),
         # last, so the programs above keep their inputs (one generator draws them all)

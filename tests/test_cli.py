@@ -117,8 +117,8 @@ def test_vv_tile_shows_each_pass_diff_or_skip_reason(capsys):
     lines = out.splitlines()
     block = lines[lines.index(">>> t:007_stage_inputs"):lines.index("<<< t:007_stage_inputs") + 1]
     assert any(l.startswith("+") and "x_smem = Stage(x, origin=" in l for l in block)
-    assert any(l.startswith("-") and "load x[0, a0, a1]" in l for l in block)
-    assert any(l.startswith("+") and "load x_smem[a1]" in l for l in block)
+    assert any(l.startswith("-") and "load x[0, a0, a1 + a1v]" in l for l in block)
+    assert any(l.startswith("+") and "load x_smem[a1 + a1v]" in l for l in block)
     # a pass that changed nothing is one line with its reason
     assert any(l.startswith("--- t:006_chunk_reduce skipped: ") for l in lines)
     # every one of the 16 passes appears exactly once, in order

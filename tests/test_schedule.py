@@ -36,10 +36,11 @@ def test_rms_norm_tile_ir_golden():
 Tile(axes=(a3:256=THREAD, a0:32=BLOCK)):
     x_smem = AsyncStage(x, origin=(0, a0, 0), slab=(a1:2048@2))
     AsyncWait(x_smem)
-    StridedLoop(a1 = a3; < 2048; += 256):  # reduce unroll
-        in0 = load x_smem[a1]
-        v0 = multiply(in0, in0)
-        acc0 <- add(acc0, v0)
+    StridedLoop(a1 = a3 * 4; < 2048; += 1024):  # reduce unroll
+        for a1v in 0..4:  # vector
+            in0 = load x_smem[a1 + a1v]
+            v0 = multiply(in0, in0)
+            acc0 <- add(acc0, v0)
     Combine(acc0, add, over=(a3,))
     v1 = divide(acc0, 2048)
     v2 = add(v1, 1e-06)

@@ -330,7 +330,7 @@ def test_rms_norm_waits_for_its_async_row_stage(target):
     text = str(c.tile_ir)
     assert ("    x_smem = AsyncStage(x, origin=(0, a0, 0), slab=(a1:2048@2))\n"
             "    AsyncWait(x_smem)\n"
-            "    StridedLoop(a1 = a3; < 2048; += 256):  # reduce unroll") in text
+            "    StridedLoop(a1 = a3 * 4; < 2048; += 1024):  # reduce unroll") in text
     assert "AsyncWait" in str(step(c, "013_async_copy").after) and "AsyncWait" not in str(
         step(c, "013_async_copy").before)
 

@@ -158,7 +158,8 @@ def test_row_kernel_free_phase_reads_shared_and_writes_global_float4():
     (free,) = [s for s in tile.body if isinstance(s, StridedLoop) and s.kind == "free"]
     assert str(free.start) == "a3 * 4" and free.step == 4 * tile.axes[0].extent
     assert isinstance(free.body[0], Loop) and free.body[0].kind == "vector"
-    spaces = sorted((type(s).__name__, s.space) for s in _kernel_stmts(c) if isinstance(s, (K.VectorLoad, K.VectorStore)))
+    spaces = sorted((type(s).__name__, s.space) for s in _kernel_stmts(c)
+                    if isinstance(s, (K.VectorLoad, K.VectorStore)))
     # x from its staged row (shared), p_weight from global, the output to global
     assert ("VectorLoad", "global") in spaces and ("VectorLoad", "shared") in spaces
     assert ("VectorStore", "global") in spaces
@@ -246,3 +247,18 @@ def test_simulator_counts_a_float4_as_one_instruction():
         assert st.global_bytes_loaded == st.global_bytes_stored == 4 * x.numel()
         counts[width] = (st.global_loads, st.global_stores)
     assert counts == {1: (x.numel(), x.numel()), 4: (x.numel() // 4, x.numel() // 4)}
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "mean"])
+def test_row_reduction_reads_its_row_with_float4(op):
+    x = torch.randn(8, 1024)
+    c = deplokit.compile(lambda x: getattr(torch, op)(x, -1), x)
+    tile = c.tile_ir.kernels[0].tile()
+    (phase,) = [s for s in tile.body if isinstance(s, StridedLoop)]
+    assert phase.kind == "reduce" and isinstance(phase.body[0], Loop) and phase.body[0].kind == "vector"
+    loads = [s for s in _vector_accesses(c) if isinstance(s, K.VectorLoad)]
+    assert len(loads) == 1 and loads[0].source == "x"
+    # the 4 values fold into the accumulator in order, as the loop would
+    folds = [s for s in _kernel_stmts(c) if isinstance(s, K.Assign) and s.name == "acc0"]
+    assert [f.value.args[1].name for f in folds[:4]] == ["in0_x", "in0_y", "in0_z", "in0_w"]
+    assert c.check(backend="sim").ok

@@ -20,7 +20,7 @@ qualifies, and otherwise records why) and by the materialiser (which spells each
 from __future__ import annotations
 
 from ..ir.index import Affine, Var, free_vars
-from ..ir.loop_ir import Compute, Load, Store
+from ..ir.loop_ir import Accumulate, Compute, Load, Store
 from .stage_geometry import VECTOR
 
 
@@ -66,7 +66,8 @@ def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -
     if not is_multiple(parts[1], VECTOR, multiples):
         return f"{where}: offset {parts[1]} is not a multiple of {VECTOR} floats (16 bytes)"
     if ttype.shape[-1] % VECTOR:
-        return f"{where}: last dimension of {ttype.shape[-1]} is not a multiple of {VECTOR}: rows are not 16-byte aligned"
+        return (f"{where}: last dimension of {ttype.shape[-1]} is not a multiple of {VECTOR}: "
+                f"rows are not 16-byte aligned")
     return ""
 
 
@@ -85,10 +86,10 @@ def body_reason(body, lane: str, types, multiples=frozenset()) -> str:
             if not varies(s.index, lane):
                 return f"{s.tensor}[{', '.join(str(e) for e in s.index)}]: every lane stores the same element"
             why = float4_reason(s.tensor, s.index, lane, types[s.tensor], multiples)
-        elif isinstance(s, Compute):
+        elif isinstance(s, Compute) or (isinstance(s, Accumulate) and not s.index):
             continue
         else:
-            return f"a {type(s).__name__} in the loop body (only loads, computes and stores vectorise)"
+            return f"a {type(s).__name__} in the loop body (only loads, computes, stores and accumulates vectorise)"
         if why:
             return why
     return ""

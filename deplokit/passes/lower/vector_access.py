@@ -2,7 +2,8 @@
 
 A vector loop (`for a1v in 0..4:  # vector`, see 005 blockify_launch) is unrolled in
 registers: a value that depends on the lane gets one register per lane (`in0_x .. in0_w`,
-after float4's components), a value that does not is computed once. Each load or store
+after float4's components), a value that does not is computed once, and an accumulate
+folds the 4 lanes' values in order. Each load or store
 whose 4 elements are one aligned float4 (deplokit.passes.vector_geometry) becomes a
 VectorLoad / VectorStore, global or shared (a staged slab whose rows stay 16-byte
 aligned); any other access is spelled lane by lane, so the loop is always correct and
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, const, free_vars, substitute
-from ...ir.loop_ir import Compute, Load, Loop, Store
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import StridedLoop, walk
 from ..stage_geometry import VECTOR, row_major_strides
 from ..vector_geometry import float4_reason, is_multiple, split_lane, varies
@@ -32,7 +33,8 @@ LANE_NAMES = "xyzw"
 
 def lower_vector_loop(m, loop: Loop) -> list:
     """Kernel IR for vector loop `loop` inside materialiser `m` (a _Materializer)."""
-    if loop.extent != VECTOR or not all(isinstance(s, (Load, Compute, Store)) for s in loop.body):
+    if loop.extent != VECTOR or not all(isinstance(s, (Load, Compute, Store)) or
+                                        (isinstance(s, Accumulate) and not s.index) for s in loop.body):
         # not a float4 body: an ordinary unrolled loop keeps the meaning
         return m._loop(Loop(loop.var, loop.extent, "free", loop.body, loop.role, True))
     return _VectorLowering(m, loop).run()
@@ -40,7 +42,7 @@ def lower_vector_loop(m, loop: Loop) -> list:
 
 def multiples_of_vector(body) -> frozenset[str]:
     """Loop variables that only take multiples of 4: strided loops whose start is one and
-    whose step is one (a vectorised free phase: a2 = a3 * 4; += 1024)."""
+    whose step is one (a vectorised row phase: a2 = a3 * 4; += 1024)."""
     out: set[str] = set()
     for s, _ in walk(body):
         if isinstance(s, StridedLoop) and s.step % VECTOR == 0 and is_multiple(s.start, VECTOR, out):
@@ -65,6 +67,8 @@ class _VectorLowering:
                 out += self._load(s)
             elif isinstance(s, Compute):
                 out += self._compute(s)
+            elif isinstance(s, Accumulate):      # the 4 values folded in in order, as the loop would
+                out += self._per_lane(lambda i, s=s: Accumulate(s.acc, s.reduction, self._operand(s.value, i)))
             else:
                 out += self._store(s)
         return out

@@ -10,10 +10,11 @@ K) is already a grid axis: it stays, as the slowest BLOCK axis.
 128-bit accesses (`vector_width` 4): each thread handles 4 consecutive elements of the
 contiguous innermost axis, its body wrapped in a vector loop that the materialiser spells
 as float4 loads and stores. A pointwise kernel splits that axis into a = ab * 4t + at * 4 + av;
-a row kernel's free phases step by 4 elements per lane (a = a3 * 4 + k * 4 lanes, then
-+ av). Used only where every global load and store of the loop allows it (unit stride,
-16-byte aligned, last extent a multiple of 4: deplokit.passes.vector_geometry); otherwise
-the accesses stay scalar and the trace says why.
+a row kernel's phases step by 4 elements per lane (a = a3 * 4 + k * 4 lanes, then + av;
+a reduce phase folds the 4 into its accumulator in order). Used only where every global
+load and store of the loop allows it (unit stride, 16-byte aligned, last extent a multiple
+of 4: deplokit.passes.vector_geometry); otherwise the accesses stay scalar and the trace
+says why.
 
     Tile(axes=(a1t:256=THREAD, a0:4096=BLOCK, a1b:4=BLOCK)):
         for a1v in 0..4:  # vector
@@ -111,6 +112,8 @@ def _pointwise_reason(tile: Tile, inner, types) -> str:
     a = inner[-1]
     if a.extent % VECTOR:
         return f"innermost axis {a.var} of {a.extent} is not a multiple of {VECTOR}"
+    if types is None:
+        return "the tensors' shapes are unknown"
     return body_reason(tile.body, a.var, types)
 
 
@@ -138,12 +141,12 @@ def _split_vector(a: TileAxis, budget: int, threads, blocks, mapping, ranges) ->
 
 
 def _vector_phases(body, types):
-    """A row kernel's free phases (StridedLoops over the row, one element per lane per step)
-    stepping 4 elements per lane, their bodies in vector loops; and why a free phase stayed
-    scalar ('' if none did)."""
+    """A row kernel's phases (StridedLoops over the row, one element per lane per step)
+    stepping 4 elements per lane, their bodies in vector loops (a reduce phase folds the 4
+    into its accumulator in order); and why a phase stayed scalar ('' if none did)."""
     out, why = [], []
     for s in body:
-        if isinstance(s, StridedLoop) and s.kind == "free":
+        if isinstance(s, StridedLoop) and s.kind in ("free", "reduce"):
             reason = _phase_reason(s, types)
             if reason:
                 why.append(reason)
@@ -158,9 +161,11 @@ def _vector_phases(body, types):
 
 def _phase_reason(s: StridedLoop, types) -> str:
     if s.stop % VECTOR:
-        return f"free phase {s.var} of {s.stop} elements is not a multiple of {VECTOR}"
+        return f"{s.kind} phase {s.var} of {s.stop} elements is not a multiple of {VECTOR}"
     if s.start.const or len(s.start.terms) != 1 or s.start.terms[0][1] != 1:
-        return f"free phase {s.var} does not start at the lane index"
+        return f"{s.kind} phase {s.var} does not start at the lane index"
+    if types is None:
+        return "the tensors' shapes are unknown"
     return body_reason(s.body, s.var, types)
 
 

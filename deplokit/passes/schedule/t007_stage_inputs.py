@@ -4,7 +4,7 @@ A global tensor is staged when the block reads its elements more than once (in s
 phases, as RMSNorm reads x twice, or by several threads) and the slab it reads is a box:
 each index component is a block-uniform origin plus at most one of the block's loop or
 thread variables (plus a vector loop's variable riding on it: a2 + a2v, 4 elements of a
-vectorised free phase). The slab is copied once by all threads; the loads then read the copy.
+vectorised phase). The slab is copied once by all threads; the loads then read the copy.
 A kernel's locals are on chip already: never staged, and their rows count against the
 shared-memory budget."""
 from __future__ import annotations
