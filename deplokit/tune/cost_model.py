@@ -13,6 +13,7 @@ It prices the work counted on the Tile IR (tune/traffic.py) against the target's
     fixed    a launch per kernel, block barriers
 
     time = launch + max(dram, l2, sm) + overlap * (the other two) + barriers
+             (overlap halved for a kernel whose stages are double buffered or prefetched)
 
 Registers and shared memory come from ptxas when its statistics are given (tune/objective.py
 compiles each candidate once, and the cache keeps them); otherwise registers are estimated
@@ -158,7 +159,8 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     parts = {"dram": dram_us, "l2": l2_us, "sm": sm_us}
     bound = max(parts, key=parts.get)
     rest = sum(parts.values()) - parts[bound]
-    time = c.launch_us + parts[bound] + c.overlap * rest + barrier_us
+    overlap = c.overlap / 2 if work.pipelined else c.overlap     # prefetched copies hide more
+    time = c.launch_us + parts[bound] + overlap * rest + barrier_us
     return KernelEstimate(work.name, time, dram_us, l2_us, sm_us, barrier_us, occ, registers, smem, bound, work)
 
 

@@ -15,7 +15,8 @@ distinct outcome. Each iteration
 Reward = the reference cost (the first successful trial's) / the trial's cost: 1.0 for the
 default schedule, 2.0 for one twice as fast, 0 for a failed config. Randomized restarts: after
 `restart_after` iterations without a better leaf, the tree is dropped and grown again from
-the root (the evaluated leaves are remembered, so none is run twice). The search stops when
+the root (the evaluated leaves and the closed subtrees are remembered, so none is run or
+searched twice). The search stops when
 `evaluate` says the budget or patience is spent, or when the whole tree is closed.
 """
 from __future__ import annotations
@@ -48,11 +49,14 @@ class SPMCTS:
         self.rewards: dict[tuple, float] = {}       # leaf config -> reward, across restarts
         self.reference: float | None = None
         self.restarts = 0
+        self.closed: set[tuple] = set()             # configs of closed subtrees, across restarts
 
     def _node(self, depth, kernel, config) -> _Node:
         config = list(config)
         depth, kernel = self.space.forced(depth, kernel, config)
-        return _Node(depth, kernel, tuple(config))
+        node = _Node(depth, kernel, tuple(config))
+        node.closed = node.config in self.closed
+        return node
 
     def run(self, evaluate, max_iterations: int | None = None) -> None:
         """`evaluate(leaf)` returns the cost in µs, None for a failed config, or raises StopSearch."""
@@ -64,8 +68,10 @@ class SPMCTS:
             path = self._select(root)
             node = path[-1]
             if node.depth < DEPTH:
-                node = self._expand(node)
-                path.append(node)
+                child = self._expand(node)
+                if child is not node:
+                    path.append(child)
+                node = child
             reward = self._simulate(node, evaluate)
             self._backprop(path, reward)
             if reward > best:
@@ -85,6 +91,8 @@ class SPMCTS:
             if len(node.children) < len(options):
                 break
             open_children = [ch for ch in node.children.values() if not ch.closed]
+            if not open_children:
+                break
             node = max(open_children, key=lambda ch: self._uct(node, ch))
             path.append(node)
         return path
@@ -98,7 +106,9 @@ class SPMCTS:
 
     def _expand(self, node: _Node) -> _Node:
         options = self.space.options(node.depth, node.kernel)
-        i = next(i for i in range(len(options)) if i not in node.children)
+        i = next((i for i in range(len(options)) if i not in node.children), None)
+        if i is None:           # every child closed: the path ends here and closes the node
+            return node
         opt = options[i]
         child = self._node(node.depth + 1, opt.kernel, node.config + opt.knobs)
         node.children[i] = child
@@ -131,10 +141,11 @@ class SPMCTS:
             node.total_sq += reward * reward
             node.best = max(node.best, reward)
         for node in reversed(path):
-            if node.depth >= DEPTH:
+            if node.depth >= DEPTH or node.closed:
                 node.closed = True
             else:
                 options = self.space.options(node.depth, node.kernel)
                 node.closed = len(node.children) == len(options) and all(ch.closed for ch in node.children.values())
             if not node.closed:
                 break
+            self.closed.add(node.config)

@@ -85,7 +85,9 @@ class GpuObjective:
 
 def make_objective(name: str, compilation, cache=None, ptxas: bool | None = None):
     if name == "model":
-        return ModelObjective(compilation.target, cache, ptxas)
+        from .calibrate import load_constants
+        constants = load_constants(cache, compilation.target) or CostConstants()
+        return ModelObjective(compilation.target, cache, ptxas, constants)
     if name == "gpu":
         return GpuObjective(compilation)
     raise DeplokitError(f"unknown objective {name!r}; supported: {', '.join(OBJECTIVES)}")

@@ -42,6 +42,7 @@ class KernelWork:
     barriers: float             # block barriers executed per block
     atomics: float              # atomic adds of all threads
     stage_bytes: int            # shared memory the kernel's stages take (double buffers twice)
+    pipelined: bool = False     # copies overlap compute (double buffered or prefetched stages)
 
     @property
     def coalescing(self) -> float:
@@ -72,6 +73,7 @@ class _Counter:
         self.flops = self.fp = self.instr = self.requested = self.sectors = 0.0
         self.wavefronts = self.barriers = self.atomics = 0.0
         self.stage_bytes = 0
+        self.pipelined = False
 
     # -- helpers -----------------------------------------------------------------------------
     def _env(self, env: dict, e) -> dict:
@@ -152,7 +154,10 @@ class _Counter:
         self.requested += per_block * s.size * size
         self.sectors += per_block * rows * -(-row // SECTOR) * SECTOR
         vector = 4 if row % 16 == 0 else 1
-        self.instr += per_block * -(-s.size // (WARP * vector)) * 2    # a load and a store (or one cp.async)
+        # sync: a load and a store per chunk; cp.async: one instruction; TMA: one per row, one thread.
+        per_chunk = {"sync": 2, "async": 1}.get(s.copy, 0)
+        self.instr += per_block * (-(-s.size // (WARP * vector)) * per_chunk if per_chunk else rows / WARP)
+        self.pipelined |= s.prefetch > 0 or s.buffers > 1
         self.stage_bytes += (s.size + s.pad * rows) * 4 * s.buffers
         if s.copy == "sync":
             self.barriers += per_block / self.blocks
@@ -165,4 +170,4 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
     compulsory = sum(types[t].numel * ELEMENT_BYTES.get(types[t].dtype, 4) for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
-                      c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes)
+                      c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes, c.pipelined)
