@@ -131,6 +131,9 @@ def cmd_tune(args, parser) -> int:
         if args.calibrate:
             return _calibrate(compilation, store, args)
         from .tune.space import kernel_spaces
+        if args.objective == "gpu":          # before the progress bar: the error is one clean line
+            from .runtime.device import require_gpu
+            require_gpu("the gpu objective")
         kernels = len(kernel_spaces(compilation.loop_ir, compilation.target))
         listener, close = _progress(args.budget * kernels, args.verbose)
         try:
@@ -141,7 +144,8 @@ def cmd_tune(args, parser) -> int:
             print(f"interrupted: every finished trial is kept in {store.path}; run again to resume",
                   file=sys.stderr)
             return 130
-        close()
+        finally:
+            close()
         sys.stdout.write(format_table(result, args.verbose))
         new = sum(1 for t in result.history if not t.cached)
         print(f"{len(result.history)} trials ({new} new, {len(result.history) - new} from the cache) in {store.path}; "
