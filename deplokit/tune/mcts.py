@@ -7,7 +7,7 @@ distinct outcome. Each iteration
                the highest  best + C * sqrt(ln N / n) + sqrt((sum r^2 - n * mean^2 + D) / n)
                (UCT plus SP-MCTS's standard-deviation term; `best` is the max reward below
                the child: max-reward backpropagation, since one good schedule is all we need)
-    expand     add the next untried option (option 0, the passes' default, comes first)
+    expand     add an untried option (option 0, the passes' default, first; then at random)
     simulate   finish the schedule with uniform random choices and evaluate the leaf
     backprop   add the reward to every node on the path; a node whose subtree has been fully
                evaluated is closed and never selected again
@@ -25,13 +25,12 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from .space import DEPTH, KernelSpace
+from .space import DEPTH, KernelSpace, Leaf, Position
 
 
 @dataclass
 class _Node:
-    depth: int
-    kernel: object
+    pos: Position
     config: tuple
     children: dict = field(default_factory=dict)     # option index -> _Node
     visits: int = 0
@@ -51,23 +50,23 @@ class SPMCTS:
         self.restarts = 0
         self.closed: set[tuple] = set()             # configs of closed subtrees, across restarts
 
-    def _node(self, depth, kernel, config) -> _Node:
+    def _node(self, pos: Position, config) -> _Node:
         config = list(config)
-        depth, kernel = self.space.forced(depth, kernel, config)
-        node = _Node(depth, kernel, tuple(config))
+        pos = self.space.forced(pos, config)
+        node = _Node(pos, tuple(config))
         node.closed = node.config in self.closed
         return node
 
     def run(self, evaluate, max_iterations: int | None = None) -> None:
         """`evaluate(leaf)` returns the cost in µs, None for a failed config, or raises StopSearch."""
-        root = self._node(0, self.space.root, ())
+        root = self._node(self.space.root, ())
         best, stale, it = 0.0, 0, 0
         limit = max_iterations if max_iterations is not None else 1 << 30
         while not root.closed and it < limit:
             it += 1
             path = self._select(root)
             node = path[-1]
-            if node.depth < DEPTH:
+            if node.pos.depth < DEPTH:
                 child = self._expand(node)
                 if child is not node:
                     path.append(child)
@@ -79,15 +78,15 @@ class SPMCTS:
             else:
                 stale += 1
             if stale >= self.restart_after and not root.closed:
-                root, stale = self._node(0, self.space.root, ()), 0      # randomized restart
+                root, stale = self._node(self.space.root, ()), 0      # randomized restart
                 self.restarts += 1
 
     # -- the four steps ---------------------------------------------------------------------------
     def _select(self, root: _Node) -> list[_Node]:
         path = [root]
         node = root
-        while node.depth < DEPTH:
-            options = self.space.options(node.depth, node.kernel)
+        while node.pos.depth < DEPTH:
+            options = self.space.options(node.pos)
             if len(node.children) < len(options):
                 break
             open_children = [ch for ch in node.children.values() if not ch.closed]
@@ -105,30 +104,31 @@ class SPMCTS:
         return child.best + explore + spread
 
     def _expand(self, node: _Node) -> _Node:
-        options = self.space.options(node.depth, node.kernel)
-        i = next((i for i in range(len(options)) if i not in node.children), None)
-        if i is None:           # every child closed: the path ends here and closes the node
+        options = self.space.options(node.pos)
+        untried = [i for i in range(len(options)) if i not in node.children]
+        if not untried:         # every child closed: the path ends here and closes the node
             return node
+        # The default (option 0) first, then the untried options in random order.
+        i = untried[0] if untried[0] == 0 else self.rng.choice(untried)
         opt = options[i]
-        child = self._node(node.depth + 1, opt.kernel, node.config + opt.knobs)
+        child = self._node(opt.after, node.config + opt.knobs)
         node.children[i] = child
         return child
 
     def _simulate(self, node: _Node, evaluate) -> float:
         """Random choices from `node` to a leaf; an already evaluated leaf is re-drawn a few times."""
         for attempt in range(8):
-            config, depth, kernel = list(node.config), node.depth, node.kernel
-            while depth < DEPTH:
-                options = self.space.options(depth, kernel)
+            config, pos = list(node.config), node.pos
+            while pos.depth < DEPTH:
+                options = self.space.options(pos)
                 opt = options[self.rng.randrange(len(options))]
                 config.extend(opt.knobs)
-                depth, kernel = self.space.forced(depth + 1, opt.kernel, config)
+                pos = self.space.forced(opt.after, config)
             key = tuple(config)
-            if key not in self.rewards or node.depth >= DEPTH or attempt == 7:
+            if key not in self.rewards or node.pos.depth >= DEPTH or attempt == 7:
                 break
         if key not in self.rewards:
-            from .space import Leaf
-            cost = evaluate(Leaf(key, kernel))
+            cost = evaluate(Leaf(key, pos.kernel))
             if cost is not None and self.reference is None:
                 self.reference = cost
             self.rewards[key] = 0.0 if cost is None or cost <= 0 else self.reference / cost
@@ -141,10 +141,10 @@ class SPMCTS:
             node.total_sq += reward * reward
             node.best = max(node.best, reward)
         for node in reversed(path):
-            if node.depth >= DEPTH or node.closed:
+            if node.pos.depth >= DEPTH or node.closed:
                 node.closed = True
             else:
-                options = self.space.options(node.depth, node.kernel)
+                options = self.space.options(node.pos)
                 node.closed = len(node.children) == len(options) and all(ch.closed for ch in node.children.values())
             if not node.closed:
                 break

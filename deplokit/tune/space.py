@@ -3,7 +3,7 @@
 Level i of the tree is pass i (in the order of deplokit/passes/schedule). A node holds the
 kernel as passes 1..i-1 scheduled it; its options are the *distinct* kernels pass i makes
 from it over the cross-product of the pass's knob domains (read from the pass's KNOBS, nowhere
-else). Knob values the pass's own legality checks turn down or shrink (a Skip, a register
+else; a pass with several knobs decides them one at a time). Knob values the pass's own legality checks turn down or shrink (a Skip, a register
 block halved to fit shared memory, a split count that does not divide K) give a kernel some
 other value gives too, so they are one option, named by the default value when it is among
 them (else the first in domain order). Passes with a single option are walked through
@@ -31,11 +31,20 @@ DEPTH = len(PASSES)
 
 
 @dataclass(frozen=True)
-class Option:
-    """One distinct outcome of a pass on a node: the knob values that name it, the kernel it
-    makes, and how many knob combinations lead to it."""
-    knobs: tuple[tuple[str, object], ...]      # ("005_blockify_launch.block_threads", 128), ...
+class Position:
+    """A node of the tree: passes 1..depth scheduled `kernel`; of pass depth+1's knobs, those
+    in `partial` (short name -> value) are decided, the next one is to decide."""
+    depth: int
     kernel: TileKernel
+    partial: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One distinct choice at a position: the knob value(s) that name it, where it leads, and
+    how many knob combinations it stands for."""
+    knobs: tuple[tuple[str, object], ...]      # ("005_blockify_launch.block_threads", 128)
+    after: Position
     combinations: int = 1
 
 
@@ -50,43 +59,71 @@ class Leaf:
 
 
 class KernelSpace:
-    """The knob tree of kernel `kernel_name` of `program` (Loop IR) for `target`."""
+    """The knob tree of kernel `kernel_name` of `program` (Loop IR) for `target`.
 
-    def __init__(self, program: LoopProgram, kernel_name: str, target):
+    A pass with several knobs (008: tm, tn, layout) is one decision per knob, in declaration
+    order, so the search learns about each knob separately: values of a knob that lead to the
+    same kernels whatever the later knobs are merged; the last knob's values are merged when
+    they give the same kernel."""
+
+    def __init__(self, program: LoopProgram, kernel_name: str, target, fixed: dict | None = None):
         self.program = initial(program)
+        self.fixed = dict(fixed or {})      # "NNN_pass.knob" -> value: knobs held out of the search
         self.kernel_name = kernel_name
         self.target = target
         self.types = self.program.types()
-        self.root = self.program.kernel(kernel_name)
+        self.root = Position(0, self.program.kernel(kernel_name))
         self.key = structural_hash(program.kernel(kernel_name), program.types())
-        self._options: dict[tuple[int, TileKernel], tuple[Option, ...]] = {}
+        self._results: dict[tuple[int, TileKernel], list] = {}
+        self._options: dict[Position, tuple[Option, ...]] = {}
 
     # -- the tree --------------------------------------------------------------------------
-    def options(self, depth: int, kernel: TileKernel) -> tuple[Option, ...]:
-        """The distinct outcomes of pass `depth` (0-based) on `kernel`; memoised."""
+    def results(self, depth: int, kernel: TileKernel) -> list:
+        """[(knob combination, kernel after pass `depth` or None if refused)] over the pass's
+        domains, the default first and then by how few knobs differ from it; memoised."""
         memo = (depth, kernel)
-        if memo not in self._options:
-            self._options[memo] = self._expand(PASSES[depth], kernel)
-        return self._options[memo]
+        if memo not in self._results:
+            mod = PASSES[depth]
+            label, knobs = pass_label(mod), knobs_of(mod)
+            default = resolve_knobs(mod, kernel, self.target, {})
+            default.update({n: self.fixed[f"{label}.{n}"] for n in default if f"{label}.{n}" in self.fixed})
+            domains = [(self.fixed[f"{label}.{k.name}"],) if f"{label}.{k.name}" in self.fixed else k.domain
+                       for k in knobs]
+            combos = [dict(zip((k.name for k in knobs), values)) for values in itertools.product(*domains)]
+            order = sorted(range(len(combos)), key=lambda i: (sum(combos[i][n] != v for n, v in default.items()), i))
+            out = [(combos[i], self._run(mod, kernel, combos[i])) for i in order]
+            if all(after is None for _, after in out):
+                raise DeplokitError(f"pass {label} refuses every knob value on kernel {kernel.name}")
+            self._results[memo] = out
+        return self._results[memo]
 
-    def _expand(self, mod, kernel: TileKernel) -> tuple[Option, ...]:
-        label = pass_label(mod)
-        knobs = knobs_of(mod)
-        default = resolve_knobs(mod, kernel, self.target, {})
-        combos = [dict(zip((k.name for k in knobs), values))
-                  for values in itertools.product(*(k.domain for k in knobs))]
-        # The default first, so that it names its group and the tree lists it first.
-        combos.sort(key=lambda c: c != default)
-        groups: dict[tuple, list] = {}
-        for combo in combos:
-            after = self._run(mod, kernel, combo)
-            if after is None:
-                continue
-            groups.setdefault(after.body, [combo, after, 0])[2] += 1
-        if not groups:
-            raise DeplokitError(f"pass {label} refuses every knob value on kernel {kernel.name}")
-        return tuple(Option(tuple((f"{label}.{n}", v) for n, v in combo.items()), after, count)
-                     for combo, after, count in groups.values())
+    def options(self, pos: Position) -> tuple[Option, ...]:
+        """The distinct choices at `pos`; memoised."""
+        if pos not in self._options:
+            self._options[pos] = self._expand(pos)
+        return self._options[pos]
+
+    def _expand(self, pos: Position) -> tuple[Option, ...]:
+        mod = PASSES[pos.depth]
+        label, knobs = pass_label(mod), knobs_of(mod)
+        decided = dict(pos.partial)
+        consistent = [(c, after) for c, after in self.results(pos.depth, pos.kernel)
+                      if after is not None and all(c[n] == v for n, v in decided.items())]
+        j = len(pos.partial)
+        groups: dict = {}
+        if j >= len(knobs) - 1:             # the last knob (or none): one option per distinct kernel
+            for combo, after in consistent:
+                value = ((knobs[j].name, combo[knobs[j].name]),) if knobs else ()
+                groups.setdefault(after.body, [value, Position(pos.depth + 1, after), 0])[2] += 1
+        else:                               # an earlier knob: values alike in every completion merge
+            name = knobs[j].name
+            values = list(dict.fromkeys(c[name] for c, _ in consistent))
+            for v in values:
+                outcome = tuple(after.body for c, after in consistent if c[name] == v)
+                groups.setdefault(outcome, [((name, v),), Position(pos.depth, pos.kernel, pos.partial + ((name, v),)),
+                                            0])[2] += 1
+        return tuple(Option(tuple((f"{label}.{n}", v) for n, v in value), after, count)
+                     for value, after, count in groups.values())
 
     def _run(self, mod, kernel: TileKernel, knobs: dict) -> TileKernel | None:
         from ..passes.schedule.knobs import Skip
@@ -99,75 +136,67 @@ class KernelSpace:
         return TileKernel(result.name, result.outputs, result.body,
                           result.knobs + tuple((f"{pass_label(mod)}.{n}", v) for n, v in knobs.items()))
 
-    def forced(self, depth: int, kernel: TileKernel, config: list) -> tuple[int, TileKernel]:
-        """Walk through passes with a single option from `depth` on, appending their knobs to
-        `config`; returns the first depth with a choice to make (or DEPTH) and the kernel there."""
-        while depth < DEPTH:
-            opts = self.options(depth, kernel)
+    def forced(self, pos: Position, config: list) -> Position:
+        """Walk through decisions with a single option from `pos` on, appending their knobs to
+        `config`; returns the first position with a choice to make (or a leaf's)."""
+        while pos.depth < DEPTH:
+            opts = self.options(pos)
             if len(opts) > 1:
                 break
             config.extend(opts[0].knobs)
-            kernel = opts[0].kernel
-            depth += 1
-        return depth, kernel
+            pos = opts[0].after
+        return pos
 
     # -- leaves ------------------------------------------------------------------------------
+    def _walk(self, pick) -> tuple[tuple[int, ...], Leaf]:
+        path, config = [], []
+        pos = self.forced(self.root, config)
+        while pos.depth < DEPTH:
+            opts = self.options(pos)
+            i = pick(len(path), opts)
+            path.append(i)
+            config.extend(opts[i].knobs)
+            pos = self.forced(opts[i].after, config)
+        return tuple(path), Leaf(tuple(config), pos.kernel)
+
     def leaf_of(self, choices) -> Leaf:
         """The leaf reached by picking option index choices[i] at the i-th decision."""
-        config: list = []
-        depth, kernel = self.forced(0, self.root, config)
-        for c in choices:
-            if depth >= DEPTH:
-                raise DeplokitError(f"too many choices for kernel {self.kernel_name}")
-            opt = self.options(depth, kernel)[c]
-            config.extend(opt.knobs)
-            depth, kernel = self.forced(depth + 1, opt.kernel, config)
-        if depth < DEPTH:
-            raise DeplokitError(f"too few choices for kernel {self.kernel_name}")
-        return Leaf(tuple(config), kernel)
+        choices = list(choices)
+
+        def pick(i, opts):
+            if i >= len(choices):
+                raise DeplokitError(f"too few choices for kernel {self.kernel_name}")
+            return choices[i]
+        path, leaf = self._walk(pick)
+        if len(path) != len(choices):
+            raise DeplokitError(f"too many choices for kernel {self.kernel_name}")
+        return leaf
 
     def default_leaf(self) -> Leaf:
         """The passes' own heuristics: option 0 (the default's group) at every decision."""
-        return self.leaf_of(self._default_path())
-
-    def _default_path(self) -> list[int]:
-        path, config = [], []
-        depth, kernel = self.forced(0, self.root, config)
-        while depth < DEPTH:
-            path.append(0)
-            opt = self.options(depth, kernel)[0]
-            depth, kernel = self.forced(depth + 1, opt.kernel, config)
-        return path
+        return self._walk(lambda i, opts: 0)[1]
 
     def random_leaf(self, rng: random.Random) -> tuple[tuple[int, ...], Leaf]:
         """A leaf reached by a uniform choice at every decision, with its choice path."""
-        path, config = [], []
-        depth, kernel = self.forced(0, self.root, config)
-        while depth < DEPTH:
-            opts = self.options(depth, kernel)
-            i = rng.randrange(len(opts))
-            path.append(i)
-            config.extend(opts[i].knobs)
-            depth, kernel = self.forced(depth + 1, opts[i].kernel, config)
-        return tuple(path), Leaf(tuple(config), kernel)
+        return self._walk(lambda i, opts: rng.randrange(len(opts)))
 
     def leaves(self, limit: int | None = None):
         """Every leaf (depth first, defaults first) as (choice path, Leaf); at most `limit`."""
         count = 0
 
-        def visit(depth, kernel, path, config):
+        def visit(pos, path, config):
             nonlocal count
             config = list(config)
-            depth, kernel = self.forced(depth, kernel, config)
-            if depth >= DEPTH:
+            pos = self.forced(pos, config)
+            if pos.depth >= DEPTH:
                 count += 1
-                yield tuple(path), Leaf(tuple(config), kernel)
+                yield tuple(path), Leaf(tuple(config), pos.kernel)
                 return
-            for i, opt in enumerate(self.options(depth, kernel)):
+            for i, opt in enumerate(self.options(pos)):
                 if limit is not None and count >= limit:
                     return
-                yield from visit(depth + 1, opt.kernel, path + [i], config + list(opt.knobs))
-        yield from visit(0, self.root, [], [])
+                yield from visit(opt.after, path + [i], config + list(opt.knobs))
+        yield from visit(self.root, [], [])
 
     def size(self, limit: int = 100_000) -> int:
         """Number of distinct schedules, counted up to `limit`."""
@@ -178,7 +207,7 @@ class KernelSpace:
         n = 1
         for mod in PASSES:
             for k in knobs_of(mod):
-                n *= len(k.domain)
+                n *= 1 if f"{pass_label(mod)}.{k.name}" in self.fixed else len(k.domain)
         return n
 
     def program_with(self, leaf: Leaf) -> TileProgram:

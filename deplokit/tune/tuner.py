@@ -6,7 +6,8 @@
 For each kernel (keyed by its structural hash) the passes' default schedule is evaluated
 first, then the search (SP-MCTS, or random search) spends the rest of `budget` trials. A
 trial found in the cache is read back, never run again, and counts toward the budget, so a
-run interrupted by Ctrl-C resumes where it stopped and a finished run repeats for free.
+run interrupted by Ctrl-C resumes where it stopped and a finished run repeats for free. A
+config that builds a kernel an earlier trial already built takes that trial's cost (no trial).
 `patience`: stop a kernel's search after that many trials without a better one.
 """
 from __future__ import annotations
@@ -42,12 +43,16 @@ class _KernelRun:
         self.space, self.objective, self.cache, self.target = space, objective, cache, target
         self.budget, self.patience, self.history, self.listener = budget, patience, history, listener
         self.costs: dict[tuple, float | None] = {}
+        self.by_kernel: dict[tuple, float | None] = {}     # kernel body -> cost: two configs, one kernel
         self.trials = 0
         self.best: float | None = None
         self.since_best = 0
 
     def __call__(self, leaf, default: bool = False) -> float | None:
         if leaf.config in self.costs:
+            return self.costs[leaf.config]
+        if leaf.kernel.body in self.by_kernel:          # another config already built this kernel
+            self.costs[leaf.config] = self.by_kernel[leaf.kernel.body]
             return self.costs[leaf.config]
         if self.trials >= self.budget or (self.patience and self.since_best >= self.patience):
             raise StopSearch
@@ -66,7 +71,7 @@ class _KernelRun:
             self.best, self.since_best = cost, 0
         else:
             self.since_best += 1
-        self.costs[leaf.config] = cost if ok else None
+        self.costs[leaf.config] = self.by_kernel[leaf.kernel.body] = cost if ok else None
         trial = Trial(len(self.history), leaf.config, cost if ok else None, self.best, ok, error, cached,
                       self.space.kernel_name, default)
         self.history.append(trial)
