@@ -93,3 +93,23 @@ def test_gpu_objective_without_a_gpu_raises_device_unavailable(tmp_path):
         pytest.skip("a GPU is present")
     with pytest.raises(DeviceUnavailableError, match="the gpu objective needs a CUDA device"):
         compiled("softmax").tune(objective="gpu", cache=str(tmp_path / "t.db"))
+
+
+def test_ctrl_c_keeps_finished_trials_and_the_next_run_resumes(capsys, tmp_path, monkeypatch):
+    from deplokit.tune.objective import ModelObjective
+    cache = str(tmp_path / "t.db")
+    real = ModelObjective.__call__
+    calls = []
+
+    def interrupted(self, space, leaf):
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        calls.append(leaf.config)
+        return real(self, space, leaf)
+    monkeypatch.setattr(ModelObjective, "__call__", interrupted)
+    code, out, err = run_cli(capsys, "tune", "-c", SOFTMAX, "--budget", "6", "--cache", cache)
+    assert code == 130 and "interrupted" in err and "Traceback" not in err and out == ""
+    monkeypatch.setattr(ModelObjective, "__call__", real)
+    code, out, err = run_cli(capsys, "tune", "-c", SOFTMAX, "--budget", "6", "--cache", cache)
+    assert code == 0
+    assert "6 trials (3 new, 3 from the cache)" in err
