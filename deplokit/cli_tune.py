@@ -75,8 +75,13 @@ def with_tuned_config(compilation, cache_path=None):
     _warn(notes)
     if not count:
         return compilation
+    try:
+        tuned = compilation.recompile(config)
+    except DeplokitError as e:      # a config the passes no longer accept: the defaults, not a failure
+        _warn([f"not using the tuned configs in {store.path}: {e}"])
+        return compilation
     print(f"using tuned config from {store.path} for {count} kernel{'s' if count != 1 else ''}", file=sys.stderr)
-    return compilation.recompile(config)
+    return tuned
 
 
 def _progress(total: int, verbose: int):

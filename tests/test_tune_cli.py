@@ -113,3 +113,16 @@ def test_ctrl_c_keeps_finished_trials_and_the_next_run_resumes(capsys, tmp_path,
     code, out, err = run_cli(capsys, "tune", "-c", SOFTMAX, "--budget", "6", "--cache", cache)
     assert code == 0
     assert "6 trials (3 new, 3 from the cache)" in err
+
+
+def test_a_stale_cached_config_is_ignored_with_a_warning(capsys, tmp_path):
+    from deplokit.tune.cache import TuneCache
+    from deplokit.tune.space import kernel_spaces
+    from tune_programs import compiled
+    c = compiled("softmax")
+    key = kernel_spaces(c.loop_ir, c.target)[0].key
+    with TuneCache(str(tmp_path / "t.db")) as cache:
+        cache.record(key, "sm_90", "model", {"099_gone.knob": 1}, 1.0, True)
+    code, out, err = run_cli(capsys, "compile", "-c", SOFTMAX, "--cache", str(tmp_path / "t.db"))
+    assert code == 0 and "__global__" in out
+    assert "warning: ignored the cached config of merged_softmax" in err and "using tuned" not in err

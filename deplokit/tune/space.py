@@ -2,11 +2,12 @@
 
 Level i of the tree is pass i (in the order of deplokit/passes/schedule). A node holds the
 kernel as passes 1..i-1 scheduled it; its options are the *distinct* kernels pass i makes
-from it over the cross-product of the pass's knob domains (read from the pass's KNOBS, nowhere
-else; a pass with several knobs decides them one at a time). Knob values the pass's own legality checks turn down or shrink (a Skip, a register
-block halved to fit shared memory, a split count that does not divide K) give a kernel some
-other value gives too, so they are one option, named by the default value when it is among
-them (else the first in domain order). Passes with a single option are walked through
+from it over the cross-product of the pass's knob domains (read from the pass's KNOBS,
+nowhere else; a pass with several knobs decides them one at a time). Knob values the pass's
+own legality checks turn down or shrink (a Skip, a register block halved to fit shared
+memory, a split count that does not divide K) give a kernel some other value gives too, so
+they are one option, named by the default value when it is among them (else the one closest
+to the default). Passes with a single option are walked through
 without a decision. A leaf is a complete schedule; its config names every knob of every pass,
 so `deplokit.compile(..., config=...)` rebuilds exactly that kernel.
 
