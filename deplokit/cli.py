@@ -3,6 +3,9 @@
     deplokit compile -c EXPR | PATH [--ir STAGE] [--target T] [-v|-vv] [-o FILE]
     deplokit run     -c EXPR | PATH [--backend B] [--target T] [--bench] [--profile]
     deplokit bench   --suite llm [--list] [--filter S] [--compile-only]   (cli_bench.py)
+    deplokit tune    -c EXPR | PATH [-v] [--budget N] [--objective model|gpu] [--cache PATH]  (cli_tune.py)
+
+compile and run use the tuned configs the tune cache holds for the program's kernels.
 
 Every DeplokitError is printed as one line, `deplokit: error: <message>`, with exit code 2
 (as argparse does for usage errors). Any other exception is a bug in deplokit and keeps its
@@ -16,7 +19,7 @@ import os
 import sys
 import tempfile
 
-from . import __version__
+from . import __version__, cli_tune
 from .errors import DeplokitError
 
 TRUST_NOTE = ("-c evaluates Python code, with the same trust as running a script: "
@@ -61,11 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"deplokit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def add_source(p):
+    def add_source(p, tuned_cache=True):
         p.add_argument("-c", dest="expr", metavar="EXPR", help=EXPR_HELP)
         p.add_argument("path", nargs="?", metavar="PATH", help=PATH_HELP)
         p.add_argument("--target", choices=list(TARGETS), default="sm_90",
                        help="GPU architecture to compile for (default: %(default)s)")
+        if tuned_cache:
+            p.add_argument("--cache", metavar="PATH", help="read tuned configs from this " + cli_tune.cache_help())
+            p.add_argument("--no-tuned", dest="tuned", action="store_false",
+                           help="ignore the tuned configs in the cache: the passes' default heuristics")
 
     pc = sub.add_parser("compile", help="compile a program and print one of its IRs",
                         description="Compile a program and print one of its IRs.", epilog="Note: " + TRUST_NOTE)
@@ -90,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_bench import add_bench_parser, add_run_args
     add_run_args(pr)
     add_bench_parser(sub, TARGETS)
+    cli_tune.add_parser(sub, add_source)
     return parser
 
 
@@ -114,9 +122,11 @@ def load_program(args, parser):
                         f"or -c EXPR (named models are not available yet)")
 
 
-def compile_program(program, target):
+def compile_program(program, target, tuned=True, cache=None):
+    """Compile; with `tuned`, use the best configs the tune cache holds (cli_tune.py)."""
     from .compilation import compile as dk_compile
-    return dk_compile(program.fn, *program.inputs, target=target)
+    compilation = dk_compile(program.fn, *program.inputs, target=target)
+    return cli_tune.with_tuned_config(compilation, cache) if tuned else compilation
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -209,7 +219,7 @@ def write_atomic(path: str, text: str) -> None:
 
 def cmd_compile(args, parser) -> int:
     program = load_program(args, parser)
-    compilation = compile_program(program, args.target)
+    compilation = compile_program(program, args.target, args.tuned, args.cache)
     if args.verbose >= 2:
         sys.stdout.write(format_trace(compilation, args.ir))
     text = format_ir(compilation, args.ir, args.verbose)
@@ -223,7 +233,7 @@ def cmd_compile(args, parser) -> int:
 
 def cmd_run(args, parser) -> int:
     program = load_program(args, parser)
-    compilation = compile_program(program, args.target)
+    compilation = compile_program(program, args.target, args.tuned, args.cache)
     ran = auto_backend() if args.backend == "auto" else args.backend
     result = compilation.check(backend=ran)
     how = " (auto)" if args.backend == "auto" else ""
@@ -244,6 +254,8 @@ def main(argv=None) -> int:
     except SystemExit as e:   # --help, --version and usage errors
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
+        if hasattr(args, "handler"):
+            return args.handler(args, args.subparser)
         if args.command == "compile":
             return cmd_compile(args, args.subparser)
         if args.command == "bench":

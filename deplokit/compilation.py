@@ -164,6 +164,26 @@ class Compilation:
         self.kernel_ir = annotate_program(self.kernel_ir, result)
         return result
 
+    # -- tuning ---------------------------------------------------------------------------------
+    def recompile(self, config: dict) -> "Compilation":
+        """The same captured program lowered again with scheduling knobs `config` (no new
+        capture): e.g. `c.recompile(c.tune().best_config)`."""
+        import copy
+
+        stages, trace = lower(self.torch_ir, Context(self.target, dict(config or {})))
+        new = copy.copy(self)
+        for stage in STAGES[1:]:
+            setattr(new, "cuda" if stage == "cuda" else f"{stage}_ir", stages[stage])
+        new.trace = trace
+        return new
+
+    def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
+        """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
+        return a deplokit.tune.result.TuneResult; `listener(trial)` is called after each trial;
+        `cache`: a path (default ~/.cache/deplokit/tune.db) or a deplokit.tune.cache.TuneCache."""
+        from .tune.tuner import tune_compilation
+        return tune_compilation(self, budget=budget, objective=objective, listener=listener, cache=cache, **options)
+
     # -- inspection ---------------------------------------------------------------------------
     def ir(self, stage: str):
         if stage not in STAGES:

@@ -13,6 +13,8 @@ class Trial:
     ok: bool
     error: str = ""                         # why the config failed (illegal, nvcc, mismatch)
     cached: bool = False                    # read from the cache, not run again
+    kernel: str = ""                        # the Loop-IR kernel the config schedules ("" for one)
+    default: bool = False                   # the passes' own heuristics
 
 
 @dataclass(frozen=True)
@@ -22,8 +24,29 @@ class TuneResult:
     objective: str                          # gpu | model
     history: tuple[Trial, ...]
     default: Trial | None                   # the passes' own heuristics, for comparison
+    # Each tuned kernel with every kernel of the program that has its structure (tuned once).
+    kernels: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def best(self) -> Trial | None:
         done = [t for t in self.history if t.ok and t.cost_us is not None]
         return min(done, key=lambda t: (t.cost_us, t.index)) if done else None
+
+    def best_for(self, kernel: str) -> Trial | None:
+        done = [t for t in self.history if t.kernel == kernel and t.ok and t.cost_us is not None]
+        return min(done, key=lambda t: (t.cost_us, t.index)) if done else None
+
+    def default_for(self, kernel: str) -> Trial | None:
+        return next((t for t in self.history if t.kernel == kernel and t.default), None)
+
+    @property
+    def best_config(self) -> dict:
+        """The union of every kernel's best config, keyed `kernel:NNN_pass.knob` for each kernel of
+        the program that shares the tuned kernel's structure: pass it to deplokit.compile(config=...)."""
+        out: dict = {}
+        for tuned, names in self.kernels:
+            best = self.best_for(tuned)
+            if best is not None:
+                for name in names:
+                    out.update({f"{name}:{k}": v for k, v in best.config})
+        return out

@@ -1,0 +1,228 @@
+"""The search space of one Loop-IR kernel: the 16 scheduling passes' knobs, as a tree.
+
+Level i of the tree is pass i (in the order of deplokit/passes/schedule). A node holds the
+kernel as passes 1..i-1 scheduled it; its options are the *distinct* kernels pass i makes
+from it over the cross-product of the pass's knob domains (read from the pass's KNOBS,
+nowhere else; a pass with several knobs decides them one at a time). Knob values the pass's
+own legality checks turn down or shrink (a Skip, a register block halved to fit shared
+memory, a split count that does not divide K) give a kernel some other value gives too, so
+they are one option, named by the default value when it is among them (else the one closest
+to the default). Passes with a single option are walked through
+without a decision. A leaf is a complete schedule; its config names every knob of every pass,
+so `deplokit.compile(..., config=...)` rebuilds exactly that kernel.
+
+    space = KernelSpace(loop_program, "merged_rms_norm", target)
+    space.size()                  # number of distinct schedules (leaves)
+    leaf = space.default_leaf()   # the passes' own heuristics
+    leaf.config                   # (("001_tileify..."...), ...) knob -> value
+"""
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+
+from ..errors import DeplokitError
+from ..ir.loop_ir import LoopProgram
+from ..ir.structural import structural_hash
+from ..ir.tile_ir import TileKernel, TileProgram
+from ..passes.schedule import PASSES, _apply, initial, knobs_of, pass_label, resolve_knobs
+
+DEPTH = len(PASSES)
+
+
+@dataclass(frozen=True)
+class Position:
+    """A node of the tree: passes 1..depth scheduled `kernel`; of pass depth+1's knobs, those
+    in `partial` (short name -> value) are decided, the next one is to decide."""
+    depth: int
+    kernel: TileKernel
+    partial: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One distinct choice at a position: the knob value(s) that name it, where it leads, and
+    how many knob combinations it stands for."""
+    knobs: tuple[tuple[str, object], ...]      # ("005_blockify_launch.block_threads", 128)
+    after: Position
+    combinations: int = 1
+
+
+@dataclass(frozen=True)
+class Leaf:
+    config: tuple[tuple[str, object], ...]     # every knob of every pass, in pass order
+    kernel: TileKernel                         # the scheduled Tile-IR kernel
+
+    def config_for(self, kernel_name: str) -> dict:
+        """The config keyed for one kernel of a program: {"name:NNN_pass.knob": value}."""
+        return {f"{kernel_name}:{k}": v for k, v in self.config}
+
+
+class KernelSpace:
+    """The knob tree of kernel `kernel_name` of `program` (Loop IR) for `target`.
+
+    A pass with several knobs (008: tm, tn, layout) is one decision per knob, in declaration
+    order, so the search learns about each knob separately: values of a knob that lead to the
+    same kernels whatever the later knobs are merged; the last knob's values are merged when
+    they give the same kernel."""
+
+    def __init__(self, program: LoopProgram, kernel_name: str, target, fixed: dict | None = None):
+        self.program = initial(program)
+        self.fixed = dict(fixed or {})      # "NNN_pass.knob" -> value: knobs held out of the search
+        self.kernel_name = kernel_name
+        self.target = target
+        self.types = self.program.types()
+        self.root = Position(0, self.program.kernel(kernel_name))
+        self.key = structural_hash(program.kernel(kernel_name), program.types())
+        self._results: dict[tuple[int, TileKernel], list] = {}
+        self._options: dict[Position, tuple[Option, ...]] = {}
+
+    # -- the tree --------------------------------------------------------------------------
+    def results(self, depth: int, kernel: TileKernel) -> list:
+        """[(knob combination, kernel after pass `depth` or None if refused)] over the pass's
+        domains, the default first and then by how few knobs differ from it; memoised."""
+        memo = (depth, kernel)
+        if memo not in self._results:
+            mod = PASSES[depth]
+            label, knobs = pass_label(mod), knobs_of(mod)
+            default = resolve_knobs(mod, kernel, self.target, {})
+            default.update({n: self.fixed[f"{label}.{n}"] for n in default if f"{label}.{n}" in self.fixed})
+            domains = [(self.fixed[f"{label}.{k.name}"],) if f"{label}.{k.name}" in self.fixed else k.domain
+                       for k in knobs]
+            combos = [dict(zip((k.name for k in knobs), values)) for values in itertools.product(*domains)]
+            order = sorted(range(len(combos)), key=lambda i: (sum(combos[i][n] != v for n, v in default.items()), i))
+            out = [(combos[i], self._run(mod, kernel, combos[i])) for i in order]
+            if all(after is None for _, after in out):
+                raise DeplokitError(f"pass {label} refuses every knob value on kernel {kernel.name}")
+            self._results[memo] = out
+        return self._results[memo]
+
+    def options(self, pos: Position) -> tuple[Option, ...]:
+        """The distinct choices at `pos`; memoised."""
+        if pos not in self._options:
+            self._options[pos] = self._expand(pos)
+        return self._options[pos]
+
+    def _expand(self, pos: Position) -> tuple[Option, ...]:
+        mod = PASSES[pos.depth]
+        label, knobs = pass_label(mod), knobs_of(mod)
+        decided = dict(pos.partial)
+        consistent = [(c, after) for c, after in self.results(pos.depth, pos.kernel)
+                      if after is not None and all(c[n] == v for n, v in decided.items())]
+        j = len(pos.partial)
+        groups: dict = {}
+        if j >= len(knobs) - 1:             # the last knob (or none): one option per distinct kernel
+            for combo, after in consistent:
+                value = ((knobs[j].name, combo[knobs[j].name]),) if knobs else ()
+                groups.setdefault(after.body, [value, Position(pos.depth + 1, after), 0])[2] += 1
+        else:                               # an earlier knob: values alike in every completion merge
+            name = knobs[j].name
+            values = list(dict.fromkeys(c[name] for c, _ in consistent))
+            for v in values:
+                outcome = tuple(after.body for c, after in consistent if c[name] == v)
+                groups.setdefault(outcome, [((name, v),), Position(pos.depth, pos.kernel, pos.partial + ((name, v),)),
+                                            0])[2] += 1
+        return tuple(Option(tuple((f"{label}.{n}", v) for n, v in value), after, count)
+                     for value, after, count in groups.values())
+
+    def _run(self, mod, kernel: TileKernel, knobs: dict) -> TileKernel | None:
+        from ..passes.schedule.knobs import Skip
+        try:
+            result = _apply(mod, kernel, self.target, knobs, self.types)
+        except DeplokitError:
+            return None         # a pass refusing a value outright: not part of the space
+        if isinstance(result, Skip):
+            return kernel
+        return TileKernel(result.name, result.outputs, result.body,
+                          result.knobs + tuple((f"{pass_label(mod)}.{n}", v) for n, v in knobs.items()))
+
+    def forced(self, pos: Position, config: list) -> Position:
+        """Walk through decisions with a single option from `pos` on, appending their knobs to
+        `config`; returns the first position with a choice to make (or a leaf's)."""
+        while pos.depth < DEPTH:
+            opts = self.options(pos)
+            if len(opts) > 1:
+                break
+            config.extend(opts[0].knobs)
+            pos = opts[0].after
+        return pos
+
+    # -- leaves ------------------------------------------------------------------------------
+    def _walk(self, pick) -> tuple[tuple[int, ...], Leaf]:
+        path, config = [], []
+        pos = self.forced(self.root, config)
+        while pos.depth < DEPTH:
+            opts = self.options(pos)
+            i = pick(len(path), opts)
+            path.append(i)
+            config.extend(opts[i].knobs)
+            pos = self.forced(opts[i].after, config)
+        return tuple(path), Leaf(tuple(config), pos.kernel)
+
+    def leaf_of(self, choices) -> Leaf:
+        """The leaf reached by picking option index choices[i] at the i-th decision."""
+        choices = list(choices)
+
+        def pick(i, opts):
+            if i >= len(choices):
+                raise DeplokitError(f"too few choices for kernel {self.kernel_name}")
+            return choices[i]
+        path, leaf = self._walk(pick)
+        if len(path) != len(choices):
+            raise DeplokitError(f"too many choices for kernel {self.kernel_name}")
+        return leaf
+
+    def default_leaf(self) -> Leaf:
+        """The passes' own heuristics: option 0 (the default's group) at every decision."""
+        return self._walk(lambda i, opts: 0)[1]
+
+    def random_leaf(self, rng: random.Random) -> tuple[tuple[int, ...], Leaf]:
+        """A leaf reached by a uniform choice at every decision, with its choice path."""
+        return self._walk(lambda i, opts: rng.randrange(len(opts)))
+
+    def leaves(self, limit: int | None = None):
+        """Every leaf (depth first, defaults first) as (choice path, Leaf); at most `limit`."""
+        count = 0
+
+        def visit(pos, path, config):
+            nonlocal count
+            config = list(config)
+            pos = self.forced(pos, config)
+            if pos.depth >= DEPTH:
+                count += 1
+                yield tuple(path), Leaf(tuple(config), pos.kernel)
+                return
+            for i, opt in enumerate(self.options(pos)):
+                if limit is not None and count >= limit:
+                    return
+                yield from visit(opt.after, path + [i], config + list(opt.knobs))
+        yield from visit(self.root, [], [])
+
+    def size(self, limit: int = 100_000) -> int:
+        """Number of distinct schedules, counted up to `limit`."""
+        return sum(1 for _ in self.leaves(limit))
+
+    def knob_count(self) -> int:
+        """Knob combinations before pruning: the raw cross-product of every pass's domains."""
+        n = 1
+        for mod in PASSES:
+            for k in knobs_of(mod):
+                n *= 1 if f"{pass_label(mod)}.{k.name}" in self.fixed else len(k.domain)
+        return n
+
+    def program_with(self, leaf: Leaf) -> TileProgram:
+        """A Tile program holding only this kernel, scheduled as `leaf` (to materialise it)."""
+        return TileProgram(self.program.buffers, self.program.written, (leaf.kernel,), self.program.outputs)
+
+
+def kernel_spaces(program: LoopProgram, target) -> list[KernelSpace]:
+    """One space per structurally distinct kernel of `program`, in launch order: kernels equal up
+    to tensor names (28 identical decoder layers) are tuned once."""
+    seen, out = set(), []
+    for k in program.kernels:
+        space = KernelSpace(program, k.name, target)
+        if space.key not in seen:
+            seen.add(space.key)
+            out.append(space)
+    return out
