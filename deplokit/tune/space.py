@@ -26,7 +26,7 @@ from ..errors import DeplokitError
 from ..ir.loop_ir import LoopProgram
 from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
-from ..passes.schedule import PASSES, _apply, initial, knobs_of, pass_label, resolve_knobs
+from ..passes.schedule import PASSES, apply_pass, initial, knobs_of, pass_label, resolve_knobs
 
 DEPTH = len(PASSES)
 
@@ -129,13 +129,10 @@ class KernelSpace:
     def _run(self, mod, kernel: TileKernel, knobs: dict) -> TileKernel | None:
         from ..passes.schedule.knobs import Skip
         try:
-            result = _apply(mod, kernel, self.target, knobs, self.types)
+            result, _ = apply_pass(mod, kernel, self.target, knobs, self.types)
         except DeplokitError:
             return None         # a pass refusing a value outright: not part of the space
-        if isinstance(result, Skip):
-            return kernel
-        return TileKernel(result.name, result.outputs, result.body,
-                          result.knobs + tuple((f"{pass_label(mod)}.{n}", v) for n, v in knobs.items()))
+        return kernel if isinstance(result, Skip) else result
 
     def forced(self, pos: Position, config: list) -> Position:
         """Walk through decisions with a single option from `pos` on, appending their knobs to

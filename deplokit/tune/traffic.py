@@ -74,6 +74,7 @@ class _Counter:
         self.wavefronts = self.barriers = self.atomics = 0.0
         self.stage_bytes = 0
         self.pipelined = False
+        self.vector = 1             # elements per access inside a vector loop
 
     # -- helpers -----------------------------------------------------------------------------
     def _env(self, env: dict, e) -> dict:
@@ -90,7 +91,8 @@ class _Counter:
         flat = np.int64(0)
         for e, stride in zip(index, _strides(t.shape)):
             flat = flat + evaluate(e, self._env(env, e)) * stride
-        words = np.broadcast_to(np.asarray(flat, dtype=np.int64), (lanes,))
+        flat = np.asarray(flat, dtype=np.int64)     # (lanes,), or (4, lanes) inside a vector loop
+        words = np.broadcast_to(flat, np.broadcast_shapes(flat.shape, (lanes,))).ravel()
         distinct = np.unique(words)
         return len(distinct) * size, len(np.unique(distinct * size // SECTOR))
 
@@ -100,7 +102,14 @@ class _Counter:
         per_warp = per_block * self.warps
         per_thread = per_block * self.threads
         for s in body:
-            if isinstance(s, Loop):
+            if isinstance(s, Loop) and s.kind == "vector":
+                # 005's float4 loop: one 16-byte access per lane covers all its elements, so
+                # a warp's access spans every value of the vector variable at once; its
+                # arithmetic still runs once per element.
+                self.vector = s.extent
+                self.visit(s.body, mult, {**env, s.var: np.arange(s.extent, dtype=np.int64)[:, None]})
+                self.vector = 1
+            elif isinstance(s, Loop):
                 self.visit(s.body, mult * s.extent, {**env, s.var: np.int64(0)})
             elif isinstance(s, StridedLoop):
                 start = evaluate(s.start, self._env(env, s.start))
@@ -135,9 +144,9 @@ class _Counter:
             elif isinstance(s, (Compute, Accumulate)):
                 op = s.op if isinstance(s, Compute) else "add"
                 slow = 4 if op in SLOW_OPS else 1
-                self.flops += per_thread
-                self.fp += per_warp * slow
-                self.instr += per_warp
+                self.flops += per_thread * self.vector
+                self.fp += per_warp * slow * self.vector
+                self.instr += per_warp * self.vector
 
     def _global(self, tensor, index, env, per_warp) -> None:
         self.touched.add(tensor)

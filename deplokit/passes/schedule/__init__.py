@@ -21,7 +21,6 @@ The order lives here, in one flat list, as in the article:
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 
@@ -74,6 +73,21 @@ def _apply(mod, kernel: TileKernel, target, knobs: dict, types: dict):
     return mod.apply(kernel, target, knobs)
 
 
+def apply_pass(mod, kernel: TileKernel, target, knobs: dict, types: dict) -> tuple[TileKernel | Skip, str]:
+    """One pass on one kernel, as the schedule and the tuner's search space both run it:
+    the rewritten kernel (its locals kept, the knob values it ran with recorded in
+    `knobs`) or Skip, and a note on a choice the pass declined ('' if none)."""
+    result = _apply(mod, kernel, target, knobs, types)
+    if isinstance(result, Skip):
+        return result, ""
+    note = ""
+    if isinstance(result, Noted):          # applied, declining part of what a knob asked
+        result, note = result.kernel, result.note
+    label = pass_label(mod)
+    return TileKernel(result.name, result.outputs, result.body,
+                      result.knobs + tuple((f"{label}.{n}", v) for n, v in knobs.items()), kernel.locals), note
+
+
 def initial(program: LoopProgram) -> TileProgram:
     """Loop IR as Tile IR before any pass: each kernel one thread of one block."""
     return TileProgram(program.buffers, program.written,
@@ -91,22 +105,14 @@ def schedule(program: LoopProgram, ctx):
         kernels, params, reasons, notes = [], [], [], []
         for k in current.kernels:
             knobs = resolve_knobs(mod, k, ctx.target, ctx.config)
-            result = _apply(mod, k, ctx.target, knobs, current.types())
+            result, note = apply_pass(mod, k, ctx.target, knobs, current.types())
             if isinstance(result, Skip):
                 reasons.append(f"{k.name}: {result.reason}")
                 kernels.append(k)
                 continue
-            if isinstance(result, Noted):          # applied, declining part of what a knob asked
-                notes.append(f"{k.name}: {result.note}")
-                result = result.kernel
-            if result.locals != k.locals:   # a pass rebuilds the kernel; its locals stay
-                result = dataclasses.replace(result, locals=k.locals)
-            if knobs:
-                result = TileKernel(result.name, result.outputs, result.body,
-                                    result.knobs + tuple((f"{label}.{n}", v) for n, v in knobs.items()), k.locals)
-                params.append((k.name, tuple(knobs.items())))
-            else:
-                params.append((k.name, ()))
+            if note:
+                notes.append(f"{k.name}: {note}")
+            params.append((k.name, tuple(knobs.items())))
             kernels.append(result)
         after = TileProgram(current.buffers, current.written, tuple(kernels), current.outputs)
         changed = after != current
