@@ -33,6 +33,9 @@ class CheckResult:
 
 class Compilation:
     def __init__(self, source, example_inputs, target, captured, stages, trace):
+        # With dedup, tile/kernel/cuda hold each unique kernel once; `launches` lists the
+        # kernel each Loop-IR kernel runs (passes/dedup.py). () without dedup.
+        self.launches = stages.get("launches", ())
         self.source = source
         self.example_inputs = tuple(example_inputs)
         self.target = target
@@ -53,6 +56,7 @@ class Compilation:
         like eager's output."""
         if backend not in BACKENDS:
             raise ExecutionError(f"unknown backend {backend!r}; supported: {', '.join(BACKENDS)}")
+        self._require_weights()
         env = dict(self.values)
         env.update(self._bind(inputs))
         return self._wrap(self._execute(backend, env))
@@ -66,9 +70,26 @@ class Compilation:
         if backend == "loop":
             return run_loop_ir(self.loop_ir, env)
         from .runtime.sim import simulate_program
-        if kernel_ir is not None:   # an intermediate schedule: blocks may exceed a GPU's limit
-            return simulate_program(kernel_ir, env)
-        return simulate_program(self.kernel_ir, env, max_block_threads=1024)
+        # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
+        program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
+        if self.launches:
+            from .runtime.launches import simulate_launches
+            loop = self.loop_ir
+            return simulate_launches(program, self.launches, loop.buffers, loop.written, loop.outputs, env,
+                                     max_block_threads=limit)
+        return simulate_program(program, env, max_block_threads=limit)
+
+    @property
+    def missing_weights(self) -> tuple[str, ...]:
+        """Parameters captured without values (weights on the meta device): compile-only."""
+        return tuple(b.name for b in self.torch_ir.buffers if b.kind == "param" and b.name not in self.values)
+
+    def _require_weights(self) -> None:
+        missing = self.missing_weights
+        if missing:
+            raise ExecutionError(
+                f"this compilation has no weights ({len(missing)} parameters on the meta device, e.g. {missing[0]}): "
+                "it is compile-only; build the model with real weights to run it")
 
     def _wrap(self, outs):
         tensors = [torch.from_numpy(np.array(o, copy=True, order="C")) for o in outs]
@@ -94,6 +115,7 @@ class Compilation:
     def check(self, *inputs, backend: str = "auto", rtol: float = 1e-4, atol: float = 1e-5) -> CheckResult:
         """Run and compare with torch eager on the same inputs (the example inputs by default)."""
         inputs = inputs or self.example_inputs
+        self._require_weights()
         return _compare(self._eager(inputs), self.run(*inputs, backend=backend), backend, rtol, atol)
 
     def _eager(self, inputs):
@@ -106,6 +128,7 @@ class Compilation:
         from .passes.lower.materialize import materialize
 
         inputs = inputs or self.example_inputs
+        self._require_weights()
         expected = self._eager(inputs)
         env = dict(self.values)
         env.update(self._bind(inputs))
@@ -182,10 +205,16 @@ def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResu
     return CheckResult(backend, max_abs, max_rel, ok, rtol, atol)
 
 
-def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None) -> Compilation:
+def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None,
+            dedup: bool = False) -> Compilation:
     """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
-    overrides scheduling knobs: {"005_blockify_launch.block_threads": 128, ...}."""
+    overrides scheduling knobs: {"005_blockify_launch.block_threads": 128, ...}. A
+    transformers causal LM (LlamaForCausalLM, ...) is compiled as input_ids -> logits.
+    `dedup` schedules, materialises and renders each structurally unique kernel once."""
+    from .frontend import hf
+    if hf.is_causal_lm(module_or_fn):
+        module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs)
-    stages, trace = lower(captured.program, Context(tgt, dict(config or {})))
+    stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=dedup)
     return Compilation(module_or_fn, example_inputs, tgt, captured, stages, trace)
