@@ -156,6 +156,11 @@ class Compilation:
         return result
 
     # -- inspection ---------------------------------------------------------------------------
+    def inventory(self):
+        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/inventory.py)."""
+        from .inventory import inventory
+        return inventory(self.loop_ir, self.launches)
+
     def ir(self, stage: str):
         if stage not in STAGES:
             raise ExecutionError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")

@@ -10,7 +10,7 @@ from ...ir.loop_ir import LoopProgram
 from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
 from ...ir.types import Buffer
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise
-from .guard import judge
+from .guard import compounding_copies, judge
 
 
 def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]]:
@@ -22,6 +22,7 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
     decisions: list[str] = []
     built: dict[str, BuiltKernel] = {}
     consumers: dict[str, list[str]] = {}
+    producers = {n.name: tuple(n.inputs()) for n in program.nodes}
     for n in program.nodes:
         for i in n.inputs():
             consumers.setdefault(i, []).append(n.name)
@@ -66,6 +67,11 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
                 seen[red] = built[root].kernel.name
             if changed:
                 break
+        if changed:
+            continue
+        for node, reason in compounding_copies({r: bk.inlined for r, bk in built.items()}, producers, stored, order):
+            materialise(node, reason)
+            changed = True
 
     roots = sorted(built, key=order.__getitem__)
     for root in roots:
