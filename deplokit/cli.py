@@ -245,7 +245,12 @@ def format_model_inventory(program, compilation) -> str:
 
 
 def cmd_run(args, parser) -> int:
+    from .errors import ExecutionError
+    from .frontend.models import ModelProgram
     program = load_program(args, parser)
+    if isinstance(program, ModelProgram) and not program.with_weights:
+        raise ExecutionError(f"{program.preset.name} is built with its weights on the meta device: it is "
+                             "compile-only (deplokit compile MODEL); run a model file with real weights instead")
     compilation = compile_program(program, args.target)
     ran = auto_backend() if args.backend == "auto" else args.backend
     result = compilation.check(backend=ran)

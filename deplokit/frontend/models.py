@@ -70,22 +70,23 @@ def build(name_or_preset, seq: int = DEFAULT_SEQ, layer: int | None = None, *, b
     preset = name_or_preset if isinstance(name_or_preset, ModelPreset) else resolve(name_or_preset)
     if seq < 1:
         raise UnknownModelError(f"--seq must be at least 1, got {seq}")
+    use_hf = backend == "transformers" or (backend == "auto" and hf.available())
+    config = None
+    if use_hf:   # a local config.json may differ from the preset: its sizes rule
+        config = hf.config_from_preset(preset)
+        preset = replace(preset, layers=config.num_hidden_layers, hidden=config.hidden_size)
     if layer is not None and not 0 <= layer < preset.layers:
         raise UnknownModelError(f"--layer {layer} is out of range: {preset.name} has layers 0..{preset.layers - 1}")
-    use_hf = backend == "transformers" or (backend == "auto" and hf.available())
-    ctx = contextlib.nullcontext() if weights else params_on_meta()
-    with ctx:
-        if use_hf:
-            lm = hf.build_causal_lm(hf.config_from_preset(preset), preset.arch)
-        else:
-            lm = CausalLM(preset).eval()
+    with contextlib.nullcontext() if weights else params_on_meta():
+        lm = hf.build_causal_lm(config, preset.arch) if use_hf else CausalLM(preset).eval()
     if layer is None:
         module = hf.LogitsOnly(lm) if use_hf else lm
         inputs = (torch.zeros(1, seq, dtype=torch.int64),)
         names = ("input_ids",)
     else:
         module = hf.DecoderLayerOnly(lm, layer) if use_hf else LayerOnly(lm, layer)
-        inputs = (torch.zeros(1, seq, preset.hidden),)
+        # on meta with the weights: a layer has no embedding to carry its activations there
+        inputs = (torch.zeros(1, seq, preset.hidden, device="cpu" if weights else "meta"),)
         names = ("hidden_states",)
     what = f"{preset.name} ({'transformers' if use_hf else 'plain torch'}"
     what += ", random weights)" if weights else ", weights on meta)"
@@ -108,11 +109,12 @@ class RotaryEmbedding(nn.Module):
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
-    def forward(self, seq: int):
-        """cos, sin of shape (seq, head_dim): depend only on the length, so capture folds them."""
-        freqs = torch.arange(seq, dtype=torch.float32)[:, None] * self.inv_freq[None, :]
+    def forward(self, x):
+        """cos, sin of shape (seq, head_dim) for x (batch, seq, ...): they depend only on
+        the length, so capture folds them. Made on x's device (meta when the weights are)."""
+        freqs = torch.arange(x.shape[1], dtype=torch.float32)[:, None] * self.inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos(), emb.sin()
+        return emb.cos().to(x.device), emb.sin().to(x.device)
 
 
 def rotate_half(x):
@@ -174,7 +176,7 @@ class Decoder(nn.Module):
 
     def forward(self, input_ids):
         x = self.embed_tokens(input_ids)
-        cos, sin = self.rotary_emb(input_ids.shape[1])
+        cos, sin = self.rotary_emb(x)
         for layer in self.layers:
             x = layer(x, cos, sin)
         return self.norm(x)
@@ -203,5 +205,5 @@ class LayerOnly(nn.Module):
         self.rotary_emb = lm.model.rotary_emb
 
     def forward(self, hidden_states):
-        cos, sin = self.rotary_emb(hidden_states.shape[1])
+        cos, sin = self.rotary_emb(hidden_states)
         return self.layer(hidden_states, cos, sin)
