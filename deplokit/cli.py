@@ -114,9 +114,9 @@ def load_program(args, parser):
         return load_file(path)
     if os.path.exists(path):
         raise DeplokitError(f"{path} is not a file")
-    if path.endswith(".py"):
+    if path.endswith(".py") or path.startswith((".", os.sep)) or path.count("/") > 1:
         raise DeplokitError(f"no such file: {path}")
-    return load_model(path, args)
+    return load_model(path, args)   # ORG/NAME or NAME: a built-in preset
 
 
 def load_model(name: str, args):

@@ -42,7 +42,7 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
             try:
                 bk = KernelBuilder(nodes, stored, root).build(shapes)
             except NeedMaterialise as e:
-                node = _promote(e.node, program, consumers) if e.nested else e.node
+                node = _promote(e.node, program, consumers, nodes) if e.nested else e.node
                 reason = e.reason if node == e.node else f"{e.reason}; storing {node}"
                 materialise(node, reason)
                 changed = True
@@ -85,11 +85,10 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
     return loop, tuple(decisions)
 
 
-def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]]) -> str:
+def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]], nodes: dict) -> str:
     """A nested reduction is stored where its Torch-IR op's result is (`linear`, not the
     keepdim `red`): follow the single-consumer chain of same-size pointwise and index-map
     nodes until a node that holds an op's result."""
-    nodes = {n.name: n for n in program.nodes}
     node = red
     while node not in program.op_results and node not in program.outputs:
         users = consumers.get(node, [])
