@@ -193,14 +193,15 @@ def _aten_key(target) -> str:
 
 
 def _module_path(node) -> str:
-    """`, in model.layers.3.mlp`: the innermost module the node was traced in (fx keeps the
+    """`, in model.layers.3.mlp (LlamaMLP)`: the innermost module the node was traced in (fx keeps the
     stack in node.meta["nn_module_stack"]), or "" at the top level."""
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
         return ""
-    path = list(stack.values())[-1][0]
+    path, kind = list(stack.values())[-1][:2]
     path = path.removeprefix("L['self'].").removeprefix("L__self__.")
-    return f", in {path}" if path and path != "L['self']" else ""
+    kind = getattr(kind, "__name__", str(kind)).rsplit(".", 1)[-1].strip("'>")
+    return f", in {path} ({kind})" if path and path != "L['self']" else ""
 
 
 def _is_random(key: str) -> bool:
