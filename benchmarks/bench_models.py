@@ -1,5 +1,6 @@
 """Whole models compiled by name to CUDA on this machine: TinyLlama-1.1B and Qwen2.5-7B at
-seq 128, weights on the meta device, identical layers compiled once. Each run is a fresh
+seq 128, weights on the meta device, one decoder layer traced and stitched, identical
+kernels compiled once (what `deplokit compile MODEL` does). Each run is a fresh
 subprocess, so its peak memory (ru_maxrss) is its own. Prints figures; asserts nothing
 about speed (run: make bench; targets: Qwen2.5-7B <= 20 s and <= 4 GiB).
 
@@ -21,12 +22,12 @@ MODELS = ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "Qwen/Qwen2.5-7B")
 CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
-import deplokit
+from deplokit.compilation import compile_model
 from deplokit.frontend import models
 t1 = time.perf_counter()
 program = models.build(sys.argv[1], seq=int(sys.argv[2]))
 t2 = time.perf_counter()
-c = deplokit.compile(program.fn, *program.inputs, dedup=True)
+c = compile_model(program)
 text = str(c.cuda)
 t3 = time.perf_counter()
 entries = c.inventory()

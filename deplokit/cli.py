@@ -128,9 +128,11 @@ def load_model(name: str, args):
 
 def compile_program(program, target):
     from .compilation import compile as dk_compile
+    from .compilation import compile_model
     from .frontend.models import ModelProgram
-    # A model's identical layers compile once: each unique kernel is scheduled and rendered once.
-    return dk_compile(program.fn, *program.inputs, target=target, dedup=isinstance(program, ModelProgram))
+    if isinstance(program, ModelProgram):   # one layer traced, identical kernels compiled once
+        return compile_model(program, target=target)
+    return dk_compile(program.fn, *program.inputs, target=target)
 
 
 # -- commands -----------------------------------------------------------------------------------

@@ -223,3 +223,12 @@ def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict |
     captured = capture(module_or_fn, example_inputs)
     stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=dedup)
     return Compilation(module_or_fn, example_inputs, tgt, captured, stages, trace)
+
+
+def compile_model(program, target: str = "sm_90", config: dict | None = None) -> Compilation:
+    """A model built by name (frontend/models.build): one decoder layer is traced and
+    stitched N times (frontend/stitch.py), and identical kernels compile once (dedup)."""
+    tgt = get_target(target)
+    captured = program.capture()
+    stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=True)
+    return Compilation(program.fn, program.inputs, tgt, captured, stages, trace)

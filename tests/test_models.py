@@ -8,6 +8,7 @@ import torch
 
 import deplokit
 from deplokit.cli import main
+from deplokit.compilation import compile_model
 from deplokit.errors import ExecutionError, UnknownModelError, UnsupportedOpError
 from deplokit.frontend import hf, models
 from deplokit.frontend.presets import PRESETS
@@ -192,7 +193,7 @@ def test_cli_rejects_model_flags_for_expressions(capsys):
 def test_qwen_7b_compiles_to_cuda_without_its_weights():
     """The full Qwen2.5-7B at seq 128: 28 layers, each kernel rendered once (~10 s)."""
     program = models.build(QWEN, seq=128)
-    c = deplokit.compile(program.fn, *program.inputs, dedup=True)
+    c = compile_model(program)
     entries = c.inventory()
     assert len(entries) <= 20 and sum(e.launches for e in entries) == len(c.loop_ir.kernels) >= 28 * 12
     assert str(c.cuda).count("__global__") == len(c.kernel_ir.kernels)
@@ -226,3 +227,21 @@ def test_every_pass_checks_out_on_a_deduplicated_model():
     c = deplokit.compile(model, ids, dedup=True)
     checks = c.check_passes()
     assert len(checks) == 16 and all(p.result.ok for p in checks), [str(p) for p in checks]
+
+
+@pytest.mark.parametrize("backend", ["transformers", "plain"])
+def test_one_layer_traced_and_stitched_matches_transformers(backend):
+    """compile_model (the CLI's path) traces one decoder layer and stitches it N times;
+    the logits are those of the whole model (eager transformers' on the same weights)."""
+    preset = models.tiny(PRESETS[QWEN], layers=3)
+    built = models.build(preset, seq=6, backend=backend, weights=True)
+    ids = torch.randint(0, preset.vocab, (1, 6))
+    program = models.ModelProgram(built.fn, (ids,), built.names, built.source, preset, True, built.lm,
+                                  built.layer_module)
+    c = compile_model(program)
+    ops = [op.name for op in c.torch_ir.ops]
+    assert sum(name.startswith("layer2_") for name in ops) == sum(name.startswith("layer0_") for name in ops) > 10
+    assert {b.name for b in c.torch_ir.buffers if b.kind == "param"} == {
+        "p_" + n.replace(".", "_") for n, _ in built.lm.named_parameters()}
+    assert len(c.kernel_ir.kernels) < len(c.loop_ir.kernels)
+    torch.testing.assert_close(c.run(ids, backend="sim"), built.fn(ids), rtol=1e-4, atol=1e-5)

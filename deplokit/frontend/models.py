@@ -31,6 +31,18 @@ class ModelProgram:
     source: str                 # e.g. "Qwen/Qwen2.5-7B (transformers, weights on meta) seq 128"
     preset: ModelPreset
     with_weights: bool
+    lm: nn.Module | None = None         # the whole model (for capture one layer at a time)
+    layer_module: object = None         # (lm, i) -> layer i as forward(hidden_states)
+    layer: int | None = None            # compile this layer alone
+
+    def capture(self):
+        """Captured program: a layer alone, or the whole model with ONE layer traced and
+        stitched N times (stitch.py)."""
+        from .capture import capture
+        from .stitch import capture_layers
+        if self.layer is not None:
+            return capture(self.fn, self.inputs)
+        return capture_layers(self.lm, self.layer_module, self.inputs[0])
 
 
 def resolve(name: str) -> ModelPreset:
@@ -91,7 +103,8 @@ def build(name_or_preset, seq: int = DEFAULT_SEQ, layer: int | None = None, *, b
     what = f"{preset.name} ({'transformers' if use_hf else 'plain torch'}"
     what += ", random weights)" if weights else ", weights on meta)"
     what += f" seq {seq}" + (f" layer {layer}" if layer is not None else "")
-    return ModelProgram(module.eval(), inputs, names, what, preset, weights)
+    return ModelProgram(module.eval(), inputs, names, what, preset, weights, lm,
+                        hf.DecoderLayerOnly if use_hf else LayerOnly, layer)
 
 
 def tiny(preset: ModelPreset, **sizes) -> ModelPreset:
