@@ -14,6 +14,7 @@ from deplokit.frontend import hf, models
 from deplokit.frontend.presets import PRESETS
 from deplokit.inventory import format_inventory, inventory, kernel_bytes, kernel_flops
 from deplokit.runtime.device import gpu_available
+from deplokit.runtime.nvcc import nvcc_available
 
 transformers = pytest.importorskip("transformers")
 
@@ -245,3 +246,12 @@ def test_one_layer_traced_and_stitched_matches_transformers(backend):
         "p_" + n.replace(".", "_") for n, _ in built.lm.named_parameters()}
     assert len(c.kernel_ir.kernels) < len(c.loop_ir.kernels)
     torch.testing.assert_close(c.run(ids, backend="sim"), built.fn(ids), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+@pytest.mark.parametrize("name, arch", [(TINYLLAMA, "sm_80"), (QWEN, "sm_90")])
+def test_model_translation_unit_compiles_with_nvcc(name, arch):
+    """The whole model's CUDA is one translation unit nvcc compiles, without spills."""
+    c = compile_model(models.build(name, seq=32), target=arch)
+    c.nvcc()
+    assert all(k.registers is not None and k.spills == 0 for k in c.kernel_ir.kernels)
