@@ -255,3 +255,13 @@ def test_model_translation_unit_compiles_with_nvcc(name, arch):
     c = compile_model(models.build(name, seq=32), target=arch)
     c.nvcc()
     assert all(k.registers is not None and k.spills == 0 for k in c.kernel_ir.kernels)
+
+
+def test_without_transformers_the_plain_module_is_used(monkeypatch):
+    monkeypatch.setattr(hf, "available", lambda: False)
+    program = models.build(QWEN, seq=4, layer=0)
+    assert isinstance(program.fn, models.LayerOnly) and "plain torch" in program.source
+    assert program.fn.layer.self_attn.q_proj.bias is not None          # Qwen2's q/k/v bias
+    assert program.fn.layer.self_attn.q_proj.weight.shape == (3584, 3584)
+    c = compile_model(program)
+    assert c.loop_ir.types()[c.loop_ir.outputs[0]].shape == (1, 4, 3584)

@@ -31,8 +31,8 @@ class Launch:
 
 def dedup(program: LoopProgram) -> tuple[LoopProgram, tuple[Launch, ...], tuple[str, ...]]:
     """(the program restricted to its unique kernels, one Launch per kernel in launch order,
-    notes for the trace). A kernel writing a program output stays unique to its launch only
-    if its structure is new; outputs of the restricted program are those its kernels write."""
+    notes for the trace). The restricted program's buffers and outputs are those its
+    kernels touch; the launches reach every other tensor through their bindings."""
     types = program.types()
     first: dict[str, str] = {}                  # signature -> unique kernel name
     order: dict[str, tuple[str, ...]] = {}      # unique kernel name -> its tensors, canonical order
@@ -61,7 +61,3 @@ def dedup(program: LoopProgram) -> tuple[LoopProgram, tuple[Launch, ...], tuple[
                     + (f": {dropped} launches reuse a kernel of the same structure" if dropped else ""))
     return unique, tuple(launches), tuple(notes)
 
-
-def is_trivial(launches: tuple[Launch, ...]) -> bool:
-    """Every launch runs its own kernel: deduplication changed nothing."""
-    return all(launch.kernel == launch.runs for launch in launches)
