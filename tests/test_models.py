@@ -237,9 +237,7 @@ def test_one_layer_traced_and_stitched_matches_transformers(backend):
     preset = models.tiny(PRESETS[QWEN], layers=3)
     built = models.build(preset, seq=6, backend=backend, weights=True)
     ids = torch.randint(0, preset.vocab, (1, 6))
-    program = models.ModelProgram(built.fn, (ids,), built.names, built.source, preset, True, built.lm,
-                                  built.layer_module)
-    c = compile_model(program)
+    c = compile_model(_with_inputs(built, ids))
     ops = [op.name for op in c.torch_ir.ops]
     assert sum(name.startswith("layer2_") for name in ops) == sum(name.startswith("layer0_") for name in ops) > 10
     assert {b.name for b in c.torch_ir.buffers if b.kind == "param"} == {
@@ -261,7 +259,38 @@ def test_without_transformers_the_plain_module_is_used(monkeypatch):
     monkeypatch.setattr(hf, "available", lambda: False)
     program = models.build(QWEN, seq=4, layer=0)
     assert isinstance(program.fn, models.LayerOnly) and "plain torch" in program.source
-    assert program.fn.layer.self_attn.q_proj.bias is not None          # Qwen2's q/k/v bias
-    assert program.fn.layer.self_attn.q_proj.weight.shape == (3584, 3584)
+    attn = program.fn.model.layers["0"].self_attn
+    assert attn.q_proj.bias is not None and attn.q_proj.weight.shape == (3584, 3584)   # Qwen2's q/k/v bias
     c = compile_model(program)
     assert c.loop_ir.types()[c.loop_ir.outputs[0]].shape == (1, 4, 3584)
+
+
+def _with_inputs(built, ids):
+    return models.ModelProgram(built.fn, (ids,), built.names, built.source, built.preset, True, built.lm,
+                               built.layer_module)
+
+
+def test_layers_that_differ_are_traced_whole():
+    from dataclasses import replace
+
+    from deplokit.frontend.stitch import layers_identical
+    preset = models.tiny(PRESETS[TINYLLAMA], layers=2)
+    built = models.build(preset, seq=5, backend="plain", weights=True)
+    built.lm.model.layers[1].mlp = models.MLP(replace(preset, intermediate=40))
+    assert not layers_identical(built.lm)
+    ids = torch.randint(0, preset.vocab, (1, 5))
+    c = compile_model(_with_inputs(built, ids))
+    assert not any(op.name.startswith("layer1_") for op in c.torch_ir.ops)
+    torch.testing.assert_close(c.run(ids, backend="loop"), built.fn(ids), rtol=1e-4, atol=1e-5)
+
+
+def test_unsupported_op_in_a_stitched_layer_names_its_path():
+    class Cumsum(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, -1)
+
+    built = models.build(models.tiny(PRESETS[QWEN]), seq=4, backend="transformers")
+    for layer in built.lm.model.layers:
+        layer.mlp.act_fn = Cumsum()
+    with pytest.raises(UnsupportedOpError, match=r"in model\.layers\.0\.mlp\.act_fn \(Cumsum\)\) is not supported"):
+        compile_model(built)

@@ -62,20 +62,34 @@ class LogitsOnly(torch.nn.Module):
         return super().train(mode)
 
 
+def model_path(lm: torch.nn.Module, index: int | None = None, **parts) -> torch.nn.Module:
+    """A container holding some of `lm`'s modules at the paths they have in `lm`
+    (model.layers.3, model.norm, lm_head): captured weights keep the whole model's names
+    (p_model_layers_3_mlp_up_proj_weight) and errors say `in model.layers.3.mlp`."""
+    root, inner = torch.nn.Module(), torch.nn.Module()
+    root.model = inner
+    if index is not None:
+        inner.layers = torch.nn.ModuleDict({str(index): lm.model.layers[index]})
+    for name, module in parts.items():
+        setattr(root if name == "lm_head" else inner, name, module)
+    return root
+
+
 class DecoderLayerOnly(torch.nn.Module):
     """forward(hidden_states) -> one decoder layer of a transformers causal LM, with its
     rotary table computed from the sequence length (folded at capture) and causal attention."""
 
     def __init__(self, lm: torch.nn.Module, index: int):
         super().__init__()
-        self.layer = lm.model.layers[index]
-        self.rotary_emb = lm.model.rotary_emb
+        self.index = index
+        self.model = model_path(lm, index, rotary_emb=lm.model.rotary_emb).model
 
     def forward(self, hidden_states):
         position_ids = torch.arange(hidden_states.shape[1], device=hidden_states.device).unsqueeze(0)
-        cos_sin = self.rotary_emb(hidden_states, position_ids)
+        cos_sin = self.model.rotary_emb(hidden_states, position_ids)
         # attention_mask=None: transformers' sdpa path then attends causally (is_causal=True)
-        out = self.layer(hidden_states, attention_mask=None, position_ids=position_ids, position_embeddings=cos_sin)
+        out = self.model.layers[str(self.index)](hidden_states, attention_mask=None, position_ids=position_ids,
+                                                 position_embeddings=cos_sin)
         return out[0] if isinstance(out, tuple) else out
 
 

@@ -39,8 +39,8 @@ class ModelProgram:
         """Captured program: a layer alone, or the whole model with ONE layer traced and
         stitched N times (stitch.py)."""
         from .capture import capture
-        from .stitch import capture_layers
-        if self.layer is not None:
+        from .stitch import capture_layers, layers_identical
+        if self.layer is not None or not layers_identical(self.lm):
             return capture(self.fn, self.inputs)
         return capture_layers(self.lm, self.layer_module, self.inputs[0])
 
@@ -210,13 +210,14 @@ class CausalLM(nn.Module):
 
 
 class LayerOnly(nn.Module):
-    """forward(hidden_states) -> decoder layer `index` of a CausalLM."""
+    """forward(hidden_states) -> decoder layer `index` of a CausalLM (at its own path,
+    model.layers.{index}, so its weights keep their names)."""
 
     def __init__(self, lm: CausalLM, index: int):
         super().__init__()
-        self.layer = lm.model.layers[index]
-        self.rotary_emb = lm.model.rotary_emb
+        self.index = index
+        self.model = hf.model_path(lm, index, rotary_emb=lm.model.rotary_emb).model
 
     def forward(self, hidden_states):
-        cos, sin = self.rotary_emb(hidden_states)
-        return self.layer(hidden_states, cos, sin)
+        cos, sin = self.model.rotary_emb(hidden_states)
+        return self.model.layers[str(self.index)](hidden_states, cos, sin)

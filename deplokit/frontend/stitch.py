@@ -19,25 +19,26 @@ from ..errors import CaptureError
 from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer
 from .capture import Captured, capture
+from .hf import model_path
 
 
 class Embed(nn.Module):
     def __init__(self, lm):
         super().__init__()
-        self.embed_tokens = lm.model.embed_tokens
+        self.model = model_path(lm, embed_tokens=lm.model.embed_tokens).model
 
     def forward(self, input_ids):
-        return self.embed_tokens(input_ids)
+        return self.model.embed_tokens(input_ids)
 
 
 class FinalNormHead(nn.Module):
     def __init__(self, lm):
         super().__init__()
-        self.norm = lm.model.norm
-        self.lm_head = lm.lm_head
+        parts = model_path(lm, norm=lm.model.norm, lm_head=lm.lm_head)
+        self.model, self.lm_head = parts.model, parts.lm_head
 
     def forward(self, hidden_states):
-        return self.lm_head(self.norm(hidden_states))
+        return self.lm_head(self.model.norm(hidden_states))
 
 
 def capture_layers(lm: nn.Module, layer_module, input_ids: torch.Tensor) -> Captured:
@@ -45,11 +46,11 @@ def capture_layers(lm: nn.Module, layer_module, input_ids: torch.Tensor) -> Capt
     causal LMs and models.CausalLM); `layer_module(lm, i)` wraps layer i as
     forward(hidden_states) -> hidden_states."""
     layers = lm.model.layers
-    _check_identical(layers)
     fqn = {id(p): name for name, p in lm.named_parameters(remove_duplicate=False)}
     params = dict(lm.named_parameters(remove_duplicate=False))
 
-    head = capture(Embed(lm), (input_ids,))
+    head_module = Embed(lm)
+    head = capture(head_module, (input_ids,))
     (hidden,) = head.program.outputs
     hidden_type = head.program.types()[hidden]
     device = lm.model.embed_tokens.weight.device
@@ -97,7 +98,7 @@ def capture_layers(lm: nn.Module, layer_module, input_ids: torch.Tensor) -> Capt
 
     (ids_name,) = head.input_names
     buffers.append(Buffer(ids_name, head.program.types()[ids_name], "input"))
-    (current,) = add(head, Embed(lm), "", "embed_", {ids_name: ids_name}, None)
+    (current,) = add(head, head_module, "", "embed_", {ids_name: ids_name}, None)
     (x_name,) = body.input_names
     for i in range(len(layers)):
         (current,) = add(body, layer0, f"layer{i}_", "layer_", {x_name: current}, i)
@@ -107,13 +108,16 @@ def capture_layers(lm: nn.Module, layer_module, input_ids: torch.Tensor) -> Capt
     return Captured(program, values, (ids_name,), tail.out_spec)
 
 
-def _check_identical(layers) -> None:
+def layers_identical(lm: nn.Module) -> bool:
+    """Same class and parameter shapes in every layer (and no per-layer settings such as a
+    sliding window differing): then tracing layer 0 describes them all."""
+    layers = lm.model.layers
     first = layers[0]
     shapes = [tuple(p.shape) for p in first.parameters()]
-    for i, layer in enumerate(layers):
-        if type(layer) is not type(first) or [tuple(p.shape) for p in layer.parameters()] != shapes:
-            raise CaptureError(f"layer {i} differs from layer 0 ({type(layer).__name__}); "
-                               "layers cannot be captured once and stitched")
+    window = getattr(getattr(first, "self_attn", None), "sliding_window", None)
+    return all(type(layer) is type(first) and [tuple(p.shape) for p in layer.parameters()] == shapes
+               and getattr(getattr(layer, "self_attn", None), "sliding_window", None) == window
+               for layer in layers)
 
 
 def _param_names(module: nn.Module, fqn: dict) -> dict[str, str]:
