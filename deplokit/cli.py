@@ -127,8 +127,7 @@ def load_model(name: str, args):
 
 
 def compile_program(program, target):
-    from .compilation import compile as dk_compile
-    from .compilation import compile_model
+    from .compilation import compile as dk_compile, compile_model
     from .frontend.models import ModelProgram
     if isinstance(program, ModelProgram):   # one layer traced, identical kernels compiled once
         return compile_model(program, target=target)
