@@ -31,7 +31,9 @@ c = compile_model(program)
 text = str(c.cuda)
 t3 = time.perf_counter()
 entries = c.inventory()
+usage = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps(dict(imports=t1 - t0, build=t2 - t1, compile=t3 - t2, total=t3 - t0,
+                      cpu=usage.ru_utime + usage.ru_stime,
                       rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
                       source=program.source, torch_ops=len(c.torch_ir.ops), launches=len(c.launches),
                       unique=len(entries), cuda_bytes=len(text),
@@ -54,11 +56,13 @@ def main() -> None:
     args = parser.parse_args()
     for name in MODELS:
         runs = [run_once(name, args.seq) for _ in range(args.repeats)]
-        med = {k: statistics.median(r[k] for r in runs) for k in ("imports", "build", "compile", "total", "rss_gib")}
+        med = {k: statistics.median(r[k] for r in runs)
+               for k in ("imports", "build", "compile", "total", "cpu", "rss_gib")}
         r = runs[-1]
         print(f"{r['source']}, median of {args.repeats} fresh processes:")
         print(f"  imports {med['imports']:.1f} s, build {med['build']:.2f} s, compile to CUDA {med['compile']:.1f} s; "
-              f"total {med['total']:.1f} s (target <= 20 s)")
+              f"total {med['total']:.1f} s (target <= 20 s); CPU time {med['cpu']:.1f} s; "
+              f"load average {os.getloadavg()[0]:.1f}")
         print(f"  peak RSS {med['rss_gib']:.2f} GiB (target <= 4 GiB)")
         print(f"  {r['torch_ops']} torch ops -> {r['launches']} launches of {r['unique']} unique kernels; "
               f"CUDA {r['cuda_bytes'] / 1e3:.0f} kB; {r['moved_gb']:.1f} GB moved, {r['gflop']:.0f} GFLOP a forward")

@@ -24,7 +24,8 @@ DEFAULT_SEQ = 128
 
 @dataclass(frozen=True)
 class ModelProgram:
-    """A named model ready for `deplokit.compile(p.fn, *p.inputs)`, like expression.Program."""
+    """A named model ready for `deplokit.compile_model(p)` (or `deplokit.compile(p.fn,
+    *p.inputs)`, which traces every layer), like expression.Program."""
     fn: nn.Module
     inputs: tuple
     names: tuple
