@@ -14,12 +14,26 @@ from .guard import compounding_copies, judge
 
 
 def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]]:
+    loop, decisions, compounding = _fuse(program, ())
+    if compounding:
+        # Values stored against compounding copies are known only once the kernels exist;
+        # by then other values were stored on their account (a matmul nested in a norm that
+        # recomputed the residual stream). Fuse again with them stored from the start, so the
+        # matmul becomes the residual add's reduce phase again.
+        loop, decisions, _ = _fuse(program, compounding)
+    return loop, decisions
+
+
+def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
+    """(LoopProgram, decisions, the stores made against compounding copies). `seeded`:
+    (node, reason) pairs stored from the start."""
     nodes = {n.name: n for n in program.nodes}
     order = {n.name: i for i, n in enumerate(program.nodes)}
     shapes = {b.name: b.type.shape for b in program.buffers}
     numel = {n.name: n.type.numel for n in program.nodes}
-    stored = {o for o in program.outputs if o in nodes}
-    decisions: list[str] = []
+    stored = {o for o in program.outputs if o in nodes} | {node for node, _ in seeded}
+    decisions: list[str] = [f"store {node}: {reason}" for node, reason in seeded]
+    compounding: list[tuple[str, str]] = list(seeded)
     built: dict[str, BuiltKernel] = {}
     consumers: dict[str, list[str]] = {}
     producers = {n.name: tuple(n.inputs()) for n in program.nodes}
@@ -71,6 +85,7 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
             continue
         for node, reason in compounding_copies({r: bk.inlined for r, bk in built.items()}, producers, stored, order):
             materialise(node, reason)
+            compounding.append((node, reason))
             changed = True
 
     roots = sorted(built, key=order.__getitem__)
@@ -82,7 +97,7 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
         decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
     written = tuple(Buffer(r, nodes[r].type, "output" if r in program.outputs else "temp") for r in roots)
     loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
-    return loop, tuple(decisions)
+    return loop, tuple(decisions), tuple(compounding)
 
 
 def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]], nodes: dict) -> str:
