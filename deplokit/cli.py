@@ -1,6 +1,7 @@
 """The `deplokit` command line.
 
     deplokit compile -c EXPR | PATH [--ir STAGE] [--target T] [-v|-vv] [-o FILE]
+    deplokit compile MODEL [--seq N] [--layer N] [--ir STAGE] ...  (a preset, e.g. Qwen/Qwen2.5-7B)
     deplokit run     -c EXPR | PATH [--backend B] [--target T] [--bench] [--profile]
     deplokit bench   --suite llm [--list] [--filter S] [--compile-only]   (cli_bench.py)
     deplokit tune    -c EXPR | PATH [-v] [--budget N] [--objective model|gpu] [--cache PATH]  (cli_tune.py)
@@ -30,7 +31,8 @@ EXPR_HELP = ("Python code to compile, with torch, nn (torch.nn) and F (torch.nn.
              "expression, separated by ';' or newlines. Tensor-factory calls (torch.randn, zeros, "
              "arange, ...) become the program's inputs. " + TRUST_NOTE)
 
-PATH_HELP = "a .py file defining `model` (nn.Module or function) and `inputs` (tuple of tensors)"
+PATH_HELP = ("a .py file defining `model` (nn.Module or function) and `inputs` (tuple of tensors), "
+             "or a built-in model preset (compile only): TinyLlama/TinyLlama-1.1B-Chat-v1.0, Qwen/Qwen2.5-7B")
 
 
 def stages() -> list[str]:
@@ -86,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "-vv: also print every pass up to --ir with a diff of its before/after text")
     pc.add_argument("-o", "--output", metavar="FILE",
                     help="write the IR to FILE (atomically) instead of standard output")
+    pc.add_argument("--seq", type=int, metavar="N",
+                    help="for a named model: the sequence length to compile for (default 128)")
+    pc.add_argument("--layer", type=int, metavar="N",
+                    help="for a named model: compile decoder layer N alone (input: hidden states)")
 
     pr = sub.add_parser("run", help="run a program and check it against torch eager",
                         description="Run a compiled program on its example inputs and compare with torch eager. "
@@ -109,23 +115,39 @@ def load_program(args, parser):
         parser.error("give either -c EXPR or PATH, not both")
     if args.expr is None and args.path is None:
         parser.error("give a program: -c EXPR or PATH (a .py file)")
+    model_flags = [f for f in ("seq", "layer") if getattr(args, f, None) is not None]
     if args.expr is not None:
+        if model_flags:
+            parser.error(f"--{model_flags[0]} applies to a named model, not to -c EXPR")
         return load_expression(args.expr)
     path = args.path
     if os.path.isfile(path):
+        if model_flags:
+            parser.error(f"--{model_flags[0]} applies to a named model, not to a file")
         return load_file(path)
     if os.path.exists(path):
         raise DeplokitError(f"{path} is not a file")
-    if path.endswith(".py") or os.sep in path or (os.altsep and os.altsep in path):
+    if path.endswith(".py") or path.startswith((".", os.sep)) or path.count("/") > 1:
         raise DeplokitError(f"no such file: {path}")
-    raise DeplokitError(f"{path!r} is not a file; pass a .py file defining `model` and `inputs`, "
-                        f"or -c EXPR (named models are not available yet)")
+    return load_model(path, args)   # ORG/NAME or NAME: a built-in preset
+
+
+def load_model(name: str, args):
+    """A built-in preset by name, its weights on the meta device (compile only)."""
+    from .frontend.models import DEFAULT_SEQ, build
+    seq = getattr(args, "seq", None)
+    return build(name, seq=DEFAULT_SEQ if seq is None else seq, layer=getattr(args, "layer", None))
 
 
 def compile_program(program, target, tuned=True, cache=None):
-    """Compile; with `tuned`, use the best configs the tune cache holds (cli_tune.py)."""
-    from .compilation import compile as dk_compile
-    compilation = dk_compile(program.fn, *program.inputs, target=target)
+    """Compile; with `tuned`, use the best configs the tune cache holds (cli_tune.py). A named
+    model traces one layer and compiles identical kernels once."""
+    from .compilation import compile as dk_compile, compile_model
+    from .frontend.models import ModelProgram
+    if isinstance(program, ModelProgram):
+        compilation = compile_model(program, target=target)
+    else:
+        compilation = dk_compile(program.fn, *program.inputs, target=target)
     return cli_tune.with_tuned_config(compilation, cache) if tuned else compilation
 
 
@@ -228,11 +250,25 @@ def cmd_compile(args, parser) -> int:
         print(f"wrote {args.ir} IR to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    from .frontend.models import ModelProgram
+    if isinstance(program, ModelProgram):   # stdout stays the IR alone; the inventory goes to stderr
+        sys.stdout.flush()
+        sys.stderr.write(format_model_inventory(program, compilation))
     return 0
 
 
+def format_model_inventory(program, compilation) -> str:
+    from .inventory import format_inventory
+    return f"# {program.source}: kernel inventory\n" + format_inventory(compilation.inventory())
+
+
 def cmd_run(args, parser) -> int:
+    from .errors import ExecutionError
+    from .frontend.models import ModelProgram
     program = load_program(args, parser)
+    if isinstance(program, ModelProgram) and not program.with_weights:
+        raise ExecutionError(f"{program.preset.name} is built with its weights on the meta device: it is "
+                             "compile-only (deplokit compile MODEL); run a model file with real weights instead")
     compilation = compile_program(program, args.target, args.tuned, args.cache)
     ran = auto_backend() if args.backend == "auto" else args.backend
     result = compilation.check(backend=ran)

@@ -44,6 +44,9 @@ class CheckResult:
 
 class Compilation:
     def __init__(self, source, example_inputs, target, captured, stages, trace):
+        # With dedup, tile/kernel/cuda hold each unique kernel once; `launches` lists the
+        # kernel each Loop-IR kernel runs (passes/dedup.py). () without dedup.
+        self.launches = stages.get("launches", ())
         self.source = source
         self.example_inputs = tuple(example_inputs)
         self.target = target
@@ -63,6 +66,7 @@ class Compilation:
         """Execute the program on `inputs` (torch tensors) and return torch tensors shaped
         like eager's output."""
         backend = resolve_backend(backend)
+        self._require_weights()
         if backend == "cupy":
             return torch.utils._pytree.tree_unflatten(self.cupy_executor().run(inputs), self._out_spec)
         env = dict(self.values)
@@ -78,9 +82,26 @@ class Compilation:
         if backend == "loop":
             return run_loop_ir(self.loop_ir, env)
         from .runtime.sim import simulate_program
-        if kernel_ir is not None:   # an intermediate schedule: blocks may exceed a GPU's limit
-            return simulate_program(kernel_ir, env)
-        return simulate_program(self.kernel_ir, env, max_block_threads=1024)
+        # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
+        program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
+        if self.launches:
+            from .runtime.launches import simulate_launches
+            loop = self.loop_ir
+            return simulate_launches(program, self.launches, loop.buffers, loop.written, loop.outputs, env,
+                                     max_block_threads=limit)
+        return simulate_program(program, env, max_block_threads=limit)
+
+    @property
+    def missing_weights(self) -> tuple[str, ...]:
+        """Parameters captured without values (weights on the meta device): compile-only."""
+        return tuple(b.name for b in self.torch_ir.buffers if b.kind == "param" and b.name not in self.values)
+
+    def _require_weights(self) -> None:
+        missing = self.missing_weights
+        if missing:
+            raise ExecutionError(
+                f"this compilation has no weights ({len(missing)} parameters on the meta device, e.g. {missing[0]}): "
+                "it is compile-only; build the model with real weights to run it")
 
     def cupy_executor(self):
         """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
@@ -124,6 +145,7 @@ class Compilation:
         `atol` defaults to DEFAULT_ATOL scaled by the output's magnitude (see default_atol)."""
         inputs = inputs or self.example_inputs
         backend = resolve_backend(backend)
+        self._require_weights()
         expected = self._eager(inputs)
         return _compare(expected, self.run(*inputs, backend=backend), backend, rtol, _atol(atol, expected))
 
@@ -137,6 +159,7 @@ class Compilation:
         from .passes.lower.materialize import materialize
 
         inputs = inputs or self.example_inputs
+        self._require_weights()
         expected = self._eager(inputs)
         atol = _atol(atol, expected)
         env = dict(self.values)
@@ -170,11 +193,13 @@ class Compilation:
         capture): e.g. `c.recompile(c.tune().best_config)`."""
         import copy
 
-        stages, trace = lower(self.torch_ir, Context(self.target, dict(config or {})))
+        stages, trace = lower(self.torch_ir, Context(self.target, dict(config or {})), dedup=bool(self.launches))
         new = copy.copy(self)
         for stage in STAGES[1:]:
             setattr(new, "cuda" if stage == "cuda" else f"{stage}_ir", stages[stage])
         new.trace = trace
+        new.launches = stages.get("launches", ())
+        new._cupy = None            # kernels loaded on a device belong to the old schedule
         return new
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
@@ -185,6 +210,11 @@ class Compilation:
         return tune_compilation(self, budget=budget, objective=objective, listener=listener, cache=cache, **options)
 
     # -- inspection ---------------------------------------------------------------------------
+    def inventory(self):
+        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/inventory.py)."""
+        from .inventory import inventory
+        return inventory(self.loop_ir, self.launches)
+
     def ir(self, stage: str):
         if stage not in STAGES:
             raise ExecutionError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
@@ -256,10 +286,25 @@ def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResu
     return CheckResult(backend, max_abs, max_rel, ok, rtol, atol)
 
 
-def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None) -> Compilation:
+def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None,
+            dedup: bool = False) -> Compilation:
     """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
-    overrides scheduling knobs: {"005_blockify_launch.block_threads": 128, ...}."""
+    overrides scheduling knobs: {"005_blockify_launch.block_threads": 128, ...}. A
+    transformers causal LM (LlamaForCausalLM, ...) is compiled as input_ids -> logits.
+    `dedup` schedules, materialises and renders each structurally unique kernel once."""
+    from .frontend import hf
+    if hf.is_causal_lm(module_or_fn):
+        module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs)
-    stages, trace = lower(captured.program, Context(tgt, dict(config or {})))
+    stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=dedup)
     return Compilation(module_or_fn, example_inputs, tgt, captured, stages, trace)
+
+
+def compile_model(program, target: str = "sm_90", config: dict | None = None) -> Compilation:
+    """A model built by name (frontend/models.build): one decoder layer is traced and
+    stitched N times (frontend/stitch.py), and identical kernels compile once (dedup)."""
+    tgt = get_target(target)
+    captured = program.capture()
+    stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=True)
+    return Compilation(program.fn, program.inputs, tgt, captured, stages, trace)

@@ -28,3 +28,7 @@ class DynamicShapeError(DeplokitError):
 
 class ExecutionError(DeplokitError):
     """Wrong inputs given to Compilation.run, or an unknown backend."""
+
+
+class UnknownModelError(DeplokitError):
+    """A model name that is neither a preset nor a file."""

@@ -49,8 +49,10 @@ class TraceStep:
         return not self.skipped_reason and self.before != self.after
 
 
-def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
-    """Run every pass after capture. Returns {stage: IR} and the trace."""
+def lower(torch_ir, ctx: Context, dedup: bool = False) -> tuple[dict, tuple[TraceStep, ...]]:
+    """Run every pass after capture. Returns {stage: IR} and the trace. With `dedup`, the
+    stages after Loop IR hold each structurally unique kernel once and stages["launches"]
+    says which kernel each launch of the Loop IR runs (passes/dedup.py)."""
     stages = {"torch": torch_ir}
     trace = [TraceStep("torch", "capture", after=torch_ir)]
     current = torch_ir
@@ -65,4 +67,8 @@ def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
         else:
             trace.append(TraceStep(stage, name, before=current, after=result))
         stages[stage] = current = result
+        if stage == "loop" and dedup:
+            from .passes.dedup import dedup as unique_kernels
+            current, stages["launches"], notes = unique_kernels(result)
+            trace.append(TraceStep("loop", "dedup", before=result, after=current, notes=notes))
     return stages, tuple(trace)

@@ -211,9 +211,9 @@ def test_missing_file(capsys, tmp_path):
     assert_one_line_error(code, out, err, "no such file")
 
 
-def test_model_name_is_not_available_yet(capsys):
+def test_unknown_model_name_lists_the_presets(capsys):
     code, out, err = run_cli(capsys, "compile", "llama")
-    assert_one_line_error(code, out, err, "'llama' is not a file")
+    assert_one_line_error(code, out, err, "unknown model 'llama'; built-in presets: Qwen/Qwen2.5-7B, TinyLlama/")
 
 
 def test_no_program_or_both_is_a_usage_error(capsys, tmp_path):

@@ -121,7 +121,8 @@ def _convert(ep) -> Captured:
                 input_names.append(node.name)
             elif spec.kind == InputKind.PARAMETER:
                 buffers.append(Buffer(node.name, ttype, "param"))
-                values[node.name] = _to_numpy(state[spec.target])
+                if not state[spec.target].is_meta:   # weights on the meta device: compile-only, no values
+                    values[node.name] = _to_numpy(state[spec.target])
             else:  # buffers and lifted constants: module state that is not trained
                 folded[node.name] = state[spec.target]
             names[node.name] = node.name
@@ -139,7 +140,7 @@ def _convert(ep) -> Captured:
                 _tensor_type(val, f"aten.{key} (node {node.name})")
             if key not in ATEN_OPS:
                 raise UnsupportedOpError(
-                    f"operator aten.{key} (node {node.name}) is not supported; covered ops: "
+                    f"operator aten.{key} (node {node.name}{_module_path(node)}) is not supported; covered ops: "
                     + ", ".join(covered_ops()))
             op_name, normalise = ATEN_OPS[key]
             # Folded inputs that reach a real op become constant buffers.
@@ -191,6 +192,18 @@ def _aten_key(target) -> str:
     return str(target)
 
 
+def _module_path(node) -> str:
+    """`, in model.layers.3.mlp (LlamaMLP)`: the innermost module the node was traced in (fx keeps the
+    stack in node.meta["nn_module_stack"]), or "" at the top level."""
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path, kind = list(stack.values())[-1][:2]
+    path = path.removeprefix("L['self'].").removeprefix("L__self__.")
+    kind = getattr(kind, "__name__", str(kind)).rsplit(".", 1)[-1].strip("'>")
+    return f", in {path} ({kind})" if path and path != "L['self']" else ""
+
+
 def _is_random(key: str) -> bool:
     return key.split(".")[0] in {"rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "uniform"}
 
@@ -206,11 +219,15 @@ def _map_args(a, names):
 
 
 def _evaluate(node, folded):
+    # A model whose weights sit on the meta device traces its shape-only tables (aranges,
+    # rotary tables, masks) on meta too; they are computed here for real, on the CPU.
     def sub(a):
         if isinstance(a, torch.fx.Node):
             return folded[a.name]
         if isinstance(a, (list, tuple)):
             return type(a)(sub(x) for x in a)
+        if isinstance(a, torch.device) and a.type == "meta":
+            return torch.device("cpu")
         return a
     with torch.no_grad():
         return node.target(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})

@@ -11,19 +11,36 @@ from ...ir.loop_ir import LoopProgram
 from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
 from ...ir.types import Buffer
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise
-from .guard import judge
+from .guard import compounding_copies, judge
 from .rows import fuse_rows
 
 
 def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]]:
+    loop, decisions, compounding = _fuse(program, ())
+    if compounding:
+        # Values stored against compounding copies are known only once the kernels exist;
+        # by then other values were stored on their account (a matmul nested in a norm that
+        # recomputed the residual stream). Fuse again with them stored from the start, so the
+        # matmul becomes the residual add's reduce phase again.
+        loop, decisions, _ = _fuse(program, compounding)
+    # attention: keep the scores row on chip (rows.py); the config can turn it off to compare
+    loop, rows = fuse_rows(loop, enabled=(ctx.config if ctx else {}).get("fuse.row_fusion", True))
+    return loop, decisions + rows
+
+
+def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
+    """(LoopProgram, decisions, the stores made against compounding copies). `seeded`:
+    (node, reason) pairs stored from the start."""
     nodes = {n.name: n for n in program.nodes}
     order = {n.name: i for i, n in enumerate(program.nodes)}
     shapes = {b.name: b.type.shape for b in program.buffers}
     numel = {n.name: n.type.numel for n in program.nodes}
-    stored = {o for o in program.outputs if o in nodes}
-    decisions: list[str] = []
+    stored = {o for o in program.outputs if o in nodes} | {node for node, _ in seeded}
+    decisions: list[str] = [f"store {node}: {reason}" for node, reason in seeded]
+    compounding: list[tuple[str, str]] = list(seeded)
     built: dict[str, BuiltKernel] = {}
     consumers: dict[str, list[str]] = {}
+    producers = {n.name: tuple(n.inputs()) for n in program.nodes}
     for n in program.nodes:
         for i in n.inputs():
             consumers.setdefault(i, []).append(n.name)
@@ -43,7 +60,7 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
             try:
                 bk = KernelBuilder(nodes, stored, root).build(shapes)
             except NeedMaterialise as e:
-                node = _promote(e.node, program, consumers) if e.nested else e.node
+                node = _promote(e.node, program, consumers, nodes) if e.nested else e.node
                 reason = e.reason if node == e.node else f"{e.reason}; storing {node}"
                 materialise(node, reason)
                 changed = True
@@ -68,6 +85,12 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
                 seen[red] = built[root].kernel.name
             if changed:
                 break
+        if changed:
+            continue
+        for node, reason in compounding_copies({r: bk.inlined for r, bk in built.items()}, producers, stored, order):
+            materialise(node, reason)
+            compounding.append((node, reason))
+            changed = True
 
     roots = sorted(built, key=order.__getitem__)
     for root in roots:
@@ -78,16 +101,13 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
         decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
     written = tuple(Buffer(r, nodes[r].type, "output" if r in program.outputs else "temp") for r in roots)
     loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
-    # attention: keep the scores row on chip (rows.py); the config can turn it off to compare
-    loop, rows = fuse_rows(loop, enabled=(ctx.config if ctx else {}).get("fuse.row_fusion", True))
-    return loop, tuple(decisions) + rows
+    return loop, tuple(decisions), tuple(compounding)
 
 
-def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]]) -> str:
+def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]], nodes: dict) -> str:
     """A nested reduction is stored where its Torch-IR op's result is (`linear`, not the
     keepdim `red`): follow the single-consumer chain of same-size pointwise and index-map
     nodes until a node that holds an op's result."""
-    nodes = {n.name: n for n in program.nodes}
     node = red
     while node not in program.op_results and node not in program.outputs:
         users = consumers.get(node, [])

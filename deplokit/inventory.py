@@ -1,0 +1,104 @@
+"""The kernel inventory of a compilation: each unique kernel, how many times it runs, its
+tensors' shapes, and the bytes and FLOPs of one launch.
+
+Bytes are the compulsory traffic: every tensor the kernel reads or writes, once (what a
+perfect cache would move; the figure achieved bandwidth is measured against), or only the
+elements read when that is fewer (a gather). FLOPs are the
+arithmetic the loop nest executes: each compute and each accumulate, times the extents of
+the loops around it (a multiply-add counts 2). Both come from the Loop IR alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir.index import gathers
+from .ir.loop_ir import Accumulate, Compute, Kernel, Load, LoopProgram, walk
+from .ir.structural import tensor_order
+from .ir.types import format_shape
+
+_ITEMSIZE = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
+
+
+@dataclass(frozen=True)
+class InventoryEntry:
+    kernel: str                                 # the unique kernel (its first launch's name)
+    launches: int
+    inputs: tuple[tuple[int, ...], ...]         # shapes read, in the kernel's canonical order
+    outputs: tuple[tuple[int, ...], ...]        # shapes written
+    bytes: int                                  # per launch
+    flops: int                                  # per launch
+
+    @property
+    def shapes(self) -> str:
+        return (", ".join(format_shape(s) for s in self.inputs) + " -> "
+                + ", ".join(format_shape(s) for s in self.outputs))
+
+
+def kernel_flops(kernel: Kernel) -> int:
+    total = 0
+    for stmt, loops in walk(kernel.body):
+        if isinstance(stmt, (Compute, Accumulate)):
+            n = 1
+            for loop in loops:
+                n *= loop.extent
+            total += n
+    return total
+
+
+def kernel_bytes(kernel: Kernel, types: dict) -> int:
+    """Each tensor once; a tensor read fewer times than it has elements (an embedding table
+    gathered by 128 token ids) counts only the elements read."""
+    reads: dict[str, int] = {}
+    for stmt, loops in walk(kernel.body):
+        if isinstance(stmt, Load):
+            n = 1
+            for loop in loops:
+                n *= loop.extent
+            for tensor in [stmt.tensor] + [g.tensor for e in stmt.index for g in gathers(e)]:
+                reads[tensor] = reads.get(tensor, 0) + n
+    total = 0
+    for t in tensor_order(kernel):
+        if t in types:
+            elements = types[t].numel if t in kernel.outputs else min(types[t].numel, reads.get(t, 0))
+            total += elements * _ITEMSIZE.get(types[t].dtype, 4)
+    return total
+
+
+def inventory(program: LoopProgram, launches=()) -> tuple[InventoryEntry, ...]:
+    """One entry per unique kernel, in order of first launch. `launches` (passes/dedup.py)
+    groups identical kernels; without them every kernel is its own entry."""
+    types = program.types()
+    counts: dict[str, int] = {}
+    for launch in launches:
+        counts[launch.runs] = counts.get(launch.runs, 0) + 1
+    out = []
+    for k in program.kernels:
+        if launches and k.name not in counts:
+            continue
+        inputs = tuple(types[t].shape for t in k.inputs() if t in types)
+        outputs = tuple(types[t].shape for t in k.outputs if t in types)
+        out.append(InventoryEntry(k.name, counts.get(k.name, 1), inputs, outputs,
+                                  kernel_bytes(k, types), kernel_flops(k)))
+    return tuple(out)
+
+
+def format_inventory(entries) -> str:
+    """A fixed-width table with a totals line; deterministic text."""
+    rows = [("kernel", "runs", "shapes (inputs -> outputs)", "bytes/launch", "FLOPs/launch")]
+    rows += [(e.kernel, str(e.launches), e.shapes, _si(e.bytes, "B"), _si(e.flops, "")) for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(c.rjust(w) if i in (1, 3, 4) else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+             for r in rows]
+    launches = sum(e.launches for e in entries)
+    moved = sum(e.launches * e.bytes for e in entries)
+    flops = sum(e.launches * e.flops for e in entries)
+    lines.append(f"total: {launches} launches of {len(entries)} unique kernels, "
+                 f"{_si(moved, 'B')} moved, {_si(flops, 'FLOP')}")
+    return "\n".join(lines) + "\n"
+
+
+def _si(n: int, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= scale:
+            return f"{n / scale:.2f} {prefix}{unit}"
+    return f"{n} {unit}".rstrip()
