@@ -107,7 +107,8 @@ class Compilation:
         """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
         if getattr(self, "_cupy", None) is None:
             from .runtime.cupy_backend import CupyExecutor
-            self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target)
+            self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target,
+                                      launches=self.launches, whole=self.loop_ir)
         return self._cupy
 
     def bench(self, *inputs, warmup: int = 10, repeats: int = 100, compare=("eager", "compile"),

@@ -165,3 +165,28 @@ def test_cubin_falls_back_to_nvcc_without_nvrtc(monkeypatch):
     monkeypatch.setattr(cupy_backend, "nvrtc_available", lambda: False)
     cubin = cupy_backend.compile_cubin(str(c.cuda), "sm_90")
     assert cubin == nvcc.compile_cuda(str(c.cuda), "sm_90").cubin
+
+
+class _Stack(nn.Module):
+    """Identical layers: dedup compiles their (middle) kernel once and launches it several times."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(32, 32) for _ in range(5))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def test_executor_runs_a_deduplicated_program_launch_by_launch():
+    x = torch.randn(4, 32)
+    c = deplokit.compile(_Stack(), x, dedup=True)
+    assert len(c.launches) > len({launch.runs for launch in c.launches})   # some kernel runs twice
+    fake = StandInCupy(c.kernel_ir)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
+                           launches=c.launches, whole=c.loop_ir)
+    result = c.check(backend="cupy")
+    assert result.ok, str(result)
+    assert len(fake.launches) >= len(c.launches) > len(c.kernel_ir.kernels)

@@ -49,14 +49,16 @@ def compile_cubin(cuda_source: str, arch: str) -> bytes:
 class CupyExecutor:
     """Loaded kernels plus the device copies of a compilation's parameters and constants."""
 
-    def __init__(self, kernel_program, cuda_source: str, input_names, values: dict, target, cupy=None):
+    def __init__(self, kernel_program, cuda_source: str, input_names, values: dict, target, cupy=None,
+                 launches=(), whole=None):
         # `cupy` may be a stand-in with CuPy's interface (the host-side tests run the whole
         # backend with numpy arrays and the simulator for kernels); by default, CuPy itself.
         if cupy is None:
             require_gpu("backend='cupy'")
             import cupy
         self.cupy = cupy
-        self.plan: LaunchPlan = build_plan(kernel_program, input_names, target)
+        # a deduplicated program: `launches` bind its unique kernels to each launch's tensors
+        self.plan: LaunchPlan = build_plan(kernel_program, input_names, target, launches, whole)
         self.arch, cc = device_arch(cupy)
         check_device_supports(target, cc)
         self.cubin = compile_cubin(cuda_source, self.arch)

@@ -139,48 +139,67 @@ def check_launch(kernel: K.KernelFunc, target) -> None:
                               f"{target.smem_per_block} per block")
 
 
-def build_plan(program: K.KernelProgram, input_names, target=None) -> LaunchPlan:
-    """The launch plan of `program`, whose user inputs are `input_names` (in run() order)."""
+def launch_sequence(program: K.KernelProgram, launches=()) -> list[tuple[K.KernelFunc, dict]]:
+    """(kernel function, {parameter: buffer}) in the order they run. Without `launches` every
+    function runs once on the buffers its parameters name; a deduplicated program
+    (passes/dedup.py) runs each Launch's unique functions on that launch's tensors."""
+    if not launches:
+        return [(k, {}) for k in program.kernels]
+    from .launches import functions_by_kernel
+    funcs = functions_by_kernel(program, {launch.runs for launch in launches})
+    return [(f, dict(launch.args)) for launch in launches for f in funcs[launch.runs]]
+
+
+def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), whole=None) -> LaunchPlan:
+    """The launch plan of `program`, whose user inputs are `input_names` (in run() order).
+    A deduplicated program also needs its `launches` and the `whole` Loop-IR program (every
+    tensor a launch binds, and the outputs)."""
     types, kinds = {}, {}
-    for b in tuple(program.buffers) + tuple(program.written):
-        types[b.name], kinds[b.name] = b.type, b.kind
+    everything = tuple(program.buffers) + tuple(program.written)
+    if whole is not None:
+        everything = tuple(whole.buffers) + tuple(whole.written) + everything
+    for b in everything:
+        types.setdefault(b.name, b.type)
+        kinds.setdefault(b.name, b.kind)
+    outputs = tuple(whole.outputs if whole is not None else program.outputs)
     device: dict[str, str] = {}
     lives: dict[str, list[int]] = {}
-    launches = []
-    for i, k in enumerate(program.kernels):
+    plan_launches = []
+    for i, (k, bound) in enumerate(launch_sequence(program, launches)):
         check_launch(k, target)
-        for p in k.params:
-            if p.name not in types:
+        args = tuple(bound.get(p.name, p.name) for p in k.params)
+        for p, name in zip(k.params, args):
+            if name not in types:
                 raise LaunchPlanError(f"kernel {k.name}: parameter {p.name} names no buffer of the program")
-            numel = types[p.name].numel
+            numel = types[name].numel
             if p.size and p.size != numel:
                 raise LaunchPlanError(f"kernel {k.name}: parameter {p.name} expects {p.size} elements, "
-                                      f"buffer has {numel}")
+                                      f"buffer {name} has {numel}")
             want = CTYPE_DTYPE.get(p.ctype)
             if want is None:
                 raise LaunchPlanError(f"kernel {k.name}: parameter {p.name} has type {p.ctype}; "
                                       f"supported: {', '.join(CTYPE_DTYPE)}")
-            if device.setdefault(p.name, want) != want:
-                raise LaunchPlanError(f"buffer {p.name} is {device[p.name]} in one kernel and {want} in "
+            if device.setdefault(name, want) != want:
+                raise LaunchPlanError(f"buffer {name} is {device[name]} in one kernel and {want} in "
                                       f"kernel {k.name}")
-            lives.setdefault(p.name, [i, i])[1] = i
-        launches.append(KernelLaunch(k.name, tuple(k.grid), tuple(k.block), tuple(p.name for p in k.params),
-                                     static_smem_bytes(k)))
+            lives.setdefault(name, [i, i])[1] = i
+        plan_launches.append(KernelLaunch(k.name, tuple(k.grid), tuple(k.block), args, static_smem_bytes(k)))
+    launches = plan_launches
     for name in input_names:
         if name not in types:
             raise LaunchPlanError(f"input {name} is not a buffer of the program")
-    for o in program.outputs:
+    for o in outputs:
         if o not in types:
             raise LaunchPlanError(f"output {o} is not a buffer of the program")
     specs = {}
     for name, t in types.items():
         dev = device.get(name, t.dtype)
         specs[name] = BufferSpec(name, tuple(t.shape), t.dtype, dev, kinds[name])
-    temps = [n for n in types if kinds[n] == "temp" and n in lives and n not in program.outputs]
+    temps = [n for n in types if kinds[n] == "temp" and n in lives and n not in outputs]
     offsets, scratch = place_in_arena([(n, specs[n].nbytes, tuple(lives[n])) for n in temps])
     buffers = tuple(BufferSpec(s.name, s.shape, s.dtype, s.device_dtype, s.kind, offsets.get(s.name))
                     for s in specs.values())
-    return LaunchPlan(buffers, tuple(launches), tuple(input_names), tuple(program.outputs), scratch)
+    return LaunchPlan(buffers, tuple(launches), tuple(input_names), outputs, scratch)
 
 
 def place_in_arena(items, align: int = ARENA_ALIGN) -> tuple[dict[str, int], int]:
