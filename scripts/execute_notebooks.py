@@ -1,0 +1,30 @@
+"""Run every notebook of the series top to bottom and store its outputs (what nbval
+compares in `make test`). Run after changing a notebook or the output it shows:
+
+    .venv/bin/python scripts/execute_notebooks.py [notebooks/NN_name.ipynb ...]
+"""
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def execute(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    for i, cell in enumerate(nb.cells):          # stable ids and no run-specific metadata: clean diffs
+        cell.id = f"cell-{i:02d}"
+        cell.metadata.pop("execution", None)
+    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                   "language_info": {"name": "python"}}
+    nbformat.write(nb, path)
+    print(f"executed {path.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    paths = [Path(p).resolve() for p in sys.argv[1:]] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    for p in paths:
+        execute(p)
