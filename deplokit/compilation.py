@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .display import Displayable
 from .errors import ExecutionError
 from .frontend.capture import capture
 from .pipeline import STAGES, Context, lower
@@ -17,7 +18,7 @@ BACKENDS = ("tensor", "loop", "sim", "auto")
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class CheckResult(Displayable):
     backend: str
     max_abs_error: float
     max_rel_error: float
@@ -31,7 +32,7 @@ class CheckResult:
                 f"max rel error {self.max_rel_error:.3g} (rtol {self.rtol:g}, atol {self.atol:g})")
 
 
-class Compilation:
+class Compilation(Displayable):
     def __init__(self, source, example_inputs, target, captured, stages, trace):
         self.source = source
         self.example_inputs = tuple(example_inputs)
@@ -138,13 +139,19 @@ class Compilation:
             raise ExecutionError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
         return getattr(self, f"{stage}_ir" if stage != "cuda" else "cuda")
 
+    def stepper(self, kernel: str | None = None, check: bool = True):
+        """A widget that walks the 16 Tile-IR passes of `kernel` (the first by default): each
+        pass's diff, knobs, the IR after it and its simulator check (needs the notebook extra)."""
+        from .notebook.stepper import Stepper
+        return Stepper(self, kernel, check=check)
+
     def __repr__(self) -> str:
         return (f"<Compilation {self.target.name}: {len(self.torch_ir.ops)} torch ops, "
                 f"{len(self.tensor_ir.nodes)} tensor nodes, {len(self.loop_ir.kernels)} kernels>")
 
 
 @dataclass(frozen=True)
-class PassCheck:
+class PassCheck(Displayable):
     name: str               # e.g. 007_stage_inputs
     skipped: bool
     result: CheckResult
