@@ -7,6 +7,7 @@ crossing a stored buffer. A node recomputed in two kernels gets both colours (st
 Without the `dot` binary the graph is the highlighted text plus a note on installing it."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -112,6 +113,7 @@ def render_svg(dot: str) -> str | None:
     svg = run.stdout.decode("utf-8", "replace")
     svg = svg[svg.find("<svg"):]            # drop the XML prolog, doctype and version comment
     svg = "\n".join(line for line in svg.splitlines() if not line.lstrip().startswith("<!--"))
+    svg = re.sub(r' class="[^"]*"', "", svg)       # inline styles only: no class a page's CSS could hit
     return svg.replace("<svg ", '<svg style="max-width: 100%; height: auto;" ', 1)
 
 

@@ -162,9 +162,8 @@ class TuneProgressPlot:
             top = max(t.cost_us for t in ok)
             ax.scatter([t.index for t in failed], [top] * len(failed), marker="x", color="#d62728", s=14,
                        label=f"failed ({len(failed)})")
-        what = {"gpu": "measured", "model": "predicted"}.get(self.objective, "cost")
         ax.set_xlabel("trial")
-        ax.set_ylabel(f"{what} time (µs)")
+        ax.set_ylabel({"gpu": "measured time (µs)", "model": "predicted time (µs)"}.get(self.objective, "cost (µs)"))
         title = f"autotune: {len(self.trials)} trials"
         if steps:
             title += f", best {steps[-1][1]:.4g} µs"
