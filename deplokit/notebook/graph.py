@@ -89,8 +89,10 @@ def dot_source(program, membership: dict[str, tuple[str, ...]], kernels: tuple[s
         style = "filled,striped" if len(ks) > 1 else "rounded,filled"
         width = ", penwidth=2.5" if op.name in outputs else ""
         text = op.op if hasattr(program, "ops") else _op_text(op)
+        # `add = add(...)`: the name says nothing the op does not, so it is printed once
+        names = (text,) if op.name.rstrip("_0123456789") == text else (op.name, text)
         lines.append(f'  "{op.name}" [shape=box, style="{style}", fillcolor="{fill}"{width}, '
-                     f'label="{_label(op.name, text, _type_text(op.type))}", tooltip="{_label(str(op))}"];')
+                     f'label="{_label(*names, _type_text(op.type))}", tooltip="{_label(str(op))}"];')
     for op in ops:
         inputs = [a for a in op.args if isinstance(a, str)] if hasattr(program, "ops") else list(op.inputs())
         for i in dict.fromkeys(inputs):
