@@ -15,7 +15,6 @@ traceback.
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 import tempfile
@@ -153,10 +152,6 @@ def compile_program(program, target, tuned=True, cache=None):
 
 # -- commands -----------------------------------------------------------------------------------
 
-def _text(ir) -> str:
-    return "" if ir is None else str(ir)
-
-
 def _lines(text) -> list[str]:
     if text is None:
         return []
@@ -191,24 +186,15 @@ def format_trace(compilation, stage: str) -> str:
     `>>> TAG` and `<<< TAG`, or one line `--- TAG skipped: <reason>` for a step that changed
     nothing. A Tile-IR pass is tagged `t:NNN_name` (so `awk '/^>>> t:007/,/^<<< t:007/'`
     cuts one out), any other step `t:<stage>:<name>`."""
+    from .pipeline import format_step
+
     order = stages()
     upto = set(order[:order.index(stage) + 1])
     out: list[str] = []
     for step in compilation.trace:
         if step.stage not in upto or step.name == "capture":
             continue
-        tag = f"t:{step.name}" if step.stage == "tile" else f"t:{step.stage}:{step.name}"
-        if step.skipped_reason or _text(step.before) == _text(step.after):
-            out.append(f"--- {tag} skipped: {step.skipped_reason or 'no change'}")
-            continue
-        out.append(f">>> {tag}")
-        for kernel, knobs in step.params if step.stage == "tile" else ():
-            knob_text = ", ".join(f"{k}={v}" for k, v in knobs)
-            out.append(f"@@ {kernel}{': ' + knob_text if knob_text else ''} @@")
-        out += [f"# {note}" for note in step.notes]
-        diff = difflib.unified_diff(_text(step.before).splitlines(), _text(step.after).splitlines(), lineterm="")
-        out += [line for line in diff if not line.startswith(("--- ", "+++ "))]
-        out.append(f"<<< {tag}")
+        out += format_step(step)
     return "\n".join(out) + "\n"
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .display import Displayable
 from .errors import ExecutionError
 from .frontend.capture import capture
 from .pipeline import STAGES, Context, lower
@@ -28,7 +29,7 @@ def resolve_backend(backend: str) -> str:
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class CheckResult(Displayable):
     backend: str
     max_abs_error: float
     max_rel_error: float
@@ -42,7 +43,7 @@ class CheckResult:
                 f"max rel error {self.max_rel_error:.3g} (rtol {self.rtol:.3g}, atol {self.atol:.3g})")
 
 
-class Compilation:
+class Compilation(Displayable):
     def __init__(self, source, example_inputs, target, captured, stages, trace):
         # With dedup, tile/kernel/cuda hold each unique kernel once; `launches` lists the
         # kernel each Loop-IR kernel runs (passes/dedup.py). () without dedup.
@@ -221,13 +222,19 @@ class Compilation:
             raise ExecutionError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
         return getattr(self, f"{stage}_ir" if stage != "cuda" else "cuda")
 
+    def stepper(self, kernel: str | None = None, check: bool = True):
+        """A widget that walks the 16 Tile-IR passes of `kernel` (the first by default): each
+        pass's diff, knobs, the IR after it and its simulator check (needs the notebook extra)."""
+        from .notebook.stepper import Stepper
+        return Stepper(self, kernel, check=check)
+
     def __repr__(self) -> str:
         return (f"<Compilation {self.target.name}: {len(self.torch_ir.ops)} torch ops, "
                 f"{len(self.tensor_ir.nodes)} tensor nodes, {len(self.loop_ir.kernels)} kernels>")
 
 
 @dataclass(frozen=True)
-class PassCheck:
+class PassCheck(Displayable):
     name: str               # e.g. 007_stage_inputs
     skipped: bool
     result: CheckResult

@@ -7,8 +7,11 @@ or (next IR, steps) when it is itself a sequence of passes that trace one step e
 the trace this produces."""
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
+
+from .display import Displayable
 
 from .passes.decompose import decompose
 from .passes.fuse import fuse
@@ -35,7 +38,7 @@ class Context:
 
 
 @dataclass(frozen=True)
-class TraceStep:
+class TraceStep(Displayable):
     stage: str                                  # the IR the step produces: torch, tensor, loop, ...
     name: str
     params: tuple[tuple[str, Any], ...] = ()
@@ -47,6 +50,36 @@ class TraceStep:
     @property
     def changed(self) -> bool:
         return not self.skipped_reason and self.before != self.after
+
+    @property
+    def tag(self) -> str:
+        """`t:007_stage_inputs` for a Tile-IR pass, `t:<stage>:<name>` for any other step."""
+        return f"t:{self.name}" if self.stage == "tile" else f"t:{self.stage}:{self.name}"
+
+    def __str__(self) -> str:
+        return "\n".join(format_step(self))
+
+
+def _text(ir) -> str:
+    return "" if ir is None else str(ir)
+
+
+def format_step(step: TraceStep) -> list[str]:
+    """One trace step as text: a unified diff of its before and after between `>>> TAG` and
+    `<<< TAG` (knobs as `@@ kernel: k=v @@` lines, notes as `# ...`), or the one line
+    `--- TAG skipped: <reason>` for a step that changed nothing. The CLI's -vv and the
+    notebook read this."""
+    if step.skipped_reason or _text(step.before) == _text(step.after):
+        return [f"--- {step.tag} skipped: {step.skipped_reason or 'no change'}"]
+    out = [f">>> {step.tag}"]
+    for kernel, knobs in step.params if step.stage == "tile" else ():
+        knob_text = ", ".join(f"{k}={v}" for k, v in knobs)
+        out.append(f"@@ {kernel}{': ' + knob_text if knob_text else ''} @@")
+    out += [f"# {note}" for note in step.notes]
+    diff = difflib.unified_diff(_text(step.before).splitlines(), _text(step.after).splitlines(), lineterm="")
+    out += [line for line in diff if not line.startswith(("--- ", "+++ "))]
+    out.append(f"<<< {step.tag}")
+    return out
 
 
 def lower(torch_ir, ctx: Context, dedup: bool = False) -> tuple[dict, tuple[TraceStep, ...]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from ..display import Displayable
 from .types import format_header, format_scalar
 
 # -- expressions -----------------------------------------------------------------------------
@@ -250,7 +251,7 @@ class Param:
 
 
 @dataclass(frozen=True)
-class KernelFunc:
+class KernelFunc(Displayable):
     name: str
     params: tuple[Param, ...]
     grid: tuple[int, int, int]
@@ -270,7 +271,7 @@ class KernelFunc:
 
 
 @dataclass(frozen=True)
-class KernelProgram:
+class KernelProgram(Displayable):
     """Kernels in launch order; buffers as in Loop IR (inputs, params, consts, written)."""
     buffers: tuple
     written: tuple

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from ..display import Displayable
 from .index import Affine, format_index, gathers
 from .types import Buffer, TensorType, format_header, format_scalar
 
@@ -142,7 +143,7 @@ class LocalBuffer:
 
 
 @dataclass(frozen=True)
-class Kernel:
+class Kernel(Displayable):
     name: str
     outputs: tuple[str, ...]
     body: tuple[Stmt, ...]
@@ -178,7 +179,7 @@ def _format_body(body, depth, lines):
 
 
 @dataclass(frozen=True)
-class LoopProgram:
+class LoopProgram(Displayable):
     buffers: tuple[Buffer, ...]       # inputs, parameters, constants
     written: tuple[Buffer, ...]       # what the kernels write: outputs, and temps read by a later kernel
     kernels: tuple[Kernel, ...]

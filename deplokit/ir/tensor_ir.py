@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from ..display import Displayable
 from .index import DIM_NAMES, Affine
 from .types import Buffer, TensorType, format_header, format_scalar
 
@@ -122,7 +123,7 @@ TensorNode = Union[Elementwise, Reduction, IndexMap]
 
 
 @dataclass(frozen=True)
-class TensorProgram:
+class TensorProgram(Displayable):
     buffers: tuple[Buffer, ...]
     nodes: tuple[TensorNode, ...]
     outputs: tuple[str, ...]

@@ -102,6 +102,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from ..display import Displayable
 from .index import Affine, format_index
 from .loop_ir import Accumulate, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Tile IR reuses Loop IR's statements)
 from .types import Buffer, format_header
@@ -251,7 +252,7 @@ TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Ac
 
 
 @dataclass(frozen=True)
-class TileKernel:
+class TileKernel(Displayable):
     name: str
     outputs: tuple[str, ...]
     body: tuple[TileStmt, ...]     # uniform statements, then one Tile
@@ -286,7 +287,7 @@ def format_body(body, depth: int, lines: list[str]) -> None:
 
 
 @dataclass(frozen=True)
-class TileProgram:
+class TileProgram(Displayable):
     buffers: tuple[Buffer, ...]
     written: tuple[Buffer, ...]
     kernels: tuple[TileKernel, ...]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..display import Displayable
 from .types import Buffer, TensorType, format_header, format_scalar
 
 
@@ -45,7 +46,7 @@ class TorchOp:
 
 
 @dataclass(frozen=True)
-class TorchProgram:
+class TorchProgram(Displayable):
     buffers: tuple[Buffer, ...]   # inputs, parameters and folded constants, in capture order
     ops: tuple[TorchOp, ...]
     outputs: tuple[str, ...]

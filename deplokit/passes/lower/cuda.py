@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...display import Displayable
 from .cuda_expr import format_float
 from .cuda_render import render_kernel, render_program
 
@@ -64,7 +65,7 @@ __all__ = ["CudaSource", "render_cuda", "render_kernel", "render_program", "form
 
 
 @dataclass(frozen=True)
-class CudaSource:
+class CudaSource(Displayable):
     text: str
     target: str                    # sm_80 | sm_90 | sm_120
     kernels: tuple[str, ...]

@@ -1,0 +1,201 @@
+"""Plots (matplotlib): benchmark bars, a roofline and autotune progress.
+
+They draw only what they are given: BenchReport records (runtime/bench_report.py, filled
+from real GPU timings) and tuner Trial records (tune/result.py). Nothing here measures or
+invents a number. Figures are made with pyplot and closed at once, so a notebook shows the
+returned figure once and no global figure is left behind."""
+from __future__ import annotations
+
+import base64
+import io
+import math
+import time
+from typing import Sequence
+
+from ..errors import DeplokitError
+from .extra import require
+
+DEPLOKIT_COLOR, EAGER_COLOR, COMPILE_COLOR = "#1f77b4", "#7f7f7f", "#ff7f0e"
+
+
+def _new_figure(width: float, height: float):
+    plt = require("matplotlib.pyplot", "plotting")
+    fig = plt.figure(figsize=(width, height))
+    plt.close(fig)
+    return fig
+
+
+def bench_bars(reports: Sequence, title: str | None = None):
+    """Time per program for deplokit, torch eager and torch.compile (log scale), each
+    deplokit bar labelled with its % of the roof that bounds it (HBM or FP32) and each
+    program with deplokit's speed-up over eager."""
+    if not reports:
+        raise DeplokitError("bench_bars needs at least one BenchReport")
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+    fig = _new_figure(max(6.0, 1.2 * len(reports) + 2), 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.27
+    series = (("deplokit (label: % of peak)", DEPLOKIT_COLOR, lambda r: r.deplokit_us),
+              ("eager", EAGER_COLOR, lambda r: r.eager_us),
+              ("torch.compile", COMPILE_COLOR, lambda r: r.compile_us))
+    for k, (label, color, get) in enumerate(series):
+        shown = [(i, r) for i, r in enumerate(reports) if get(r)]
+        bars = ax.bar([i + (k - 1) * width for i, _ in shown], [get(r) for _, r in shown], width,
+                      label=label, color=color)
+        if k == 0:
+            for bar, (_, r) in zip(bars, shown):
+                ax.annotate(f"{r.pct_of_peak:.0f}%", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
+    ax.set_ylabel("time (µs, log scale)")
+    ax.set_xticks(range(len(reports)))
+    names = [r.name + (f"\n{r.speedup_vs_eager:.2f}× vs eager" if r.speedup_vs_eager else "") for r in reports]
+    tilt = len(reports) > 4
+    ax.set_xticklabels(names, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize=8)
+    gpus = sorted({r.gpu for r in reports})
+    ax.set_title(title or f"deplokit vs eager vs torch.compile · {', '.join(gpus)}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.margins(y=0.15)
+    fig.tight_layout()
+    return fig
+
+
+def _points(reports):
+    """(label, arithmetic intensity FLOP/byte, achieved GFLOP/s) per kernel; per program
+    where a report has no kernel profiles. Kernels with no FLOPs or bytes have no place on
+    a log-log roofline and are left out."""
+    out = []
+    for r in reports:
+        items = [(f"{r.name}:{k.name}", k.flops, k.bytes, k.time_us) for k in r.kernels] or \
+            [(r.name, r.flops, r.bytes, r.deplokit_us)]
+        for label, flops, nbytes, t in items:
+            if flops > 0 and nbytes > 0 and t > 0:
+                out.append((label, flops / nbytes, flops / (t * 1e3)))
+    return out
+
+
+def roofline(reports: Sequence, title: str | None = None, label_limit: int = 12):
+    """Achieved GFLOP/s against arithmetic intensity for the suite's kernels, under the
+    roofs of the reports' GPU (its peak HBM bandwidth and peak FP32)."""
+    if not reports:
+        raise DeplokitError("roofline needs at least one BenchReport")
+    peak_bw = max(r.peak_bandwidth_gbs for r in reports)           # GB/s
+    peak_flops = max(r.peak_fp32_tflops for r in reports) * 1e3    # GFLOP/s
+    points = _points(reports)
+    fig = _new_figure(6.5, 4.5)
+    ax = fig.add_subplot(1, 1, 1)
+    ridge = peak_flops / peak_bw
+    lo = min([p[1] for p in points] + [ridge / 100]) / 2
+    hi = max([p[1] for p in points] + [ridge * 10]) * 2
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(peak_flops, x * peak_bw) for x in xs], color="black", linewidth=1.5,
+            label=f"roof: {peak_bw:g} GB/s, {peak_flops / 1e3:g} TFLOP/s")
+    ax.axvline(ridge, color="gray", linestyle=":", linewidth=1)
+    if points:
+        ax.scatter([p[1] for p in points], [p[2] for p in points], color=DEPLOKIT_COLOR, zorder=3,
+                   label=f"deplokit kernels ({len(points)})")
+        if len(points) <= label_limit:
+            for label, x, y in points:
+                ax.annotate(label, (x, y), fontsize=7, xytext=(4, 2), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("achieved GFLOP/s")
+    gpus = sorted({r.gpu for r in reports})
+    ax.set_title(title or f"roofline on {', '.join(gpus)}", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(which="both", alpha=0.2)
+    fig.tight_layout()
+    return fig
+
+
+def figure_png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=96, metadata={"Software": None})
+    return buf.getvalue()
+
+
+class TuneProgressPlot:
+    """A tuner listener: `listener(trial)` after every trial; the figure shows each trial's
+    cost and the best so far, and `.widget` (an ipywidgets Output) is redrawn live.
+
+    Redraws are spaced by at least `min_interval` seconds so that a fast tuner is not
+    slowed by drawing; `refresh()` draws the latest state (the tuner's end)."""
+
+    def __init__(self, objective: str = "", min_interval: float = 0.5):
+        self.objective = objective          # "gpu" (measured) or "model" (predicted), for the label
+        self.min_interval = min_interval
+        self.trials: list = []
+        self._widget = None
+        self._last_draw = None
+
+    def __call__(self, trial) -> None:
+        self.trials.append(trial)
+        now = time.monotonic()
+        if self._last_draw is None or now - self._last_draw >= self.min_interval:
+            self.refresh()
+
+    @property
+    def best_so_far(self) -> list[float | None]:
+        best, out = math.inf, []
+        for t in self.trials:
+            if t.ok and t.cost_us is not None:
+                best = min(best, t.cost_us)
+            out.append(None if best == math.inf else best)
+        return out
+
+    def figure(self):
+        fig = _new_figure(6.5, 3.6)
+        ax = fig.add_subplot(1, 1, 1)
+        ok = [t for t in self.trials if t.ok and t.cost_us is not None]
+        failed = [t for t in self.trials if not (t.ok and t.cost_us is not None)]
+        ax.scatter([t.index for t in ok], [t.cost_us for t in ok], s=12, color=DEPLOKIT_COLOR, alpha=0.6,
+                   label="trial")
+        best = self.best_so_far
+        steps = [(t.index, b) for t, b in zip(self.trials, best) if b is not None]
+        if steps:
+            ax.step([s[0] for s in steps], [s[1] for s in steps], where="post", color="black", label="best so far")
+        if failed and ok:
+            top = max(t.cost_us for t in ok)
+            ax.scatter([t.index for t in failed], [top] * len(failed), marker="x", color="#d62728", s=14,
+                       label=f"failed ({len(failed)})")
+        ax.set_xlabel("trial")
+        ax.set_ylabel({"gpu": "measured time (µs)", "model": "predicted time (µs)"}.get(self.objective, "cost (µs)"))
+        title = f"autotune: {len(self.trials)} trials"
+        if steps:
+            title += f", best {steps[-1][1]:.4g} µs"
+        ax.set_title(title, fontsize=10)
+        if ok or failed:
+            ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        return fig
+
+    @property
+    def widget(self):
+        if self._widget is None:
+            ipywidgets = require("ipywidgets", "the live tuning plot")
+            self._widget = ipywidgets.Output()
+            self.refresh()
+        return self._widget
+
+    def refresh(self) -> None:
+        """Redraw into the widget (once it has been asked for)."""
+        self._last_draw = time.monotonic()
+        if self._widget is None:
+            return
+        # Replace the Output's content outright: no kernel context is needed, so this works
+        # from the tuner's thread and from tests alike.
+        png = base64.b64encode(figure_png(self.figure())).decode("ascii")
+        text = f"<autotune progress: {len(self.trials)} trials>"
+        self._widget.outputs = ({"output_type": "display_data", "metadata": {},
+                                 "data": {"image/png": png, "text/plain": text}},)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        try:
+            return self.widget._repr_mimebundle_(include=include, exclude=exclude)
+        except ImportError:     # NotebookExtraMissing included
+            return {"text/plain": f"<TuneProgressPlot: {len(self.trials)} trials>"}

@@ -1,0 +1,115 @@
+"""The renderers deplokit.display calls: one per displayable type, registered on import.
+
+Each returns {"text/plain": canonical text, "text/html": ...}; the HTML is a pure function
+of the object (no ids, no clock), so re-running a notebook reproduces it byte for byte."""
+from __future__ import annotations
+
+from .. import display
+from ..compilation import CheckResult, Compilation, PassCheck
+from ..ir.kernel_ir import KernelFunc, KernelProgram
+from ..ir.loop_ir import Kernel, LoopProgram
+from ..ir.tensor_ir import TensorProgram
+from ..ir.tile_ir import TileKernel, TileProgram
+from ..ir.torch_ir import TorchProgram
+from ..passes.lower.cuda import CudaSource
+from ..pipeline import TraceStep
+from .diff import STAGE_TITLES, step_html
+from .graph import graph_html
+from .highlight import highlight_html
+from .style import BAD, OK, box, esc, note, title
+
+
+def _bundle(obj, html: str) -> dict:
+    return {"text/plain": str(obj), "text/html": html}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def code_html(obj, stage: str, subtitle: str = "") -> str:
+    """A highlighted IR text under its stage title."""
+    head = STAGE_TITLES[stage] + (f" · {esc(subtitle)}" if subtitle else "")
+    return box(title(head) + highlight_html(str(obj), stage))
+
+
+def render_torch(p: TorchProgram) -> dict:
+    return _bundle(p, graph_html(p, "torch"))
+
+
+def render_tensor(p: TensorProgram) -> dict:
+    return _bundle(p, graph_html(p, "tensor"))
+
+
+def render_loop(p: LoopProgram) -> dict:
+    return _bundle(p, code_html(p, "loop", _count(len(p.kernels), "kernel")))
+
+
+def render_loop_kernel(k: Kernel) -> dict:
+    return _bundle(k, code_html(k, "loop", k.name))
+
+
+def render_tile(p: TileProgram) -> dict:
+    return _bundle(p, code_html(p, "tile", _count(len(p.kernels), "kernel")))
+
+
+def render_tile_kernel(k: TileKernel) -> dict:
+    return _bundle(k, code_html(k, "tile", k.name))
+
+
+def render_kernel_program(p: KernelProgram) -> dict:
+    return _bundle(p, code_html(p, "kernel", _count(len(p.kernels), "kernel")))
+
+
+def render_kernel_func(k: KernelFunc) -> dict:
+    return _bundle(k, code_html(k, "kernel", f"{k.name} grid={k.grid} block={k.block}"))
+
+
+def render_cuda(c: CudaSource) -> dict:
+    return _bundle(c, code_html(c, "cuda", f"{c.target} · {_count(len(c.kernels), 'kernel')}"))
+
+
+def render_step(step: TraceStep) -> dict:
+    return _bundle(step, step_html(step))
+
+
+def check_html(result: CheckResult) -> str:
+    """A check against torch eager, saying which backend ran (the simulator without a GPU)."""
+    from .overview import backend_note
+    color = OK if result.ok else BAD
+    word = "✓ matches torch eager" if result.ok else "✗ MISMATCH with torch eager"
+    return (f'<span style="color: {color}; font-weight: bold">{word}</span> '
+            f"<span>max abs error {result.max_abs_error:.3g}, max rel error {result.max_rel_error:.3g} "
+            f"(rtol {result.rtol:g}, atol {result.atol:g})</span>" + note(esc(backend_note(result.backend))))
+
+
+def render_check(result: CheckResult) -> dict:
+    return _bundle(result, box(check_html(result)))
+
+
+def render_pass_check(p: PassCheck) -> dict:
+    color = OK if p.result.ok else BAD
+    mark = "✓" if p.result.ok else "✗"
+    skipped = " (skipped: the IR is the previous pass's)" if p.skipped else ""
+    html = (f'<span style="font-family: var(--jp-code-font-family, monospace)">t:{esc(p.name)}</span> '
+            f'<span style="color: {color}; font-weight: bold">{mark}</span> '
+            f"max error {p.result.max_abs_error:.3g}{esc(skipped)}")
+    return _bundle(p, box(html))
+
+
+def render_compilation(c: Compilation) -> dict:
+    from .overview import overview_html
+    return _bundle(c, overview_html(c))
+
+
+RENDERERS = {
+    TorchProgram: render_torch, TensorProgram: render_tensor, LoopProgram: render_loop, Kernel: render_loop_kernel,
+    TileProgram: render_tile, TileKernel: render_tile_kernel, KernelProgram: render_kernel_program,
+    KernelFunc: render_kernel_func, CudaSource: render_cuda, TraceStep: render_step, CheckResult: render_check,
+    PassCheck: render_pass_check, Compilation: render_compilation,
+}
+
+
+def register_all() -> None:
+    for cls, fn in RENDERERS.items():
+        display.register(cls, fn)

@@ -1,0 +1,294 @@
+"""Rich renderings: every IR, trace step and Compilation gives text/plain (the canonical
+text) and text/html that parses, holds the expected structure and is deterministic."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import deplokit
+from deplokit import display
+from deplokit.notebook import graph
+from deplokit.runtime.device import gpu_available
+from notebook_html import parse, pre_texts
+from programs import corpus
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+HAS_DOT = shutil.which("dot") is not None
+CODE_STAGES = ("loop", "tile", "kernel", "cuda")
+
+
+def _relu_matmul(x, b, w):
+    return torch.relu(torch.matmul(x + b, w))
+
+
+def _compile_relu_matmul():
+    torch.manual_seed(0)
+    return deplokit.compile(_relu_matmul, torch.randn(16, 64), torch.randn(64), torch.randn(64, 16))
+
+
+@pytest.fixture(scope="module")
+def relu_matmul():
+    return _compile_relu_matmul()
+
+
+@pytest.fixture(scope="module")
+def sdpa():
+    fn, inputs = corpus()["sdpa_causal_gqa"]       # three kernels
+    return deplokit.compile(fn, *inputs)
+
+
+@pytest.mark.parametrize("stage", ["torch", "tensor", "loop", "tile", "kernel", "cuda"])
+def test_every_ir_gives_text_and_html(relu_matmul, stage):
+    ir = relu_matmul.ir(stage)
+    bundle = ir._repr_mimebundle_()
+    assert bundle["text/plain"] == str(ir)
+    page = parse(bundle["text/html"])
+    titles = {"torch": "Torch IR", "tensor": "Tensor IR", "loop": "Loop IR", "tile": "Tile IR",
+              "kernel": "Kernel IR", "cuda": "CUDA"}
+    assert titles[stage] in bundle["text/html"]
+    assert "--jp-" in bundle["text/html"]          # theme variables, with fallbacks
+    if stage in CODE_STAGES:
+        # the highlighted <pre> reads as exactly the IR text, and is highlighted
+        assert pre_texts(bundle["text/html"]) == [str(ir)]
+        assert sum(1 for t, _ in page.tags if t == "span") > 10
+
+
+@pytest.mark.parametrize("stage", CODE_STAGES)
+def test_kernels_render_alone(sdpa, stage):
+    program = sdpa.ir(stage)
+    if stage == "cuda":
+        return
+    for k in program.kernels:
+        b = k._repr_mimebundle_()
+        assert b["text/plain"] == str(k)
+        parse(b["text/html"])
+        assert pre_texts(b["text/html"]) == [str(k)]
+        assert k.name in b["text/html"]
+
+
+def test_keywords_are_coloured_inline(relu_matmul):
+    html = relu_matmul.loop_ir._repr_mimebundle_()["text/html"]
+    assert '<span style="color: var(--jp-mirror-editor-keyword-color, #1a7f37); font-weight: bold">for</span>' in html
+    assert "var(--jp-mirror-editor-comment-color" in html      # `# reduce (K)`
+    tile = relu_matmul.tile_ir._repr_mimebundle_()["text/html"]
+    assert '>THREAD</span>' in tile and ">Tile</span>" in tile
+
+
+@pytest.mark.skipif(not HAS_DOT, reason="graphviz dot is not installed")
+def test_graph_colours_a_fused_program_as_one_kernel(relu_matmul):
+    html = relu_matmul.torch_ir._repr_mimebundle_()["text/html"]
+    parse(html)
+    assert "<svg" in html and "<script" not in html
+    # add, matmul and relu all land in merged_relu: one fill colour for the three ops
+    fills = graph.dot_source(relu_matmul.torch_ir, graph.kernel_membership(relu_matmul.tensor_ir, relu_matmul.loop_ir),
+                             ("merged_relu",), "torch")
+    ops = [line for line in fills.splitlines() if "shape=box" in line]
+    assert len(ops) == 3 and all(f'fillcolor="{graph.kernel_fill(0)}"' in line for line in ops)
+    assert "merged_relu" in html                     # the legend
+    # the text stays available under the drawing
+    assert pre_texts(html) == [str(relu_matmul.torch_ir)]
+
+
+def test_kernel_membership_follows_the_loop_ir(sdpa):
+    member = graph.kernel_membership(sdpa.tensor_ir, sdpa.loop_ir)
+    kernels = [k.name for k in sdpa.loop_ir.kernels]
+    # every kernel's outputs are its own, and every node computed lands in some kernel
+    for k in sdpa.loop_ir.kernels:
+        for out in k.outputs:
+            assert member[out] == (k.name,)
+    assert set(member) == {n.name for n in sdpa.tensor_ir.nodes}
+    assert {k for ks in member.values() for k in ks} == set(kernels)
+    # a stored buffer read by a later kernel is not pulled into it
+    stored = {b.name for b in sdpa.loop_ir.written}
+    for name, ks in member.items():
+        if name in stored:
+            assert len(ks) == 1
+
+
+@pytest.mark.skipif(not HAS_DOT, reason="graphviz dot is not installed")
+def test_three_kernels_three_colours(sdpa):
+    dot = graph.dot_source(sdpa.tensor_ir, graph.kernel_membership(sdpa.tensor_ir, sdpa.loop_ir),
+                           tuple(k.name for k in sdpa.loop_ir.kernels), "tensor")
+    used = {graph.kernel_fill(i) for i in range(3)}
+    assert all(c in dot for c in used)
+    html = sdpa.tensor_ir._repr_mimebundle_()["text/html"]
+    parse(html)
+    assert html.count("<svg") == 1
+
+
+def test_without_dot_the_graph_is_highlighted_text_and_a_note(relu_matmul, monkeypatch):
+    monkeypatch.setattr(graph, "DOT_BINARY", "deplokit-no-such-dot")
+    for ir in (relu_matmul.torch_ir, relu_matmul.tensor_ir):
+        html = ir._repr_mimebundle_()["text/html"]
+        parse(html)
+        assert "<svg" not in html
+        assert "install graphviz" in html and "apt-get install graphviz" in html
+        assert pre_texts(html) == [str(ir)]
+
+
+def test_trace_steps_render_as_coloured_diffs(relu_matmul):
+    by_name = {s.name: s for s in relu_matmul.trace}
+    step = by_name["007_stage_inputs"]
+    b = step._repr_mimebundle_()
+    assert b["text/plain"] == str(step)
+    assert b["text/plain"].splitlines()[0] == ">>> t:007_stage_inputs"
+    page = parse(b["text/html"])
+    html = b["text/html"]
+    assert "t:007_stage_inputs" in html and "hoist hot input slabs" in html     # name and DESCRIPTION
+    assert "stage=True" in html                                                 # its params
+    assert "rgba(46, 160, 67" in html and "rgba(248, 81, 73" in html           # added green, removed red
+    assert "opacity: 0.6" in html                                               # context dim
+    rows = [a.get("style", "") for t, a in page.tags if t == "span" and "display: block" in a.get("style", "")]
+    added = sum("rgba(46, 160, 67" in r for r in rows)
+    removed = sum("rgba(248, 81, 73" in r for r in rows)
+    text_lines = b["text/plain"].splitlines()
+    assert added == sum(1 for line in text_lines if line.startswith("+"))
+    assert removed == sum(1 for line in text_lines if line.startswith("-"))
+    skipped = by_name["003_split_matmul_k"]
+    sb = skipped._repr_mimebundle_()
+    assert sb["text/plain"].startswith("--- t:003_split_matmul_k skipped: ")
+    assert "skipped: " in sb["text/html"] and "rgba(46, 160, 67" not in sb["text/html"]
+
+
+def test_compilation_overview(relu_matmul):
+    b = relu_matmul._repr_mimebundle_()
+    assert b["text/plain"] == repr(relu_matmul)
+    html = b["text/html"]
+    page = parse(html)
+    assert sum(1 for t, _ in page.tags if t == "details") >= 8     # stages and trace collapse, no JS
+    assert "<summary" in html
+    assert "merged_relu" in html and "(256, 1, 1)" in html          # the kernel table
+    assert "005_blockify_launch.block_threads" in html              # its knobs
+    assert "✓ matches torch eager" in html                          # the simulator check
+    for stage in ("Torch IR", "Tensor IR", "Loop IR", "Tile IR", "Kernel IR", "CUDA"):
+        assert f"<summary style=\"cursor: pointer; font-weight: 600; margin: 4px 0;\">{stage}</summary>" in html
+
+
+def test_check_results_say_where_they_ran(relu_matmul):
+    result = relu_matmul.check(backend="sim")
+    html = result._repr_mimebundle_()["text/html"]
+    parse(html)
+    assert "SIMT simulator" in html
+    if not gpu_available():
+        assert "no GPU found" in html
+    auto = relu_matmul.check()
+    assert "SIMT simulator" in auto._repr_mimebundle_()["text/html"] or gpu_available()
+    checks = relu_matmul.check_passes()
+    for c in checks:
+        b = c._repr_mimebundle_()
+        assert b["text/plain"] == str(c)
+        parse(b["text/html"])
+        assert f"t:{c.name}" in b["text/html"]
+
+
+def test_bundles_are_deterministic():
+    """Two compiles of the same program render byte-identical bundles."""
+    def bundles(c):
+        objs = [c.torch_ir, c.tensor_ir, c.loop_ir, c.tile_ir, c.kernel_ir, c.cuda, c] + list(c.trace)
+        return [o._repr_mimebundle_() for o in objs]
+    first, second = bundles(_compile_relu_matmul()), bundles(_compile_relu_matmul())
+    assert first == second
+    for b in first:
+        assert "uuid" not in b["text/html"].lower() and " id=\"deplokit" not in b["text/html"]
+
+
+def test_include_and_exclude(relu_matmul):
+    assert set(relu_matmul.loop_ir._repr_mimebundle_(include=["text/plain"])) == {"text/plain"}
+    assert set(relu_matmul.loop_ir._repr_mimebundle_(exclude=["text/html"])) == {"text/plain"}
+
+
+def test_a_renderer_missing_a_library_falls_back_to_text():
+    class Thing(display.Displayable):
+        def __str__(self):
+            return "thing text"
+
+    def needs_missing_library(obj):
+        raise ImportError("no module named fancy")
+    display.register(Thing, needs_missing_library)
+    assert Thing()._repr_mimebundle_() == {"text/plain": "thing text"}
+
+
+_CORE_ONLY = r"""
+import builtins, sys
+BLOCKED = {"pygments", "graphviz", "ipywidgets", "matplotlib", "IPython", "deplokit.notebook"}
+real_import = builtins.__import__
+def guarded(name, *a, **k):
+    if name.split(".")[0] in BLOCKED or name in BLOCKED:
+        raise ImportError(f"blocked: {name}")
+    return real_import(name, *a, **k)
+builtins.__import__ = guarded
+import importlib
+real_im = importlib.import_module
+def guarded_im(name, *a, **k):
+    if name in BLOCKED or name.split(".")[0] in BLOCKED:
+        raise ImportError(f"blocked: {name}")
+    return real_im(name, *a, **k)
+importlib.import_module = guarded_im
+import torch, deplokit
+c = deplokit.compile(lambda x: torch.relu(x) * 2.0, torch.randn(4, 8))
+for ir in (c.torch_ir, c.loop_ir, c.cuda, c, c.trace[3]):
+    b = ir._repr_mimebundle_()
+    assert b == {"text/plain": str(ir)}, (type(ir), list(b))
+assert c.check(backend="sim").ok
+print("core ok")
+"""
+
+
+def test_core_import_works_without_the_notebook_extra():
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    out = subprocess.run([sys.executable, "-c", _CORE_ONLY], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "core ok" in out.stdout
+
+
+def test_core_import_does_not_load_drawing_libraries():
+    code = ("import sys, torch, deplokit\n"
+            "c = deplokit.compile(lambda x: x + 1.0, torch.randn(3))\n"
+            "print(sorted(m for m in ('pygments', 'graphviz', 'ipywidgets', 'matplotlib', 'deplokit.notebook') "
+            "if m in sys.modules))")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
+def test_odd_programs_render(sdpa):
+    """A multi-kernel program with gathers, masks and odd sizes renders at every stage."""
+    for stage in ("torch", "tensor", "loop", "tile", "kernel", "cuda"):
+        b = sdpa.ir(stage)._repr_mimebundle_()
+        parse(b["text/html"])
+    b = sdpa._repr_mimebundle_()
+    parse(b["text/html"])
+    assert all(k.name in b["text/html"] for k in sdpa.kernel_ir.kernels)
+
+
+def test_names_are_escaped():
+    """Tensor names and text reach the page escaped."""
+    from deplokit.notebook.highlight import highlight_html
+    html = highlight_html("x = load a[<b>&]", "loop")
+    assert "b" not in {t for t, _ in parse(html).tags}
+    assert pre_texts(html) == ["x = load a[<b>&]"]
+
+
+def test_layer_with_many_kernels_renders():
+    fn, inputs = corpus()["llama_layer_small"]
+    c = deplokit.compile(fn, *inputs)
+    b = c.tensor_ir._repr_mimebundle_()
+    parse(b["text/html"])
+    if HAS_DOT:
+        assert "<svg" in b["text/html"]
+        # 13 kernels, each with a legend chip
+        assert all(f"<code>{k.name}</code>" in b["text/html"] for k in c.loop_ir.kernels)
+
+
+def test_module_program_renders_torch_graph():
+    torch.manual_seed(0)
+    c = deplokit.compile(nn.RMSNorm(100), torch.randn(3, 100))
+    b = c.torch_ir._repr_mimebundle_()
+    parse(b["text/html"])
+    assert "rms_norm" in b["text/html"]

@@ -1,0 +1,156 @@
+"""The pass stepper, driven from code: its steps, moving, the widget following, checks."""
+import pytest
+import torch
+import torch.nn as nn
+
+import deplokit
+from deplokit.notebook.stepper import Stepper
+from deplokit.passes.schedule import PASSES, knobs_of, pass_label
+from notebook_html import parse, pre_texts
+from programs import corpus
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def rms():
+    torch.manual_seed(0)
+    return deplokit.compile(nn.RMSNorm(300), torch.randn(5, 300))
+
+
+@pytest.fixture(scope="module")
+def sdpa():
+    fn, inputs = corpus()["sdpa_causal_gqa"]
+    return deplokit.compile(fn, *inputs)
+
+
+def test_sixteen_steps_named_and_described(rms):
+    s = rms.stepper()
+    assert isinstance(s, Stepper)
+    assert [st.name for st in s.steps] == [pass_label(m) for m in PASSES]
+    assert [st.description for st in s.steps] == [m.DESCRIPTION for m in PASSES]
+    assert [st.index for st in s.steps] == list(range(16))
+    assert s.index == 0 and s.kernel == "merged_rms_norm"
+
+
+def test_knobs_and_values_follow_the_trace(rms):
+    s = rms.stepper()
+    tile_steps = [t for t in rms.trace if t.stage == "tile"]
+    for st, mod, trace_step in zip(s.steps, PASSES, tile_steps):
+        assert [k.name for k in st.knobs] == [k.name for k in knobs_of(mod)]
+        chosen = dict(dict(trace_step.params).get("merged_rms_norm", ()))
+        for k in st.knobs:
+            assert k.value == chosen.get(k.name)
+            if k.value is not None:
+                assert k.value in k.domain
+        # the kernel's text before and after is the trace's
+        assert st.after == str(trace_step.after.kernel("merged_rms_norm"))
+        assert st.applied == (trace_step.before.kernel("merged_rms_norm") != trace_step.after.kernel("merged_rms_norm"))
+        if not st.applied:
+            assert st.reason
+    by = {st.name: st for st in s.steps}
+    assert by["004_cooperative_reduce"].applied and by["007_stage_inputs"].applied
+    assert not by["008_register_tile"].applied and "matmul" in by["008_register_tile"].reason
+    # the last step's IR is the compilation's Tile IR
+    assert s.steps[-1].after == str(rms.tile_ir.kernel("merged_rms_norm"))
+
+
+def test_next_prev_go_and_bounds(rms):
+    s = rms.stepper(check=False)
+    s.next().next()
+    assert s.index == 2 and s.step.name == "003_split_matmul_k"
+    s.prev()
+    assert s.index == 1
+    s.prev().prev()
+    assert s.index == 0                  # stays on the first
+    s.go(15).next()
+    assert s.index == 15                 # stays on the last
+    s.index = 6
+    assert s.step.name == "007_stage_inputs"
+    with pytest.raises(deplokit.DeplokitError, match="out of range"):
+        s.go(16)
+    assert "t:007_stage_inputs" in repr(s)
+
+
+def test_step_html_shows_diff_ir_knobs_and_check(rms):
+    s = rms.stepper().go(6)
+    html = s.html()
+    parse(html)
+    assert "t:007_stage_inputs" in html and "(7/16)" in html and "hoist hot input slabs" in html
+    assert "<code>stage</code>" in html and "<b>True</b>" in html
+    assert "rgba(46, 160, 67" in html                        # the coloured diff
+    assert str(rms.tile_ir.kernel("merged_rms_norm")).splitlines()[0] in pre_texts(html)[-1]
+    check = s.check_of()
+    assert check.name == "007_stage_inputs" and check.result.ok
+    assert "✓" in html and f"{check.result.max_abs_error:.3g}" in html
+
+
+def test_every_step_is_checked_on_the_simulator(rms):
+    s = rms.stepper()
+    checks = [s.check_of(i) for i in range(16)]
+    assert [c.name for c in checks] == [st.name for st in s.steps]
+    assert all(c.result.ok and c.result.backend == "sim" for c in checks)
+
+
+def test_check_off_never_simulates(monkeypatch):
+    torch.manual_seed(0)
+    c = deplokit.compile(nn.Softmax(dim=-1), torch.randn(3, 17))
+
+    def boom(*a, **k):
+        raise AssertionError("check_passes must not run")
+    monkeypatch.setattr(c, "check_passes", boom)
+    s = c.stepper(check=False)
+    s.go(5)
+    assert s.check_of() is None and "simulator check: off" in s.html()
+
+
+def test_widget_follows_code_and_code_follows_widget(rms):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    s = rms.stepper()
+    w = s.widget
+    assert isinstance(w, ipywidgets.VBox)
+    s.next()
+    assert s._slider.value == 1 and "t:002_chunk_matmul_k" in s._view.value
+    s._slider.value = 12                  # what dragging the slider (or Play, through jslink) does
+    assert s.index == 12 and "t:013_async_copy" in s._view.value
+    buttons = [c for c in w.children[0].children if isinstance(c, ipywidgets.Button)]
+    assert [b.description for b in buttons] == ["◀ prev", "next ▶"]
+    buttons[0].click()
+    assert s.index == 11
+    buttons[1].click()
+    buttons[1].click()
+    assert s.index == 13
+    plays = [c for c in w.children[0].children if isinstance(c, ipywidgets.Play)]
+    assert plays and plays[0].max == 15
+    bundle = s._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "text/html" in bundle and "t:014_pad_smem" in bundle["text/html"]
+
+
+def test_kernel_picker_walks_another_kernel(sdpa):
+    s = sdpa.stepper()
+    names = [k.name for k in sdpa.tile_ir.kernels]
+    assert s.kernels == tuple(names) and len(names) == 3
+    s.go(4)
+    s.kernel = names[1]
+    assert s.index == 4 and all(st.kernel == names[1] for st in s.steps)
+    assert s.steps[-1].after == str(sdpa.tile_ir.kernel(names[1]))
+    pytest.importorskip("ipywidgets")
+    w = s.widget
+    s._picker.value = names[2]
+    assert s.kernel == names[2] and names[2] in s._view.value
+    assert w is s.widget
+    with pytest.raises(deplokit.DeplokitError, match="no kernel"):
+        s.kernel = "nope"
+    with pytest.raises(deplokit.DeplokitError, match="no kernel 'nope'"):
+        sdpa.stepper("nope")
+
+
+def test_stepper_on_a_matmul_shows_its_register_tile():
+    fn, inputs = corpus()["matmul_odd"]
+    c = deplokit.compile(fn, *inputs)
+    s = c.stepper(check=False)
+    by = {st.name: st for st in s.steps}
+    assert by["002_chunk_matmul_k"].applied
+    assert any(k.name == "k_chunk" and k.value is not None for k in by["002_chunk_matmul_k"].knobs)
+    parse(s.go(7).html())
