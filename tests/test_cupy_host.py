@@ -13,7 +13,8 @@ from torch import nn
 
 import deplokit
 from deplokit.errors import ExecutionError
-from deplokit.runtime.cupy_backend import CupyExecutor
+from deplokit.runtime.cupy_backend import DEVICE_ALIGN, CupyExecutor
+from deplokit.runtime.launch_plan import CTYPE_DTYPE
 from deplokit.runtime.nvrtc import nvrtc_available
 from deplokit.runtime.sim.launch import simulate_kernel
 
@@ -61,8 +62,14 @@ class _Module:
         kernel = self.fake.kernels[name]
 
         def launch(grid, block, args, shared_mem=0, stream=None):
+            # CuPy types grid and block as `tuple` (a list raises TypeError) and passes each
+            # array as its bare data pointer: the dtype must be what the C parameter points to
+            assert type(grid) is tuple and type(block) is tuple
             assert (grid, block, shared_mem) == (tuple(kernel.grid), tuple(kernel.block), 0)
             assert len(args) == len(kernel.params)
+            for p, a in zip(kernel.params, args):
+                assert a.dtype == np.dtype(CTYPE_DTYPE[p.ctype]), (name, p.name, a.dtype, p.ctype)
+                assert a.flags.c_contiguous and a.ctypes.data % DEVICE_ALIGN == 0, (name, p.name)
             self.fake.launches.append(name)
             simulate_kernel(kernel, {p.name: a for p, a in zip(kernel.params, args)}, max_block_threads=1024)
         return launch

@@ -179,14 +179,27 @@ def _first_line(e: Exception) -> str:
 
 
 class fp32_matmuls:
-    """Torch's matmuls in true FP32 (no TF32), as deplokit's kernels compute, for the timing."""
+    """Torch's matmuls in true FP32 (no TF32), as deplokit's kernels compute, for the timing.
+
+    torch >= 2.9 has two TF32 APIs: setting the legacy `allow_tf32` is always allowed and sets
+    the new `fp32_precision` too, but reading `allow_tf32` raises once a caller has set
+    `fp32_precision = "tf32"` through the new API. The caller's setting is restored through
+    whichever API can read it. cuDNN's flag is left alone: no deplokit program convolves."""
 
     def __enter__(self):
-        self.saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        matmul = torch.backends.cuda.matmul
+        try:
+            self.legacy, self.precision = matmul.allow_tf32, None
+        except RuntimeError:            # set through the new API
+            self.legacy, self.precision = None, matmul.fp32_precision
+        matmul.allow_tf32 = False
 
     def __exit__(self, *exc):
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+        matmul = torch.backends.cuda.matmul
+        if self.precision is None:
+            matmul.allow_tf32 = self.legacy
+        else:
+            matmul.fp32_precision = self.precision
 
 
 def _time_torch(c, inputs_dev, device, compare, warmup, repeats, notes):

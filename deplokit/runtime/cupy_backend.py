@@ -18,6 +18,12 @@ from ..errors import ExecutionError
 from .device import require_gpu
 from .launch_plan import LaunchPlan, build_plan, pack_args
 from .nvrtc import compile_nvrtc, nvrtc_available
+from .signature import check_plan_matches_source
+
+# Bytes a device buffer's address must be a multiple of: float4 loads and stores, cp.async of
+# 16 bytes and TMA bulk copies (cp.async.bulk) all fault on anything less. Fresh allocations
+# (CuPy's pool, torch's caching allocator) are 256-byte aligned; a view into a tensor may not be.
+DEVICE_ALIGN = 16
 
 
 def device_arch(cupy=None) -> tuple[str, int]:
@@ -46,6 +52,15 @@ def compile_cubin(cuda_source: str, arch: str) -> bytes:
     return compile_cuda(cuda_source, arch).cubin
 
 
+def device_ready(t: torch.Tensor, dtype: str) -> torch.Tensor:
+    """`t` as the kernels read it: contiguous, of element type `dtype`, its first element on a
+    DEVICE_ALIGN boundary (a view such as `x[1:]` is copied; a tensor already so is used in place)."""
+    t = t.detach().to(getattr(torch, dtype)).contiguous()
+    if t.data_ptr() % DEVICE_ALIGN:
+        t = t.clone()
+    return t
+
+
 class CupyExecutor:
     """Loaded kernels plus the device copies of a compilation's parameters and constants."""
 
@@ -57,6 +72,7 @@ class CupyExecutor:
             import cupy
         self.cupy = cupy
         self.plan: LaunchPlan = build_plan(kernel_program, input_names, target)
+        check_plan_matches_source(self.plan, cuda_source)
         self.arch, cc = device_arch(cupy)
         check_device_supports(target, cc)
         self.cubin = compile_cubin(cuda_source, self.arch)
@@ -77,12 +93,10 @@ class CupyExecutor:
         cp = self.cupy
         if isinstance(array, torch.Tensor):
             array = array.detach()
-            if array.is_cuda:
-                arr = cp.from_dlpack(array.contiguous())
-            else:
-                arr = cp.asarray(array.contiguous().numpy())
-        else:
-            arr = cp.asarray(np.ascontiguousarray(array))
+            if array.is_cuda:       # converted by torch, so DLPack only ever sees the storage type
+                return cp.from_dlpack(device_ready(array, spec.device_dtype)).reshape(-1)
+            array = array.contiguous().numpy()
+        arr = cp.asarray(np.ascontiguousarray(array))
         if arr.dtype != np.dtype(spec.device_dtype):
             arr = arr.astype(spec.device_dtype)
         return cp.ascontiguousarray(arr.reshape(-1))
