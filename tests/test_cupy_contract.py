@@ -105,3 +105,19 @@ def test_fp32_matmuls_with_the_new_tf32_api():
         assert matmul.fp32_precision == "tf32"
     finally:
         matmul.allow_tf32 = False           # the legacy setter is always allowed: back to FP32
+
+
+def test_torch_reference_runs_on_another_device():
+    """The eager program bench times on the GPU: a function that creates host tensors (a
+    causal mask from torch.ones) or closes over them runs from its export graph moved to the
+    device. Checked on the meta device, which refuses host tensors as CUDA does."""
+    from deplokit.runtime.bench import cuda_eager
+    fn, inputs = PROGRAMS["attention_by_hand"]
+    on_meta = tuple(t.to("meta") for t in inputs)
+    with pytest.raises(RuntimeError):
+        fn(*on_meta)
+    out = cuda_eager(fn, on_meta, "meta")(*on_meta)
+    assert out.device.type == "meta" and out.shape == fn(*inputs).shape
+    bias = torch.randn(16)
+    out = cuda_eager(lambda x: x + bias, (torch.randn(3, 16, device="meta"),), "meta")(torch.randn(3, 16, device="meta"))
+    assert out.device.type == "meta" and out.shape == (3, 16)

@@ -103,7 +103,8 @@ def cuda_eager(source, inputs_dev, device: str = "cuda"):
             source(*inputs_dev)
         return source
     except RuntimeError:
-        return exported_on(source, tuple(t.cpu() for t in inputs_dev), device)
+        # export traces shapes and dtypes only: host zeros stand in for the device inputs
+        return exported_on(source, tuple(torch.zeros(t.shape, dtype=t.dtype) for t in inputs_dev), device)
 
 
 def exported_on(fn, inputs_cpu, device: str):
@@ -117,7 +118,22 @@ def exported_on(fn, inputs_cpu, device: str):
         for attr, value in list(vars(sub).items()):
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
                 setattr(sub, attr, value.to(device))
+        if isinstance(sub, torch.fx.GraphModule):
+            _retarget_factories(sub, torch.device(device))
     return module
+
+
+def _retarget_factories(gm, device) -> None:
+    """Tensors the function creates (`torch.ones(s, s)` for a mask) are traced with the host
+    device spelled out in their node's kwargs; `.to()` leaves those, so point them at `device`."""
+    changed = False
+    for node in gm.graph.nodes:
+        dev = node.kwargs.get("device") if node.op == "call_function" else None
+        if isinstance(dev, torch.device) and dev != device:
+            node.kwargs = {**node.kwargs, "device": device}
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 @dataclass
