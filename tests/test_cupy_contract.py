@@ -10,6 +10,7 @@ import deplokit
 from deplokit.runtime.bench import fp32_matmuls
 from deplokit.runtime.cupy_backend import DEVICE_ALIGN, device_ready
 from deplokit.runtime.launch_plan import LaunchPlanError, build_plan
+from deplokit.runtime.nvrtc import compile_nvrtc, nvrtc_available
 from deplokit.runtime.signature import check_plan_matches_source, kernel_signatures
 from programs import config_of, corpus
 
@@ -28,6 +29,9 @@ def test_launch_arguments_match_the_kernel_signatures(name, target):
     assert sorted(sigs) == sorted(k.name for k in c.kernel_ir.kernels)
     for ln in plan.launches:
         assert tuple(p.name for p in sigs[ln.name]) == ln.args
+    if nvrtc_available():       # the compiler the CuPy backend uses, on the very same source
+        cubin = compile_nvrtc(source, target).cubin
+        assert all(k.name.encode() in cubin for k in c.kernel_ir.kernels)
 
 
 def _embedding_program():
@@ -121,3 +125,12 @@ def test_torch_reference_runs_on_another_device():
     bias = torch.randn(16)
     out = cuda_eager(lambda x: x + bias, (torch.randn(3, 16, device="meta"),), "meta")(torch.randn(3, 16, device="meta"))
     assert out.device.type == "meta" and out.shape == (3, 16)
+
+
+def test_preflight_without_a_device_says_so(capsys, monkeypatch):
+    from deplokit.runtime import device, preflight
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    assert preflight.main() == 2
+    out = capsys.readouterr().out
+    assert out.startswith("python ") and f"torch {torch.__version__}" in out
+    assert out.rstrip().endswith("FAIL: no CUDA device (cupy.cuda.runtime.getDeviceCount() found none or failed)")

@@ -114,6 +114,11 @@ def test_bench_times_torch_compile():
     assert r.notes == () and r.eager_us > 0 and r.compile_us > 0
 
 
+def test_preflight_passes(capsys):
+    from deplokit.runtime.preflight import main
+    assert main() == 0, capsys.readouterr().out
+
+
 def test_misaligned_device_inputs_are_realigned():
     """Last in the file: were the view passed as it is, float4 loads would fault with a
     misaligned address, which poisons the CUDA context for every later test."""
