@@ -144,8 +144,12 @@ def cmd_bench(args) -> int:
         result = merged(entries, previous, result)
         write_atomic(stem + ".json", to_json(result))
         write_atomic(stem + ".md", to_markdown(result))
-    result = run_suite(todo, job, suite=args.suite, target=args.target, timeout_s=args.timeout,
-                       progress=progress, checkpoint=checkpoint, **job_args)
+    try:
+        result = run_suite(todo, job, suite=args.suite, target=args.target, timeout_s=args.timeout,
+                           progress=progress, checkpoint=checkpoint, **job_args)
+    except KeyboardInterrupt:       # `timeout -s INT`: what was measured is already written
+        print(f"interrupted; {stem}.json holds the entries measured so far: rerun with --resume", file=sys.stderr)
+        return 130
     checkpoint(result)
     result = merged(entries, previous, result)
     sys.stdout.write(summary(result))
