@@ -31,7 +31,11 @@ class StandInCupy:
         self.uint8 = np.uint8
         outer = self
         function = SimpleNamespace(Module=lambda: _Module(outer))
+        self.attributes = []            # (function handle, attribute, value) set through the driver
+        driver = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8,     # CUfunction_attribute
+                                 funcSetAttribute=lambda f, attribute, value: self.attributes.append((f, attribute, value)))
         self.cuda = SimpleNamespace(Device=lambda: SimpleNamespace(compute_capability=compute_capability, id=0),
+                                    driver=driver,
                                     function=function,
                                     get_current_stream=lambda: SimpleNamespace(synchronize=lambda: None))
 
@@ -72,6 +76,7 @@ class _Module:
                 assert a.flags.c_contiguous and a.ctypes.data % DEVICE_ALIGN == 0, (name, p.name)
             self.fake.launches.append(name)
             simulate_kernel(kernel, {p.name: a for p, a in zip(kernel.params, args)}, max_block_threads=1024)
+        launch.ptr = 0x1000 + list(self.fake.kernels).index(name)        # a CUfunction handle
         return launch
 
 
@@ -172,3 +177,18 @@ def test_cubin_falls_back_to_nvcc_without_nvrtc(monkeypatch):
     monkeypatch.setattr(cupy_backend, "nvrtc_available", lambda: False)
     cubin = cupy_backend.compile_cubin(str(c.cuda), "sm_90")
     assert cubin == nvcc.compile_cuda(str(c.cuda), "sm_90").cubin
+
+
+def test_dynamic_smem_above_48k_is_opted_in_before_launch():
+    """deplokit's kernels declare their shared memory statically (<= 48 KiB); a launch that
+    asked for more dynamic shared memory must raise the kernel's maximum first."""
+    import dataclasses
+    fn, inputs = CASES["two_outputs"]
+    c = deplokit.compile(fn, *inputs)
+    fake = StandInCupy(c.kernel_ir)
+    exe = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    assert fake.attributes == []                     # nothing to opt in: all static
+    first, *rest = exe.plan.launches
+    exe.plan = dataclasses.replace(exe.plan, launches=(dataclasses.replace(first, dynamic_smem=96 * 1024), *rest))
+    exe._opt_in_dynamic_smem()
+    assert fake.attributes == [(exe.functions[first.name].ptr, 8, 96 * 1024)]

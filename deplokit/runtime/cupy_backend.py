@@ -16,7 +16,7 @@ import torch
 
 from ..errors import ExecutionError
 from .device import require_gpu
-from .launch_plan import LaunchPlan, build_plan, pack_args
+from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
 from .nvrtc import compile_nvrtc, nvrtc_available
 from .signature import check_plan_matches_source
 
@@ -83,9 +83,19 @@ class CupyExecutor:
             raise ExecutionError(f"the CUDA driver could not load the cubin NVRTC built for {self.arch}: "
                                  f"{type(e).__name__}: {e}") from None
         self.functions = {ln.name: self.module.get_function(ln.name) for ln in self.plan.launches}
+        self._opt_in_dynamic_smem()
         used = self.used = {a for ln in self.plan.launches for a in ln.args}
         self.constants = {name: self._upload(np.asarray(v), self.plan.buffer(name))
                           for name, v in values.items() if name in used}
+
+    def _opt_in_dynamic_smem(self) -> None:
+        """A launch with more than 48 KiB of dynamic shared memory fails unless the kernel's
+        maximum was raised first (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
+        for ln in self.plan.launches:
+            if ln.dynamic_smem > STATIC_SMEM_LIMIT:
+                driver = self.cupy.cuda.driver
+                driver.funcSetAttribute(self.functions[ln.name].ptr,
+                                        driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ln.dynamic_smem)
 
     # -- buffers ----------------------------------------------------------------------------
     def _upload(self, array, spec):

@@ -21,6 +21,10 @@ MAX_BLOCK_THREADS = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
 ARENA_ALIGN = 256                       # bytes: cudaMalloc's alignment, enough for float4 and TMA
+# A kernel may declare at most 48 KiB of static __shared__ (ptxas refuses more); beyond that
+# only dynamic shared memory reaches the target's opt-in maximum, and only after
+# cudaFuncAttributeMaxDynamicSharedMemorySize is raised for the kernel (cupy_backend does).
+STATIC_SMEM_LIMIT = 48 * 1024
 
 CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32", "bool": "bool"}
 ITEMSIZE = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
@@ -134,6 +138,9 @@ def check_launch(kernel: K.KernelFunc, target) -> None:
         if d > most:
             raise LaunchPlanError(f"{where}: grid.{axis} = {d}; CUDA allows at most {most}")
     smem = static_smem_bytes(kernel)
+    if smem > STATIC_SMEM_LIMIT:
+        raise LaunchPlanError(f"{where}: {smem} bytes of static shared memory; a kernel may declare at most "
+                              f"{STATIC_SMEM_LIMIT} statically (more needs dynamic shared memory)")
     if target is not None and smem > target.smem_per_block:
         raise LaunchPlanError(f"{where}: {smem} bytes of shared memory; {target.name} allows "
                               f"{target.smem_per_block} per block")
