@@ -52,6 +52,7 @@ def test_cupy_matches_eager(name):
     cuda_inputs = tuple(t.cuda() for t in inputs)
     got = c.run(*cuda_inputs, backend="cupy")
     assert got.is_cuda
+    assert c.check(*cuda_inputs, backend="cupy").ok        # eager on the device, a module's weights too
     fn_cuda = copy.deepcopy(fn).cuda() if isinstance(fn, nn.Module) else fn
     torch.testing.assert_close(got, fn_cuda(*cuda_inputs), rtol=1e-4, atol=1e-4)
 
@@ -106,6 +107,27 @@ def test_corpus_on_the_device(name, target):
         assert d.is_cuda and d.shape == g.shape and d.dtype == g.dtype
         finite = torch.isfinite(d) if d.is_floating_point() else torch.ones_like(d, dtype=torch.bool)
         torch.testing.assert_close(g[finite], d[finite], rtol=1e-4, atol=10 * default_atol(d[finite]))
+
+
+def _one_entry_per_op():
+    from deplokit.bench.suite import suite_entries
+    first = {}
+    for e in suite_entries("llm"):
+        if e.seq == 32:
+            first.setdefault(e.op, e.name)
+    return sorted(first.values())
+
+
+@pytest.mark.parametrize("name", _one_entry_per_op())
+def test_suite_programs_match_eager_on_the_device(name):
+    """Each of the suite's 11 programs at its real shapes (seq 32), checked as the suite checks
+    them, before any time is spent benchmarking."""
+    from deplokit.bench.runner import CHECK_ATOL, CHECK_RTOL
+    from deplokit.bench.suite import entry
+    e = entry(name)
+    c = deplokit.compile(e.program(), *e.inputs(), target=_target())
+    result = c.check(*(t.cuda() for t in e.inputs()), backend="cupy", rtol=CHECK_RTOL, atol=CHECK_ATOL)
+    assert result.ok, str(result)
 
 
 def test_aligned_device_inputs_are_used_in_place():
