@@ -192,3 +192,19 @@ def test_dynamic_smem_above_48k_is_opted_in_before_launch():
     exe.plan = dataclasses.replace(exe.plan, launches=(dataclasses.replace(first, dynamic_smem=96 * 1024), *rest))
     exe._opt_in_dynamic_smem()
     assert fake.attributes == [(exe.functions[first.name].ptr, 8, 96 * 1024)]
+
+
+def test_device_outputs_cross_dlpack_in_their_types():
+    """Outputs for device inputs go to torch through DLPack (numpy arrays stand in for CuPy's,
+    which speak it too): dtypes and shapes as eager's, a bool output carried as bytes."""
+    fn, inputs = CASES["two_outputs"]
+    c = deplokit.compile(fn, *inputs)
+    exe = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=StandInCupy(c.kernel_ir))
+    bufs = exe.prepare(inputs)
+    exe.launch(bufs)
+    got = exe.outputs(bufs, on_device=True)
+    want = fn(*inputs)
+    assert [(t.dtype, t.shape) for t in got] == [(t.dtype, t.shape) for t in want]
+    assert torch.equal(got[1], want[1]) and torch.allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    name = exe.plan.outputs[0]
+    assert got[0].data_ptr() == bufs[name].ctypes.data           # zero-copy

@@ -104,7 +104,10 @@ class CupyExecutor:
         if isinstance(array, torch.Tensor):
             array = array.detach()
             if array.is_cuda:       # converted by torch, so DLPack only ever sees the storage type
-                return cp.from_dlpack(device_ready(array, spec.device_dtype)).reshape(-1)
+                ready = device_ready(array, spec.device_dtype)
+                if ready.dtype == torch.bool:       # bool crosses DLPack as bytes
+                    return cp.from_dlpack(ready.view(torch.uint8)).view(np.bool_).reshape(-1)
+                return cp.from_dlpack(ready).reshape(-1)
             array = array.contiguous().numpy()
         arr = cp.asarray(np.ascontiguousarray(array))
         if arr.dtype != np.dtype(spec.device_dtype):
@@ -157,11 +160,15 @@ class CupyExecutor:
         for name in self.plan.outputs:
             spec = self.plan.buffer(name)
             arr = bufs[name].reshape(spec.shape)
+            if on_device:       # bool never crosses DLPack (not every producer/consumer pair has it)
+                t = torch.from_dlpack(arr.view(np.uint8) if arr.dtype == np.bool_ else arr)
+                out.append(t != 0 if spec.dtype == "bool" else t.to(getattr(torch, spec.dtype)))
+                continue
             if spec.dtype == "bool":
                 arr = arr != 0
             elif arr.dtype != np.dtype(spec.dtype):
                 arr = arr.astype(spec.dtype)
-            out.append(torch.from_dlpack(arr) if on_device else torch.from_numpy(self.cupy.asnumpy(arr)))
+            out.append(torch.from_numpy(self.cupy.asnumpy(arr)))
         return out
 
     def run(self, inputs) -> list[torch.Tensor]:
