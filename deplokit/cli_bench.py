@@ -3,6 +3,7 @@
     deplokit bench --suite llm --list
     deplokit bench --suite llm [--filter S ...] [--compare eager,compile] [--profile] [--out DIR]
     deplokit bench --suite llm --compile-only        (no GPU needed: compile + NVRTC each entry)
+    deplokit bench --suite llm --resume              (run only what an earlier, cut-short run left)
 
 Without a CUDA device nothing is timed: `run --bench` says so after its check, and
 `bench --suite` (timing) is a one-line error.
@@ -91,11 +92,15 @@ def add_bench_parser(sub, targets) -> None:
                     help="folder for suite_<suite>_<target>.json and .md (default: %(default)s)")
     pb.add_argument("--compile-only", action="store_true",
                     help="no timing, no GPU: compile every entry and its CUDA with NVRTC")
+    pb.add_argument("--resume", action="store_true",
+                    help="keep the ok rows of the JSON an earlier (cut short) run left in --out and run only the "
+                         "other entries")
     add_timing_args(pb)
 
 
 def cmd_bench(args) -> int:
     from .bench.report import summary, to_json, to_markdown
+    from .bench.resume import merged, previous_rows, still_to_run
     from .bench.runner import run_suite
     from .bench.suite import format_list, select, suite_entries
     from .cli import write_atomic
@@ -130,12 +135,23 @@ def cmd_bench(args) -> int:
         raise DeplokitError(f"cannot create {args.out}: {e.strerror or e}") from None
     stem = os.path.join(args.out, f"suite_{args.suite}_{args.target}{'_compile' if job == 'compile' else ''}")
 
+    previous = previous_rows(stem + ".json", args.suite, args.target, job) if args.resume else {}
+    todo = still_to_run(entries, previous)
+    if previous:
+        print(f"resuming: {len(entries) - len(todo)} of {len(entries)} entries already ok in {stem}.json")
+
     def checkpoint(result):
+        result = merged(entries, previous, result)
         write_atomic(stem + ".json", to_json(result))
         write_atomic(stem + ".md", to_markdown(result))
-    result = run_suite(entries, job, suite=args.suite, target=args.target, timeout_s=args.timeout,
-                       progress=progress, checkpoint=checkpoint, **job_args)
+    try:
+        result = run_suite(todo, job, suite=args.suite, target=args.target, timeout_s=args.timeout,
+                           progress=progress, checkpoint=checkpoint, **job_args)
+    except KeyboardInterrupt:       # `timeout -s INT`: what was measured is already written
+        print(f"interrupted; {stem}.json holds the entries measured so far: rerun with --resume", file=sys.stderr)
+        return 130
     checkpoint(result)
+    result = merged(entries, previous, result)
     sys.stdout.write(summary(result))
     print(f"wrote {stem}.json and {stem}.md")
     return 0 if not result.failed else 1

@@ -153,6 +153,10 @@ class Compilation(Displayable):
 
     def _eager(self, inputs):
         with torch.no_grad():
+            on_gpu = [t.device for t in inputs if isinstance(t, torch.Tensor) and t.is_cuda]
+            if on_gpu:      # a module's weights (or a function's host tensors) must move there too
+                from .runtime.bench import cuda_eager
+                return cuda_eager(self.source, inputs, str(on_gpu[0]))(*inputs)
             return self.source(*inputs)
 
     def check_passes(self, *inputs, rtol: float = 1e-4, atol: float | None = None) -> list["PassCheck"]:

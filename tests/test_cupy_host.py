@@ -13,7 +13,8 @@ from torch import nn
 
 import deplokit
 from deplokit.errors import ExecutionError
-from deplokit.runtime.cupy_backend import CupyExecutor
+from deplokit.runtime.cupy_backend import DEVICE_ALIGN, CupyExecutor
+from deplokit.runtime.launch_plan import CTYPE_DTYPE
 from deplokit.runtime.nvrtc import nvrtc_available
 from deplokit.runtime.sim.launch import simulate_kernel
 
@@ -30,7 +31,11 @@ class StandInCupy:
         self.uint8 = np.uint8
         outer = self
         function = SimpleNamespace(Module=lambda: _Module(outer))
+        self.attributes = []            # (function handle, attribute, value) set through the driver
+        driver = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8,     # CUfunction_attribute
+                                 funcSetAttribute=lambda f, attribute, value: self.attributes.append((f, attribute, value)))
         self.cuda = SimpleNamespace(Device=lambda: SimpleNamespace(compute_capability=compute_capability, id=0),
+                                    driver=driver,
                                     function=function,
                                     get_current_stream=lambda: SimpleNamespace(synchronize=lambda: None))
 
@@ -61,10 +66,17 @@ class _Module:
         kernel = self.fake.kernels[name]
 
         def launch(grid, block, args, shared_mem=0, stream=None):
+            # CuPy types grid and block as `tuple` (a list raises TypeError) and passes each
+            # array as its bare data pointer: the dtype must be what the C parameter points to
+            assert type(grid) is tuple and type(block) is tuple
             assert (grid, block, shared_mem) == (tuple(kernel.grid), tuple(kernel.block), 0)
             assert len(args) == len(kernel.params)
+            for p, a in zip(kernel.params, args):
+                assert a.dtype == np.dtype(CTYPE_DTYPE[p.ctype]), (name, p.name, a.dtype, p.ctype)
+                assert a.flags.c_contiguous and a.ctypes.data % DEVICE_ALIGN == 0, (name, p.name)
             self.fake.launches.append(name)
             simulate_kernel(kernel, {p.name: a for p, a in zip(kernel.params, args)}, max_block_threads=1024)
+        launch.ptr = 0x1000 + list(self.fake.kernels).index(name)        # a CUfunction handle
         return launch
 
 
@@ -190,3 +202,32 @@ def test_executor_runs_a_deduplicated_program_launch_by_launch():
     result = c.check(backend="cupy")
     assert result.ok, str(result)
     assert len(fake.launches) >= len(c.launches) > len(c.kernel_ir.kernels)
+def test_dynamic_smem_above_48k_is_opted_in_before_launch():
+    """deplokit's kernels declare their shared memory statically (<= 48 KiB); a launch that
+    asked for more dynamic shared memory must raise the kernel's maximum first."""
+    import dataclasses
+    fn, inputs = CASES["two_outputs"]
+    c = deplokit.compile(fn, *inputs)
+    fake = StandInCupy(c.kernel_ir)
+    exe = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    assert fake.attributes == []                     # nothing to opt in: all static
+    first, *rest = exe.plan.launches
+    exe.plan = dataclasses.replace(exe.plan, launches=(dataclasses.replace(first, dynamic_smem=96 * 1024), *rest))
+    exe._opt_in_dynamic_smem()
+    assert fake.attributes == [(exe.functions[first.name].ptr, 8, 96 * 1024)]
+
+
+def test_device_outputs_cross_dlpack_in_their_types():
+    """Outputs for device inputs go to torch through DLPack (numpy arrays stand in for CuPy's,
+    which speak it too): dtypes and shapes as eager's, a bool output carried as bytes."""
+    fn, inputs = CASES["two_outputs"]
+    c = deplokit.compile(fn, *inputs)
+    exe = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=StandInCupy(c.kernel_ir))
+    bufs = exe.prepare(inputs)
+    exe.launch(bufs)
+    got = exe.outputs(bufs, on_device=True)
+    want = fn(*inputs)
+    assert [(t.dtype, t.shape) for t in got] == [(t.dtype, t.shape) for t in want]
+    assert torch.equal(got[1], want[1]) and torch.allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    name = exe.plan.outputs[0]
+    assert got[0].data_ptr() == bufs[name].ctypes.data           # zero-copy

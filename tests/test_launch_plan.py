@@ -121,18 +121,23 @@ def _kernel(grid=(1, 1, 1), block=(32, 1, 1), smem=None):
     (_kernel(block=(1, 1, 128)), "block.z = 128"),
     (_kernel(grid=(1, 70000, 1)), "grid.y = 70000; CUDA allows at most 65535"),
     (_kernel(grid=(0, 1, 1)), "must be positive"),
-    (_kernel(smem=300 * 1024), "bytes of shared memory; sm_90 allows 232448 per block"),
+    (_kernel(smem=300 * 1024), "307200 bytes of static shared memory; a kernel may declare at most 49152"),
+    (_kernel(smem=48 * 1024 + 16), "49168 bytes of static shared memory"),
 ])
 def test_launch_limits(kernel, message):
     with pytest.raises(LaunchPlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_launch(kernel, H100)
 
 
+def test_static_smem_up_to_48k_is_accepted():
+    check_launch(_kernel(smem=48 * 1024), H100)
+
+
 def test_plan_rejects_inconsistent_buffers():
     c = deplokit.compile(lambda x: x * 2, torch.randn(4, 4))
     k = c.kernel_ir.kernels[0]
     bad = dataclasses.replace(k, params=tuple(dataclasses.replace(p, size=p.size + 1) for p in k.params))
-    with pytest.raises(LaunchPlanError, match="expects 17 elements, buffer has 16"):
+    with pytest.raises(LaunchPlanError, match="expects 17 elements, buffer x has 16"):
         build_plan(dataclasses.replace(c.kernel_ir, kernels=(bad,)), c.input_names, H100)
     ghost = dataclasses.replace(k, params=k.params + (Param("ghost", "float", True, 4),))
     with pytest.raises(LaunchPlanError, match="parameter ghost names no buffer"):

@@ -116,3 +116,36 @@ def test_compile_only_suite_entry_runs_in_a_worker(tmp_path, capsys):
     (row,) = data["rows"]
     assert row["name"] == "rmsnorm.tinyllama.s32" and row["kernels"] == 1 and row["compile_s"] > 0
     assert "| rmsnorm.tinyllama.s32 | ok | 1 |" in (out / "suite_llm_sm_90_compile.md").read_text()
+
+
+def test_resume_runs_only_what_an_earlier_run_left(tmp_path, capsys):
+    out = tmp_path / "res"
+    args = ["bench", "--suite", "llm", "--compile-only", "--out", str(out)]
+    assert main(args + ["--filter", "add.tinyllama.s32"]) == 0
+    path = out / "suite_llm_sm_90_compile.json"
+    first = json.loads(path.read_text())["rows"][0]
+    capsys.readouterr()
+    assert main(args + ["--resume", "--filter", "rmsnorm.tinyllama.s32", "--filter", "add.tinyllama.s32"]) == 0
+    text = capsys.readouterr().out
+    assert "resuming: 1 of 2 entries already ok" in text
+    assert "[1/1] rmsnorm.tinyllama.s32: ok" in text and "add.tinyllama.s32: ok" not in text
+    assert "2/2 entries ok" in text
+    rows = json.loads(path.read_text())["rows"]
+    assert [r["name"] for r in rows] == ["rmsnorm.tinyllama.s32", "add.tinyllama.s32"]   # suite order
+    assert rows[1] == first                                   # the earlier row, not a re-run
+    md = (out / "suite_llm_sm_90_compile.md").read_text()
+    assert "| rmsnorm.tinyllama.s32 | ok |" in md and "| add.tinyllama.s32 | ok |" in md
+
+
+def test_resume_refuses_another_runs_file(tmp_path, capsys):
+    out = tmp_path / "res"
+    out.mkdir()
+    path = out / "suite_llm_sm_90_compile.json"
+    path.write_text(json.dumps({"suite": "llm", "target": "sm_80", "job": "compile", "rows": []}))
+    args = ["bench", "--suite", "llm", "--compile-only", "--out", str(out), "--resume", "--filter", "add.qwen.s32"]
+    assert main(args) == 2
+    assert "holds suite llm, target sm_80, job compile; this run is suite llm, target sm_90" in capsys.readouterr().err
+    path.write_text('{"rows": [')                             # a file cut short by hand
+    assert main(args) == 2
+    assert "--resume: cannot read" in capsys.readouterr().err
+    assert path.read_text() == '{"rows": ['                   # left as it was

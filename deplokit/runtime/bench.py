@@ -103,7 +103,8 @@ def cuda_eager(source, inputs_dev, device: str = "cuda"):
             source(*inputs_dev)
         return source
     except RuntimeError:
-        return exported_on(source, tuple(t.cpu() for t in inputs_dev), device)
+        # export traces shapes and dtypes only: host zeros stand in for the device inputs
+        return exported_on(source, tuple(torch.zeros(t.shape, dtype=t.dtype) for t in inputs_dev), device)
 
 
 def exported_on(fn, inputs_cpu, device: str):
@@ -117,7 +118,22 @@ def exported_on(fn, inputs_cpu, device: str):
         for attr, value in list(vars(sub).items()):
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
                 setattr(sub, attr, value.to(device))
+        if isinstance(sub, torch.fx.GraphModule):
+            _retarget_factories(sub, torch.device(device))
     return module
+
+
+def _retarget_factories(gm, device) -> None:
+    """Tensors the function creates (`torch.ones(s, s)` for a mask) are traced with the host
+    device spelled out in their node's kwargs; `.to()` leaves those, so point them at `device`."""
+    changed = False
+    for node in gm.graph.nodes:
+        dev = node.kwargs.get("device") if node.op == "call_function" else None
+        if isinstance(dev, torch.device) and dev != device:
+            node.kwargs = {**node.kwargs, "device": device}
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 @dataclass
@@ -179,14 +195,27 @@ def _first_line(e: Exception) -> str:
 
 
 class fp32_matmuls:
-    """Torch's matmuls in true FP32 (no TF32), as deplokit's kernels compute, for the timing."""
+    """Torch's matmuls in true FP32 (no TF32), as deplokit's kernels compute, for the timing.
+
+    torch >= 2.9 has two TF32 APIs: setting the legacy `allow_tf32` is always allowed and sets
+    the new `fp32_precision` too, but reading `allow_tf32` raises once a caller has set
+    `fp32_precision = "tf32"` through the new API. The caller's setting is restored through
+    whichever API can read it. cuDNN's flag is left alone: no deplokit program convolves."""
 
     def __enter__(self):
-        self.saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        matmul = torch.backends.cuda.matmul
+        try:
+            self.legacy, self.precision = matmul.allow_tf32, None
+        except RuntimeError:            # set through the new API
+            self.legacy, self.precision = None, matmul.fp32_precision
+        matmul.allow_tf32 = False
 
     def __exit__(self, *exc):
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+        matmul = torch.backends.cuda.matmul
+        if self.precision is None:
+            matmul.allow_tf32 = self.legacy
+        else:
+            matmul.fp32_precision = self.precision
 
 
 def _time_torch(c, inputs_dev, device, compare, warmup, repeats, notes):

@@ -16,8 +16,14 @@ import torch
 
 from ..errors import ExecutionError
 from .device import require_gpu
-from .launch_plan import LaunchPlan, build_plan, pack_args
+from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
 from .nvrtc import compile_nvrtc, nvrtc_available
+from .signature import check_plan_matches_source
+
+# Bytes a device buffer's address must be a multiple of: float4 loads and stores, cp.async of
+# 16 bytes and TMA bulk copies (cp.async.bulk) all fault on anything less. Fresh allocations
+# (CuPy's pool, torch's caching allocator) are 256-byte aligned; a view into a tensor may not be.
+DEVICE_ALIGN = 16
 
 
 def device_arch(cupy=None) -> tuple[str, int]:
@@ -46,6 +52,15 @@ def compile_cubin(cuda_source: str, arch: str) -> bytes:
     return compile_cuda(cuda_source, arch).cubin
 
 
+def device_ready(t: torch.Tensor, dtype: str) -> torch.Tensor:
+    """`t` as the kernels read it: contiguous, of element type `dtype`, its first element on a
+    DEVICE_ALIGN boundary (a view such as `x[1:]` is copied; a tensor already so is used in place)."""
+    t = t.detach().to(getattr(torch, dtype)).contiguous()
+    if t.data_ptr() % DEVICE_ALIGN:
+        t = t.clone()
+    return t
+
+
 class CupyExecutor:
     """Loaded kernels plus the device copies of a compilation's parameters and constants."""
 
@@ -59,6 +74,7 @@ class CupyExecutor:
         self.cupy = cupy
         # a deduplicated program: `launches` bind its unique kernels to each launch's tensors
         self.plan: LaunchPlan = build_plan(kernel_program, input_names, target, launches, whole)
+        check_plan_matches_source(self.plan, cuda_source)
         self.arch, cc = device_arch(cupy)
         check_device_supports(target, cc)
         self.cubin = compile_cubin(cuda_source, self.arch)
@@ -69,9 +85,19 @@ class CupyExecutor:
             raise ExecutionError(f"the CUDA driver could not load the cubin NVRTC built for {self.arch}: "
                                  f"{type(e).__name__}: {e}") from None
         self.functions = {ln.name: self.module.get_function(ln.name) for ln in self.plan.launches}
+        self._opt_in_dynamic_smem()
         used = self.used = {a for ln in self.plan.launches for a in ln.args}
         self.constants = {name: self._upload(np.asarray(v), self.plan.buffer(name))
                           for name, v in values.items() if name in used}
+
+    def _opt_in_dynamic_smem(self) -> None:
+        """A launch with more than 48 KiB of dynamic shared memory fails unless the kernel's
+        maximum was raised first (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
+        for ln in self.plan.launches:
+            if ln.dynamic_smem > STATIC_SMEM_LIMIT:
+                driver = self.cupy.cuda.driver
+                driver.funcSetAttribute(self.functions[ln.name].ptr,
+                                        driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ln.dynamic_smem)
 
     # -- buffers ----------------------------------------------------------------------------
     def _upload(self, array, spec):
@@ -79,12 +105,13 @@ class CupyExecutor:
         cp = self.cupy
         if isinstance(array, torch.Tensor):
             array = array.detach()
-            if array.is_cuda:
-                arr = cp.from_dlpack(array.contiguous())
-            else:
-                arr = cp.asarray(array.contiguous().numpy())
-        else:
-            arr = cp.asarray(np.ascontiguousarray(array))
+            if array.is_cuda:       # converted by torch, so DLPack only ever sees the storage type
+                ready = device_ready(array, spec.device_dtype)
+                if ready.dtype == torch.bool:       # bool crosses DLPack as bytes
+                    return cp.from_dlpack(ready.view(torch.uint8)).view(np.bool_).reshape(-1)
+                return cp.from_dlpack(ready).reshape(-1)
+            array = array.contiguous().numpy()
+        arr = cp.asarray(np.ascontiguousarray(array))
         if arr.dtype != np.dtype(spec.device_dtype):
             arr = arr.astype(spec.device_dtype)
         return cp.ascontiguousarray(arr.reshape(-1))
@@ -135,11 +162,15 @@ class CupyExecutor:
         for name in self.plan.outputs:
             spec = self.plan.buffer(name)
             arr = bufs[name].reshape(spec.shape)
+            if on_device:       # bool never crosses DLPack (not every producer/consumer pair has it)
+                t = torch.from_dlpack(arr.view(np.uint8) if arr.dtype == np.bool_ else arr)
+                out.append(t != 0 if spec.dtype == "bool" else t.to(getattr(torch, spec.dtype)))
+                continue
             if spec.dtype == "bool":
                 arr = arr != 0
             elif arr.dtype != np.dtype(spec.dtype):
                 arr = arr.astype(spec.dtype)
-            out.append(torch.from_dlpack(arr) if on_device else torch.from_numpy(self.cupy.asnumpy(arr)))
+            out.append(torch.from_numpy(self.cupy.asnumpy(arr)))
         return out
 
     def run(self, inputs) -> list[torch.Tensor]:

@@ -21,6 +21,10 @@ MAX_BLOCK_THREADS = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
 ARENA_ALIGN = 256                       # bytes: cudaMalloc's alignment, enough for float4 and TMA
+# A kernel may declare at most 48 KiB of static __shared__ (ptxas refuses more); beyond that
+# only dynamic shared memory reaches the target's opt-in maximum, and only after
+# cudaFuncAttributeMaxDynamicSharedMemorySize is raised for the kernel (cupy_backend does).
+STATIC_SMEM_LIMIT = 48 * 1024
 
 CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32", "bool": "bool"}
 ITEMSIZE = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
@@ -59,6 +63,8 @@ class KernelLaunch:
     args: tuple[str, ...]       # buffer names, in the kernel's parameter order
     static_smem: int            # bytes of __shared__ the kernel declares
     dynamic_smem: int = 0       # deplokit kernels declare all their shared memory statically
+    params: tuple[str, ...] = ()  # the kernel's parameter names (a deduplicated launch binds
+                                  # other buffers to them); () when they are the buffers' names
 
     @property
     def threads(self) -> int:
@@ -134,6 +140,9 @@ def check_launch(kernel: K.KernelFunc, target) -> None:
         if d > most:
             raise LaunchPlanError(f"{where}: grid.{axis} = {d}; CUDA allows at most {most}")
     smem = static_smem_bytes(kernel)
+    if smem > STATIC_SMEM_LIMIT:
+        raise LaunchPlanError(f"{where}: {smem} bytes of static shared memory; a kernel may declare at most "
+                              f"{STATIC_SMEM_LIMIT} statically (more needs dynamic shared memory)")
     if target is not None and smem > target.smem_per_block:
         raise LaunchPlanError(f"{where}: {smem} bytes of shared memory; {target.name} allows "
                               f"{target.smem_per_block} per block")
@@ -183,7 +192,9 @@ def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), 
                 raise LaunchPlanError(f"buffer {name} is {device[name]} in one kernel and {want} in "
                                       f"kernel {k.name}")
             lives.setdefault(name, [i, i])[1] = i
-        plan_launches.append(KernelLaunch(k.name, tuple(k.grid), tuple(k.block), args, static_smem_bytes(k)))
+        params = tuple(p.name for p in k.params)
+        plan_launches.append(KernelLaunch(k.name, tuple(k.grid), tuple(k.block), args, static_smem_bytes(k),
+                                          params=params if params != args else ()))
     launches = plan_launches
     for name in input_names:
         if name not in types:
