@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 
-.PHONY: venv demo test bench clean distclean graphviz
+.PHONY: venv demo test bench lab clean distclean graphviz
 
 venv: $(STAMP)
 
@@ -41,6 +41,11 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q
+
+# JupyterLab on the notebook series (the `lab` extra: JupyterLab itself).
+lab: venv
+	$(PIP) install -e '.[lab]'
+	$(VENV)/bin/jupyter lab notebooks/
 
 bench: venv
 	@set -e; found=0; \

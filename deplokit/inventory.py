@@ -1,22 +1,18 @@
 """The kernel inventory of a compilation: each unique kernel, how many times it runs, its
 tensors' shapes, and the bytes and FLOPs of one launch.
 
-Bytes are the compulsory traffic: every tensor the kernel reads or writes, once (what a
-perfect cache would move; the figure achieved bandwidth is measured against), or only the
-elements read when that is fewer (a gather). FLOPs are the
-arithmetic the loop nest executes: each compute and each accumulate, times the extents of
-the loops around it (a multiply-add counts 2). Both come from the Loop IR alone.
+Bytes and FLOPs are those the benchmarks measure against (runtime/traffic.py): the
+compulsory traffic, every tensor the kernel reads or writes once, or only the elements read
+when that is fewer (a gather); and the arithmetic the loop nest executes (a multiply-add
+counts 2; selections and comparisons do not count). Both come from the Loop IR alone.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir.index import gathers
-from .ir.loop_ir import Accumulate, Compute, Kernel, Load, LoopProgram, walk
-from .ir.structural import tensor_order
+from .ir.loop_ir import LoopProgram
 from .ir.types import format_shape
-
-_ITEMSIZE = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
+from .runtime.traffic import loop_kernel_cost
 
 
 @dataclass(frozen=True)
@@ -34,36 +30,6 @@ class InventoryEntry:
                 + ", ".join(format_shape(s) for s in self.outputs))
 
 
-def kernel_flops(kernel: Kernel) -> int:
-    total = 0
-    for stmt, loops in walk(kernel.body):
-        if isinstance(stmt, (Compute, Accumulate)):
-            n = 1
-            for loop in loops:
-                n *= loop.extent
-            total += n
-    return total
-
-
-def kernel_bytes(kernel: Kernel, types: dict) -> int:
-    """Each tensor once; a tensor read fewer times than it has elements (an embedding table
-    gathered by 128 token ids) counts only the elements read."""
-    reads: dict[str, int] = {}
-    for stmt, loops in walk(kernel.body):
-        if isinstance(stmt, Load):
-            n = 1
-            for loop in loops:
-                n *= loop.extent
-            for tensor in [stmt.tensor] + [g.tensor for e in stmt.index for g in gathers(e)]:
-                reads[tensor] = reads.get(tensor, 0) + n
-    total = 0
-    for t in tensor_order(kernel):
-        if t in types:
-            elements = types[t].numel if t in kernel.outputs else min(types[t].numel, reads.get(t, 0))
-            total += elements * _ITEMSIZE.get(types[t].dtype, 4)
-    return total
-
-
 def inventory(program: LoopProgram, launches=()) -> tuple[InventoryEntry, ...]:
     """One entry per unique kernel, in order of first launch. `launches` (passes/dedup.py)
     groups identical kernels; without them every kernel is its own entry."""
@@ -77,8 +43,9 @@ def inventory(program: LoopProgram, launches=()) -> tuple[InventoryEntry, ...]:
             continue
         inputs = tuple(types[t].shape for t in k.inputs() if t in types)
         outputs = tuple(types[t].shape for t in k.outputs if t in types)
+        cost = loop_kernel_cost(k, types)
         out.append(InventoryEntry(k.name, counts.get(k.name, 1), inputs, outputs,
-                                  kernel_bytes(k, types), kernel_flops(k)))
+                                  cost.bytes, cost.flops))
     return tuple(out)
 
 

@@ -12,7 +12,8 @@ from deplokit.compilation import compile_model
 from deplokit.errors import ExecutionError, UnknownModelError, UnsupportedOpError
 from deplokit.frontend import hf, models
 from deplokit.frontend.presets import PRESETS
-from deplokit.inventory import format_inventory, inventory, kernel_bytes, kernel_flops
+from deplokit.inventory import format_inventory, inventory
+from deplokit.runtime.traffic import loop_kernel_cost
 from deplokit.runtime.device import gpu_available
 from deplokit.runtime.nvcc import nvcc_available
 
@@ -126,8 +127,9 @@ def test_inventory_counts_bytes_and_flops():
     emb = torch.nn.Embedding(1000, 48)
     (k,) = deplokit.compile(emb, ids).loop_ir.kernels
     types = deplokit.compile(emb, ids).loop_ir.types()
-    assert kernel_bytes(k, types) == 8 * 8 + 4 * 8 * 48 * 2     # ids, the 8 rows read, the output
-    assert kernel_flops(k) == 0
+    cost = loop_kernel_cost(k, types)
+    assert cost.bytes == 8 * 8 + 4 * 8 * 48 * 2     # ids, the 8 rows read, the output
+    assert cost.flops == 0
     text = format_inventory(inventory(c.loop_ir))
     assert text.splitlines()[0].split()[:2] == ["kernel", "runs"]
     assert text.endswith("total: 1 launches of 1 unique kernels, 14.34 kB moved, 65.54 kFLOP\n")

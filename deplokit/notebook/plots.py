@@ -195,7 +195,11 @@ class TuneProgressPlot:
                                  "data": {"image/png": png, "text/plain": text}},)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
+        text = f"<TuneProgressPlot: {len(self.trials)} trials>"
         try:
-            return self.widget._repr_mimebundle_(include=include, exclude=exclude)
+            bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude))
         except ImportError:     # NotebookExtraMissing included
-            return {"text/plain": f"<TuneProgressPlot: {len(self.trials)} trials>"}
+            return {"text/plain": text}
+        # the Output widget's own text would spell out its PNG in base64
+        bundle["text/plain"] = text
+        return bundle

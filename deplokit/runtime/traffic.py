@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import loop_ir as L
+from ..ir.index import gathers
 
 # Bytes per element as buffers are stored on the device (a bool is one byte, as in torch).
 DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
@@ -51,13 +52,30 @@ def loop_kernel_flops(kernel: L.Kernel) -> int:
     return total
 
 
+def elements_read(kernel: L.Kernel) -> dict[str, int]:
+    """Per tensor, how many element reads the loop nest makes (loads, and the index tensors
+    of gathers), each load times the extents of the loops around it."""
+    reads: dict[str, int] = {}
+    for stmt, loops in L.walk(kernel.body):
+        if isinstance(stmt, L.Load):
+            n = 1
+            for loop in loops:
+                n *= loop.extent
+            for tensor in [stmt.tensor] + [g.tensor for e in stmt.index for g in gathers(e)]:
+                reads[tensor] = reads.get(tensor, 0) + n
+    return reads
+
+
 def loop_kernel_cost(kernel: L.Kernel, types: dict) -> KernelCost:
-    """Compulsory traffic and FLOPs of one Loop-IR kernel; `types` maps tensor -> TensorType."""
-    def size(name):
-        t = types[name]
-        return t.numel * DTYPE_BYTES.get(t.dtype, 4)
-    read = sum(size(n) for n in kernel.inputs() if n not in kernel.outputs)
-    written = sum(size(n) for n in kernel.outputs)
+    """Compulsory traffic and FLOPs of one Loop-IR kernel; `types` maps tensor -> TensorType.
+    A tensor read fewer times than it has elements (an embedding table gathered by 128 token
+    ids, a slice) counts only the elements read."""
+    reads = elements_read(kernel)
+
+    def size(name, elements):
+        return elements * DTYPE_BYTES.get(types[name].dtype, 4)
+    read = sum(size(n, min(types[n].numel, reads.get(n, 0))) for n in kernel.inputs() if n not in kernel.outputs)
+    written = sum(size(n, types[n].numel) for n in kernel.outputs)
     return KernelCost(kernel.name, read, written, loop_kernel_flops(kernel))
 
 

@@ -200,7 +200,7 @@ class KernelSpace:
         """Number of distinct schedules, counted up to `limit`."""
         return sum(1 for _ in self.leaves(limit))
 
-    def knob_count(self) -> int:
+    def raw_combinations(self) -> int:
         """Knob combinations before pruning: the raw cross-product of every pass's domains."""
         n = 1
         for mod in PASSES:
