@@ -110,15 +110,19 @@ def shoot(page, out: str, port: int, token: str, name: str) -> list[str]:
     cells = page.locator(".jp-Notebook .jp-Cell")
     cells.first.locator(".jp-InputPrompt").first.click()
     page.keyboard.press("Escape")
-    for _ in range(cells.count()):
-        page.keyboard.press("Shift+Enter")
+    for i in range(cells.count()):
+        # Shift+Enter on the last cell would add an empty one that never runs
+        page.keyboard.press("Shift+Enter" if i < cells.count() - 1 else "Control+Enter")
         time.sleep(0.3)
     code_cells = page.locator(".jp-Notebook .jp-CodeCell")
     n = code_cells.count()
     # Done when every code cell's prompt holds an execution count: [1]:, [2]: ...
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]"
-        ".every(p => /\\[\\d+\\]/.test(p.textContent))", timeout=300_000, polling=1000)
+    try:
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]"
+            ".every(p => /\\[\\d+\\]/.test(p.textContent))", timeout=240_000, polling=1000)
+    except Exception as e:      # keep what ran: the screenshots show where it stopped
+        print(f"screenshot_lab: not every cell ran: {str(e).splitlines()[0]}", file=sys.stderr)
     time.sleep(3)       # widgets and SVGs settle
     saved = []
     for i in range(n):
