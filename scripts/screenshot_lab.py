@@ -1,7 +1,7 @@
 """Open deplokit's renderings in a real JupyterLab in headless Chromium; screenshot them in
 the light and the dark theme.
 
-    python scripts/screenshot_lab.py [--out DIR] [--notebook notebooks/in_jupyter.ipynb]
+    python scripts/screenshot_lab.py [--out DIR] [--notebook scripts/lab_demo.ipynb]
 
 Needs jupyterlab (the `lab` extra), playwright (`pip install playwright`, the Python
 package only) and a system Chromium (`apt-get install chromium`); never downloads a
@@ -151,7 +151,7 @@ def shoot(page, out: str, port: int, token: str, name: str) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "screenshots"))
-    ap.add_argument("--notebook", default=os.path.join(ROOT, "notebooks", "in_jupyter.ipynb"))
+    ap.add_argument("--notebook", default=os.path.join(ROOT, "scripts", "lab_demo.ipynb"))
     ap.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser") or "")
     ap.add_argument("--themes", default="light,dark")
     args = ap.parse_args(argv)
