@@ -28,13 +28,12 @@ def test_stored_executed_in_order_without_errors(path):
         "run the notebook top to bottom once (scripts/execute_notebooks.py) before committing"
     for c in code:
         assert not any(o["output_type"] == "error" for o in c["outputs"]), "".join(c["source"])
-        assert c["outputs"], f"a code cell that shows nothing: {''.join(c['source'])[:60]!r}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_outputs_hold_nothing_machine_specific(path):
     text = json.dumps([c.get("outputs", []) for c in _cells(path)])
-    for pattern in (r"/tmp/", r"/home/", r"/root/", r"/work/", r"0x[0-9a-f]{8,}"):
+    for pattern in (r"/tmp/", r"/home/", r"/root/", r"/work/", r" at 0x[0-9a-f]{6,}"):
         assert not re.search(pattern, text), f"{pattern} in the outputs of {path.name}"
 
 
