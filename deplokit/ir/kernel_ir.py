@@ -292,6 +292,29 @@ class KernelProgram(Displayable):
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
 
 
+def walk_stmts(body):
+    """Every statement of `body`, depth first, inside loops and both branches of an If."""
+    for s in body:
+        yield s
+        if isinstance(s, For):
+            yield from walk_stmts(s.body)
+        elif isinstance(s, If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+
+
+def declared_smem_bytes(func: "KernelFunc") -> int:
+    """Static shared memory the kernel declares: each shared float array rounded up to its
+    alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is `smem_bytes`)."""
+    total, barriers = 0, set()
+    for s in walk_stmts(func.body):
+        if isinstance(s, SharedArray):
+            total += -(-4 * s.size // s.align) * s.align
+        elif isinstance(s, MbarrierInit):
+            barriers.add(s.name)
+    return total + 8 * len(barriers)
+
+
 def format_expr(e) -> str:
     if isinstance(e, Var):
         return e.name

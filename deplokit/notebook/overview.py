@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 
+from ..ir.kernel_ir import declared_smem_bytes
 from ..runtime.device import gpu_available
 from .diff import STAGE_TITLES, step_html
 from .graph import graph_html
@@ -37,19 +38,6 @@ def simulator_check(c):
     return _CHECKS[c]
 
 
-def _shared_bytes(body) -> int:
-    from ..ir.kernel_ir import For, If, SharedArray
-    total = 0
-    for s in body:
-        if isinstance(s, SharedArray):
-            total += 4 * s.size
-        elif isinstance(s, For):
-            total += _shared_bytes(s.body)
-        elif isinstance(s, If):
-            total += _shared_bytes(s.then) + _shared_bytes(s.orelse)
-    return total
-
-
 def _knobs(tile_kernel) -> str:
     return "<br>".join(f"<code>{esc(k)}</code>={esc(v)}" for k, v in tile_kernel.knobs) or "—"
 
@@ -61,7 +49,7 @@ def kernels_table(c) -> str:
         regs = "—" if k.registers is None else f"{k.registers}" + (f" ({k.spills} B spilled)" if k.spills else "")
         tile = tiles.get(k.name)
         rows.append([f"<code>{esc(k.name)}</code>", esc(k.grid), esc(k.block), str(k.threads),
-                     f"{_shared_bytes(k.body)} B", regs, _knobs(tile) if tile else "—"])
+                     f"{declared_smem_bytes(k)} B", regs, _knobs(tile) if tile else "—"])
     return table(["kernel", "grid", "block", "threads", "static smem", "registers", "knobs"], rows)
 
 

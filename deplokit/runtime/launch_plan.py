@@ -103,26 +103,9 @@ class LaunchPlan:
 
 
 def static_smem_bytes(kernel: K.KernelFunc) -> int:
-    """Bytes of static shared memory a kernel declares: its shared float arrays and 8 bytes
-    per mbarrier (alignment padding aside); ptxas's figure when the kernel carries one."""
-    if kernel.smem_bytes is not None:
-        return kernel.smem_bytes
-    total, barriers = 0, set()
-
-    def walk(stmts):
-        nonlocal total
-        for s in stmts:
-            if isinstance(s, K.SharedArray):
-                total += 4 * s.size
-            elif isinstance(s, K.MbarrierInit):
-                barriers.add(s.name)
-            elif isinstance(s, K.For):
-                walk(s.body)
-            elif isinstance(s, K.If):
-                walk(s.then)
-                walk(s.orelse)
-    walk(kernel.body)
-    return total + 8 * len(barriers)
+    """Bytes of static shared memory a kernel declares: ptxas's figure when the kernel
+    carries one, else its shared arrays and mbarriers (kernel_ir.declared_smem_bytes)."""
+    return kernel.smem_bytes if kernel.smem_bytes is not None else K.declared_smem_bytes(kernel)
 
 
 def check_launch(kernel: K.KernelFunc, target) -> None:

@@ -102,25 +102,6 @@ def estimate_registers(func: K.KernelFunc) -> int:
     return min(255, 24 + arrays + min(scalars, 32))
 
 
-def shared_bytes(func: K.KernelFunc) -> int:
-    total = 0
-
-    def visit(body):
-        nonlocal total
-        for s in body:
-            if isinstance(s, K.SharedArray):
-                total += -(-4 * s.size // s.align) * s.align
-            elif isinstance(s, K.MbarrierInit):
-                total += 8
-            elif isinstance(s, K.For):
-                visit(s.body)
-            elif isinstance(s, K.If):
-                visit(s.then)
-                visit(s.orelse)
-    visit(func.body)
-    return total
-
-
 def occupancy(target, threads: int, registers: int, smem: int) -> tuple[int, float]:
     """(resident blocks per SM, resident warps / maximum warps) for one block shape."""
     sms, _lanes, max_warps, regs_per_sm, max_blocks = SM_FACTS[target.name]
@@ -185,7 +166,7 @@ def estimate(tile_program, kernel_program, target, stats: dict | None = None,
         work = count_work(tiles[func.name], types)
         s = (stats or {}).get(func.name)
         registers = s.registers if s else estimate_registers(func)
-        smem = max(s.smem_bytes, shared_bytes(func)) if s else shared_bytes(func)
+        smem = max(s.smem_bytes, K.declared_smem_bytes(func)) if s else K.declared_smem_bytes(func)
         spills = s.spills if s else 0
         out.append(kernel_time(work, target, registers, smem, spills, constants))
     return Estimate(tuple(out))
@@ -198,4 +179,4 @@ def roofline_us(work: KernelWork, target) -> float:
 
 
 __all__ = ["CostConstants", "Estimate", "KernelEstimate", "DoesNotFit", "estimate", "kernel_time",
-           "occupancy", "estimate_registers", "shared_bytes", "roofline_us", "SM_FACTS"]
+           "occupancy", "estimate_registers", "roofline_us", "SM_FACTS"]
