@@ -24,15 +24,17 @@ class Target:
     regs_per_sm: int = 65536
     smem_per_sm: int = 0             # bytes a whole SM can give to resident blocks
     l2_bytes: int = 0
+    fp32_lanes_per_sm: int = 128     # FP32 FMA units per SM (the cost model's clock)
 
 
 TARGETS = {
     "sm_80": Target("sm_80", 80, 163 * 1024, 255, True, False, 2039.0, 19.5, "A100 SXM 80GB",
-                    sm_count=108, smem_per_sm=164 * 1024, l2_bytes=40 << 20),
+                    sm_count=108, smem_per_sm=164 * 1024, l2_bytes=40 << 20, fp32_lanes_per_sm=64),
     "sm_90": Target("sm_90", 90, 227 * 1024, 255, True, True, 3350.0, 67.0, "H100 SXM",
                     sm_count=132, smem_per_sm=228 * 1024, l2_bytes=50 << 20),
     "sm_120": Target("sm_120", 120, 99 * 1024, 255, True, False, 1792.0, 104.8, "RTX 5090",
-                     sm_count=170, max_threads_per_sm=1536, smem_per_sm=100 * 1024, l2_bytes=96 << 20),
+                     sm_count=170, max_threads_per_sm=1536, max_blocks_per_sm=24, smem_per_sm=100 * 1024,
+                     l2_bytes=96 << 20),
 }
 
 

@@ -25,15 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..ir import kernel_ir as K
+from ..runtime.occupancy import occupancy as sm_occupancy
 from .traffic import KernelWork, count_work
-
-# Facts of each target's reference part (deplokit/target.py names it): SMs, FP32 lanes per SM,
-# the most resident warps per SM, registers per SM, the most resident blocks per SM.
-SM_FACTS = {
-    "sm_80": (108, 64, 64, 65536, 32),    # A100 SXM
-    "sm_90": (132, 128, 64, 65536, 32),   # H100 SXM
-    "sm_120": (170, 128, 48, 65536, 24),  # RTX 5090
-}
 
 
 @dataclass(frozen=True)
@@ -103,23 +96,19 @@ def estimate_registers(func: K.KernelFunc) -> int:
 
 
 def occupancy(target, threads: int, registers: int, smem: int) -> tuple[int, float]:
-    """(resident blocks per SM, resident warps / maximum warps) for one block shape."""
-    sms, _lanes, max_warps, regs_per_sm, max_blocks = SM_FACTS[target.name]
-    warps = -(-threads // 32)
-    regs_per_warp = -(-registers * 32 // 256) * 256
-    by_regs = regs_per_sm // (regs_per_warp * warps) if registers else max_blocks
-    by_smem = (target.smem_per_block + 1024) // smem if smem else max_blocks
-    blocks = min(by_regs, by_smem, max_warps // warps, max_blocks)
-    if blocks < 1:
+    """(resident blocks per SM, resident warps / maximum warps) for one block shape, by
+    runtime/occupancy.py's rules on the target's SM limits; DoesNotFit when no block fits."""
+    occ = sm_occupancy(target, threads, registers or None, smem or None)
+    if occ.blocks_per_sm < 1:
         raise DoesNotFit(f"a block of {threads} threads with {registers} registers each and {smem} bytes of "
                          "shared memory does not fit on an SM")
-    return blocks, blocks * warps / max_warps
+    return occ.blocks_per_sm, occ.fraction
 
 
 def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int = 0,
                 constants: CostConstants = CostConstants()) -> KernelEstimate:
     c = constants
-    sms, lanes, max_warps, _regs, _blocks = SM_FACTS[target.name]
+    sms, lanes, max_warps = target.sm_count, target.fp32_lanes_per_sm, target.max_threads_per_sm // 32
     clock = target.peak_fp32_tflops * 1e12 / (sms * lanes * 2)          # cycles per second
     per_sm, occ = occupancy(target, work.threads, registers, smem)
     resident = min(work.blocks, sms * per_sm)
@@ -179,4 +168,4 @@ def roofline_us(work: KernelWork, target) -> float:
 
 
 __all__ = ["CostConstants", "Estimate", "KernelEstimate", "DoesNotFit", "estimate", "kernel_time",
-           "occupancy", "estimate_registers", "roofline_us", "SM_FACTS"]
+           "occupancy", "estimate_registers", "roofline_us"]
