@@ -85,12 +85,8 @@ class Compilation(Displayable):
         from .runtime.sim import simulate_program
         # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
         program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
-        if self.launches:
-            from .runtime.launches import simulate_launches
-            loop = self.loop_ir
-            return simulate_launches(program, self.launches, loop.buffers, loop.written, loop.outputs, env,
-                                     max_block_threads=limit)
-        return simulate_program(program, env, max_block_threads=limit)
+        return simulate_program(program, env, launches=self.launches, whole=self.loop_ir if self.launches else None,
+                                max_block_threads=limit)
 
     @property
     def missing_weights(self) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import ExecutionError
 from ..ir import kernel_ir as K
+from .launches import launch_sequence
 
 # CUDA's launch limits (every architecture deplokit targets).
 MAX_BLOCK_THREADS = 1024
@@ -129,17 +130,6 @@ def check_launch(kernel: K.KernelFunc, target) -> None:
     if target is not None and smem > target.smem_per_block:
         raise LaunchPlanError(f"{where}: {smem} bytes of shared memory; {target.name} allows "
                               f"{target.smem_per_block} per block")
-
-
-def launch_sequence(program: K.KernelProgram, launches=()) -> list[tuple[K.KernelFunc, dict]]:
-    """(kernel function, {parameter: buffer}) in the order they run. Without `launches` every
-    function runs once on the buffers its parameters name; a deduplicated program
-    (passes/dedup.py) runs each Launch's unique functions on that launch's tensors."""
-    if not launches:
-        return [(k, {}) for k in program.kernels]
-    from .launches import functions_by_kernel
-    funcs = functions_by_kernel(program, {launch.runs for launch in launches})
-    return [(f, dict(launch.args)) for launch in launches for f in funcs[launch.runs]]
 
 
 def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), whole=None) -> LaunchPlan:

@@ -67,34 +67,39 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
     return stats
 
 
-def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *,
+def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launches=(), whole=None,
                      check_races: bool = True, max_threads_in_flight: int = MAX_THREADS_IN_FLIGHT,
                      max_block_threads: int | None = None, stats: list | None = None) -> list[np.ndarray]:
     """Run a KernelProgram: `env` holds inputs / params / consts by name (n-d arrays); every
     written buffer starts as zeros. Returns the outputs in their shapes. SimStats of each
-    kernel are appended to `stats` when given."""
+    kernel are appended to `stats` when given. A deduplicated program also needs its
+    `launches` and the `whole` Loop-IR program (every tensor a launch binds, the outputs)."""
+    from ..launches import launch_sequence
     np_dtypes = {"float32": F32, "int64": I64, "int32": np.int32, "bool": np.bool_}
-    types = {b.name: b.type for b in tuple(p.buffers) + tuple(p.written)}
+    programs = (whole, p) if whole is not None else (p,)
+    types = {b.name: b.type for q in programs for b in tuple(q.buffers) + tuple(q.written)}
     mem: dict[str, np.ndarray] = {}
     for name, v in env.items():
         t = types.get(name)
         dt = np_dtypes.get(t.dtype, F32) if t is not None else None
         mem[name] = np.ascontiguousarray(np.asarray(v), dtype=dt).reshape(-1)
-    for b in p.written:
-        mem[b.name] = np.zeros(b.type.numel, dtype=np_dtypes.get(b.type.dtype, F32))
-    for kf in p.kernels:
+    for b in (b for q in programs for b in q.written):
+        if b.name not in mem:
+            mem[b.name] = np.zeros(b.type.numel, dtype=np_dtypes.get(b.type.dtype, F32))
+    for kf, bound in launch_sequence(p, launches):
         bufs = {}
         for prm in kf.params:
-            if prm.name not in mem:
-                raise SimulationError(f"kernel {kf.name}: buffer {prm.name} is neither in the "
+            name = bound.get(prm.name, prm.name)
+            if name not in mem:
+                raise SimulationError(f"kernel {kf.name}: buffer {name} is neither in the "
                                       f"program's env nor written by it")
-            bufs[prm.name] = mem[prm.name]
+            bufs[prm.name] = mem[name]
         st = simulate_kernel(kf, bufs, max_threads_in_flight=max_threads_in_flight,
                              check_races=check_races, max_block_threads=max_block_threads)
         if stats is not None:
             stats.append(st)
     outs = []
-    for o in p.outputs:
+    for o in (whole if whole is not None else p).outputs:
         v = mem[o]
         t = types.get(o)
         if t is not None:
