@@ -63,6 +63,13 @@ class TensorIRLexer(RegexLexer):
     }
 
 
+# The start of a Loop- or Tile-IR line: a kernel heading, a value defined (`=`) or folded
+# (`<-`), a tensor element stored.
+_LOOP_STATEMENT_HEADS = (
+    (r"^===.*===$", Generic.Heading),
+    (r"^([ \t]*)(\w+)(\s*)(=|<-)(?!=)", bygroups(Whitespace, Name.Variable, Whitespace, Operator)),
+    (r"^([ \t]*)(\w+)(\[)", bygroups(Whitespace, Name.Variable, Punctuation)),
+)
 _LOOP_KEYWORDS = words(("for", "in", "load", "pad", "unroll"), prefix=r"\b", suffix=r"\b")
 _LOOP_KINDS = words(("free", "reduce", "register", "epilogue", "prologue"), prefix=r"\b", suffix=r"\b")
 
@@ -74,9 +81,7 @@ class LoopIRLexer(RegexLexer):
     filenames = []
     tokens = {
         "root": [
-            (r"^===.*===$", Generic.Heading),
-            (r"^([ \t]*)(\w+)(\s*)(=|<-)(?!=)", bygroups(Whitespace, Name.Variable, Whitespace, Operator)),
-            (r"^([ \t]*)(\w+)(\[)", bygroups(Whitespace, Name.Variable, Punctuation)),
+            *_LOOP_STATEMENT_HEADS,
             (_LOOP_KEYWORDS, Keyword),
             *_COMMON_TAIL,
         ],
@@ -95,9 +100,7 @@ class TileIRLexer(RegexLexer):
     filenames = []
     tokens = {
         "root": [
-            (r"^===.*===$", Generic.Heading),
-            (r"^([ \t]*)(\w+)(\s*)(=|<-)(?!=)", bygroups(Whitespace, Name.Variable, Whitespace, Operator)),
-            (r"^([ \t]*)(\w+)(\[)", bygroups(Whitespace, Name.Variable, Punctuation)),
+            *_LOOP_STATEMENT_HEADS,
             (_TILE_NODES, Keyword.Type),
             (words(("THREAD", "BLOCK"), prefix=r"\b", suffix=r"\b"), Keyword.Constant),
             (_LOOP_KEYWORDS, Keyword),
