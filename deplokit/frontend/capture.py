@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..errors import CaptureError, DynamicShapeError, UnsupportedDtypeError, UnsupportedOpError
+from ..ir.c_names import c_safe, tensor_name_ok
 from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer, TensorType
 from .aten_table import ATEN_OPS, IGNORED_OPS, covered_ops
@@ -111,21 +112,22 @@ def _convert(ep) -> Captured:
     ops: list[TorchOp] = []
     input_names: list[str] = []
     names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
+    ir_name = _c_safe_names(ep.graph.nodes)
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             spec = kinds[node.name]
             ttype = _tensor_type(node.meta["val"], f"input {node.name}")
             if spec.kind == InputKind.USER_INPUT:
-                buffers.append(Buffer(node.name, ttype, "input"))
-                input_names.append(node.name)
+                buffers.append(Buffer(ir_name[node.name], ttype, "input"))
+                input_names.append(ir_name[node.name])
             elif spec.kind == InputKind.PARAMETER:
-                buffers.append(Buffer(node.name, ttype, "param"))
+                buffers.append(Buffer(ir_name[node.name], ttype, "param"))
                 if not state[spec.target].is_meta:   # weights on the meta device: compile-only, no values
-                    values[node.name] = _to_numpy(state[spec.target])
+                    values[ir_name[node.name]] = _to_numpy(state[spec.target])
             else:  # buffers and lifted constants: module state that is not trained
                 folded[node.name] = state[spec.target]
-            names[node.name] = node.name
+            names[node.name] = ir_name[node.name]
         elif node.op == "call_function":
             key = _aten_key(node.target)
             if key in IGNORED_OPS:
@@ -133,7 +135,7 @@ def _convert(ep) -> Captured:
             tensor_inputs = [a for a in node.all_input_nodes]
             if all(a.name in folded for a in tensor_inputs) and not _is_random(key):
                 folded[node.name] = _evaluate(node, folded)
-                names[node.name] = node.name
+                names[node.name] = ir_name[node.name]
                 continue
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):   # a data-dependent shape is reported as such first
@@ -145,10 +147,10 @@ def _convert(ep) -> Captured:
             op_name, normalise = ATEN_OPS[key]
             # Folded inputs that reach a real op become constant buffers.
             for a in tensor_inputs:
-                if a.name in folded and a.name not in values:
+                if a.name in folded and ir_name[a.name] not in values:
                     t = folded[a.name]
-                    buffers.append(Buffer(a.name, _tensor_type(t, f"constant {a.name}"), "const"))
-                    values[a.name] = _to_numpy(t)
+                    buffers.append(Buffer(ir_name[a.name], _tensor_type(t, f"constant {a.name}"), "const"))
+                    values[ir_name[a.name]] = _to_numpy(t)
             args = _map_args(node.args, names)
             kwargs = {k: _map_args(v, names) for k, v in node.kwargs.items()}
             try:
@@ -158,9 +160,9 @@ def _convert(ep) -> Captured:
             if not isinstance(val, torch.Tensor):
                 raise UnsupportedOpError(f"operator aten.{key} (node {node.name}) returns several values; "
                                          "deplokit supports single-tensor operators")
-            ops.append(TorchOp(node.name, op_name, tuple(targs), tuple(attrs),
+            ops.append(TorchOp(ir_name[node.name], op_name, tuple(targs), tuple(attrs),
                                _tensor_type(val, f"{op_name} (node {node.name})")))
-            names[node.name] = node.name
+            names[node.name] = ir_name[node.name]
         elif node.op == "output":
             outs = node.args[0]
             outs = outs if isinstance(outs, (list, tuple)) else (outs,)
@@ -168,20 +170,32 @@ def _convert(ep) -> Captured:
             for o in outs:
                 if not isinstance(o, torch.fx.Node):
                     raise CaptureError(f"output {o!r} is not a tensor; deplokit programs return tensors")
-                if o.name in folded and o.name not in values:
+                if o.name in folded and ir_name[o.name] not in values:
                     t = folded[o.name]
-                    buffers.append(Buffer(o.name, _tensor_type(t, f"output {o.name}"), "const"))
-                    values[o.name] = _to_numpy(t)
+                    buffers.append(Buffer(ir_name[o.name], _tensor_type(t, f"output {o.name}"), "const"))
+                    values[ir_name[o.name]] = _to_numpy(t)
                 outputs.append(names[o.name])
         elif node.op == "get_attr":
             folded[node.name] = getattr(ep.graph_module, node.target)
-            names[node.name] = node.name
+            names[node.name] = ir_name[node.name]
 
     used = {a for op in ops for a in op.args if isinstance(a, str)} | set(outputs)
     buffers = [b for b in buffers if b.kind == "input" or b.name in used]
     values = {k: v for k, v in values.items() if k in used}
     program = TorchProgram(tuple(buffers), tuple(ops), tuple(outputs))
     return Captured(program, values, tuple(input_names), ep.call_spec.out_spec)
+
+
+def _c_safe_names(nodes) -> dict[str, str]:
+    """fx node name -> Torch-IR name: the same, unless CUDA C++ rejects it as an identifier
+    (`exp`, `int`, `max`: every tensor becomes a kernel parameter or names a kernel) or a
+    generated local may take it (`tid`, `acc0`), then a free `name_N`."""
+    taken = {n.name for n in nodes}
+    out = {}
+    for n in nodes:
+        out[n.name] = n.name if tensor_name_ok(n.name) else c_safe(n.name, taken)
+        taken.add(out[n.name])
+    return out
 
 
 def _aten_key(target) -> str:

@@ -7,6 +7,7 @@ the nodes in creation order.
 from __future__ import annotations
 
 from ...errors import UnsupportedOpError
+from ...ir.c_names import c_safe
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
 from ...ir.tensor_ir import (COMPARISON_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
                              TensorNode)
@@ -22,9 +23,9 @@ class Builder:
 
     # -- names and types --------------------------------------------------------------
     def fresh(self, hint: str) -> str:
-        name, n = hint, 1
-        while name in self._taken:
-            name, n = f"{hint}_{n}", n + 1
+        """A new tensor name from `hint`, unused and one C takes (every tensor may become a
+        kernel parameter or name its kernel: `exp` would clash with CUDA's math `exp`)."""
+        name = c_safe(hint, self._taken)
         self._taken.add(name)
         return name
 

@@ -30,6 +30,7 @@ Any Tile IR materialises, also before blockify: then the block may hold more thr
 a GPU allows, which only the simulator runs (check_passes)."""
 from __future__ import annotations
 
+from ...ir.kernel_names import unclash_locals
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, FloorDiv, Gather, Mod, Var, bounds
 from ...ir.kernel_ir import KernelFunc, KernelProgram, Param
@@ -53,7 +54,8 @@ def materialize(program: TileProgram, ctx=None) -> KernelProgram:
             name = _unique(f"{k.name}_zero", names)
             names.add(name)
             kernels.append(_zero_kernel(name, tensor, types[tensor].numel))
-        kernels.append(_Materializer(k, types).run())
+        # a generated local may meet a tensor's name (an input called tid or acc0)
+        kernels.append(unclash_locals(_Materializer(k, types).run()))
     return KernelProgram(program.buffers, program.written, tuple(kernels), program.outputs)
 
 
