@@ -66,7 +66,10 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
         _check_dtype(t.dtype, f"example input {i}")
     module = module_or_fn if isinstance(module_or_fn, torch.nn.Module) else _FunctionModule(module_or_fn, len(example_inputs))
     was_training = module.training
-    module.eval()
+    try:
+        module.eval()
+    except NotImplementedError:   # torch.export(...).module(): exported already, its mode fixed
+        was_training = None
     try:
         with torch.no_grad():
             ep = torch.export.export(module, tuple(example_inputs), strict=False)
@@ -76,7 +79,8 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
             raise DynamicShapeError(f"shape depends on tensor data, which deplokit cannot compile: {msg}") from None
         raise CaptureError(f"torch.export could not capture the program: {type(e).__name__}: {msg}") from None
     finally:
-        module.train(was_training)
+        if was_training is not None:
+            module.train(was_training)
     return _convert(ep)
 
 
@@ -94,7 +98,20 @@ def _tensor_type(val, where: str) -> TensorType:
         if not isinstance(s, int):
             raise DynamicShapeError(f"{where} has a dynamic dimension {s}; deplokit compiles static shapes only")
         shape.append(int(s))
+    numel = 1
+    for s in shape:
+        numel *= s
+    if numel == 0:
+        raise CaptureError(f"{where} has shape {tuple(shape)}, with no elements; deplokit compiles "
+                           f"tensors of at least one element")
+    if numel > MAX_ELEMENTS:
+        raise CaptureError(f"{where} has shape {tuple(shape)}: {numel} elements, more than {MAX_ELEMENTS} "
+                           f"(2**31 - 1); the kernels index with 32-bit integers")
     return TensorType(tuple(shape), _check_dtype(val.dtype, where))
+
+
+# Kernels compute offsets in 32-bit int: a tensor of more elements would overflow them.
+MAX_ELEMENTS = 2**31 - 1
 
 
 def _convert(ep) -> Captured:
