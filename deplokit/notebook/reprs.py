@@ -78,9 +78,11 @@ def check_html(result: CheckResult) -> str:
     from .overview import backend_note
     color = OK if result.ok else BAD
     word = "✓ matches torch eager" if result.ok else "✗ MISMATCH with torch eager"
+    verdict = "every element" if result.ok else "some element not"
     return (f'<span style="color: {color}; font-weight: bold">{word}</span> '
-            f"<span>max abs error {result.max_abs_error:.3g}, max rel error {result.max_rel_error:.3g} "
-            f"(rtol {result.rtol:g}, atol {result.atol:g})</span>" + note(esc(backend_note(result.backend))))
+            f"<span>({verdict} within atol + rtol·|expected|, rtol {result.rtol:g}, atol {result.atol:.3g}): "
+            f"max abs error {result.max_abs_error:.3g}, max rel error {result.max_rel_error:.3g}</span>"
+            + note(esc(backend_note(result.backend))))
 
 
 def render_check(result: CheckResult) -> dict:

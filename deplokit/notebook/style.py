@@ -25,6 +25,8 @@ WARN = "var(--jp-warn-color1, #9a6700)"
 # Diff lines: translucent backgrounds read on both a white and a dark page.
 ADDED_BG = "rgba(46, 160, 67, 0.20)"
 REMOVED_BG = "rgba(248, 81, 73, 0.20)"
+ADDED_WORD_BG = "rgba(46, 160, 67, 0.45)"      # the changed words of a changed line
+REMOVED_WORD_BG = "rgba(248, 81, 73, 0.45)"
 
 BOX = f"font-family: {UI_FONT}; color: {FG}; max-width: 100%;"
 PRE = (f"margin: 0; padding: 6px 8px; font-family: {MONO}; font-size: var(--jp-code-font-size, 13px); "
