@@ -112,6 +112,42 @@ def roofline(reports: Sequence, title: str | None = None, label_limit: int = 12)
     return fig
 
 
+def kernel_roofline(roof, title: str | None = None):
+    """A deplokit.analysis.roofline.Roofline drawn: the target's two ceilings, and per kernel
+    with FLOPs the cost model's predicted GFLOP/s (filled), the ceiling at its intensity
+    (hollow) and, where a GPU ran it, the measured GFLOP/s (a star). Kernels without FLOPs
+    (a zero fill) have no place on a log-log roofline and are left out."""
+    points = [p for p in roof.points if p.flops > 0 and p.bytes > 0]
+    fig = _new_figure(6.5, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    lo = min([p.intensity for p in points] + [roof.ridge / 100]) / 2
+    hi = max([p.intensity for p in points] + [roof.ridge * 10]) * 2
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(roof.peak_gflops, x * roof.peak_bandwidth_gbs) for x in xs], color="black", linewidth=1.5,
+            label=f"{roof.gpu}: {roof.peak_bandwidth_gbs:g} GB/s, {roof.peak_gflops / 1e3:g} TFLOP/s")
+    ax.axvline(roof.ridge, color="gray", linestyle=":", linewidth=1)
+    for k, p in enumerate(points):
+        color = f"C{k % 10}"
+        ax.scatter([p.intensity], [p.gflops(p.roof_us)], facecolors="none", edgecolors=color, s=40, zorder=3)
+        ax.scatter([p.intensity], [p.gflops(p.predicted_us)], color=color, s=40, zorder=3,
+                   label=f"{p.name}: model {p.predicted_us:.3g} µs")
+        ax.annotate("", (p.intensity, p.gflops(p.predicted_us)), (p.intensity, p.gflops(p.roof_us)),
+                    arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.5})
+        if p.measured_us:
+            ax.scatter([p.intensity], [p.gflops(p.measured_us)], marker="*", color=color, s=90, zorder=4,
+                       label=f"{p.name}: measured {p.measured_us:.3g} µs")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(title or f"{roof.target}: ceiling (hollow) → cost model (filled)"
+                 + (f", measured on {roof.measured_on} (star)" if roof.measured_on else ""), fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(which="both", alpha=0.2)
+    fig.tight_layout()
+    return fig
+
+
 def figure_png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96, metadata={"Software": None})

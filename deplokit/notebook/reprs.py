@@ -5,6 +5,8 @@ of the object (no ids, no clock), so re-running a notebook reproduces it byte fo
 from __future__ import annotations
 
 from .. import display
+from ..analysis.access import WarpAccess
+from ..analysis.roofline import Roofline
 from ..compilation import CheckResult, Compilation, PassCheck
 from ..ir.kernel_ir import KernelFunc, KernelProgram
 from ..ir.loop_ir import Kernel, LoopProgram
@@ -13,10 +15,11 @@ from ..ir.tile_ir import TileKernel, TileProgram
 from ..ir.torch_ir import TorchProgram
 from ..passes.lower.cuda import CudaSource
 from ..pipeline import TraceStep
+from .access_view import render_access
 from .diff import STAGE_TITLES, step_html
 from .graph import graph_html
 from .highlight import highlight_html
-from .style import BAD, OK, box, esc, note, title
+from .style import BAD, OK, box, esc, note, table, title
 
 
 def _bundle(obj, html: str) -> dict:
@@ -99,6 +102,21 @@ def render_pass_check(p: PassCheck) -> dict:
     return _bundle(p, box(html))
 
 
+def render_roofline(r: Roofline) -> dict:
+    rows = []
+    for p in r.points:
+        side = "memory" if p.intensity < r.ridge else "compute"
+        rows.append([f"<code>{esc(p.name)}</code>", f"{p.flops:,.0f}", f"{p.bytes:,}", f"{p.intensity:.2f}",
+                     f"{p.roof_us:.3g}", f"{p.predicted_us:.3g}", "—" if not p.measured_us else f"{p.measured_us:.3g}",
+                     f"{side}-bound; model: {esc(p.bound)}"])
+    head = title(f"roofline · {esc(r.target)} ({esc(r.gpu)}): {r.peak_bandwidth_gbs:g} GB/s, "
+                 f"{r.peak_gflops / 1e3:g} TFLOP/s FP32, ridge at {r.ridge:.1f} FLOP/byte")
+    html = head + table(["kernel", "FLOPs", "bytes", "FLOP/byte", "ceiling µs", "model µs", "measured µs", ""], rows)
+    if not r.measured_on:
+        html += note("no measured points: timings need a GPU (<code>deplokit bench</code>)")
+    return _bundle(r, box(html))
+
+
 def render_compilation(c: Compilation) -> dict:
     from .overview import overview_html
     return _bundle(c, overview_html(c))
@@ -108,7 +126,7 @@ RENDERERS = {
     TorchProgram: render_torch, TensorProgram: render_tensor, LoopProgram: render_loop, Kernel: render_loop_kernel,
     TileProgram: render_tile, TileKernel: render_tile_kernel, KernelProgram: render_kernel_program,
     KernelFunc: render_kernel_func, CudaSource: render_cuda, TraceStep: render_step, CheckResult: render_check,
-    PassCheck: render_pass_check, Compilation: render_compilation,
+    PassCheck: render_pass_check, Compilation: render_compilation, WarpAccess: render_access, Roofline: render_roofline,
 }
 
 
