@@ -4,6 +4,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import dataclasses  # noqa: E402
+
 import pytest  # noqa: E402
 
 from deplokit import DeplokitError  # noqa: E402
