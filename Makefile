@@ -42,10 +42,11 @@ demo: venv
 test: venv
 	$(PY) -m pytest -q
 
-# JupyterLab on the notebook series (the `lab` extra: JupyterLab itself).
+# JupyterLab on the notebook series (the `lab` extra: JupyterLab itself). As root (a container)
+# jupyter refuses to start without --allow-root.
 lab: venv
 	$(PIP) install -e '.[lab]'
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $$(if [ "$$(id -u)" = 0 ]; then echo --allow-root; fi)
 
 bench: venv
 	@set -e; found=0; \

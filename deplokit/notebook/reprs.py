@@ -26,7 +26,8 @@ def _bundle(obj, html: str) -> dict:
     return {"text/plain": str(obj), "text/html": html}
 
 
-def _count(n: int, word: str) -> str:
+def count(n: int, word: str) -> str:
+    """`1 kernel`, `2 kernels`."""
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
@@ -45,7 +46,7 @@ def render_tensor(p: TensorProgram) -> dict:
 
 
 def render_loop(p: LoopProgram) -> dict:
-    return _bundle(p, code_html(p, "loop", _count(len(p.kernels), "kernel")))
+    return _bundle(p, code_html(p, "loop", count(len(p.kernels), "kernel")))
 
 
 def render_loop_kernel(k: Kernel) -> dict:
@@ -53,7 +54,7 @@ def render_loop_kernel(k: Kernel) -> dict:
 
 
 def render_tile(p: TileProgram) -> dict:
-    return _bundle(p, code_html(p, "tile", _count(len(p.kernels), "kernel")))
+    return _bundle(p, code_html(p, "tile", count(len(p.kernels), "kernel")))
 
 
 def render_tile_kernel(k: TileKernel) -> dict:
@@ -61,7 +62,7 @@ def render_tile_kernel(k: TileKernel) -> dict:
 
 
 def render_kernel_program(p: KernelProgram) -> dict:
-    return _bundle(p, code_html(p, "kernel", _count(len(p.kernels), "kernel")))
+    return _bundle(p, code_html(p, "kernel", count(len(p.kernels), "kernel")))
 
 
 def render_kernel_func(k: KernelFunc) -> dict:
@@ -69,7 +70,7 @@ def render_kernel_func(k: KernelFunc) -> dict:
 
 
 def render_cuda(c: CudaSource) -> dict:
-    return _bundle(c, code_html(c, "cuda", f"{c.target} · {_count(len(c.kernels), 'kernel')}"))
+    return _bundle(c, code_html(c, "cuda", f"{c.target} · {count(len(c.kernels), 'kernel')}"))
 
 
 def render_step(step: TraceStep) -> dict:
