@@ -39,7 +39,7 @@ def knobs_table() -> Table:
     return Table(("knob", "domain", "what it decides"), rows, f"{len(rows)} knobs in {len(PASSES)} passes")
 
 
-def space_table(spaces, probes: int = 400) -> Table:
+def space_table(spaces, probes: int = 200) -> Table:
     """Per kernel search space: the raw cross-product of knob values and the estimated number
     of distinct legal schedules (KernelSpace.estimate_size, seeded: the same every run)."""
     rows = tuple((s.kernel_name, f"{s.raw_combinations():,}", f"≈ {s.estimate_size(probes):,.0f}") for s in spaces)
