@@ -122,7 +122,7 @@ def summary(w: WarpAccess) -> str:
     if w.shared:
         d = w.degree
         per = "" if w.phase_lanes == WARP else f" (float4: served {w.phase_lanes} lanes at a time)"
-        verdict = "conflict-free" if d <= 1 else f"a {d}-way bank conflict: {d} wavefronts instead of 1"
+        verdict = "conflict-free" if d <= 1 else f"{d}-way bank conflict, {d} wavefronts instead of 1"
         return f"shared memory{per}: {verdict}"
     n = len(w.sectors)
     return (f"{w.requested_bytes} bytes asked, {n} sector{'' if n == 1 else 's'} of 32 bytes fetched "

@@ -5,25 +5,28 @@ serves several distinct words (a conflict: one wavefront each) in red."""
 from __future__ import annotations
 
 from ..analysis.access import WarpAccess, summary
-from .style import BAD, BORDER, FG_DIM, MONO, OK, box, esc, note, title
+from .style import BAD, BORDER, FG, FG_DIM, MONO, OK, box, esc, note, title
 
 # Sector colours: light fills under black text, readable on light and dark pages.
 SECTOR_FILLS = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99", "#8dd3c7", "#bebada")
 CONFLICT_FILL = "#ff9e9e"
 FREE_FILL = "#c7e9c0"
-CELL = (f"display: inline-block; box-sizing: border-box; width: 34px; margin: 0 1px 1px 0; padding: 1px 0; "
-        f"text-align: center; font-family: {MONO}; font-size: 10px; line-height: 1.25; color: #111; "
-        f"border: 1px solid {BORDER}; vertical-align: top;")
+CELL = (f"display: inline-block; box-sizing: border-box; width: 26px; margin: 0 1px 1px 0; padding: 1px 0; "
+        f"text-align: center; font-family: {MONO}; font-size: 9px; line-height: 1.25; "
+        f"border: 1px solid {BORDER}; vertical-align: top; overflow: hidden;")
 ROW = "white-space: nowrap; overflow-x: auto;"
 
 
 def _cell(top: str, bottom: str, fill: str, tip: str = "") -> str:
+    """A filled cell carries its own light background, so black text; an empty one the page's."""
     tip = f' title="{esc(tip)}"' if tip else ""
-    return f'<span style="{CELL} background: {fill};"{tip}>{top}<br>{bottom}</span>'
+    color = FG if fill == "transparent" else "#111"
+    return f'<span style="{CELL} background: {fill}; color: {color};"{tip}>{top}<br>{bottom}</span>'
 
 
 def _label(text: str) -> str:
-    return f'<span style="display: inline-block; width: 64px; color: {FG_DIM}; font-size: 0.85em;">{text}</span>'
+    return (f'<span style="display: inline-block; width: 58px; color: {FG_DIM}; font-size: 0.8em; '
+            f'white-space: nowrap; vertical-align: top;">{text}</span>')
 
 
 def _global_html(w: WarpAccess) -> str:
@@ -67,7 +70,7 @@ def _shared_html(w: WarpAccess) -> str:
                 fill = CONFLICT_FILL if len(served) > 1 else FREE_FILL
                 who = f"L{readers[0]}" + ("+" if len(readers) > 1 else "")
                 cells.append(_cell(f"w{word}", who, fill, f"bank {b}: word {word}, lanes {', '.join(map(str, readers))}"))
-            rows.append(f'<div style="{ROW}">{_label(f"wavefront {r + 1}")}{"".join(cells)}</div>')
+            rows.append(f'<div style="{ROW}">{_label(f"wave {r + 1}")}{"".join(cells)}</div>')
         if len(w.phases) > 1:
             d = w.phase_degree(lanes)
             rows.insert(0, note(f"lanes {lanes[0]}–{lanes[-1]} (phase {p + 1} of {len(w.phases)}): "
