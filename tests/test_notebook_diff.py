@@ -45,3 +45,24 @@ def test_ir_objects_print_as_their_text_at_a_prompt():
     assert repr(c) == "<Compilation sm_90: 1 torch op, 9 tensor nodes, 1 kernel>"
     check = repr(c.check(backend="loop"))
     assert check.startswith("ok: backend=loop") and "every element within atol + rtol*|expected|" in check
+
+
+def test_a_large_graph_keeps_its_size_and_scrolls():
+    import shutil
+
+    import pytest
+    if shutil.which("dot") is None:
+        pytest.skip("graphviz dot is not installed")
+    from deplokit.notebook.graph import FIT_GRAPH_NODES, graph_html
+
+    def chain(x):
+        for _ in range(FIT_GRAPH_NODES):
+            x = torch.sin(x) + 1
+        return x
+    c = deplokit.compile(chain, torch.randn(4, 8))
+    html = graph_html(c.tensor_ir, "tensor", c.tensor_ir, c.loop_ir)
+    parse(html)
+    assert "overflow: auto; max-height: 40em" in html and "scroll the box" in html
+    assert 'style="max-width: 100%' not in html          # not shrunk to an unreadable width
+    small = graph_html(deplokit.compile(torch.sin, torch.randn(3)).tensor_ir, "tensor")
+    assert 'style="max-width: 100%' in small
