@@ -41,6 +41,7 @@ class Roofline(Displayable):
     peak_gflops: float
     points: tuple[KernelPoint, ...]
     measured_on: str = ""       # the GPU the measured points come from, '' without
+    label: str = ""             # what this is the roofline of ("default", "tuned"), for titles
 
     @property
     def ridge(self) -> float:
@@ -48,7 +49,8 @@ class Roofline(Displayable):
         return self.peak_gflops / self.peak_bandwidth_gbs
 
     def __str__(self) -> str:
-        lines = [f"roofline of {self.target} ({self.gpu}): {self.peak_bandwidth_gbs:g} GB/s, "
+        lines = [f"roofline{' of ' + self.label if self.label else ''} on {self.target} ({self.gpu}): "
+                 f"{self.peak_bandwidth_gbs:g} GB/s, "
                  f"{self.peak_gflops / 1e3:g} TFLOP/s FP32, ridge at {self.ridge:.1f} FLOP/byte",
                  f"{'kernel':28s} {'FLOP/byte':>9s} {'roof µs':>9s} {'model µs':>9s} {'measured':>9s}  bound"]
         for p in self.points:
@@ -61,9 +63,10 @@ class Roofline(Displayable):
         return "\n".join(lines)
 
 
-def roofline_of(compilation, report=None) -> Roofline:
+def roofline_of(compilation, report=None, label: str = "") -> Roofline:
     """The compilation's kernels on its target's roofline; `report` (a BenchReport from a GPU
-    run of the same program) adds the measured time of each kernel it profiled."""
+    run of the same program) adds the measured time of each kernel it profiled; `label`
+    names it in titles."""
     from ..runtime.traffic import kernel_func_bytes
     from ..tune.cost_model import estimate, roofline_us
     from ..tune.traffic import count_work
@@ -86,4 +89,4 @@ def roofline_of(compilation, report=None) -> Roofline:
         points.append(KernelPoint(func.name, work.flops, work.compulsory_bytes, work.sector_bytes,
                                   roofline_us(work, target), est.time_us, est.bound, measured.get(func.name)))
     return Roofline(target.name, target.reference_gpu, target.peak_bandwidth_gbs, target.peak_fp32_tflops * 1e3,
-                    tuple(points), getattr(report, "gpu", "") if measured else "")
+                    tuple(points), getattr(report, "gpu", "") if measured else "", label)

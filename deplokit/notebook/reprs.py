@@ -110,7 +110,8 @@ def render_roofline(r: Roofline) -> dict:
         rows.append([f"<code>{esc(p.name)}</code>", f"{p.flops:,.0f}", f"{p.bytes:,}", f"{p.intensity:.2f}",
                      f"{p.roof_us:.3g}", f"{p.predicted_us:.3g}", "—" if not p.measured_us else f"{p.measured_us:.3g}",
                      f"{side}-bound; model: {esc(p.bound)}"])
-    head = title(f"roofline · {esc(r.target)} ({esc(r.gpu)}): {r.peak_bandwidth_gbs:g} GB/s, "
+    head = title(f"roofline{' of ' + esc(r.label) if r.label else ''} · {esc(r.target)} ({esc(r.gpu)}): "
+                 f"{r.peak_bandwidth_gbs:g} GB/s, "
                  f"{r.peak_gflops / 1e3:g} TFLOP/s FP32, ridge at {r.ridge:.1f} FLOP/byte")
     html = head + table(["kernel", "FLOPs", "bytes", "FLOP/byte", "ceiling µs", "model µs", "measured µs", ""], rows)
     if not r.measured_on:
