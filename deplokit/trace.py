@@ -23,9 +23,22 @@ class Context:
     # against the passes' knobs before any pass runs (pipeline.validate_config)
     config: Mapping = field(default_factory=dict)
     dedup: bool = False          # schedule, materialise and render each unique kernel once
-    # Knob values found for a program (the tune cache's best trials), keyed like `config`;
-    # called once with the Loop IR the schedule starts from; `config` wins over them.
+    # Knob values found for a program (the tune cache's best trials), keyed like `config`:
+    # looked up once, with the Loop IR the schedule starts from; `config` wins over them.
     tuned: Callable[[Any, Target], Mapping] | None = None
+    _found: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def knob_config(self, program) -> Mapping:
+        """The knob values the passes run with: `config` over the tuned values (whose lookup
+        runs on the first call, the one lowering's Loop IR)."""
+        if self.tuned is None:
+            return self.config
+        if "tuned" not in self._found:
+            self._found["tuned"] = dict(self.tuned(program, self.target))
+        given = set(self.config)
+        # a knob the config names (for every kernel or for this one) is not taken from tuning
+        tuned = {k: v for k, v in self._found["tuned"].items() if k not in given and k.partition(":")[2] not in given}
+        return {**tuned, **self.config}
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ tensor types and the compile's Context. Two kinds, one protocol:
 - `KernelPass` applies kernel by kernel (the 16 scheduling passes, per-kernel Kernel-IR
   lowering passes): each kernel gets its own knob values (config `kernel:NNN_pass.knob`
   first, then `NNN_pass.knob`, then the knob's default), and the trace step records one
-  Decision per kernel. `needs` gates a pass on a target capability ("sm_90+ TMA").
+  Decision per kernel. `needs` gates a pass on a target capability ("sm_90+ TMA"), a
+  flag knob (`flag_knob`) turns it off; both are checked before `apply` runs.
 
 Both return their TraceStep from `run(ir, ctx)`; the pipeline is a flat tuple of them
 (deplokit/pipeline.py). The autotuner runs `KernelPass.apply_to` too: one mechanism."""
@@ -34,11 +35,16 @@ class Knob:
     domain: tuple
     default: Callable[..., Any]     # (kernel or program, target) -> a value in domain
     doc: str = ""
+    off: str = ""                   # a flag knob: why the pass skips when it is False
 
 
-def flag_knob(name: str, doc: str, default: bool = True) -> Knob:
-    """An on/off knob (True, False) whose default does not depend on the kernel."""
-    return Knob(name, (True, False), lambda ir, target: default, doc)
+def _on(ir, target) -> bool:
+    return True
+
+
+def flag_knob(name: str, doc: str, what: str) -> Knob:
+    """An on/off knob, on by default; off, the pass skips with `<what> disabled by the knob`."""
+    return Knob(name, (True, False), _on, doc, off=f"{what} disabled by the knob")
 
 
 @dataclass(frozen=True)
@@ -82,11 +88,6 @@ class PassContext:
 def program_types(program) -> dict:
     """Tensor name -> TensorType of every buffer a program declares (Loop, Tile, Kernel IR)."""
     return {b.name: b.type for b in tuple(program.buffers) + tuple(program.written)}
-
-
-def switched_off(pctx: PassContext, what: str, knob: str = "enable") -> Skip | None:
-    """Skip("<what> disabled by the knob") when the flag knob is False, else None."""
-    return None if pctx.knobs[knob] else Skip(f"{what} disabled by the knob")
 
 
 def replace_tile(kernel, tile):
@@ -151,6 +152,9 @@ class KernelPass:
         for need in self.needs:
             if need.missing(target):
                 return Skip(need.missing(target)), ""
+        for knob in self.knobs:
+            if knob.off and not knobs[knob.name]:
+                return Skip(knob.off), ""
         result = self.apply(kernel, PassContext(target, knobs, types, ctx))
         if isinstance(result, Skip):
             return result, ""
@@ -163,12 +167,13 @@ class KernelPass:
         return result, note
 
     def run(self, program, ctx: Context) -> TraceStep:
+        config = ctx.knob_config(program)
         if self.prepare is not None:
             program = self.prepare(program)
         types = program_types(program)
         kernels, decisions = [], []
         for k in program.kernels:
-            knobs = self.knob_values(k, ctx.target, ctx.config)
+            knobs = self.knob_values(k, ctx.target, config)
             result, note = self.apply_to(k, ctx.target, knobs, types, ctx)
             if isinstance(result, Skip):
                 decisions.append(Decision(k.name, skipped=result.reason))
@@ -196,6 +201,25 @@ def _value(config: Mapping, keys, knob: Knob, ir, target):
                 raise ConfigError(f"config {key}={value!r} is outside its domain {knob.domain}")
             return value
     return knob.default(ir, target)
+
+
+def run_passes(passes, ir, ctx: Context) -> tuple[Any, tuple[TraceStep, ...]]:
+    """`ir` through `passes` in order: the last IR and one trace step per pass."""
+    steps = []
+    for p in passes:
+        steps.append(p.run(ir, ctx))
+        ir = steps[-1].after
+    return ir, tuple(steps)
+
+
+def validate_kernel_names(config: Mapping, kernels) -> None:
+    """Raise ConfigError for a `kernel:NNN_pass.knob` key naming no kernel in `kernels`."""
+    names = set(kernels)
+    for key in config:
+        kernel = key.rpartition(".")[0].rpartition(":")[0]
+        if kernel and kernel not in names:
+            raise ConfigError(f"config key {key!r}: the program has no kernel {kernel!r}; "
+                              f"its kernels: {', '.join(sorted(names))}")
 
 
 def _describe(p) -> str:
