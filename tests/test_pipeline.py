@@ -106,3 +106,14 @@ def test_skipped_kernels_are_decisions_not_strings():
     assert tma.remarks == ("merged_rms_norm: sm_80 has no TMA (bulk copies need sm_90)",)
     text = str(tma)
     assert text == "--- t:011_tma_copy skipped: merged_rms_norm: sm_80 has no TMA (bulk copies need sm_90)"
+
+
+def test_every_scheduling_pass_keeps_a_kernels_locals():
+    """Nothing restores what a pass drops: a kernel's on-chip rows (row-fused attention)
+    survive all 16 passes because each pass replaces only what it changes."""
+    q = torch.randn(1, 2, 8, 16)
+    c = deplokit.compile(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), q, q, q)
+    with_locals = {k.name: k.locals for k in c.loop_ir.kernels if k.locals}
+    assert with_locals
+    for step in (s for s in c.trace if s.stage == "tile"):
+        assert {k.name: k.locals for k in step.after.kernels if k.name in with_locals} == with_locals, step.name
