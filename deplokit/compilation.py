@@ -9,10 +9,10 @@ import torch
 from .display import Displayable
 from .errors import ExecutionError
 from .frontend.capture import capture
-from .pipeline import STAGES, Context, lower
-from .passes.lower import LOWERING
-from .passes.record import run_passes
+from .passes.lower import lower_tiles
+from .pipeline import STAGES, lower
 from .target import get_target
+from .trace import Context
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
 # SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
@@ -179,8 +179,7 @@ class Compilation(Displayable):
             if step.stage != "tile":
                 continue
             if last is None or step.changed:   # a pass that changed nothing keeps the last result
-                kernel_ir, _ = run_passes(LOWERING, step.after, self._ctx)
-                got = self._wrap(self._execute("sim", env, kernel_ir))
+                got = self._wrap(self._execute("sim", env, lower_tiles(step.after, self._ctx)))
                 last = _compare(expected, got, "sim", rtol, atol)
             out.append(PassCheck(step.name, not step.changed, last))
         return out
