@@ -117,3 +117,26 @@ def test_every_scheduling_pass_keeps_a_kernels_locals():
     assert with_locals
     for step in (s for s in c.trace if s.stage == "tile"):
         assert {k.name: k.locals for k in step.after.kernels if k.name in with_locals} == with_locals, step.name
+
+
+def test_a_kernel_pass_record_gates_flags_and_notes():
+    from deplokit.passes.record import Knob, Needs, Noted, flag_knob
+    from deplokit.target import get_target
+    from deplokit.trace import Context
+
+    c = deplokit.compile(nn.ReLU(), torch.randn(4, 64))
+
+    def apply(kernel, pctx):
+        return Noted(kernel, f"saw n={pctx.knobs['n']} on {pctx.target.name}")
+
+    probe = KernelPass("099_probe", "tile", "a probe", apply,
+                       (Knob("n", (1, 2), lambda kernel, target: 2), flag_knob("on", "probe", "probing")),
+                       needs=(Needs("tma", "TMA (sm_90+)"),))
+    step = probe.run(c.tile_ir, Context(get_target("sm_90")))
+    (d,) = step.decisions
+    assert (d.kernel, d.knobs, d.skipped, d.note) == ("relu", (("n", 2), ("on", True)), "", "saw n=2 on sm_90")
+    assert step.after.kernels[0].knobs[-2:] == (("099_probe.n", 2), ("099_probe.on", True))
+    assert "# relu: saw n=2 on sm_90" in str(step).splitlines()
+    assert probe.run(c.tile_ir, Context(get_target("sm_80"))).skipped_reason == "relu: sm_80 has no TMA (sm_90+)"
+    off = probe.run(c.tile_ir, Context(get_target("sm_90"), {"relu:099_probe.on": False}))
+    assert off.skipped_reason == "relu: probing disabled by the knob" and off.after == c.tile_ir

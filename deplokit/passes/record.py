@@ -127,7 +127,9 @@ class Pass:
 class KernelPass:
     """A pass applied to each kernel of a program (`program.kernels`), with per-kernel knobs.
     `prepare` turns the incoming program into the form the kernels are rewritten in (Loop IR
-    into Tile IR before 001), once, before any kernel is looked at."""
+    into Tile IR before 001), once, before any kernel is looked at. `stamp_knobs`: the knob
+    values a kernel was rewritten with are appended to its `knobs` (Tile IR records every
+    scheduling choice); a pass over kernels without that field sets it False."""
     name: str
     stage: str
     description: str
@@ -135,6 +137,7 @@ class KernelPass:
     knobs: tuple[Knob, ...] = ()
     needs: tuple[Needs, ...] = ()
     prepare: Callable[[Any], Any] | None = None
+    stamp_knobs: bool = True
 
     @property
     def tag(self) -> str:
@@ -161,7 +164,7 @@ class KernelPass:
         note = ""
         if isinstance(result, Noted):          # applied, declining part of what a knob asked
             result, note = result.ir, "; ".join(result.notes)
-        if knobs:
+        if knobs and self.stamp_knobs:
             result = dataclasses.replace(result, knobs=result.knobs + tuple(
                 (f"{self.name}.{n}", v) for n, v in knobs.items()))
         return result, note
