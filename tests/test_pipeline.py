@@ -136,7 +136,7 @@ def test_a_kernel_pass_record_gates_flags_and_notes():
     (d,) = step.decisions
     assert (d.kernel, d.knobs, d.skipped, d.note) == ("relu", (("n", 2), ("on", True)), "", "saw n=2 on sm_90")
     assert step.after.kernels[0].knobs[-2:] == (("099_probe.n", 2), ("099_probe.on", True))
-    assert "# relu: saw n=2 on sm_90" in str(step).splitlines()
+    assert step.remarks == ("relu: saw n=2 on sm_90",)
     assert probe.run(c.tile_ir, Context(get_target("sm_80"))).skipped_reason == "relu: sm_80 has no TMA (sm_90+)"
     off = probe.run(c.tile_ir, Context(get_target("sm_90"), {"relu:099_probe.on": False}))
     assert off.skipped_reason == "relu: probing disabled by the knob" and off.after == c.tile_ir
