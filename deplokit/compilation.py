@@ -49,12 +49,12 @@ class Compilation(Displayable):
     """One program lowered once, for one target and config: its IRs and the trace. Not
     changed after it is built: recompile makes a new one; nvcc returns what it finds."""
 
-    def __init__(self, source, example_inputs, target, captured, ctx: Context):
+    def __init__(self, source, example_inputs, captured, ctx: Context):
         stages, trace = lower(captured.program, ctx)
         self._captured, self._ctx = captured, ctx
         self.source = source
         self.example_inputs = tuple(example_inputs)
-        self.target = target
+        self.target = ctx.target
         self.values = captured.values
         self.input_names = captured.input_names
         self._out_spec = captured.out_spec
@@ -201,7 +201,7 @@ class Compilation(Displayable):
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
         ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup)
-        return Compilation(self.source, self.example_inputs, self.target, self._captured, ctx)
+        return Compilation(self.source, self.example_inputs, self._captured, ctx)
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
         """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
@@ -307,7 +307,7 @@ def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict |
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs)
-    return Compilation(module_or_fn, example_inputs, tgt, captured, Context(tgt, dict(config or {}), dedup, tuned))
+    return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned))
 
 
 def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None) -> Compilation:
@@ -315,4 +315,4 @@ def compile_model(program, target: str = "sm_90", config: dict | None = None, tu
     stitched N times (frontend/stitch.py), and identical kernels compile once (dedup)."""
     tgt = get_target(target)
     captured = program.capture()
-    return Compilation(program.fn, program.inputs, tgt, captured, Context(tgt, dict(config or {}), True, tuned))
+    return Compilation(program.fn, program.inputs, captured, Context(tgt, dict(config or {}), True, tuned))
