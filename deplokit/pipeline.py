@@ -42,7 +42,7 @@ PIPELINE = (
     Pass("decompose", "tensor", "rewrite each Torch op into Tensor-IR nodes", _decompose),
     Pass("fuse", "loop", "lift Tensor-IR nodes to loop nests and fuse producers into consumers; fuse "
          "attention's rows", _fuse,
-         (flag_knob("row_fusion", "merge attention's kernels so no scores row leaves the chip", "row fusion"),)),
+         (flag_knob("row_fusion", "merge attention's kernels so no scores row leaves the chip"),)),
     Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
     *SCHEDULE,
     *LOWERING,

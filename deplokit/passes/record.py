@@ -42,9 +42,10 @@ def _on(ir, target) -> bool:
     return True
 
 
-def flag_knob(name: str, doc: str, what: str) -> Knob:
-    """An on/off knob, on by default; off, the pass skips with `<what> disabled by the knob`."""
-    return Knob(name, (True, False), _on, doc, off=f"{what} disabled by the knob")
+def flag_knob(name: str, doc: str, what: str = "") -> Knob:
+    """An on/off knob, on by default. With `what`, a KernelPass whose flag is off skips the
+    kernel with `<what> disabled by the knob`; without, the pass reads the flag itself."""
+    return Knob(name, (True, False), _on, doc, off=f"{what} disabled by the knob" if what else "")
 
 
 @dataclass(frozen=True)
