@@ -62,5 +62,6 @@ def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
     for step in steps:
         stages[step.stage] = step.after
     loop = stages["loop"]
-    validate_kernel_names(ctx.config, (k.name for k in (loop.whole or loop).kernels))
+    whole = loop if loop.whole is None else loop.whole
+    validate_kernel_names(ctx.config, (k.name for k in whole.kernels))
     return stages, tuple(trace) + steps
