@@ -20,8 +20,8 @@ def _relu():
 def test_the_pipeline_is_one_flat_tuple_of_pass_records():
     assert all(isinstance(p, (Pass, KernelPass)) for p in PIPELINE)
     names = [p.name for p in PIPELINE]
-    assert names[:3] == ["decompose", "fuse", "dedup"] and names[-1] == "render"
-    assert names[3:19] == [p.name for p in SCHEDULE] and len(set(names)) == len(names)
+    assert names[:4] == ["decompose", "fuse", "fuse_rows", "dedup"] and names[-1] == "render"
+    assert names[4:20] == [p.name for p in SCHEDULE] and len(set(names)) == len(names)
     assert STAGES == ("torch", "tensor", "loop", "tile", "kernel", "cuda")
 
 
@@ -31,8 +31,9 @@ def test_the_pipeline_is_one_flat_tuple_of_pass_records():
     ({"016_mark_unroll.max_trip": True}, ["outside its domain", "max_trip in (0, 4, 8, 16, 32)"]),
     ({"007_stage_inputs.stage": 1}, ["outside its domain", "stage in (True, False)"]),
     ({"099_warp_specialize.enable": True}, ["no pass named '099_warp_specialize'", "005_blockify_launch"]),
-    ({"fuse.row_fusion": "no"}, ["outside its domain", "row_fusion in (True, False)"]),
-    ({"relu:fuse.row_fusion": False}, ["runs on the whole program", "fuse.row_fusion"]),
+    ({"fuse_rows.enable": "no"}, ["outside its domain", "enable in (True, False)"]),
+    ({"fuse.row_fusion": False}, ["fuse has no knob 'row_fusion'", "fuse has no knobs"]),
+    ({"relu:fuse_rows.enable": False}, ["runs on the whole program", "fuse_rows.enable"]),
     ({"block_threads": 128}, ["not of the form PASS.KNOB"]),
     ({"rleu:005_blockify_launch.block_threads": 128}, ["no kernel 'rleu'", "its kernels: relu"]),
 ])
@@ -47,7 +48,7 @@ def test_a_config_naming_no_knob_or_value_is_refused_with_the_pass_knobs(config,
 
 def test_valid_configs_reach_their_pass():
     fn, x = _relu()
-    c = deplokit.compile(fn, x, config={"relu:005_blockify_launch.block_threads": 64, "fuse.row_fusion": False})
+    c = deplokit.compile(fn, x, config={"relu:005_blockify_launch.block_threads": 64, "fuse_rows.enable": False})
     step = next(s for s in c.trace if s.name == "005_blockify_launch")
     assert dict(step.decision("relu").knobs)["block_threads"] == 64
     c = deplokit.compile(nn.RMSNorm(256), torch.randn(2, 256), config={"004_cooperative_reduce.lanes": 64})
