@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass
 
 from ..errors import DeplokitError
-from .diff import diff_html, pass_description
+from .diff import diff_html
 from .extra import NotebookExtraMissing, require
 from .highlight import highlight_html
 from .linediff import diff_text, line_diff
@@ -42,12 +42,20 @@ def kernel_text(ir, kernel: str) -> str:
 
 def chosen_knobs(step, kernel: str) -> dict:
     """Knob name -> the value the pass chose for `kernel` ({} where it did not apply)."""
-    return dict(dict(step.params).get(kernel, ()))
+    decision = step.decision(kernel)
+    return dict(decision.knobs) if decision is not None and decision.applied else {}
 
 
 def skip_reason(step, kernel: str) -> str:
     """Why the pass left `kernel` alone, as the trace recorded it ('' if it said nothing)."""
-    return next((n.split(": ", 1)[1] for n in step.notes if n.startswith(f"{kernel}: ")), "")
+    decision = step.decision(kernel)
+    return decision.skipped if decision is not None else ""
+
+
+def pass_knobs(step) -> tuple:
+    """The knobs the pass declares (name, domain, doc), in declaration order."""
+    from ..passes.schedule import SCHEDULE
+    return next((p.knobs for p in SCHEDULE if p.name == step.name), ())
 
 
 @dataclass(frozen=True)
@@ -79,16 +87,14 @@ class PassStep:
 
 def pass_steps(compilation, kernel: str) -> tuple[PassStep, ...]:
     """The 16 Tile-IR trace steps seen from one kernel."""
-    from ..passes.schedule import PASSES, knobs_of, pass_label
-    mods = {pass_label(m): m for m in PASSES}
     out = []
     for step in tile_trace(compilation):
         before, after = kernel_text(step.before, kernel), kernel_text(step.after, kernel)
         chosen = chosen_knobs(step, kernel)
-        knobs = tuple(KnobChoice(k.name, chosen.get(k.name), k.domain, k.doc) for k in knobs_of(mods[step.name]))
+        knobs = tuple(KnobChoice(k.name, chosen.get(k.name), k.domain, k.doc) for k in pass_knobs(step))
         applied = before != after
         reason = "" if applied else (skip_reason(step, kernel) or "no change")
-        out.append(PassStep(len(out), step.name, pass_description(step.name), kernel, knobs, applied,
+        out.append(PassStep(len(out), step.name, step.description, kernel, knobs, applied,
                             reason, before, after))
     return tuple(out)
 

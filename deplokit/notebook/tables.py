@@ -33,10 +33,9 @@ class Table:
 
 def knobs_table() -> Table:
     """Every knob of the 16 passes: its pass, domain and what it decides."""
-    from ..passes.schedule import PASSES, knobs_of, pass_label
-    rows = tuple((f"{pass_label(m)}.{k.name}", ", ".join(str(v) for v in k.domain), k.doc)
-                 for m in PASSES for k in knobs_of(m))
-    return Table(("knob", "domain", "what it decides"), rows, f"{len(rows)} knobs in {len(PASSES)} passes")
+    from ..passes.schedule import SCHEDULE
+    rows = tuple((f"{p.name}.{k.name}", ", ".join(str(v) for v in k.domain), k.doc) for p in SCHEDULE for k in p.knobs)
+    return Table(("knob", "domain", "what it decides"), rows, f"{len(rows)} knobs in {len(SCHEDULE)} passes")
 
 
 def space_table(spaces, probes: int = 200) -> Table:
