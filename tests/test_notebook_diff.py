@@ -66,3 +66,11 @@ def test_a_large_graph_keeps_its_size_and_scrolls():
     assert 'style="max-width: 100%' not in html          # not shrunk to an unreadable width
     small = graph_html(deplokit.compile(torch.sin, torch.randn(3)).tensor_ir, "tensor")
     assert 'style="max-width: 100%' in small
+
+
+def test_counts_read_as_words():
+    torch.manual_seed(0)
+    c = deplokit.compile(torch.nn.RMSNorm(64), torch.randn(2, 64))
+    html = c._repr_mimebundle_()["text/html"]
+    assert "1 torch op → 9 tensor nodes → 1 kernel" in html and "Torch IR · 1 op<" in html
+    assert "1 ops" not in html and "1 kernels" not in html

@@ -134,8 +134,8 @@ def graph_html(program, stage: str, tensor=None, loop=None) -> str:
     `loop` are the lowered programs when known (a Compilation's), else lowered here."""
     text = str(program)
     ops = program.ops if hasattr(program, "ops") else program.nodes
-    heading = title(f"{'Torch' if stage == 'torch' else 'Tensor'} IR · {len(ops)} "
-                    f"{'ops' if stage == 'torch' else 'nodes'}")
+    n, word = len(ops), "op" if stage == "torch" else "node"
+    heading = title(f"{'Torch' if stage == 'torch' else 'Tensor'} IR · {n} {word}{'' if n == 1 else 's'}")
     if len(ops) > MAX_GRAPH_NODES:
         return box(heading + note(f"graph omitted: {len(ops)} nodes (drawn up to {MAX_GRAPH_NODES})")
                    + highlight_html(text, stage))
