@@ -189,6 +189,13 @@ class Compilation(Displayable):
         self.kernel_ir = annotate_program(self.kernel_ir, result)
         return result
 
+    def sass(self, arch: str | None = None):
+        """The machine code nvcc makes for `arch` (the target by default), disassembled: each
+        kernel's SASS and its hottest loop's instruction mix (deplokit.analysis.sass.SassReport).
+        Needs nvcc and cuobjdump or nvdisasm (the `sass` extra); changes nothing here."""
+        from .runtime.sass import compile_sass
+        return compile_sass(self.cuda, self.kernel_ir, arch or self.target.name, self.target.name)
+
     # -- tuning ---------------------------------------------------------------------------------
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new
