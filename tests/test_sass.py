@@ -134,3 +134,20 @@ def test_real_sass_other_arch_and_cli(capsys):
     rc = main(["compile", "-c", "x = torch.randn(64, 64); w = torch.randn(64, 64); x @ w", "--ir", "sass"])
     out = capsys.readouterr().out
     assert rc == 0 and out.startswith("// SASS for sm_90") and "// hottest loop" in out and "FFMA" in out
+
+
+def test_notebook_rendering_highlights_the_hottest_loop():
+    pytest.importorskip("pygments")
+    from deplokit.display import mimebundle
+    from deplokit.notebook.sass_view import HOT_BG
+    r = sample("cuobjdump")
+    bundle = mimebundle(r)
+    html = bundle["text/html"]
+    assert bundle["text/plain"] == r.summary()
+    assert html == mimebundle(sample("cuobjdump"))["text/html"]          # a pure function of the report
+    # the K loop highlighted in two runs: its body and its mbarrier retry path at the end
+    assert html.count(f"background: {HOT_BG}") == 2
+    hot_run = html.split(f"background: {HOT_BG};")[1].split("</pre>")[0]
+    assert "FFMA R20" in hot_run and "LDG.E R30" not in hot_run
+    assert "LDS.128" in html and "27% of the instructions" in html
+    assert "no loop: straight-line code" in html                          # sample_copy
