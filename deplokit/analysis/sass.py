@@ -37,8 +37,22 @@ def shared_width(opcode: str) -> int:
     return 32
 
 
+class SharedLoadCounts:
+    """Shared loads of all widths, and per FFMA, of a mix with lds, lds64, lds128 and ffma
+    counts: the machine code's here, the cost model's prediction (tune/main_loop.py)."""
+    __slots__ = ()
+
+    @property
+    def shared_loads(self) -> int:
+        return self.lds + self.lds64 + self.lds128
+
+    @property
+    def shared_loads_per_ffma(self) -> float:
+        return self.shared_loads / self.ffma if self.ffma else 0.0
+
+
 @dataclass(frozen=True)
-class InstructionMix:
+class InstructionMix(SharedLoadCounts):
     instructions: int           # issued instructions (no NOP, no @!PT placeholder)
     ffma: int
     float_ops: int              # every FP32/SFU arithmetic instruction, FFMA included
@@ -59,14 +73,6 @@ class InstructionMix:
     @property
     def ffma_share(self) -> float:
         return self.ffma / self.instructions if self.instructions else 0.0
-
-    @property
-    def shared_loads(self) -> int:
-        return self.lds + self.lds64 + self.lds128
-
-    @property
-    def shared_loads_per_ffma(self) -> float:
-        return self.shared_loads / self.ffma if self.ffma else 0.0
 
     @property
     def copies(self) -> int:
@@ -270,5 +276,5 @@ def analyze_sass(text: str, arch: str, tool: str = "", stats: dict | None = None
     return SassReport(arch, tool, tuple(analyze_kernel(n, parsed[n], (stats or {}).get(n)) for n in names))
 
 
-__all__ = ["InstructionMix", "SassLoop", "KernelSass", "SassReport", "analyze_sass", "analyze_kernel",
+__all__ = ["SharedLoadCounts", "InstructionMix", "SassLoop", "KernelSass", "SassReport", "analyze_sass", "analyze_kernel",
            "instruction_mix", "shared_width"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from ..analysis.sass import SharedLoadCounts
 from ..ir import kernel_ir as K
 from .loop_addresses import evaluate, vector_runs
 
@@ -42,6 +43,9 @@ OVERHEAD = {
     "cp_async_wait": 1,  # LDGDEPBAR / DEPBAR
     "loop": 8,          # counter, compare, branch, buffer index and pointer updates per iteration
 }
+# statement -> (what it counts as, its OVERHEAD entry)
+SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.Barrier: ("barriers", ""),
+                 K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait")}
 FLOAT_CALLS = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "exp", "log", "tanh", "erf", "rsqrt",
                "sqrt", "sigmoid", "pow", "sin", "cos", "reciprocal", "neg", "abs", "relu", "where"}
 SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "sigmoid": 4, "pow": 8,
@@ -49,7 +53,7 @@ SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "s
 
 
 @dataclass(frozen=True)
-class MainLoop:
+class MainLoop(SharedLoadCounts):
     """Per thread, per pass of the kernel's main loop (counts of instructions; a pass runs
     `unroll` iterations of the loop)."""
     kernel: str
@@ -70,14 +74,6 @@ class MainLoop:
     static: float               # instructions in the loop's machine code, each once
     issue: float                # instructions a warp issues per pass on average
     wavefronts: int             # shared-memory wavefronts of warp 0's loads in one pass
-
-    @property
-    def shared_loads(self) -> int:
-        return self.lds + self.lds64 + self.lds128
-
-    @property
-    def shared_loads_per_ffma(self) -> float:
-        return self.shared_loads / self.ffma if self.ffma else 0.0
 
     @property
     def slots_per_ffma(self) -> float:
@@ -283,20 +279,10 @@ class _Iteration:
             self.expression(s.value, ctx, mult, share)
             self.add("stg", 1, mult, share)
             self.add("other", OVERHEAD["global"], mult, share)
-        elif isinstance(s, K.CpAsync):
-            self.add("copies", 1, mult, share)
-            self.add("other", OVERHEAD["cp_async"], mult, share)
-        elif isinstance(s, K.TmaLoad):
-            self.add("copies", 1, mult, share)
-            self.add("other", OVERHEAD["tma"], mult, share)
-        elif isinstance(s, K.Barrier):
-            self.add("barriers", 1, mult, share)
-        elif isinstance(s, K.CpAsyncWait):
-            self.add("barriers", 1, mult, share)
-            self.add("other", OVERHEAD["cp_async_wait"], mult, share)
-        elif isinstance(s, K.MbarrierWait):
-            self.add("barriers", 1, mult, share)
-            self.add("other", OVERHEAD["mbarrier_wait"], mult, share)
+        elif type(s) in SYNC_AND_COPY:
+            counter, overhead = SYNC_AND_COPY[type(s)]
+            self.add(counter, 1, mult, share)
+            self.add("other", OVERHEAD.get(overhead, 0), mult, share)
 
     def address(self, i: int, point: tuple, env: dict) -> int:
         """Shared offset of load `i` at `point` of its unrolled loops."""
