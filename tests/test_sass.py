@@ -11,6 +11,7 @@ import deplokit
 from deplokit.analysis.sass import analyze_sass, shared_width
 from deplokit.analysis.sass_parse import parse_sass
 from deplokit.errors import DeplokitError
+from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sass import sass_available
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -151,3 +152,13 @@ def test_notebook_rendering_highlights_the_hottest_loop():
     assert "FFMA R20" in hot_run and "LDG.E R30" not in hot_run
     assert "LDS.128" in html and "27% of the instructions" in html
     assert "no loop: straight-line code" in html                          # sample_copy
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit) not installed")
+def test_cli_without_disassembler_prints_one_line(monkeypatch, capsys):
+    from deplokit.cli import main
+    from deplokit.runtime import sass
+    monkeypatch.setattr(sass, "find_disassembler", lambda: None)     # nvcc here, no cuobjdump / nvdisasm
+    rc = main(["compile", "-c", "x = torch.randn(8, 8); w = torch.randn(8, 8); x @ w", "--ir", "sass"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "cuobjdump" in err[0] and err[0].startswith("deplokit: error: ")
