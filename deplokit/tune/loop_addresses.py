@@ -1,6 +1,6 @@
 """Shared-memory offsets of a main loop's loads, evaluated, and cut into vector loads.
 
-Kernel-IR index expressions are ints; `evaluate` computes one with C's truncating division
+Kernel-IR index expressions are ints; `evaluate` (or `compile_int`, for many evaluations) computes one with C's truncating division
 for given thread, block and loop values. `vector_runs` decides which loads nvcc can merge
 into one LDS.64 / LDS.128: the same offsets from an aligned base for every sampled thread.
 """
@@ -17,20 +17,29 @@ _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * 
         "&&": lambda a, b: int(bool(a) and bool(b)), "||": lambda a, b: int(bool(a) or bool(b))}
 
 
-def evaluate(e, env: dict) -> int:
+def compile_int(e):
+    """`e` as a function of an environment (name -> int): evaluated many times per kernel
+    (every sampled thread and unrolled point), so the tree is walked once."""
     if isinstance(e, K.Const):
-        return int(e.value)
-    if isinstance(e, K.Var):
-        return env.get(e.name, 0)
-    if isinstance(e, K.Special):
-        return env.get(e.name, 0)
-    if isinstance(e, K.Binary):
-        return _OPS[e.op](evaluate(e.a, env), evaluate(e.b, env)) if e.op in _OPS else 0
+        value = int(e.value)
+        return lambda env: value
+    if isinstance(e, (K.Var, K.Special)):
+        name = e.name
+        return lambda env: env.get(name, 0)
+    if isinstance(e, K.Binary) and e.op in _OPS:
+        op, a, b = _OPS[e.op], compile_int(e.a), compile_int(e.b)
+        return lambda env: op(a(env), b(env))
     if isinstance(e, K.Unary):
-        return -evaluate(e.a, env) if e.op == "neg" else int(not evaluate(e.a, env))
+        a = compile_int(e.a)
+        return (lambda env: -a(env)) if e.op == "neg" else (lambda env: int(not a(env)))
     if isinstance(e, K.Select):
-        return evaluate(e.a, env) if evaluate(e.cond, env) else evaluate(e.b, env)
-    return 0
+        c, a, b = compile_int(e.cond), compile_int(e.a), compile_int(e.b)
+        return lambda env: a(env) if c(env) else b(env)
+    return lambda env: 0          # a float, a load: not an index
+
+
+def evaluate(e, env: dict) -> int:
+    return compile_int(e)(env)
 
 
 def vector_runs(array: str, samples: list) -> list[tuple[int, list]]:

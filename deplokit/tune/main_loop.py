@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..analysis.sass import SharedLoadCounts
 from ..ir import kernel_ir as K
-from .loop_addresses import evaluate, vector_runs
+from .loop_addresses import compile_int, evaluate, vector_runs
 
 # nvcc's unrolling, in _size units, fitted to its sm_90 SASS of deplokit's matmuls: a 4x4
 # register tile's k loop of 16 (832) unrolls fully, of 32 (1664) by 4; an 8x8's of 16 not at all.
@@ -197,12 +197,13 @@ class _Iteration:
     def __init__(self, func: K.KernelFunc, env0: list):
         self.threads = func.block[0] * func.block[1] * func.block[2]
         self.warps = -(-self.threads // 32)
-        self.env0 = env0                  # [(name, expr)] of the ints declared before the loop
+        self.env0 = [(n, compile_int(e)) for n, e in env0]   # the ints declared before the loop
         self.static: dict[str, float] = {}
         self.issue: dict[str, float] = {}
         self.loads: list = []             # (array, offset, unrolled loops, local ints)
         self.locals: list = []
         self.products: set[str] = set()
+        self.compiled: dict[int, tuple] = {}   # load index -> its offset and local ints, compiled
 
     def add(self, key: str, n: float, mult: float, share: float) -> None:
         self.static[key] = self.static.get(key, 0.0) + n * mult
@@ -210,18 +211,17 @@ class _Iteration:
 
     def warp_share(self, cond) -> float:
         """Share of a block's warps with a lane for which `cond` holds (loop variables at 0)."""
-        active = set()
+        active, holds = set(), compile_int(cond)
         for t in range(self.threads):
-            env = self.env_for({"tid.x": t}, {})
-            if evaluate(cond, env):
+            if t // 32 not in active and holds(self.env_for({"tid.x": t}, {})):
                 active.add(t // 32)
         return len(active) / self.warps
 
     def env_for(self, specials: dict, loops: dict) -> dict:
         env = {"tid.x": 0, "tid.y": 0, "tid.z": 0, "bid.x": 0, "bid.y": 0, "bid.z": 0, **specials}
         env.update(loops)
-        for name, e in self.env0:
-            env[name] = evaluate(e, env)
+        for name, fn in self.env0:
+            env[name] = fn(env)
         return env
 
     def walk(self, body, ctx: list, mult: float, dyn: float, share: float) -> None:
@@ -286,11 +286,14 @@ class _Iteration:
 
     def address(self, i: int, point: tuple, env: dict) -> int:
         """Shared offset of load `i` at `point` of its unrolled loops."""
-        _, offset, ctx, local, _ = self.loads[i]
-        e = {**env, **dict(zip((v for v, _ in ctx), point))}
-        for name, expr in local:
-            e[name] = evaluate(expr, e)
-        return evaluate(offset, e)
+        if i not in self.compiled:
+            _, offset, ctx, local, _ = self.loads[i]
+            self.compiled[i] = ([v for v, _ in ctx], [(n, compile_int(x)) for n, x in local], compile_int(offset))
+        names, local, offset = self.compiled[i]
+        e = {**env, **dict(zip(names, point))}
+        for name, fn in local:
+            e[name] = fn(e)
+        return offset(e)
 
     def shared_widths(self, loop_vars: list[str]) -> tuple[tuple[int, int, int], tuple[float, float, float], int]:
         """((LDS, LDS.64, LDS.128) static, the same issue-weighted, wavefronts of warp 0).
