@@ -11,7 +11,10 @@ For each program, its largest kernel (the matmul), default knobs:
               unrolled the k steps inside; an inner k loop it kept is the hottest)
     copies    copy instructions (UBLKCP + UTMALDG + LDGSTS) per K step (per pass of the K loop)
     regs      registers per thread, and spilled bytes (ptxas)
-    model     the cost model's predicted time (tune/cost_model.py) of the whole program
+    model instr/slots  the cost model's main loop (tune/main_loop.py): instructions per FFMA
+              it predicts for the loop (compare 1 / FFMA share) and issue slots per FFMA
+              (one warp's TMA issue weighted by the warps that run it)
+    model us  the cost model's predicted time (tune/cost_model.py) of the whole program
     floor     max(FLOPs at 67 TFLOP/s FP32, compulsory bytes at 3.35 TB/s): the H100 bound
     model/fl  how far the prediction is from the floor (1.0 = at the floor)
 
@@ -55,17 +58,10 @@ def programs(all_entries: bool):
     return square + suite + odd
 
 
-def works(c) -> dict:
-    """Tile-IR kernel name -> its counted work (FLOPs, compulsory bytes)."""
-    from deplokit.tune.traffic import count_work
-    types = c.tile_ir.types()
-    return {k.name: count_work(k, types) for k in c.tile_ir.kernels}
-
-
-def floor_us(work, target) -> float:
+def floor_us(works, target) -> float:
     """FLOPs at the FP32 peak or compulsory bytes at the DRAM peak, whichever is longer."""
-    flops = sum(w.flops for w in work.values())
-    compulsory = sum(w.compulsory_bytes for w in work.values())
+    flops = sum(w.flops for w in works)
+    compulsory = sum(w.compulsory_bytes for w in works)
     return max(flops / (target.peak_fp32_tflops * 1e6), compulsory / (target.peak_bandwidth_gbs * 1e3))
 
 
@@ -93,9 +89,9 @@ def row(name, fn, shapes, target, with_sass: bool) -> list[str]:
     inputs = [torch.empty(s) for s in shapes]
     c = deplokit.compile(fn, *inputs, target=target.name)
     est = estimate(c.tile_ir, c.kernel_ir, target)
-    work = works(c)
-    floor = floor_us(work, target)
-    main = max(work, key=lambda n: work[n].flops)          # the matmul: the most FLOPs
+    works = [k.work for k in est.kernels if k.work is not None]
+    floor = floor_us(works, target)
+    main = max(works, key=lambda w: w.flops).name          # the matmul: the most FLOPs
     cells = [name, tile_text(c.tile_ir.kernel(main))]
     if with_sass:
         k = c.sass().kernel(main)
@@ -110,12 +106,14 @@ def row(name, fn, shapes, target, with_sass: bool) -> list[str]:
                   str(copies), str(k.registers), str(k.spills)]
     else:
         cells += ["-"] * 8
-    cells += [f"{est.time_us:.1f}", f"{floor:.1f}", f"{est.time_us / floor:.2f}"]
+    loop = next((k.loop for k in est.kernels if k.name == main), None)
+    cells += [f"{loop.static_per_ffma:.2f}/{loop.slots_per_ffma:.2f}" if loop and loop.ffma else "-",
+              f"{est.time_us:.1f}", f"{floor:.1f}", f"{est.time_us / floor:.2f}"]
     return cells
 
 
 HEADER = ["program", "tile (block, threads, per thread)", "FFMA", "LDS/FFMA", "LDS/.64/.128", "loop instr",
-          "K loop/FFMA", "copies/K", "regs", "spill B", "model us", "floor us", "model/fl"]
+          "K loop/FFMA", "copies/K", "regs", "spill B", "model instr/slots", "model us", "floor us", "model/fl"]
 
 
 def main(argv=None) -> int:
