@@ -110,3 +110,20 @@ def test_model_ranks_tiles_as_the_machine_code_does():
     # ... and the issue slots per FFMA where every warp runs the same code (one thread issues
     # the TMA copies: the model counts them for one warp of the block, the listing for all)
     assert order([predicted[i] for i in all_warps]) == order([measured[i] for i in all_warps])
+
+
+def test_a_partial_last_wave_costs_a_whole_one():
+    import dataclasses
+    from deplokit.tune.cost_model import kernel_time, occupancy
+    c = matmul(4096, 4096, 4096)
+    func, loop = the_loop(c)
+    est = next(k for k in estimate(c.tile_ir, c.kernel_ir, c.target).kernels if k.loop is not None)
+    per_sm, _ = occupancy(c.target, est.work.threads, est.registers, est.smem_bytes)
+    full = c.target.sm_count * per_sm
+    times = {}
+    for blocks in (full, full + 1):
+        work = dataclasses.replace(est.work, blocks=blocks)
+        times[blocks] = kernel_time(work, c.target, est.registers, est.smem_bytes, 0, loop=loop)
+    one, two = times[full], times[full + 1]
+    assert (one.waves, two.waves) == (1, 2) and one.tail == 1.0 and two.tail < 0.51
+    assert two.loop_us == pytest.approx(2 * one.loop_us)
