@@ -28,10 +28,12 @@ from dataclasses import dataclass
 
 from ..analysis.sass import SharedLoadCounts
 from ..ir import kernel_ir as K
+from ..ir.tensor_ir import ELEMENTWISE_OPS
 from .loop_addresses import compile_int, evaluate, vector_runs
 
 # nvcc's unrolling, in _size units, fitted to its sm_90 SASS of deplokit's matmuls: a 4x4
-# register tile's k loop of 16 (832) unrolls fully, of 32 (1664) by 4; an 8x8's of 16 not at all.
+# register tile's k loop of 16 (832) unrolls fully, of 32 (1664) partly, an 8x4's of 16 by 4
+# (nvcc's choice for an 8x8, none, the model puts at 2).
 FULL_UNROLL = 1024
 PARTIAL_UNROLL = 416
 # Instructions around each operation, besides the operation itself (sm_90, nvcc 13):
@@ -46,8 +48,7 @@ OVERHEAD = {
 # statement -> (what it counts as, its OVERHEAD entry)
 SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.Barrier: ("barriers", ""),
                  K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait")}
-FLOAT_CALLS = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "exp", "log", "tanh", "erf", "rsqrt",
-               "sqrt", "sigmoid", "pow", "sin", "cos", "reciprocal", "neg", "abs", "relu", "where"}
+FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
 SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "sigmoid": 4, "pow": 8,
               "sin": 6, "cos": 6, "reciprocal": 3, "divide": 6}
 
@@ -84,8 +85,6 @@ class MainLoop(SharedLoadCounts):
     def static_per_ffma(self) -> float:
         """What the SASS view's FFMA share predicts (its inverse)."""
         return self.static / self.ffma if self.ffma else float("inf")
-
-
 
 
 def _const(e) -> int | None:
