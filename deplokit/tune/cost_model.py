@@ -17,8 +17,8 @@ It prices the work counted on the Tile IR (tune/traffic.py) against the target's
              besides the FFMA), shared-memory wavefronts by load width, the resident blocks
              of each wave (the last, partial wave costs a whole one: the tail), and latency
              cover per stage (the compute of the passes a stage is fetched ahead of, against
-             a global load's latency); for a loop of FFMA off shared memory (a matmul's K
-             loop) its time is the SM term
+             a global load's latency); for a matmul-like kernel's loop of FFMA off shared
+             memory (its K loop) that time is the SM term
 
     time = launch + max(dram, l2, sm) + overlap * (the other two) + barriers
              (overlap halved for a kernel whose stages are double buffered or prefetched)
@@ -189,6 +189,11 @@ def _zero_time(func: K.KernelFunc, target, constants: CostConstants) -> KernelEs
     return KernelEstimate(func.name, constants.launch_us + dram_us, dram_us, 0.0, 0.0, 0.0, 1.0, 16, 0, "dram", None)
 
 
+def matmul_like(kernel) -> bool:
+    """A kernel whose threads own output tiles (axes of role M / N): the main loop prices it."""
+    return any(a.role in ("M", "N") for a in kernel.tile().axes)
+
+
 def estimate(tile_program, kernel_program, target, stats: dict | None = None,
              constants: CostConstants = CostConstants()) -> Estimate:
     """Predicted time of every kernel of `kernel_program` (materialised from `tile_program`).
@@ -205,7 +210,8 @@ def estimate(tile_program, kernel_program, target, stats: dict | None = None,
         registers = s.registers if s else estimate_registers(func)
         smem = max(s.smem_bytes, K.declared_smem_bytes(func)) if s else K.declared_smem_bytes(func)
         spills = s.spills if s else 0
-        out.append(kernel_time(work, target, registers, smem, spills, constants, main_loop(func)))
+        loop = main_loop(func) if matmul_like(tiles[func.name]) else None
+        out.append(kernel_time(work, target, registers, smem, spills, constants, loop))
     return Estimate(tuple(out))
 
 
@@ -216,5 +222,6 @@ def roofline_us(work: KernelWork, target) -> float:
 
 
 __all__ = ["CostConstants", "Estimate", "KernelEstimate", "DoesNotFit", "estimate", "kernel_time", "main_loop_time",
+           "matmul_like",
            "LoopTime",
            "occupancy", "estimate_registers", "roofline_us"]
