@@ -11,10 +11,11 @@ from .style import BAD, BORDER, FG, FG_DIM, MONO, OK, box, esc, note, title
 SECTOR_FILLS = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99", "#8dd3c7", "#bebada")
 CONFLICT_FILL = "#ff9e9e"
 FREE_FILL = "#c7e9c0"
-CELL = (f"display: inline-block; box-sizing: border-box; width: 26px; margin: 0 1px 1px 0; padding: 1px 0; "
-        f"text-align: center; font-family: {MONO}; font-size: 9px; line-height: 1.25; "
+CELL = (f"display: inline-block; box-sizing: border-box; width: 23px; margin: 0 1px 1px 0; padding: 1px 0; "
+        f"text-align: center; font-family: {MONO}; font-size: 8.5px; line-height: 1.25; "
         f"border: 1px solid {BORDER}; vertical-align: top; overflow: hidden;")
-ROW = "white-space: nowrap; overflow-x: auto;"
+ROW = "white-space: nowrap;"
+GRID = "overflow-x: auto;"      # the whole grid scrolls as one where the page is narrow
 
 
 def _cell(top: str, bottom: str, fill: str, tip: str = "") -> str:
@@ -25,7 +26,7 @@ def _cell(top: str, bottom: str, fill: str, tip: str = "") -> str:
 
 
 def _label(text: str) -> str:
-    return (f'<span style="display: inline-block; width: 58px; color: {FG_DIM}; font-size: 0.8em; '
+    return (f'<span style="display: inline-block; width: 50px; color: {FG_DIM}; font-size: 0.8em; '
             f'white-space: nowrap; vertical-align: top;">{text}</span>')
 
 
@@ -88,7 +89,7 @@ def access_html(w: WarpAccess) -> str:
     stmt = f'<div style="font-family: {MONO}; font-size: 0.9em; margin: 2px 0 6px 0;">{esc(a.text.strip())}</div>'
     bad = (w.shared and w.degree > 1) or (not w.shared and w.efficiency < 0.999)
     verdict = f'<div style="color: {BAD if bad else OK}; font-weight: 600; margin-top: 4px;">{esc(summary(w))}</div>'
-    body = _shared_html(w) if w.shared else _global_html(w)
+    body = f'<div style="{GRID}">{_shared_html(w) if w.shared else _global_html(w)}</div>'
     legend = note("each cell a bank: the word it serves and the first lane reading it (+: more lanes share "
                   "the word, a broadcast); red: a bank serving several words, one wavefront each") if w.shared \
         else note("each lane coloured by the 32-byte sector its address falls in; below, each sector with the "
