@@ -174,6 +174,36 @@ for _aten, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"
     ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.default"] = (_op, _binary)
 
+ATEN_OPS.update({
+    "to.device": ("to", _copy),
+    "index.Tensor": ("index", lambda a, k: _index(a, k)),
+    "gather.default": ("gather", _positional(("dim",), {}, 1)),
+    "stack.default": ("stack", lambda a, k: (tuple(a[0]), (("dim", a[1] if len(a) > 1 else k.get("dim", 0)),))),
+    "unflatten.int": ("unflatten", _positional(("dim", "sizes"), {}, 1)),
+    "narrow.default": ("slice", lambda a, k: ((a[0],), (("dim", a[1]), ("start", a[2]), ("end", a[2] + a[3])))),
+    "repeat.default": ("repeat", _positional(("repeats",), {}, 1)),
+})
+for _aten, _op in (("__and__", "bitwise_and"), ("bitwise_and", "bitwise_and"), ("__or__", "bitwise_or"),
+                   ("bitwise_or", "bitwise_or"), ("__xor__", "bitwise_xor"), ("bitwise_xor", "bitwise_xor"),
+                   ("logical_xor", "bitwise_xor")):
+    ATEN_OPS[f"{_aten}.Tensor"] = (_op, _binary)
+    ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
+ATEN_OPS["__invert__.default"] = ("bitwise_not", _unary)
+ATEN_OPS["bitwise_not.default"] = ("bitwise_not", _unary)
+
+# Operators whose result depends only on their input's shape and dtype: folded at capture.
+SHAPE_ONLY_OPS = {"ones_like.default", "zeros_like.default", "full_like.default", "new_ones.default",
+                  "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
+                  "zeros.default", "ones.default"}
+
+# Operators whose result shares its input's storage: an in-place update of one would change
+# the input too (capture refuses to functionalise it).
+VIEW_OPS = {"view.default", "_unsafe_view.default", "reshape.default", "transpose.int", "t.default",
+            "numpy_T.default", "permute.default", "slice.Tensor", "select.int", "unsqueeze.default",
+            "squeeze.dim", "squeeze.dims", "squeeze.default", "expand.default", "flatten.using_ints",
+            "alias.default", "detach.default", "unflatten.int", "narrow.default", "contiguous.default",
+            "split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int"}
+
 # Operators that only assert facts about the graph: dropped at capture.
 IGNORED_OPS = {"_assert_tensor_metadata.default", "_assert_scalar.default",
                "sym_constrain_range_for_size.default", "_assert_async.msg"}
@@ -202,6 +232,13 @@ def _layer_norm(args, kwargs):
     if bias is None:
         attrs.append(("has_bias", False))
     return ops, tuple(attrs)
+
+
+def _index(args, kwargs):
+    """x[i0, None, i2]: x and the index tensors as operands; `dims` says which axes they index."""
+    indices = list(args[1])
+    dims = tuple(p for p, i in enumerate(indices) if i is not None)
+    return (args[0],) + tuple(i for i in indices if i is not None), (("dims", dims),)
 
 
 def covered_ops() -> list[str]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 from ...errors import UnsupportedOpError
 from ...ir.tensor_ir import TensorProgram
 from ...ir.torch_ir import TorchProgram
-from . import (addmm, binary, cat, clamp, copies, embedding, expand, gelu, layer_norm,  # noqa: F401
-               linear, log_softmax, matmul, permute, pow, reductions, repeat_interleave, reshape, rms_norm, sdpa,
-               silu, slice, softmax, squeeze, transpose, unary, unsqueeze, where)
+from . import (addmm, binary, bitwise, cat, clamp, copies, embedding, expand, gelu, index_select,  # noqa: F401
+               layer_norm, linear, log_softmax, matmul, permute, pow, reductions, repeat, repeat_interleave,
+               reshape, rms_norm, sdpa, silu, slice, softmax, squeeze, stack, transpose, unary, unsqueeze, where)
 from .builder import Builder
 from .registry import RULES
 
