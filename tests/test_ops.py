@@ -663,6 +663,7 @@ case("hf padded attention mask", "(3,2,7,8)+(3,7)", _hf_padded_attention, randn(
 case("position ids(cumsum,masked_fill_)", "(3,7)->(9,5)", _position_ids, padding_mask(3, 7), randn(9, 5), tol=EXACT)
 case("in-place add_,clamp_", "(3,37)x(37,5)", _falcon_residual, randn(3, 37), randn(37, 5), tol=REDUCE)
 case("in-place mul_", "(3,37)", lambda x: (x + 1).mul_(x), randn(3, 37), tol=ARITH)
+case("clamp_min/clamp_max", "(3,37)", lambda x: x.clamp_min(-0.5).clamp_max(0.7), randn(3, 37), tol=EXACT)
 case("square", "(3,37)", torch.square, randn(3, 37), tol=EXACT)
 case("baddbmm", "(3,5,7)+(3,5,37)x(3,37,7)", lambda c, a, b: torch.baddbmm(c, a, b, beta=0.5, alpha=2.0),
      randn(3, 5, 7), randn(3, 5, 37), randn(3, 37, 7), tol=REDUCE)

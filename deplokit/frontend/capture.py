@@ -143,6 +143,8 @@ def _convert(ep) -> Captured:
                 pending[node.name] = (key, node)
                 continue
             if node.target is operator.getitem:
+                if not node.users:      # a piece nobody reads (max's indices when only values are used)
+                    continue
                 key, node = _piece(node, pending, names)
                 tensor_inputs, mutated = node.all_input_nodes, None
             else:
