@@ -4,7 +4,8 @@ Each architecture is built from transformers' own config class at toy sizes (see
 mode) and compiled whole; the simulator runs the emitted kernels and its logits (BERT: its
 last hidden state) are compared with transformers'. Two shapes each: a base one (head_dim 16,
 vocab 128, one unpadded sequence) and an odd one (head_dim 24, vocab 131, a right-padded
-batch of two, so the attention mask is built from `attention_mask`). The CUDA of each passes
+batch of two, so the attention mask is built from `attention_mask`; right-padded, then
+left-padded on fresh ids). The CUDA of each passes
 nvcc where nvcc is installed.
 """
 from __future__ import annotations
@@ -108,7 +109,12 @@ def _inputs(d: Dims, seed: int):
     if d.batch == 1:
         return (ids,)
     mask = torch.ones(d.batch, d.seq, dtype=torch.int64)
-    mask[1:, d.seq - 2:] = 0          # the second sequence is two tokens shorter (right padding)
+    # the second sequence is two tokens shorter: padded on the right (seed 0), or on the left as
+    # for generation (seed 1), where the padded queries see no key at all
+    if seed == 0:
+        mask[1:, d.seq - 2:] = 0
+    else:
+        mask[1:, :2] = 0
     return ids, mask
 
 
@@ -140,7 +146,7 @@ def test_tiny_model_matches_transformers_on_the_simulator(name, dims):
     assert want.shape == (dims.batch, dims.seq, width)
     got = c.run(*inputs, backend="sim")
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-    # fresh token ids: nothing that depends on the input was folded into a constant
+    # fresh token ids (and left padding): nothing that depends on the input was folded into a constant
     fresh = _inputs(dims, 1)
     torch.testing.assert_close(c.run(*fresh, backend="sim"), _reference(name, model, fresh), rtol=1e-4, atol=1e-5)
     if nvcc_available():
