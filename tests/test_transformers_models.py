@@ -5,8 +5,7 @@ mode) and compiled whole; the simulator runs the emitted kernels and its logits 
 last hidden state) are compared with transformers'. Two shapes each: a base one (head_dim 16,
 vocab 128, one unpadded sequence) and an odd one (head_dim 24, vocab 131, a right-padded
 batch of two, so the attention mask is built from `attention_mask`; right-padded, then
-left-padded on fresh ids). The CUDA of each passes
-nvcc where nvcc is installed.
+left-padded on fresh ids). The CUDA of the odd shape passes nvcc where nvcc is installed.
 """
 from __future__ import annotations
 
@@ -149,7 +148,7 @@ def test_tiny_model_matches_transformers_on_the_simulator(name, dims):
     # fresh token ids (and left padding): nothing that depends on the input was folded into a constant
     fresh = _inputs(dims, 1)
     torch.testing.assert_close(c.run(*fresh, backend="sim"), _reference(name, model, fresh), rtol=1e-4, atol=1e-5)
-    if nvcc_available():
+    if dims is ODD and nvcc_available():   # nvcc once per model (3 s each), at the shape odd sizes break
         assert c.nvcc().arch == "sm_90"
 
 
