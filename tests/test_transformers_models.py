@@ -3,8 +3,8 @@
 Each architecture is built from transformers' own config class at toy sizes (seeded, eval
 mode) and compiled whole; the simulator runs the emitted kernels and its logits (BERT: its
 last hidden state) are compared with transformers'. Two shapes each: a base one (head_dim 16,
-vocab 128, one unpadded sequence) and an odd one (head_dim 24, vocab 131, a right-padded
-batch of two, so the attention mask is built from `attention_mask`; right-padded, then
+vocab 128, one unpadded sequence) and an odd one (head_dim 24, vocab 131, a padded batch
+of two, so the attention mask is built from `attention_mask`: right-padded, then
 left-padded on fresh ids). The CUDA of the odd shape passes nvcc where nvcc is installed.
 """
 from __future__ import annotations
@@ -39,16 +39,23 @@ BASE = Dims(hidden=64, heads=4, kv_heads=2, vocab=128, seq=8, batch=1, layers=2)
 ODD = Dims(hidden=48, heads=2, kv_heads=1, vocab=131, seq=5, batch=2, layers=1)
 
 
+def _cls(name: str):
+    """A transformers class, or a skip where this transformers predates it."""
+    if not hasattr(transformers, name):
+        pytest.skip(f"transformers {transformers.__version__} has no {name}")
+    return getattr(transformers, name)
+
+
 def _decoder(config_cls: str, model_cls: str, own_head_dim: bool = False):
     """A Llama-style config: hidden, heads, kv heads, intermediate, layers, vocab (and
     head_dim for the families where it is a setting of its own: Gemma, Qwen3)."""
     def build(d: Dims):
         extra = {"head_dim": d.head_dim} if own_head_dim else {}
-        config = getattr(transformers, config_cls)(
+        config = _cls(config_cls)(
             hidden_size=d.hidden, num_attention_heads=d.heads, num_key_value_heads=d.kv_heads,
             intermediate_size=2 * d.hidden - 16, num_hidden_layers=d.layers, vocab_size=d.vocab,
             max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2, **extra)
-        return getattr(transformers, model_cls)(config)
+        return _cls(model_cls)(config)
     return build
 
 
