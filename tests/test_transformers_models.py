@@ -46,11 +46,11 @@ def _cls(name: str):
     return getattr(transformers, name)
 
 
-def _decoder(config_cls: str, model_cls: str, own_head_dim: bool = False):
+def _decoder(config_cls: str, model_cls: str, own_head_dim: bool = False, **settings):
     """A Llama-style config: hidden, heads, kv heads, intermediate, layers, vocab (and
     head_dim for the families where it is a setting of its own: Gemma, Qwen3)."""
     def build(d: Dims):
-        extra = {"head_dim": d.head_dim} if own_head_dim else {}
+        extra = dict(settings, **({"head_dim": d.head_dim} if own_head_dim else {}))
         config = _cls(config_cls)(
             hidden_size=d.hidden, num_attention_heads=d.heads, num_key_value_heads=d.kv_heads,
             intermediate_size=2 * d.hidden - 16, num_hidden_layers=d.layers, vocab_size=d.vocab,
@@ -101,6 +101,7 @@ MODELS = {
     "gemma3": _decoder("Gemma3TextConfig", "Gemma3ForCausalLM", own_head_dim=True),
     "qwen3": _decoder("Qwen3Config", "Qwen3ForCausalLM", own_head_dim=True),
     "olmo2": _decoder("Olmo2Config", "Olmo2ForCausalLM"),
+    "olmo(clip_qkv)": _decoder("OlmoConfig", "OlmoForCausalLM", clip_qkv=0.5),   # in-place clamp_
     "falcon": _falcon,
     "stablelm": _decoder("StableLmConfig", "StableLmForCausalLM"),
     "cohere": _decoder("CohereConfig", "CohereForCausalLM"),
