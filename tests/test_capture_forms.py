@@ -33,6 +33,16 @@ def test_in_place_op_is_functional_and_later_reads_see_it():
     assert c.check(backend="sim").ok
 
 
+def test_in_place_update_of_a_constant_is_no_constant_any_more():
+    """A folded mask updated in place from an input: later reads see the input's effect."""
+    def f(x):
+        mask = torch.zeros(5, 7)
+        mask.masked_fill_(x > 0, 1.0)
+        return mask * 3 + x
+    c = deplokit.compile(f, torch.randn(5, 7))
+    assert c.check(torch.randn(5, 7), backend="loop").ok
+
+
 def test_in_place_op_on_a_view_is_refused():
     def f(x):
         y = x * 2

@@ -176,6 +176,7 @@ def _convert(ep) -> Captured:
             names[node.name] = node.name
             if mutated is not None:     # later reads of the updated tensor read the new value
                 names[mutated.name] = node.name
+                folded.pop(mutated.name, None)     # which is no constant any more
         elif node.op == "output":
             outs = node.args[0]
             outs = outs if isinstance(outs, (list, tuple)) else (outs,)
