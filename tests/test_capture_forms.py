@@ -61,6 +61,11 @@ def test_shape_only_tensors_fold_into_constants():
     assert c.check(fresh, backend="tensor").ok
 
 
+def test_argmax_of_integers_is_refused_clearly():
+    with pytest.raises(UnsupportedOpError, match="argmax of float32 tensors"):
+        deplokit.compile(lambda i: i.argmax(-1), torch.randint(0, 2**40, (3, 5)))
+
+
 def test_integer_bitwise_ops_are_refused_clearly():
     with pytest.raises(UnsupportedOpError, match="on bool tensors"):
         deplokit.compile(lambda i: i & 3, torch.arange(5))

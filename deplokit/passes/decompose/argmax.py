@@ -1,6 +1,7 @@
 """argmax / argmin: the first position along an axis that holds the row's max (min),
 as min(where(x == max, position, n)). Positions are whole numbers below 2**24, so they
-stay exact wherever the arithmetic is float32; longer axes are refused."""
+stay exact wherever the arithmetic is float32; longer axes, and integer inputs (whose large
+values float32 would round), are refused."""
 from __future__ import annotations
 
 from ...errors import UnsupportedOpError
@@ -22,6 +23,9 @@ def decompose_argmax(op, b: Builder) -> str:
         x, dim = b.reshape(x, (n,), "flat"), 0
     shape = b.shape(x)
     dim %= len(shape)
+    if b.type(x).dtype != "float32":   # integer maxima compare exactly only once int64 is exact everywhere
+        raise UnsupportedOpError(f"{op.op} (node {op.name}) of a {b.type(x).dtype} tensor; deplokit takes "
+                                 f"{op.op} of float32 tensors")
     if shape[dim] >= _EXACT_LIMIT:
         raise UnsupportedOpError(f"{op.op} (node {op.name}) over {shape[dim]} positions; deplokit computes "
                                  f"positions exactly up to {_EXACT_LIMIT}")
