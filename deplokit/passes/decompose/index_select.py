@@ -29,28 +29,20 @@ def _read(idx: str, shape: tuple[int, ...], out_dims: tuple[int, ...], b: Builde
 
 @rule("index")
 def decompose_index(op, b: Builder) -> str:
+    """x[i0, :, i2]: the index tensors broadcast together to one block of output axes, in
+    place of the axes they index when those are adjacent, else first (torch's rule)."""
     x, indices, dims = op.args[0], op.args[1:], op.attr("dims")
     shape = b.shape(x)
     bshape = broadcast_shapes(*[b.shape(i) for i in indices])
-    adjacent = dims == tuple(range(dims[0], dims[0] + len(dims)))
-    start = dims[0] if adjacent else 0    # torch puts the index axes first when they are apart
-    rest = [p for p in range(len(shape)) if p not in dims]
-    out_of: dict[int, int] = {}           # source axis -> output axis, for the axes kept
-    q = 0
-    for p in rest:
-        if q == start:
-            q += len(bshape)
-        out_of[p] = q
-        q += 1
-    out = [0] * (len(rest) + len(bshape))
-    for p, qq in out_of.items():
-        out[qq] = shape[p]
-    out[start:start + len(bshape)] = bshape
-    index_dims = tuple(range(start, start + len(bshape)))
-    entry = {p: var(DIM_NAMES[out_of[p]]) if shape[p] != 1 else const(0) for p in rest}
+    start = dims[0] if dims == tuple(range(dims[0], dims[0] + len(dims))) else 0
+    kept = [p for p in range(len(shape)) if p not in dims]
+    out = tuple(shape[p] for p in kept[:start]) + bshape + tuple(shape[p] for p in kept[start:])
+    kept_at = list(range(start)) + list(range(start + len(bshape), len(out)))
+    entry = {p: var(DIM_NAMES[q]) if shape[p] != 1 else const(0) for p, q in zip(kept, kept_at)}
+    block = tuple(range(start, start + len(bshape)))
     for d, idx in zip(dims, indices):
-        entry[d] = _read(wrap_negative(b, idx, shape[d]), bshape, index_dims, b)
-    return b.index_map(x, tuple(entry[p] for p in range(len(shape))), tuple(out), "index")
+        entry[d] = _read(wrap_negative(b, idx, shape[d]), bshape, block, b)
+    return b.index_map(x, tuple(entry[p] for p in range(len(shape))), out, "index")
 
 
 @rule("gather")
