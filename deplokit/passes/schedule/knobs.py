@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ...target import WARP_SIZE
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -29,10 +31,6 @@ def pow2_at_least(n: int) -> int:
     return p
 
 
-# Bytes of static __shared__ memory a block may declare.
-STATIC_SMEM = 48 * 1024
-
-
 def combine_smem(tile) -> int:
     """Shared memory the tile's Combines will take when materialised: one 16-byte aligned
     array of warp partials each (see passes/lower/materialize.py)."""
@@ -45,8 +43,8 @@ def combine_smem(tile) -> int:
     for s, _ in walk(tile.body):
         if isinstance(s, Combine):
             lanes = tile.axis(s.over[0]).extent
-            if lanes > 32:
-                total += -(-4 * (lanes // 32) * (threads // lanes) // 16) * 16
+            if lanes > WARP_SIZE:
+                total += -(-4 * (lanes // WARP_SIZE) * (threads // lanes) // 16) * 16
     return total
 
 

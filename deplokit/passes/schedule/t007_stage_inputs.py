@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
-from .knobs import STATIC_SMEM, Knob, Skip, combine_smem, local_smem
+from .knobs import Knob, Skip, combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
 
@@ -64,8 +64,8 @@ def apply(kernel: TileKernel, target, knobs):
             size *= e
         if sum(a for _, _, a, _ in loads) < 2 * size:
             continue
-        if used + 4 * size > STATIC_SMEM:
-            reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {STATIC_SMEM} bytes of static shared memory")
+        if used + 4 * size > target.static_smem_per_block:
+            reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {target.static_smem_per_block} bytes of static shared memory")
             continue
         used += 4 * size
         name = _fresh(f"{tensor}_smem", kernel, names)

@@ -132,17 +132,15 @@ def apply(kernel: TileKernel, target, knobs):
     while True:                                # the grown slabs must fit in shared memory
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
-        if need <= STATIC_SMEM:
+        if need <= target.static_smem_per_block:
             return out
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]
         plan[big] = (role, t, b, n // 2)
         if all(p[3] == 1 for p in plan):
             return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
-                        f"more than {STATIC_SMEM}")
+                        f"more than {target.static_smem_per_block}")
 
-
-STATIC_SMEM = 48 * 1024
 
 
 def _smem_bytes(kernel: TileKernel) -> int:
