@@ -16,7 +16,7 @@ from .display import Displayable
 from .passes.decompose import decompose
 from .passes.fuse import fuse
 from .passes.lower.cuda import render_cuda
-from .passes.lower.materialize import materialize
+from .passes.lower import LOWERING
 from .passes.schedule import schedule
 from .target import Target
 
@@ -25,7 +25,7 @@ PIPELINE = (
     ("tensor", "decompose", decompose),
     ("loop", "fuse", fuse),
     ("tile", "schedule", schedule),
-    ("kernel", "materialize", materialize),
+    *(("kernel", lowering.NAME, lowering.apply) for lowering in LOWERING),   # k001 materialize, k002 ...
     ("cuda", "render", render_cuda),
 )
 STAGES = ("torch",) + tuple(stage for stage, _, _ in PIPELINE)

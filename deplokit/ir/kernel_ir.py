@@ -261,6 +261,12 @@ class KernelFunc(Displayable):
     registers: int | None = None
     smem_bytes: int | None = None
     spills: int | None = None
+    # Split-K (003): the tensors this kernel adds partial sums into, which must hold zero
+    # before it runs (read from the Tile IR's TileKernel.zero_init); and, on the zero-init
+    # kernel that clears them (k002_zero_init), the name of the kernel it runs for. A launch
+    # of that kernel runs its zero-init kernels first (runtime/launches.py).
+    zero_init: tuple[str, ...] = ()
+    zero_init_for: str = ""
 
     @property
     def threads(self) -> int:
@@ -407,6 +413,8 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
 
 def format_kernel(k: KernelFunc) -> str:
     lines = [f"=== {k.name} grid={k.grid} block={k.block} ==="]
+    if k.zero_init_for:
+        lines.append(f"# zero-init for {k.zero_init_for}")
     for p in k.params:
         lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
     if k.registers is not None:

@@ -252,6 +252,24 @@ TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Ac
 
 
 @dataclass(frozen=True)
+class RegisterTile:
+    """An accumulator 008 register_tile made a per-thread register array: one element per
+    value of the register loops its index names, row-major (`register acc0[2, 4]`)."""
+    acc: str
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for e in self.shape:
+            n *= e
+        return n
+
+    def text(self) -> str:
+        return f"register {self.acc}[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True)
 class TileKernel(Displayable):
     name: str
     outputs: tuple[str, ...]
@@ -260,6 +278,17 @@ class TileKernel(Displayable):
     # Loop IR's locals: tensors the kernel keeps on chip, a row at a time (shared memory once
     # materialised); the scheduler carries them through every pass.
     locals: tuple[LocalBuffer, ...] = ()
+    # Decisions the lowering reads instead of re-deriving them: the register tiles 008 made
+    # (shape of each register array) and the tensors 003's split-K adds partial sums into,
+    # which a zero-init kernel launched just before this one must clear.
+    register_tiles: tuple[RegisterTile, ...] = ()
+    zero_init: tuple[str, ...] = ()
+
+    def register_tile(self, acc: str) -> RegisterTile | None:
+        for r in self.register_tiles:
+            if r.acc == acc:
+                return r
+        return None
 
     def local_names(self) -> frozenset[str]:
         return frozenset(b.name for b in self.locals)
@@ -273,6 +302,8 @@ class TileKernel(Displayable):
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals]
+        lines += [r.text() for r in self.register_tiles]
+        lines += [f"zero-init {t} before launch  # split-K partial sums add into it" for t in self.zero_init]
         format_body(self.body, 0, lines)
         return "\n".join(lines)
 

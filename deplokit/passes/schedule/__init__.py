@@ -85,7 +85,8 @@ def apply_pass(mod, kernel: TileKernel, target, knobs: dict, types: dict) -> tup
         result, note = result.kernel, result.note
     label = pass_label(mod)
     return TileKernel(result.name, result.outputs, result.body,
-                      result.knobs + tuple((f"{label}.{n}", v) for n, v in knobs.items()), kernel.locals), note
+                      result.knobs + tuple((f"{label}.{n}", v) for n, v in knobs.items()), kernel.locals,
+                      result.register_tiles or kernel.register_tiles, result.zero_init or kernel.zero_init), note
 
 
 def initial(program: LoopProgram) -> TileProgram:

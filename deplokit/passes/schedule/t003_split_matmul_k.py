@@ -217,5 +217,5 @@ def apply(kernel: TileKernel, target, knobs):
         out.append(s)
     new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(out))
     return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+                      kernel.knobs, zero_init=(st.tensor,))   # the blocks add into it: it starts at zero
 

@@ -26,7 +26,7 @@ from ...ir.index import var
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, walk
 from ..stage_geometry import VECTOR
-from ..vector_geometry import body_reason
+from ..vector_geometry import body_reason, stamp_widths
 from .knobs import Knob, Noted, Skip, pow2_at_least
 from .rewrite import substitute_body
 
@@ -95,7 +95,7 @@ def apply(kernel: TileKernel, target, knobs, types=None):
     axes = tuple(reversed(threads)) + splits + tuple(reversed(blocks))
     body = substitute_body(tile.body, mapping, ranges) if mapping else tile.body
     if vector is not None:
-        body = (Loop(f"{vector.var}v", VECTOR, "vector", body),)
+        body = (stamp_widths(Loop(f"{vector.var}v", VECTOR, "vector", body), types),)
     return _noted(_with_tile(kernel, Tile(axes, body)), why)
 
 
@@ -154,7 +154,7 @@ def _vector_phases(body, types):
                 v = f"{s.var}v"
                 inner = substitute_body(s.body, {s.var: var(s.var) + var(v)}, {s.var: s.stop, v: VECTOR})
                 s = StridedLoop(s.var, s.start * VECTOR, s.stop, s.step * VECTOR, s.kind,
-                                (Loop(v, VECTOR, "vector", inner),), s.role, s.unroll)
+                                (stamp_widths(Loop(v, VECTOR, "vector", inner), types, {s.var}),), s.role, s.unroll)
         out.append(s)
     return tuple(out), "; ".join(why)
 

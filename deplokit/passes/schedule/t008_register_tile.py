@@ -47,7 +47,7 @@ import dataclasses
 
 from ...ir.index import Affine, free_vars, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Combine, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
+from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
 from .knobs import Knob, Skip
 from .rewrite import substitute_body, used_vars
 
@@ -180,8 +180,9 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     axes = tuple(dataclasses.replace(a, extent=ranges[a.var]) if a.kind == BLOCK and a.var in ranges else a
                  for a in tile.axes)
     new_tile = Tile(axes, body)
+    shape = tuple(lp.extent for lp in regs)          # each accumulator: one register per slot
     return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+                      kernel.knobs, register_tiles=tuple(RegisterTile(a, shape) for a in accs))
 
 
 def _fresh(name: str, used) -> str:
