@@ -157,8 +157,11 @@ class Compilation(Displayable):
 
     def check_passes(self, *inputs, rtol: float = 1e-4, atol: float | None = None) -> list["PassCheck"]:
         """Run the Tile IR as it stands after each scheduling pass in the simulator and
-        compare with torch eager: a pass that changes meaning is caught at that pass."""
+        compare with torch eager: a pass that changes meaning is caught at that pass. Each
+        step's Tile IR, and the Kernel IR it lowers to, is verified first (passes/verify.py):
+        a pass that breaks an invariant raises IRInvariantError naming it."""
         from .passes.lower.materialize import materialize
+        from .passes.verify import verify
 
         inputs = inputs or self.example_inputs
         self._require_weights()
@@ -171,7 +174,10 @@ class Compilation(Displayable):
             if step.stage != "tile":
                 continue
             if last is None or step.changed:   # a pass that changed nothing keeps the last result
-                got = self._wrap(self._execute("sim", env, materialize(step.after)))
+                verify(step.after, self.target)
+                kernel_program = materialize(step.after)
+                verify(kernel_program)
+                got = self._wrap(self._execute("sim", env, kernel_program))
                 last = _compare(expected, got, "sim", rtol, atol)
             out.append(PassCheck(step.name, not step.changed, last))
         return out

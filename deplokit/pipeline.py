@@ -17,6 +17,7 @@ from .passes.decompose import decompose
 from .passes.fuse import fuse
 from .passes.lower.cuda import render_cuda
 from .passes.lower import LOWERING
+from .passes.verify import verify
 from .passes.schedule import schedule
 from .target import Target
 
@@ -28,7 +29,7 @@ PIPELINE = (
     *(("kernel", lowering.NAME, lowering.apply) for lowering in LOWERING),   # k001 materialize, k002 ...
     ("cuda", "render", render_cuda),
 )
-STAGES = ("torch",) + tuple(stage for stage, _, _ in PIPELINE)
+STAGES = ("torch",) + tuple(dict.fromkeys(stage for stage, _, _ in PIPELINE))   # in order, once each
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ def lower(torch_ir, ctx: Context, dedup: bool = False) -> tuple[dict, tuple[Trac
                 trace.append(TraceStep(stage, name, before=current, after=result, notes=tuple(extra)))
         else:
             trace.append(TraceStep(stage, name, before=current, after=result))
+        verify(result, ctx.target)        # Tile and Kernel IR keep their invariants (passes/verify.py)
         stages[stage] = current = result
         if stage == "loop" and dedup:
             from .passes.dedup import dedup as unique_kernels

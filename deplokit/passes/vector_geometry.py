@@ -25,6 +25,7 @@ import dataclasses
 
 from ..ir.index import Affine, Var, free_vars
 from ..ir.loop_ir import Accumulate, Compute, Load, Store
+from ..ir.tile_ir import StridedLoop, walk
 from .stage_geometry import VECTOR
 
 
@@ -34,6 +35,16 @@ def is_multiple(e: Affine, n: int, multiples=frozenset()) -> bool:
     if e.const % n:
         return False
     return all(c % n == 0 or (isinstance(atom, Var) and atom.name in multiples) for atom, c in e.terms)
+
+
+def multiples_of_vector(body) -> frozenset[str]:
+    """Loop variables that only take multiples of 4: strided loops whose start is one and
+    whose step is one (a vectorised row phase: a2 = a3 * 4; += 1024)."""
+    out: set[str] = set()
+    for s, _ in walk(body):
+        if isinstance(s, StridedLoop) and s.step % VECTOR == 0 and is_multiple(s.start, VECTOR, out):
+            out.add(s.var)
+    return frozenset(out)
 
 
 def split_lane(e: Affine, lane: str) -> tuple[int, Affine] | None:

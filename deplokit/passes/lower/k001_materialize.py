@@ -31,13 +31,14 @@ from ...ir.kernel_ir import KernelFunc, KernelProgram
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
+from ..vector_geometry import multiples_of_vector
 from .combine import COMBINE_OPS, lower_combine
 from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .smem_layout import smem_offset
 from .stage_copy import StageCopier
-from .vector_access import lower_vector_loop, multiples_of_vector
+from .vector_access import lower_vector_loop
 
 NAME = "001_materialize"
 DESCRIPTION = "spell each scheduled kernel in hardware primitives (threads, shared copies, barriers, shuffles)"

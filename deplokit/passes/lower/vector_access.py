@@ -23,7 +23,6 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, const, free_vars, substitute
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import StridedLoop, walk
 from ..stage_geometry import VECTOR, row_major_strides
 from ..vector_geometry import is_multiple, split_lane, varies
 from .kernel_expr import affine_expr, flat_offset
@@ -40,16 +39,6 @@ def lower_vector_loop(m, loop: Loop) -> list:
         # not a float4 body: an ordinary unrolled loop keeps the meaning
         return m.loop(Loop(loop.var, loop.extent, "free", loop.body, loop.role, True))
     return _VectorLowering(m, loop).run()
-
-
-def multiples_of_vector(body) -> frozenset[str]:
-    """Loop variables that only take multiples of 4: strided loops whose start is one and
-    whose step is one (a vectorised row phase: a2 = a3 * 4; += 1024)."""
-    out: set[str] = set()
-    for s, _ in walk(body):
-        if isinstance(s, StridedLoop) and s.step % VECTOR == 0 and is_multiple(s.start, VECTOR, out):
-            out.add(s.var)
-    return frozenset(out)
 
 
 class _VectorLowering:
