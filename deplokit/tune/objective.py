@@ -50,7 +50,7 @@ class ModelObjective:
     def stats(self, kernel_program) -> dict:
         """ptxas's KernelStats of every kernel, from the cache or one nvcc run."""
         from ..passes.lower.cuda import render_cuda
-        from ..pipeline import Context
+        from ..trace import Context
         from ..runtime.nvcc import KernelStats, compile_cuda
 
         source = render_cuda(kernel_program, Context(self.target))

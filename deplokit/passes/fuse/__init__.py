@@ -15,7 +15,7 @@ from .guard import compounding_copies, judge
 from .rows import fuse_rows
 
 
-def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]]:
+def fuse(program: TensorProgram, row_fusion: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
     loop, decisions, compounding = _fuse(program, ())
     if compounding:
         # Values stored against compounding copies are known only once the kernels exist;
@@ -24,7 +24,7 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
         # matmul becomes the residual add's reduce phase again.
         loop, decisions, _ = _fuse(program, compounding)
     # attention: keep the scores row on chip (rows.py); the config can turn it off to compare
-    loop, rows = fuse_rows(loop, enabled=(ctx.config if ctx else {}).get("fuse.row_fusion", True))
+    loop, rows = fuse_rows(loop, enabled=row_fusion)
     return loop, decisions + rows
 
 

@@ -1,10 +1,13 @@
-"""Tile IR -> Kernel IR (the numbered lowering passes k001.., each a traced step) and
-Kernel IR -> CUDA text (render).
+"""Tile IR -> Kernel IR (the numbered lowering passes, each a traced step) and Kernel IR ->
+CUDA text (render).
 
-Each lowering pass is a module with NAME, DESCRIPTION and apply(ir, ctx) -> IR; the first
-takes the Tile program, the others a Kernel program. They read the decisions the schedule
-stamped on the Tile IR (vector widths, register-tile shapes, split-K zero-init) and talk
-through public data only."""
+LOWERING is the Tile->Kernel lowering as pass records, in order (k001_materialize,
+k002_zero_init); deplokit/pipeline.py splices it into the one pipeline between the 16
+scheduling passes and render. The passes read the decisions the schedule stamped on the
+Tile IR (vector widths, register-tile shapes, split-K zero-init) and talk through public
+data only (lowering_state.LoweringState)."""
+from __future__ import annotations
+
 from . import k001_materialize, k002_zero_init
 
-LOWERING = (k001_materialize, k002_zero_init)
+LOWERING = (k001_materialize.PASS, k002_zero_init.PASS)

@@ -31,6 +31,7 @@ from ...ir.kernel_ir import KernelFunc, KernelProgram
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
+from ..record import Pass
 from ..vector_geometry import multiples_of_vector
 from .combine import COMBINE_OPS, lower_combine
 from .kernel_expr import affine_expr, flat_offset
@@ -40,14 +41,14 @@ from .smem_layout import smem_offset
 from .stage_copy import StageCopier
 from .vector_access import lower_vector_loop
 
-NAME = "001_materialize"
-DESCRIPTION = "spell each scheduled kernel in hardware primitives (threads, shared copies, barriers, shuffles)"
-
-
-def apply(program: TileProgram, ctx=None) -> KernelProgram:
+def apply(program: TileProgram, pctx=None) -> KernelProgram:
     types = program.types()
     kernels = tuple(Materializer(k, types).run() for k in program.kernels)
     return KernelProgram(program.buffers, program.written, kernels, program.outputs)
+
+
+PASS = Pass("001_materialize", "kernel", "spell each scheduled kernel in hardware primitives: thread "
+            "indices, guarded accesses, shared-memory copies and barriers, shuffles, register tiles", apply)
 
 
 class Materializer(LoweringState):

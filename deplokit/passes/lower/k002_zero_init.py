@@ -12,34 +12,25 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelFunc, KernelProgram, Param
-
-NAME = "002_zero_init"
-DESCRIPTION = "zero the outputs that split-K blocks add partial sums into, in a kernel launched just before"
+from ..record import Pass, fresh_name
 
 ZERO_BLOCK = 256
 
 
-def apply(program: KernelProgram, ctx=None) -> KernelProgram:
+def apply(program: KernelProgram, pctx=None) -> KernelProgram:
     sizes = {b.name: b.type.numel for b in tuple(program.buffers) + tuple(program.written)}
     taken = {k.name for k in program.kernels}
     kernels: list[KernelFunc] = []
     for k in program.kernels:
         if not any(z.zero_init_for == k.name for z in program.kernels):    # not cleared yet
             for tensor in k.zero_init:
-                name = _unique(f"{k.name}_zero", taken)
+                name = fresh_name(f"{k.name}_zero", taken)
                 taken.add(name)
                 kernels.append(zero_kernel(name, tensor, sizes[tensor], k.name))
         kernels.append(k)
     if len(kernels) == len(program.kernels):
         return program
     return dataclasses.replace(program, kernels=tuple(kernels))
-
-
-def _unique(name: str, taken) -> str:
-    cand, n = name, 1
-    while cand in taken:
-        cand, n = f"{name}{n}", n + 1
-    return cand
 
 
 def zero_kernel(name: str, tensor: str, numel: int, owner: str) -> KernelFunc:
@@ -55,3 +46,7 @@ def zero_kernel(name: str, tensor: str, numel: int, owner: str) -> KernelFunc:
     body.append(store)
     return KernelFunc(name, (Param(tensor, "float", False, numel),), (blocks, 1, 1), (threads, 1, 1), tuple(body),
                       zero_init_for=owner)
+
+
+PASS = Pass("002_zero_init", "kernel", "zero the outputs split-K blocks add partial sums into, in a kernel "
+            "launched just before theirs", apply)
