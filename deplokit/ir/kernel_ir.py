@@ -261,10 +261,8 @@ class KernelFunc(Displayable):
     registers: int | None = None
     smem_bytes: int | None = None
     spills: int | None = None
-    # Split-K (003): the tensors this kernel adds partial sums into, which must hold zero
-    # before it runs (read from the Tile IR's TileKernel.zero_init); and, on the zero-init
-    # kernel that clears them (k002_zero_init), the name of the kernel it runs for. A launch
-    # of that kernel runs its zero-init kernels first (runtime/launches.py).
+    # Split-K: tensors that must hold zero before it runs (TileKernel.zero_init); on the
+    # kernel that clears them (k002_zero_init), the kernel it runs before (runtime/launches.py).
     zero_init: tuple[str, ...] = ()
     zero_init_for: str = ""
 

@@ -14,7 +14,7 @@ def pow2_at_least(n: int) -> int:
 
 def combine_smem(tile) -> int:
     """Shared memory the tile's Combines will take when materialised: one 16-byte aligned
-    array of warp partials each (see passes/lower/materialize.py)."""
+    array of warp partials each (see passes/lower/combine.py)."""
     from ...ir.tile_ir import THREAD, Combine, walk
     threads = 1
     for a in tile.axes:

@@ -34,8 +34,9 @@ output that starts at zero gives the result only if everything the epilogue does
 accumulator and the store is linear in it: scaling by a value that does not depend on K
 (multiply, divide, neg), sums of such terms, a select between them and 0. A bias add, relu,
 a mask to -inf, ... would be applied once per split: the pass skips such kernels and says
-which operation stops it. The output is zeroed by the program itself: the materialiser
-emits a kernel `<name>_zero` just before this one (deplokit.passes.lower.materialize), so
+which operation stops it. The output is zeroed by the program itself: the pass stamps it
+on the kernel (`zero-init <output>`) and the lowering emits a kernel `<name>_zero` just
+before this one (deplokit.passes.lower.k002_zero_init), so
 the result does not depend on what the output buffer held. On a GPU the atomic adds land in
 an unspecified order (the last bits of a float sum may differ from run to run); the
 simulator applies them in a fixed order.
