@@ -46,7 +46,7 @@ PIPELINE = (
          (flag_knob("row_fusion", "merge attention's kernels so no scores row leaves the chip", "row fusion"),)),
     Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
     *SCHEDULE,
-    *LOWERING,          # 001_materialize, 002_zero_init (passes/lower)
+    *LOWERING,          # 001_materialize, 002_stage_copies, 003_zero_init (passes/lower)
     Pass("render", "cuda", "print the Kernel IR as one CUDA translation unit", _render),
 )
 STAGES = ("torch",) + tuple(dict.fromkeys(p.stage for p in PIPELINE))

@@ -172,7 +172,8 @@ def test_kernel_ir_static_shared_memory_of_the_target():
 def test_check_passes_verifies_each_step():
     c = pointwise()
     broken = rewrite(c.tile_ir, lambda s: None if isinstance(s, Load) else s)
-    steps = tuple(dataclasses.replace(s, after=broken, skipped_reason="") if s.name == "016_mark_unroll" else s for s in c.trace)
+    steps = tuple(dataclasses.replace(s, after=broken, skipped_reason="") if s.name == "016_mark_unroll" else s
+                  for s in c.trace)
     object.__setattr__(c, "trace", steps) if dataclasses.is_dataclass(c) else setattr(c, "trace", steps)
     with pytest.raises(IRInvariantError):
         c.check_passes()

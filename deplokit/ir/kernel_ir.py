@@ -262,7 +262,7 @@ class KernelFunc(Displayable):
     smem_bytes: int | None = None
     spills: int | None = None
     # Split-K: tensors that must hold zero before it runs (TileKernel.zero_init); on the
-    # kernel that clears them (k002_zero_init), the kernel it runs before (runtime/launches.py).
+    # kernel that clears them (k003_zero_init), the kernel it runs before (runtime/launches.py).
     zero_init: tuple[str, ...] = ()
     zero_init_for: str = ""
 
@@ -405,6 +405,8 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}mbarrier.wait {s.name} phase {format_expr(s.phase)}")
         elif isinstance(s, Comment):
             lines.append(f"{pad}// {s.text}")
+        elif callable(getattr(s, "text", None)):      # a statement pending a later pass (kernel_stage.py)
+            lines.append(pad + s.text())
         else:
             raise TypeError(s)
 

@@ -92,7 +92,7 @@ Split-K (003 split_matmul_k) adds a BLOCK axis of role K (`a2s(K):8=BLOCK`): eac
 reduces one contiguous range of K chunks and adds its partial sum into the output with
 AtomicAdd (`matmul[...] += acc0  # atomic`); 003 stamps the output on the kernel
 (`zero-init matmul`, TileKernel.zero_init) and the lowering emits a kernel that
-zeroes it, launched before (deplokit.passes.lower.k002_zero_init).
+zeroes it, launched before (deplokit.passes.lower.k003_zero_init).
 
 A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors
 it keeps on chip one row at a time: loads and stores of them become shared-memory accesses
@@ -231,7 +231,7 @@ class AsyncWait:
     loop), and its barrier also tells that every thread is done reading the buffer the
     stages after it refill. The materialiser emits cp.async.wait_group 0 (cp.async stages),
     an mbarrier wait (TMA stages: each waiting thread sees the bytes) and a block barrier
-    (copies made by the threads, a refill next) here; see deplokit.passes.lower.stage_copy.
+    (copies made by the threads, a refill next) here; see deplokit.passes.lower.k002_stage_copies.
     A stage copied asynchronously that no AsyncWait names is an error when materialised."""
     stages: tuple[str, ...]        # names of the stages waited for
 

@@ -193,7 +193,9 @@ class _KernelChecker:
         self.f, self.limit = func, limit
         self.params = {p.name for p in func.params}
         stmts = list(K.walk_stmts(func.body))
-        self.shared = {s.name for s in stmts if isinstance(s, K.SharedArray)}
+        # shared arrays: declared, or pending a later pass's declaration (kernel_stage.StageCopy)
+        self.shared = {s.name for s in stmts if isinstance(s, K.SharedArray)} | \
+            {s.shared_array for s in stmts if getattr(s, "shared_array", None)}
         self.mbarriers = {s.name for s in stmts if isinstance(s, K.MbarrierInit)}
 
     def fail(self, invariant, detail):

@@ -3,7 +3,7 @@ function runs once on the buffers its parameters name; a deduplicated program
 (passes/dedup.py) runs each Launch's unique kernel with the launch's own tensors bound to the
 kernel's parameters. The simulator and the CuPy launch plan both follow this one sequence.
 
-The Kernel IR holds each unique kernel once; a zero-init kernel (passes/lower/k002_zero_init.py,
+The Kernel IR holds each unique kernel once; a zero-init kernel (passes/lower/k003_zero_init.py,
 before split-K atomics) names the kernel it runs for (KernelFunc.zero_init_for) and runs
 just before each launch of it.
 """

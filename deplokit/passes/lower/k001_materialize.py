@@ -2,13 +2,11 @@
 
 THREAD/BLOCK axes become threadIdx/blockIdx arithmetic; loads and stores become flat
 global (or shared) accesses, masked where the rounding of an axis to whole blocks could
-leave the tensor; the consecutive Stages of a body become one cooperative copy into
-shared arrays (float4, cp.async or TMA bulk copies; double buffered and software pipelined
-in a K loop: stage_copy.py) behind shared barriers; AsyncWait becomes the wait for its
-stages' asynchronous copies (cp.async.wait_group, mbarrier wait) and the barrier that makes
-them visible; Combine becomes a warp-shuffle tree (combine.py). A barrier is emitted only
-where a hazard needs it: after a shared array is filled, and before it is refilled in a loop
-(not for a double buffer).
+leave the tensor; a load from a staged slab reads its shared array (the current buffer of a
+double-buffered one); Combine becomes a warp-shuffle tree (combine.py). A Stage, an
+AsyncWait and a K loop with stages at its head are left as StageCopy / StageWait /
+StagePrologue (deplokit.ir.kernel_stage), each recording where it stands, for
+002_stage_copies to spell as copies, waits and barriers.
 
 Register tiles (008 register_tile stamps their shapes on the kernel, TileKernel.register_tiles):
 an accumulator written with an index becomes a per-thread register array (DeclareArray, at
@@ -20,7 +18,7 @@ A vector loop (005 blockify_launch) is unrolled into per-lane registers, with a 
 each access 005 stamped 4 wide (vector_access.py).
 
 Split-K (003): AtomicAdd becomes an atomicAdd guarded like a store; the tensors the kernel
-adds into (TileKernel.zero_init) are carried on the function for k002_zero_init.
+adds into (TileKernel.zero_init) are carried on the function for k003_zero_init.
 
 Any Tile IR materialises, also before blockify: then the block may hold more threads than
 a GPU allows, which only the simulator runs (check_passes)."""
@@ -28,17 +26,19 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelFunc, KernelProgram
+from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
 from ..record import Pass
+from ..stage_geometry import head_stages
 from ..vector_geometry import multiples_of_vector
 from .combine import COMBINE_OPS, lower_combine
 from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
-from .smem_layout import smem_offset
-from .stage_copy import StageCopier
+from .smem_layout import PlacedStage, smem_offset, smem_size
+from .stage_plan import plan_stage
 from .vector_access import lower_vector_loop
 
 def apply(program: TileProgram, pctx=None) -> KernelProgram:
@@ -61,7 +61,7 @@ class Materializer(LoweringState):
         self.in_reduce = False
         self.local_rows = LocalRows(kernel, self.tile, flat_offset, affine_expr)   # row fusion's on-chip rows
         self.vector_multiples = multiples_of_vector(self.tile.body)
-        self.copier = StageCopier(self)
+        self.body_loop = None                    # (Tile Loop, depth of its statement) whose body is lowered
 
     def run(self) -> KernelFunc:
         body: list = []
@@ -78,7 +78,8 @@ class Materializer(LoweringState):
         out: list = []
         local_barriers = self.local_rows.barriers(body)
         for i, s in enumerate(body):
-            out += self.copier.before(body, i)       # stage groups, AsyncWait; a K loop's prologue
+            if isinstance(s, Loop) and head_stages(s):   # the first tile's copies, an mbarrier
+                out.append(StagePrologue(s, self.loop_depth, tuple(self.ranges.items())))
             if local_barriers[i]:
                 out.append(K.Barrier())              # a local row written by the block is read
             out += self.stmt(s)
@@ -115,9 +116,9 @@ class Materializer(LoweringState):
         if isinstance(s, Combine):
             return lower_combine(self, s)
         if isinstance(s, Stage):
-            return self.copier.stage(s)
+            return self.stage(s)
         if isinstance(s, AsyncWait):
-            return self.copier.async_wait(s)
+            return [StageWait(s)]
         raise TypeError(f"cannot materialise {type(s).__name__}")
 
     def loop(self, s) -> list:
@@ -133,8 +134,9 @@ class Materializer(LoweringState):
                         pre.append(K.DeclareArray(acc, tile.size, float(REDUCTION_IDENTITY[red])))
                     else:
                         pre.append(K.Declare(acc, "float", K.Const(REDUCTION_IDENTITY[red])))
-        outer_reduce = self.in_reduce
+        outer_reduce, outer_loop = self.in_reduce, self.body_loop
         self.in_reduce = outer_reduce or s.kind == "reduce"
+        self.body_loop = (s, self.loop_depth) if isinstance(s, Loop) else None
         self.loop_depth += 1
         if isinstance(s, Loop):
             self.ranges[s.var] = s.extent
@@ -148,8 +150,19 @@ class Materializer(LoweringState):
             loop = K.For(s.var, affine_expr(s.start), K.Const(s.stop, "int"), K.Const(s.step, "int"), tuple(body),
                          s.unroll)
         self.loop_depth -= 1
-        self.in_reduce = outer_reduce
+        self.in_reduce, self.body_loop = outer_reduce, outer_loop
         return pre + [loop]
+
+    def stage(self, s: Stage) -> list:
+        """Place the stage (loads from it read the buffer of the current iteration) and leave
+        its copy to 002_stage_copies."""
+        plan = plan_stage(self, s, self.body_loop)
+        self.note_read(s.tensor)
+        base = None
+        if plan.buffered:
+            base = K.Binary("*", K.Binary("%", K.Var(plan.loop.var), K.Const(2, "int")), K.Const(smem_size(s), "int"))
+        self.stages[s.name] = PlacedStage.of(s, base)
+        return [StageCopy(s, self.body_loop, self.loop_depth, tuple(self.ranges.items()))]
 
     # -- memory --------------------------------------------------------------------------------
     def load(self, s: Load) -> list:

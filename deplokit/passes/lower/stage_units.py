@@ -1,6 +1,6 @@
 """The copy of one Stage for one iteration, spelled unit by unit: floats, float4s (a 16-byte
 cp.async), or whole rows (TMA bulk copies), dealt out to the block's threads (see
-stage_copy.py for when copies are issued and which barriers surround them).
+k002_stage_copies.py for when copies are issued and which barriers surround them).
 
 `m` is the kernel's LoweringState (types, ranges, threads); `p` a stage_plan.StagePlan;
 `it` which iteration of the stage's K loop the copy is for: cur (the loop variable), zero

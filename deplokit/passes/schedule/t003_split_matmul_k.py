@@ -36,7 +36,7 @@ accumulator and the store is linear in it: scaling by a value that does not depe
 a mask to -inf, ... would be applied once per split: the pass skips such kernels and says
 which operation stops it. The output is zeroed by the program itself: the pass stamps it
 on the kernel (`zero-init <output>`) and the lowering emits a kernel `<name>_zero` just
-before this one (deplokit.passes.lower.k002_zero_init), so
+before this one (deplokit.passes.lower.k003_zero_init), so
 the result does not depend on what the output buffer held. On a GPU the atomic adds land in
 an unspecified order (the last bits of a float sum may differ from run to run); the
 simulator applies them in a fixed order.
@@ -217,7 +217,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
             s = AtomicAdd(st.tensor, st.index, st.value)
         out.append(s)
     new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(out))
-    # the blocks add into the output: it must start at zero (k002_zero_init clears it)
+    # the blocks add into the output: it must start at zero (k003_zero_init clears it)
     return dataclasses.replace(replace_tile(kernel, new_tile), zero_init=(st.tensor,))
 
 

@@ -1,5 +1,9 @@
-"""Stage, AsyncWait -> Kernel IR: the copy of a slab into shared memory, and the point where
-asynchronous copies land (called by k001_materialize for each statement it lowers).
+"""002 stage_copies: the copy of each staged slab into shared memory, and the points where
+asynchronous copies land and the barriers that make them visible.
+
+001_materialize leaves a StageCopy / StageWait / StagePrologue (deplokit.ir.kernel_stage)
+where the Tile IR had a Stage, an AsyncWait, a K loop with stages at its head; this pass
+replaces them.
 
 The consecutive Stages of one body are copied together and share their barriers. How each
 stage is copied follows its Tile-IR fields (see deplokit.ir.tile_ir.Stage) and what its
@@ -51,203 +55,215 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel_ir as K
-from ...ir.loop_ir import Loop
-from ...ir.tile_ir import AsyncWait, Stage, walk
+from ...ir.kernel_ir import KernelProgram
+from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from ..record import Pass
 from ..stage_geometry import head_stages
-from .smem_layout import PlacedStage, smem_size
+from .smem_layout import smem_size
 from .stage_plan import StagePlan, is_pipelined, mbarrier_name, plan_stage, tma_runs
 from .stage_units import copy_stage, issue_tma
 
 
+def apply(program: KernelProgram, pctx=None) -> KernelProgram:
+    types = {b.name: b.type for b in tuple(program.buffers) + tuple(program.written)}
+    kernels = tuple(StageCopier(f, types).run() for f in program.kernels)
+    if kernels == program.kernels:
+        return program
+    return dataclasses.replace(program, kernels=kernels)
+
+
+PASS = Pass("002_stage_copies", "kernel", "spell each stage's copy into shared memory (float4, cp.async, TMA; "
+            "double buffered, pipelined) with its waits and barriers", apply)
+
+
+@dataclasses.dataclass
+class _Scope:
+    """What the copy of a stage reads about the place it is issued from (stage_plan,
+    stage_units): the tensors' types, the variables in scope, the block's threads."""
+    types: dict
+    ranges: dict
+    threads: int
+
+
 class StageCopier:
-    """The stage copies of one kernel, for the k001_materialize.Materializer `m` that walks it
-    (its public types, ranges, threads, stages, loop_depth and declare_shared)."""
+    """The stage copies of one Kernel-IR function."""
 
-    def __init__(self, m):
-        self.m = m
-        self.emitted: set[int] = set()      # ids of stages (AsyncWaits) already materialised
-        self.loops: dict[int, tuple] = {}   # id(loop body) -> (loop, depth of the loop statement)
-        self.by_name: dict[str, tuple] | None = None
-        self.unsynced: set[int] = set()     # ids of AsyncWaits whose barrier the group before leaves to them
+    def __init__(self, func: K.KernelFunc, types):
+        self.func, self.types = func, types
+        self.declared: set[str] = set()          # shared arrays declared so far
+        self.by_name: dict[str, StageCopy] = {}
+        for s in K.walk_stmts(func.body):
+            if isinstance(s, StageCopy):
+                self.by_name.setdefault(s.stage.name, s)
 
-    # -- hooks the materialiser calls ---------------------------------------------------------
-    def before(self, body, i) -> list:
-        """Called for every statement body[i] before it is materialised: the consecutive
-        stages starting at body[i] are copied together; an AsyncWait waits for its stages
-        (it sees its neighbours here); a K loop's prologue goes before the loop."""
-        s = body[i]
-        if isinstance(s, Stage):
-            if id(s) in self.emitted or (i and isinstance(body[i - 1], Stage)):
-                return []
-            j = i
-            while j < len(body) and isinstance(body[j], Stage):
-                j += 1
-            group = tuple(body[i:j])
-            self.emitted |= {id(g) for g in group}
-            return self.group(group, self.loops.get(id(body)), body, i, j)
-        if isinstance(s, AsyncWait):
-            if id(s) in self.emitted:
-                return []
-            self.emitted.add(id(s))
-            return self.wait(s, body, i)
-        if isinstance(s, Loop):
-            self.loops[id(s.body)] = (s, self.m.loop_depth)
-            return self.prologue(s, self.m.loop_depth)
-        return []
+    def run(self) -> K.KernelFunc:
+        pending = (StageCopy, StageWait, StagePrologue)
+        if not any(isinstance(s, pending) for s in K.walk_stmts(self.func.body)):
+            return self.func
+        return dataclasses.replace(self.func, body=self.body(self.func.body))
 
-    def stage(self, s: Stage) -> list:
-        """A Stage reached without `before` (materialised on its own)."""
-        if id(s) in self.emitted:
-            return []
-        self.emitted.add(id(s))
-        return self.group((s,), self._lookup(s.name)[1], (s,), 0, 1)
+    def scope(self, ranges) -> _Scope:
+        return _Scope(self.types, dict(ranges), self.func.threads)
 
-    def async_wait(self, s: AsyncWait) -> list:
-        """An AsyncWait reached without `before` (materialised on its own)."""
-        if id(s) in self.emitted:
-            return []
-        self.emitted.add(id(s))
-        return self.wait(s, (s,), 0)
+    def plan(self, copy: StageCopy, stage=None) -> StagePlan:
+        return plan_stage(self.scope(copy.ranges), stage or copy.stage, copy.loop_info)
 
-    def _lookup(self, name: str) -> tuple:
-        """(Stage, (enclosing loop, depth of the loop statement) or None) of the stage `name`."""
-        if self.by_name is None:
-            self.by_name = {}
-            for st, loops in walk(self.m.tile.body):
-                if isinstance(st, Stage):
-                    info = (loops[-1], len(loops) - 1) if loops and isinstance(loops[-1], Loop) else None
-                    self.by_name.setdefault(st.name, (st, info))
+    def body(self, body) -> tuple:
+        out: list = []
+        i, unsynced = 0, False
+        while i < len(body):
+            s = body[i]
+            if isinstance(s, StageCopy):
+                j = i
+                while j < len(body) and isinstance(body[j], StageCopy):
+                    j += 1
+                stmts, unsynced = self.group(body, i, j)
+                out += stmts
+                i = j
+                continue
+            if isinstance(s, StageWait):
+                out += self.wait(s, body, i, unsynced)
+            elif isinstance(s, StagePrologue):
+                out += self.prologue(s)
+            elif isinstance(s, K.For):
+                out.append(dataclasses.replace(s, body=self.body(s.body)))
+            elif isinstance(s, K.If):
+                out.append(dataclasses.replace(s, then=self.body(s.then), orelse=self.body(s.orelse)))
+            else:
+                out.append(s)
+            unsynced = False
+            i += 1
+        return tuple(out)
+
+    def _lookup(self, name: str) -> StageCopy:
         if name not in self.by_name:
-            raise ValueError(f"{self.m.kernel.name}: AsyncWait names {name}, which is no stage of the kernel")
+            raise ValueError(f"{self.func.name}: AsyncWait names {name}, which is no stage of the kernel")
         return self.by_name[name]
 
-    # -- planning -----------------------------------------------------------------------------
-    def plan(self, s: Stage, loop_info) -> StagePlan:
-        return plan_stage(self.m, s, loop_info)
-
-    def _register(self, s: Stage, p: StagePlan) -> list:
-        """Declare the shared array (once) and record the stage for the loads that follow."""
-        m = self.m
-        m.note_read(s.tensor)
-        out = [K.SharedArray(s.name, smem_size(s) * (2 if p.buffered else 1))] if m.declare_shared(s.name) else []
-        base = None
-        if p.buffered:
-            base = K.Binary("*", K.Binary("%", K.Var(p.loop.var), K.Const(2, "int")), K.Const(smem_size(s), "int"))
-        m.stages[s.name] = PlacedStage(**{f.name: getattr(s, f.name) for f in dataclasses.fields(Stage)}, base=base)
-        return out
+    def _declare(self, s, p: StagePlan) -> list:
+        """The stage's shared array, the first time (both buffers when double buffered)."""
+        if s.name in self.declared:
+            return []
+        self.declared.add(s.name)
+        return [K.SharedArray(s.name, smem_size(s) * (2 if p.buffered else 1))]
 
     # -- groups -----------------------------------------------------------------------------------
-    def group(self, stages, loop_info, body, i, j) -> list:
-        """The copies of the group body[i:j]. Its asynchronous copies must be waited for by an
-        AsyncWait of the same body: after the group, or before it when the group is a
+    def group(self, body, i, j) -> tuple[list, bool]:
+        """The copies of the consecutive stages body[i:j], and whether the StageWait right
+        after them owes their visibility barrier. Their asynchronous copies must be waited for
+        by a StageWait of the same body: after the group, or before it when the group is a
         pipelined K loop's head (the wait there is for the copies issued one iteration
         earlier)."""
-        plans = [self.plan(s, loop_info) for s in stages]
+        copies = body[i:j]
+        first = copies[0]
+        m = self.scope(first.ranges)
+        stages = [c.stage for c in copies]
+        plans = [self.plan(c) for c in copies]
         ahead = is_pipelined(stages, plans)
         self._check_awaited(stages, plans, body[:i] if ahead else body[j:], ahead)
         out: list = []
         for s, p in zip(stages, plans):
-            out += self._register(s, p)
+            out += self._declare(s, p)
         if ahead:
-            return out + self._steady(stages, plans)
+            return out + self._steady(m, stages, plans), False
         tma = [(s, p) for s, p in zip(stages, plans) if p.kind == "tma"]
         asyncs = [(s, p) for s, p in zip(stages, plans) if p.kind == "async"]
         syncs = [(s, p) for s, p in zip(stages, plans) if p.kind == "sync"]
-        if self.m.loop_depth and (tma or any(not p.buffered for p in plans)):
+        if first.loop_depth and (tma or any(not p.buffered for p in plans)):
             out.append(K.Barrier())           # the previous iteration's readers are done
-        it = "cur" if loop_info else None
+        it = "cur" if first.loop_info else None
         if tma:
-            out += issue_tma(self.m, tma, it)
+            out += issue_tma(m, tma, it)
         for s, p in asyncs:
-            out += copy_stage(self.m, s, p, it)
+            out += copy_stage(m, s, p, it)
         if asyncs:
             out.append(K.CpAsyncCommit())
         for s, p in syncs:
-            out += copy_stage(self.m, s, p, it)
+            out += copy_stage(m, s, p, it)
+        unsynced = False
         if syncs:
-            if j < len(body) and isinstance(body[j], AsyncWait):
-                self.unsynced.add(id(body[j]))    # its barrier comes after the waits
+            if j < len(body) and isinstance(body[j], StageWait):
+                unsynced = True                # its barrier comes after the waits
             else:
                 out.append(K.Barrier())       # the copies are visible to every thread
-        return out
+        return out, unsynced
 
     def _check_awaited(self, stages, plans, scope, pipelined):
-        awaited = {n for w in scope if isinstance(w, AsyncWait) for n in w.stages}
+        awaited = {n for w in scope if isinstance(w, StageWait) for n in w.wait.stages}
         missing = [s.name for s, p in zip(stages, plans) if p.kind != "sync" and s.name not in awaited]
         if missing:
             where = "before them (their K loop is pipelined)" if pipelined else "after them"
-            raise ValueError(f"{self.m.kernel.name}: {', '.join(missing)} copied asynchronously, but no "
+            raise ValueError(f"{self.func.name}: {', '.join(missing)} copied asynchronously, but no "
                              f"AsyncWait {where} in the same body waits for the copies")
 
-    def wait(self, w: AsyncWait, body, i) -> list:
+    def wait(self, w: StageWait, body, i, unsynced: bool) -> list:
         """Where the copies of w's stages have landed: cp.async.wait_group 0 for cp.async
         stages, an mbarrier wait (phase: the loop variable) for TMA stages, then a barrier
         that makes copies the threads made visible to every thread. Before a pipelined K
         loop's head stages the barrier is kept even for TMA copies alone: it also tells that
         every thread is done reading the buffer those stages refill."""
         kinds, bars = set(), []
-        for name in w.stages:
-            st, info = self._lookup(name)
-            p = self.plan(st, info)
+        for name in w.wait.stages:
+            p = self.plan(self._lookup(name))
             kinds.add(p.kind)
             if p.kind == "tma" and all(p.loop is not b for b in bars):
                 bars.append(p.loop)
         j = i + 1
-        while j < len(body) and isinstance(body[j], Stage):
+        while j < len(body) and isinstance(body[j], StageCopy):
             j += 1
-        nxt = tuple(body[i + 1:j])
-        info = self.loops.get(id(body))
-        refill = bool(nxt) and any(s.name in w.stages for s in nxt) and \
-            is_pipelined(nxt, [self.plan(s, info) for s in nxt])
+        nxt = body[i + 1:j]
+        refill = bool(nxt) and any(c.stage.name in w.wait.stages for c in nxt) and \
+            is_pipelined([c.stage for c in nxt], [self.plan(c) for c in nxt])
         out: list = []
         if "async" in kinds:
             out.append(K.CpAsyncWait(0))
         for loop in bars:
             out.append(K.MbarrierWait(mbarrier_name(loop), K.Var(loop.var)))
-        if refill or kinds & {"async", "sync"} or id(w) in self.unsynced:
+        if refill or kinds & {"async", "sync"} or unsynced:
             out.append(K.Barrier())
         return out
 
-    def prologue(self, loop, depth) -> list:
+    def prologue(self, pro: StagePrologue) -> list:
         """Before a K loop: the mbarrier of its TMA stages and, when pipelined, the first
         tile's copies."""
+        loop = pro.loop
         stages = head_stages(loop)
         if not stages:
             return []
-        plans = [self.plan(s, (loop, depth)) for s in stages]
+        m = self.scope(pro.ranges)
+        plans = [plan_stage(m, s, (loop, pro.depth)) for s in stages]
         tma = [(s, p) for s, p in zip(stages, plans) if p.kind == "tma"]
         ahead = is_pipelined(stages, plans)
         out: list = []
         if ahead:
             for s, p in zip(stages, plans):
-                if self.m.declare_shared(s.name):
-                    out.append(K.SharedArray(s.name, smem_size(s) * 2))
+                out += self._declare(s, p)
         if tma:
-            count = sum(tma_runs(self.m, s, p)[2] for s, p in tma)
+            count = sum(tma_runs(m, s, p)[2] for s, p in tma)
             out += [K.MbarrierInit(mbarrier_name(loop), count), K.Barrier()]
         if ahead:
             out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = 0"))
-            out += self._issue(stages, plans, "zero")
+            out += self._issue(m, stages, plans, "zero")
         return out
 
-    def _steady(self, stages, plans) -> list:
+    def _steady(self, m, stages, plans) -> list:
         """The pipelined head of iteration ko, after its AsyncWait (tile ko has landed, the
         barrier passed): issue tile ko + 1."""
         loop = plans[0].loop
         out: list = []
         nxt = K.Binary("<", K.Binary("+", K.Var(loop.var), K.Const(1, "int")), K.Const(loop.extent, "int"))
         out.append(K.Comment(f"steady state: issue K tile {loop.var} + 1 while tile {loop.var} computes"))
-        out.append(K.If(nxt, tuple(self._issue(stages, plans, "next"))))
+        out.append(K.If(nxt, tuple(self._issue(m, stages, plans, "next"))))
         return out
 
-    def _issue(self, stages, plans, it) -> list:
+    def _issue(self, m, stages, plans, it) -> list:
         out: list = []
         tma = [(s, p) for s, p in zip(stages, plans) if p.kind == "tma"]
         if tma:
-            out += issue_tma(self.m, tma, it)
+            out += issue_tma(m, tma, it)
         asyncs = [(s, p) for s, p in zip(stages, plans) if p.kind == "async"]
         for s, p in asyncs:
-            out += copy_stage(self.m, s, p, it)
+            out += copy_stage(m, s, p, it)
         if asyncs:
             out.append(K.CpAsyncCommit())
         return out

@@ -1,4 +1,4 @@
-"""k002 zero_init: a kernel that clears each tensor a split-K kernel adds partial sums into.
+"""k003 zero_init: a kernel that clears each tensor a split-K kernel adds partial sums into.
 
 003 split_matmul_k makes the blocks of a matmul add into their output with atomics, and
 stamps the output on the kernel (TileKernel.zero_init, carried to KernelFunc.zero_init):
@@ -48,5 +48,5 @@ def zero_kernel(name: str, tensor: str, numel: int, owner: str) -> KernelFunc:
                       zero_init_for=owner)
 
 
-PASS = Pass("002_zero_init", "kernel", "zero the outputs split-K blocks add partial sums into, in a kernel "
+PASS = Pass("003_zero_init", "kernel", "zero the outputs split-K blocks add partial sums into, in a kernel "
             "launched just before theirs", apply)
