@@ -9,11 +9,11 @@ import torch
 from .display import Displayable
 from .errors import ExecutionError
 from .frontend.capture import capture
-from .pipeline import STAGES, Context, lower
-from .passes.lower import LOWERING
-from .passes.record import run_passes
+from .passes.lower import lower_tiles
 from .passes.verify import verify
+from .pipeline import STAGES, lower
 from .target import get_target
+from .trace import Context
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
 # SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
@@ -50,12 +50,12 @@ class Compilation(Displayable):
     """One program lowered once, for one target and config: its IRs and the trace. Not
     changed after it is built: recompile makes a new one; nvcc returns what it finds."""
 
-    def __init__(self, source, example_inputs, target, captured, ctx: Context):
+    def __init__(self, source, example_inputs, captured, ctx: Context):
         stages, trace = lower(captured.program, ctx)
         self._captured, self._ctx = captured, ctx
         self.source = source
         self.example_inputs = tuple(example_inputs)
-        self.target = target
+        self.target = ctx.target
         self.values = captured.values
         self.input_names = captured.input_names
         self._out_spec = captured.out_spec
@@ -183,7 +183,7 @@ class Compilation(Displayable):
                 continue
             if last is None or step.changed:   # a pass that changed nothing keeps the last result
                 verify(step.after, self.target)
-                kernel_ir, _ = run_passes(LOWERING, step.after, self._ctx)
+                kernel_ir = lower_tiles(step.after, self._ctx)
                 verify(kernel_ir)
                 got = self._wrap(self._execute("sim", env, kernel_ir))
                 last = _compare(expected, got, "sim", rtol, atol)
@@ -207,7 +207,7 @@ class Compilation(Displayable):
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
         ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup)
-        return Compilation(self.source, self.example_inputs, self.target, self._captured, ctx)
+        return Compilation(self.source, self.example_inputs, self._captured, ctx)
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
         """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
@@ -313,7 +313,7 @@ def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict |
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs)
-    return Compilation(module_or_fn, example_inputs, tgt, captured, Context(tgt, dict(config or {}), dedup, tuned))
+    return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned))
 
 
 def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None) -> Compilation:
@@ -321,4 +321,4 @@ def compile_model(program, target: str = "sm_90", config: dict | None = None, tu
     stitched N times (frontend/stitch.py), and identical kernels compile once (dedup)."""
     tgt = get_target(target)
     captured = program.capture()
-    return Compilation(program.fn, program.inputs, tgt, captured, Context(tgt, dict(config or {}), True, tuned))
+    return Compilation(program.fn, program.inputs, captured, Context(tgt, dict(config or {}), True, tuned))

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from .passes.decompose import decompose
 from .passes.dedup import dedup
-from .passes.fuse import fuse
+from .passes.fuse import fuse_kernels
+from .passes.fuse.rows import fuse_rows
 from .passes.lower import LOWERING
 from .passes.lower.cuda import render_cuda
 from .passes.record import Noted, Pass, Skip, flag_knob, run_passes, validate_config, validate_kernel_names
@@ -24,7 +25,13 @@ def _decompose(program, pctx):
 
 
 def _fuse(program, pctx):
-    loop, notes = fuse(program, row_fusion=pctx.knobs["row_fusion"])
+    return Noted(*fuse_kernels(program))
+
+
+def _fuse_rows(program, pctx):
+    loop, notes = fuse_rows(program)
+    if loop == program:
+        return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
     return Noted(loop, notes)
 
 
@@ -41,9 +48,9 @@ def _render(program, pctx):
 
 PIPELINE = (
     Pass("decompose", "tensor", "rewrite each Torch op into Tensor-IR nodes", _decompose),
-    Pass("fuse", "loop", "lift Tensor-IR nodes to loop nests and fuse producers into consumers; fuse "
-         "attention's rows", _fuse,
-         (flag_knob("row_fusion", "merge attention's kernels so no scores row leaves the chip", "row fusion"),)),
+    Pass("fuse", "loop", "lift Tensor-IR nodes to loop nests and fuse producers into consumers", _fuse),
+    Pass("fuse_rows", "loop", "merge attention's kernels so that no scores row leaves the chip", _fuse_rows,
+         (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),)),
     Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
     *SCHEDULE,
     *LOWERING,          # 001_materialize, 002_stage_copies, 003_zero_init (passes/lower)
@@ -64,5 +71,6 @@ def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
         verify(step.after, ctx.target)        # Tile and Kernel IR keep their invariants (passes/verify.py)
         stages[step.stage] = step.after
     loop = stages["loop"]
-    validate_kernel_names(ctx.config, (k.name for k in (loop.whole or loop).kernels))
+    whole = loop if loop.whole is None else loop.whole
+    validate_kernel_names(ctx.config, (k.name for k in whole.kernels))
     return stages, tuple(trace) + steps

@@ -21,7 +21,7 @@ def rms():
 @pytest.fixture(scope="module")
 def sdpa():
     fn, inputs = corpus()["sdpa_causal_gqa"]       # three kernels without attention's row fusion
-    return deplokit.compile(fn, *inputs, config={"fuse.row_fusion": False})
+    return deplokit.compile(fn, *inputs, config={"fuse_rows.enable": False})
 
 
 def test_sixteen_steps_named_and_described(rms):

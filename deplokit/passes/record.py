@@ -42,9 +42,10 @@ def _on(ir, target) -> bool:
     return True
 
 
-def flag_knob(name: str, doc: str, what: str) -> Knob:
-    """An on/off knob, on by default; off, the pass skips with `<what> disabled by the knob`."""
-    return Knob(name, (True, False), _on, doc, off=f"{what} disabled by the knob")
+def flag_knob(name: str, doc: str, what: str = "") -> Knob:
+    """An on/off knob, on by default. With `what`, a pass whose flag is off skips (the
+    program, or the kernel) with `<what> disabled by the knob`; without, it reads the flag."""
+    return Knob(name, (True, False), _on, doc, off=f"{what} disabled by the knob" if what else "")
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,12 @@ def program_types(program) -> dict:
     return {b.name: b.type for b in tuple(program.buffers) + tuple(program.written)}
 
 
+def switched_off(knobs: tuple[Knob, ...], values: Mapping) -> Skip | None:
+    """Skip(`<what> disabled by the knob`) for the first flag knob (`flag_knob(..., what)`)
+    that is off, else None."""
+    return next((Skip(k.off) for k in knobs if k.off and not values[k.name]), None)
+
+
 def replace_tile(kernel, tile):
     """The kernel with its one Tile replaced by `tile` (its locals, knobs and other fields kept)."""
     from ..ir.tile_ir import Tile
@@ -114,7 +121,7 @@ class Pass:
 
     def run(self, ir, ctx: Context) -> TraceStep:
         pctx = PassContext(ctx.target, self.knob_values(ir, ctx.target, ctx.config), compile=ctx)
-        result = self.apply(ir, pctx)
+        result = switched_off(self.knobs, pctx.knobs) or self.apply(ir, pctx)
         step = dict(stage=self.stage, name=self.name, before=ir, description=self.description)
         if isinstance(result, Skip):
             return TraceStep(after=ir, skipped_reason=result.reason, **step)
@@ -127,7 +134,9 @@ class Pass:
 class KernelPass:
     """A pass applied to each kernel of a program (`program.kernels`), with per-kernel knobs.
     `prepare` turns the incoming program into the form the kernels are rewritten in (Loop IR
-    into Tile IR before 001), once, before any kernel is looked at."""
+    into Tile IR before 001), once, before any kernel is looked at. `stamp_knobs`: the knob
+    values a kernel was rewritten with are appended to its `knobs` (Tile IR records every
+    scheduling choice); a pass over kernels without that field sets it False."""
     name: str
     stage: str
     description: str
@@ -135,6 +144,7 @@ class KernelPass:
     knobs: tuple[Knob, ...] = ()
     needs: tuple[Needs, ...] = ()
     prepare: Callable[[Any], Any] | None = None
+    stamp_knobs: bool = True
 
     @property
     def tag(self) -> str:
@@ -152,16 +162,16 @@ class KernelPass:
         for need in self.needs:
             if need.missing(target):
                 return Skip(need.missing(target)), ""
-        for knob in self.knobs:
-            if knob.off and not knobs[knob.name]:
-                return Skip(knob.off), ""
+        off = switched_off(self.knobs, knobs)
+        if off is not None:
+            return off, ""
         result = self.apply(kernel, PassContext(target, knobs, types, ctx))
         if isinstance(result, Skip):
             return result, ""
         note = ""
         if isinstance(result, Noted):          # applied, declining part of what a knob asked
             result, note = result.ir, "; ".join(result.notes)
-        if knobs:
+        if knobs and self.stamp_knobs:
             result = dataclasses.replace(result, knobs=result.knobs + tuple(
                 (f"{self.name}.{n}", v) for n, v in knobs.items()))
         return result, note

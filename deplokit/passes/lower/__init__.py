@@ -8,6 +8,14 @@ Tile IR (vector widths, register-tile shapes, split-K zero-init) and talk throug
 data only (lowering_state.LoweringState)."""
 from __future__ import annotations
 
+from ...trace import Context
+from ..record import run_passes
 from . import k001_materialize, k002_stage_copies, k003_zero_init
 
 LOWERING = (k001_materialize.PASS, k002_stage_copies.PASS, k003_zero_init.PASS)
+
+
+def lower_tiles(program, ctx: Context):
+    """A Tile program through LOWERING: its Kernel program (what Compilation.check_passes and
+    the tuner's objectives lower an intermediate or a candidate schedule with)."""
+    return run_passes(LOWERING, program, ctx)[0]

@@ -113,8 +113,6 @@ def _pointwise_reason(tile: Tile, inner, types) -> str:
     a = inner[-1]
     if a.extent % VECTOR:
         return f"innermost axis {a.var} of {a.extent} is not a multiple of {VECTOR}"
-    if types is None:
-        return "the tensors' shapes are unknown"
     return body_reason(tile.body, a.var, types)
 
 
@@ -165,8 +163,6 @@ def _phase_reason(s: StridedLoop, types) -> str:
         return f"{s.kind} phase {s.var} of {s.stop} elements is not a multiple of {VECTOR}"
     if s.start.const or len(s.start.terms) != 1 or s.start.terms[0][1] != 1:
         return f"{s.kind} phase {s.var} does not start at the lane index"
-    if types is None:
-        return "the tensors' shapes are unknown"
     return body_reason(s.body, s.var, types)
 
 
