@@ -12,7 +12,7 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelFunc, KernelProgram, Param
-from ..record import Pass, fresh_name
+from ..record import Noted, Pass, fresh_name
 
 ZERO_BLOCK = 256
 
@@ -21,16 +21,18 @@ def apply(program: KernelProgram, pctx=None) -> KernelProgram:
     sizes = {b.name: b.type.numel for b in tuple(program.buffers) + tuple(program.written)}
     taken = {k.name for k in program.kernels}
     kernels: list[KernelFunc] = []
+    notes: list[str] = []
     for k in program.kernels:
         if not any(z.zero_init_for == k.name for z in program.kernels):    # not cleared yet
             for tensor in k.zero_init:
                 name = fresh_name(f"{k.name}_zero", taken)
                 taken.add(name)
                 kernels.append(zero_kernel(name, tensor, sizes[tensor], k.name))
+                notes.append(f"{name} zeroes {tensor} before {k.name}, whose blocks add partial sums into it")
         kernels.append(k)
-    if len(kernels) == len(program.kernels):
+    if not notes:
         return program
-    return dataclasses.replace(program, kernels=tuple(kernels))
+    return Noted(dataclasses.replace(program, kernels=tuple(kernels)), tuple(notes))
 
 
 def zero_kernel(name: str, tensor: str, numel: int, owner: str) -> KernelFunc:

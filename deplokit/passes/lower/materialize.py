@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...ir.kernel_ir import KernelProgram
 from ...ir.tile_ir import TileProgram
+from ..record import Noted
 from . import LOWERING
 
 
@@ -12,4 +13,5 @@ def materialize(program: TileProgram, ctx=None) -> KernelProgram:
     ir = program
     for lowering_pass in LOWERING:
         ir = lowering_pass.apply(ir, ctx)
+        ir = ir.ir if isinstance(ir, Noted) else ir
     return ir
