@@ -67,8 +67,9 @@ def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
     stages = {"torch": torch_ir}
     trace = [TraceStep("torch", "capture", after=torch_ir)]
     _, steps = run_passes(PIPELINE, torch_ir, ctx)
-    for step in steps:
-        verify(step.after, ctx.target)        # Tile and Kernel IR keep their invariants (passes/verify.py)
+    for step, nxt in zip(steps, steps[1:] + (None,)):
+        if nxt is None or nxt.stage != step.stage:   # a stage boundary: its IR keeps its invariants
+            verify(step.after, ctx.target)           # (passes/verify.py; check_passes verifies every step)
         stages[step.stage] = step.after
     loop = stages["loop"]
     whole = loop if loop.whole is None else loop.whole
