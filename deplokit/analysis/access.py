@@ -27,7 +27,7 @@ from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Load, Loop, Store
 from ..ir.tile_ir import AtomicAdd, Stage, StridedLoop, TileKernel, walk
 from ..passes.schedule.banks import BANKS, WARP, conflict_degree, stage_word, thread_values
-from ..tune.traffic import ELEMENT_BYTES, SECTOR, _strides
+from ..tune.traffic import SECTOR, _strides
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def warp_access(kernel: TileKernel, types: dict, access: int | str = 0, warp: in
     else:
         t = types[stmt.tensor]
         flat = sum((v * s for v, s in zip(values, _strides(t.shape))), np.int64(0))
-        size = ELEMENT_BYTES.get(t.dtype, 4)
+        size = t.itemsize
     flat = np.broadcast_to(np.asarray(flat, dtype=np.int64), (target.width, n) if target.width > 1 else (n,))
     per_lane = flat.T.reshape(n, -1) if target.width > 1 else flat.reshape(n, 1)
     addresses = tuple(tuple(int(a) for a in row) for row in per_lane) + ((),) * (WARP - n)
