@@ -244,7 +244,7 @@ def cmd_compile(args, parser) -> int:
 
 
 def format_model_inventory(program, compilation) -> str:
-    from .inventory import format_inventory
+    from .analysis.inventory import format_inventory
     return f"# {program.source}: kernel inventory\n" + format_inventory(compilation.inventory())
 
 

@@ -213,8 +213,8 @@ class Compilation(Displayable):
 
     # -- inspection ---------------------------------------------------------------------------
     def inventory(self):
-        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/inventory.py)."""
-        from .inventory import inventory
+        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/analysis/inventory.py)."""
+        from .analysis.inventory import inventory
         return inventory(self.loop_ir, self.launches)
 
     def ir(self, stage: str):

@@ -3,7 +3,7 @@
 Every figure comes from CUDA events: `warmup` untimed runs, then `repeats` timed runs, each
 preceded (outside its event pair) by a write over a buffer twice the size of the L2 cache,
 so no run finds its inputs left in L2 by the last; the median is reported. Bytes and FLOPs
-come from the IR (runtime/traffic.py), so GB/s and FLOP/s are the same work for all three.
+come from the IR (analysis/traffic.py), so GB/s and FLOP/s are the same work for all three.
 Without a CUDA device `bench_compilation` raises DeviceUnavailableError: no timing is ever
 made up.
 """
@@ -17,8 +17,8 @@ import torch
 
 from .bench_report import BenchReport, KernelProfile
 from .device import require_gpu
-from .occupancy import occupancy as theoretical_occupancy
-from .traffic import program_cost, program_kernel_costs
+from ..analysis.occupancy import occupancy as theoretical_occupancy
+from ..analysis.traffic import program_cost, program_kernel_costs
 
 MIN_FLUSH_BYTES = 64 << 20
 

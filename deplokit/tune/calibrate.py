@@ -98,7 +98,7 @@ def measure_samples(compilation, per_kernel: int = 12, seed: int = 0, listener=N
     from ..runtime.device import require_gpu
     from .objective import ModelObjective
     from .space import kernel_spaces
-    from .traffic import count_work
+    from ..analysis.work import count_work
 
     require_gpu("calibrating the cost model")
     model = ModelObjective(compilation.target, ptxas=True)

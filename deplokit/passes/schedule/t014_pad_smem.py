@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
-from .banks import stage_cost
+from ...analysis.banks import stage_cost
 from .knobs import Knob, Skip
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"

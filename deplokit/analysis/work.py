@@ -6,7 +6,7 @@ loop variable is taken at 0. Global accesses are priced by the 32-byte sectors o
 access touches (warp 0's lanes, the THREAD axes flattened row-major as the materialiser does):
 32 consecutive floats are 4 sectors, a column of a row-major tile up to 32, a broadcast 1.
 So coalescing shows up as bytes fetched beyond the bytes asked for. Shared-memory loads are
-priced in wavefronts with the bank-degree model of passes/schedule/banks.py; a Stage copy
+priced in wavefronts with the bank-degree model of analysis/banks.py; a Stage copy
 moves its slab once per block per execution, as whole 32-byte sectors of its rows.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy as np
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileKernel
-from ..passes.schedule.banks import WARP, smem_loads, thread_values
+from .banks import WARP, smem_loads, thread_values
+from .units import dtype_bytes, is_flop
 
-ELEMENT_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
 SECTOR = 32
 # Special-function-unit ops issue at a quarter of the FP32 rate.
 SLOW_OPS = {"exp", "log", "tanh", "erf", "rsqrt", "sqrt", "sigmoid", "pow", "sin", "cos", "reciprocal", "divide"}
@@ -32,7 +32,7 @@ class KernelWork:
     name: str
     threads: int                # per block
     blocks: int
-    flops: float                # arithmetic ops of all threads (a multiply-add is 2)
+    flops: float                # FLOPs of all threads (units.is_flop: a multiply-add is 2)
     fp_instructions: float      # warp instructions on the FP32 / SFU pipes
     instructions: float         # all warp instructions issued (arithmetic, loads, stores, copies)
     compulsory_bytes: int       # each tensor the kernel touches, once
@@ -84,7 +84,7 @@ class _Counter:
     def _warp_sectors(self, tensor: str, index, env) -> tuple[float, float]:
         """(bytes asked, sectors) of one warp-wide access to a global tensor."""
         t = self.types[tensor]
-        size = ELEMENT_BYTES.get(t.dtype, 4)
+        size = dtype_bytes(t.dtype)
         lanes = min(WARP, self.threads)
         if any(gathers(e) for e in index):        # data-dependent rows: assume one sector a lane
             return lanes * size, lanes
@@ -144,7 +144,8 @@ class _Counter:
             elif isinstance(s, (Compute, Accumulate)):
                 op = s.op if isinstance(s, Compute) else "add"
                 slow = 4 if op in SLOW_OPS else 1
-                self.flops += per_thread * self.vector
+                if is_flop(s):
+                    self.flops += per_thread * self.vector
                 self.fp += per_warp * slow * self.vector
                 self.instr += per_warp * self.vector
 
@@ -157,7 +158,7 @@ class _Counter:
     def _stage(self, s: Stage, per_block: float) -> None:
         self.stages[s.name] = s
         self.touched.add(s.tensor)
-        size = ELEMENT_BYTES.get(self.types[s.tensor].dtype, 4)
+        size = dtype_bytes(self.types[s.tensor].dtype)
         row = s.slab[-1].extent * size
         rows = s.size // max(s.slab[-1].extent, 1)
         self.requested += per_block * s.size * size
@@ -177,6 +178,6 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     c = _Counter(kernel, types)
     c.visit(c.tile.body, 1.0, dict(c.lanes))
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
-    compulsory = sum(types[t].numel * ELEMENT_BYTES.get(types[t].dtype, 4) for t in sorted(c.touched) if t in types)
+    compulsory = sum(types[t].numel * dtype_bytes(types[t].dtype) for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
                       c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes, c.pipelined)

@@ -12,14 +12,7 @@ from dataclasses import dataclass
 
 from ..ir import loop_ir as L
 from ..ir.index import gathers
-
-# Bytes per element as buffers are stored on the device (a bool is one byte, as in torch).
-DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
-CTYPE_BYTES = {"float": 4, "float32": 4, "int64": 8, "int32": 4, "int": 4, "bool": 1}
-
-# Compute ops that are selections or comparisons, not floating-point arithmetic.
-NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equal", "equal",
-                          "not_equal", "logical_and", "logical_or", "logical_not"})
+from .units import ctype_bytes, dtype_bytes, is_flop
 
 
 @dataclass(frozen=True)
@@ -40,11 +33,11 @@ class KernelCost:
 
 
 def loop_kernel_flops(kernel: L.Kernel) -> int:
-    """Arithmetic ops (Compute not in NON_FLOP_OPS, and each Accumulate) times the product
+    """FLOPs (units.is_flop: arithmetic Computes and each Accumulate) times the product
     of the extents of the loops around each."""
     total = 0
     for stmt, loops in L.walk(kernel.body):
-        if isinstance(stmt, L.Accumulate) or (isinstance(stmt, L.Compute) and stmt.op not in NON_FLOP_OPS):
+        if is_flop(stmt):
             n = 1
             for loop in loops:
                 n *= loop.extent
@@ -73,7 +66,7 @@ def loop_kernel_cost(kernel: L.Kernel, types: dict) -> KernelCost:
     reads = elements_read(kernel)
 
     def size(name, elements):
-        return elements * DTYPE_BYTES.get(types[name].dtype, 4)
+        return elements * dtype_bytes(types[name].dtype)
     read = sum(size(n, min(types[n].numel, reads.get(n, 0))) for n in kernel.inputs() if n not in kernel.outputs)
     written = sum(size(n, types[n].numel) for n in kernel.outputs)
     return KernelCost(kernel.name, read, written, loop_kernel_flops(kernel))
@@ -84,7 +77,7 @@ def kernel_func_bytes(kernel) -> tuple[int, int]:
     the others written once, each sized by its element count and ctype."""
     read = written = 0
     for p in kernel.params:
-        n = p.size * CTYPE_BYTES.get(p.ctype, 4)
+        n = p.size * ctype_bytes(p.ctype)
         if p.const:
             read += n
         else:
@@ -115,6 +108,6 @@ def program_cost(loop_program, name: str = "program") -> KernelCost:
         read_names += [n for n in k.inputs() if n not in written and n not in read_names]
 
     def size(n):
-        return types[n].numel * DTYPE_BYTES.get(types[n].dtype, 4)
+        return types[n].numel * dtype_bytes(types[n].dtype)
     return KernelCost(name, sum(size(n) for n in read_names), sum(size(n) for n in loop_program.outputs),
                       sum(loop_kernel_flops(k) for k in loop_program.kernels))

@@ -1,0 +1,38 @@
+"""The one definition of a byte and of a FLOP that every analysis counts with.
+
+A byte: an element of a buffer takes DTYPE_BYTES[dtype] bytes on the device (a bool is one
+byte, as in torch); a Kernel-IR parameter's C type maps to its dtype first. A FLOP: one
+arithmetic Compute or one Accumulate of the Loop/Tile IR, per element it runs for (a
+multiply-add is 2); selections and comparisons move values without arithmetic and are not
+FLOPs (they still cost instructions, which work.py counts separately).
+"""
+from __future__ import annotations
+
+from ..ir.loop_ir import Accumulate, Compute
+from ..ir.types import DTYPES
+
+DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
+assert set(DTYPE_BYTES) == set(DTYPES), "every IR dtype needs a byte size"
+
+# The C types the Kernel IR declares buffers with, as IR dtypes.
+CTYPE_DTYPE = {"float": "float32", "float32": "float32", "long long": "int64", "int64": "int64",
+               "int32": "int32", "int": "int32", "bool": "bool"}
+
+# Compute ops that are selections or comparisons, not floating-point arithmetic.
+NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equal", "equal",
+                          "not_equal", "logical_and", "logical_or", "logical_not"})
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one element of `dtype` (an IR dtype name)."""
+    return DTYPE_BYTES[dtype]
+
+
+def ctype_bytes(ctype: str) -> int:
+    """Bytes of one element of a Kernel-IR buffer declared with C type `ctype`."""
+    return DTYPE_BYTES[CTYPE_DTYPE[ctype]]
+
+
+def is_flop(stmt) -> bool:
+    """Whether one execution of `stmt` (a Loop- or Tile-IR statement) is one FLOP."""
+    return isinstance(stmt, Accumulate) or (isinstance(stmt, Compute) and stmt.op not in NON_FLOP_OPS)
