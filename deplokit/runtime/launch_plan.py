@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.units import CTYPE_DTYPE, dtype_bytes
 from ..errors import ExecutionError
 from ..ir import kernel_ir as K
 from .launches import launch_sequence
@@ -27,8 +28,6 @@ ARENA_ALIGN = 256                       # bytes: cudaMalloc's alignment, enough 
 # cudaFuncAttributeMaxDynamicSharedMemorySize is raised for the kernel (cupy_backend does).
 STATIC_SMEM_LIMIT = 48 * 1024
 
-CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32", "bool": "bool"}
-ITEMSIZE = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
 
 
 class LaunchPlanError(ExecutionError):
@@ -53,7 +52,7 @@ class BufferSpec:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * ITEMSIZE[self.device_dtype]
+        return self.numel * dtype_bytes(self.device_dtype)
 
 
 @dataclass(frozen=True)
