@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import deplokit
-from deplokit.cli import format_ir
+from deplokit.cli.compile_cmd import format_ir
 from deplokit.pipeline import STAGES
 
 TITLES = {"torch": "Torch IR", "tensor": "Tensor IR", "loop": "Loop IR", "tile": "Tile IR",

@@ -32,3 +32,40 @@ class ExecutionError(DeplokitError):
 
 class UnknownModelError(DeplokitError):
     """A model name that is neither a preset nor a file."""
+
+
+class DeviceUnavailableError(DeplokitError):
+    """Something needs a CUDA device (CuPy execution, timing) and none is usable."""
+
+
+class LaunchPlanError(ExecutionError):
+    """A kernel program that cannot be launched as it stands (limits, buffers, types)."""
+
+
+class NvccError(DeplokitError):
+    """nvcc rejected a source, timed out, or is not installed. `.log` holds its output."""
+
+    def __init__(self, message: str, log: str = "", line: int | None = None,
+                 source_line: str | None = None):
+        super().__init__(message)
+        self.log = log
+        self.line = line
+        self.source_line = source_line
+
+
+class NvrtcError(NvccError):
+    """NVRTC rejected the source, or NVRTC could not be loaded. `.log` holds its output."""
+
+
+class SimulationError(DeplokitError):
+    """The simulated kernel did something invalid: an out-of-bounds access, a race, a
+    divergent barrier, a misaligned vector access, ..."""
+
+
+class CacheError(DeplokitError):
+    """The tuning cache cannot be opened or written (a folder in its place, no permission)."""
+
+
+class NotebookExtraMissing(DeplokitError, ImportError):
+    """A widget or plot was asked for and a library of the notebook extra is not installed.
+    An ImportError too, so deplokit.display falls back to text where it happens while drawing."""

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from deplokit import __version__
-from deplokit.cli import main, stages
+from deplokit.cli import main
+from deplokit.cli.parser import stages
 from deplokit.target import TARGETS
 
 ROOT = Path(__file__).resolve().parent.parent

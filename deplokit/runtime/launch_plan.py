@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analysis.units import CTYPE_DTYPE, dtype_bytes
-from ..errors import ExecutionError
+from ..errors import LaunchPlanError
 from ..ir import kernel_ir as K
 from .launches import launch_sequence
 
@@ -28,10 +28,6 @@ ARENA_ALIGN = 256                       # bytes: cudaMalloc's alignment, enough 
 # cudaFuncAttributeMaxDynamicSharedMemorySize is raised for the kernel (cupy_backend does).
 STATIC_SMEM_LIMIT = 48 * 1024
 
-
-
-class LaunchPlanError(ExecutionError):
-    """A kernel program that cannot be launched as it stands (limits, buffers, types)."""
 
 
 @dataclass(frozen=True)
