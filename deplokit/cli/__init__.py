@@ -5,6 +5,7 @@
     deplokit run     -c EXPR | PATH [--backend B] [--target T] [--bench] [--profile]   (run_cmd.py)
     deplokit bench   --suite llm [--list] [--filter S] [--compile-only]                (bench_cmd.py)
     deplokit tune    -c EXPR | PATH [-v] [--budget N] [--objective model|gpu] [--cache PATH]  (tune_cmd.py)
+    deplokit preflight   (can this machine run the CUDA kernels?)                   (preflight_cmd.py)
 
 compile and run use the tuned configs the tune cache holds for the program's kernels.
 app.py builds the parser and dispatches; parser.py and program.py hold what commands share.

@@ -27,7 +27,7 @@ class Captured:
     out_spec: object        # pytree spec of the module's return value (tensor, tuple, dict)
 
 
-class _FunctionModule(torch.nn.Module):
+class FunctionModule(torch.nn.Module):
     """Wraps a plain function; forward takes the function's own argument names so the
     captured inputs are called x, bias, w rather than args_0, args_1, args_2."""
 
@@ -39,6 +39,11 @@ class _FunctionModule(torch.nn.Module):
         scope: dict = {}
         exec(src, scope)
         self.forward = scope["forward"].__get__(self)
+
+
+def as_module(module_or_fn, n_inputs: int) -> torch.nn.Module:
+    """What torch.export is given: a module as it is, a function wrapped in a FunctionModule."""
+    return module_or_fn if isinstance(module_or_fn, torch.nn.Module) else FunctionModule(module_or_fn, n_inputs)
 
 
 def argument_names(module_or_fn, n: int) -> list[str]:
@@ -63,7 +68,7 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
         _check_dtype(t.dtype, f"example input {i}")
-    module = module_or_fn if isinstance(module_or_fn, torch.nn.Module) else _FunctionModule(module_or_fn, len(example_inputs))
+    module = as_module(module_or_fn, len(example_inputs))
     was_training = module.training
     module.eval()
     try:

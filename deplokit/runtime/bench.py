@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..frontend.capture import as_module
 from .bench_report import BenchReport, KernelProfile
 from .device import require_gpu
 from ..analysis.occupancy import occupancy as theoretical_occupancy
@@ -110,9 +111,8 @@ def cuda_eager(source, inputs_dev, device: str = "cuda"):
 def exported_on(fn, inputs_cpu, device: str):
     """`fn`'s torch.export graph as a module on `device`, its lifted constants (the tensors a
     function closes over, which `.to()` leaves behind) moved too."""
-    from ..frontend.capture import _FunctionModule
     with torch.no_grad():
-        ep = torch.export.export(_FunctionModule(fn, len(inputs_cpu)), inputs_cpu, strict=False)
+        ep = torch.export.export(as_module(fn, len(inputs_cpu)), inputs_cpu, strict=False)
     module = ep.module().to(device)
     for sub in module.modules():
         for attr, value in list(vars(sub).items()):
