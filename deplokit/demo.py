@@ -13,6 +13,8 @@ from torch import nn
 import deplokit
 from deplokit.cli.compile_cmd import format_ir
 from deplokit.pipeline import STAGES
+from deplokit.runtime.device import gpu_available
+from deplokit.runtime.nvcc import nvcc_available
 
 TITLES = {"torch": "Torch IR", "tensor": "Tensor IR", "loop": "Loop IR", "tile": "Tile IR",
           "kernel": "Kernel IR", "cuda": "CUDA"}
@@ -31,7 +33,6 @@ def main() -> int:
 
     failed = []
     print("==== check against torch eager ====")
-    from .runtime.device import gpu_available
     for backend in deplokit.BACKENDS:
         if backend == "auto":
             continue
@@ -48,7 +49,6 @@ def main() -> int:
         if not check.result.ok:
             failed.append(check.name)
 
-    from deplokit.runtime.nvcc import nvcc_available
     if nvcc_available():
         print("==== nvcc -cubin, ptxas statistics ====")
         for target in ("sm_80", "sm_90", "sm_120"):

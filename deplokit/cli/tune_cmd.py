@@ -18,7 +18,8 @@ from tqdm import tqdm
 from ..errors import DeplokitError
 from ..runtime.device import require_gpu
 from ..tune.cache import TuneCache
-from ..tune.calibrate import fit_constants, log_error, measure_samples, save_constants
+from ..tune.calibrate import fit_constants, log_error, measure_samples
+from ..tune.constants import save_constants
 from ..tune.cost_model import CostConstants
 from ..tune.objective import OBJECTIVES
 from ..tune.space import kernel_spaces

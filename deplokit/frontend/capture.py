@@ -6,10 +6,13 @@ are evaluated here with torch and become constants: they depend only on shapes.
 """
 from __future__ import annotations
 
+import inspect
+import keyword
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.export.graph_signature import InputKind
 
 from ..errors import CaptureError, DynamicShapeError, UnsupportedDtypeError, UnsupportedOpError
 from ..ir.torch_ir import TorchOp, TorchProgram
@@ -49,8 +52,6 @@ def as_module(module_or_fn, n_inputs: int) -> torch.nn.Module:
 def argument_names(module_or_fn, n: int) -> list[str]:
     """The names the n captured inputs get: the function's (or forward's) positional
     parameter names, or x0, x1, ... when those are missing, repeated or unusable."""
-    import inspect
-    import keyword
     fn = module_or_fn.forward if isinstance(module_or_fn, torch.nn.Module) else module_or_fn
     try:
         params = [p for p in inspect.signature(fn).parameters.values()
@@ -102,8 +103,6 @@ def _tensor_type(val, where: str) -> TensorType:
 
 
 def _convert(ep) -> Captured:
-    from torch.export.graph_signature import InputKind
-
     sig = ep.graph_signature
     kinds = {spec.arg.name: spec for spec in sig.input_specs}
     state = dict(ep.state_dict)

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..analysis.occupancy import occupancy as theoretical_occupancy
+from ..analysis.traffic import program_cost, program_kernel_costs
+from ..errors import DeplokitError
 from ..frontend.capture import as_module
 from .bench_report import BenchReport, KernelProfile
 from .device import require_gpu
-from ..analysis.occupancy import occupancy as theoretical_occupancy
-from ..analysis.traffic import program_cost, program_kernel_costs
 
 MIN_FLUSH_BYTES = 64 << 20
 
@@ -161,7 +162,6 @@ def cuda_timing_device(target) -> TimingDevice:
 def bench_compilation(c, inputs, *, warmup: int = 10, repeats: int = 100, compare=("eager", "compile"),
                       profile: bool = False, name: str = "", device: TimingDevice | None = None) -> BenchReport:
     """Time compilation `c` on `inputs` (see the module docstring)."""
-    from ..errors import DeplokitError
     unknown = [x for x in compare if x not in ("eager", "compile")]
     if unknown:
         raise DeplokitError(f"unknown comparison {', '.join(unknown)}; supported: eager, compile")

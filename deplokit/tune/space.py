@@ -27,6 +27,7 @@ from ..ir.loop_ir import LoopProgram
 from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.schedule import PASSES, apply_pass, initial, knobs_of, pass_label, resolve_knobs
+from ..passes.schedule.knobs import Skip
 
 DEPTH = len(PASSES)
 
@@ -127,7 +128,6 @@ class KernelSpace:
                      for value, after, count in groups.values())
 
     def _run(self, mod, kernel: TileKernel, knobs: dict) -> TileKernel | None:
-        from ..passes.schedule.knobs import Skip
         try:
             result, _ = apply_pass(mod, kernel, self.target, knobs, self.types)
         except DeplokitError:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir.index import DIM_NAMES, Affine, const, gathers, rename, substitute, var
+from ...ir.index import DIM_NAMES, Affine, bounds, const, free_vars, gathers, rename, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store
 from ...ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorNode
 from .expr import EAcc, ELoad, EOp, ExprTable
@@ -114,7 +114,6 @@ class KernelBuilder:
     def _padded(self, node: IndexMap, index):
         """A computed value read through a padded map: where(in bounds, value, pad). The
         value is computed with safe loads (out-of-range reads give 0), then discarded."""
-        from ...ir.index import bounds
         src_shape = self.nodes[node.src].type.shape
         conds = []
         for ix, extent in zip(index, src_shape):
@@ -139,7 +138,6 @@ class KernelBuilder:
         return self.table.add(EOp("where", (cond, inner, float(node.pad)), node.name))
 
     def _reduction(self, red: Reduction, index):
-        from ...ir.index import free_vars
         used = set()
         for ix in index:
             used |= free_vars(ix)
@@ -188,7 +186,6 @@ class KernelBuilder:
         index = tuple(index)
         top = self.value(self.root, index)
 
-        from ...ir.index import free_vars
         outer_names = set()
         for inst in self.instances:
             for ix in inst.index:
