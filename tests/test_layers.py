@@ -220,14 +220,6 @@ def test_ir_and_passes_load_no_runtime_notebook_or_cli_module():
             or m in ("deplokit.compilation", "deplokit.demo")] == []
 
 
-@pytest.mark.parametrize("name", ["DeplokitError", "ExpressionError", "CaptureError", "UnsupportedOpError",
-                                  "UnsupportedDtypeError", "DynamicShapeError", "ExecutionError",
-                                  "UnknownModelError", "DeviceUnavailableError", "NvccError", "NvrtcError",
-                                  "SimulationError", "LaunchPlanError", "CacheError", "NotebookExtraMissing"])
-def test_every_error_is_importable_from_deplokit(name):
-    import deplokit
-    assert name in deplokit.__all__
-    assert issubclass(getattr(deplokit, name), deplokit.DeplokitError)
 
 
 def test_every_public_deplokit_error_is_exported():

@@ -18,6 +18,7 @@ with status 70 and a hint to re-run with --debug (or DEPLOKIT_DEBUG=1), which ad
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 
@@ -42,6 +43,7 @@ def main(argv=None) -> int:
     except DeplokitError as e:
         return _fail(f"{getattr(e, 'prog', 'deplokit')}: error: {_one_line(e)}", debug, EXIT_USAGE)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # the one line is said: a second Ctrl-C changes nothing
         return _fail("deplokit: interrupted", debug, EXIT_INTERRUPTED)
     except BrokenPipeError:   # `deplokit compile ... | head`
         devnull = os.open(os.devnull, os.O_WRONLY)
