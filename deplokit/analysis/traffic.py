@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..ir import loop_ir as L
 from ..ir.index import gathers
-from .units import ctype_bytes, dtype_bytes, is_flop
+from .units import ctype_bytes, is_flop
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def loop_kernel_cost(kernel: L.Kernel, types: dict) -> KernelCost:
     reads = elements_read(kernel)
 
     def size(name, elements):
-        return elements * dtype_bytes(types[name].dtype)
+        return elements * types[name].itemsize
     read = sum(size(n, min(types[n].numel, reads.get(n, 0))) for n in kernel.inputs() if n not in kernel.outputs)
     written = sum(size(n, types[n].numel) for n in kernel.outputs)
     return KernelCost(kernel.name, read, written, loop_kernel_flops(kernel))
@@ -108,6 +108,6 @@ def program_cost(loop_program, name: str = "program") -> KernelCost:
         read_names += [n for n in k.inputs() if n not in written and n not in read_names]
 
     def size(n):
-        return types[n].numel * dtype_bytes(types[n].dtype)
+        return types[n].numel * types[n].itemsize
     return KernelCost(name, sum(size(n) for n in read_names), sum(size(n) for n in loop_program.outputs),
                       sum(loop_kernel_flops(k) for k in loop_program.kernels))

@@ -1,7 +1,9 @@
 """The one definition of a byte and of a FLOP that every analysis counts with.
 
 A byte: an element of a buffer takes DTYPE_BYTES[dtype] bytes on the device (a bool is one
-byte, as in torch); a Kernel-IR parameter's C type maps to its dtype first. A FLOP: one
+byte, as in torch); a Kernel-IR parameter's C type maps to its dtype first. The table itself
+sits in ir/types.py beside the dtypes (TensorType.itemsize); this module is where analyses
+take it from. A FLOP: one
 arithmetic Compute or one Accumulate of the Loop/Tile IR, per element it runs for (a
 multiply-add is 2); selections and comparisons move values without arithmetic and are not
 FLOPs (they still cost instructions, which work.py counts separately).
@@ -9,14 +11,9 @@ FLOPs (they still cost instructions, which work.py counts separately).
 from __future__ import annotations
 
 from ..ir.loop_ir import Accumulate, Compute
-from ..ir.types import DTYPES
+from ..ir.types import CTYPE_DTYPE, DTYPE_BYTES, ctype_bytes
 
-DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
-assert set(DTYPE_BYTES) == set(DTYPES), "every IR dtype needs a byte size"
-
-# The C types the Kernel IR declares buffers with, as IR dtypes.
-CTYPE_DTYPE = {"float": "float32", "float32": "float32", "long long": "int64", "int64": "int64",
-               "int32": "int32", "int": "int32", "bool": "bool"}
+__all__ = ["DTYPE_BYTES", "CTYPE_DTYPE", "NON_FLOP_OPS", "ctype_bytes", "dtype_bytes", "is_flop"]
 
 # Compute ops that are selections or comparisons, not floating-point arithmetic.
 NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equal", "equal",
@@ -24,13 +21,8 @@ NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equ
 
 
 def dtype_bytes(dtype: str) -> int:
-    """Bytes of one element of `dtype` (an IR dtype name)."""
+    """Bytes of one element of `dtype` (an IR dtype name; TensorType.itemsize reads the same table)."""
     return DTYPE_BYTES[dtype]
-
-
-def ctype_bytes(ctype: str) -> int:
-    """Bytes of one element of a Kernel-IR buffer declared with C type `ctype`."""
-    return DTYPE_BYTES[CTYPE_DTYPE[ctype]]
 
 
 def is_flop(stmt) -> bool:

@@ -20,7 +20,7 @@ from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileKernel
 from .banks import WARP, smem_loads, thread_values
-from .units import dtype_bytes, is_flop
+from .units import is_flop
 
 SECTOR = 32
 # Special-function-unit ops issue at a quarter of the FP32 rate.
@@ -84,7 +84,7 @@ class _Counter:
     def _warp_sectors(self, tensor: str, index, env) -> tuple[float, float]:
         """(bytes asked, sectors) of one warp-wide access to a global tensor."""
         t = self.types[tensor]
-        size = dtype_bytes(t.dtype)
+        size = t.itemsize
         lanes = min(WARP, self.threads)
         if any(gathers(e) for e in index):        # data-dependent rows: assume one sector a lane
             return lanes * size, lanes
@@ -158,7 +158,7 @@ class _Counter:
     def _stage(self, s: Stage, per_block: float) -> None:
         self.stages[s.name] = s
         self.touched.add(s.tensor)
-        size = dtype_bytes(self.types[s.tensor].dtype)
+        size = self.types[s.tensor].itemsize
         row = s.slab[-1].extent * size
         rows = s.size // max(s.slab[-1].extent, 1)
         self.requested += per_block * s.size * size
@@ -178,6 +178,6 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     c = _Counter(kernel, types)
     c.visit(c.tile.body, 1.0, dict(c.lanes))
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
-    compulsory = sum(types[t].numel * dtype_bytes(types[t].dtype) for t in sorted(c.touched) if t in types)
+    compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
                       c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes, c.pipelined)

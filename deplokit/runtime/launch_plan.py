@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis.units import CTYPE_DTYPE, dtype_bytes
 from ..errors import LaunchPlanError
 from ..ir import kernel_ir as K
+from ..ir.types import CTYPE_DTYPE, DTYPE_BYTES
 from .launches import launch_sequence
 
 # CUDA's launch limits (every architecture deplokit targets).
@@ -48,7 +48,7 @@ class BufferSpec:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * dtype_bytes(self.device_dtype)
+        return self.numel * DTYPE_BYTES[self.device_dtype]
 
 
 @dataclass(frozen=True)
