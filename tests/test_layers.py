@@ -45,7 +45,7 @@ FORBIDDEN = {
     "deplokit.frontend": ("deplokit.passes", "deplokit.runtime", "deplokit.tune", "deplokit.notebook", "deplokit.cli",
                           "deplokit.compilation", "deplokit.pipeline"),
 }
-ANALYSIS_MAY_IMPORT = ("deplokit.analysis", "deplokit.ir", "deplokit.target", "deplokit.errors")
+ANALYSIS_MAY_IMPORT = ("deplokit.analysis", "deplokit.ir", "deplokit.target", "deplokit.errors", "deplokit.display")
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
