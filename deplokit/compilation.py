@@ -1,16 +1,29 @@
 """`deplokit.compile` and the Compilation it returns: every IR, the trace, and execution."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .analysis.inventory import inventory
 from .display import Displayable
 from .errors import ExecutionError
+from .frontend import hf
 from .frontend.capture import capture
+from .passes.lower.cuda import render_cuda
+from .passes.lower.materialize import materialize
 from .pipeline import STAGES, Context, lower
+from .runtime.bench import bench_compilation, cuda_eager
+from .runtime.cupy_backend import CupyExecutor
+from .runtime.device import gpu_available
+from .runtime.loop_interp import run_loop_ir
+from .runtime.nvcc import annotate_program, compile_cuda
+from .runtime.sim import simulate_program
+from .runtime.tensor_interp import run_tensor_ir
 from .target import get_target
+from .tune.tuner import tune_compilation
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
 # SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
@@ -24,7 +37,6 @@ def resolve_backend(backend: str) -> str:
         raise ExecutionError(f"unknown backend {backend!r}; supported: {', '.join(BACKENDS)}")
     if backend != "auto":
         return backend
-    from .runtime.device import gpu_available
     return "cupy" if gpu_available() else "sim"
 
 
@@ -75,14 +87,11 @@ class Compilation(Displayable):
         return self._wrap(self._execute(backend, env))
 
     def _execute(self, backend: str, env: dict, kernel_ir=None) -> list:
-        from .runtime.loop_interp import run_loop_ir
-        from .runtime.tensor_interp import run_tensor_ir
 
         if backend == "tensor":
             return run_tensor_ir(self.tensor_ir, env)
         if backend == "loop":
             return run_loop_ir(self.loop_ir, env)
-        from .runtime.sim import simulate_program
         # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
         program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
         return simulate_program(program, env, launches=self.launches, whole=self.loop_ir if self.launches else None,
@@ -103,7 +112,6 @@ class Compilation(Displayable):
     def cupy_executor(self):
         """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
         if getattr(self, "_cupy", None) is None:
-            from .runtime.cupy_backend import CupyExecutor
             self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target,
                                       launches=self.launches, whole=self.loop_ir)
         return self._cupy
@@ -113,7 +121,6 @@ class Compilation(Displayable):
         """Time the program on the GPU (CUDA events, L2 flushed before every run, median of
         `repeats` after `warmup`) against the tools named in `compare` ("eager", "compile");
         with `profile`, per kernel too. Returns a BenchReport; needs a CUDA device."""
-        from .runtime.bench import bench_compilation
         return bench_compilation(self, inputs or self.example_inputs, warmup=warmup, repeats=repeats,
                                  compare=tuple(compare), profile=profile, name=name)
 
@@ -151,15 +158,12 @@ class Compilation(Displayable):
         with torch.no_grad():
             on_gpu = [t.device for t in inputs if isinstance(t, torch.Tensor) and t.is_cuda]
             if on_gpu:      # a module's weights (or a function's host tensors) must move there too
-                from .runtime.bench import cuda_eager
                 return cuda_eager(self.source, inputs, str(on_gpu[0]))(*inputs)
             return self.source(*inputs)
 
     def check_passes(self, *inputs, rtol: float = 1e-4, atol: float | None = None) -> list["PassCheck"]:
         """Run the Tile IR as it stands after each scheduling pass in the simulator and
         compare with torch eager: a pass that changes meaning is caught at that pass."""
-        from .passes.lower.materialize import materialize
-
         inputs = inputs or self.example_inputs
         self._require_weights()
         expected = self._eager(inputs)
@@ -179,10 +183,6 @@ class Compilation(Displayable):
     def nvcc(self, arch: str | None = None):
         """Compile the CUDA with nvcc for `arch` (the target by default); record ptxas's
         registers, shared memory and spills on each kernel of `kernel_ir`."""
-        from .passes.lower.cuda import render_cuda
-        from .pipeline import Context
-        from .runtime.nvcc import annotate_program, compile_cuda
-
         arch = arch or self.target.name
         source = self.cuda if arch == self.target.name else render_cuda(self.kernel_ir, Context(get_target(arch)))
         result = compile_cuda(str(source), arch, kernel_names=source.kernels)
@@ -193,8 +193,6 @@ class Compilation(Displayable):
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
-        import copy
-
         stages, trace = lower(self.torch_ir, Context(self.target, dict(config or {})), dedup=bool(self.launches))
         new = copy.copy(self)
         for stage in STAGES[1:]:
@@ -208,13 +206,11 @@ class Compilation(Displayable):
         """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
         return a deplokit.tune.result.TuneResult; `listener(trial)` is called after each trial;
         `cache`: a path (default ~/.cache/deplokit/tune.db) or a deplokit.tune.cache.TuneCache."""
-        from .tune.tuner import tune_compilation
         return tune_compilation(self, budget=budget, objective=objective, listener=listener, cache=cache, **options)
 
     # -- inspection ---------------------------------------------------------------------------
     def inventory(self):
         """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/analysis/inventory.py)."""
-        from .analysis.inventory import inventory
         return inventory(self.loop_ir, self.launches)
 
     def ir(self, stage: str):
@@ -300,7 +296,6 @@ def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict |
     overrides scheduling knobs: {"005_blockify_launch.block_threads": 128, ...}. A
     transformers causal LM (LlamaForCausalLM, ...) is compiled as input_ids -> logits.
     `dedup` schedules, materialises and renders each structurally unique kernel once."""
-    from .frontend import hf
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
