@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import Affine, Var, floordiv, mod, var
+from ...analysis.banks import smem_loads
+from ...ir.index import Affine, Mod, Var, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
 from ...ir.tile_ir import AtomicAdd, StridedLoop, Tile, TileKernel, walk
-from ...analysis.banks import smem_loads
 from .knobs import Knob, Skip
 from .rewrite import substitute_body
 from .t008_register_tile import role_pair
@@ -106,7 +106,6 @@ def apply(kernel: TileKernel, target, knobs):
 
 
 def _has_mod_of(tile: Tile, r: str) -> bool:
-    from ...ir.index import Mod, free_vars
     for s, _ in walk(tile.body):
         if isinstance(s, (Load, Store, AtomicAdd)):
             for e in s.index:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
 from ...analysis.banks import stage_cost
+from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
 from .knobs import Knob, Skip
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
