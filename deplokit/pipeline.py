@@ -14,7 +14,6 @@ from typing import Any
 from .display import Displayable
 
 from .passes.decompose import decompose
-from .passes.dedup import dedup as unique_kernels
 from .passes.fuse import fuse
 from .passes.lower.cuda import render_cuda
 from .passes.lower.materialize import materialize
@@ -102,6 +101,7 @@ def lower(torch_ir, ctx: Context, dedup: bool = False) -> tuple[dict, tuple[Trac
             trace.append(TraceStep(stage, name, before=current, after=result))
         stages[stage] = current = result
         if stage == "loop" and dedup:
+            from .passes.dedup import dedup as unique_kernels
             current, stages["launches"], notes = unique_kernels(result)
             trace.append(TraceStep("loop", "dedup", before=result, after=current, notes=notes))
     return stages, tuple(trace)
