@@ -35,6 +35,25 @@ LOCAL_ON_PURPOSE = {
         "lexers.py needs pygments (the notebook extra): without it the IR text is shown plain",
 }
 
+# Modules other work in progress is rewriting (issue 12 parts 2-5, issue 18), exempt from the
+# cycle, local-import and size checks until it lands. Every entry must still need it
+# (test_pending_entries_are_still_needed): delete an entry once its module is clean.
+PENDING = {
+    "deplokit.passes.lower.materialize": "Tile->Kernel lowering, split into Kernel-IR passes (arch-lowering)",
+    "deplokit.passes.lower.stage_copy": "Tile->Kernel lowering, split into Kernel-IR passes (arch-lowering)",
+    "deplokit.passes.lower.vector_access": "Tile->Kernel lowering, split into Kernel-IR passes (arch-lowering)",
+    "deplokit.passes.schedule": "pass records, no importlib or pipeline import (arch-pipeline)",
+    "deplokit.pipeline": "one flat pipeline of pass records (arch-pipeline)",
+    "deplokit.passes.schedule.knobs": "pass records replace knobs.py (arch-pipeline)",
+    "deplokit.passes.schedule.t004_cooperative_reduce": "pass records (arch-pipeline)",
+    "deplokit.passes.schedule.t005_blockify_launch": "pass records (arch-pipeline)",
+    "deplokit.notebook.overview": "the notebook's renderers, being reworked (teach)",
+    "deplokit.notebook.reprs": "the notebook's renderers, being reworked (teach)",
+    "deplokit.notebook.diff": "the notebook's pass diffs, being reworked (teach)",
+    "deplokit.notebook.graph": "the notebook's graphs, being reworked (teach)",
+    "deplokit.notebook.stepper": "the pass stepper, being reworked (teach)",
+}
+
 # What each layer may not import (prefixes of module names).
 FORBIDDEN = {
     "deplokit.ir": ("deplokit.analysis", "deplokit.passes", "deplokit.frontend", "deplokit.runtime", "deplokit.tune",
@@ -146,7 +165,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_the_import_graph_has_no_cycle():
-    assert _cycles(_edges()) == []
+    assert [c for c in _cycles(_edges()) if not set(c) <= set(PENDING)] == []
 
 
 def test_every_deplokit_import_names_a_module_that_exists():
@@ -197,9 +216,17 @@ def _notebook_from_outside(module: str, target: str) -> bool:
     return _within(target, "deplokit.notebook") and not _within(module, "deplokit.notebook")
 
 
+def _hidden(m: str) -> list[str]:
+    return [f"{m}:{line} imports {t} inside a function" for t, _, local, line in IMPORTS[m]
+            if local and not _optional(t) and not _notebook_from_outside(m, t) and (m, t) not in LOCAL_ON_PURPOSE]
+
+
+def _lines(m: str) -> int:
+    return len(MODULES[m][0].read_text(encoding="utf-8").splitlines())
+
+
 def test_function_local_imports_are_for_optional_dependencies_only():
-    hidden = [f"{m}:{line} imports {t} inside a function" for m in MODULES for t, _, local, line in IMPORTS[m]
-              if local and not _optional(t) and not _notebook_from_outside(m, t) and (m, t) not in LOCAL_ON_PURPOSE]
+    hidden = [h for m in MODULES if m not in PENDING for h in _hidden(m)]
     assert hidden == []
 
 
@@ -210,9 +237,16 @@ def test_the_reasons_for_local_imports_are_still_true():
 
 
 def test_no_module_over_400_lines():
-    long = {m: n for m, (path, _) in MODULES.items()
-            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert long == {}
+    assert {m: _lines(m) for m in MODULES if m not in PENDING and _lines(m) > MAX_LINES} == {}
+
+
+def test_pending_entries_are_still_needed():
+    """A PENDING module that is now clean (no cycle through it, no hidden import, not too
+    long) or gone must leave the list, so the exemptions only ever shrink."""
+    in_cycles = {m for c in _cycles(_edges()) for m in c}
+    stale = [m for m in PENDING if m not in MODULES
+             or not (m in in_cycles or _hidden(m) or _lines(m) > MAX_LINES)]
+    assert stale == []
 
 
 def test_ir_and_passes_load_no_runtime_notebook_or_cli_module():
