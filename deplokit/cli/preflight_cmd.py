@@ -13,7 +13,7 @@ from .parser import add_command
 
 def add_parser(sub) -> None:
     add_command(sub, "preflight", lambda args: preflight(check_program),
-                help="check that this machine can run deplokit's CUDA kernels (versions, NVRTC, driver, a program)",
+                help="check that this machine can run the CUDA kernels",
                 description="Print the torch / CUDA / CuPy / driver / NVRTC versions and the device, then check in "
                             "order, stopping at the first failure: NVRTC builds a cubin for the device, the driver "
                             "loads and runs it, DLPack shares memory between torch and CuPy, and one program matches "
