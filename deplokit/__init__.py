@@ -5,7 +5,7 @@
 the runtime: the IR and the passes stand on their own. The error family and the targets are
 light and load at once.
 """
-from .errors import (CacheError, CaptureError, DeplokitError, DeviceUnavailableError, DynamicShapeError,
+from .errors import (CacheError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError, DynamicShapeError,
                      ExecutionError, ExpressionError, LaunchPlanError, NotebookExtraMissing, NvccError,
                      NvrtcError, SimulationError, UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
 from .target import TARGETS, Target, get_target
@@ -17,7 +17,8 @@ _FACADE = ("compile", "compile_model", "Compilation", "CheckResult", "BACKENDS")
 __all__ = [*_FACADE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
            "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "DeviceUnavailableError",
-           "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing"]
+           "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
+           "ConfigError"]
 
 
 def __getattr__(name: str):

@@ -14,7 +14,7 @@ import deplokit
 from deplokit.cli.compile_cmd import format_ir
 from deplokit.pipeline import STAGES
 from deplokit.runtime.device import gpu_available
-from deplokit.runtime.nvcc import nvcc_available
+from deplokit.runtime.nvcc import annotate_program, nvcc_available
 
 TITLES = {"torch": "Torch IR", "tensor": "Tensor IR", "loop": "Loop IR", "tile": "Tile IR",
           "kernel": "Kernel IR", "cuda": "CUDA"}
@@ -53,8 +53,8 @@ def main() -> int:
         print("==== nvcc -cubin, ptxas statistics ====")
         for target in ("sm_80", "sm_90", "sm_120"):
             built = deplokit.compile(model, x, target=target)
-            built.nvcc()
-            for k in built.kernel_ir.kernels:
+            found = built.nvcc()
+            for k in annotate_program(built.kernel_ir, found).kernels:
                 print(f"  {target} {k.name}: {k.registers} registers, {k.smem_bytes} bytes shared memory, "
                       f"{k.spills} bytes spilled")
     else:

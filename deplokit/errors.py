@@ -69,3 +69,7 @@ class CacheError(DeplokitError):
 class NotebookExtraMissing(DeplokitError, ImportError):
     """A widget or plot was asked for and a library of the notebook extra is not installed.
     An ImportError too, so deplokit.display falls back to text where it happens while drawing."""
+
+
+class ConfigError(DeplokitError):
+    """A compile config key that names no pass's knob, or a value outside the knob's domain."""

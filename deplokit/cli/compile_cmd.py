@@ -6,7 +6,7 @@ import sys
 
 from ..analysis.inventory import format_inventory
 from ..frontend.models import ModelProgram
-from ..pipeline import format_step
+from ..trace import format_step
 from .parser import TRUST_NOTE, add_command, add_source, stages
 from .program import compile_program, load_program, write_atomic
 
@@ -52,7 +52,7 @@ def format_ir(compilation, stage: str, verbose: int) -> str:
                 continue
             out += [f"# {step.name}: {kernel}: " + ", ".join(f"{k}={v}" for k, v in knobs)
                     for kernel, knobs in step.params if knobs]
-            out += [f"# {step.name}: {note}" for note in step.notes]   # a tile pass's per-kernel reasons
+            out += [f"# {step.name}: {remark}" for remark in step.remarks]   # program notes, then per kernel
     out += _lines(str(ir))
     return "\n".join(out) + "\n"
 

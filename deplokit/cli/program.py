@@ -46,13 +46,22 @@ def load_model(name: str, args):
 
 
 def compile_program(program, target, tuned=True, cache=None):
-    """Compile; with `tuned`, use the best configs the tune cache holds. A named model traces
-    one layer and compiles identical kernels once."""
-    if isinstance(program, ModelProgram):
-        compilation = compile_model(program, target=target)
-    else:
-        compilation = dk_compile(program.fn, *program.inputs, target=target)
-    return with_tuned_config(compilation, cache) if tuned else compilation
+    """Compile; with `tuned`, use the best configs the tune cache holds (looked up inside the
+    one lowering). A named model traces one layer and compiles identical kernels once."""
+    def build(lookup):
+        if isinstance(program, ModelProgram):
+            return compile_model(program, target=target, tuned=lookup)
+        return dk_compile(program.fn, *program.inputs, target=target, tuned=lookup)
+
+    lookup = TunedLookup(cache) if tuned else None
+    try:
+        return build(lookup)
+    except DeplokitError as e:
+        if lookup is None or not lookup.count:
+            raise
+        # a cached config the passes no longer accept: the defaults, not a failure
+        warn([f"not using the tuned configs: {e}"])
+        return build(None)
 
 
 def warn(notes) -> None:
@@ -60,31 +69,34 @@ def warn(notes) -> None:
         print(f"deplokit: warning: {' '.join(note.split())}", file=sys.stderr)
 
 
-def with_tuned_config(compilation, cache_path=None):
-    """`compilation` recompiled with the best cached configs of its kernels, when the cache has
-    any (one line on stderr says so); else unchanged. A broken cache is a warning, never a failure."""
-    try:
-        store = TuneCache(cache_path, create=False)
-    except CacheError as e:
-        warn([f"not using tuned configs: {e}"])
-        return compilation
-    try:
-        config, count, notes = tuned_config(compilation, store)
-    except CacheError as e:
-        warn([f"not using tuned configs: {e}"])
-        return compilation
-    finally:
-        store.close()
-    warn(notes)
-    if not count:
-        return compilation
-    try:
-        tuned = compilation.recompile(config)
-    except DeplokitError as e:      # a config the passes no longer accept: the defaults, not a failure
-        warn([f"not using the tuned configs in {store.path}: {e}"])
-        return compilation
-    print(f"using tuned config from {store.path} for {count} kernel{'s' if count != 1 else ''}", file=sys.stderr)
-    return tuned
+class TunedLookup:
+    """`deplokit.compile(..., tuned=TunedLookup(path))`: the best cached configs of the
+    program's kernels, looked up inside the one lowering (the Loop IR is known only there);
+    one line on stderr says how many kernels use one. A broken cache is a warning, never a
+    failure: no tuned configs then."""
+
+    def __init__(self, cache_path=None):
+        self.cache_path = cache_path
+        self.count = 0
+
+    def __call__(self, program, target) -> dict:
+        try:
+            store = TuneCache(self.cache_path, create=False)
+        except CacheError as e:
+            warn([f"not using tuned configs: {e}"])
+            return {}
+        try:
+            config, self.count, notes = tuned_config(program, target, store)
+        except CacheError as e:
+            warn([f"not using tuned configs: {e}"])
+            return {}
+        finally:
+            store.close()
+        warn(notes)
+        if self.count:
+            print(f"using tuned config from {store.path} for {self.count} kernel{'s' if self.count != 1 else ''}",
+                  file=sys.stderr)
+        return config
 
 
 def write_atomic(path: str, text: str) -> None:

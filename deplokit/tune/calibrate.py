@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from ..analysis.work import count_work
 from ..errors import DeplokitError
-from ..passes.lower.materialize import materialize
+from ..passes.lower import lower_tiles
 from ..runtime.device import require_gpu
+from ..trace import Context
 from .cost_model import CostConstants, DoesNotFit, kernel_time
 from .objective import ModelObjective
 from .space import kernel_spaces
@@ -98,7 +99,7 @@ def measure_samples(compilation, per_kernel: int = 12, seed: int = 0, listener=N
             # kernels are the same in every sample: the fit absorbs them as launch overhead).
             measured = next((p.time_us for p in report.kernels if p.name == space.kernel_name), report.deplokit_us)
             tile_program = space.program_with(leaf)
-            kernel_program = materialize(tile_program)
+            kernel_program = lower_tiles(tile_program, Context(compilation.target))
             stats = model.stats(kernel_program)
             s = stats.get(leaf.kernel.name)
             work = count_work(leaf.kernel, tile_program.types())

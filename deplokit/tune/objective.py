@@ -15,11 +15,11 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import DeplokitError
+from ..passes.lower import lower_tiles
 from ..passes.lower.cuda import render_cuda
-from ..passes.lower.materialize import materialize
-from ..pipeline import Context
 from ..runtime.device import require_gpu
 from ..runtime.nvcc import KernelStats, compile_cuda, nvcc_available
+from ..trace import Context
 from .constants import load_constants
 from .cost_model import CostConstants, DoesNotFit, estimate
 
@@ -42,7 +42,7 @@ class ModelObjective:
     def __call__(self, space, leaf) -> float:
         tile_program = space.program_with(leaf)
         try:
-            kernel_program = materialize(tile_program)
+            kernel_program = lower_tiles(tile_program, Context(self.target))
             stats = self.stats(kernel_program) if self.ptxas else None
             return estimate(tile_program, kernel_program, self.target, stats, self.constants).time_us
         except DoesNotFit as e:
