@@ -5,9 +5,10 @@
 the runtime: the IR and the passes stand on their own. The error family and the targets are
 light and load at once.
 """
-from .errors import (CacheError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError, DynamicShapeError,
-                     ExecutionError, ExpressionError, LaunchPlanError, NotebookExtraMissing, NvccError,
-                     NvrtcError, SimulationError, UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
+from .errors import (CacheError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError,
+                     DisassemblerError, DynamicShapeError, ExecutionError, ExpressionError, LaunchPlanError,
+                     NotebookExtraMissing, NvccError, NvrtcError, SimulationError, UnknownModelError,
+                     UnsupportedDtypeError, UnsupportedOpError)
 from .target import TARGETS, Target, get_target
 
 __version__ = "0.1.0"
@@ -18,7 +19,7 @@ __all__ = [*_FACADE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
            "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "DeviceUnavailableError",
            "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
-           "ConfigError"]
+           "ConfigError", "DisassemblerError"]
 
 
 def __getattr__(name: str):

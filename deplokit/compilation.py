@@ -19,6 +19,7 @@ from .runtime.cupy_backend import CupyExecutor
 from .runtime.device import gpu_available
 from .runtime.loop_interp import run_loop_ir
 from .runtime.nvcc import compile_cuda
+from .runtime.sass import compile_sass
 from .runtime.sim import simulate_program
 from .runtime.tensor_interp import run_tensor_ir
 from .target import get_target
@@ -195,6 +196,12 @@ class Compilation(Displayable):
         arch = arch or self.target.name
         source = self.cuda if arch == self.target.name else render_cuda(self.kernel_ir, Context(get_target(arch)))
         return compile_cuda(str(source), arch, kernel_names=source.kernels)
+
+    def sass(self, arch: str | None = None):
+        """The machine code nvcc makes for `arch` (the target by default), disassembled: each
+        kernel's SASS and its hottest loop's instruction mix (deplokit.analysis.sass.SassReport).
+        Needs nvcc and cuobjdump or nvdisasm (the `sass` extra); changes nothing here."""
+        return compile_sass(self.cuda, self.kernel_ir, arch or self.target.name, self.target.name)
 
     # -- tuning ---------------------------------------------------------------------------------
     def recompile(self, config: dict) -> "Compilation":

@@ -71,5 +71,9 @@ class NotebookExtraMissing(DeplokitError, ImportError):
     An ImportError too, so deplokit.display falls back to text where it happens while drawing."""
 
 
+class DisassemblerError(DeplokitError):
+    """No SASS disassembler (cuobjdump, nvdisasm) is installed, or it refused the cubin."""
+
+
 class ConfigError(DeplokitError):
     """A compile config key that names no pass's knob, or a value outside the knob's domain."""
