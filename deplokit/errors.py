@@ -75,5 +75,14 @@ class DisassemblerError(DeplokitError):
     """No SASS disassembler (cuobjdump, nvdisasm) is installed, or it refused the cubin."""
 
 
+class IRInvariantError(DeplokitError):
+    """An IR breaks one of its invariants, a bug in a pass that passes/verify.py catches at a
+    stage boundary (`invariant` names which, `kernel` where)."""
+
+    def __init__(self, stage: str, invariant: str, kernel: str, detail: str):
+        self.stage, self.invariant, self.kernel, self.detail = stage, invariant, kernel, detail
+        super().__init__(f"{stage} IR invariant {invariant} violated in kernel {kernel}: {detail}")
+
+
 class ConfigError(DeplokitError):
     """A compile config key that names no pass's knob, or a value outside the knob's domain."""

@@ -35,13 +35,10 @@ LOCAL_ON_PURPOSE = {
         "lexers.py needs pygments (the notebook extra): without it the IR text is shown plain",
 }
 
-# Modules other work in progress is rewriting (issue 12 part 5, issue 18), exempt from the
+# Modules other work in progress is rewriting (issue 18), exempt from the
 # cycle, local-import and size checks until it lands. Every entry must still need it
 # (test_pending_entries_are_still_needed): delete an entry once its module is clean.
 PENDING = {
-    "deplokit.passes.lower.materialize": "Tile->Kernel lowering, split into Kernel-IR passes (arch-lowering)",
-    "deplokit.passes.lower.stage_copy": "Tile->Kernel lowering, split into Kernel-IR passes (arch-lowering)",
-    "deplokit.passes.lower.vector_access": "Tile->Kernel lowering, split into Kernel-IR passes (arch-lowering)",
     "deplokit.notebook.overview": "the notebook's renderers, being reworked (teach)",
     "deplokit.notebook.reprs": "the notebook's renderers, being reworked (teach)",
     "deplokit.notebook.graph": "the notebook's graphs, being reworked (teach)",

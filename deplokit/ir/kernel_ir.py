@@ -11,14 +11,236 @@ flat arrays addressed by element offset.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Union
 
 from ..display import Displayable
-from .kernel_nodes import (  # noqa: F401  (re-exported: K.Var, K.For ... are Kernel IR's vocabulary)
-    Assign, AtomicAdd, Barrier, Binary, Call, Comment, Const, CpAsync, CpAsyncCommit, CpAsyncWait, Declare,
-    DeclareArray, Expr, For, GlobalLoad, GlobalStore, If, MbarrierInit, MbarrierWait, RegLoad, Select,
-    SharedArray, SharedLoad, SharedStore, Shuffle, Special, Stmt, TmaLoad, Unary, Var, VectorLoad, VectorStore,
-)
-from .types import format_header, format_scalar
+from .kernel_text import format_expr, format_kernel, format_stmts  # noqa: F401  (Kernel IR prints as this text)
+from .types import format_header
+
+# -- expressions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float | int | bool
+    ctype: str = "float"          # float | int | bool
+
+
+@dataclass(frozen=True)
+class Special:
+    """threadIdx.x/y/z, blockIdx.x/y/z, blockDim.x.. and the lane/warp of the thread."""
+    name: str                     # tid.x tid.y tid.z bid.x bid.y bid.z lane warp
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str                       # + - * / % // min max < <= > >= == != && || & | ^ << >>
+    a: "Expr"
+    b: "Expr"
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str                       # neg, not
+    a: "Expr"
+
+
+@dataclass(frozen=True)
+class Call:
+    """A math function on floats: exp log sqrt rsqrt tanh erf sin cos abs pow sigmoid relu
+    reciprocal fmaxf fminf (the names of deplokit's elementwise ops)."""
+    fn: str
+    args: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Select:
+    cond: "Expr"
+    a: "Expr"
+    b: "Expr"
+
+
+@dataclass(frozen=True)
+class GlobalLoad:
+    buffer: str                   # a kernel parameter
+    offset: "Expr"                # element offset into the flat buffer
+    ctype: str = "float"          # float | int (index tensors: int64/int32 read as int)
+
+
+@dataclass(frozen=True)
+class SharedLoad:
+    array: str
+    offset: "Expr"
+
+
+@dataclass(frozen=True)
+class Shuffle:
+    """__shfl_xor_sync(full mask, value, lane_mask): the value held by lane ^ lane_mask."""
+    value: "Expr"
+    lane_mask: int
+
+
+@dataclass(frozen=True)
+class RegLoad:
+    """A register-array element (register tiles)."""
+    array: str
+    index: "Expr"
+
+
+Expr = Union[Var, Const, Special, Binary, Unary, Call, Select, GlobalLoad, SharedLoad, Shuffle, RegLoad]
+
+# -- statements ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Declare:
+    name: str
+    ctype: str                    # float | int | bool
+    init: Expr | None = None
+
+
+@dataclass(frozen=True)
+class DeclareArray:
+    """A per-thread register array (register tiles): float name[size] = {init,...}."""
+    name: str
+    size: int
+    init: float = 0.0
+
+
+@dataclass(frozen=True)
+class Assign:
+    name: str
+    value: Expr
+    index: Expr | None = None     # set for a register-array element
+
+
+@dataclass(frozen=True)
+class SharedArray:
+    name: str
+    size: int                     # elements (float)
+    align: int = 16
+
+
+@dataclass(frozen=True)
+class GlobalStore:
+    buffer: str
+    offset: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class AtomicAdd:
+    """atomicAdd(&buffer[offset], value) on a global float: a read-modify-write no other
+    access splits, so every thread's add lands (split-K partial sums). The order of the adds
+    is unspecified on a GPU (float results may differ in the last bits from run to run); the
+    simulator applies them in lane order, block by block, so it is deterministic."""
+    buffer: str
+    offset: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class SharedStore:
+    array: str
+    offset: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class VectorLoad:
+    """float4 read of 4 consecutive floats at a 16-byte aligned offset into 4 registers."""
+    dsts: tuple[str, str, str, str]
+    space: str                    # global | shared
+    source: str
+    offset: Expr
+
+
+@dataclass(frozen=True)
+class VectorStore:
+    space: str                    # global | shared
+    target: str
+    offset: Expr
+    values: tuple[Expr, Expr, Expr, Expr]
+
+
+@dataclass(frozen=True)
+class For:
+    var: str
+    start: Expr
+    stop: Expr                    # exclusive
+    step: Expr
+    body: tuple["Stmt", ...]
+    unroll: bool = False
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then: tuple["Stmt", ...]
+    orelse: tuple["Stmt", ...] = ()
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """__syncthreads(): every thread of the block reaches it before any goes on."""
+
+
+@dataclass(frozen=True)
+class CpAsync:
+    """cp.async of `nbytes` (4, 8 or 16) from global to shared; lands by a later wait."""
+    array: str
+    dst_offset: Expr
+    buffer: str
+    src_offset: Expr
+    nbytes: int = 4
+
+
+@dataclass(frozen=True)
+class CpAsyncCommit:
+    pass
+
+
+@dataclass(frozen=True)
+class CpAsyncWait:
+    pending: int = 0              # wait until at most this many groups are in flight
+
+
+@dataclass(frozen=True)
+class TmaLoad:
+    """Bulk copy of a contiguous run of `count` floats from global to shared, completing on
+    mbarrier `barrier` (sm_90 cp.async.bulk). Issued by one thread."""
+    array: str
+    dst_offset: Expr
+    buffer: str
+    src_offset: Expr
+    count: int
+    barrier: str
+
+
+@dataclass(frozen=True)
+class MbarrierInit:
+    name: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class MbarrierWait:
+    name: str
+    phase: Expr
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str
+
+
+Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
+             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierWait, Comment]
 
 
 @dataclass(frozen=True)
@@ -40,6 +262,10 @@ class KernelFunc(Displayable):
     registers: int | None = None
     smem_bytes: int | None = None
     spills: int | None = None
+    # Split-K: tensors that must hold zero before it runs (TileKernel.zero_init); on the
+    # kernel that clears them (k003_zero_init), the kernel it runs before (runtime/launches.py).
+    zero_init: tuple[str, ...] = ()
+    zero_init_for: str = ""
 
     @property
     def threads(self) -> int:
@@ -64,12 +290,7 @@ class KernelProgram(Displayable):
         return "\n\n".join(format_kernel(k) for k in self.kernels)
 
 
-# -- text ------------------------------------------------------------------------------------------
-# Kernel IR prints as a terse pseudo-C naming each primitive (global/shared loads, barrier,
-# shfl_xor, cp.async ...): lower than Tile IR, but without CUDA's spelling.
-
-_INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
-
+# -- walking ---------------------------------------------------------------------------------------
 
 def walk_stmts(body):
     """Every statement of `body`, depth first, inside loops and both branches of an If."""
@@ -92,106 +313,3 @@ def declared_smem_bytes(func: "KernelFunc") -> int:
         elif isinstance(s, MbarrierInit):
             barriers.add(s.name)
     return total + 8 * len(barriers)
-
-
-def format_expr(e) -> str:
-    if isinstance(e, Var):
-        return e.name
-    if isinstance(e, Const):
-        return format_scalar(e.value)
-    if isinstance(e, Special):
-        return e.name
-    if isinstance(e, Binary):
-        if e.op in _INFIX:
-            return f"({format_expr(e.a)} {e.op} {format_expr(e.b)})"
-        return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
-    if isinstance(e, Unary):
-        return f"{e.op}({format_expr(e.a)})"
-    if isinstance(e, Call):
-        return f"{e.fn}({', '.join(format_expr(a) for a in e.args)})"
-    if isinstance(e, Select):
-        return f"select({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
-    if isinstance(e, GlobalLoad):
-        return f"global {e.buffer}[{_strip(format_expr(e.offset))}]"
-    if isinstance(e, SharedLoad):
-        return f"shared {e.array}[{_strip(format_expr(e.offset))}]"
-    if isinstance(e, Shuffle):
-        return f"shfl_xor({format_expr(e.value)}, {e.lane_mask})"
-    if isinstance(e, RegLoad):
-        return f"{e.array}[{_strip(format_expr(e.index))}]"
-    raise TypeError(e)
-
-
-def _strip(text: str) -> str:
-    return text[1:-1] if text.startswith("(") and text.endswith(")") and text.count("(") == 1 else text
-
-
-def format_stmts(body, depth: int, lines: list[str]) -> None:
-    pad = "    " * depth
-    for s in body:
-        if isinstance(s, Declare):
-            init = "" if s.init is None else f" = {_strip(format_expr(s.init))}"
-            lines.append(f"{pad}{s.ctype} {s.name}{init}")
-        elif isinstance(s, DeclareArray):
-            lines.append(f"{pad}float {s.name}[{s.size}] = {{{s.init}}}")
-        elif isinstance(s, Assign):
-            idx = "" if s.index is None else f"[{_strip(format_expr(s.index))}]"
-            lines.append(f"{pad}{s.name}{idx} = {_strip(format_expr(s.value))}")
-        elif isinstance(s, SharedArray):
-            lines.append(f"{pad}shared float {s.name}[{s.size}]")
-        elif isinstance(s, GlobalStore):
-            lines.append(f"{pad}global {s.buffer}[{_strip(format_expr(s.offset))}] = {_strip(format_expr(s.value))}")
-        elif isinstance(s, AtomicAdd):
-            lines.append(f"{pad}atomic global {s.buffer}[{_strip(format_expr(s.offset))}] += "
-                         f"{_strip(format_expr(s.value))}")
-        elif isinstance(s, SharedStore):
-            lines.append(f"{pad}shared {s.array}[{_strip(format_expr(s.offset))}] = {_strip(format_expr(s.value))}")
-        elif isinstance(s, VectorLoad):
-            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {s.source}[{_strip(format_expr(s.offset))}]")
-        elif isinstance(s, VectorStore):
-            vals = ", ".join(format_expr(v) for v in s.values)
-            lines.append(f"{pad}{s.space} float4 {s.target}[{_strip(format_expr(s.offset))}] = ({vals})")
-        elif isinstance(s, For):
-            unroll = "  # unroll" if s.unroll else ""
-            lines.append(f"{pad}for {s.var} = {_strip(format_expr(s.start))}; < {_strip(format_expr(s.stop))}; "
-                         f"+= {_strip(format_expr(s.step))}:{unroll}")
-            format_stmts(s.body, depth + 1, lines)
-        elif isinstance(s, If):
-            lines.append(f"{pad}if {_strip(format_expr(s.cond))}:")
-            format_stmts(s.then, depth + 1, lines)
-            if s.orelse:
-                lines.append(f"{pad}else:")
-                format_stmts(s.orelse, depth + 1, lines)
-        elif isinstance(s, Barrier):
-            lines.append(f"{pad}barrier")
-        elif isinstance(s, CpAsync):
-            lines.append(f"{pad}cp.async {s.nbytes}B shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
-                         f"global {s.buffer}[{_strip(format_expr(s.src_offset))}]")
-        elif isinstance(s, CpAsyncCommit):
-            lines.append(f"{pad}cp.async.commit")
-        elif isinstance(s, CpAsyncWait):
-            lines.append(f"{pad}cp.async.wait {s.pending}")
-        elif isinstance(s, TmaLoad):
-            lines.append(f"{pad}tma {s.count} floats shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
-                         f"global {s.buffer}[{_strip(format_expr(s.src_offset))}] on {s.barrier}")
-        elif isinstance(s, MbarrierInit):
-            lines.append(f"{pad}mbarrier.init {s.name} count {s.count}")
-        elif isinstance(s, MbarrierWait):
-            lines.append(f"{pad}mbarrier.wait {s.name} phase {format_expr(s.phase)}")
-        elif isinstance(s, Comment):
-            lines.append(f"{pad}// {s.text}")
-        else:
-            raise TypeError(s)
-
-
-def format_kernel(k: KernelFunc) -> str:
-    lines = [f"=== {k.name} grid={k.grid} block={k.block} ==="]
-    for p in k.params:
-        lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
-    if k.registers is not None:
-        lines.append(f"# ptxas: {k.registers} registers, {k.smem_bytes} bytes smem, {k.spills} bytes spilled")
-    format_stmts(k.body, 0, lines)
-    return "\n".join(lines)
-
-
-
