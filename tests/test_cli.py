@@ -288,9 +288,9 @@ def test_debug_is_accepted_before_and_after_the_command(capsys):
 
 
 def test_a_deplokit_error_with_debug_shows_its_traceback(capsys):
-    code, _, err = run_cli(capsys, "compile", "-c", "torch.cumsum(torch.randn(4,4), 0)", "--debug")
+    code, _, err = run_cli(capsys, "compile", "-c", "torch.cumprod(torch.randn(4,4), 0)", "--debug")
     assert code == 2 and "Traceback" in err
-    assert err.splitlines()[-1].startswith("deplokit: error: ") and "cumsum" in err.splitlines()[-1]
+    assert err.splitlines()[-1].startswith("deplokit: error: ") and "cumprod" in err.splitlines()[-1]
 
 
 @pytest.mark.parametrize("name", ["DeplokitError", "ExpressionError", "CaptureError", "UnsupportedOpError",

@@ -5,7 +5,8 @@ and the IR expected after it, and check the knob that turns it off and the simul
 
 The kernel: softmax over rows of 256, times a weight row. Each thread reads its part of the
 row `x` three times (max, sum, output), so 007 stages the block's row of `x` in shared memory
-once and the three loops read it from there; `w` is read once per element and stays global.
+once and the three loops read it from there (no longer as float4 global loads: the stage's
+copy moves the row); `w` is read once per element and stays a float4 global load.
 """
 import torch
 
@@ -16,25 +17,25 @@ BEFORE = """\
 Tile(axes=(a4:32=THREAD, a0:4=BLOCK)):
     StridedLoop(a1 = a4 * 4; < 256; += 128):  # reduce
         for a1v in 0..4:  # vector
-            in0 = load x[a0, a1 + a1v]
+            in0 = load x[a0, a1 + a1v]  # float4
             acc0 <- max(acc0, in0)
     Combine(acc0, max, over=(a4,))
     StridedLoop(a2 = a4 * 4; < 256; += 128):  # reduce
         for a2v in 0..4:  # vector
-            in1 = load x[a0, a2 + a2v]
+            in1 = load x[a0, a2 + a2v]  # float4
             v0 = subtract(in1, acc0)
             v1 = exp(v0)
             acc1 <- add(acc1, v1)
     Combine(acc1, add, over=(a4,))
     StridedLoop(a3 = a4 * 4; < 256; += 128):  # free
         for a3v in 0..4:  # vector
-            in2 = load x[a0, a3 + a3v]
-            in3 = load w[a3 + a3v]
+            in2 = load x[a0, a3 + a3v]  # float4
+            in3 = load w[a3 + a3v]  # float4
             v2 = subtract(in2, acc0)
             v3 = exp(v2)
             v4 = divide(v3, acc1)
             v5 = multiply(v4, in3)
-            mul[a0, a3 + a3v] = v5"""
+            mul[a0, a3 + a3v] = v5  # float4"""
 
 EXPECTED = """\
 === merged_mul -> mul ===
@@ -55,12 +56,12 @@ Tile(axes=(a4:32=THREAD, a0:4=BLOCK)):
     StridedLoop(a3 = a4 * 4; < 256; += 128):  # free
         for a3v in 0..4:  # vector
             in2 = load x_smem[a3 + a3v]
-            in3 = load w[a3 + a3v]
+            in3 = load w[a3 + a3v]  # float4
             v2 = subtract(in2, acc0)
             v3 = exp(v2)
             v4 = divide(v3, acc1)
             v5 = multiply(v4, in3)
-            mul[a0, a3 + a3v] = v5"""
+            mul[a0, a3 + a3v] = v5  # float4"""
 
 PASS = "007_stage_inputs"
 
