@@ -18,17 +18,19 @@ from .passes.fuse import fuse
 from .passes.lower.cuda import render_cuda
 from .passes.lower.materialize import materialize
 from .passes.schedule import schedule
+from .passes.split_reduce import split_reduce
 from .target import Target
 
 # Lowering passes after capture, in order.
 PIPELINE = (
     ("tensor", "decompose", decompose),
     ("loop", "fuse", fuse),
+    ("loop", "split_reduce", split_reduce),
     ("tile", "schedule", schedule),
     ("kernel", "materialize", materialize),
     ("cuda", "render", render_cuda),
 )
-STAGES = ("torch",) + tuple(stage for stage, _, _ in PIPELINE)
+STAGES = ("torch",) + tuple(dict.fromkeys(stage for stage, _, _ in PIPELINE))
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def lower(torch_ir, ctx: Context, dedup: bool = False) -> tuple[dict, tuple[Trac
         else:
             trace.append(TraceStep(stage, name, before=current, after=result))
         stages[stage] = current = result
-        if stage == "loop" and dedup:
+        if fn is split_reduce and dedup:     # after the last Loop-IR pass
             from .passes.dedup import dedup as unique_kernels
             current, stages["launches"], notes = unique_kernels(result)
             trace.append(TraceStep("loop", "dedup", before=result, after=current, notes=notes))
