@@ -301,4 +301,6 @@ def split_reduce(program: LoopProgram, ctx):
         written[at:at] = buffers
         kernels += new
         notes.append(note)
+    if len(kernels) == len(program.kernels):
+        return program, tuple(notes)
     return LoopProgram(program.buffers, tuple(written), tuple(kernels), program.outputs), tuple(notes)
