@@ -1,0 +1,70 @@
+"""The differential fuzzer (deplokit/fuzz): its parts, and a short fixed-seed run (make fuzz
+runs a long one)."""
+import shlex
+
+import torch
+
+from deplokit.fuzz import __main__ as fuzz_cli
+from deplokit.fuzz import covered_templates, fuzz, generate, reproducer, run_case
+from deplokit.fuzz.programs import TEMPLATES, Case, declared_knobs
+from deplokit.fuzz.runner import mask, mismatch
+
+SEED = 13
+CASES = 24
+
+
+def test_generation_is_seeded():
+    templates, knobs = covered_templates(), declared_knobs()
+    a = [generate(SEED, i, templates, knobs) for i in range(8)]
+    b = [generate(SEED, i, templates, knobs) for i in range(8)]
+    assert [c.text for c in a] == [c.text for c in b] and len({c.text for c in a}) == 8
+    assert {c.target for c in a} <= {"sm_80", "sm_90", "sm_120"}
+
+
+def test_templates_follow_the_decompose_registry():
+    everything = {op for t in TEMPLATES for op in t.ops}
+    assert len(covered_templates(everything)) == len(TEMPLATES)
+    without_softmax = covered_templates(everything - {"softmax"})
+    assert "softmax" not in {t.name for t in without_softmax} and len(without_softmax) == len(TEMPLATES) - 1
+
+
+def test_knobs_come_from_the_passes():
+    keys = dict(declared_knobs())
+    assert "003_split_matmul_k.splits" in keys and "split_reduce.splits" in keys
+    assert keys["003_split_matmul_k.splits"] == (1, 2, 4, 8, 16, 32)
+
+
+def test_mismatch_sees_nan_and_error_but_allows_ill_conditioning():
+    e = [torch.tensor([1.0, 2.0])]
+    assert mismatch(e, e, [torch.tensor([1.0, float("nan")])], 1e-4, 1e-5).startswith("output 0: NaN")
+    assert "values off" in mismatch(e, e, [torch.tensor([1.0, 2.1])], 1e-4, 1e-5)
+    e64 = [torch.tensor([1.0, 2.05], dtype=torch.float64)]     # eager itself 0.05 off the truth
+    assert mismatch(e, e64, [torch.tensor([1.0, 2.1])], 1e-4, 1e-5) == ""
+
+
+def test_failure_classes_mask_names_and_numbers():
+    assert mask("KeyError: 'relu'") == mask("KeyError: 'add'")
+    assert mask("kernel merged_mm: variable 'in0' is used") == mask("kernel merged_mm2: variable 'in3' is used")
+
+
+def test_timeout_is_a_failure_of_its_own():
+    case = Case(0, 0, "x0 = torch.randn(3, 1000)\ntorch.softmax(x0, -1) @ x0.t()", ("softmax",))
+    out = run_case(case, timeout=0.01)
+    assert out.status == "fail" and out.stage == "timeout"
+
+
+def test_reproducer_replays_the_case(capsys):
+    case = Case(0, 0, "x0 = torch.randn(3, 33)\nv0 = torch.relu(x0)\nv0", ("relu",), "sm_80",
+                {"005_blockify_launch.block_threads": 64})
+    line = reproducer(case, "sim")
+    argv = shlex.split(line)[3:]                 # after `.venv/bin/python -m deplokit.fuzz`
+    assert fuzz_cli.main(argv) == 0
+    assert capsys.readouterr().out.startswith("ok")
+
+
+def test_short_fixed_seed_run():
+    """A fixed-seed sample of the fuzzer: every case compiles (or is refused with a clear
+    DeplokitError), matches eager on every backend and passes NVRTC where available."""
+    report = fuzz(SEED, CASES, timeout=20.0, budget=45.0)
+    assert report.cases >= CASES // 2 and report.ok >= report.cases // 2, report.summary()
+    assert not report.failures, report.summary()
