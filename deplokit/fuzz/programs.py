@@ -186,7 +186,7 @@ def _view(rng, shape, inp):
     if len(shape) < 2:
         return None
     out = (_numel(shape[:-1]), shape[-1]) if rng.random() < 0.5 else (_numel(shape),)
-    return f"{{x}}.view({', '.join(map(str, out))})", out
+    return f"{{x}}.contiguous().view({', '.join(map(str, out))})", out
 
 
 def _flatten_start(rng, shape, inp):
@@ -263,7 +263,7 @@ TEMPLATES = (
     Template("detach", ("detach",), _unary("{x}.detach()")),
     Template("to_float", ("to",), _unary("{x}.to(torch.float32)")),
     Template("t", ("t",), _t),
-    Template("view", ("view",), _view),
+    Template("view", ("view", "contiguous"), _view),
     Template("flatten", ("flatten",), _flatten_start),
     Template("repeat_interleave", ("repeat_interleave",), _repeat_interleave),
     Template("mm", ("mm",), _plain2d("torch.mm({x}, {w})")),

@@ -48,7 +48,7 @@ def mask(message: str) -> str:
     numbers, shapes, generated identifiers."""
     text = message.strip().splitlines()[0] if message.strip() else ""
     text = re.sub(r"'[^']*'|\"[^\"]*\"", "'_'", text)
-    text = re.sub(r"\b[a-zA-Z_]+\d+\b", "_", text)
+    text = re.sub(r"\b[a-zA-Z]*[_\d]\w*\b", "_", text)
     text = re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "N", text)
     text = re.sub(r"\([N, ]*\)", "(N)", text)
     return text[:160]
@@ -91,25 +91,38 @@ def poisoned_sim(c, inputs):
 
 
 def reference(fn, inputs):
-    """Eager in float32 (what must match) and float64 (how ill-conditioned it is), as lists."""
+    """Eager in float32 (what must match), and how far float32 rounding alone may move it:
+    per output, the largest of |float32 - float64| and |float64 - float64 on inputs moved by
+    2e-7 relative| (a layer norm of a constant row, a sine of a long sum), or None."""
     leaves = torch.utils._pytree.tree_leaves
     with torch.no_grad():
         e32 = leaves(fn(*inputs))
         try:
-            e64 = leaves(fn(*[t.double() if t.is_floating_point() else t for t in inputs]))
-        except Exception:  # noqa: BLE001 -- a program float64 cannot run: no conditioning slack
-            e64 = [None] * len(e32)
-    return e32, e64
+            wide = [t.double() if t.is_floating_point() else t for t in inputs]
+            gen = torch.Generator().manual_seed(0)
+            moved = [t * (1 + 2e-7 * torch.randn(t.shape, generator=gen, dtype=t.dtype)) if t.is_floating_point()
+                     else t for t in wide]
+            e64, e64m = leaves(fn(*wide)), leaves(fn(*moved))
+        except Exception:  # noqa: BLE001 -- a program float64 cannot run: no slack
+            return e32, [None] * len(e32)
+    spread = []
+    for a, b, m in zip(e32, e64, e64m):
+        if not a.dtype.is_floating_point or a.shape != b.shape:
+            spread.append(None)
+            continue
+        gap = torch.cat([(a.double() - b).abs().flatten(), (b - m).abs().flatten()])
+        gap = gap[torch.isfinite(gap)]
+        spread.append(float(gap.max()) if gap.numel() else 0.0)
+    return e32, spread
 
 
-def mismatch(e32, e64, got, rtol: float, atol: float) -> str:
+def mismatch(e32, spread, got, rtol: float, atol: float) -> str:
     """'' when `got` matches eager: the same NaN/inf places, finite values within
-    atol + rtol |e| plus 10 x eager's own float32 error (|e32 - e64|) where the program
-    is ill-conditioned (a sine of a long sum)."""
+    atol + rtol |e| plus 10 x the output's rounding spread (see reference)."""
     got = torch.utils._pytree.tree_leaves(got)
     if len(got) != len(e32):
         return f"{len(got)} outputs, eager has {len(e32)}"
-    for i, (e, w, g) in enumerate(zip(e32, e64, got)):
+    for i, (e, w, g) in enumerate(zip(e32, spread, got)):
         if tuple(e.shape) != tuple(g.shape) or e.dtype != g.dtype:
             return f"output {i}: {tuple(g.shape)} {g.dtype}, eager {tuple(e.shape)} {e.dtype}"
         if not e.dtype.is_floating_point:
@@ -122,12 +135,10 @@ def mismatch(e32, e64, got, rtol: float, atol: float) -> str:
         inf = torch.isinf(e)
         if not torch.equal(inf, torch.isinf(g)) or not torch.equal(e[inf], g[inf]):
             return f"output {i}: infinities differ"
-        slack = torch.zeros_like(e)
-        if w is not None and w.shape == e.shape:
-            slack = torch.nan_to_num(10 * (e - w.double()).abs(), nan=0.0, posinf=0.0)
+        slack = 10 * w if w is not None else 0.0
         fin = torch.isfinite(e)
         err = (g - e).abs()[fin]
-        bad = err > atol + rtol * e.abs()[fin] + slack[fin]
+        bad = err > atol + rtol * e.abs()[fin] + slack
         if bool(bad.any()):
             return (f"output {i}: {int(bad.sum())} of {int(fin.sum())} values off, max abs error "
                     f"{float(err.max()):.3g} (rtol {rtol:g}, atol {atol:.3g})")
@@ -153,12 +164,12 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
             except DeplokitError as e:
                 return Outcome(case, "refused", "compile", str(e), time.perf_counter() - start)
             stage = "eager"
-            e32, e64 = reference(program.fn, program.inputs)
-            atol = default_atol(e32)
+            e32, spread = reference(program.fn, program.inputs)
+            atol = 10 * default_atol(e32)    # lost values, bad indices, races are O(1) off; ulps are not findings
             for backend in BACKENDS:
                 stage = backend
                 got = poisoned_sim(c, program.inputs) if backend == "sim" else c.run(*program.inputs, backend=backend)
-                wrong = mismatch(e32, e64, got, rtol, atol)
+                wrong = mismatch(e32, spread, got, rtol, atol)
                 if wrong:
                     return Outcome(case, "fail", backend, f"mismatch: {wrong}", time.perf_counter() - start)
             stage = "nvrtc"
