@@ -34,6 +34,7 @@ MIN_LENGTH = 4096      # reduce loops shorter than this are not worth a second k
 MIN_CHUNK = 1024       # elements each split reduces at least
 MIN_CHUNK_K = 256      # ... in a matmul's K (each element is a row of the output tile's work);
                        # enough splits that 003 split_matmul_k finds the grid full (no atomics)
+DOT_OUTPUTS = 256      # a matmul with fewer outputs reduces each one as a row (see _Shape)
 CHUNK_ALIGN = 32       # chunks are whole warps of elements
 KNOB = "split_reduce.splits"
 _IDENTITY = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
@@ -52,6 +53,14 @@ class _Shape:
             self.rows.append(body[0])
             body = body[0].body
         self.body = body = tuple(_flatten(s) if isinstance(s, Loop) and s.kind == "reduce" else s for s in body)
+        outputs = 1
+        for lp in self.rows:
+            outputs *= lp.extent if lp.role in ("M", "N") else 1
+        if any(isinstance(s, Loop) and s.role == "K" for s in body) and outputs < DOT_OUTPUTS:
+            # A matmul of fewer outputs than one 16 x 16 tile: each output a dot product,
+            # reduced like a row (a block's lanes share its K), not a tile of 16 x 16 threads.
+            self.rows = [_unrole(lp) for lp in self.rows]
+            self.body = body = tuple(_unrole(s) if isinstance(s, Loop) else s for s in body)
         reduces = [i for i, s in enumerate(body) if isinstance(s, Loop) and s.kind == "reduce"]
         if kernel.locals:
             self.reason = "keeps rows on chip (row fusion)"
@@ -83,6 +92,10 @@ class _Shape:
         if len(loops) == 1 and loops[0].kind == "free" and not any(isinstance(s, Store) for s in self.tail):
             return loops[0]
         return None
+
+
+def _unrole(lp: Loop) -> Loop:
+    return Loop(lp.var, lp.extent, lp.kind, lp.body, "", lp.unroll)
 
 
 def _flatten(red: Loop) -> Loop:
