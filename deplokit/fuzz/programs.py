@@ -118,9 +118,14 @@ def _expand(rng, shape, inp):
 def _slice(rng, shape, inp):
     if not shape or shape[-1] < 2:
         return None
-    lo = rng.randrange(shape[-1] // 2)
-    hi = rng.randrange(lo + 1, shape[-1] + 1)
-    return f"{{x}}[..., {lo}:{hi}]", shape[:-1] + (hi - lo,)
+    d = _dim(rng, shape)
+    if shape[d] < 2:
+        return None
+    lo = rng.randrange(shape[d] // 2)
+    hi = rng.randrange(lo + 1, shape[d] + 1)
+    step = rng.choice((1, 1, 2, 3))
+    lead = ":, " * d
+    return f"{{x}}[{lead}{lo}:{hi}:{step}]", shape[:d] + (len(range(lo, hi, step)),) + shape[d + 1:]
 
 
 def _select(rng, shape, inp):
@@ -206,11 +211,51 @@ def _embedding(rng, shape, inp):
     if len(shape) > 2:
         return None
     V = rng.choice((3, 33, 129))
-    idx = inp(shape, f"torch.randint(0, {V}, ({', '.join(map(str, shape))},))")
+    idx = inp(shape, f"torch.randint(0, {V}, ({''.join(f'{e},' for e in shape)}))")
     D = rng.choice(ODD[:6])
     if _numel(shape) * D > MAX_NUMEL:
         return None
     return f"F.embedding({idx}, {inp((V, D))}) + {{x}}.unsqueeze(-1)", shape + (D,)
+
+
+def _module(kind):
+    def make(rng, shape, inp):
+        if not shape:
+            return None
+        n = shape[-1]
+        if kind == "linear":
+            N = rng.choice(ODD[:6])
+            if _numel(shape) * N > MAX_MATMUL or _numel(shape[:-1]) * N > MAX_NUMEL:
+                return None
+            return f"nn.Linear({n}, {N}, bias={rng.random() < 0.5})({{x}})", shape[:-1] + (N,)
+        return {"layer_norm": f"nn.LayerNorm({n})({{x}})", "rms_norm": f"nn.RMSNorm({n})({{x}})"}[kind], shape
+    return make
+
+
+def _scores(rng, shape, inp):
+    if len(shape) < 3 or _numel(shape[:-1]) * shape[-2] > MAX_NUMEL or _numel(shape) * shape[-2] > MAX_MATMUL:
+        return None
+    return "{x} @ {x}.transpose(-1, -2)", shape[:-1] + (shape[-2],)
+
+
+def _sdpa4(rng, shape, inp):
+    """Attention of 4-d heads: GQA, a float or bool mask, causal."""
+    if len(shape) != 2:
+        return None
+    L, E = shape
+    H, G = rng.choice(((2, 1), (4, 2), (3, 3)))
+    T = rng.choice((1, 3, 33, L))
+    if H * L * T > MAX_NUMEL or H * L * E > MAX_NUMEL or G * T * E > MAX_NUMEL:
+        return None
+    k, v = inp((1, G, T, E)), inp((1, G, T, E))
+    mask = rng.choice(("", "float", "bool", "causal"))
+    extra = {"": "", "causal": ", is_causal=True", "float": f", attn_mask={inp((L, T))}",
+             "bool": f", attn_mask={inp((L, T))} > -1"}[mask]
+    if mask == "causal" and T != L:
+        extra = ""
+    gqa = ", enable_gqa=True" if G != H else ""
+    q = f"{{x}}.unsqueeze(0).unsqueeze(0).expand(1, {H}, {L}, {E})"
+    return f"F.scaled_dot_product_attention({q}, {k}, {v}{extra}{gqa})", (1, H, L, E)
 
 
 def _sdpa(rng, shape, inp):
@@ -290,6 +335,11 @@ TEMPLATES = (
     Template("linear", ("linear",), _matmul("F.linear({x}, {w}, {b})", with_bias=True)),
     Template("embedding", ("embedding", "unsqueeze", "add"), _embedding),
     Template("sdpa", ("scaled_dot_product_attention",), _sdpa),
+    Template("sdpa_heads", ("scaled_dot_product_attention", "unsqueeze", "expand", "gt"), _sdpa4),
+    Template("scores", ("matmul", "transpose"), _scores),
+    Template("nn_linear", ("linear",), _module("linear")),
+    Template("nn_layer_norm", ("layer_norm",), _module("layer_norm")),
+    Template("nn_rms_norm", ("rms_norm",), _module("rms_norm")),
 )
 
 
@@ -346,7 +396,7 @@ def random_knobs(rng, pass_knobs) -> dict:
     """A few knobs (pass label, knob) -> a value from its declared domain."""
     config = {}
     for key, domain in pass_knobs:
-        if rng.random() < 0.15:
+        if rng.random() < 0.25:
             config[key] = rng.choice(list(domain))
     return config
 
