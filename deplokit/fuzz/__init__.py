@@ -70,7 +70,7 @@ def fuzz(seed: int = 0, cases: int = 50, timeout: float = 60.0, budget: float | 
         if budget is not None and time.perf_counter() - t0 > budget:
             break
         case = generate(seed, i, templates, knobs)
-        out = run_case(case, timeout=timeout, nvcc=bool(nvcc_every) and i % nvcc_every == 0)
+        out = run_case(case, timeout=timeout, nvcc=bool(nvcc_every) and i % nvcc_every == 0, twice=i % 4 == 0)
         report.add(out)
         if log is not None:
             log(f"[{i}] {out.status:7s} {out.seconds:5.1f}s {out.failure_class if out.status != 'ok' else ''}"

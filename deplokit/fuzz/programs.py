@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 # Odd extents: 1, warp +-1, block +-1, and a row longer than a block's static shared
 # memory (48 KiB = 12288 floats).
 ODD = (1, 3, 31, 33, 127, 129, 1000)
-LONG_ROW = 12289
-MAX_NUMEL = 40_000          # elements of any one value (simulator time)
+LONG_ROWS = (12289, 49999, 65537)   # the last two beyond any block's shared memory (227 KiB)
+MAX_NUMEL = 40_000          # elements of any one value (simulator time) ...
+MAX_LONG = 140_000          # ... or of a few long rows
 MAX_MATMUL = 600_000        # M * N * K of a generated matmul
 TARGETS = ("sm_80", "sm_90", "sm_120")
 
@@ -387,8 +388,8 @@ def _shape(rng) -> tuple[int, ...]:
         rank = rng.choice((1, 2, 2, 3, 3))
         shape = [rng.choice(ODD) for _ in range(rank)]
         if rng.random() < 0.15:
-            shape = [rng.choice((1, 2, 3))] * (rank - 1) + [LONG_ROW]
-        if _numel(shape) <= MAX_NUMEL:
+            shape = [rng.choice((1, 2))] * (rank - 1) + [rng.choice(LONG_ROWS)]
+        if _numel(shape) <= (MAX_LONG if shape[-1] in LONG_ROWS else MAX_NUMEL):
             return tuple(shape)
 
 
@@ -433,7 +434,7 @@ def generate(seed: int, index: int, templates, knobs) -> Case:
         t = rng.choice(templates)
         pending.clear()
         made = t.make(rng, shape, new_input)
-        if made is None or _numel(made[1]) > MAX_NUMEL:
+        if made is None or _numel(made[1]) > max(MAX_NUMEL, _numel(shape)):
             continue
         expr, out = made
         lines += pending

@@ -155,7 +155,10 @@ def compile_case(case: Case):
     return c, program
 
 
-def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float = 1e-4) -> Outcome:
+def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float = 1e-4,
+             twice: bool = False) -> Outcome:
+    """The case's outcome. With `twice`, the simulator runs a second time and must give the
+    same bits (no order-dependent sums); the CUDA text is compiled twice always."""
     from ..compilation import default_atol
     start = time.perf_counter()
     stage = "compile"
@@ -165,6 +168,11 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
                 c, program = compile_case(case)
             except DeplokitError as e:
                 return Outcome(case, "refused", "compile", str(e), time.perf_counter() - start)
+            stage = "determinism"
+            again, _ = compile_case(case)
+            if str(again.cuda) != str(c.cuda) or str(again.loop_ir) != str(c.loop_ir):
+                return Outcome(case, "fail", stage, "two compilations print different IR",
+                               time.perf_counter() - start)
             stage = "eager"
             e32, spread = reference(program.fn, program.inputs)
             # Lost values, bad indices and races are O(1) off, ulps are not findings: a layer
@@ -184,6 +192,15 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
                     wrong = mismatch(e32, spread, got, rtol, atol) and mismatch(own, spread, got, rtol, atol)
                 if wrong:
                     return Outcome(case, "fail", backend, f"mismatch: {wrong}", time.perf_counter() - start)
+            if twice:
+                stage = "determinism"
+                first = torch.utils._pytree.tree_leaves(got)
+                second = torch.utils._pytree.tree_leaves(poisoned_sim(c, program.inputs))
+                if not all(torch.equal(a.view(-1).view(torch.int8) if a.dtype.is_floating_point else a,
+                                       b.view(-1).view(torch.int8) if b.dtype.is_floating_point else b)
+                           for a, b in zip(first, second)):
+                    return Outcome(case, "fail", stage, "two simulator runs differ in their bits",
+                                   time.perf_counter() - start)
             stage = "nvrtc"
             from ..runtime.nvrtc import compile_nvrtc, nvrtc_available
             if nvrtc_available():
