@@ -70,9 +70,9 @@ def report(label: str, c, inputs) -> None:
         print(f"    {k.name}: grid {k.grid[0]} x block {k.block[0]}, {shared_bytes(k)} bytes of shared memory")
     print(f"  {c.check(*inputs, backend='sim', rtol=1e-4, atol=1e-5)}")
     if nvcc_available():
-        c.nvcc()
+        found = c.nvcc().stats
         for k in c.kernel_ir.kernels:
-            print(f"    ptxas {c.target.name} {k.name}: {k.registers} registers, {k.spills} spills")
+            print(f"    ptxas {c.target.name} {k.name}: {found[k.name].registers} registers, {found[k.name].spills} spills")
 
 
 def main() -> None:

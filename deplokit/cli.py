@@ -143,11 +143,21 @@ def compile_program(program, target, tuned=True, cache=None):
     model traces one layer and compiles identical kernels once."""
     from .compilation import compile as dk_compile, compile_model
     from .frontend.models import ModelProgram
-    if isinstance(program, ModelProgram):
-        compilation = compile_model(program, target=target)
-    else:
-        compilation = dk_compile(program.fn, *program.inputs, target=target)
-    return cli_tune.with_tuned_config(compilation, cache) if tuned else compilation
+
+    def build(lookup):
+        if isinstance(program, ModelProgram):
+            return compile_model(program, target=target, tuned=lookup)
+        return dk_compile(program.fn, *program.inputs, target=target, tuned=lookup)
+
+    lookup = cli_tune.TunedLookup(cache) if tuned else None
+    try:
+        return build(lookup)
+    except DeplokitError as e:
+        if lookup is None or not lookup.count:
+            raise
+        # a cached config the passes no longer accept: the defaults, not a failure
+        cli_tune._warn([f"not using the tuned configs: {e}"])
+        return build(None)
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -176,7 +186,7 @@ def format_ir(compilation, stage: str, verbose: int) -> str:
                 continue
             out += [f"# {step.name}: {kernel}: " + ", ".join(f"{k}={v}" for k, v in knobs)
                     for kernel, knobs in step.params if knobs]
-            out += [f"# {step.name}: {note}" for note in step.notes]   # a tile pass's per-kernel reasons
+            out += [f"# {step.name}: {remark}" for remark in step.remarks]   # program notes, then per kernel
     out += _lines(str(ir))
     return "\n".join(out) + "\n"
 
@@ -186,7 +196,7 @@ def format_trace(compilation, stage: str) -> str:
     `>>> TAG` and `<<< TAG`, or one line `--- TAG skipped: <reason>` for a step that changed
     nothing. A Tile-IR pass is tagged `t:NNN_name` (so `awk '/^>>> t:007/,/^<<< t:007/'`
     cuts one out), any other step `t:<stage>:<name>`."""
-    from .pipeline import format_step
+    from .trace import format_step
 
     order = stages()
     upto = set(order[:order.index(stage) + 1])

@@ -54,34 +54,37 @@ def _warn(notes) -> None:
         print(f"deplokit: warning: {' '.join(note.split())}", file=sys.stderr)
 
 
-def with_tuned_config(compilation, cache_path=None):
-    """`compilation` recompiled with the best cached configs of its kernels, when the cache has
-    any (one line on stderr says so); else unchanged. A broken cache is a warning, never a failure."""
-    from .tune.cache import CacheError, TuneCache
-    from .tune.tuner import tuned_config
+class TunedLookup:
+    """`deplokit.compile(..., tuned=TunedLookup(path))`: the best cached configs of the
+    program's kernels, looked up inside the one lowering (the Loop IR is known only there);
+    one line on stderr says how many kernels use one. A broken cache is a warning, never a
+    failure: no tuned configs then."""
 
-    try:
-        store = TuneCache(cache_path, create=False)
-    except CacheError as e:
-        _warn([f"not using tuned configs: {e}"])
-        return compilation
-    try:
-        config, count, notes = tuned_config(compilation, store)
-    except CacheError as e:
-        _warn([f"not using tuned configs: {e}"])
-        return compilation
-    finally:
-        store.close()
-    _warn(notes)
-    if not count:
-        return compilation
-    try:
-        tuned = compilation.recompile(config)
-    except DeplokitError as e:      # a config the passes no longer accept: the defaults, not a failure
-        _warn([f"not using the tuned configs in {store.path}: {e}"])
-        return compilation
-    print(f"using tuned config from {store.path} for {count} kernel{'s' if count != 1 else ''}", file=sys.stderr)
-    return tuned
+    def __init__(self, cache_path=None):
+        self.cache_path = cache_path
+        self.count = 0
+
+    def __call__(self, program, target) -> dict:
+        from .tune.cache import CacheError, TuneCache
+        from .tune.tuner import tuned_config
+
+        try:
+            store = TuneCache(self.cache_path, create=False)
+        except CacheError as e:
+            _warn([f"not using tuned configs: {e}"])
+            return {}
+        try:
+            config, self.count, notes = tuned_config(program, target, store)
+        except CacheError as e:
+            _warn([f"not using tuned configs: {e}"])
+            return {}
+        finally:
+            store.close()
+        _warn(notes)
+        if self.count:
+            print(f"using tuned config from {store.path} for {self.count} kernel{'s' if self.count != 1 else ''}",
+                  file=sys.stderr)
+        return config
 
 
 def _progress(total: int, verbose: int):

@@ -9,8 +9,10 @@ import torch
 from .display import Displayable
 from .errors import ExecutionError
 from .frontend.capture import capture
-from .pipeline import STAGES, Context, lower
+from .passes.lower import lower_tiles
+from .pipeline import STAGES, lower
 from .target import get_target
+from .trace import Context
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
 # SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
@@ -44,23 +46,31 @@ class CheckResult(Displayable):
 
 
 class Compilation(Displayable):
-    def __init__(self, source, example_inputs, target, captured, stages, trace):
-        # With dedup, tile/kernel/cuda hold each unique kernel once; `launches` lists the
-        # kernel each Loop-IR kernel runs (passes/dedup.py). () without dedup.
-        self.launches = stages.get("launches", ())
+    """One program lowered once, for one target and config: its IRs and the trace. Not
+    changed after it is built: recompile makes a new one; nvcc returns what it finds."""
+
+    def __init__(self, source, example_inputs, captured, ctx: Context):
+        stages, trace = lower(captured.program, ctx)
+        self._captured, self._ctx = captured, ctx
         self.source = source
         self.example_inputs = tuple(example_inputs)
-        self.target = target
+        self.target = ctx.target
         self.values = captured.values
         self.input_names = captured.input_names
         self._out_spec = captured.out_spec
         self.torch_ir = stages["torch"]
         self.tensor_ir = stages["tensor"]
-        self.loop_ir = stages["loop"]
+        # With dedup, tile/kernel/cuda hold each unique kernel once and the Loop IR they were
+        # scheduled from keeps the whole program and which kernel each of its launches runs
+        # (passes/dedup.py); loop_ir is the whole program, launches () without dedup.
+        unique = stages["loop"]
+        self.loop_ir = unique if unique.whole is None else unique.whole
+        self.launches = unique.launches
         self.tile_ir = stages["tile"]
         self.kernel_ir = stages["kernel"]
         self.cuda = stages["cuda"]
         self.trace = trace
+        self._cupy = None
 
     # -- execution ------------------------------------------------------------------------
     def run(self, *inputs, backend: str = "auto"):
@@ -102,7 +112,7 @@ class Compilation(Displayable):
 
     def cupy_executor(self):
         """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
-        if getattr(self, "_cupy", None) is None:
+        if self._cupy is None:
             from .runtime.cupy_backend import CupyExecutor
             self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target,
                                       launches=self.launches, whole=self.loop_ir)
@@ -158,8 +168,6 @@ class Compilation(Displayable):
     def check_passes(self, *inputs, rtol: float = 1e-4, atol: float | None = None) -> list["PassCheck"]:
         """Run the Tile IR as it stands after each scheduling pass in the simulator and
         compare with torch eager: a pass that changes meaning is caught at that pass."""
-        from .passes.lower.materialize import materialize
-
         inputs = inputs or self.example_inputs
         self._require_weights()
         expected = self._eager(inputs)
@@ -171,38 +179,29 @@ class Compilation(Displayable):
             if step.stage != "tile":
                 continue
             if last is None or step.changed:   # a pass that changed nothing keeps the last result
-                got = self._wrap(self._execute("sim", env, materialize(step.after)))
+                got = self._wrap(self._execute("sim", env, lower_tiles(step.after, self._ctx)))
                 last = _compare(expected, got, "sim", rtol, atol)
             out.append(PassCheck(step.name, not step.changed, last))
         return out
 
     def nvcc(self, arch: str | None = None):
-        """Compile the CUDA with nvcc for `arch` (the target by default); record ptxas's
-        registers, shared memory and spills on each kernel of `kernel_ir`."""
+        """Compile the CUDA with nvcc for `arch` (the target by default) and return what it
+        found: a runtime.nvcc.CompileResult whose `stats[kernel]` holds ptxas's registers,
+        shared memory and spills (`annotate_program(c.kernel_ir, result)` puts them on the
+        Kernel IR). The compilation itself is left as it was."""
         from .passes.lower.cuda import render_cuda
-        from .pipeline import Context
-        from .runtime.nvcc import annotate_program, compile_cuda
+        from .runtime.nvcc import compile_cuda
 
         arch = arch or self.target.name
         source = self.cuda if arch == self.target.name else render_cuda(self.kernel_ir, Context(get_target(arch)))
-        result = compile_cuda(str(source), arch, kernel_names=source.kernels)
-        self.kernel_ir = annotate_program(self.kernel_ir, result)
-        return result
+        return compile_cuda(str(source), arch, kernel_names=source.kernels)
 
     # -- tuning ---------------------------------------------------------------------------------
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
-        import copy
-
-        stages, trace = lower(self.torch_ir, Context(self.target, dict(config or {})), dedup=bool(self.launches))
-        new = copy.copy(self)
-        for stage in STAGES[1:]:
-            setattr(new, "cuda" if stage == "cuda" else f"{stage}_ir", stages[stage])
-        new.trace = trace
-        new.launches = stages.get("launches", ())
-        new._cupy = None            # kernels loaded on a device belong to the old schedule
-        return new
+        ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup)
+        return Compilation(self.source, self.example_inputs, self._captured, ctx)
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
         """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
@@ -295,24 +294,25 @@ def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResu
 
 
 def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None,
-            dedup: bool = False) -> Compilation:
+            dedup: bool = False, tuned=None) -> Compilation:
     """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
-    overrides scheduling knobs: {"005_blockify_launch.block_threads": 128, ...}. A
-    transformers causal LM (LlamaForCausalLM, ...) is compiled as input_ids -> logits.
-    `dedup` schedules, materialises and renders each structurally unique kernel once."""
+    sets knobs: {"005_blockify_launch.block_threads": 128, ...}; a key or value no pass
+    knows is a ConfigError. A transformers causal LM (LlamaForCausalLM, ...) is compiled as
+    input_ids -> logits. `dedup` schedules, materialises and renders each structurally
+    unique kernel once. `tuned(loop_program, target)` gives knob values found earlier (the
+    tune cache's, see deplokit.tune.tuner.tuned_lookup), looked up during the one lowering;
+    `config` wins over them."""
     from .frontend import hf
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs)
-    stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=dedup)
-    return Compilation(module_or_fn, example_inputs, tgt, captured, stages, trace)
+    return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned))
 
 
-def compile_model(program, target: str = "sm_90", config: dict | None = None) -> Compilation:
+def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None) -> Compilation:
     """A model built by name (frontend/models.build): one decoder layer is traced and
     stitched N times (frontend/stitch.py), and identical kernels compile once (dedup)."""
     tgt = get_target(target)
     captured = program.capture()
-    stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=True)
-    return Compilation(program.fn, program.inputs, tgt, captured, stages, trace)
+    return Compilation(program.fn, program.inputs, captured, Context(tgt, dict(config or {}), True, tuned))

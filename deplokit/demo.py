@@ -48,13 +48,13 @@ def main() -> int:
         if not check.result.ok:
             failed.append(check.name)
 
-    from deplokit.runtime.nvcc import nvcc_available
+    from deplokit.runtime.nvcc import annotate_program, nvcc_available
     if nvcc_available():
         print("==== nvcc -cubin, ptxas statistics ====")
         for target in ("sm_80", "sm_90", "sm_120"):
             built = deplokit.compile(model, x, target=target)
-            built.nvcc()
-            for k in built.kernel_ir.kernels:
+            found = built.nvcc()
+            for k in annotate_program(built.kernel_ir, found).kernels:
                 print(f"  {target} {k.name}: {k.registers} registers, {k.smem_bytes} bytes shared memory, "
                       f"{k.spills} bytes spilled")
     else:

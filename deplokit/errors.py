@@ -32,3 +32,7 @@ class ExecutionError(DeplokitError):
 
 class UnknownModelError(DeplokitError):
     """A model name that is neither a preset nor a file."""
+
+
+class ConfigError(DeplokitError):
+    """A compile config key that names no pass's knob, or a value outside the knob's domain."""

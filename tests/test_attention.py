@@ -87,19 +87,19 @@ def test_every_pass_keeps_attention_correct(name):
 def test_row_fusion_off_stores_the_scores():
     """The config switch gives the lowering without row fusion: three kernels, and the
     scores and probabilities (S x T per head) as global temporaries."""
-    c = _compiled("sdpa_causal_gqa", **{"fuse.row_fusion": False})
+    c = _compiled("sdpa_causal_gqa", **{"fuse_rows.enable": False})
     rows, keys = _rows_and_keys(c)
     assert len(c.loop_ir.kernels) == 3
     temps = [b for b in c.loop_ir.written if b.kind == "temp"]
     assert [b.type.numel for b in temps] == [rows * keys, rows * keys]
     assert c.check(backend="sim").ok
-    fuse = next(s for s in c.trace if s.name == "fuse")
-    assert "rows: row fusion disabled by the config (fuse.row_fusion)" in fuse.notes
+    rows = next(s for s in c.trace if s.name == "fuse_rows")
+    assert not rows.changed and rows.skipped_reason == "row fusion disabled by the knob"
 
 
 def test_fuse_trace_explains_the_row_fusion():
     c = _compiled("sdpa_causal_gqa")
-    notes = next(s for s in c.trace if s.name == "fuse").notes
+    notes = next(s for s in c.trace if s.name == "fuse_rows").notes
     assert ("rows: kernel merged_scaled_dot_product_attention fuses merged_causal, merged_probs, "
             "merged_scaled_dot_product_attention; keeps one row of causal [9], probs [9] on chip (72 bytes), "
             "never in global memory") in notes
@@ -145,8 +145,8 @@ def test_rows_beyond_the_budget_stay_in_global_memory():
     c = deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k, k,
                          config={"split_reduce.splits": 1})
     assert len(c.loop_ir.kernels) == 3 and not any(kn.locals for kn in c.loop_ir.kernels)
-    notes = next(s for s in c.trace if s.name == "fuse").notes
-    assert any(f"more than the {ROW_BUDGET} bytes kept on chip" in n for n in notes), notes
+    rows = next(s for s in c.trace if s.name == "fuse_rows")
+    assert not rows.changed and f"more than the {ROW_BUDGET} bytes kept on chip" in rows.skipped_reason
     assert c.check(backend="loop").ok
 
 

@@ -5,7 +5,7 @@ import torch.nn as nn
 
 import deplokit
 from deplokit.notebook.stepper import Stepper
-from deplokit.passes.schedule import PASSES, knobs_of, pass_label
+from deplokit.passes.schedule import SCHEDULE
 from notebook_html import parse, pre_texts
 from programs import corpus
 
@@ -21,14 +21,14 @@ def rms():
 @pytest.fixture(scope="module")
 def sdpa():
     fn, inputs = corpus()["sdpa_causal_gqa"]       # three kernels without attention's row fusion
-    return deplokit.compile(fn, *inputs, config={"fuse.row_fusion": False})
+    return deplokit.compile(fn, *inputs, config={"fuse_rows.enable": False})
 
 
 def test_sixteen_steps_named_and_described(rms):
     s = rms.stepper()
     assert isinstance(s, Stepper)
-    assert [st.name for st in s.steps] == [pass_label(m) for m in PASSES]
-    assert [st.description for st in s.steps] == [m.DESCRIPTION for m in PASSES]
+    assert [st.name for st in s.steps] == [m.name for m in SCHEDULE]
+    assert [st.description for st in s.steps] == [m.description for m in SCHEDULE]
     assert [st.index for st in s.steps] == list(range(16))
     assert s.index == 0 and s.kernel == "merged_rms_norm"
 
@@ -36,8 +36,8 @@ def test_sixteen_steps_named_and_described(rms):
 def test_knobs_and_values_follow_the_trace(rms):
     s = rms.stepper()
     tile_steps = [t for t in rms.trace if t.stage == "tile"]
-    for st, mod, trace_step in zip(s.steps, PASSES, tile_steps):
-        assert [k.name for k in st.knobs] == [k.name for k in knobs_of(mod)]
+    for st, mod, trace_step in zip(s.steps, SCHEDULE, tile_steps):
+        assert [k.name for k in st.knobs] == [k.name for k in mod.knobs]
         chosen = dict(dict(trace_step.params).get("merged_rms_norm", ()))
         for k in st.knobs:
             assert k.value == chosen.get(k.name)

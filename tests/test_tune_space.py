@@ -6,11 +6,11 @@ import pytest
 
 import deplokit
 from deplokit.errors import DeplokitError
-from deplokit.passes.schedule import PASSES, knobs_of, pass_label
+from deplokit.passes.schedule import SCHEDULE
 from deplokit.tune.space import KernelSpace, kernel_spaces
 from tune_programs import compiled
 
-DOMAINS = {f"{pass_label(m)}.{k.name}": k.domain for m in PASSES for k in knobs_of(m)}
+DOMAINS = {f"{m.name}.{k.name}": k.domain for m in SCHEDULE for k in m.knobs}
 
 
 def _space(name):

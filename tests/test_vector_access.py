@@ -40,7 +40,7 @@ def _vector_accesses(c, space="global"):
 
 def _notes(c):
     step = next(s for s in c.trace if s.name == "005_blockify_launch")
-    return [n for n in step.notes if "vector_width" in n]
+    return [d.note for d in step.decisions if "vector_width" in d.note]
 
 
 def test_pointwise_moves_four_elements_per_thread_with_float4():

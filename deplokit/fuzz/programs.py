@@ -403,12 +403,9 @@ def random_knobs(rng, pass_knobs) -> dict:
 
 
 def declared_knobs() -> tuple[tuple[str, tuple], ...]:
-    """Every scheduling pass's knobs, as the autotuner sees them, and split_reduce's."""
-    from ..passes.schedule import PASSES, knobs_of, pass_label
-    out = [(f"{pass_label(m)}.{k.name}", tuple(k.domain)) for m in PASSES for k in knobs_of(m)]
-    from ..passes import split_reduce
-    out.append((split_reduce.KNOB, (1, 2, 3, 8, 33)))
-    return tuple(out)
+    """Every knob the pipeline's passes declare (the autotuner's space and more)."""
+    from ..pipeline import PIPELINE
+    return tuple((f"{p.name}.{k.name}", tuple(k.domain)) for p in PIPELINE for k in p.knobs)
 
 
 def generate(seed: int, index: int, templates, knobs) -> Case:

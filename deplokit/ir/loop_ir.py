@@ -184,6 +184,10 @@ class LoopProgram(Displayable):
     written: tuple[Buffer, ...]       # what the kernels write: outputs, and temps read by a later kernel
     kernels: tuple[Kernel, ...]
     outputs: tuple[str, ...]
+    # After dedup (passes/dedup.py): the program these unique kernels stand for, and which
+    # kernel each of its launches runs with which tensors. None and () before.
+    whole: LoopProgram | None = None
+    launches: tuple = ()
 
     def types(self):
         return {b.name: b.type for b in self.buffers + self.written}

@@ -58,27 +58,18 @@ def diff_html(before: str, after: str, stage: str) -> str:
     return f'<pre style="{PRE}">{"".join(lines)}</pre>'
 
 
-def pass_description(name: str) -> str:
-    """The one-line DESCRIPTION of a Tile-IR pass (`007_stage_inputs`), '' for other steps."""
-    from ..passes.schedule import PASSES, pass_label
-    for mod in PASSES:
-        if pass_label(mod) == name:
-            return getattr(mod, "DESCRIPTION", "")
-    return ""
-
-
 def knob_text(knobs) -> str:
     return ", ".join(f"{k}={v}" for k, v in knobs)
 
 
 def step_header(step) -> str:
     """The pass name, its one-line description and its parameters (knobs per kernel)."""
-    desc = pass_description(step.name) if step.stage == "tile" else ""
+    desc = step.description if step.stage == "tile" else ""
     head = f'<span style="font-family: var(--jp-code-font-family, monospace)">{esc(step.tag)}</span>'
     head += f" &nbsp;<span style=\"{NOTE}\">{esc(desc)}</span>" if desc else \
         f" &nbsp;<span style=\"{NOTE}\">→ {esc(STAGE_TITLES.get(step.stage, step.stage))}</span>"
     parts = [title(head)]
-    for kernel, knobs in step.params if step.stage == "tile" else ():
+    for kernel, knobs in step.params:
         parts.append(note(f"{esc(kernel)}: {esc(knob_text(knobs)) or 'no knobs'}"))
     return "".join(parts)
 
@@ -90,7 +81,7 @@ def step_html(step) -> str:
     if step.skipped_reason or before == after:
         parts.append(note("skipped: " + esc(step.skipped_reason or "no change")))
         return box("".join(parts))
-    notes = step.notes
+    notes = step.remarks
     if notes:
         parts.append("".join(note(("not applied: " if step.stage == "tile" else "") + esc(n)) for n in notes))
     parts.append(diff_html(before, after, step.stage))

@@ -12,7 +12,8 @@ import weakref
 from dataclasses import dataclass
 
 from ..errors import DeplokitError
-from .diff import diff_html, pass_description
+from ..passes.schedule import SCHEDULE
+from .diff import diff_html
 from .extra import NotebookExtraMissing, require
 from .highlight import highlight_html
 from .style import BAD, NOTE, OK, box, details, esc, note, table, title
@@ -44,18 +45,18 @@ class PassStep:
 
 def pass_steps(compilation, kernel: str) -> tuple[PassStep, ...]:
     """The 16 Tile-IR trace steps seen from one kernel."""
-    from ..passes.schedule import PASSES, knobs_of, pass_label
-    mods = {pass_label(m): m for m in PASSES}
+    passes = {p.name: p for p in SCHEDULE}
     out = []
     for step in (s for s in compilation.trace if s.stage == "tile"):
         before, after = step.before.kernel(kernel), step.after.kernel(kernel)
         chosen = dict(dict(step.params).get(kernel, ()))
-        knobs = tuple(KnobChoice(k.name, chosen.get(k.name), k.domain, k.doc) for k in knobs_of(mods[step.name]))
-        reason = next((n.split(": ", 1)[1] for n in step.notes if n.startswith(f"{kernel}: ")), "")
+        knobs = tuple(KnobChoice(k.name, chosen.get(k.name), k.domain, k.doc) for k in passes[step.name].knobs)
+        decision = step.decision(kernel)
+        reason = decision.skipped if decision else ""
         applied = before != after
         if not applied and not reason:
             reason = "no change"
-        out.append(PassStep(len(out), step.name, pass_description(step.name), kernel, knobs, applied,
+        out.append(PassStep(len(out), step.name, step.description, kernel, knobs, applied,
                             "" if applied else reason, str(before), str(after)))
     return tuple(out)
 

@@ -19,15 +19,15 @@ read padded loads and accumulate the reduction's identity (a `where` guard), exc
 every load the value comes from pads the same dimension with 0 and the value is that load or
 a product of such loads (a matmul's K tail).
 
-Knob: `split_reduce.splits` (or `<kernel>:split_reduce.splits`) in the config forces the
-split count (1: off); by default S = min(ceil(SMs / blocks), L // MIN_CHUNK).
+Knob: `split_reduce.splits` in the config forces the split count (1: off); by default
+("auto") S = min(ceil(SMs / blocks), L // MIN_CHUNK) for each kernel.
 """
 from __future__ import annotations
 
-from ..errors import DeplokitError
 from ..ir.index import Affine, floordiv, free_vars, gathers, mod, var
 from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store, walk
 from ..ir.types import Buffer, TensorType
+from .record import Knob, Noted, Pass, Skip
 from .schedule.rewrite import substitute_body
 
 MIN_LENGTH = 4096      # reduce loops shorter than this are not worth a second kernel
@@ -36,7 +36,6 @@ MIN_CHUNK_K = 256      # ... in a matmul's K (each element is a row of the outpu
                        # enough splits that 003 split_matmul_k finds the grid full (no atomics)
 DOT_OUTPUTS = 256      # a matmul with fewer outputs reduces each one as a row (see _Shape)
 CHUNK_ALIGN = 32       # chunks are whole warps of elements
-KNOB = "split_reduce.splits"
 _IDENTITY = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 
@@ -122,16 +121,6 @@ def default_splits(shape: _Shape, target) -> int:
         return 1
     chunk = MIN_CHUNK_K if any(r.role == "K" for r in shape.reduces) else MIN_CHUNK
     return max(1, min(-(-target.sm_count // shape.blocks), shortest // chunk))
-
-
-def _configured(kernel: Kernel, config: dict):
-    for key in (f"{kernel.name}:{KNOB}", KNOB):
-        if key in config:
-            value = config[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise DeplokitError(f"knob {key}={value!r}: expected an integer >= 1 (1 turns splitting off)")
-            return value
-    return None
 
 
 class _Names:
@@ -290,21 +279,20 @@ def split_kernel(kernel: Kernel, shape: _Shape, S: int, types: dict, taken: _Nam
     return kernels, buffers, note
 
 
-def split_reduce(program: LoopProgram, ctx):
+def split_reduce(program: LoopProgram, pctx):
     """Split the kernels whose few rows leave SMs idle; notes say which and why not."""
-    config = ctx.config if ctx else {}
+    forced = pctx.knobs.get("splits", "auto")
     types = program.types()
     taken = _Names(set(types) | {k.name for k in program.kernels})
     kernels, written, notes = [], list(program.written), []
     for k in program.kernels:
         shape = _Shape(k)
-        forced = _configured(k, config)
         if shape.reason:
-            if forced not in (None, 1):
+            if forced not in ("auto", 1):
                 notes.append(f"{k.name}: not split ({shape.reason})")
             kernels.append(k)
             continue
-        S = forced if forced is not None else default_splits(shape, ctx.target)
+        S = default_splits(shape, pctx.target) if forced == "auto" else forced
         S = min(S, min(r.extent for r in shape.reduces))
         if S <= 1:
             kernels.append(k)
@@ -315,5 +303,15 @@ def split_reduce(program: LoopProgram, ctx):
         kernels += new
         notes.append(note)
     if len(kernels) == len(program.kernels):
-        return program, tuple(notes)
-    return LoopProgram(program.buffers, tuple(written), tuple(kernels), program.outputs), tuple(notes)
+        why = "off (splits=1)" if forced == 1 else (f"no kernel leaves SMs idle on few rows whose every reduction "
+                                                     f"is >= {MIN_LENGTH} long")
+        return Skip("; ".join(notes) or why)
+    return Noted(LoopProgram(program.buffers, tuple(written), tuple(kernels), program.outputs), tuple(notes))
+
+
+SPLITS = ("auto", 1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
+SPLIT_REDUCE = Pass(
+    "split_reduce", "loop", "spread few long reductions over blocks: partials, then a combine in order",
+    split_reduce,
+    (Knob("splits", SPLITS, lambda program, target: "auto",
+          "splits per row: auto (from rows, lengths and the target's SMs) or a count; 1 turns it off"),))

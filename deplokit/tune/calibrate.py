@@ -94,7 +94,8 @@ def measure_samples(compilation, per_kernel: int = 12, seed: int = 0, listener=N
     """Time `per_kernel` random schedules of every kernel of `compilation` on the GPU; each
     sample pairs the measured time with the work the model prices. Needs a CUDA device."""
     from ..errors import DeplokitError
-    from ..passes.lower.materialize import materialize
+    from ..passes.lower import lower_tiles
+    from ..trace import Context
     from ..runtime.device import require_gpu
     from .objective import ModelObjective
     from .space import kernel_spaces
@@ -116,7 +117,7 @@ def measure_samples(compilation, per_kernel: int = 12, seed: int = 0, listener=N
             # kernels are the same in every sample: the fit absorbs them as launch overhead).
             measured = next((p.time_us for p in report.kernels if p.name == space.kernel_name), report.deplokit_us)
             tile_program = space.program_with(leaf)
-            kernel_program = materialize(tile_program)
+            kernel_program = lower_tiles(tile_program, Context(compilation.target))
             stats = model.stats(kernel_program)
             s = stats.get(leaf.kernel.name)
             work = count_work(leaf.kernel, tile_program.types())

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import DeplokitError
-from ..passes.lower.materialize import materialize
+from ..passes.lower import lower_tiles
 from ..runtime.device import require_gpu
+from ..trace import Context
 from .cost_model import CostConstants, DoesNotFit, estimate
 
 OBJECTIVES = ("model", "gpu")
@@ -39,7 +40,7 @@ class ModelObjective:
     def __call__(self, space, leaf) -> float:
         tile_program = space.program_with(leaf)
         try:
-            kernel_program = materialize(tile_program)
+            kernel_program = lower_tiles(tile_program, Context(self.target))
             stats = self.stats(kernel_program) if self.ptxas else None
             return estimate(tile_program, kernel_program, self.target, stats, self.constants).time_us
         except DoesNotFit as e:
@@ -50,7 +51,6 @@ class ModelObjective:
     def stats(self, kernel_program) -> dict:
         """ptxas's KernelStats of every kernel, from the cache or one nvcc run."""
         from ..passes.lower.cuda import render_cuda
-        from ..pipeline import Context
         from ..runtime.nvcc import KernelStats, compile_cuda
 
         source = render_cuda(kernel_program, Context(self.target))

@@ -117,19 +117,20 @@ def tune_compilation(compilation, budget: int = 64, objective: str = "model", li
             store.close()
 
 
-def tuned_config(compilation, cache=None) -> tuple[dict, int, list[str]]:
-    """(config, kernels it schedules, notes) from the best cached trials of the program's kernels;
-    ({}, 0, notes) when the cache has none. Never creates a cache file; a corrupt one is set aside."""
+def tuned_config(program, target, cache=None) -> tuple[dict, int, list[str]]:
+    """(config, kernels it schedules, notes) from the best cached trials of the kernels of
+    `program` (Loop IR) for `target`; ({}, 0, notes) when the cache has none. Never creates a
+    cache file; a corrupt one is set aside."""
     from ..ir.structural import structural_hash
-    from ..passes.schedule import PASSES, knobs_of, pass_label
+    from ..passes.schedule import SCHEDULE
 
     store = cache if isinstance(cache, TuneCache) else TuneCache(cache, create=False)
-    domains = {f"{pass_label(m)}.{k.name}": k.domain for m in PASSES for k in knobs_of(m)}
+    domains = {f"{p.name}.{k.name}": k.domain for p in SCHEDULE for k in p.knobs}
     config, count = {}, 0
     try:
-        types = compilation.loop_ir.types()
-        for k in compilation.loop_ir.kernels:
-            found = store.best(structural_hash(k, types), compilation.target.name)
+        types = program.types()
+        for k in program.kernels:
+            found = store.best(structural_hash(k, types), target.name)
             if found is None:
                 continue
             knobs = dict(found[1].config)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...errors import UnsupportedOpError
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
+from ...ir.names import fresh_name
 from ...ir.tensor_ir import (COMPARISON_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
                              TensorNode)
 from ...ir.types import TensorType
@@ -22,9 +23,7 @@ class Builder:
 
     # -- names and types --------------------------------------------------------------
     def fresh(self, hint: str) -> str:
-        name, n = hint, 1
-        while name in self._taken:
-            name, n = f"{hint}_{n}", n + 1
+        name = fresh_name(hint, self._taken, "_")
         self._taken.add(name)
         return name
 

@@ -37,7 +37,7 @@ def fuse_rows(program: LoopProgram, enabled: bool = True) -> tuple[LoopProgram, 
     """Merge every chain of kernels (contraction -> softmax -> contraction, in three kernels
     or two) that qualifies. Returns the program and one decision line per chain considered."""
     if not enabled:
-        return program, ("rows: row fusion disabled by the config (fuse.row_fusion)",)
+        return program, ("rows: row fusion disabled by the config (fuse_rows.enable)",)
     kernels = list(program.kernels)
     temps = {b.name for b in program.written if b.kind == "temp"}
     types = program.types()

@@ -16,6 +16,7 @@ from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
                              KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
                              SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
+from ...ir.names import fresh_name
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
                         _Scope, format_float)
 from .cuda_ptx import PtxRenderer
@@ -89,10 +90,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.flat_tid = self.tid
 
     def fresh(self, base: str) -> str:
-        name, i = base, 0
-        while name in self.used:
-            i += 1
-            name = f"{base}{i}" if not base[-1].isdigit() else f"{base}_{i}"
+        name = fresh_name(base, self.used, "_" if base[-1].isdigit() else "")
         self.used.add(name)
         return name
 

@@ -1,25 +1,6 @@
-"""What a scheduling pass declares beside its code: its knobs, and how it says no.
-
-A knob has a name, a finite domain and a default heuristic; the autotuner reads the
-domains from here and nowhere else. A pass that does not apply to a kernel returns Skip
-with the reason, which the trace records."""
+"""Sizes the scheduling passes' knob defaults and budgets share (the knob, Skip and Noted
+records themselves live in deplokit/passes/record.py)."""
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any, Callable
-
-
-@dataclass(frozen=True)
-class Knob:
-    name: str
-    domain: tuple
-    default: Callable[..., Any]     # (kernel, target) -> a value in domain
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Skip:
-    reason: str
 
 
 def pow2_at_least(n: int) -> int:
@@ -50,12 +31,6 @@ def combine_smem(tile) -> int:
     return total
 
 
-@dataclass(frozen=True)
-class Noted:
-    """A pass's result with a note on a choice its knobs asked for and the kernel did not
-    allow (why accesses stay scalar, say); the trace records the note."""
-    kernel: Any
-    note: str
 def local_smem(kernel) -> int:
     """Shared memory the kernel's locals take once materialised: one row each, one row per
     block (a kernel with locals runs one row per block; see 004 cooperative_reduce)."""

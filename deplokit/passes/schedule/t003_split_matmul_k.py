@@ -50,7 +50,7 @@ from __future__ import annotations
 from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Tile, TileAxis, TileKernel, walk
-from .knobs import Knob, Skip
+from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .rewrite import substitute_body, used_vars
 from .t008_register_tile import default_extent
 
@@ -182,11 +182,11 @@ def _default_splits(kernel: TileKernel, target) -> int:
 KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),)
 
 
-def apply(kernel: TileKernel, target, knobs):
+def apply(kernel: TileKernel, pctx: PassContext):
     mm = _Matmul(kernel)
     if mm.reason:
         return Skip(mm.reason)
-    S = knobs["splits"]
+    S = pctx.knobs["splits"]
     if S == 1:
         blocks = _thread_tiles(mm.tile)
         if blocks * 2 > GRID_TARGET:
@@ -201,9 +201,7 @@ def apply(kernel: TileKernel, target, knobs):
     tile, outer = mm.tile, mm.outer
     base = outer.var[:-1] if outer.var.endswith("o") else outer.var
     used = used_vars(kernel.body)
-    ks, n = f"{base}s", 1
-    while ks in used:
-        ks, n = f"{base}s{n}", n + 1
+    ks = fresh_name(f"{base}s", used)
     C = mm.chunks // S
     body = substitute_body(outer.body, {outer.var: var(ks) * C + var(outer.var)}, {outer.var: C, ks: S})
     new_outer = Loop(outer.var, C, outer.kind, body, outer.role, outer.unroll)
@@ -216,6 +214,7 @@ def apply(kernel: TileKernel, target, knobs):
             s = AtomicAdd(st.tensor, st.index, st.value)
         out.append(s)
     new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(out))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
 
+
+PASS = KernelPass("003_split_matmul_k", "tile", DESCRIPTION, apply, KNOBS)

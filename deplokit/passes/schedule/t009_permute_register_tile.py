@@ -33,14 +33,14 @@ from ...ir.index import Affine, Var, floordiv, mod, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
 from ...ir.tile_ir import AtomicAdd, StridedLoop, Tile, TileKernel, walk
 from .banks import smem_loads
-from .knobs import Knob, Skip
+from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 from .rewrite import substitute_body
 from .t008_register_tile import role_pair
 
 DESCRIPTION = "reorder the register strip so bank-conflicting loads land on far columns"
 
-KNOBS = (Knob("permute", (True, False), lambda k, t: True,
-              "rotate each thread's register strip by its thread group against bank conflicts"),)
+KNOBS = (flag_knob("permute", "rotate each thread's register strip by its thread group against bank conflicts",
+                   "permutation"),)
 
 
 def _coef(e: Affine, name: str) -> int:
@@ -64,9 +64,7 @@ def _cost(kernel: TileKernel) -> int:
     return sum(ld.wavefronts for ld in smem_loads(kernel))
 
 
-def apply(kernel: TileKernel, target, knobs):
-    if not knobs["permute"]:
-        return Skip("permutation disabled by the knob")
+def apply(kernel: TileKernel, pctx: PassContext):
     tile = kernel.tile()
     regs: dict[str, Loop] = {}
     for s, _ in walk(tile.body):
@@ -124,8 +122,7 @@ def _permute(kernel: TileKernel, reg: Loop, t, d: int) -> TileKernel:
     tiles = {s.acc for s, _ in walk(tile.body) if isinstance(s, Accumulate) and s.index}
     body = _rewrite(tile.body, {reg.var: col}, ranges, tiles)
     new_tile = Tile(tile.axes, body)
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
 
 
 def _rewrite(body, mapping, ranges, tiles):
@@ -139,3 +136,6 @@ def _rewrite(body, mapping, ranges, tiles):
             s = substitute_body((s,), mapping, ranges)[0]
         out.append(s)
     return tuple(out)
+
+
+PASS = KernelPass("009_permute_register_tile", "tile", DESCRIPTION, apply, KNOBS)

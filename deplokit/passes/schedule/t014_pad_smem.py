@@ -28,7 +28,7 @@ import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
 from .banks import stage_cost
-from .knobs import Knob, Skip
+from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
@@ -106,8 +106,8 @@ def _smem_floats(stage: Stage, pad: int) -> int:
     return n * stage.buffers
 
 
-def apply(kernel: TileKernel, target, knobs):
-    pad = knobs["pad"]
+def apply(kernel: TileKernel, pctx: PassContext):
+    pad = pctx.knobs["pad"]
     if pad == 0:
         return Skip("padding disabled by the knob (pad=0)")
     stages = _stages(kernel)
@@ -127,5 +127,7 @@ def apply(kernel: TileKernel, target, knobs):
 
     tile = kernel.tile()
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
+
+
+PASS = KernelPass("014_pad_smem", "tile", DESCRIPTION, apply, KNOBS)
