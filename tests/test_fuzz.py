@@ -8,7 +8,8 @@ import torch
 
 from deplokit.fuzz import __main__ as fuzz_cli
 from deplokit.fuzz import covered_templates, fuzz, generate, reproducer, run_case
-from deplokit.fuzz.programs import TEMPLATES, Case, declared_knobs
+from deplokit.fuzz.programs import Case, declared_knobs
+from deplokit.fuzz.templates import TEMPLATES
 from deplokit.fuzz.runner import mask, mismatch
 
 SEED = 13

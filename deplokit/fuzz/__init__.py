@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .programs import Case, covered_templates, declared_knobs, generate, uncovered_rules
+from .programs import Case, declared_knobs, generate
+from .templates import covered_templates, uncovered_rules
 from .runner import Outcome, reproducer, run_case
 
 __all__ = ["Case", "FuzzReport", "fuzz", "generate", "run_case", "reproducer", "covered_templates",

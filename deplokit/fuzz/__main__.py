@@ -6,7 +6,8 @@ import json
 import sys
 
 from . import fuzz
-from .programs import Case, covered_templates, uncovered_rules
+from .programs import Case
+from .templates import covered_templates, uncovered_rules
 from .runner import run_case
 
 
