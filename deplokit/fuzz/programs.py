@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from .templates import MAX_NUMEL, ODD, numel
+from .limits import MAX_NUMEL, ODD, numel
 
 LONG_ROWS = (12289, 49999, 65537)   # past a block's static shared memory; the last two past 227 KiB
 MAX_LONG = 140_000          # elements of a value of a few long rows
