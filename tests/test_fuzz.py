@@ -58,6 +58,14 @@ def test_failure_classes_mask_names_and_numbers():
     assert mask("kernel merged_mm: variable 'in0' is used") == mask("kernel merged_mm2: variable 'in3' is used")
 
 
+def test_a_verifier_error_is_a_finding_not_a_refusal():
+    from deplokit.fuzz.runner import _is_defect
+    from deplokit.errors import ConfigError
+    from deplokit.passes.verify import IRInvariantError
+    assert _is_defect(IRInvariantError("Tile", "names-declared", "k", "in0 is read before it is defined"))
+    assert not _is_defect(ConfigError("config key 'x' is not of the form PASS.KNOB"))
+
+
 def test_timeout_is_a_failure_of_its_own():
     case = Case(0, 0, "x0 = torch.randn(3, 1000)\ntorch.softmax(x0, -1) @ x0.t()", ("softmax",))
     out = run_case(case, timeout=0.01)
@@ -79,7 +87,8 @@ def test_reproducer_replays_the_case(capsys):
 OUTSTANDING = {
     "C-reserved kernel names (issue 13 part 2)": re.compile(r"overloaded function .* linkage"),
     "register tile loses a value (issue 13 part 1, t008)": re.compile(r"is used before it is declared|"
-                                                                      r"is undefined|used as a scalar"),
+                                                                      r"is undefined|used as a scalar|"
+                                                                      r"names-declared violated"),
     "loop backend reads an index out of bounds (issue 13 part 4)": re.compile(r"^loop: IndexError"),
 }
 

@@ -147,6 +147,12 @@ def mismatch(e32, spread, got, rtol: float, atol: float) -> str:
     return ""
 
 
+def _is_defect(e: Exception) -> bool:
+    """A DeplokitError that reports the compiler's own mistake (an IR verifier's invariant),
+    not an input it does not support."""
+    return any(c.__name__ == "IRInvariantError" for c in type(e).__mro__)
+
+
 def compile_case(case: Case):
     import deplokit
     from ..frontend.expression import load_expression
@@ -168,6 +174,8 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
             try:
                 c, program = compile_case(case)
             except DeplokitError as e:
+                if _is_defect(e):          # the compiler caught itself: a finding, not a refusal
+                    raise
                 return Outcome(case, "refused", "compile", str(e), time.perf_counter() - start)
             stage = "determinism"
             again, _ = compile_case(case)
@@ -215,7 +223,7 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
         return Outcome(case, "fail", "timeout", f"{e} (in {stage})", time.perf_counter() - start)
     except Exception as e:  # noqa: BLE001 -- every other exception is a finding
         msg = f"{type(e).__name__}: {e}"
-        if isinstance(e, DeplokitError) and stage not in ("nvrtc", "nvcc"):
+        if isinstance(e, DeplokitError) and stage not in ("compile", "nvrtc", "nvcc"):
             msg = f"{type(e).__name__} after compiling: {e}"
         return Outcome(case, "fail", stage, msg, time.perf_counter() - start)
     return Outcome(case, "ok", seconds=time.perf_counter() - start)
