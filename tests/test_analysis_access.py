@@ -1,13 +1,13 @@
 """The memory-access view (deplokit.analysis.access) and the per-kernel roofline
-(deplokit.analysis.roofline): what one warp touches and where each kernel stands, no GPU."""
+(deplokit.tune.roofline): what one warp touches and where each kernel stands, no GPU."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import deplokit
 from deplokit.analysis.access import accesses, memory_access
-from deplokit.analysis.roofline import roofline_of
-from deplokit.passes.schedule.banks import smem_loads
+from deplokit.tune.roofline import roofline_of
+from deplokit.analysis.banks import smem_loads
 from notebook_html import parse
 
 

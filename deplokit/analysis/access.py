@@ -7,14 +7,14 @@ For a load or store of a scheduled kernel and one warp of block 0, every lane's 
   per lane (32), so 7/8 of the bytes fetched are wasted;
 * a shared-memory load is served by 32 banks of 4-byte words (word w in bank w % 32);
   distinct words in one bank are served one after another: the load takes as many
-  wavefronts as the busiest bank has distinct words (passes/schedule/banks.py).
+  wavefronts as the busiest bank has distinct words (analysis/banks.py).
 
 A float4 access (005's vector loop) is one 16-byte access per lane; shared memory serves
 it a quarter-warp (8 lanes, 128 bytes) at a time. The lanes are the THREAD axes flattened
 row-major, as the materialiser numbers threads; loop variables are uniform across a warp
 and taken at 0 (they shift every lane alike), register-loop variables at `slot` (0 by
 default), a strided loop's variable at its thread's start. Bytes and sectors are the same
-model the cost model prices (tune/traffic.py); this module shows them lane by lane."""
+model the cost model prices (analysis/work.py); this module shows them lane by lane."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +26,8 @@ from ..errors import DeplokitError
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Load, Loop, Store
 from ..ir.tile_ir import AtomicAdd, Stage, StridedLoop, TileKernel, walk
-from ..passes.schedule.banks import BANKS, WARP, conflict_degree, stage_word, thread_values
-from ..tune.traffic import SECTOR, _strides
+from .banks import BANKS, WARP, conflict_degree, stage_word, thread_values
+from .work import SECTOR, _strides
 
 
 @dataclass(frozen=True)

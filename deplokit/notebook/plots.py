@@ -113,7 +113,7 @@ def roofline(reports: Sequence, title: str | None = None, label_limit: int = 12)
 
 
 def kernel_roofline(roof, title: str | None = None):
-    """A deplokit.analysis.roofline.Roofline drawn: the target's two ceilings, and per kernel
+    """A deplokit.tune.roofline.Roofline drawn: the target's two ceilings, and per kernel
     with FLOPs the cost model's predicted GFLOP/s (filled), the ceiling at its intensity
     (hollow) and, where a GPU ran it, the measured GFLOP/s (a star). Kernels without FLOPs
     (a zero fill) have no place on a log-log roofline and are left out."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import display
 from ..analysis.access import WarpAccess
-from ..analysis.roofline import Roofline
+from ..tune.roofline import Roofline
 from ..compilation import CheckResult, Compilation, PassCheck
 from ..ir.kernel_ir import KernelFunc, KernelProgram
 from ..ir.loop_ir import Kernel, LoopProgram

@@ -1,7 +1,7 @@
 """Each kernel of a compilation on the target's roofline, without a GPU.
 
 A kernel's *arithmetic intensity* is its FLOPs over the bytes it must move (each tensor it
-touches once: tune/traffic.py's compulsory bytes). The target's two ceilings, peak memory
+touches once: analysis/work.py's compulsory bytes). The target's two ceilings, peak memory
 bandwidth and peak FP32, bound what any schedule can reach: below the ridge point
 (intensity < peak FLOP/s / peak bytes/s) a kernel is memory-bound, above it compute-bound.
 Next to that bound stands the cost model's predicted time for the schedule deplokit chose
@@ -67,9 +67,9 @@ def roofline_of(compilation, report=None, label: str = "") -> Roofline:
     """The compilation's kernels on its target's roofline; `report` (a BenchReport from a GPU
     run of the same program) adds the measured time of each kernel it profiled; `label`
     names it in titles."""
-    from ..runtime.traffic import kernel_func_bytes
-    from ..tune.cost_model import estimate, roofline_us
-    from ..tune.traffic import count_work
+    from ..analysis.traffic import kernel_func_bytes
+    from ..analysis.work import count_work
+    from .cost_model import estimate, roofline_us
 
     target = compilation.target
     tile, kernels = compilation.tile_ir, compilation.kernel_ir
