@@ -19,6 +19,7 @@ import weakref
 from dataclasses import dataclass
 
 from ..errors import DeplokitError
+from ..passes.schedule import SCHEDULE
 from .diff import diff_html
 from .extra import NotebookExtraMissing, require
 from .highlight import highlight_html
@@ -54,7 +55,6 @@ def skip_reason(step, kernel: str) -> str:
 
 def pass_knobs(step) -> tuple:
     """The knobs the pass declares (name, domain, doc), in declaration order."""
-    from ..passes.schedule import SCHEDULE
     return next((p.knobs for p in SCHEDULE if p.name == step.name), ())
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..passes.schedule import SCHEDULE
 from .style import box, esc, note, table, title
 
 
@@ -33,7 +34,6 @@ class Table:
 
 def knobs_table() -> Table:
     """Every knob of the 16 passes: its pass, domain and what it decides."""
-    from ..passes.schedule import SCHEDULE
     rows = tuple((f"{p.name}.{k.name}", ", ".join(str(v) for v in k.domain), k.doc) for p in SCHEDULE for k in p.knobs)
     return Table(("knob", "domain", "what it decides"), rows, f"{len(rows)} knobs in {len(SCHEDULE)} passes")
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..analysis.traffic import kernel_func_bytes
+from ..analysis.work import count_work
 from ..display import Displayable
+from .cost_model import estimate, roofline_us
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,6 @@ def roofline_of(compilation, report=None, label: str = "") -> Roofline:
     """The compilation's kernels on its target's roofline; `report` (a BenchReport from a GPU
     run of the same program) adds the measured time of each kernel it profiled; `label`
     names it in titles."""
-    from ..analysis.traffic import kernel_func_bytes
-    from ..analysis.work import count_work
-    from .cost_model import estimate, roofline_us
-
     target = compilation.target
     tile, kernels = compilation.tile_ir, compilation.kernel_ir
     types = tile.types()
