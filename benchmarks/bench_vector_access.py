@@ -47,8 +47,7 @@ def measure(fn, inputs, config):
     blocks = sum(s.blocks for s in stats)
     regs = None
     if nvcc_available():
-        c.nvcc()
-        regs = max(k.registers for k in c.kernel_ir.kernels)
+        regs = max(s.registers for s in c.nvcc().stats.values())
     return loads, stores, moved, blocks, regs
 
 

@@ -6,11 +6,26 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .analysis.inventory import inventory
 from .display import Displayable
 from .errors import ExecutionError
+from .frontend import hf
 from .frontend.capture import capture
-from .pipeline import STAGES, Context, lower
+from .passes.lower import lower_tiles
+from .passes.lower.cuda import render_cuda
+from .passes.verify import verify
+from .pipeline import STAGES, lower
+from .runtime.bench import bench_compilation, cuda_eager
+from .runtime.cupy_backend import CupyExecutor
+from .runtime.device import gpu_available
+from .runtime.loop_interp import run_loop_ir
+from .runtime.nvcc import compile_cuda
+from .runtime.sass import compile_sass
+from .runtime.sim import simulate_program
+from .runtime.tensor_interp import run_tensor_ir
 from .target import get_target
+from .trace import Context
+from .tune.tuner import tune_compilation
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
 # SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
@@ -24,7 +39,6 @@ def resolve_backend(backend: str) -> str:
         raise ExecutionError(f"unknown backend {backend!r}; supported: {', '.join(BACKENDS)}")
     if backend != "auto":
         return backend
-    from .runtime.device import gpu_available
     return "cupy" if gpu_available() else "sim"
 
 
@@ -38,29 +52,40 @@ class CheckResult(Displayable):
     atol: float
 
     def __str__(self) -> str:
-        mark = "ok" if self.ok else "MISMATCH"
+        # The test is per element, |got - expected| <= atol + rtol * |expected|: a max rel error
+        # above rtol can pass (on elements near 0, where atol covers it), so say which test ran.
+        mark, verdict = ("ok", "every element within") if self.ok else ("MISMATCH", "some element outside")
         return (f"{mark}: backend={self.backend} max abs error {self.max_abs_error:.3g}, "
-                f"max rel error {self.max_rel_error:.3g} (rtol {self.rtol:.3g}, atol {self.atol:.3g})")
+                f"max rel error {self.max_rel_error:.3g}; {verdict} atol + rtol*|expected| "
+                f"(rtol {self.rtol:.3g}, atol {self.atol:.3g})")
 
 
 class Compilation(Displayable):
-    def __init__(self, source, example_inputs, target, captured, stages, trace):
-        # With dedup, tile/kernel/cuda hold each unique kernel once; `launches` lists the
-        # kernel each Loop-IR kernel runs (passes/dedup.py). () without dedup.
-        self.launches = stages.get("launches", ())
+    """One program lowered once, for one target and config: its IRs and the trace. Not
+    changed after it is built: recompile makes a new one; nvcc returns what it finds."""
+
+    def __init__(self, source, example_inputs, captured, ctx: Context):
+        stages, trace = lower(captured.program, ctx)
+        self._captured, self._ctx = captured, ctx
         self.source = source
         self.example_inputs = tuple(example_inputs)
-        self.target = target
+        self.target = ctx.target
         self.values = captured.values
         self.input_names = captured.input_names
         self._out_spec = captured.out_spec
         self.torch_ir = stages["torch"]
         self.tensor_ir = stages["tensor"]
-        self.loop_ir = stages["loop"]
+        # With dedup, tile/kernel/cuda hold each unique kernel once and the Loop IR they were
+        # scheduled from keeps the whole program and which kernel each of its launches runs
+        # (passes/dedup.py); loop_ir is the whole program, launches () without dedup.
+        unique = stages["loop"]
+        self.loop_ir = unique if unique.whole is None else unique.whole
+        self.launches = unique.launches
         self.tile_ir = stages["tile"]
         self.kernel_ir = stages["kernel"]
         self.cuda = stages["cuda"]
         self.trace = trace
+        self._cupy = None
 
     # -- execution ------------------------------------------------------------------------
     def run(self, *inputs, backend: str = "auto"):
@@ -75,14 +100,10 @@ class Compilation(Displayable):
         return self._wrap(self._execute(backend, env))
 
     def _execute(self, backend: str, env: dict, kernel_ir=None) -> list:
-        from .runtime.loop_interp import run_loop_ir
-        from .runtime.tensor_interp import run_tensor_ir
-
         if backend == "tensor":
             return run_tensor_ir(self.tensor_ir, env)
         if backend == "loop":
             return run_loop_ir(self.loop_ir, env)
-        from .runtime.sim import simulate_program
         # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
         program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
         return simulate_program(program, env, launches=self.launches, whole=self.loop_ir if self.launches else None,
@@ -102,8 +123,7 @@ class Compilation(Displayable):
 
     def cupy_executor(self):
         """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
-        if getattr(self, "_cupy", None) is None:
-            from .runtime.cupy_backend import CupyExecutor
+        if self._cupy is None:
             self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target,
                                       launches=self.launches, whole=self.loop_ir)
         return self._cupy
@@ -113,7 +133,6 @@ class Compilation(Displayable):
         """Time the program on the GPU (CUDA events, L2 flushed before every run, median of
         `repeats` after `warmup`) against the tools named in `compare` ("eager", "compile");
         with `profile`, per kernel too. Returns a BenchReport; needs a CUDA device."""
-        from .runtime.bench import bench_compilation
         return bench_compilation(self, inputs or self.example_inputs, warmup=warmup, repeats=repeats,
                                  compare=tuple(compare), profile=profile, name=name)
 
@@ -151,15 +170,14 @@ class Compilation(Displayable):
         with torch.no_grad():
             on_gpu = [t.device for t in inputs if isinstance(t, torch.Tensor) and t.is_cuda]
             if on_gpu:      # a module's weights (or a function's host tensors) must move there too
-                from .runtime.bench import cuda_eager
                 return cuda_eager(self.source, inputs, str(on_gpu[0]))(*inputs)
             return self.source(*inputs)
 
     def check_passes(self, *inputs, rtol: float = 1e-4, atol: float | None = None) -> list["PassCheck"]:
         """Run the Tile IR as it stands after each scheduling pass in the simulator and
-        compare with torch eager: a pass that changes meaning is caught at that pass."""
-        from .passes.lower.materialize import materialize
-
+        compare with torch eager: a pass that changes meaning is caught at that pass. Each
+        step's Tile IR, and the Kernel IR it lowers to, is verified first (passes/verify.py):
+        a pass that breaks an invariant raises IRInvariantError naming it."""
         inputs = inputs or self.example_inputs
         self._require_weights()
         expected = self._eager(inputs)
@@ -171,50 +189,45 @@ class Compilation(Displayable):
             if step.stage != "tile":
                 continue
             if last is None or step.changed:   # a pass that changed nothing keeps the last result
-                got = self._wrap(self._execute("sim", env, materialize(step.after)))
+                verify(step.after, self.target)
+                kernel_ir = lower_tiles(step.after, self._ctx)
+                verify(kernel_ir)
+                got = self._wrap(self._execute("sim", env, kernel_ir))
                 last = _compare(expected, got, "sim", rtol, atol)
             out.append(PassCheck(step.name, not step.changed, last))
         return out
 
     def nvcc(self, arch: str | None = None):
-        """Compile the CUDA with nvcc for `arch` (the target by default); record ptxas's
-        registers, shared memory and spills on each kernel of `kernel_ir`."""
-        from .passes.lower.cuda import render_cuda
-        from .pipeline import Context
-        from .runtime.nvcc import annotate_program, compile_cuda
-
+        """Compile the CUDA with nvcc for `arch` (the target by default) and return what it
+        found: a runtime.nvcc.CompileResult whose `stats[kernel]` holds ptxas's registers,
+        shared memory and spills (`annotate_program(c.kernel_ir, result)` puts them on the
+        Kernel IR). The compilation itself is left as it was."""
         arch = arch or self.target.name
         source = self.cuda if arch == self.target.name else render_cuda(self.kernel_ir, Context(get_target(arch)))
-        result = compile_cuda(str(source), arch, kernel_names=source.kernels)
-        self.kernel_ir = annotate_program(self.kernel_ir, result)
-        return result
+        return compile_cuda(str(source), arch, kernel_names=source.kernels)
+
+    def sass(self, arch: str | None = None):
+        """The machine code nvcc makes for `arch` (the target by default), disassembled: each
+        kernel's SASS and its hottest loop's instruction mix (deplokit.analysis.sass.SassReport).
+        Needs nvcc and cuobjdump or nvdisasm (the `sass` extra); changes nothing here."""
+        return compile_sass(self.cuda, self.kernel_ir, arch or self.target.name, self.target.name)
 
     # -- tuning ---------------------------------------------------------------------------------
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
-        import copy
-
-        stages, trace = lower(self.torch_ir, Context(self.target, dict(config or {})), dedup=bool(self.launches))
-        new = copy.copy(self)
-        for stage in STAGES[1:]:
-            setattr(new, "cuda" if stage == "cuda" else f"{stage}_ir", stages[stage])
-        new.trace = trace
-        new.launches = stages.get("launches", ())
-        new._cupy = None            # kernels loaded on a device belong to the old schedule
-        return new
+        ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup)
+        return Compilation(self.source, self.example_inputs, self._captured, ctx)
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
         """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
         return a deplokit.tune.result.TuneResult; `listener(trial)` is called after each trial;
         `cache`: a path (default ~/.cache/deplokit/tune.db) or a deplokit.tune.cache.TuneCache."""
-        from .tune.tuner import tune_compilation
         return tune_compilation(self, budget=budget, objective=objective, listener=listener, cache=cache, **options)
 
     # -- inspection ---------------------------------------------------------------------------
     def inventory(self):
-        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/inventory.py)."""
-        from .inventory import inventory
+        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/analysis/inventory.py)."""
         return inventory(self.loop_ir, self.launches)
 
     def ir(self, stage: str):
@@ -222,15 +235,18 @@ class Compilation(Displayable):
             raise ExecutionError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
         return getattr(self, f"{stage}_ir" if stage != "cuda" else "cuda")
 
-    def stepper(self, kernel: str | None = None, check: bool = True):
+    def stepper(self, kernel: str | None = None, check: bool = True, changed_only: bool = False):
         """A widget that walks the 16 Tile-IR passes of `kernel` (the first by default): each
-        pass's diff, knobs, the IR after it and its simulator check (needs the notebook extra)."""
+        pass's diff, knobs, the IR after it and its simulator check (needs the notebook extra);
+        `changed_only` steps through the passes that changed the kernel only."""
         from .notebook.stepper import Stepper
-        return Stepper(self, kernel, check=check)
+        return Stepper(self, kernel, check=check, changed_only=changed_only)
 
     def __repr__(self) -> str:
-        return (f"<Compilation {self.target.name}: {len(self.torch_ir.ops)} torch ops, "
-                f"{len(self.tensor_ir.nodes)} tensor nodes, {len(self.loop_ir.kernels)} kernels>")
+        def count(n: int, word: str) -> str:
+            return f"{n} {word}{'' if n == 1 else 's'}"
+        return (f"<Compilation {self.target.name}: {count(len(self.torch_ir.ops), 'torch op')}, "
+                f"{count(len(self.tensor_ir.nodes), 'tensor node')}, {count(len(self.loop_ir.kernels), 'kernel')}>")
 
 
 @dataclass(frozen=True)
@@ -295,24 +311,24 @@ def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResu
 
 
 def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None,
-            dedup: bool = False) -> Compilation:
+            dedup: bool = False, tuned=None) -> Compilation:
     """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
-    overrides scheduling knobs: {"005_blockify_launch.block_threads": 128, ...}. A
-    transformers causal LM (LlamaForCausalLM, ...) is compiled as input_ids -> logits.
-    `dedup` schedules, materialises and renders each structurally unique kernel once."""
-    from .frontend import hf
+    sets knobs: {"005_blockify_launch.block_threads": 128, ...}; a key or value no pass
+    knows is a ConfigError. A transformers causal LM (LlamaForCausalLM, ...) is compiled as
+    input_ids -> logits. `dedup` schedules, materialises and renders each structurally
+    unique kernel once. `tuned(loop_program, target)` gives knob values found earlier (the
+    tune cache's, see deplokit.tune.tuner.tuned_lookup), looked up during the one lowering;
+    `config` wins over them."""
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs)
-    stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=dedup)
-    return Compilation(module_or_fn, example_inputs, tgt, captured, stages, trace)
+    return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned))
 
 
-def compile_model(program, target: str = "sm_90", config: dict | None = None) -> Compilation:
+def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None) -> Compilation:
     """A model built by name (frontend/models.build): one decoder layer is traced and
     stitched N times (frontend/stitch.py), and identical kernels compile once (dedup)."""
     tgt = get_target(target)
     captured = program.capture()
-    stages, trace = lower(captured.program, Context(tgt, dict(config or {})), dedup=True)
-    return Compilation(program.fn, program.inputs, tgt, captured, stages, trace)
+    return Compilation(program.fn, program.inputs, captured, Context(tgt, dict(config or {}), True, tuned))

@@ -1,107 +1,80 @@
-"""The pipeline: the ordered passes and the trace they leave.
+"""The pipeline: every pass after capture, in one flat tuple, and the trace it leaves.
 
-Each entry is (stage, pass name, function). A function takes the previous stage's IR and
-the Context and returns the next IR; or (next IR, notes) when it has decisions to explain;
-or (next IR, steps) when it is itself a sequence of passes that trace one step each (the
-16 Tile-IR passes). The CLI's -v output, the notebook stepper and golden tests all read
-the trace this produces."""
+Each entry is a pass record (deplokit/passes/record.py): a whole-program `Pass` or a
+kernel-by-kernel `KernelPass`; `run(ir, ctx)` gives its TraceStep, whose `after` is the
+next pass's input. The CLI's -v / -vv, the notebook stepper and the golden tests read the
+trace; the Context and the TraceStep live in deplokit/trace.py."""
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass, field
-from typing import Any
-
-from .display import Displayable
-
 from .passes.decompose import decompose
-from .passes.fuse import fuse
+from .passes.dedup import dedup
+from .passes.fuse import fuse_kernels
+from .passes.fuse.rows import fuse_rows
+from .passes.lower import LOWERING
 from .passes.lower.cuda import render_cuda
-from .passes.lower.materialize import materialize
-from .passes.schedule import schedule
-from .target import Target
+from .passes.record import Noted, Pass, Skip, flag_knob, run_passes, validate_config, validate_kernel_names
+from .passes.schedule import SCHEDULE
+from .passes.split_reduce import SPLIT_REDUCE
+from .passes.verify import verify
+from .trace import Context, TraceStep, format_step  # noqa: F401  (the pipeline's vocabulary)
 
-# Lowering passes after capture, in order.
+__all__ = ["PIPELINE", "STAGES", "Context", "TraceStep", "format_step", "lower", "run_passes"]
+
+
+def _decompose(program, pctx):
+    return decompose(program, pctx.compile)
+
+
+def _fuse(program, pctx):
+    return Noted(*fuse_kernels(program))
+
+
+def _fuse_rows(program, pctx):
+    loop, notes = fuse_rows(program, by_cost=pctx.knobs["by_cost"])
+    if loop == program:
+        return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
+    return Noted(loop, notes)
+
+
+def _dedup(program, pctx):
+    if not pctx.compile.dedup:
+        return Skip("off: every kernel is scheduled (deplokit.compile(dedup=True) and named models turn it on)")
+    unique, _, notes = dedup(program)
+    return Noted(unique, notes)
+
+
+def _render(program, pctx):
+    return render_cuda(program, pctx.compile)
+
+
 PIPELINE = (
-    ("tensor", "decompose", decompose),
-    ("loop", "fuse", fuse),
-    ("tile", "schedule", schedule),
-    ("kernel", "materialize", materialize),
-    ("cuda", "render", render_cuda),
+    Pass("decompose", "tensor", "rewrite each Torch op into Tensor-IR nodes", _decompose),
+    Pass("fuse", "loop", "lift Tensor-IR nodes to loop nests and fuse producers into consumers", _fuse),
+    Pass("fuse_rows", "loop", "merge attention's kernels so that no scores row leaves the chip", _fuse_rows,
+         (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),
+          flag_knob("by_cost", "fuse only where the fusion guard counts fewer bytes moved and no more work"))),
+    SPLIT_REDUCE,
+    Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
+    *SCHEDULE,
+    *LOWERING,          # 001_materialize, 002_stage_copies, 003_zero_init (passes/lower)
+    Pass("render", "cuda", "print the Kernel IR as one CUDA translation unit", _render),
 )
-STAGES = ("torch",) + tuple(stage for stage, _, _ in PIPELINE)
+STAGES = ("torch",) + tuple(dict.fromkeys(p.stage for p in PIPELINE))
 
 
-@dataclass(frozen=True)
-class Context:
-    target: Target
-    config: dict = field(default_factory=dict)   # "tNNN_pass.knob" -> value, overriding defaults
-
-
-@dataclass(frozen=True)
-class TraceStep(Displayable):
-    stage: str                                  # the IR the step produces: torch, tensor, loop, ...
-    name: str
-    params: tuple[tuple[str, Any], ...] = ()
-    before: Any = None
-    after: Any = None
-    skipped_reason: str = ""
-    notes: tuple[str, ...] = ()
-
-    @property
-    def changed(self) -> bool:
-        return not self.skipped_reason and self.before != self.after
-
-    @property
-    def tag(self) -> str:
-        """`t:007_stage_inputs` for a Tile-IR pass, `t:<stage>:<name>` for any other step."""
-        return f"t:{self.name}" if self.stage == "tile" else f"t:{self.stage}:{self.name}"
-
-    def __str__(self) -> str:
-        return "\n".join(format_step(self))
-
-
-def _text(ir) -> str:
-    return "" if ir is None else str(ir)
-
-
-def format_step(step: TraceStep) -> list[str]:
-    """One trace step as text: a unified diff of its before and after between `>>> TAG` and
-    `<<< TAG` (knobs as `@@ kernel: k=v @@` lines, notes as `# ...`), or the one line
-    `--- TAG skipped: <reason>` for a step that changed nothing. The CLI's -vv and the
-    notebook read this."""
-    if step.skipped_reason or _text(step.before) == _text(step.after):
-        return [f"--- {step.tag} skipped: {step.skipped_reason or 'no change'}"]
-    out = [f">>> {step.tag}"]
-    for kernel, knobs in step.params if step.stage == "tile" else ():
-        knob_text = ", ".join(f"{k}={v}" for k, v in knobs)
-        out.append(f"@@ {kernel}{': ' + knob_text if knob_text else ''} @@")
-    out += [f"# {note}" for note in step.notes]
-    diff = difflib.unified_diff(_text(step.before).splitlines(), _text(step.after).splitlines(), lineterm="")
-    out += [line for line in diff if not line.startswith(("--- ", "+++ "))]
-    out.append(f"<<< {step.tag}")
-    return out
-
-
-def lower(torch_ir, ctx: Context, dedup: bool = False) -> tuple[dict, tuple[TraceStep, ...]]:
-    """Run every pass after capture. Returns {stage: IR} and the trace. With `dedup`, the
-    stages after Loop IR hold each structurally unique kernel once and stages["launches"]
-    says which kernel each launch of the Loop IR runs (passes/dedup.py)."""
+def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
+    """Run every pass after capture. Returns {stage: the IR its last pass produced} and the
+    trace. With ctx.dedup, the stages after Loop IR hold each structurally unique kernel
+    once; the Loop program they start from keeps the whole program and its launches."""
+    validate_config(ctx.config, PIPELINE)
     stages = {"torch": torch_ir}
     trace = [TraceStep("torch", "capture", after=torch_ir)]
-    current = torch_ir
-    for stage, name, fn in PIPELINE:
-        result = fn(current, ctx)
-        if isinstance(result, tuple):
-            result, extra = result
-            if extra and isinstance(extra[0], TraceStep):
-                trace.extend(extra)
-            else:
-                trace.append(TraceStep(stage, name, before=current, after=result, notes=tuple(extra)))
-        else:
-            trace.append(TraceStep(stage, name, before=current, after=result))
-        stages[stage] = current = result
-        if stage == "loop" and dedup:
-            from .passes.dedup import dedup as unique_kernels
-            current, stages["launches"], notes = unique_kernels(result)
-            trace.append(TraceStep("loop", "dedup", before=result, after=current, notes=notes))
-    return stages, tuple(trace)
+    _, steps = run_passes(PIPELINE, torch_ir, ctx)
+    for step, nxt in zip(steps, steps[1:] + (None,)):
+        if nxt is None or nxt.stage != step.stage:   # a stage boundary: its IR keeps its invariants
+            verify(step.after, ctx.target)           # (passes/verify.py; check_passes verifies every step)
+        stages[step.stage] = step.after
+    loop = stages["loop"]
+    whole = loop if loop.whole is None else loop.whole
+    validate_kernel_names(ctx.config, (k.name for k in whole.kernels))
+    return stages, tuple(trace) + steps

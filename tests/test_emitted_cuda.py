@@ -4,7 +4,7 @@ import pytest
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.runtime.nvcc import nvcc_available
+from deplokit.runtime.nvcc import annotate_program, nvcc_available
 from programs import config_of, corpus
 
 pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
@@ -21,7 +21,7 @@ def test_emitted_cuda_compiles(name, target):
     assert text.count("__launch_bounds__(") == len(c.kernel_ir.kernels)
     result = c.nvcc()
     assert result.arch == target
-    for k in c.kernel_ir.kernels:
+    for k in annotate_program(c.kernel_ir, result).kernels:
         assert k.registers is not None and 0 < k.registers <= 255, k.name
         assert k.spills == 0, (k.name, k.spills)
         arrays = list(_shared_arrays(k.body))

@@ -14,8 +14,9 @@ from deplokit.ir.loop_ir import Accumulate, Load, Loop
 from deplokit.ir.tile_ir import BLOCK, AtomicAdd, Stage, walk
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
+from deplokit.passes.record import PassContext
 from deplokit.passes.schedule import t014_pad_smem
-from deplokit.passes.schedule.banks import conflict_degree, smem_loads
+from deplokit.analysis.banks import conflict_degree, smem_loads
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
 from programs import config_of, corpus
 
@@ -78,6 +79,7 @@ def test_register_tile_replicates_the_thread_tile():
     k = after(c, "008_register_tile")
     assert str(k) == """\
 === merged_matmul -> matmul ===
+register acc0[2, 4]
 Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
     for a2o in 0..8:  # reduce (K)
         a_smem = Stage(a, origin=(a0b * 32, a2o * 16), slab=(a0:32@0, a2i:16@1))
@@ -196,19 +198,19 @@ def test_pad_smem_breaks_the_column_conflict_of_a_linear_weight_tile():
     assert degrees(k) == {"input_smem": 1, "p_weight_smem": 8}
     figures = {}
     for pad in (1, 4):
-        out = t014_pad_smem.apply(k, c.target, {"pad": pad})
+        out = t014_pad_smem.apply(k, PassContext(c.target, {"pad": pad}))
         assert stage(out, "p_weight_smem").pad == pad and stage(out, "input_smem").pad == 0
         figures[pad] = degrees(out)["p_weight_smem"]
     assert figures == {1: 1, 4: 2}
     assert t014_pad_smem._default_pad(k, c.target) == 1
-    skip = t014_pad_smem.apply(k, c.target, {"pad": 0})
+    skip = t014_pad_smem.apply(k, PassContext(c.target, {"pad": 0}))
     assert skip.reason == "padding disabled by the knob (pad=0)"
 
 
 def test_pad_smem_is_honoured_by_the_materialiser():
     c = compiled("linear_bias")
     s9 = step(c, "009_permute_register_tile")
-    padded = t014_pad_smem.apply(s9.after.kernels[0], c.target, {"pad": 1})
+    padded = t014_pad_smem.apply(s9.after.kernels[0], PassContext(c.target, {"pad": 1}))
     assert stage(padded, "p_weight_smem").pad == 1
     prog = materialize(dataclasses.replace(s9.after, kernels=(padded,)))
     arrays = {s.name: s.size for s in all_stmts(prog.kernels[0].body) if isinstance(s, K.SharedArray)}
@@ -230,7 +232,7 @@ def test_pad_smem_skips_what_has_no_conflict():
         "merged_rms_norm: no stage's loads conflict on shared-memory banks"
     k = after(compiled("matmul_64x256x128"), "009_permute_register_tile")
     assert set(degrees(k).values()) == {1}
-    assert t014_pad_smem.apply(k, None, {"pad": 1}).reason == "no stage's loads conflict on shared-memory banks"
+    assert t014_pad_smem.apply(k, PassContext(None, {"pad": 1})).reason == "no stage's loads conflict on shared-memory banks"
 
 
 # -- 003 split_matmul_k -------------------------------------------------------------------------
@@ -241,6 +243,7 @@ def test_split_k_promotes_k_outer_chunks_to_a_grid_axis():
     k = after(c, "003_split_matmul_k")
     assert str(k) == """\
 === merged_linear -> linear ===
+zero-init linear  # split-K blocks add partial sums into it
 Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):16=BLOCK)):
     for a2o in 0..8:  # reduce (K)
         for a2i in 0..16:  # reduce (K)

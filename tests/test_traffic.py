@@ -4,8 +4,8 @@ import torch
 from torch import nn
 
 import deplokit
-from deplokit.runtime.occupancy import occupancy
-from deplokit.runtime.traffic import (kernel_func_bytes, loop_kernel_cost, program_cost,
+from deplokit.analysis.occupancy import occupancy
+from deplokit.analysis.traffic import (kernel_func_bytes, loop_kernel_cost, program_cost,
                                       program_kernel_costs)
 from deplokit.target import TARGETS
 
@@ -54,7 +54,7 @@ def test_temporaries_are_not_program_traffic_but_are_kernel_traffic():
     q, k, v = torch.randn(1, 4, 16, 8), torch.randn(1, 4, 16, 8), torch.randn(1, 4, 16, 8)
     # row fusion off: the scores and probabilities are global temporaries between kernels
     c = deplokit.compile(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v, q, k, v,
-                         config={"fuse.row_fusion": False})
+                         config={"fuse_rows.enable": False})
     total = program_cost(c.loop_ir)
     assert total.bytes == 4 * (3 * 4 * 16 * 8 + 4 * 16 * 8)
     kernel_bytes = sum(x.bytes for x in program_kernel_costs(c.kernel_ir, c.loop_ir))
@@ -92,4 +92,4 @@ def test_occupancy_rtx5090_has_48_warps():
 def test_targets_carry_sm_limits():
     for t in TARGETS.values():
         assert t.sm_count > 0 and t.l2_bytes > 0
-        assert t.smem_per_sm >= t.smem_per_block
+        assert t.smem_per_sm >= t.dynamic_smem_per_block

@@ -126,3 +126,15 @@ def test_a_stale_cached_config_is_ignored_with_a_warning(capsys, tmp_path):
     code, out, err = run_cli(capsys, "compile", "-c", SOFTMAX, "--cache", str(tmp_path / "t.db"))
     assert code == 0 and "__global__" in out
     assert "warning: ignored the cached config of merged_softmax" in err and "using tuned" not in err
+
+
+def test_compile_with_tuned_configs_lowers_the_program_once(capsys, tmp_path, monkeypatch):
+    import deplokit.compilation
+
+    cache = str(tmp_path / "t.db")
+    assert run_cli(capsys, "tune", "-c", SOFTMAX, "--budget", "2", "--cache", cache)[0] == 0
+    runs = []
+    real = deplokit.compilation.lower
+    monkeypatch.setattr(deplokit.compilation, "lower", lambda *a, **k: runs.append(1) or real(*a, **k))
+    code, out, err = run_cli(capsys, "compile", "-c", SOFTMAX, "--ir", "tile", "--cache", cache)
+    assert code == 0 and "using tuned config" in err and len(runs) == 1

@@ -40,7 +40,7 @@ def _vector_accesses(c, space="global"):
 
 def _notes(c):
     step = next(s for s in c.trace if s.name == "005_blockify_launch")
-    return [n for n in step.notes if "vector_width" in n]
+    return [d.note for d in step.decisions if "vector_width" in d.note]
 
 
 def test_pointwise_moves_four_elements_per_thread_with_float4():
@@ -50,10 +50,10 @@ def test_pointwise_moves_four_elements_per_thread_with_float4():
 === merged_add -> add ===
 Tile(axes=(a0t:4=THREAD, a1t:64=THREAD, a0b:16=BLOCK)):
     for a1v in 0..4:  # vector
-        in0 = load x[a0b * 4 + a0t, a1t * 4 + a1v]
+        in0 = load x[a0b * 4 + a0t, a1t * 4 + a1v]  # float4
         v0 = multiply(in0, 2)
         v1 = add(v0, 1)
-        add[a0b * 4 + a0t, a1t * 4 + a1v] = v1"""
+        add[a0b * 4 + a0t, a1t * 4 + a1v] = v1  # float4"""
     loads = [s for s in _vector_accesses(c) if isinstance(s, K.VectorLoad)]
     stores = [s for s in _vector_accesses(c) if isinstance(s, K.VectorStore)]
     assert len(loads) == 1 and len(stores) == 1
@@ -224,7 +224,7 @@ def test_ptx_has_128_bit_global_loads_and_stores(tmp_path, target):
 
 
 def test_bank_model_counts_float4_shared_reads_by_phase():
-    from deplokit.passes.schedule.banks import _warp_worst, smem_loads
+    from deplokit.analysis.banks import _warp_worst, smem_loads
     lanes = np.arange(32, dtype=np.int64)
     assert _warp_worst(lanes * 4, 32, width=4) == 1          # consecutive float4 runs: conflict-free
     assert _warp_worst(lanes * 4, 32) == 4                   # the same words as scalar loads: 4-way

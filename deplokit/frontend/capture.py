@@ -6,16 +6,21 @@ are evaluated here with torch and become constants: they depend only on shapes.
 """
 from __future__ import annotations
 
+import inspect
+import keyword
+import operator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.export.graph_signature import InputKind
 
 from ..errors import CaptureError, DynamicShapeError, UnsupportedDtypeError, UnsupportedOpError
 from ..ir.c_names import c_safe, tensor_name_ok
 from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer, TensorType
-from .aten_table import ATEN_OPS, IGNORED_OPS, covered_ops
+from .aten_table import ATEN_OPS, IGNORED_OPS, SHAPE_ONLY_OPS, VIEW_OPS, covered_ops
+from .multi_output import MULTI_OUTPUT_OPS
 
 _DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
 
@@ -28,7 +33,7 @@ class Captured:
     out_spec: object        # pytree spec of the module's return value (tensor, tuple, dict)
 
 
-class _FunctionModule(torch.nn.Module):
+class FunctionModule(torch.nn.Module):
     """Wraps a plain function; forward takes the function's own argument names so the
     captured inputs are called x, bias, w rather than args_0, args_1, args_2."""
 
@@ -42,11 +47,14 @@ class _FunctionModule(torch.nn.Module):
         self.forward = scope["forward"].__get__(self)
 
 
+def as_module(module_or_fn, n_inputs: int) -> torch.nn.Module:
+    """What torch.export is given: a module as it is, a function wrapped in a FunctionModule."""
+    return module_or_fn if isinstance(module_or_fn, torch.nn.Module) else FunctionModule(module_or_fn, n_inputs)
+
+
 def argument_names(module_or_fn, n: int) -> list[str]:
     """The names the n captured inputs get: the function's (or forward's) positional
     parameter names, or x0, x1, ... when those are missing, repeated or unusable."""
-    import inspect
-    import keyword
     fn = module_or_fn.forward if isinstance(module_or_fn, torch.nn.Module) else module_or_fn
     try:
         params = [p for p in inspect.signature(fn).parameters.values()
@@ -64,7 +72,7 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
         _check_dtype(t.dtype, f"example input {i}")
-    module = module_or_fn if isinstance(module_or_fn, torch.nn.Module) else _FunctionModule(module_or_fn, len(example_inputs))
+    module = as_module(module_or_fn, len(example_inputs))
     was_training = module.training
     try:
         module.eval()
@@ -115,8 +123,6 @@ MAX_ELEMENTS = 2**31 - 1
 
 
 def _convert(ep) -> Captured:
-    from torch.export.graph_signature import InputKind
-
     sig = ep.graph_signature
     kinds = {spec.arg.name: spec for spec in sig.input_specs}
     state = dict(ep.state_dict)
@@ -129,7 +135,8 @@ def _convert(ep) -> Captured:
     ops: list[TorchOp] = []
     input_names: list[str] = []
     names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
-    ir_name = _c_safe_names(ep.graph.nodes)
+    ir_name = _CSafeNames(n.name for n in ep.graph.nodes)
+    pending: dict[str, tuple] = {}  # multi-output op -> (aten key, node), until getitem reads it
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":
@@ -150,18 +157,28 @@ def _convert(ep) -> Captured:
             if key in IGNORED_OPS:
                 continue
             tensor_inputs = [a for a in node.all_input_nodes]
-            if all(a.name in folded for a in tensor_inputs) and not _is_random(key):
-                folded[node.name] = _evaluate(node, folded)
+            if (all(a.name in folded for a in tensor_inputs) or key in SHAPE_ONLY_OPS) and not _is_random(key):
+                folded[node.name] = _evaluate(node, folded, shape_only=key in SHAPE_ONLY_OPS)
                 names[node.name] = ir_name[node.name]
                 continue
             val = node.meta.get("val")
+            if key in MULTI_OUTPUT_OPS:     # read piece by piece through getitem, below
+                pending[node.name] = (key, node)
+                continue
+            if node.target is operator.getitem:
+                if not node.users:      # a piece nobody reads (max's indices when only values are used)
+                    continue
+                key, node = _piece(node, pending, names)
+                tensor_inputs, mutated = node.all_input_nodes, None
+            else:
+                key, mutated = _functional(key, node)
             if isinstance(val, torch.Tensor):   # a data-dependent shape is reported as such first
                 _tensor_type(val, f"aten.{key} (node {node.name})")
-            if key not in ATEN_OPS:
+            if key not in ATEN_OPS and key not in _PIECE_KEYS:
                 raise UnsupportedOpError(
                     f"operator aten.{key} (node {node.name}{_module_path(node)}) is not supported; covered ops: "
                     + ", ".join(covered_ops()))
-            op_name, normalise = ATEN_OPS[key]
+            op_name, normalise = ATEN_OPS[key] if key in ATEN_OPS else _PIECE_KEYS[key]
             # Folded inputs that reach a real op become constant buffers.
             for a in tensor_inputs:
                 if a.name in folded and ir_name[a.name] not in values:
@@ -180,6 +197,9 @@ def _convert(ep) -> Captured:
             ops.append(TorchOp(ir_name[node.name], op_name, tuple(targs), tuple(attrs),
                                _tensor_type(val, f"{op_name} (node {node.name})")))
             names[node.name] = ir_name[node.name]
+            if mutated is not None:     # later reads of the updated tensor read the new value
+                names[mutated.name] = ir_name[node.name]
+                folded.pop(mutated.name, None)     # which is no constant any more
         elif node.op == "output":
             outs = node.args[0]
             outs = outs if isinstance(outs, (list, tuple)) else (outs,)
@@ -203,16 +223,20 @@ def _convert(ep) -> Captured:
     return Captured(program, values, tuple(input_names), ep.call_spec.out_spec)
 
 
-def _c_safe_names(nodes) -> dict[str, str]:
+class _CSafeNames(dict):
     """fx node name -> Torch-IR name: the same, unless CUDA C++ rejects it as an identifier
     (`exp`, `int`, `max`: every tensor becomes a kernel parameter or names a kernel) or a
     generated local may take it (`tid`, `acc0`), then a free `name_N`."""
-    taken = {n.name for n in nodes}
-    out = {}
-    for n in nodes:
-        out[n.name] = n.name if tensor_name_ok(n.name) else c_safe(n.name, taken)
-        taken.add(out[n.name])
-    return out
+
+    def __init__(self, fx_names):
+        super().__init__()
+        self.taken = set(fx_names)
+
+    def __missing__(self, name: str) -> str:
+        safe = name if tensor_name_ok(name) else c_safe(name, self.taken)
+        self.taken.add(safe)
+        self[name] = safe
+        return safe
 
 
 def _aten_key(target) -> str:
@@ -235,6 +259,51 @@ def _module_path(node) -> str:
     return f", in {path} ({kind})" if path and path != "L['self']" else ""
 
 
+# getitem on a multi-output op: the Torch-IR op it becomes, under a key of its own.
+_PIECE_KEYS = {f"piece.{op}": (op, lambda a, k: (tuple(a), tuple(k.items())))
+               for op in ("slice", "select", "amax", "amin", "argmax", "argmin")}
+
+
+def _piece(node, pending, names):
+    """getitem(split(x), i) -> ("piece.slice", a stand-in node holding the slice's operands)."""
+    src, i = node.args
+    if src.name not in pending:
+        raise UnsupportedOpError(f"getitem of {src.name} (node {node.name}): deplokit reads pieces of "
+                                 f"{', '.join(sorted(MULTI_OUTPUT_OPS))} only")
+    key, multi = pending[src.name]
+    args = _map_args(multi.args, names)
+    kwargs = {k: _map_args(v, names) for k, v in multi.kwargs.items()}
+    op, targs, attrs = MULTI_OUTPUT_OPS[key](args, kwargs, list(multi.meta["val"]), i)
+    return f"piece.{op}", _Stand(node.name, targs, dict(attrs), node.meta, multi.all_input_nodes)
+
+
+@dataclass
+class _Stand:
+    """What the op loop reads of an fx node, for a piece that has no node of its own."""
+    name: str
+    args: tuple
+    kwargs: dict
+    meta: dict
+    all_input_nodes: list
+
+
+def _functional(key: str, node):
+    """An in-place op (add_, clamp_, mul_, masked_fill_...) as its functional twin; the
+    tensor it updates is returned so later reads of it see the new value. Updating a view
+    would change the tensor it views too, which the functional form cannot say: refused."""
+    packet, _, overload = key.partition(".")
+    functional = f"{packet[:-1]}.{overload}"
+    if not packet.endswith("_") or packet.startswith("_") or functional not in ATEN_OPS:
+        return key, None
+    target = node.args[0]
+    producer = _aten_key(target.target) if target.op == "call_function" else None
+    if producer in VIEW_OPS or target.target is operator.getitem:
+        raise UnsupportedOpError(f"in-place aten.{key} (node {node.name}{_module_path(node)}) updates a view "
+                                 f"({target.name}, made by aten.{producer}); deplokit supports in-place ops "
+                                 "on whole tensors only")
+    return functional, target
+
+
 def _is_random(key: str) -> bool:
     return key.split(".")[0] in {"rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "uniform"}
 
@@ -249,11 +318,16 @@ def _map_args(a, names):
     return a
 
 
-def _evaluate(node, folded):
+def _evaluate(node, folded, shape_only: bool = False):
     # A model whose weights sit on the meta device traces its shape-only tables (aranges,
     # rotary tables, masks) on meta too; they are computed here for real, on the CPU.
+    # A shape-only op (ones_like, new_zeros...) reads only its input's shape and dtype:
+    # zeros of that type stand in for a value that exists only at run time.
     def sub(a):
         if isinstance(a, torch.fx.Node):
+            if shape_only and a.name not in folded:
+                v = a.meta["val"]
+                return torch.zeros(tuple(v.shape), dtype=v.dtype)
             return folded[a.name]
         if isinstance(a, (list, tuple)):
             return type(a)(sub(x) for x in a)

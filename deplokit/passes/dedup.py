@@ -55,7 +55,7 @@ def dedup(program: LoopProgram) -> tuple[LoopProgram, tuple[Launch, ...], tuple[
     used = {t for k in kept for t in tensor_order(k)}
     unique = LoopProgram(tuple(b for b in program.buffers if b.name in used),
                          tuple(b for b in program.written if b.name in used), tuple(kept),
-                         tuple(o for o in program.outputs if o in used))
+                         tuple(o for o in program.outputs if o in used), program, tuple(launches))
     dropped = len(program.kernels) - len(kept)
     notes.insert(0, f"{len(program.kernels)} kernels, {len(kept)} unique"
                     + (f": {dropped} launches reuse a kernel of the same structure" if dropped else ""))

@@ -15,8 +15,12 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import DeplokitError
-from ..passes.lower.materialize import materialize
+from ..passes.lower import lower_tiles
+from ..passes.lower.cuda import render_cuda
 from ..runtime.device import require_gpu
+from ..runtime.nvcc import KernelStats, compile_cuda, nvcc_available
+from ..trace import Context
+from .constants import load_constants
 from .cost_model import CostConstants, DoesNotFit, estimate
 
 OBJECTIVES = ("model", "gpu")
@@ -30,7 +34,6 @@ class ModelObjective:
     name = "model"
 
     def __init__(self, target, cache=None, ptxas: bool | None = None, constants: CostConstants = CostConstants()):
-        from ..runtime.nvcc import nvcc_available
         self.target = target
         self.cache = cache
         self.ptxas = nvcc_available() if ptxas is None else ptxas
@@ -39,7 +42,7 @@ class ModelObjective:
     def __call__(self, space, leaf) -> float:
         tile_program = space.program_with(leaf)
         try:
-            kernel_program = materialize(tile_program)
+            kernel_program = lower_tiles(tile_program, Context(self.target))
             stats = self.stats(kernel_program) if self.ptxas else None
             return estimate(tile_program, kernel_program, self.target, stats, self.constants).time_us
         except DoesNotFit as e:
@@ -49,10 +52,6 @@ class ModelObjective:
 
     def stats(self, kernel_program) -> dict:
         """ptxas's KernelStats of every kernel, from the cache or one nvcc run."""
-        from ..passes.lower.cuda import render_cuda
-        from ..pipeline import Context
-        from ..runtime.nvcc import KernelStats, compile_cuda
-
         source = render_cuda(kernel_program, Context(self.target))
         digest = hashlib.sha256(str(source).encode()).hexdigest()
         cached = self.cache.ptxas(digest, self.target.name) if self.cache is not None else None
@@ -85,7 +84,6 @@ class GpuObjective:
 
 def make_objective(name: str, compilation, cache=None, ptxas: bool | None = None):
     if name == "model":
-        from .calibrate import load_constants
         constants = load_constants(cache, compilation.target) or CostConstants()
         return ModelObjective(compilation.target, cache, ptxas, constants)
     if name == "gpu":

@@ -26,9 +26,10 @@ from ..errors import DeplokitError
 from ..ir.loop_ir import LoopProgram
 from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
-from ..passes.schedule import PASSES, apply_pass, initial, knobs_of, pass_label, resolve_knobs
+from ..passes.record import Skip
+from ..passes.schedule import SCHEDULE, initial
 
-DEPTH = len(PASSES)
+DEPTH = len(SCHEDULE)
 
 
 @dataclass(frozen=True)
@@ -84,15 +85,15 @@ class KernelSpace:
         domains, the default first and then by how few knobs differ from it; memoised."""
         memo = (depth, kernel)
         if memo not in self._results:
-            mod = PASSES[depth]
-            label, knobs = pass_label(mod), knobs_of(mod)
-            default = resolve_knobs(mod, kernel, self.target, {})
+            p = SCHEDULE[depth]
+            label, knobs = p.name, p.knobs
+            default = p.knob_values(kernel, self.target, {})
             default.update({n: self.fixed[f"{label}.{n}"] for n in default if f"{label}.{n}" in self.fixed})
             domains = [(self.fixed[f"{label}.{k.name}"],) if f"{label}.{k.name}" in self.fixed else k.domain
                        for k in knobs]
             combos = [dict(zip((k.name for k in knobs), values)) for values in itertools.product(*domains)]
             order = sorted(range(len(combos)), key=lambda i: (sum(combos[i][n] != v for n, v in default.items()), i))
-            out = [(combos[i], self._run(mod, kernel, combos[i])) for i in order]
+            out = [(combos[i], self._run(p, kernel, combos[i])) for i in order]
             if all(after is None for _, after in out):
                 raise DeplokitError(f"pass {label} refuses every knob value on kernel {kernel.name}")
             self._results[memo] = out
@@ -105,8 +106,8 @@ class KernelSpace:
         return self._options[pos]
 
     def _expand(self, pos: Position) -> tuple[Option, ...]:
-        mod = PASSES[pos.depth]
-        label, knobs = pass_label(mod), knobs_of(mod)
+        p = SCHEDULE[pos.depth]
+        label, knobs = p.name, p.knobs
         decided = dict(pos.partial)
         consistent = [(c, after) for c, after in self.results(pos.depth, pos.kernel)
                       if after is not None and all(c[n] == v for n, v in decided.items())]
@@ -126,10 +127,9 @@ class KernelSpace:
         return tuple(Option(tuple((f"{label}.{n}", v) for n, v in value), after, count)
                      for value, after, count in groups.values())
 
-    def _run(self, mod, kernel: TileKernel, knobs: dict) -> TileKernel | None:
-        from ..passes.schedule.knobs import Skip
+    def _run(self, p, kernel: TileKernel, knobs: dict) -> TileKernel | None:
         try:
-            result, _ = apply_pass(mod, kernel, self.target, knobs, self.types)
+            result, _ = p.apply_to(kernel, self.target, knobs, self.types)
         except DeplokitError:
             return None         # a pass refusing a value outright: not part of the space
         return kernel if isinstance(result, Skip) else result
@@ -200,12 +200,30 @@ class KernelSpace:
         """Number of distinct schedules, counted up to `limit`."""
         return sum(1 for _ in self.leaves(limit))
 
+    def estimate_size(self, probes: int = 400, seed: int = 0) -> float:
+        """Knuth's estimate of size() from `probes` random root-to-leaf walks: the product of
+        the option counts along a uniformly random walk is an unbiased estimate of the
+        number of leaves. Seconds where size() takes minutes on a matmul (every leaf costs
+        pass applications); the same seed gives the same estimate."""
+        rng = random.Random(seed)
+        total = 0.0
+        for _ in range(probes):
+            product = 1
+
+            def pick(i, opts):
+                nonlocal product
+                product *= len(opts)
+                return rng.randrange(len(opts))
+            self._walk(pick)
+            total += product
+        return total / probes
+
     def raw_combinations(self) -> int:
         """Knob combinations before pruning: the raw cross-product of every pass's domains."""
         n = 1
-        for mod in PASSES:
-            for k in knobs_of(mod):
-                n *= 1 if f"{pass_label(mod)}.{k.name}" in self.fixed else len(k.domain)
+        for p in SCHEDULE:
+            for k in p.knobs:
+                n *= 1 if f"{p.name}.{k.name}" in self.fixed else len(k.domain)
         return n
 
     def program_with(self, leaf: Leaf) -> TileProgram:

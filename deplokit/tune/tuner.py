@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import DeplokitError
+from ..ir.structural import structural_hash
+from ..passes.schedule import SCHEDULE
 from .cache import TuneCache
 from .mcts import SPMCTS
 from .objective import TrialFailed, make_objective
@@ -93,7 +95,6 @@ def tune_compilation(compilation, budget: int = 64, objective: str = "model", li
         obj = make_objective(objective, compilation, store, ptxas)
         spaces = kernel_spaces(compilation.loop_ir, target)
         types = compilation.loop_ir.types()
-        from ..ir.structural import structural_hash
         sharing = {s.key: tuple(k.name for k in compilation.loop_ir.kernels
                                 if structural_hash(k, types) == s.key) for s in spaces}
         history: list[Trial] = []
@@ -117,19 +118,17 @@ def tune_compilation(compilation, budget: int = 64, objective: str = "model", li
             store.close()
 
 
-def tuned_config(compilation, cache=None) -> tuple[dict, int, list[str]]:
-    """(config, kernels it schedules, notes) from the best cached trials of the program's kernels;
-    ({}, 0, notes) when the cache has none. Never creates a cache file; a corrupt one is set aside."""
-    from ..ir.structural import structural_hash
-    from ..passes.schedule import PASSES, knobs_of, pass_label
-
+def tuned_config(program, target, cache=None) -> tuple[dict, int, list[str]]:
+    """(config, kernels it schedules, notes) from the best cached trials of the kernels of
+    `program` (Loop IR) for `target`; ({}, 0, notes) when the cache has none. Never creates a
+    cache file; a corrupt one is set aside."""
     store = cache if isinstance(cache, TuneCache) else TuneCache(cache, create=False)
-    domains = {f"{pass_label(m)}.{k.name}": k.domain for m in PASSES for k in knobs_of(m)}
+    domains = {f"{p.name}.{k.name}": k.domain for p in SCHEDULE for k in p.knobs}
     config, count = {}, 0
     try:
-        types = compilation.loop_ir.types()
-        for k in compilation.loop_ir.kernels:
-            found = store.best(structural_hash(k, types), compilation.target.name)
+        types = program.types()
+        for k in program.kernels:
+            found = store.best(structural_hash(k, types), target.name)
             if found is None:
                 continue
             knobs = dict(found[1].config)

@@ -3,8 +3,9 @@
 Graph outputs are stored. Every other node is inlined into the kernels that read it (a
 pointwise producer as a prologue, a reduction as a reduce phase) until the guard
 (guard.py) or the structure says no; then it is stored and read back by its consumers.
-Repeats until no kernel objects, so every decision is explained in `decisions`. Then row
-fusion (rows.py) merges attention's kernels so that no scores row leaves the chip."""
+Repeats until no kernel objects, so every decision is explained in `decisions`. Row fusion
+(rows.py, the pipeline's next pass) then merges attention's kernels so that no scores row
+leaves the chip; `fuse` runs both, for callers outside the pipeline."""
 from __future__ import annotations
 
 from ...ir.loop_ir import LoopProgram
@@ -15,7 +16,16 @@ from .guard import compounding_copies, judge
 from .rows import fuse_rows
 
 
-def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]]:
+def fuse(program: TensorProgram, row_fusion: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
+    """fuse_kernels, then (with `row_fusion`) fuse_rows: the Loop IR the pipeline makes."""
+    loop, decisions = fuse_kernels(program)
+    loop, rows = fuse_rows(loop, enabled=row_fusion)
+    return loop, decisions + rows
+
+
+def fuse_kernels(program: TensorProgram) -> tuple[LoopProgram, tuple[str, ...]]:
+    """Every Tensor-IR node lifted to a loop nest and fused into its consumers where the
+    guard allows: the kernels and one decision line per store and per kernel."""
     loop, decisions, compounding = _fuse(program, ())
     if compounding:
         # Values stored against compounding copies are known only once the kernels exist;
@@ -23,9 +33,7 @@ def fuse(program: TensorProgram, ctx=None) -> tuple[LoopProgram, tuple[str, ...]
         # recomputed the residual stream). Fuse again with them stored from the start, so the
         # matmul becomes the residual add's reduce phase again.
         loop, decisions, _ = _fuse(program, compounding)
-    # attention: keep the scores row on chip (rows.py); the config can turn it off to compare
-    loop, rows = fuse_rows(loop, enabled=(ctx.config if ctx else {}).get("fuse.row_fusion", True))
-    return loop, decisions + rows
+    return loop, decisions
 
 
 def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):

@@ -1,25 +1,9 @@
-"""What a scheduling pass declares beside its code: its knobs, and how it says no.
-
-A knob has a name, a finite domain and a default heuristic; the autotuner reads the
-domains from here and nowhere else. A pass that does not apply to a kernel returns Skip
-with the reason, which the trace records."""
+"""Sizes the scheduling passes' knob defaults and budgets share (the knob, Skip and Noted
+records themselves live in deplokit/passes/record.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
-
-@dataclass(frozen=True)
-class Knob:
-    name: str
-    domain: tuple
-    default: Callable[..., Any]     # (kernel, target) -> a value in domain
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Skip:
-    reason: str
+from ...ir.tile_ir import THREAD, Combine, walk
+from ...target import WARP_SIZE
 
 
 def pow2_at_least(n: int) -> int:
@@ -29,14 +13,9 @@ def pow2_at_least(n: int) -> int:
     return p
 
 
-# Bytes of static __shared__ memory a block may declare.
-STATIC_SMEM = 48 * 1024
-
-
 def combine_smem(tile) -> int:
     """Shared memory the tile's Combines will take when materialised: one 16-byte aligned
-    array of warp partials each (see passes/lower/materialize.py)."""
-    from ...ir.tile_ir import THREAD, Combine, walk
+    array of warp partials each (see passes/lower/combine.py)."""
     threads = 1
     for a in tile.axes:
         if a.kind == THREAD:
@@ -45,17 +24,11 @@ def combine_smem(tile) -> int:
     for s, _ in walk(tile.body):
         if isinstance(s, Combine):
             lanes = tile.axis(s.over[0]).extent
-            if lanes > 32:
-                total += -(-4 * (lanes // 32) * (threads // lanes) // 16) * 16
+            if lanes > WARP_SIZE:
+                total += -(-4 * (lanes // WARP_SIZE) * (threads // lanes) // 16) * 16
     return total
 
 
-@dataclass(frozen=True)
-class Noted:
-    """A pass's result with a note on a choice its knobs asked for and the kernel did not
-    allow (why accesses stay scalar, say); the trace records the note."""
-    kernel: Any
-    note: str
 def local_smem(kernel) -> int:
     """Shared memory the kernel's locals take once materialised: one row each, one row per
     block (a kernel with locals runs one row per block; see 004 cooperative_reduce)."""

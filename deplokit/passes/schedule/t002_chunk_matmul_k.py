@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...ir.index import var
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import Tile, TileKernel
-from .knobs import Knob, Skip
+from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 from .rewrite import substitute_body
 
 DESCRIPTION = "chunk the K reduce into K-outer x K-inner (intra-CTA)"
@@ -34,13 +34,13 @@ def _default_chunk(kernel, target) -> int:
 KNOBS = (Knob("k_chunk", (4, 8, 16, 32, 64), _default_chunk, "K-inner chunk width (BK)"),)
 
 
-def apply(kernel: TileKernel, target, knobs):
+def apply(kernel: TileKernel, pctx: PassContext):
     loop = _k_loop(kernel)
     if loop is None:
         return Skip("no matmul K loop")
     if any(isinstance(s, Loop) and s.role == "K" for s in loop.body):
         return Skip("K already chunked")
-    bk = knobs["k_chunk"]
+    bk = pctx.knobs["k_chunk"]
     K = loop.extent
     if K < 2 * bk:
         return Skip(f"K={K} is less than two chunks of {bk}")
@@ -56,5 +56,7 @@ def apply(kernel: TileKernel, target, knobs):
     for s in tile.body:
         body.extend(out if s is loop else [s])
     new_tile = Tile(tile.axes, tuple(body))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
+
+
+PASS = KernelPass("002_chunk_matmul_k", "tile", DESCRIPTION, apply, KNOBS)

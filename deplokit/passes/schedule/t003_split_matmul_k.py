@@ -34,8 +34,9 @@ output that starts at zero gives the result only if everything the epilogue does
 accumulator and the store is linear in it: scaling by a value that does not depend on K
 (multiply, divide, neg), sums of such terms, a select between them and 0. A bias add, relu,
 a mask to -inf, ... would be applied once per split: the pass skips such kernels and says
-which operation stops it. The output is zeroed by the program itself: the materialiser
-emits a kernel `<name>_zero` just before this one (deplokit.passes.lower.materialize), so
+which operation stops it. The output is zeroed by the program itself: the pass stamps it
+on the kernel (`zero-init <output>`) and the lowering emits a kernel `<name>_zero` just
+before this one (deplokit.passes.lower.k003_zero_init), so
 the result does not depend on what the output buffer held. On a GPU the atomic adds land in
 an unspecified order (the last bits of a float sum may differ from run to run); the
 simulator applies them in a fixed order.
@@ -47,10 +48,12 @@ MIN_CHUNKS chunks. A K with a tail (K % BK != 0) is not split.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Tile, TileAxis, TileKernel, walk
-from .knobs import Knob, Skip
+from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .rewrite import substitute_body, used_vars
 from .t008_register_tile import default_extent
 
@@ -182,11 +185,11 @@ def _default_splits(kernel: TileKernel, target) -> int:
 KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),)
 
 
-def apply(kernel: TileKernel, target, knobs):
+def apply(kernel: TileKernel, pctx: PassContext):
     mm = _Matmul(kernel)
     if mm.reason:
         return Skip(mm.reason)
-    S = knobs["splits"]
+    S = pctx.knobs["splits"]
     if S == 1:
         blocks = _thread_tiles(mm.tile)
         if blocks * 2 > GRID_TARGET:
@@ -201,9 +204,7 @@ def apply(kernel: TileKernel, target, knobs):
     tile, outer = mm.tile, mm.outer
     base = outer.var[:-1] if outer.var.endswith("o") else outer.var
     used = used_vars(kernel.body)
-    ks, n = f"{base}s", 1
-    while ks in used:
-        ks, n = f"{base}s{n}", n + 1
+    ks = fresh_name(f"{base}s", used)
     C = mm.chunks // S
     body = substitute_body(outer.body, {outer.var: var(ks) * C + var(outer.var)}, {outer.var: C, ks: S})
     new_outer = Loop(outer.var, C, outer.kind, body, outer.role, outer.unroll)
@@ -216,6 +217,8 @@ def apply(kernel: TileKernel, target, knobs):
             s = AtomicAdd(st.tensor, st.index, st.value)
         out.append(s)
     new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(out))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    # the blocks add into the output: it must start at zero (k003_zero_init clears it)
+    return dataclasses.replace(replace_tile(kernel, new_tile), zero_init=(st.tensor,))
 
+
+PASS = KernelPass("003_split_matmul_k", "tile", DESCRIPTION, apply, KNOBS)

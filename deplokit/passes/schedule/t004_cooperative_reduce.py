@@ -10,7 +10,9 @@ from __future__ import annotations
 from ...ir.index import floordiv, mod, var
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, accumulators
-from .knobs import Knob, Skip, pow2_at_least
+from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
+from .knobs import pow2_at_least
+from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "let multiple threads share one reduce; tree-merge with Combine"
 
@@ -50,11 +52,10 @@ def _flatten(loop: Loop) -> Loop:
     total = loop.extent * inner.extent
     ranges = {flat: total}
     mapping = {loop.var: floordiv(var(flat), inner.extent, ranges), inner.var: mod(var(flat), inner.extent, ranges)}
-    from .rewrite import substitute_body
     return Loop(flat, total, loop.kind, substitute_body(inner.body, mapping, ranges), loop.role)
 
 
-def apply(kernel: TileKernel, target, knobs):
+def apply(kernel: TileKernel, pctx: PassContext):
     tile = kernel.tile()
     loops = _phase_loops(tile)
     if not any(lp.kind == "reduce" for lp in loops):
@@ -63,12 +64,12 @@ def apply(kernel: TileKernel, target, knobs):
         return Skip("a matmul reduce (K): threads own outputs instead")
     if any(a.kind == THREAD and a.role for a in tile.axes):
         return Skip("matmul-like kernel")
-    lanes = knobs["lanes"]
+    lanes = pctx.knobs["lanes"]
     longest = max(_flat_extent(lp) for lp in loops)
     if longest < 32 and not kernel.locals:
         # (a kernel with locals always shares a row: its block holds the row on chip)
         return Skip(f"rows of {longest} elements: one thread per row is enough")
-    lane = _fresh_lane(kernel)
+    lane = fresh_name("a", used_vars(kernel.body), numbered=True)
     body = []
     for s in tile.body:
         if isinstance(s, Loop):
@@ -82,17 +83,7 @@ def apply(kernel: TileKernel, target, knobs):
     # The lane axis is the fastest THREAD axis, so a warp's lanes share one row.
     axes = tile.axes + (TileAxis(lane, lanes, THREAD),)
     new_tile = Tile(axes, tuple(body))
-    return TileKernel(kernel.name, kernel.outputs,
-                      tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body), kernel.knobs)
+    return replace_tile(kernel, new_tile)
 
 
-
-
-def _fresh_lane(kernel: TileKernel) -> str:
-    """A loop-variable name (aN) not used in the kernel yet."""
-    from .rewrite import used_vars
-    used = used_vars(kernel.body)
-    n = 0
-    while f"a{n}" in used:
-        n += 1
-    return f"a{n}"
+PASS = KernelPass("004_cooperative_reduce", "tile", DESCRIPTION, apply, KNOBS)

@@ -26,8 +26,9 @@ from ...ir.index import var
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, walk
 from ..stage_geometry import VECTOR
-from ..vector_geometry import body_reason
-from .knobs import Knob, Noted, Skip, pow2_at_least
+from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
+from ..vector_geometry import body_reason, stamp_widths
+from .knobs import pow2_at_least
 from .rewrite import substitute_body
 
 DESCRIPTION = "pick block extents; partition free axes into BLOCK and THREAD"
@@ -51,7 +52,7 @@ def _cooperative(tile: Tile) -> bool:
     return any(isinstance(s, Combine) for s, _ in walk(tile.body))
 
 
-def apply(kernel: TileKernel, target, knobs, types=None):
+def apply(kernel: TileKernel, pctx: PassContext):
     tile = kernel.tile()
     splits = tuple(a for a in tile.axes if a.kind == BLOCK and a.role == "K")    # split-K (003)
     if any(a.kind == BLOCK and a not in splits for a in tile.axes):
@@ -62,17 +63,17 @@ def apply(kernel: TileKernel, target, knobs, types=None):
         lanes = [a for a in tile.axes if a.kind == THREAD and not a.role and _is_lane(tile, a)]
         rows = tuple(TileAxis(a.var, a.extent, BLOCK, a.role) for a in tile.axes if a not in lanes)
         body, why = tile.body, ""
-        if knobs["vector_width"] > 1:
-            body, why = _vector_phases(tile.body, types)
-        return _noted(_with_tile(kernel, Tile(tuple(lanes) + rows, body)), why)   # one row per block
-    budget = knobs["block_threads"]
+        if pctx.knobs["vector_width"] > 1:
+            body, why = _vector_phases(tile.body, pctx.types)
+        return _noted(replace_tile(kernel, Tile(tuple(lanes) + rows, body)), why)   # one row per block
+    budget = pctx.knobs["block_threads"]
     # A matmul-like kernel gives each output axis at most 16 threads (a 16 x 16 block tile).
     per_axis = 16 if any(a.role for a in tile.axes) else budget
     threads, blocks, mapping, ranges = [], [], {}, {}
     inner = tuple(a for a in tile.axes if a not in splits)
     vector, why = None, ""
-    if knobs["vector_width"] > 1:
-        why = _pointwise_reason(tile, inner, types)
+    if pctx.knobs["vector_width"] > 1:
+        why = _pointwise_reason(tile, inner, pctx.types)
         vector = None if why else inner[-1]
     for a in reversed(inner):   # innermost first: the contiguous one
         if a is vector:
@@ -95,8 +96,8 @@ def apply(kernel: TileKernel, target, knobs, types=None):
     axes = tuple(reversed(threads)) + splits + tuple(reversed(blocks))
     body = substitute_body(tile.body, mapping, ranges) if mapping else tile.body
     if vector is not None:
-        body = (Loop(f"{vector.var}v", VECTOR, "vector", body),)
-    return _noted(_with_tile(kernel, Tile(axes, body)), why)
+        body = (stamp_widths(Loop(f"{vector.var}v", VECTOR, "vector", body), pctx.types),)
+    return _noted(replace_tile(kernel, Tile(axes, body)), why)
 
 
 def _noted(kernel: TileKernel, why: str):
@@ -112,8 +113,6 @@ def _pointwise_reason(tile: Tile, inner, types) -> str:
     a = inner[-1]
     if a.extent % VECTOR:
         return f"innermost axis {a.var} of {a.extent} is not a multiple of {VECTOR}"
-    if types is None:
-        return "the tensors' shapes are unknown"
     return body_reason(tile.body, a.var, types)
 
 
@@ -154,7 +153,7 @@ def _vector_phases(body, types):
                 v = f"{s.var}v"
                 inner = substitute_body(s.body, {s.var: var(s.var) + var(v)}, {s.var: s.stop, v: VECTOR})
                 s = StridedLoop(s.var, s.start * VECTOR, s.stop, s.step * VECTOR, s.kind,
-                                (Loop(v, VECTOR, "vector", inner),), s.role, s.unroll)
+                                (stamp_widths(Loop(v, VECTOR, "vector", inner), types, {s.var}),), s.role, s.unroll)
         out.append(s)
     return tuple(out), "; ".join(why)
 
@@ -164,16 +163,11 @@ def _phase_reason(s: StridedLoop, types) -> str:
         return f"{s.kind} phase {s.var} of {s.stop} elements is not a multiple of {VECTOR}"
     if s.start.const or len(s.start.terms) != 1 or s.start.terms[0][1] != 1:
         return f"{s.kind} phase {s.var} does not start at the lane index"
-    if types is None:
-        return "the tensors' shapes are unknown"
     return body_reason(s.body, s.var, types)
 
 
 def _is_lane(tile: Tile, axis: TileAxis) -> bool:
-    from ...ir.tile_ir import StridedLoop
     return any(isinstance(s, StridedLoop) and str(s.start) == axis.var for s, _ in walk(tile.body))
 
 
-def _with_tile(kernel: TileKernel, tile: Tile) -> TileKernel:
-    return TileKernel(kernel.name, kernel.outputs, tuple(tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+PASS = KernelPass("005_blockify_launch", "tile", DESCRIPTION, apply, KNOBS)

@@ -15,17 +15,20 @@ from __future__ import annotations
 from ...ir.index import free_vars, var
 from ...ir.loop_ir import Load
 from ...ir.tile_ir import StridedLoop, Tile, TileKernel, walk
-from .knobs import Knob, Skip, combine_smem, local_smem
+from ...target import STATIC_SMEM_PER_BLOCK
+from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
+from .knobs import combine_smem, local_smem
 from .rewrite import substitute_body
 
 DESCRIPTION = "chunk non-matmul reduces so their Loads fit in shared memory"
 
 
 def _default_budget(kernel, target) -> int:
-    return 48 * 1024
+    return target.static_smem_per_block
 
 
-KNOBS = (Knob("smem_budget", (16 * 1024, 32 * 1024, 48 * 1024), _default_budget,
+KNOBS = (Knob("smem_budget", (STATIC_SMEM_PER_BLOCK // 3, 2 * STATIC_SMEM_PER_BLOCK // 3, STATIC_SMEM_PER_BLOCK),
+              _default_budget,
               "bytes of shared memory the staged row heads may use"),)
 
 
@@ -39,7 +42,7 @@ def _hot_rows(phases) -> dict[str, int]:
     return {t: len(p) for t, p in reads.items() if len(p) >= 2}
 
 
-def apply(kernel: TileKernel, target, knobs):
+def apply(kernel: TileKernel, pctx: PassContext):
     tile = kernel.tile()
     phases = [s for s in tile.body if isinstance(s, StridedLoop)]
     if not phases:
@@ -50,7 +53,7 @@ def apply(kernel: TileKernel, target, knobs):
     hot = {t: n for t, n in _hot_rows(phases).items() if t not in kernel.local_names()}   # locals: on chip
     if not hot:
         return Skip("no row is read in two phases")
-    budget = knobs["smem_budget"] - combine_smem(tile) - local_smem(kernel)
+    budget = pctx.knobs["smem_budget"] - combine_smem(tile) - local_smem(kernel)
     if 4 * extent * len(hot) <= budget:
         return Skip(f"rows of {extent} floats fit in shared memory whole")
     lanes = phases[0].step
@@ -67,5 +70,7 @@ def apply(kernel: TileKernel, target, knobs):
         else:
             body.append(s)
     new_tile = Tile(tile.axes, tuple(body))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
+
+
+PASS = KernelPass("006_chunk_reduce", "tile", DESCRIPTION, apply, KNOBS)

@@ -12,21 +12,16 @@ from __future__ import annotations
 from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
-from .knobs import STATIC_SMEM, Knob, Skip, combine_smem, local_smem
+from ..record import KernelPass, PassContext, Skip, flag_knob, fresh_name, replace_tile
+from .knobs import combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
 
 
-def _default_stage(kernel, target) -> bool:
-    return True
+KNOBS = (flag_knob("stage", "stage hot input slabs in shared memory", "staging"),)
 
 
-KNOBS = (Knob("stage", (True, False), _default_stage, "stage hot input slabs in shared memory"),)
-
-
-def apply(kernel: TileKernel, target, knobs):
-    if not knobs["stage"]:
-        return Skip("staging disabled by the knob")
+def apply(kernel: TileKernel, pctx: PassContext):
     tile = kernel.tile()
     if any(isinstance(s, Stage) for s, _ in walk(tile.body)):
         return Skip("already staged")
@@ -64,11 +59,12 @@ def apply(kernel: TileKernel, target, knobs):
             size *= e
         if sum(a for _, _, a, _ in loads) < 2 * size:
             continue
-        if used + 4 * size > STATIC_SMEM:
-            reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {STATIC_SMEM} bytes of static shared memory")
+        if used + 4 * size > pctx.target.static_smem_per_block:
+            reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {pctx.target.static_smem_per_block} bytes "
+                           f"of static shared memory")
             continue
         used += 4 * size
-        name = _fresh(f"{tensor}_smem", kernel, names)
+        name = fresh_name(f"{tensor}_smem", names, "_")
         names.append(name)
         stages.setdefault(scope_id, []).append(Stage(name, tensor, origin, loads[0][1]))
         for load, _, _, index in loads:
@@ -82,8 +78,7 @@ def apply(kernel: TileKernel, target, knobs):
 
     body = _place(tile.body, stages, rewrite)
     new_tile = Tile(tile.axes, tuple(stages.get(id(None), ())) + body)
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
 
 
 def _place(body, stages, rewrite):
@@ -152,8 +147,4 @@ def _slab(load: Load, uniform, varying, riders=frozenset()):
     return tuple(origin), tuple(axes), tuple(index)
 
 
-def _fresh(name, kernel, taken):
-    n, cand = 1, name
-    while cand in taken:
-        cand, n = f"{name}_{n}", n + 1
-    return cand
+PASS = KernelPass("007_stage_inputs", "tile", DESCRIPTION, apply, KNOBS)

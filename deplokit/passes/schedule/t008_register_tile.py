@@ -47,8 +47,9 @@ import dataclasses
 
 from ...ir.index import Affine, free_vars, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Combine, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
-from .knobs import Knob, Skip
+from ...ir.tile_ir import (BLOCK, THREAD, AtomicAdd, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
+                           TileKernel, walk)
+from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
@@ -102,7 +103,7 @@ def _k_loops(tile: Tile):
     return [s for s, _ in walk(tile.body) if isinstance(s, Loop) and s.role == "K"]
 
 
-def apply(kernel: TileKernel, target, knobs):
+def apply(kernel: TileKernel, pctx: PassContext):
     tile = kernel.tile()
     if not _k_loops(tile):
         return Skip("not a matmul: no K reduce loop")
@@ -110,9 +111,9 @@ def apply(kernel: TileKernel, target, knobs):
         return Skip("already register-tiled")
     if any(isinstance(s, (StridedLoop, Combine)) for s, _ in walk(tile.body)):
         return Skip("threads share a reduction: no output block to replicate")
-    layout = knobs["layout"]
+    layout = pctx.knobs["layout"]
     plan, reasons = [], []
-    for role, want in (("M", knobs["tm"]), ("N", knobs["tn"])):
+    for role, want in (("M", pctx.knobs["tm"]), ("N", pctx.knobs["tn"])):
         if want == 1:
             continue
         pair = role_pair(tile, role)
@@ -128,21 +129,19 @@ def apply(kernel: TileKernel, target, knobs):
     if not plan:
         if reasons:
             return Skip("; ".join(reasons))
-        return Skip(f"tm={knobs['tm']}, tn={knobs['tn']}: one output per thread")
+        return Skip(f"tm={pctx.knobs['tm']}, tn={pctx.knobs['tn']}: one output per thread")
     while True:                                # the grown slabs must fit in shared memory
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
-        if need <= STATIC_SMEM:
+        if need <= pctx.target.static_smem_per_block:
             return out
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]
         plan[big] = (role, t, b, n // 2)
         if all(p[3] == 1 for p in plan):
             return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
-                        f"more than {STATIC_SMEM}")
+                        f"more than {pctx.target.static_smem_per_block}")
 
-
-STATIC_SMEM = 48 * 1024
 
 
 def _smem_bytes(kernel: TileKernel) -> int:
@@ -163,7 +162,7 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     used = used_vars(kernel.body)
     mapping, ranges, regs, slab_of = {}, {}, [], {}
     for role, t, b, n in plan:
-        r = _fresh(t.var[:-1] + "r", used)
+        r = fresh_name(t.var[:-1] + "r", used)
         used.add(r)
         nb = -(-b.extent // n)
         if layout == "strided":
@@ -183,15 +182,9 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     axes = tuple(dataclasses.replace(a, extent=ranges[a.var]) if a.kind == BLOCK and a.var in ranges else a
                  for a in tile.axes)
     new_tile = Tile(axes, body)
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
-
-
-def _fresh(name: str, used) -> str:
-    cand, n = name, 1
-    while cand in used:
-        cand, n = f"{name}{n}", n + 1
-    return cand
+    shape = tuple(lp.extent for lp in regs)          # each accumulator: one register per slot
+    return dataclasses.replace(replace_tile(kernel, new_tile),
+                               register_tiles=tuple(RegisterTile(a, shape) for a in accs))
 
 
 def _resize_slab(stage: Stage, slab_of) -> Stage:
@@ -380,3 +373,6 @@ def _operands(s) -> list[str]:
     if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, str):
         return [s.value]
     return []
+
+
+PASS = KernelPass("008_register_tile", "tile", DESCRIPTION, apply, KNOBS)

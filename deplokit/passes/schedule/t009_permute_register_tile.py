@@ -5,7 +5,7 @@ r = 0..TN-1 are the adjacent columns t*TN + r. At every k, slot r of the 16 N-th
 warp reads row k of the B tile at columns t*TN + r: 16 words TN apart, which span only
 32/TN banks: for TN = 4, threads t and t + 8 are 32 words apart, the same bank, so every
 B load of the strip takes 2 wavefronts (4 for TN = 8). (The two M-rows of a warp read the
-same words: broadcasts, free.) Counted with deplokit.passes.schedule.banks:
+same words: broadcasts, free.) Counted with deplokit.analysis.banks:
 
     b_smem[a2i, a1t * 4 + a1r]                      degree 2 for every slot a1r
     b_smem[a2i, a1t * 4 + (a1r + a1t // 8) % 4]     degree 1
@@ -29,18 +29,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import Affine, Var, floordiv, mod, var
+from ...analysis.banks import smem_loads
+from ...ir.index import Affine, Mod, Var, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
 from ...ir.tile_ir import AtomicAdd, StridedLoop, Tile, TileKernel, walk
-from .banks import smem_loads
-from .knobs import Knob, Skip
+from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 from .rewrite import substitute_body
 from .t008_register_tile import role_pair
 
 DESCRIPTION = "reorder the register strip so bank-conflicting loads land on far columns"
 
-KNOBS = (Knob("permute", (True, False), lambda k, t: True,
-              "rotate each thread's register strip by its thread group against bank conflicts"),)
+KNOBS = (flag_knob("permute", "rotate each thread's register strip by its thread group against bank conflicts",
+                   "permutation"),)
 
 
 def _coef(e: Affine, name: str) -> int:
@@ -64,9 +64,7 @@ def _cost(kernel: TileKernel) -> int:
     return sum(ld.wavefronts for ld in smem_loads(kernel))
 
 
-def apply(kernel: TileKernel, target, knobs):
-    if not knobs["permute"]:
-        return Skip("permutation disabled by the knob")
+def apply(kernel: TileKernel, pctx: PassContext):
     tile = kernel.tile()
     regs: dict[str, Loop] = {}
     for s, _ in walk(tile.body):
@@ -106,7 +104,6 @@ def apply(kernel: TileKernel, target, knobs):
 
 
 def _has_mod_of(tile: Tile, r: str) -> bool:
-    from ...ir.index import Mod, free_vars
     for s, _ in walk(tile.body):
         if isinstance(s, (Load, Store, AtomicAdd)):
             for e in s.index:
@@ -124,8 +121,7 @@ def _permute(kernel: TileKernel, reg: Loop, t, d: int) -> TileKernel:
     tiles = {s.acc for s, _ in walk(tile.body) if isinstance(s, Accumulate) and s.index}
     body = _rewrite(tile.body, {reg.var: col}, ranges, tiles)
     new_tile = Tile(tile.axes, body)
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
 
 
 def _rewrite(body, mapping, ranges, tiles):
@@ -139,3 +135,6 @@ def _rewrite(body, mapping, ranges, tiles):
             s = substitute_body((s,), mapping, ranges)[0]
         out.append(s)
     return tuple(out)
+
+
+PASS = KernelPass("009_permute_register_tile", "tile", DESCRIPTION, apply, KNOBS)

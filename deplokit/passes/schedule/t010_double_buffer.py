@@ -21,23 +21,15 @@ import dataclasses
 
 from ...ir.tile_ir import Stage
 from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, smem_bytes
-from .knobs import Knob, Skip
+from ..record import KernelPass, PassContext, Skip, flag_knob
 
 DESCRIPTION = "promote K-outer Stages to BufferedStage (ping-pong)"
-STATIC_SMEM = 48 * 1024
 
 
-def _default_enable(kernel, target) -> bool:
-    return True
+KNOBS = (flag_knob("enable", "double-buffer the stages at the head of a matmul K-outer loop", "double buffering"),)
 
 
-KNOBS = (Knob("enable", (True, False), _default_enable,
-              "double-buffer the stages at the head of a matmul K-outer loop"),)
-
-
-def apply(kernel, target, knobs):
-    if not knobs["enable"]:
-        return Skip("double buffering disabled by the knob")
+def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     loops = k_outer_loops(tile)
     if not loops:
@@ -51,8 +43,9 @@ def apply(kernel, target, knobs):
         return Skip("the K-outer loop runs once: nothing to overlap")
     extra = sum(4 * _elements(s) for s, lp in todo if lp.extent >= 2)
     need = smem_bytes(tile) + extra
-    if need > STATIC_SMEM:
-        return Skip(f"two buffers need {need} bytes of shared memory, more than the {STATIC_SMEM} bytes a "
+    if need > pctx.target.static_smem_per_block:
+        return Skip(f"two buffers need {need} bytes of shared memory, more than the "
+                    f"{pctx.target.static_smem_per_block} bytes a "
                     f"block may declare statically")
 
     def promote(s: Stage, loop) -> Stage:
@@ -66,3 +59,6 @@ def _elements(s: Stage) -> int:
     for ax in s.slab[:-1]:
         n *= ax.extent
     return n
+
+
+PASS = KernelPass("010_double_buffer", "tile", DESCRIPTION, apply, KNOBS)

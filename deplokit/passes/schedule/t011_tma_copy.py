@@ -40,21 +40,17 @@ import dataclasses
 
 from ...ir.tile_ir import Tile
 from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, scope_ranges, tma_copies, tma_plan
-from .knobs import Knob, Skip
+from ..record import KernelPass, Knob, Needs, PassContext, Skip, flag_knob, replace_tile
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA copies (sm_90+)"
-
-
-def _default_enable(kernel, target) -> bool:
-    return True
 
 
 def _default_max_copies(kernel, target) -> int:
     return 32
 
 
-KNOBS = (Knob("enable", (True, False), _default_enable, "copy eligible BufferedStages with TMA bulk copies"),
+KNOBS = (flag_knob("enable", "copy eligible BufferedStages with TMA bulk copies", "TMA copies"),
          Knob("max_copies", (8, 16, 32, 64, 128), _default_max_copies,
               "most bulk copies (one per row) a TMA stage may issue per K iteration"))
 
@@ -75,11 +71,7 @@ def eligible(stage, loop, tile, types, max_copies: int = 1 << 30) -> str:
     return ""
 
 
-def apply(kernel, target, knobs, types=None):
-    if not target.tma:
-        return Skip(f"{target.name} has no TMA (bulk copies need sm_90)")
-    if not knobs["enable"]:
-        return Skip("TMA copies disabled by the knob")
+def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     loops = k_outer_loops(tile)
     candidates = [(s, lp) for lp in loops for s in head_stages(lp) if s.buffers == 2 and s.copy == "sync"]
@@ -87,7 +79,7 @@ def apply(kernel, target, knobs, types=None):
         return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
     reasons, chosen = [], set()
     for s, lp in candidates:
-        why = eligible(s, lp, tile, types, knobs["max_copies"])
+        why = eligible(s, lp, tile, pctx.types, pctx.knobs["max_copies"])
         if why:
             reasons.append(why)
         else:
@@ -97,4 +89,7 @@ def apply(kernel, target, knobs, types=None):
     kernel = rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, copy="tma") if s.name in chosen else s)
     tile = kernel.tile()
     new_tile = Tile(tile.axes, await_copies(tile.body, chosen))
-    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))
+    return replace_tile(kernel, new_tile)
+
+
+PASS = KernelPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("tma", "TMA (bulk copies need sm_90)"),))

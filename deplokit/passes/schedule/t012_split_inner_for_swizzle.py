@@ -31,29 +31,23 @@ from ...ir.index import Affine, FloorDiv, Mod
 from ...ir.loop_ir import Load
 from ...ir.tile_ir import SlabAxis, Stage, Tile, map_body, walk
 from ..stage_geometry import rows, scope_ranges
-from .knobs import Knob, Skip
+from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 
 DESCRIPTION = "split the inner axis of a TMA stage into copy atoms where a bulk copy needs it"
 
 
-def _default_enable(kernel, target) -> bool:
-    return True
+KNOBS = (flag_knob("enable", "split TMA rows that cross the tensor's end into 128-byte (or smaller) atoms",
+                   "row splitting"),)
 
 
-KNOBS = (Knob("enable", (True, False), _default_enable,
-              "split TMA rows that cross the tensor's end into 128-byte (or smaller) atoms"),)
-
-
-def apply(kernel, target, knobs, types=None):
-    if not knobs["enable"]:
-        return Skip("row splitting disabled by the knob")
+def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     stages = [(s, loops) for s, loops in walk(tile.body) if isinstance(s, Stage) and s.copy == "tma"]
     if not stages:
         return Skip("no TMA stage (011 tma_copy did not apply)")
     splits, reasons = {}, []
     for s, loops in stages:
-        shape = types[s.tensor].shape
+        shape = pctx.types[s.tensor].shape
         E = s.slab[-1].extent
         r = rows(s, shape, scope_ranges(tile, loops))
         if len(s.slab) > 1 and s.slab[-2].dim == s.slab[-1].dim:
@@ -85,4 +79,7 @@ def apply(kernel, target, knobs, types=None):
         return st
 
     new_tile = Tile(tile.axes, map_body(tile.body, rewrite))
-    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))
+    return replace_tile(kernel, new_tile)
+
+
+PASS = KernelPass("012_split_inner_for_swizzle", "tile", DESCRIPTION, apply, KNOBS)

@@ -29,24 +29,16 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, map_body, walk
-from .knobs import Knob, Skip
+from ..record import KernelPass, Needs, PassContext, Skip, flag_knob, replace_tile
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow the remaining stages to cp.async copies (sm_80+)"
 
 
-def _default_enable(kernel, target) -> bool:
-    return True
+KNOBS = (flag_knob("enable", "copy the remaining synchronous stages with cp.async", "cp.async copies"),)
 
 
-KNOBS = (Knob("enable", (True, False), _default_enable, "copy the remaining synchronous stages with cp.async"),)
-
-
-def apply(kernel, target, knobs, types=None):
-    if not target.cp_async:
-        return Skip(f"{target.name} has no cp.async (sm_80+)")
-    if not knobs["enable"]:
-        return Skip("cp.async copies disabled by the knob")
+def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     stages = [s for s, _ in walk(tile.body) if isinstance(s, Stage)]
     if not stages:
@@ -54,7 +46,8 @@ def apply(kernel, target, knobs, types=None):
     sync = [s for s in stages if s.copy == "sync"]
     if not sync:
         return Skip("every stage is already an asynchronous (TMA) copy")
-    chosen = {s.name for s in sync if types is None or types[s.tensor].dtype == "float32"}
+    types = pctx.types
+    chosen = {s.name for s in sync if types[s.tensor].dtype == "float32"}
     if not chosen:
         return Skip("; ".join(f"{s.name}: {s.tensor} is {types[s.tensor].dtype}, not float32" for s in sync))
 
@@ -64,4 +57,7 @@ def apply(kernel, target, knobs, types=None):
         return st
 
     new_tile = Tile(tile.axes, await_copies(map_body(tile.body, narrow), chosen))
-    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))
+    return replace_tile(kernel, new_tile)
+
+
+PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),))

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
-from .banks import stage_cost
-from .knobs import Knob, Skip
+from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
-STATIC_SMEM = 48 * 1024
 
 
 def _stages(kernel: TileKernel) -> list[Stage]:
@@ -106,8 +105,8 @@ def _smem_floats(stage: Stage, pad: int) -> int:
     return n * stage.buffers
 
 
-def apply(kernel: TileKernel, target, knobs):
-    pad = knobs["pad"]
+def apply(kernel: TileKernel, pctx: PassContext):
+    pad = pctx.knobs["pad"]
     if pad == 0:
         return Skip("padding disabled by the knob (pad=0)")
     stages = _stages(kernel)
@@ -117,8 +116,9 @@ def apply(kernel: TileKernel, target, knobs):
     if not plan:
         return Skip("; ".join(reasons) or "no stage's loads conflict on shared-memory banks")
     total = sum(_smem_floats(s, plan.get(s.name, s.pad)) for s in stages)
-    if 4 * total > STATIC_SMEM:
-        return Skip(f"padding would need {4 * total} bytes of shared memory, more than {STATIC_SMEM}")
+    if 4 * total > pctx.target.static_smem_per_block:
+        return Skip(f"padding would need {4 * total} bytes of shared memory, "
+                    f"more than {pctx.target.static_smem_per_block}")
 
     def pad_stage(s):
         if isinstance(s, Stage) and s.name in plan:
@@ -127,5 +127,7 @@ def apply(kernel: TileKernel, target, knobs):
 
     tile = kernel.tile()
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
+
+
+PASS = KernelPass("014_pad_smem", "tile", DESCRIPTION, apply, KNOBS)

@@ -35,22 +35,15 @@ import dataclasses
 
 from ...ir.tile_ir import AsyncWait, Stage, Tile
 from ..stage_geometry import head_length, head_stages, k_outer_loops
-from .knobs import Knob, Skip
+from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 
 DESCRIPTION = "rotate the K-outer loop into prologue / steady state / epilogue (cp.async + TMA)"
 
 
-def _default_enable(kernel, target) -> bool:
-    return True
+KNOBS = (flag_knob("enable", "issue the copies of K tile ko + 1 during tile ko (software pipeline)", "pipelining"),)
 
 
-KNOBS = (Knob("enable", (True, False), _default_enable,
-              "issue the copies of K tile ko + 1 during tile ko (software pipeline)"),)
-
-
-def apply(kernel, target, knobs):
-    if not knobs["enable"]:
-        return Skip("pipelining disabled by the knob")
+def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     loops = k_outer_loops(tile)
     if not loops:
@@ -81,7 +74,7 @@ def apply(kernel, target, knobs):
     rotate = {id(lp) for lp in loops if lp.var in chosen}
     body = tuple(_pipeline(s) if id(s) in rotate else s for s in tile.body)
     new_tile = Tile(tile.axes, body)
-    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))
+    return replace_tile(kernel, new_tile)
 
 
 def _pipeline(loop):
@@ -95,3 +88,6 @@ def _pipeline(loop):
             names += [x for x in w.stages if x not in names]
     names += [s.name for s in stages if s.name not in names]
     return dataclasses.replace(loop, body=(AsyncWait(tuple(names)),) + stages + loop.body[n:])
+
+
+PASS = KernelPass("015_pipeline_k_outer", "tile", DESCRIPTION, apply, KNOBS)

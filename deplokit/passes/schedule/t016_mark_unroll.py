@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import StridedLoop, Tile, TileKernel, map_body
-from .knobs import Knob, Skip
+from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 
 DESCRIPTION = "annotate small inner loops for #pragma unroll"
 
@@ -15,8 +15,8 @@ def _default_trip(kernel, target) -> int:
 KNOBS = (Knob("max_trip", (0, 4, 8, 16, 32), _default_trip, "unroll loops of at most this many iterations"),)
 
 
-def apply(kernel: TileKernel, target, knobs):
-    limit = knobs["max_trip"]
+def apply(kernel: TileKernel, pctx: PassContext):
+    limit = pctx.knobs["max_trip"]
     marked = []
 
     def mark(s):
@@ -37,9 +37,11 @@ def apply(kernel: TileKernel, target, knobs):
     if not marked:
         return Skip(f"no loop of at most {limit} iterations per thread")
     new_tile = Tile(tile.axes, body)
-    return TileKernel(kernel.name, kernel.outputs, tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body),
-                      kernel.knobs)
+    return replace_tile(kernel, new_tile)
 
 
 def _is_loop(s) -> bool:
     return isinstance(s, StridedLoop) or (isinstance(s, Loop) and s.kind != "vector")
+
+
+PASS = KernelPass("016_mark_unroll", "tile", DESCRIPTION, apply, KNOBS)

@@ -1,0 +1,153 @@
+"""Shared-memory bank conflicts, counted on Tile IR (used by 009 and 014, and by tests).
+
+Shared memory is 32 banks of 4-byte words: word w lives in bank w % 32. The 32 lanes of a
+warp issue a load together; lanes that read the same word share one broadcast, but distinct
+words that fall into one bank are served one after another. The *conflict degree* of one
+warp-wide access is the largest number of distinct words any single bank must serve: 1 is
+conflict-free, d means the load takes d wavefronts instead of one.
+
+    conflict_degree([0, 1, 2, ..., 31])          -> 1    consecutive floats
+    conflict_degree([0, 16, 32, 48, ...])        -> 16   a column of a 16-wide row-major tile
+    conflict_degree([0, 17, 34, 51, ...])        -> 1    the same column with rows padded to 17
+
+On Tile IR, a Load from a Stage reads word `flat(index)` of the stage's shared array (rows
+of the innermost slab axis are `extent + pad` floats long). Its warps are the THREAD axes
+flattened row-major (the last axis fastest); loop variables are uniform across a warp, so
+they only shift every lane's word by the same amount, which leaves the degree unchanged:
+they are taken at 0. Register-loop variables are uniform too, but 009 may skew a register
+slot by the thread index, so every register slot is counted separately: the cost of a load
+is the sum of its warp-worst degrees over the slots of the register block (the wavefronts
+one execution of the unrolled register nest needs), and load_degree reports the worst slot.
+A strided loop's variable starts at its thread's lane, and is taken there.
+
+A load in a vector loop (005: 4 consecutive floats per thread) is one 128-bit access per
+lane: the hardware serves a warp's float4 loads in 4 phases of 8 lanes (128 bytes each), so
+its degree is the worst phase's, over the 4 words each of its 8 lanes reads; 4 lanes
+reading 4 consecutive floats each are conflict-free.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.index import Gather, evaluate, free_vars
+from ..ir.loop_ir import Load, Loop
+from ..ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
+from ..target import WARP_SIZE
+
+BANKS = 32
+WARP = WARP_SIZE
+
+
+def conflict_degree(addresses) -> int:
+    """Wavefronts one warp-wide access of 4-byte words at `addresses` (one per active lane;
+    None for an inactive lane) needs: the most distinct words in one bank; 0 when no lane is
+    active."""
+    per_bank: dict[int, set] = {}
+    for a in addresses:
+        if a is None:
+            continue
+        per_bank.setdefault(int(a) % BANKS, set()).add(int(a))
+    return max((len(words) for words in per_bank.values()), default=0)
+
+
+@dataclass(frozen=True)
+class SmemLoad:
+    """One Load from a Stage, with what its warps cost."""
+    stage: str
+    dst: str
+    degree: int          # worst warp, worst register slot
+    wavefronts: int      # summed over the register slots (worst warp each)
+    slots: int           # register slots the load runs for (1 outside register loops)
+
+
+def thread_values(tile: Tile) -> dict[str, np.ndarray]:
+    """Each THREAD axis's value for every thread of the block, in thread-index order."""
+    axes = [a for a in tile.axes if a.kind == THREAD]
+    total = 1
+    for a in axes:
+        total *= a.extent
+    tid = np.arange(total, dtype=np.int64)
+    out, stride = {}, 1
+    for a in reversed(axes):
+        out[a.var] = (tid // stride) % a.extent
+        stride *= a.extent
+    return out
+
+
+def stage_word(stage: Stage, index_values, pad: int | None = None) -> np.ndarray:
+    """The shared-array word each lane reads, for slab coordinates `index_values`."""
+    pad = stage.pad if pad is None else pad
+    shape = [ax.extent for ax in stage.slab]
+    shape[-1] += pad
+    word, stride = np.int64(0), 1
+    for v, extent in zip(reversed(index_values), reversed(shape)):
+        word = word + v * stride
+        stride *= extent
+    return word
+
+
+def _warp_worst(words: np.ndarray, threads: int, width: int = 1) -> int:
+    """The worst warp's degree; `width` 4: float4 accesses, served a phase of 8 lanes at a time."""
+    words = np.broadcast_to(words, (threads,))
+    if width == 1:
+        return max(conflict_degree(words[w:w + WARP]) for w in range(0, threads, WARP))
+    phase = WARP // width
+    runs = (words[:, None] + np.arange(width)).reshape(threads, width)
+    return max(conflict_degree(runs[p:p + phase].ravel()) for p in range(0, threads, phase))
+
+
+def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None) -> list[SmemLoad]:
+    """Every Load from a Stage of the kernel, with its bank-conflict degree. `pads` (stage
+    name -> pad) prices a padding other than the one the stages hold."""
+    tile = kernel.tile()
+    stages = {s.name: s for s, _ in walk(tile.body) if isinstance(s, Stage)}
+    lanes = thread_values(tile)
+    threads = len(next(iter(lanes.values()))) if lanes else 1
+    out = []
+    for s, loops in walk(tile.body):
+        if not isinstance(s, Load) or s.tensor not in stages:
+            continue
+        if any(isinstance(a, Gather) for e in s.index for a, _ in e.terms):
+            continue                                   # data-dependent: not static
+        stage = stages[s.tensor]
+        env: dict = {v: np.int64(0) for a in tile.axes for v in [a.var] if a.var not in lanes}
+        env.update(lanes)
+        registers, width = [], 1
+        for lp in loops:
+            if isinstance(lp, Loop) and lp.kind == "vector" and any(lp.var in free_vars(e) for e in s.index):
+                width = lp.extent                      # taken at 0: the run's first word
+            if isinstance(lp, Loop) and lp.kind == "register":
+                registers.append(lp)
+            elif isinstance(lp, Loop):
+                env[lp.var] = np.int64(0)
+            elif isinstance(lp, StridedLoop):
+                env[lp.var] = evaluate(lp.start, _defaulted(env, lp.start))
+        worst, total, slots = 0, 0, 0
+        for values in itertools.product(*(range(lp.extent) for lp in registers)):
+            env.update({lp.var: np.int64(v) for lp, v in zip(registers, values)})
+            idx = [evaluate(e, _defaulted(env, e)) for e in s.index]
+            pad = None if pads is None else pads.get(stage.name, stage.pad)
+            d = _warp_worst(stage_word(stage, idx, pad), threads, width)
+            worst, total, slots = max(worst, d), total + d, slots + 1
+        out.append(SmemLoad(stage.name, s.dst, worst, total, slots))
+    return out
+
+
+def _defaulted(env, e):
+    """env, with any variable of e it lacks (a block-uniform name) taken at 0."""
+    missing = free_vars(e) - env.keys()
+    if not missing:
+        return env
+    return {**env, **{v: np.int64(0) for v in missing}}
+
+
+def stage_cost(kernel: TileKernel, pads: dict[str, int] | None = None) -> dict[str, tuple[int, int]]:
+    """Stage name -> (worst degree of its loads, wavefronts summed over its loads)."""
+    out: dict[str, tuple[int, int]] = {}
+    for ld in smem_loads(kernel, pads):
+        d, w = out.get(ld.stage, (0, 0))
+        out[ld.stage] = (max(d, ld.degree), w + ld.wavefronts)
+    return out

@@ -1,0 +1,113 @@
+"""What a kernel must move and compute, read off the IR: no GPU needed.
+
+Bytes are *compulsory* global traffic: every buffer a kernel reads is read once and every
+buffer it writes is written once (what a perfect cache would leave); FLOPs are the Loop IR's
+arithmetic ops times the extents of the loops around them (a matmul's multiply and its
+accumulate give 2·M·N·K). Benchmarks divide these by measured time for GB/s and FLOP/s; the
+autotuner's cost model can use them as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import loop_ir as L
+from ..ir.index import gathers
+from .units import ctype_bytes, is_flop
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    name: str
+    bytes_read: int
+    bytes_written: int
+    flops: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte of compulsory traffic."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+
+def loop_kernel_flops(kernel: L.Kernel) -> int:
+    """FLOPs (units.is_flop: arithmetic Computes and each Accumulate) times the product
+    of the extents of the loops around each."""
+    total = 0
+    for stmt, loops in L.walk(kernel.body):
+        if is_flop(stmt):
+            n = 1
+            for loop in loops:
+                n *= loop.extent
+            total += n
+    return total
+
+
+def elements_read(kernel: L.Kernel) -> dict[str, int]:
+    """Per tensor, how many element reads the loop nest makes (loads, and the index tensors
+    of gathers), each load times the extents of the loops around it."""
+    reads: dict[str, int] = {}
+    for stmt, loops in L.walk(kernel.body):
+        if isinstance(stmt, L.Load):
+            n = 1
+            for loop in loops:
+                n *= loop.extent
+            for tensor in [stmt.tensor] + [g.tensor for e in stmt.index for g in gathers(e)]:
+                reads[tensor] = reads.get(tensor, 0) + n
+    return reads
+
+
+def loop_kernel_cost(kernel: L.Kernel, types: dict) -> KernelCost:
+    """Compulsory traffic and FLOPs of one Loop-IR kernel; `types` maps tensor -> TensorType.
+    A tensor read fewer times than it has elements (an embedding table gathered by 128 token
+    ids, a slice) counts only the elements read."""
+    reads = elements_read(kernel)
+
+    def size(name, elements):
+        return elements * types[name].itemsize
+    read = sum(size(n, min(types[n].numel, reads.get(n, 0))) for n in kernel.inputs() if n not in kernel.outputs)
+    written = sum(size(n, types[n].numel) for n in kernel.outputs)
+    return KernelCost(kernel.name, read, written, loop_kernel_flops(kernel))
+
+
+def kernel_func_bytes(kernel) -> tuple[int, int]:
+    """(read, written) bytes of a Kernel-IR KernelFunc: its const parameters are read once,
+    the others written once, each sized by its element count and ctype."""
+    read = written = 0
+    for p in kernel.params:
+        n = p.size * ctype_bytes(p.ctype)
+        if p.const:
+            read += n
+        else:
+            written += n
+    return read, written
+
+
+def program_kernel_costs(kernel_program, loop_program) -> tuple[KernelCost, ...]:
+    """One KernelCost per Kernel-IR kernel, in launch order: bytes from its parameters, FLOPs
+    from the Loop-IR kernel of the same name (0 for kernels the lowering added, such as the
+    `<name>_zero` kernel that clears a split-K output)."""
+    flops = {k.name: loop_kernel_flops(k) for k in loop_program.kernels}
+    out = []
+    for k in kernel_program.kernels:
+        read, written = kernel_func_bytes(k)
+        out.append(KernelCost(k.name, read, written, flops.get(k.name, 0)))
+    return tuple(out)
+
+
+def program_cost(loop_program, name: str = "program") -> KernelCost:
+    """The whole program's compulsory traffic (its inputs, parameters and constants that a
+    kernel reads, and its outputs; temporaries between kernels are not counted, so eager,
+    torch.compile and deplokit are measured against the same bytes) and its FLOPs."""
+    types = loop_program.types()
+    written = {b.name for b in loop_program.written}
+    read_names: list[str] = []
+    for k in loop_program.kernels:
+        read_names += [n for n in k.inputs() if n not in written and n not in read_names]
+
+    def size(n):
+        return types[n].numel * types[n].itemsize
+    return KernelCost(name, sum(size(n) for n in read_names), sum(size(n) for n in loop_program.outputs),
+                      sum(loop_kernel_flops(k) for k in loop_program.kernels))

@@ -1,0 +1,183 @@
+"""What one scheduled kernel does, counted on its Tile IR: the work the cost model prices.
+
+Counts are totals over the whole grid. A statement runs once per value of the loops around
+it (a StridedLoop counts stop / step iterations per thread, its average); a thread-uniform
+loop variable is taken at 0. Global accesses are priced by the 32-byte sectors one warp's
+access touches (warp 0's lanes, the THREAD axes flattened row-major as the materialiser does):
+32 consecutive floats are 4 sectors, a column of a row-major tile up to 32, a broadcast 1.
+So coalescing shows up as bytes fetched beyond the bytes asked for. Shared-memory loads are
+priced in wavefronts with the bank-degree model of analysis/banks.py; a Stage copy
+moves its slab once per block per execution, as whole 32-byte sectors of its rows.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.index import evaluate, free_vars, gathers
+from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileKernel
+from .banks import WARP, smem_loads, thread_values
+from .units import is_flop
+
+SECTOR = 32
+# Special-function-unit ops issue at a quarter of the FP32 rate.
+SLOW_OPS = {"exp", "log", "tanh", "erf", "rsqrt", "sqrt", "sigmoid", "pow", "sin", "cos", "reciprocal", "divide"}
+
+
+@dataclass(frozen=True)
+class KernelWork:
+    name: str
+    threads: int                # per block
+    blocks: int
+    flops: float                # FLOPs of all threads (units.is_flop: a multiply-add is 2)
+    fp_instructions: float      # warp instructions on the FP32 / SFU pipes
+    instructions: float         # all warp instructions issued (arithmetic, loads, stores, copies)
+    compulsory_bytes: int       # each tensor the kernel touches, once
+    requested_bytes: float      # global bytes the threads ask for
+    sector_bytes: float         # global bytes moved in whole 32-byte sectors (L2 traffic)
+    smem_wavefronts: float      # shared-memory wavefronts, bank conflicts included
+    barriers: float             # block barriers executed per block
+    atomics: float              # atomic adds of all threads
+    stage_bytes: int            # shared memory the kernel's stages take (double buffers twice)
+    pipelined: bool = False     # copies overlap compute (double buffered or prefetched stages)
+
+    @property
+    def coalescing(self) -> float:
+        """Share of the fetched bytes the threads asked for: 1.0 when perfectly coalesced."""
+        return self.requested_bytes / self.sector_bytes if self.sector_bytes else 1.0
+
+
+def _strides(shape) -> list[int]:
+    out, s = [], 1
+    for d in reversed(shape):
+        out.append(s)
+        s *= d
+    return out[::-1]
+
+
+class _Counter:
+    def __init__(self, kernel: TileKernel, types: dict):
+        self.kernel, self.types = kernel, types
+        self.tile = kernel.tile()
+        self.threads = math.prod(a.extent for a in self.tile.axes if a.kind == THREAD)
+        self.blocks = math.prod(a.extent for a in self.tile.axes if a.kind != THREAD)
+        self.warps = -(-self.threads // WARP)
+        lanes = thread_values(self.tile)
+        self.lanes = {v: vals[:WARP] for v, vals in lanes.items()}
+        self.stages: dict[str, Stage] = {}
+        self.smem = {(ld.stage, ld.dst): ld for ld in smem_loads(kernel)}
+        self.touched: set[str] = set()
+        self.flops = self.fp = self.instr = self.requested = self.sectors = 0.0
+        self.wavefronts = self.barriers = self.atomics = 0.0
+        self.stage_bytes = 0
+        self.pipelined = False
+        self.vector = 1             # elements per access inside a vector loop
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _env(self, env: dict, e) -> dict:
+        missing = free_vars(e) - env.keys()
+        return {**env, **{v: np.int64(0) for v in missing}} if missing else env
+
+    def _warp_sectors(self, tensor: str, index, env) -> tuple[float, float]:
+        """(bytes asked, sectors) of one warp-wide access to a global tensor."""
+        t = self.types[tensor]
+        size = t.itemsize
+        lanes = min(WARP, self.threads)
+        if any(gathers(e) for e in index):        # data-dependent rows: assume one sector a lane
+            return lanes * size, lanes
+        flat = np.int64(0)
+        for e, stride in zip(index, _strides(t.shape)):
+            flat = flat + evaluate(e, self._env(env, e)) * stride
+        flat = np.asarray(flat, dtype=np.int64)     # (lanes,), or (4, lanes) inside a vector loop
+        words = np.broadcast_to(flat, np.broadcast_shapes(flat.shape, (lanes,))).ravel()
+        distinct = np.unique(words)
+        return len(distinct) * size, len(np.unique(distinct * size // SECTOR))
+
+    # -- the walk -------------------------------------------------------------------------------
+    def visit(self, body, mult: float, env: dict) -> None:
+        per_block = mult * self.blocks
+        per_warp = per_block * self.warps
+        per_thread = per_block * self.threads
+        for s in body:
+            if isinstance(s, Loop) and s.kind == "vector":
+                # 005's float4 loop: one 16-byte access per lane covers all its elements, so
+                # a warp's access spans every value of the vector variable at once; its
+                # arithmetic still runs once per element.
+                self.vector = s.extent
+                self.visit(s.body, mult, {**env, s.var: np.arange(s.extent, dtype=np.int64)[:, None]})
+                self.vector = 1
+            elif isinstance(s, Loop):
+                self.visit(s.body, mult * s.extent, {**env, s.var: np.int64(0)})
+            elif isinstance(s, StridedLoop):
+                start = evaluate(s.start, self._env(env, s.start))
+                self.visit(s.body, mult * max(s.stop, 1) / max(s.step, 1), {**env, s.var: start})
+            elif isinstance(s, Stage):
+                self._stage(s, per_block)
+            elif isinstance(s, AsyncWait):
+                self.barriers += mult
+            elif isinstance(s, Combine):
+                lanes = self.tile.axis(s.over[0]).extent
+                shuffles = math.log2(min(lanes, WARP)) if lanes > 1 else 0
+                self.instr += per_warp * 2 * shuffles
+                self.fp += per_warp * shuffles
+                if lanes > WARP:
+                    self.barriers += mult
+                    self.wavefronts += per_warp * 2
+            elif isinstance(s, Load):
+                if s.tensor not in self.types and s.tensor not in self.stages:
+                    continue                      # a register array (008's accumulators)
+                if s.tensor in self.stages:
+                    ld = self.smem.get((s.tensor, s.dst))
+                    degree = ld.wavefronts / ld.slots if ld and ld.slots else 1
+                    self.wavefronts += per_warp * degree
+                else:
+                    self._global(s.tensor, s.index, env, per_warp)
+                self.instr += per_warp
+            elif isinstance(s, (Store, AtomicAdd)):
+                self._global(s.tensor, s.index, env, per_warp)
+                self.instr += per_warp
+                if isinstance(s, AtomicAdd):
+                    self.atomics += per_thread
+            elif isinstance(s, (Compute, Accumulate)):
+                op = s.op if isinstance(s, Compute) else "add"
+                slow = 4 if op in SLOW_OPS else 1
+                if is_flop(s):
+                    self.flops += per_thread * self.vector
+                self.fp += per_warp * slow * self.vector
+                self.instr += per_warp * self.vector
+
+    def _global(self, tensor, index, env, per_warp) -> None:
+        self.touched.add(tensor)
+        asked, sectors = self._warp_sectors(tensor, index, env)
+        self.requested += per_warp * asked
+        self.sectors += per_warp * sectors * SECTOR
+
+    def _stage(self, s: Stage, per_block: float) -> None:
+        self.stages[s.name] = s
+        self.touched.add(s.tensor)
+        size = self.types[s.tensor].itemsize
+        row = s.slab[-1].extent * size
+        rows = s.size // max(s.slab[-1].extent, 1)
+        self.requested += per_block * s.size * size
+        self.sectors += per_block * rows * -(-row // SECTOR) * SECTOR
+        vector = 4 if row % 16 == 0 else 1
+        # sync: a load and a store per chunk; cp.async: one instruction; TMA: one per row, one thread.
+        per_chunk = {"sync": 2, "async": 1}.get(s.copy, 0)
+        self.instr += per_block * (-(-s.size // (WARP * vector)) * per_chunk if per_chunk else rows / WARP)
+        self.pipelined |= s.prefetch > 0 or s.buffers > 1
+        self.stage_bytes += (s.size + s.pad * rows) * 4 * s.buffers
+        if s.copy == "sync":
+            self.barriers += per_block / self.blocks
+
+
+def count_work(kernel: TileKernel, types: dict) -> KernelWork:
+    """The work of one scheduled Tile-IR kernel; `types` maps tensor names to TensorType."""
+    c = _Counter(kernel, types)
+    c.visit(c.tile.body, 1.0, dict(c.lanes))
+    # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
+    compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
+    return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
+                      c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes, c.pipelined)

@@ -1,0 +1,143 @@
+"""`deplokit bench` and the `--bench` / `--profile` half of `deplokit run`.
+
+    deplokit bench --suite llm --list
+    deplokit bench --suite llm [--filter S ...] [--compare eager,compile] [--profile] [--out DIR]
+    deplokit bench --suite llm --compile-only        (no GPU needed: compile + NVRTC each entry)
+    deplokit bench --suite llm --resume              (run only what an earlier, cut-short run left)
+
+Without a CUDA device nothing is timed: `run --bench` says so after its check, and
+`bench --suite` (timing) is a one-line error.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..bench.report import summary, to_json, to_markdown
+from ..bench.resume import merged, previous_rows, still_to_run
+from ..bench.runner import run_suite
+from ..bench.suite import format_list, select, suite_entries
+from ..errors import DeplokitError, DeviceUnavailableError
+from ..runtime.bench_text import NO_GPU_MESSAGE, format_bench, format_profile
+from ..runtime.device import gpu_available
+from ..target import TARGETS
+from .parser import add_command, count
+from .program import write_atomic
+
+DEFAULT_WARMUP, DEFAULT_REPEATS = 10, 100
+
+
+def parse_compare(text: str) -> tuple[str, ...]:
+    parts = tuple(p for p in text.split(",") if p) if text not in ("", "none") else ()
+    bad = [p for p in parts if p not in ("eager", "compile")]
+    if bad:
+        raise DeplokitError(f"--compare {text!r}: unknown {', '.join(bad)}; use eager, compile, "
+                            "both (eager,compile) or none")
+    return parts
+
+
+def add_timing_args(p) -> None:
+    p.add_argument("--warmup", type=count(0), default=DEFAULT_WARMUP, help="untimed runs first (default: %(default)s)")
+    p.add_argument("--repeats", type=count(1), default=DEFAULT_REPEATS,
+                   help="timed runs; the median is reported (default: %(default)s)")
+    p.add_argument("--compare", default="eager,compile",
+                   help="what to time deplokit against: eager, compile, eager,compile or none (default: %(default)s)")
+
+
+def add_run_args(p) -> None:
+    """`run`'s --bench and --profile."""
+    p.add_argument("--bench", action="store_true",
+                   help="also time deplokit, torch eager and torch.compile on the GPU (CUDA events, L2 flushed, "
+                        "median): us, speedups, GB/s, %% of the target's peak")
+    p.add_argument("--profile", action="store_true",
+                   help="time each kernel too: time, bytes, FLOPs, registers, shared memory, occupancy")
+    add_timing_args(p)
+
+
+def bench_after_run(args, compilation) -> None:
+    """Print the timings `run --bench/--profile` asked for, or say that none can be taken."""
+    if not (args.bench or args.profile):
+        return
+    if not gpu_available():
+        print(NO_GPU_MESSAGE)
+        return
+    report = compilation.bench(warmup=args.warmup, repeats=args.repeats, compare=parse_compare(args.compare),
+                               profile=args.profile, name=args.expr or args.path or "program")
+    sys.stdout.write(format_bench(report, args.warmup, args.repeats))
+    if args.profile:
+        sys.stdout.write(format_profile(report))
+
+
+def add_parser(sub) -> None:
+    pb = add_command(sub, "bench", cmd_bench, help="benchmark a kernel suite on the GPU",
+                        description="Benchmark a suite of kernel shapes (each entry in a watchdog worker: one that "
+                                    "faults or hangs is reported and the suite goes on). Writes JSON and a "
+                                    "markdown table, prints geomean speedups.")
+    pb.add_argument("--suite", required=True, choices=["llm"], help="which suite")
+    pb.add_argument("--list", action="store_true", help="print the suite's entries and shapes, and exit")
+    pb.add_argument("--filter", action="append", default=[], metavar="TEXT",
+                    help="only entries whose name contains TEXT (repeatable)")
+    pb.add_argument("--target", choices=list(TARGETS), default="sm_90", help="(default: %(default)s)")
+    pb.add_argument("--profile", action="store_true", help="per-kernel timings in the JSON")
+    pb.add_argument("--timeout", type=float, default=600.0, help="seconds per entry before the watchdog kills "
+                                                                 "its worker (default: %(default)s)")
+    pb.add_argument("--out", default="bench_results", metavar="DIR",
+                    help="folder for suite_<suite>_<target>.json and .md (default: %(default)s)")
+    pb.add_argument("--compile-only", action="store_true",
+                    help="no timing, no GPU: compile every entry and its CUDA with NVRTC")
+    pb.add_argument("--resume", action="store_true",
+                    help="keep the ok rows of the JSON an earlier (cut short) run left in --out and run only the "
+                         "other entries")
+    add_timing_args(pb)
+
+
+def cmd_bench(args) -> int:
+    entries = select(suite_entries(args.suite), args.filter)
+    if args.list:
+        sys.stdout.write(format_list(entries))
+        return 0
+    job = "compile" if args.compile_only else "bench"
+    job_args = {}
+    if job == "bench":
+        if not gpu_available():
+            raise DeviceUnavailableError("timing the suite needs a CUDA device and none is available; no timings "
+                                         "were taken (--list prints the shapes, --compile-only compiles them)")
+        job_args = {"warmup": args.warmup, "repeats": args.repeats, "compare": parse_compare(args.compare),
+                    "profile": args.profile}
+
+    def progress(i, n, row):
+        what = row["status"] if row["status"] != "ok" else "ok"
+        if row["status"] == "ok" and "report" in row:
+            rep = row["report"]
+            what += f" {rep['deplokit_us']:.2f} us"
+        elif row["status"] == "ok" and "nvrtc_s" in row:
+            what += f" (compile {row['compile_s']:.2f} s, NVRTC {row['nvrtc_s']:.2f} s, {row['kernels']} kernels)"
+        elif row["status"] != "ok":
+            what += f": {row.get('error') or row.get('check', '')}"
+        print(f"[{i + 1}/{n}] {row['name']}: {what}", flush=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        raise DeplokitError(f"cannot create {args.out}: {e.strerror or e}") from None
+    stem = os.path.join(args.out, f"suite_{args.suite}_{args.target}{'_compile' if job == 'compile' else ''}")
+
+    previous = previous_rows(stem + ".json", args.suite, args.target, job) if args.resume else {}
+    todo = still_to_run(entries, previous)
+    if previous:
+        print(f"resuming: {len(entries) - len(todo)} of {len(entries)} entries already ok in {stem}.json")
+
+    def checkpoint(result):
+        result = merged(entries, previous, result)
+        write_atomic(stem + ".json", to_json(result))
+        write_atomic(stem + ".md", to_markdown(result))
+    try:
+        result = run_suite(todo, job, suite=args.suite, target=args.target, timeout_s=args.timeout,
+                           progress=progress, checkpoint=checkpoint, **job_args)
+    except KeyboardInterrupt:       # `timeout -s INT`: what was measured is already written
+        print(f"interrupted; {stem}.json holds the entries measured so far: rerun with --resume", file=sys.stderr)
+        return 130
+    checkpoint(result)
+    result = merged(entries, previous, result)
+    sys.stdout.write(summary(result))
+    print(f"wrote {stem}.json and {stem}.md")
+    return 0 if not result.failed else 1

@@ -1,0 +1,135 @@
+"""`deplokit tune`: search the scheduling knobs of a program's kernels; and the tuned configs
+that `deplokit compile` and `run` pick up from the cache (program.with_tuned_config).
+
+    deplokit tune -c EXPR | PATH [-v] [--budget N] [--objective model|gpu] [--cache PATH]
+                  [--search mcts|random] [--seed S] [--patience P] [--calibrate]
+
+A progress bar (trial, best so far) on stderr while it runs, then a table of each kernel's
+best config: its default and best cost, and the knobs that differ from the default (-v: every
+knob, and a line per trial). Ctrl-C stops it; the finished trials are in the cache and the
+next run resumes from them.
+"""
+from __future__ import annotations
+
+import sys
+
+from tqdm import tqdm
+
+from ..errors import DeplokitError
+from ..runtime.device import require_gpu
+from ..tune.cache import TuneCache
+from ..tune.calibrate import fit_constants, log_error, measure_samples
+from ..tune.constants import save_constants
+from ..tune.cost_model import CostConstants
+from ..tune.objective import OBJECTIVES
+from ..tune.space import kernel_spaces
+from ..tune.tuner import SEARCHES
+from .parser import CACHE_HELP, add_command, add_source
+from .program import compile_program, load_program, warn
+
+SEARCH_HELP = "search algorithm (default: %(default)s): SP-MCTS or random search over the same knob tree"
+
+
+def add_parser(sub) -> None:
+    pt = add_command(sub, "tune", cmd_tune, help="autotune the scheduling knobs of every kernel (SP-MCTS)",
+                        description="Search the 16 scheduling passes' knobs of each kernel and keep every trial in "
+                                    "a SQLite cache; compile and run then use the best config found.")
+    add_source(pt, tuned_cache=False)
+    pt.add_argument("-v", "--verbose", action="count", default=0,
+                    help="print a line per trial and every knob of the best configs")
+    pt.add_argument("--budget", type=int, default=64, metavar="N",
+                    help="trials per kernel, cached ones included (default: %(default)s)")
+    pt.add_argument("--objective", choices=list(OBJECTIVES), default="model",
+                    help="model: predicted by the cost model (no GPU needed); gpu: measured with CuPy "
+                         "(default: %(default)s)")
+    pt.add_argument("--cache", metavar="PATH", help=CACHE_HELP)
+    pt.add_argument("--search", choices=list(SEARCHES), default="mcts", help=SEARCH_HELP)
+    pt.add_argument("--seed", type=int, default=0, help="random seed of the search (default: %(default)s)")
+    pt.add_argument("--patience", type=int, default=None, metavar="P",
+                    help="stop a kernel's search after P trials without a better one")
+    pt.add_argument("--calibrate", action="store_true",
+                    help="instead of tuning, time random schedules on the GPU and fit the cost model's constants "
+                         "to them (stored in the cache, used by --objective model)")
+
+
+def _progress(total: int, verbose: int):
+    """(listener, close): a tqdm bar on stderr; with -v also a line per trial."""
+    bar = tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True, leave=False)
+
+    def listener(trial):
+        best = "-" if trial.best_us is None else f"{trial.best_us:.2f} µs"
+        bar.set_postfix_str(f"{trial.kernel} best {best}", refresh=False)
+        bar.update(1)
+        if verbose:
+            cost = f"{trial.cost_us:.2f} µs" if trial.ok else f"failed: {trial.error}"
+            tags = " (default)" if trial.default else ""
+            tags += " (cached)" if trial.cached else ""
+            bar.write(f"trial {trial.index}: {trial.kernel}: {cost}{tags}", file=sys.stderr)
+    return listener, bar.close
+
+
+def format_table(result, verbose: int = 0) -> str:
+    """Each tuned kernel: trials, the default's and the best cost, the speedup, and its knobs
+    (those that differ from the default; -v: all)."""
+    unit = "µs (model)" if result.objective == "model" else "µs"
+    rows = [("kernel", "trials", f"default {unit}", f"best {unit}", "speedup", "knobs")]
+    for kernel, names in result.kernels:
+        trials = [t for t in result.history if t.kernel == kernel]
+        best, default = result.best_for(kernel), result.default_for(kernel)
+        dflt = dict(default.config) if default else {}
+        knobs = [(k, v) for k, v in (best.config if best else ()) if verbose or dflt.get(k) != v]
+        text = ", ".join(f"{k}={v}" for k, v in knobs) or "(the default)"
+        label = kernel if len(names) == 1 else f"{kernel} (x{len(names)})"
+        d = f"{default.cost_us:.2f}" if default and default.ok else "failed"
+        b = f"{best.cost_us:.2f}" if best else "-"
+        speed = f"{default.cost_us / best.cost_us:.2f}x" if best and default and default.ok else "-"
+        rows.append((label, str(len(trials)), d, b, speed, text))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return "\n".join("  ".join(r[i].ljust(widths[i]) for i in range(5)) + "  " + r[5] for r in rows) + "\n"
+
+
+def cmd_tune(args) -> int:
+    if args.budget < 1:
+        raise DeplokitError(f"--budget must be at least 1, got {args.budget}")
+    program = load_program(args)
+    compilation = compile_program(program, args.target, tuned=False)
+    store = TuneCache(args.cache)
+    warn(store.notes)
+    try:
+        if args.calibrate:
+            return _calibrate(compilation, store, args)
+        if args.objective == "gpu":          # before the progress bar: the error is one clean line
+            require_gpu("the gpu objective")
+        kernels = len(kernel_spaces(compilation.loop_ir, compilation.target))
+        listener, close = _progress(args.budget * kernels, args.verbose)
+        try:
+            result = compilation.tune(budget=args.budget, objective=args.objective, listener=listener, cache=store,
+                                      search=args.search, seed=args.seed, patience=args.patience)
+        except KeyboardInterrupt:
+            close()
+            print(f"interrupted: every finished trial is kept in {store.path}; run again to resume",
+                  file=sys.stderr)
+            return 130
+        finally:
+            close()
+        sys.stdout.write(format_table(result, args.verbose))
+        new = sum(1 for t in result.history if not t.cached)
+        print(f"{len(result.history)} trials ({new} new, {len(result.history) - new} from the cache) in {store.path}; "
+              "deplokit compile and run use the best configs", file=sys.stderr)
+        return 0
+    finally:
+        store.close()
+
+
+def _calibrate(compilation, store, args) -> int:
+    samples = measure_samples(compilation, per_kernel=max(2, min(args.budget, 32)), seed=args.seed)
+    if not samples:
+        raise DeplokitError("calibration measured no schedule (every one failed)")
+    before = log_error(samples, compilation.target, CostConstants())
+    constants, after = fit_constants(samples, compilation.target)
+    save_constants(store, compilation.target, constants)
+    print(f"calibrated on {len(samples)} timed schedules: mean squared log error {before:.3f} -> {after:.3f}")
+    for name, value in constants.as_dict().items():
+        print(f"  {name} = {value:.4g}")
+    print(f"stored in {store.path}; --objective model uses them for {compilation.target.name}")
+    return 0
