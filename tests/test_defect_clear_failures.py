@@ -19,9 +19,13 @@ def test_zero_size_input_is_a_capture_error(shape):
         deplokit.compile(lambda x: x * 2, torch.randn(*shape))
 
 
-def test_zero_size_intermediate_is_a_capture_error():
+def test_zero_size_output_is_a_capture_error():
     with pytest.raises(CaptureError, match="no elements"):
         deplokit.compile(lambda x: x[:, 4:] * 2, torch.randn(3, 4))
+
+
+def test_zero_size_intermediate_that_cat_drops_still_compiles():
+    check_everywhere(lambda x: torch.cat([x[:, 2:2], x], 1) * 2, torch.randn(3, 4), exact=True)
 
 
 def test_more_elements_than_32_bit_offsets_is_refused_at_capture():

@@ -100,7 +100,9 @@ def _check_dtype(dtype, where: str) -> str:
     return _DTYPES[dtype]
 
 
-def _tensor_type(val, where: str) -> TensorType:
+def _tensor_type(val, where: str, empty_ok: bool = True) -> TensorType:
+    """`val`'s TensorType. A tensor without elements may only be an intermediate (an empty
+    slice cat drops); a buffer (input, parameter, output) needs one."""
     shape = []
     for s in val.shape:
         if not isinstance(s, int):
@@ -109,7 +111,7 @@ def _tensor_type(val, where: str) -> TensorType:
     numel = 1
     for s in shape:
         numel *= s
-    if numel == 0:
+    if numel == 0 and not empty_ok:
         raise CaptureError(f"{where} has shape {tuple(shape)}, with no elements; deplokit compiles "
                            f"tensors of at least one element")
     if numel > MAX_ELEMENTS:
@@ -141,7 +143,7 @@ def _convert(ep) -> Captured:
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             spec = kinds[node.name]
-            ttype = _tensor_type(node.meta["val"], f"input {node.name}")
+            ttype = _tensor_type(node.meta["val"], f"input {node.name}", empty_ok=False)
             if spec.kind == InputKind.USER_INPUT:
                 buffers.append(Buffer(ir_name[node.name], ttype, "input"))
                 input_names.append(ir_name[node.name])
@@ -207,6 +209,8 @@ def _convert(ep) -> Captured:
             for o in outs:
                 if not isinstance(o, torch.fx.Node):
                     raise CaptureError(f"output {o!r} is not a tensor; deplokit programs return tensors")
+                if isinstance(o.meta.get("val"), torch.Tensor):
+                    _tensor_type(o.meta["val"], f"output {o.name}", empty_ok=False)
                 if o.name in folded and ir_name[o.name] not in values:
                     t = folded[o.name]
                     buffers.append(Buffer(ir_name[o.name], _tensor_type(t, f"output {o.name}"), "const"))
