@@ -14,6 +14,7 @@ from .passes.lower import LOWERING
 from .passes.lower.cuda import render_cuda
 from .passes.record import Noted, Pass, Skip, flag_knob, run_passes, validate_config, validate_kernel_names
 from .passes.schedule import SCHEDULE
+from .passes.verify import verify
 from .trace import Context, TraceStep, format_step  # noqa: F401  (the pipeline's vocabulary)
 
 __all__ = ["PIPELINE", "STAGES", "Context", "TraceStep", "format_step", "lower", "run_passes"]
@@ -52,7 +53,7 @@ PIPELINE = (
          (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),)),
     Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
     *SCHEDULE,
-    *LOWERING,
+    *LOWERING,          # 001_materialize, 002_stage_copies, 003_zero_init (passes/lower)
     Pass("render", "cuda", "print the Kernel IR as one CUDA translation unit", _render),
 )
 STAGES = ("torch",) + tuple(dict.fromkeys(p.stage for p in PIPELINE))
@@ -67,6 +68,7 @@ def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
     trace = [TraceStep("torch", "capture", after=torch_ir)]
     _, steps = run_passes(PIPELINE, torch_ir, ctx)
     for step in steps:
+        verify(step.after, ctx.target)        # Tile and Kernel IR keep their invariants (passes/verify.py)
         stages[step.stage] = step.after
     loop = stages["loop"]
     whole = loop if loop.whole is None else loop.whole

@@ -261,6 +261,10 @@ class KernelFunc(Displayable):
     registers: int | None = None
     smem_bytes: int | None = None
     spills: int | None = None
+    # Split-K: tensors that must hold zero before it runs (TileKernel.zero_init); on the
+    # kernel that clears them (k003_zero_init), the kernel it runs before (runtime/launches.py).
+    zero_init: tuple[str, ...] = ()
+    zero_init_for: str = ""
 
     @property
     def threads(self) -> int:
@@ -401,12 +405,16 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}mbarrier.wait {s.name} phase {format_expr(s.phase)}")
         elif isinstance(s, Comment):
             lines.append(f"{pad}// {s.text}")
+        elif callable(getattr(s, "text", None)):      # a statement pending a later pass (kernel_stage.py)
+            lines.append(pad + s.text())
         else:
             raise TypeError(s)
 
 
 def format_kernel(k: KernelFunc) -> str:
     lines = [f"=== {k.name} grid={k.grid} block={k.block} ==="]
+    if k.zero_init_for:
+        lines.append(f"# zero-init for {k.zero_init_for}")
     for p in k.params:
         lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
     if k.registers is not None:
