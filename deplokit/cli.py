@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_source(pc)
     pc.set_defaults(subparser=pc)
     names = stages()
-    pc.add_argument("--ir", choices=names, default="cuda",
-                    help="which IR to print (default: %(default)s)")
+    pc.add_argument("--ir", choices=names + ["sass"], default="cuda",
+                    help="which IR to print (default: %(default)s); sass: the machine code nvcc makes, "
+                         "disassembled, with each kernel's hottest loop summarised (needs nvcc and cuobjdump)")
     pc.add_argument("-v", "--verbose", action="count", default=0,
                     help="-v: add the IR's buffer header and the pass decisions (fusion for loop); "
                          "-vv: also print every pass up to --ir with a diff of its before/after text")
@@ -238,9 +239,10 @@ def write_atomic(path: str, text: str) -> None:
 def cmd_compile(args, parser) -> int:
     program = load_program(args, parser)
     compilation = compile_program(program, args.target, args.tuned, args.cache)
+    stage = "cuda" if args.ir == "sass" else args.ir     # sass: the machine code of the cuda stage
     if args.verbose >= 2:
-        sys.stdout.write(format_trace(compilation, args.ir))
-    text = format_ir(compilation, args.ir, args.verbose)
+        sys.stdout.write(format_trace(compilation, stage))
+    text = str(compilation.sass()) if args.ir == "sass" else format_ir(compilation, stage, args.verbose)
     if args.output:
         write_atomic(args.output, text)
         print(f"wrote {args.ir} IR to {args.output}", file=sys.stderr)

@@ -202,6 +202,13 @@ class Compilation(Displayable):
         source = self.cuda if arch == self.target.name else render_cuda(self.kernel_ir, Context(get_target(arch)))
         return compile_cuda(str(source), arch, kernel_names=source.kernels)
 
+    def sass(self, arch: str | None = None):
+        """The machine code nvcc makes for `arch` (the target by default), disassembled: each
+        kernel's SASS and its hottest loop's instruction mix (deplokit.analysis.sass.SassReport).
+        Needs nvcc and cuobjdump or nvdisasm (the `sass` extra); changes nothing here."""
+        from .runtime.sass import compile_sass
+        return compile_sass(self.cuda, self.kernel_ir, arch or self.target.name, self.target.name)
+
     # -- tuning ---------------------------------------------------------------------------------
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new

@@ -271,7 +271,7 @@ def test_help_mentions_trust(capsys):
     code, out, _ = run_cli(capsys, "compile", "--help")
     assert code == 0
     assert "same trust as running a script" in " ".join(out.split())
-    assert "{torch,tensor,loop,tile,kernel,cuda}" in out
+    assert "{torch,tensor,loop,tile,kernel,cuda,sass}" in out
     code, out, _ = run_cli(capsys, "--help")
     assert code == 0 and "same trust as running a script" in " ".join(out.split())
 

@@ -22,7 +22,8 @@ from .cost_model import CostConstants, DoesNotFit, kernel_time
 
 # Constants the fit may move, and how far (a factor either way) from the default.
 FITTED = {"launch_us": 8.0, "l2_bandwidth_ratio": 4.0, "l2_miss": 8.0, "dram_efficiency": 1.2,
-          "mem_occupancy": 4.0, "compute_occupancy": 4.0, "overlap": 4.0, "barrier_cycles": 8.0}
+          "mem_occupancy": 4.0, "compute_occupancy": 4.0, "overlap": 4.0, "barrier_cycles": 8.0,
+          "latency_cycles": 4.0}
 _CAPS = {"dram_efficiency": 1.0, "overlap": 1.0, "mem_occupancy": 1.0, "compute_occupancy": 1.0, "l2_miss": 1.0}
 
 
@@ -33,12 +34,13 @@ class Sample:
     smem_bytes: int
     spills: int
     measured_us: float
+    loop: object = None     # main_loop.MainLoop of its Kernel IR, priced as the model objective does
 
 
 def predict(sample: Sample, target, constants: CostConstants) -> float:
     try:
         return kernel_time(sample.work, target, sample.registers, sample.smem_bytes, sample.spills,
-                           constants).time_us
+                           constants, sample.loop).time_us
     except DoesNotFit:
         return float("inf")
 
@@ -97,6 +99,7 @@ def measure_samples(compilation, per_kernel: int = 12, seed: int = 0, listener=N
     from ..passes.lower import lower_tiles
     from ..trace import Context
     from ..runtime.device import require_gpu
+    from .main_loop import main_loop
     from .objective import ModelObjective
     from .space import kernel_spaces
     from .traffic import count_work
@@ -121,7 +124,9 @@ def measure_samples(compilation, per_kernel: int = 12, seed: int = 0, listener=N
             stats = model.stats(kernel_program)
             s = stats.get(leaf.kernel.name)
             work = count_work(leaf.kernel, tile_program.types())
-            sample = Sample(work, s.registers if s else 32, s.smem_bytes if s else 0, s.spills if s else 0, measured)
+            func = next((f for f in kernel_program.kernels if f.name == leaf.kernel.name), None)
+            sample = Sample(work, s.registers if s else 32, s.smem_bytes if s else 0, s.spills if s else 0, measured,
+                            main_loop(func) if func is not None else None)
             out.append(sample)
             if listener is not None:
                 listener(sample)

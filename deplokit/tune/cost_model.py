@@ -12,6 +12,14 @@ It prices the work counted on the Tile IR (tune/traffic.py) against the target's
              a grid too small for the GPU or a partial last wave leaves SMs idle
     fixed    a launch per kernel, block barriers
 
+    main loop the kernel's hottest loop as nvcc issues it (tune/main_loop.py, predicted from
+             the Kernel IR): issue slots per FFMA (loads, copies, waits and bookkeeping
+             besides the FFMA), shared-memory wavefronts by load width, the resident blocks
+             of each wave (the last, partial wave costs a whole one: the tail), and latency
+             cover per stage (the compute of the passes a stage is fetched ahead of, against
+             a global load's latency); for a matmul-like kernel's loop of FFMA off shared
+             memory (its K loop) that time is the SM term
+
     time = launch + max(dram, l2, sm) + overlap * (the other two) + barriers
              (overlap halved for a kernel whose stages are double buffered or prefetched)
 
@@ -26,6 +34,7 @@ from dataclasses import dataclass, fields
 
 from ..ir import kernel_ir as K
 from ..runtime.occupancy import occupancy as sm_occupancy
+from .main_loop import MainLoop, main_loop
 from .traffic import KernelWork, count_work
 
 
@@ -39,6 +48,7 @@ class CostConstants:
     compute_occupancy: float = 0.20   # the same for the SM pipes
     overlap: float = 0.15             # how much of the non-bounding terms still shows
     barrier_cycles: float = 30.0      # per block barrier, per wave
+    latency_cycles: float = 800.0     # a global -> shared copy, issue to arrival
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -57,6 +67,11 @@ class KernelEstimate:
     smem_bytes: int
     bound: str                # dram | l2 | sm
     work: KernelWork | None
+    loop: MainLoop | None = None
+    loop_us: float = 0.0      # the main loop's time (part of sm_us when it bounds it)
+    waves: int = 0
+    tail: float = 1.0         # share of the last wave's SM slots that hold a block
+    cover: float = 0.0        # compute of the passes a stage is fetched ahead of / its latency
 
 
 @dataclass(frozen=True)
@@ -105,8 +120,33 @@ def occupancy(target, threads: int, registers: int, smem: int) -> tuple[int, flo
     return occ.blocks_per_sm, occ.fraction
 
 
+@dataclass(frozen=True)
+class LoopTime:
+    us: float
+    cover: float              # >= 1: the copies arrive before the compute needs them
+    bound: str                # issue | smem | latency
+
+
+def main_loop_time(loop: MainLoop, threads: int, per_sm: int, waves: int, clock: float, pipelined: bool,
+                   constants: CostConstants = CostConstants()) -> LoopTime:
+    """Every wave runs `loop.passes` passes on each SM with `per_sm` resident blocks: a pass
+    takes the SM the longest of its warps' issue slots (4 schedulers), their wavefronts (one a
+    clock) and a stage's latency not covered by the passes it was fetched ahead of."""
+    warps = per_sm * -(-threads // 32)
+    issue = warps * loop.issue / 4
+    smem = warps * loop.wavefronts
+    compute = max(issue, smem)
+    ahead = 1 if pipelined else 0          # passes a stage is fetched ahead of its use
+    cover = ahead * compute / constants.latency_cycles
+    # Without a prefetch a block waits a whole latency per stage; the SM's other blocks fill it.
+    latency = constants.latency_cycles / ahead if ahead else constants.latency_cycles + compute / per_sm
+    parts = {"issue": issue, "smem": smem, "latency": latency}
+    bound = max(parts, key=parts.get)
+    return LoopTime(waves * loop.passes * parts[bound] / clock * 1e6, cover, bound)
+
+
 def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int = 0,
-                constants: CostConstants = CostConstants()) -> KernelEstimate:
+                constants: CostConstants = CostConstants(), loop: MainLoop | None = None) -> KernelEstimate:
     c = constants
     sms, lanes, max_warps = target.sm_count, target.fp32_lanes_per_sm, target.max_threads_per_sm // 32
     clock = target.peak_fp32_tflops * 1e12 / (sms * lanes * 2)          # cycles per second
@@ -125,13 +165,21 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     active = min(sms, work.blocks)
     sm_occ = min(1.0, (occ if work.blocks >= sms else gpu_occ * sms / active) / c.compute_occupancy)
     sm_us = cycles / (active * clock * sm_occ) * 1e6 if cycles else 0.0
+    tail = work.blocks / (waves * sms * per_sm)
+    # A main loop of multiply-adds off shared memory (a matmul's K loop) is priced as nvcc
+    # issues it; other kernels keep the Tile-IR counts above.
+    looped = main_loop_time(loop, work.threads, min(per_sm, -(-work.blocks // sms)), waves, clock, work.pipelined,
+                            c) if loop is not None and loop.ffma and loop.shared_loads else None
+    if looped is not None:
+        sm_us = looped.us
     barrier_us = work.barriers * c.barrier_cycles * waves / clock * 1e6
     parts = {"dram": dram_us, "l2": l2_us, "sm": sm_us}
     bound = max(parts, key=parts.get)
     rest = sum(parts.values()) - parts[bound]
     overlap = c.overlap / 2 if work.pipelined else c.overlap     # prefetched copies hide more
     time = c.launch_us + parts[bound] + overlap * rest + barrier_us
-    return KernelEstimate(work.name, time, dram_us, l2_us, sm_us, barrier_us, occ, registers, smem, bound, work)
+    return KernelEstimate(work.name, time, dram_us, l2_us, sm_us, barrier_us, occ, registers, smem, bound, work,
+                          loop, looped.us if looped else 0.0, waves, tail, looped.cover if looped else 0.0)
 
 
 def _zero_time(func: K.KernelFunc, target, constants: CostConstants) -> KernelEstimate:
@@ -139,6 +187,11 @@ def _zero_time(func: K.KernelFunc, target, constants: CostConstants) -> KernelEs
     n = func.threads * func.grid[0] * func.grid[1] * func.grid[2]
     dram_us = 4 * n / (target.peak_bandwidth_gbs * 1e3 * constants.dram_efficiency)
     return KernelEstimate(func.name, constants.launch_us + dram_us, dram_us, 0.0, 0.0, 0.0, 1.0, 16, 0, "dram", None)
+
+
+def matmul_like(kernel) -> bool:
+    """A kernel whose threads own output tiles (axes of role M / N): the main loop prices it."""
+    return any(a.role in ("M", "N") for a in kernel.tile().axes)
 
 
 def estimate(tile_program, kernel_program, target, stats: dict | None = None,
@@ -157,7 +210,8 @@ def estimate(tile_program, kernel_program, target, stats: dict | None = None,
         registers = s.registers if s else estimate_registers(func)
         smem = max(s.smem_bytes, K.declared_smem_bytes(func)) if s else K.declared_smem_bytes(func)
         spills = s.spills if s else 0
-        out.append(kernel_time(work, target, registers, smem, spills, constants))
+        loop = main_loop(func) if matmul_like(tiles[func.name]) else None
+        out.append(kernel_time(work, target, registers, smem, spills, constants, loop))
     return Estimate(tuple(out))
 
 
@@ -167,5 +221,7 @@ def roofline_us(work: KernelWork, target) -> float:
                work.flops / (target.peak_fp32_tflops * 1e6)) if work else 0.0
 
 
-__all__ = ["CostConstants", "Estimate", "KernelEstimate", "DoesNotFit", "estimate", "kernel_time",
+__all__ = ["CostConstants", "Estimate", "KernelEstimate", "DoesNotFit", "estimate", "kernel_time", "main_loop_time",
+           "matmul_like",
+           "LoopTime",
            "occupancy", "estimate_registers", "roofline_us"]

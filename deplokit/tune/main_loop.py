@@ -1,0 +1,386 @@
+"""The main loop of a kernel as nvcc will issue it, predicted from the Kernel IR.
+
+For a matmul the K loop is where the time goes: per iteration a thread waits for its stage,
+issues the next stage's copies and runs TM x TN x BK multiply-adds off shared memory. What
+it costs in issue slots is not the multiply-adds alone: shared loads (one LDS.128 moves four
+floats where four LDS move one each), copies (a 1-D bulk copy takes about a dozen uniform
+instructions around its UBLKCP), waits and the loop's own bookkeeping. This module predicts
+those counts, per thread and per iteration, the way the SASS view (analysis/sass.py) counts
+them in the machine code:
+
+    main loop   the deepest loop nvcc keeps that does floating-point work (loops marked
+                unroll, and constant loops without a barrier whose unrolled body is small,
+                FULL_UNROLL, are unrolled into it, as nvcc does; a kept loop is counted per
+                pass of its partial unroll, unroll_factor)
+    FFMA        an `add` of a `multiply`'s result (nvcc contracts them)
+    LDS widths  the distinct shared addresses one unrolled iteration reads, per array, cut
+                into aligned runs of 4 (LDS.128), 2 (LDS.64) and single floats, for every
+                sampled thread and iteration (nvcc must prove the alignment for all)
+    overhead    constants read off sm_90 SASS of deplokit's kernels (OVERHEAD below)
+
+`static` counts every instruction once, as the SASS listing does; `issue` weights a branch
+one thread takes (the TMA issue under `if tid.x == 0`) by the share of warps that run it.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from ..analysis.sass import SharedLoadCounts
+from ..ir import kernel_ir as K
+from ..ir.tensor_ir import ELEMENTWISE_OPS
+from .loop_addresses import compile_int, evaluate, vector_runs
+
+# nvcc's unrolling, in _size units, fitted to its sm_90 SASS of deplokit's matmuls: a 4x4
+# register tile's k loop of 16 (832) unrolls fully, of 32 (1664) partly, an 8x4's of 16 by 4
+# (nvcc's choice for an 8x8, none, the model puts at 2).
+FULL_UNROLL = 1024
+PARTIAL_UNROLL = 416
+# Instructions around each operation, besides the operation itself (sm_90, nvcc 13):
+OVERHEAD = {
+    "tma": 12,          # ELECT loop, SYNCS.ARRIVE, uniform address arithmetic around one UBLKCP
+    "cp_async": 3,      # address arithmetic around one LDGSTS
+    "global": 2,        # address arithmetic of a global access that is not an immediate offset
+    "mbarrier_wait": 4,  # try_wait, its branch and the out-of-line retry
+    "cp_async_wait": 1,  # LDGDEPBAR / DEPBAR
+    "loop": 8,          # counter, compare, branch, buffer index and pointer updates per iteration
+}
+# statement -> (what it counts as, its OVERHEAD entry)
+SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.Barrier: ("barriers", ""),
+                 K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait")}
+FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
+SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "sigmoid": 4, "pow": 8,
+              "sin": 6, "cos": 6, "reciprocal": 3, "divide": 6}
+
+
+@dataclass(frozen=True)
+class MainLoop(SharedLoadCounts):
+    """Per thread, per pass of the kernel's main loop (counts of instructions; a pass runs
+    `unroll` iterations of the loop)."""
+    kernel: str
+    var: str                    # the loop variable
+    trips: int                  # iterations
+    unroll: int                 # iterations per pass (nvcc's partial unroll)
+    passes: int                 # passes one thread makes (the kept loops around included)
+    ffma: int
+    float_ops: int              # FP32/SFU instructions besides the FFMA
+    lds: int                    # shared loads by width (instructions)
+    lds64: int
+    lds128: int
+    sts: int
+    ldg: int
+    stg: int
+    copies: int                 # cp.async + bulk copies
+    barriers: int               # block barriers, cp.async and mbarrier waits
+    static: float               # instructions in the loop's machine code, each once
+    issue: float                # instructions a warp issues per pass on average
+    wavefronts: int             # shared-memory wavefronts of warp 0's loads in one pass
+
+    @property
+    def slots_per_ffma(self) -> float:
+        """Issue slots per FFMA: 1.0 for a loop of nothing but FFMA."""
+        return self.issue / self.ffma if self.ffma else float("inf")
+
+    @property
+    def static_per_ffma(self) -> float:
+        """What the SASS view's FFMA share predicts (its inverse)."""
+        return self.static / self.ffma if self.ffma else float("inf")
+
+
+def _const(e) -> int | None:
+    return int(e.value) if isinstance(e, K.Const) else None
+
+
+def _trip(loop: K.For) -> int | None:
+    a, b, s = _const(loop.start), _const(loop.stop), _const(loop.step)
+    return None if None in (a, b, s) or s <= 0 else max(0, -(-(b - a) // s))
+
+
+def _has(body, kinds) -> bool:
+    return any(True for _ in _walk(body, kinds))
+
+
+def _walk(body, kinds):
+    for s in body:
+        if isinstance(s, kinds):
+            yield s
+        if isinstance(s, K.For):
+            yield from _walk(s.body, kinds)
+        elif isinstance(s, K.If):
+            yield from _walk(s.then, kinds)
+            yield from _walk(s.orelse, kinds)
+
+
+def _size(body) -> int:
+    """A rough count of the instructions `body` makes once unrolled (calls, loads, statements)."""
+    n = 0
+    for s in body:
+        if isinstance(s, K.For):
+            n += (_trip(s) or 1) * _size(s.body) if unrolled(s) else _size(s.body)
+        elif isinstance(s, K.If):
+            n += 1 + _size(s.then) + _size(s.orelse)
+        elif isinstance(s, (K.Declare, K.Assign)):
+            value = s.init if isinstance(s, K.Declare) else s.value
+            n += max(1, sum(1 for x in _exprs(value) if isinstance(x, (K.Call, K.SharedLoad, K.GlobalLoad)))
+                     if value is not None else 0)
+        else:
+            n += 1
+    return n
+
+
+def unrolled(loop: K.For) -> bool:
+    """Whether nvcc unrolls `loop` fully into the loop around it: a loop marked unroll, or a
+    constant loop without a barrier whose unrolled body stays under FULL_UNROLL."""
+    trip = _trip(loop)
+    if trip is None:
+        return False
+    if loop.unroll:
+        return True
+    if _has(loop.body, (K.Barrier, K.MbarrierWait, K.CpAsyncWait)):
+        return False
+    return trip * _size(loop.body) <= FULL_UNROLL
+
+
+def unroll_factor(loop: K.For) -> int:
+    """Iterations nvcc puts in one pass of a loop it keeps: up to 4 while under PARTIAL_UNROLL."""
+    size, trip = max(1, _size(loop.body)), _trip(loop)
+    if _has(loop.body, (K.Barrier, K.MbarrierWait, K.CpAsyncWait)):
+        return 1                        # a staged K loop: one stage per pass
+    factor = 1
+    while factor < 4 and 2 * factor * size <= PARTIAL_UNROLL and (trip is None or trip % (2 * factor) == 0):
+        factor *= 2
+    return factor
+
+
+def _exprs(e):
+    yield e
+    for name in ("a", "b", "cond", "offset", "value", "index"):
+        sub = getattr(e, name, None)
+        if sub is not None and not isinstance(sub, (str, int, float, bool)):
+            yield from _exprs(sub)
+    for sub in getattr(e, "args", ()) or ():
+        yield from _exprs(sub)
+
+
+def _float_work(body) -> bool:
+    for s in _walk(body, (K.Declare, K.Assign)):
+        value = s.init if isinstance(s, K.Declare) else s.value
+        if value is not None and any(isinstance(x, K.Call) and x.fn in FLOAT_CALLS for x in _exprs(value)):
+            return True
+    return False
+
+
+def find_main_loop(func: K.KernelFunc) -> tuple[K.For, list[K.For]] | None:
+    """(the main loop, the kept loops around it), or None for a kernel without one."""
+    best = None
+
+    def visit(body, around, depth):
+        nonlocal best
+        for s in body:
+            if isinstance(s, K.For):
+                kept = not unrolled(s)
+                if kept and _float_work(s.body) and (best is None or depth + 1 > best[2]):
+                    best = (s, list(around), depth + 1)
+                visit(s.body, around + [s] if kept else around, depth + kept)
+            elif isinstance(s, K.If):
+                visit(s.then, around, depth)
+                visit(s.orelse, around, depth)
+    visit(func.body, [], 0)
+    return (best[0], best[1]) if best else None
+
+
+class _Iteration:
+    """One walk over the main loop's body: counts (static and issue-weighted) and the shared
+    loads with the unrolled loops around each, to cut into vector widths afterwards."""
+
+    def __init__(self, func: K.KernelFunc, env0: list):
+        self.threads = func.block[0] * func.block[1] * func.block[2]
+        self.warps = -(-self.threads // 32)
+        self.env0 = [(n, compile_int(e)) for n, e in env0]   # the ints declared before the loop
+        self.static: dict[str, float] = {}
+        self.issue: dict[str, float] = {}
+        self.loads: list = []             # (array, offset, unrolled loops, local ints)
+        self.locals: list = []
+        self.products: set[str] = set()
+        self.compiled: dict[int, tuple] = {}   # load index -> its offset and local ints, compiled
+
+    def add(self, key: str, n: float, mult: float, share: float) -> None:
+        self.static[key] = self.static.get(key, 0.0) + n * mult
+        self.issue[key] = self.issue.get(key, 0.0) + n * mult * share
+
+    def warp_share(self, cond) -> float:
+        """Share of a block's warps with a lane for which `cond` holds (loop variables at 0)."""
+        active, holds = set(), compile_int(cond)
+        for t in range(self.threads):
+            if t // 32 not in active and holds(self.env_for({"tid.x": t}, {})):
+                active.add(t // 32)
+        return len(active) / self.warps
+
+    def env_for(self, specials: dict, loops: dict) -> dict:
+        env = {"tid.x": 0, "tid.y": 0, "tid.z": 0, "bid.x": 0, "bid.y": 0, "bid.z": 0, **specials}
+        env.update(loops)
+        for name, fn in self.env0:
+            env[name] = fn(env)
+        return env
+
+    def walk(self, body, ctx: list, mult: float, dyn: float, share: float) -> None:
+        """ctx: [(var, values)] of the unrolled loops around; mult: their trips (static and
+        issued); dyn: trips of kept inner loops (issued only); share: warps that run it."""
+        for s in body:
+            if isinstance(s, K.For):
+                trip = _trip(s) or 1
+                start = _const(s.start) or 0
+                step = _const(s.step) or 1
+                if unrolled(s):
+                    self.walk(s.body, ctx + [(s.var, range(start, start + trip * step, step))], mult * trip, dyn, share)
+                else:
+                    self.add("loop", OVERHEAD["loop"], mult, share * dyn * trip)
+                    self.walk(s.body, ctx + [(s.var, (start,))], mult, dyn * trip, share)
+            elif isinstance(s, K.If):
+                inner = share * self.warp_share(s.cond)
+                self.walk(s.then, ctx, mult, dyn, inner)
+                self.walk(s.orelse, ctx, mult, dyn, share)
+            elif isinstance(s, (K.Declare, K.Assign)):
+                value = s.init if isinstance(s, K.Declare) else s.value
+                if isinstance(s, K.Declare) and s.ctype == "int" and value is not None:
+                    self.locals.append((s.name, value))
+                if value is not None:
+                    self.expression(value, ctx, mult, dyn * share)
+                    if isinstance(s, K.Declare) and isinstance(value, K.Call) and value.fn == "multiply":
+                        self.products.add(s.name)
+            else:
+                self.statement(s, ctx, mult, dyn * share)
+
+    def expression(self, value, ctx, mult: float, share: float) -> None:
+        for x in _exprs(value):
+            if isinstance(x, K.Call) and x.fn in FLOAT_CALLS:
+                fused = x.fn == "add" and any(isinstance(a, K.Var) and a.name in self.products for a in x.args)
+                if fused:
+                    self.add("ffma", 1, mult, share)
+                    self.add("float", -1, mult, share)       # the multiply it absorbs
+                else:
+                    self.add("float", SLOW_CALLS.get(x.fn, 1), mult, share)
+            elif isinstance(x, K.SharedLoad):
+                self.loads.append((x.array, x.offset, tuple(ctx), tuple(self.locals), share))
+            elif isinstance(x, K.GlobalLoad):
+                self.add("ldg", 1, mult, share)
+                self.add("other", OVERHEAD["global"], mult, share)
+
+    def statement(self, s, ctx, mult: float, share: float) -> None:
+        if isinstance(s, K.VectorLoad):
+            self.add("lds128" if s.space == "shared" else "ldg", 1, mult, share)
+        elif isinstance(s, K.VectorStore):
+            self.add("sts" if s.space == "shared" else "stg", 1, mult, share)
+        elif isinstance(s, K.SharedStore):
+            self.expression(s.value, ctx, mult, share)
+            self.add("sts", 1, mult, share)
+        elif isinstance(s, (K.GlobalStore, K.AtomicAdd)):
+            self.expression(s.value, ctx, mult, share)
+            self.add("stg", 1, mult, share)
+            self.add("other", OVERHEAD["global"], mult, share)
+        elif type(s) in SYNC_AND_COPY:
+            counter, overhead = SYNC_AND_COPY[type(s)]
+            self.add(counter, 1, mult, share)
+            self.add("other", OVERHEAD.get(overhead, 0), mult, share)
+
+    def address(self, i: int, point: tuple, env: dict) -> int:
+        """Shared offset of load `i` at `point` of its unrolled loops."""
+        if i not in self.compiled:
+            _, offset, ctx, local, _ = self.loads[i]
+            self.compiled[i] = ([v for v, _ in ctx], [(n, compile_int(x)) for n, x in local], compile_int(offset))
+        names, local, offset = self.compiled[i]
+        e = {**env, **dict(zip(names, point))}
+        for name, fn in local:
+            e[name] = fn(e)
+        return offset(e)
+
+    def shared_widths(self, loop_vars: list[str]) -> tuple[tuple[int, int, int], tuple[float, float, float], int]:
+        """((LDS, LDS.64, LDS.128) static, the same issue-weighted, wavefronts of warp 0).
+
+        The distinct addresses each array is read at in one pass (nvcc loads an address
+        once) are cut into aligned runs of 4, then 2; a run is one vector load only if, for
+        every sampled thread, block and iteration, its loads sit at the same offsets from an
+        aligned base: a register map that varies by thread (009's rotation) cannot be
+        vectorised. A load's wavefronts: the most distinct words warp 0 asks of one bank, at
+        least its distinct bytes over 128 (a broadcast costs one)."""
+        if not self.loads:
+            return (0, 0, 0), (0.0, 0.0, 0.0), 0
+        tids = sorted({0, 1, 5, 17, self.threads // 2 + 3, self.threads - 1} & set(range(self.threads)))
+        samples = []
+        for tid, bid, it in itertools.product(tids, (0, 1), (0, 1)):
+            env = self.env_for({"tid.x": tid, "bid.x": bid}, {v: it for v in loop_vars})
+            addr: dict[str, dict] = {}
+            for i, (array, _, ctx, _, _) in enumerate(self.loads):
+                for point in itertools.product(*(vals for _, vals in ctx)):
+                    addr.setdefault(array, {})[(i, point)] = self.address(i, point, env)
+            samples.append(addr)
+        shares: dict[str, float] = {}
+        for array, _, _, _, share in self.loads:
+            shares[array] = max(shares.get(array, 0.0), share)
+        lanes = [self.env_for({"tid.x": t}, {v: 0 for v in loop_vars}) for t in range(min(32, self.threads))]
+        static, issue, wavefronts = [0, 0, 0], [0.0, 0.0, 0.0], 0
+        for array in samples[0]:
+            for width, keys in vector_runs(array, samples):
+                slot = {1: 0, 2: 1, 4: 2}[width]
+                static[slot] += 1
+                issue[slot] += shares[array]
+                words = {w for env in lanes for (i, point) in keys for w in [self.address(i, point, env)]}
+                per_bank: dict[int, int] = {}
+                for w in words:
+                    per_bank[w % 32] = per_bank.get(w % 32, 0) + 1
+                wavefronts += max(max(per_bank.values()), -(-len(words) // 32))
+        return tuple(static), tuple(issue), wavefronts
+
+
+def _declared_ints(body, loop) -> list:
+    """[(name, expr)] of the int Declares on the way to `loop`, in order."""
+    out: list = []
+
+    def visit(stmts) -> bool:
+        for s in stmts:
+            if s is loop:
+                return True
+            if isinstance(s, K.Declare) and s.ctype == "int" and s.init is not None:
+                out.append((s.name, s.init))
+            if isinstance(s, K.For) and visit(s.body):
+                return True
+            if isinstance(s, K.If) and (visit(s.then) or visit(s.orelse)):
+                return True
+        return False
+    visit(body)
+    return out
+
+
+def count_iteration(func: K.KernelFunc, loop: K.For, around: list) -> MainLoop:
+    it = _Iteration(func, _declared_ints(func.body, loop))
+    factor = unroll_factor(loop)
+    start, step = _const(loop.start) or 0, _const(loop.step) or 1
+    it.walk(loop.body, [(loop.var, range(start, start + factor * step, step))], float(factor), 1.0, 1.0)
+    (lds, lds64, lds128), widths_issue, wavefronts = it.shared_widths([lp.var for lp in around])
+    st, iss = it.static, it.issue
+    lds128 += int(st.get("lds128", 0))
+    fixed = OVERHEAD["loop"]
+
+    def total(counts, widths) -> float:
+        return (fixed + sum(counts.get(k, 0.0) for k in ("ffma", "float", "sts", "ldg", "stg", "copies", "barriers",
+                                                         "other", "loop", "lds128")) + sum(widths))
+    passes = -(-(_trip(loop) or 1) // factor)
+    for outer in around:
+        passes *= _trip(outer) or 1
+    return MainLoop(func.name, loop.var, _trip(loop) or 1, factor, passes, int(st.get("ffma", 0)), int(st.get("float", 0)),
+                    lds, lds64, lds128, int(st.get("sts", 0)), int(st.get("ldg", 0)), int(st.get("stg", 0)),
+                    int(st.get("copies", 0)), int(st.get("barriers", 0)),
+                    total(st, (lds, lds64, lds128)), total(iss, widths_issue), wavefronts + int(st.get("lds128", 0)) * 4)
+
+
+def main_loop(func: K.KernelFunc) -> MainLoop | None:
+    """The predicted main loop of one Kernel-IR kernel, or None (no loop with float work)."""
+    found = find_main_loop(func)
+    if found is None:
+        return None
+    loop, around = found
+    return count_iteration(func, loop, around)
+
+
+__all__ = ["MainLoop", "main_loop", "find_main_loop", "unrolled", "unroll_factor", "evaluate", "OVERHEAD",
+           "FULL_UNROLL", "PARTIAL_UNROLL"]

@@ -1,0 +1,129 @@
+"""The cost model's main loop (tune/main_loop.py, tune/cost_model.py): its predicted
+instruction mix on Kernel IR, and its ranking of tiles checked against the SASS view."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import deplokit
+from deplokit.tune.cost_model import CostConstants, estimate, main_loop_time
+from deplokit.tune.main_loop import main_loop
+from deplokit.runtime.sass import sass_available
+
+needs_sass = pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
+
+BASE = {"008_register_tile.tm": 4, "008_register_tile.tn": 4, "008_register_tile.layout": "strided",
+        "002_chunk_matmul_k.k_chunk": 16, "011_tma_copy.enable": False}
+
+
+def matmul(m=1024, k=1024, n=1024, **knobs):
+    config = {**BASE, **{key.replace("__", "."): v for key, v in knobs.items()}}
+    return deplokit.compile(torch.matmul, torch.empty(m, k), torch.empty(k, n), config=config)
+
+
+def the_loop(c):
+    func = max(c.kernel_ir.kernels, key=lambda f: len(str(f)))
+    return func, main_loop(func)
+
+
+def test_register_tile_loop_counts():
+    _, loop = the_loop(matmul())
+    # 16 k steps x 4 x 4 FFMA; A read along k (4 consecutive floats of a row: LDS.128),
+    # B's strided slots 16 floats apart: one LDS each, 16 k x 4
+    assert (loop.var, loop.ffma, loop.lds, loop.lds64, loop.lds128) == ("a2o", 256, 64, 0, 16)
+    assert loop.copies == 2 and loop.barriers >= 2            # two cp.async stages, wait + barrier
+    assert loop.shared_loads_per_ffma == pytest.approx(80 / 256)
+    assert loop.static > loop.ffma + loop.shared_loads       # bookkeeping and copies cost slots too
+
+
+def test_rotation_stops_vector_loads_and_conflicts_cost_wavefronts():
+    _, plain = the_loop(matmul(**{"008_register_tile__layout": "contiguous", "009_permute_register_tile__permute": False}))
+    _, rotated = the_loop(matmul(**{"008_register_tile__layout": "contiguous"}))
+    # contiguous slots: a thread's 4 B values are adjacent and aligned -> LDS.128 ...
+    assert (plain.lds, plain.lds128) == (0, 32)
+    # ... unless 009 rotates them by thread: no register map serves every lane, scalar LDS
+    assert rotated.lds == 64 and rotated.lds128 == 16
+    assert plain.slots_per_ffma < rotated.slots_per_ffma
+
+
+def test_a_big_register_tile_keeps_its_k_loop():
+    # 8x8 per thread x 16 k steps is too big to unroll: the hottest loop is the k loop inside
+    _, loop = the_loop(matmul(**{"008_register_tile__tm": 8, "008_register_tile__tn": 8}))
+    assert loop.var == "a2i" and loop.passes == 64 * loop.trips // loop.unroll
+    assert loop.ffma == 64 * loop.unroll
+
+
+def test_estimate_sees_the_main_loop_and_ranks_register_tiles():
+    times = {}
+    for t in (1, 2, 4):
+        c = matmul(4096, 4096, 4096, **{"008_register_tile__tm": t, "008_register_tile__tn": t})
+        est = estimate(c.tile_ir, c.kernel_ir, c.target)
+        k = next(e for e in est.kernels if e.loop is not None)
+        assert k.loop_us == k.sm_us > 0 and k.waves >= 1 and 0 < k.tail <= 1 and k.cover > 0
+        times[t] = est.time_us
+    assert times[4] < times[2] < times[1]
+    # no schedule beats the FLOP floor: 2*4096^3 at 67 TFLOP/s
+    assert times[4] > 2 * 4096 ** 3 / 67e6
+
+
+def test_latency_bound_without_prefetch():
+    _, loop = the_loop(matmul())
+    ahead = main_loop_time(loop, 256, 1, 1, 1.98e9, True)
+    waiting = main_loop_time(loop, 256, 1, 1, 1.98e9, False)
+    assert waiting.us > ahead.us and waiting.bound == "latency" and waiting.cover == 0
+    slow = main_loop_time(loop, 256, 1, 1, 1.98e9, True, CostConstants(latency_cycles=1e6))
+    assert slow.bound == "latency" and slow.cover < 1
+
+
+# register tile, k chunk, TMA: instructions per FFMA in the hottest loop from ~28 to ~1.3 on
+# sm_90, each at least 10% from the next, so nvcc's small changes cannot swap two
+CONFIGS = [
+    {"008_register_tile__tm": 1, "008_register_tile__tn": 1, "011_tma_copy__enable": True},
+    {"008_register_tile__tm": 2, "008_register_tile__tn": 2, "011_tma_copy__enable": True},
+    {"011_tma_copy__enable": True},
+    {"008_register_tile__tm": 1, "008_register_tile__tn": 2},
+    {"008_register_tile__tm": 2, "008_register_tile__tn": 4},
+    {"002_chunk_matmul_k__k_chunk": 8},
+    {"008_register_tile__tm": 8, "008_register_tile__tn": 4},
+]
+
+
+@needs_sass
+def test_model_ranks_tiles_as_the_machine_code_does():
+    predicted, static, measured, all_warps = [], [], [], []
+    for i, knobs in enumerate(CONFIGS):
+        c = matmul(**knobs)
+        func, loop = the_loop(c)
+        hot = c.sass().kernel(func.name).hottest.mix
+        predicted.append(loop.slots_per_ffma)
+        static.append(loop.static_per_ffma)
+        measured.append(hot.instructions / hot.ffma)
+        if not knobs.get("011_tma_copy__enable"):
+            all_warps.append(i)
+        assert (loop.lds, loop.lds64, loop.lds128) == (hot.lds, hot.lds64, hot.lds128)
+        assert loop.static == pytest.approx(hot.instructions, rel=0.25)
+
+    def order(xs):
+        return sorted(range(len(xs)), key=xs.__getitem__)
+    # the machine code's FFMA share, instruction for instruction ...
+    assert order(static) == order(measured)
+    # ... and the issue slots per FFMA where every warp runs the same code (one thread issues
+    # the TMA copies: the model counts them for one warp of the block, the listing for all)
+    assert order([predicted[i] for i in all_warps]) == order([measured[i] for i in all_warps])
+
+
+def test_a_partial_last_wave_costs_a_whole_one():
+    import dataclasses
+    from deplokit.tune.cost_model import kernel_time, occupancy
+    c = matmul(4096, 4096, 4096)
+    func, loop = the_loop(c)
+    est = next(k for k in estimate(c.tile_ir, c.kernel_ir, c.target).kernels if k.loop is not None)
+    per_sm, _ = occupancy(c.target, est.work.threads, est.registers, est.smem_bytes)
+    full = c.target.sm_count * per_sm
+    times = {}
+    for blocks in (full, full + 1):
+        work = dataclasses.replace(est.work, blocks=blocks)
+        times[blocks] = kernel_time(work, c.target, est.registers, est.smem_bytes, 0, loop=loop)
+    one, two = times[full], times[full + 1]
+    assert (one.waves, two.waves) == (1, 2) and one.tail == 1.0 and two.tail < 0.51
+    assert two.loop_us == pytest.approx(2 * one.loop_us)
