@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import Affine, free_vars, var
+from ...ir.index import Affine, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import (BLOCK, THREAD, AtomicAdd, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
                            TileKernel, walk)
@@ -54,18 +54,37 @@ from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 EXTENTS = (1, 2, 4, 8)
-LAYOUTS = ("strided", "contiguous")
+LAYOUTS = ("strided", "contiguous", "quads")
+QUAD = 4                                 # floats in one LDS.128
 
 
 def default_extent(size: int) -> int:
     """Register-block extent along an output axis of `size` elements (16 threads cover it):
-    axes under 64 keep one output per thread (a register block would leave the grid with
-    too few blocks and the threads with padding), 2 up to 256, else 4."""
-    if size < 64:
-        return 1
-    if size < 256:
-        return 2
-    return 4
+    the largest of 1, 2, 4, 8 whose block tile (16 * extent) the axis fills, so no block
+    row or column is padding; axes under 32 keep one output per thread."""
+    e = 1
+    while e < EXTENTS[-1] and 16 * e * 2 <= size:
+        e *= 2
+    return e
+
+
+def default_extents(size_m: int, size_n: int, sm_count: int) -> tuple[int, int]:
+    """(TM, TN): each axis's largest extent, then the larger of them halved (down to 4)
+    while twice the blocks still fit on the SMs one each: an 8 x 8 block (64 FFMA per 16
+    bytes of shared loads) keeps the K loop FFMA-bound, but with b blocks on more than 2b
+    SMs, halving the block finishes in half the time. Past that, some SM runs two half
+    blocks, as long as one whole one, in a less efficient loop."""
+    tm, tn = default_extent(size_m), default_extent(size_n)
+
+    def blocks(tm, tn):
+        return -(-size_m // (16 * tm)) * -(-size_n // (16 * tn))
+
+    while 2 * blocks(tm, tn) <= sm_count and max(tm, tn) > 4:
+        if tn >= tm:
+            tn //= 2
+        else:
+            tm //= 2
+    return tm, tn
 
 
 def role_pair(tile: Tile, role: str):
@@ -92,10 +111,15 @@ def _role_size(kernel: TileKernel, role: str) -> int:
     return t.extent * b.extent
 
 
+def _default(kernel, target, axis: int) -> int:
+    return default_extents(_role_size(kernel, "M"), _role_size(kernel, "N"), target.sm_count or 1)[axis]
+
+
 KNOBS = (
-    Knob("tm", EXTENTS, lambda k, t: default_extent(_role_size(k, "M")), "register-block rows (M) per thread"),
-    Knob("tn", EXTENTS, lambda k, t: default_extent(_role_size(k, "N")), "register-block columns (N) per thread"),
-    Knob("layout", LAYOUTS, lambda k, t: "strided", "which outputs a thread's slots are: r*16 + t or t*TR + r"),
+    Knob("tm", EXTENTS, lambda k, t: _default(k, t, 0), "register-block rows (M) per thread"),
+    Knob("tn", EXTENTS, lambda k, t: _default(k, t, 1), "register-block columns (N) per thread"),
+    Knob("layout", LAYOUTS, lambda k, t: "quads",
+         "which outputs a thread's slots are: r*16 + t, t*TR + r, or N in quads of 4 adjacent columns"),
 )
 
 
@@ -165,10 +189,7 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
         r = fresh_name(t.var[:-1] + "r", used)
         used.add(r)
         nb = -(-b.extent // n)
-        if layout == "strided":
-            mapping[t.var] = var(r) * t.extent + var(t.var)
-        else:
-            mapping[t.var] = var(t.var) * n + var(r)
+        mapping[t.var] = _slot_index(layout, role, var(t.var), t.extent, var(r), n, ranges | {r: n})
         mapping[b.var] = var(b.var) * n
         ranges.update({t.var: t.extent, r: n, b.var: nb})
         regs.append(Loop(r, n, "register", (), role, True))
@@ -184,6 +205,17 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     shape = tuple(lp.extent for lp in regs)          # each accumulator: one register per slot
     return dataclasses.replace(replace_tile(kernel, new_tile),
                                register_tiles=tuple(RegisterTile(a, shape) for a in accs))
+
+
+def _slot_index(layout, role, t, threads, r, n, ranges):
+    """The output element (within the block tile) slot r of thread t owns."""
+    if layout == "strided" or (layout == "quads" and role == "M"):
+        return r * threads + t
+    if layout == "contiguous" or n <= QUAD:
+        return t * n + r
+    # quads: lanes of one slot read adjacent 16-byte quads (one conflict-free LDS.128 per
+    # quarter warp); a thread's quads lie threads*4 apart
+    return t * QUAD + floordiv(r, QUAD, ranges) * (threads * QUAD) + mod(r, QUAD, ranges)
 
 
 def _resize_slab(stage: Stage, slab_of) -> Stage:
