@@ -138,13 +138,13 @@ def test_inventory_counts_bytes_and_flops():
 def test_unsupported_op_names_the_layer():
     model, preset = tiny_hf(TINYLLAMA)
 
-    class Cumsum(torch.nn.Module):
+    class Cumprod(torch.nn.Module):
         def forward(self, x):
-            return torch.cumsum(x, -1)
+            return torch.cumprod(x, -1)
 
-    model.model.layers[1].mlp.act_fn = Cumsum()
+    model.model.layers[1].mlp.act_fn = Cumprod()
     ids = torch.randint(0, preset.vocab, (1, 5))
-    with pytest.raises(UnsupportedOpError, match=r"aten\.cumsum\.default \(node \w+, in model\.layers\.1\.mlp\.act_fn \(Cumsum\)\) is not supported"):
+    with pytest.raises(UnsupportedOpError, match=r"aten\.cumprod\.default \(node \w+, in model\.layers\.1\.mlp\.act_fn \(Cumprod\)\) is not supported"):
         deplokit.compile(model, ids)
 
 
@@ -287,12 +287,12 @@ def test_layers_that_differ_are_traced_whole():
 
 
 def test_unsupported_op_in_a_stitched_layer_names_its_path():
-    class Cumsum(torch.nn.Module):
+    class Cumprod(torch.nn.Module):
         def forward(self, x):
-            return torch.cumsum(x, -1)
+            return torch.cumprod(x, -1)
 
     built = models.build(models.tiny(PRESETS[QWEN]), seq=4, backend="transformers")
     for layer in built.lm.model.layers:
-        layer.mlp.act_fn = Cumsum()
-    with pytest.raises(UnsupportedOpError, match=r"in model\.layers\.0\.mlp\.act_fn \(Cumsum\)\) is not supported"):
+        layer.mlp.act_fn = Cumprod()
+    with pytest.raises(UnsupportedOpError, match=r"in model\.layers\.0\.mlp\.act_fn \(Cumprod\)\) is not supported"):
         compile_model(built)

@@ -174,6 +174,64 @@ for _aten, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"
     ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.default"] = (_op, _binary)
 
+ATEN_OPS.update({
+    "to.device": ("to", _copy),
+    "index.Tensor": ("index", lambda a, k: _index(a, k)),
+    "gather.default": ("gather", lambda a, k: ((a[0], a[2]), (("dim", a[1]),))),
+    "stack.default": ("stack", lambda a, k: (tuple(a[0]), (("dim", a[1] if len(a) > 1 else k.get("dim", 0)),))),
+    "unflatten.int": ("unflatten", _positional(("dim", "sizes"), {}, 1)),
+    "narrow.default": ("slice", lambda a, k: ((a[0],), (("dim", a[1]), ("start", a[2]), ("end", a[2] + a[3])))),
+    "repeat.default": ("repeat", _positional(("repeats",), {}, 1)),
+    "square.default": ("square", _unary),
+    "baddbmm.default": ("baddbmm", _positional(("beta", "alpha"), {"beta": 1, "alpha": 1}, 3)),
+    "relu6.default": ("relu6", _unary),
+    "hardtanh.default": ("hardtanh", _positional(("min_val", "max_val"), {}, 1)),
+    "leaky_relu.default": ("leaky_relu", _positional(("negative_slope",), {}, 1)),
+    "softplus.default": ("softplus", _positional(("beta", "threshold"), {"beta": 1, "threshold": 20}, 1)),
+    "mish.default": ("mish", _unary),
+    "hardswish.default": ("hardswish", _unary),
+    "hardsigmoid.default": ("hardsigmoid", _unary),
+    "var.dim": ("var", lambda a, k: _variance(a, k, unbiased=True)),
+    "var.default": ("var", lambda a, k: _variance(a, k, unbiased=True, whole=True)),
+    "var.correction": ("var", lambda a, k: _variance(a, k)),
+    "std.dim": ("std", lambda a, k: _variance(a, k, unbiased=True)),
+    "std.default": ("std", lambda a, k: _variance(a, k, unbiased=True, whole=True)),
+    "std.correction": ("std", lambda a, k: _variance(a, k)),
+    "linalg_vector_norm.default": ("vector_norm", lambda a, k: _vector_norm(a, k)),
+    "clamp_min.default": ("clamp_min", lambda a, k: ((a[0],), (("min", a[1]),))),
+    "clamp_max.default": ("clamp_max", lambda a, k: ((a[0],), (("max", a[1]),))),
+    "expand_as.default": ("expand_as", lambda a, k: ((a[0],), ())),
+    "logsumexp.default": ("logsumexp", _reduce),
+    "tril.default": ("tril", _positional(("diagonal",), {"diagonal": 0}, 1)),
+    "triu.default": ("triu", _positional(("diagonal",), {"diagonal": 0}, 1)),
+    "einsum.default": ("einsum", lambda a, k: (tuple(a[1]), (("equation", a[0]),))),
+    "argmax.default": ("argmax", _positional(("dim", "keepdim"), {"keepdim": False}, 1)),
+    "argmin.default": ("argmin", _positional(("dim", "keepdim"), {"keepdim": False}, 1)),
+    "max.default": ("amax", lambda a, k: ((a[0],), (("dim", ()), ("keepdim", False)))),
+    "min.default": ("amin", lambda a, k: ((a[0],), (("dim", ()), ("keepdim", False)))),
+    "cumsum.default": ("cumsum", _positional(("dim",), {}, 1)),
+})
+for _aten, _op in (("__and__", "bitwise_and"), ("bitwise_and", "bitwise_and"), ("__or__", "bitwise_or"),
+                   ("bitwise_or", "bitwise_or"), ("__xor__", "bitwise_xor"), ("bitwise_xor", "bitwise_xor"),
+                   ("logical_xor", "bitwise_xor")):
+    ATEN_OPS[f"{_aten}.Tensor"] = (_op, _binary)
+    ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
+ATEN_OPS["__invert__.default"] = ("bitwise_not", _unary)
+ATEN_OPS["bitwise_not.default"] = ("bitwise_not", _unary)
+
+# Operators whose result depends only on their input's shape and dtype: folded at capture.
+SHAPE_ONLY_OPS = {"ones_like.default", "zeros_like.default", "full_like.default", "new_ones.default",
+                  "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
+                  "zeros.default", "ones.default"}
+
+# Operators whose result shares its input's storage: an in-place update of one would change
+# the input too (capture refuses to functionalise it).
+VIEW_OPS = {"view.default", "_unsafe_view.default", "reshape.default", "transpose.int", "t.default",
+            "numpy_T.default", "permute.default", "slice.Tensor", "select.int", "unsqueeze.default",
+            "squeeze.dim", "squeeze.dims", "squeeze.default", "expand.default", "flatten.using_ints",
+            "alias.default", "detach.default", "unflatten.int", "narrow.default", "contiguous.default",
+            "split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int"}
+
 # Operators that only assert facts about the graph: dropped at capture.
 IGNORED_OPS = {"_assert_tensor_metadata.default", "_assert_scalar.default",
                "sym_constrain_range_for_size.default", "_assert_async.msg"}
@@ -202,6 +260,40 @@ def _layer_norm(args, kwargs):
     if bias is None:
         attrs.append(("has_bias", False))
     return ops, tuple(attrs)
+
+
+def _index(args, kwargs):
+    """x[i0, None, i2]: x and the index tensors as operands; `dims` says which axes they index."""
+    indices = list(args[1])
+    dims = tuple(p for p, i in enumerate(indices) if i is not None)
+    return (args[0],) + tuple(i for i in indices if i is not None), (("dims", dims),)
+
+
+def _variance(args, kwargs, unbiased: bool = False, whole: bool = False):
+    """var / std in their three spellings: (x, unbiased), (x, dim, unbiased, keepdim) and
+    (x, dim, correction=, keepdim=); torch's default correction is 1."""
+    if whole:
+        correction = int(args[1] if len(args) > 1 else kwargs.get("unbiased", True))
+        return (args[0],), (("dim", ()), ("correction", correction), ("keepdim", False))
+    dims = args[1] if len(args) > 1 else kwargs.get("dim")
+    if unbiased:
+        flag = args[2] if len(args) > 2 else kwargs.get("unbiased", True)
+        correction, keepdim = int(bool(flag)), args[3] if len(args) > 3 else kwargs.get("keepdim", False)
+    else:
+        correction = kwargs.get("correction")
+        correction = 1 if correction is None else correction
+        keepdim = kwargs.get("keepdim", False)
+    dims = tuple(dims) if isinstance(dims, (list, tuple)) else ((dims,) if dims is not None else ())
+    return (args[0],), (("dim", dims), ("correction", correction), ("keepdim", bool(keepdim)))
+
+
+def _vector_norm(args, kwargs):
+    names = ("ord", "dim", "keepdim")
+    vals = dict(zip(names, args[1:]))
+    vals.update({k: v for k, v in kwargs.items() if k in names})
+    dims = vals.get("dim")
+    dims = tuple(dims) if isinstance(dims, (list, tuple)) else ((dims,) if dims is not None else ())
+    return (args[0],), (("ord", vals.get("ord", 2)), ("dim", dims), ("keepdim", bool(vals.get("keepdim", False))))
 
 
 def covered_ops() -> list[str]:

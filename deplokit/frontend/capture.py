@@ -6,6 +6,7 @@ are evaluated here with torch and become constants: they depend only on shapes.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,8 @@ import torch
 from ..errors import CaptureError, DynamicShapeError, UnsupportedDtypeError, UnsupportedOpError
 from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer, TensorType
-from .aten_table import ATEN_OPS, IGNORED_OPS, covered_ops
+from .aten_table import ATEN_OPS, IGNORED_OPS, SHAPE_ONLY_OPS, VIEW_OPS, covered_ops
+from .multi_output import MULTI_OUTPUT_OPS
 
 _DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
 
@@ -111,6 +113,7 @@ def _convert(ep) -> Captured:
     ops: list[TorchOp] = []
     input_names: list[str] = []
     names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
+    pending: dict[str, tuple] = {}  # multi-output op -> (aten key, node), until getitem reads it
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":
@@ -131,18 +134,28 @@ def _convert(ep) -> Captured:
             if key in IGNORED_OPS:
                 continue
             tensor_inputs = [a for a in node.all_input_nodes]
-            if all(a.name in folded for a in tensor_inputs) and not _is_random(key):
-                folded[node.name] = _evaluate(node, folded)
+            if (all(a.name in folded for a in tensor_inputs) or key in SHAPE_ONLY_OPS) and not _is_random(key):
+                folded[node.name] = _evaluate(node, folded, shape_only=key in SHAPE_ONLY_OPS)
                 names[node.name] = node.name
                 continue
             val = node.meta.get("val")
+            if key in MULTI_OUTPUT_OPS:     # read piece by piece through getitem, below
+                pending[node.name] = (key, node)
+                continue
+            if node.target is operator.getitem:
+                if not node.users:      # a piece nobody reads (max's indices when only values are used)
+                    continue
+                key, node = _piece(node, pending, names)
+                tensor_inputs, mutated = node.all_input_nodes, None
+            else:
+                key, mutated = _functional(key, node)
             if isinstance(val, torch.Tensor):   # a data-dependent shape is reported as such first
                 _tensor_type(val, f"aten.{key} (node {node.name})")
-            if key not in ATEN_OPS:
+            if key not in ATEN_OPS and key not in _PIECE_KEYS:
                 raise UnsupportedOpError(
                     f"operator aten.{key} (node {node.name}{_module_path(node)}) is not supported; covered ops: "
                     + ", ".join(covered_ops()))
-            op_name, normalise = ATEN_OPS[key]
+            op_name, normalise = ATEN_OPS[key] if key in ATEN_OPS else _PIECE_KEYS[key]
             # Folded inputs that reach a real op become constant buffers.
             for a in tensor_inputs:
                 if a.name in folded and a.name not in values:
@@ -161,6 +174,9 @@ def _convert(ep) -> Captured:
             ops.append(TorchOp(node.name, op_name, tuple(targs), tuple(attrs),
                                _tensor_type(val, f"{op_name} (node {node.name})")))
             names[node.name] = node.name
+            if mutated is not None:     # later reads of the updated tensor read the new value
+                names[mutated.name] = node.name
+                folded.pop(mutated.name, None)     # which is no constant any more
         elif node.op == "output":
             outs = node.args[0]
             outs = outs if isinstance(outs, (list, tuple)) else (outs,)
@@ -204,6 +220,51 @@ def _module_path(node) -> str:
     return f", in {path} ({kind})" if path and path != "L['self']" else ""
 
 
+# getitem on a multi-output op: the Torch-IR op it becomes, under a key of its own.
+_PIECE_KEYS = {f"piece.{op}": (op, lambda a, k: (tuple(a), tuple(k.items())))
+               for op in ("slice", "select", "amax", "amin", "argmax", "argmin")}
+
+
+def _piece(node, pending, names):
+    """getitem(split(x), i) -> ("piece.slice", a stand-in node holding the slice's operands)."""
+    src, i = node.args
+    if src.name not in pending:
+        raise UnsupportedOpError(f"getitem of {src.name} (node {node.name}): deplokit reads pieces of "
+                                 f"{', '.join(sorted(MULTI_OUTPUT_OPS))} only")
+    key, multi = pending[src.name]
+    args = _map_args(multi.args, names)
+    kwargs = {k: _map_args(v, names) for k, v in multi.kwargs.items()}
+    op, targs, attrs = MULTI_OUTPUT_OPS[key](args, kwargs, list(multi.meta["val"]), i)
+    return f"piece.{op}", _Stand(node.name, targs, dict(attrs), node.meta, multi.all_input_nodes)
+
+
+@dataclass
+class _Stand:
+    """What the op loop reads of an fx node, for a piece that has no node of its own."""
+    name: str
+    args: tuple
+    kwargs: dict
+    meta: dict
+    all_input_nodes: list
+
+
+def _functional(key: str, node):
+    """An in-place op (add_, clamp_, mul_, masked_fill_...) as its functional twin; the
+    tensor it updates is returned so later reads of it see the new value. Updating a view
+    would change the tensor it views too, which the functional form cannot say: refused."""
+    packet, _, overload = key.partition(".")
+    functional = f"{packet[:-1]}.{overload}"
+    if not packet.endswith("_") or packet.startswith("_") or functional not in ATEN_OPS:
+        return key, None
+    target = node.args[0]
+    producer = _aten_key(target.target) if target.op == "call_function" else None
+    if producer in VIEW_OPS or target.target is operator.getitem:
+        raise UnsupportedOpError(f"in-place aten.{key} (node {node.name}{_module_path(node)}) updates a view "
+                                 f"({target.name}, made by aten.{producer}); deplokit supports in-place ops "
+                                 "on whole tensors only")
+    return functional, target
+
+
 def _is_random(key: str) -> bool:
     return key.split(".")[0] in {"rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "uniform"}
 
@@ -218,11 +279,16 @@ def _map_args(a, names):
     return a
 
 
-def _evaluate(node, folded):
+def _evaluate(node, folded, shape_only: bool = False):
     # A model whose weights sit on the meta device traces its shape-only tables (aranges,
     # rotary tables, masks) on meta too; they are computed here for real, on the CPU.
+    # A shape-only op (ones_like, new_zeros...) reads only its input's shape and dtype:
+    # zeros of that type stand in for a value that exists only at run time.
     def sub(a):
         if isinstance(a, torch.fx.Node):
+            if shape_only and a.name not in folded:
+                v = a.meta["val"]
+                return torch.zeros(tuple(v.shape), dtype=v.dtype)
             return folded[a.name]
         if isinstance(a, (list, tuple)):
             return type(a)(sub(x) for x in a)

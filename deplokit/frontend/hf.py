@@ -27,17 +27,24 @@ def available() -> bool:
     return True
 
 
+_CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel")   # LlamaForCausalLM, GPT2LMHeadModel, ...
+
+
 def is_causal_lm(module) -> bool:
-    """A transformers model returning a ModelOutput with `logits` (LlamaForCausalLM, ...)."""
+    """A transformers decoder-only model returning a ModelOutput with `logits`
+    (LlamaForCausalLM, GPT2LMHeadModel, Gemma3ForCausalLM, ...)."""
     if not isinstance(module, torch.nn.Module) or not hasattr(module, "config"):
         return False
-    return any(c.__module__.startswith("transformers.") and c.__name__.endswith("ForCausalLM")
+    if getattr(module.config, "is_encoder_decoder", False):
+        return False
+    return any(c.__module__.startswith("transformers.") and c.__name__.endswith(_CAUSAL_LM_SUFFIXES)
                for c in type(module).__mro__)
 
 
 class LogitsOnly(torch.nn.Module):
-    """forward(input_ids) -> logits of a transformers causal LM, without the KV cache (a
-    DynamicCache is no tensor and torch.export cannot return it).
+    """forward(input_ids, attention_mask=None) -> logits of a transformers causal LM, without
+    the KV cache (a DynamicCache is no tensor and torch.export cannot return it). A padded
+    batch passes its attention_mask (batch, seq) of 1s and 0s as the second input.
 
     The wrapper shares the model's child modules rather than holding the model as a child,
     so the captured weights keep transformers' own names (p_model_layers_3_mlp_up_proj_weight,
@@ -49,9 +56,10 @@ class LogitsOnly(torch.nn.Module):
             raise CaptureError(f"{type(lm).__name__} holds tensors outside its submodules; deplokit cannot wrap it")
         self._modules = lm._modules
         object.__setattr__(self, "lm", lm)    # not registered: its tensors are reached via _modules
+        self.training = lm.training           # capture restores this mode: the model's own, not train
 
-    def forward(self, input_ids):
-        return self.lm(input_ids=input_ids, use_cache=False).logits
+    def forward(self, input_ids, attention_mask=None):
+        return self.lm(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
 
     def eval(self):
         self.lm.eval()

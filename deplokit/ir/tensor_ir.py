@@ -17,7 +17,7 @@ from .index import DIM_NAMES, Affine
 from .types import Buffer, TensorType, format_header, format_scalar
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
-             "sigmoid", "relu", "sin", "cos", "logical_not")
+             "sigmoid", "relu", "sin", "cos", "logical_not", "trunc")
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "pow",
               "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
               "logical_and", "logical_or")

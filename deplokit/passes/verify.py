@@ -72,6 +72,8 @@ class _TileChecker:
         self.tile = tiles[0] if tiles else None
         body = self.tile.body if self.tile else kernel.body
         self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)}
+        self.stage_names = {s.name for s in _tile_walk(kernel.body) if isinstance(s, Stage)}
+        self.locals = kernel.local_names()
         self.multiples = multiples_of_vector(body)
 
     def fail(self, invariant, detail):
@@ -97,7 +99,7 @@ class _TileChecker:
     def stmt(self, s, bound, values, stages, loops):
         if isinstance(s, (Loop, StridedLoop)):
             if isinstance(s, StridedLoop):
-                self.index((s.start,), bound, f"the start of loop {s.var}")
+                self.index((s.start,), bound, lambda: f"the start of loop {s.var}")
             inner = dict(bound)
             inner[s.var] = s.extent if isinstance(s, Loop) else s.stop
             self.body(s.body, inner, set(values), set(stages), loops + (s,))
@@ -105,54 +107,54 @@ class _TileChecker:
         if isinstance(s, Stage):
             if s.tensor not in self.types:
                 self.fail("tensors-known", f"stage {s.name} copies {s.tensor}, which is no buffer of the program")
-            self.index(s.origin, bound, f"the origin of stage {s.name}")
+            self.index(s.origin, bound, lambda: f"the origin of stage {s.name}")
             stages.add(s.name)
             return
         if isinstance(s, (Load, Store, AtomicAdd)):
-            known = s.tensor in self.types or s.tensor in self.k.local_names() or s.tensor in stages or \
+            known = s.tensor in self.types or s.tensor in self.locals or s.tensor in stages or \
                 (isinstance(s, Load) and s.tensor in self.accs)
             if not known:
                 self.fail("tensors-known", f"{s.text()}: {s.tensor} is no buffer, local, stage in scope or accumulator")
-            self.index(s.index, bound, s.text())
+            self.index(s.index, bound, s.text)
             if isinstance(s, Load) and s.tensor in self.accs and s.index:
-                self.register_index(s.tensor, s.index, loops, s.text())
+                self.register_index(s.tensor, s.index, loops, s.text)
             if isinstance(s, (Load, Store)) and s.width != 1:
                 self.width(s, loops)
             if isinstance(s, AtomicAdd) and s.tensor not in self.k.zero_init:
                 self.fail("zero-init", f"{s.text()}: {s.tensor} is not stamped for zero-init before the kernel")
         if isinstance(s, Compute):
-            self.reads(s.args, values, s.text())
+            self.reads(s.args, values, s.text)
             for a in s.args:
                 if isinstance(a, Affine):
-                    self.index((a,), bound, s.text())
+                    self.index((a,), bound, s.text)
         elif isinstance(s, (Accumulate, Store, AtomicAdd)):
-            self.reads((s.value,), values, s.text())
+            self.reads((s.value,), values, s.text)
         if isinstance(s, Accumulate) and s.index:
-            self.index(s.index, bound, s.text())
-            self.register_index(s.acc, s.index, loops, s.text())
+            self.index(s.index, bound, s.text)
+            self.register_index(s.acc, s.index, loops, s.text)
         if isinstance(s, Combine) and s.acc not in values:
             self.fail("names-declared", f"{s.text()}: {s.acc} is no accumulator")
         if isinstance(s, AsyncWait):
             for name in s.stages:
-                if name not in {st.name for st in _tile_walk(self.k.body) if isinstance(st, Stage)}:
+                if name not in self.stage_names:
                     self.fail("tensors-known", f"{s.text()}: {name} is no stage of the kernel")
         if isinstance(s, (Load, Compute)):
             values.add(s.dst)
 
+    # `where` (the statement's text, say) is a callable: the text is only made for a failure
     def reads(self, operands, values, where):
         for a in operands:
             if isinstance(a, str) and a not in values:
-                self.fail("names-declared", f"{where}: {a} is read before it is defined")
+                self.fail("names-declared", f"{where()}: {a} is read before it is defined")
 
     def index(self, index, bound, where):
         for e in index:
-            names = set(free_vars(e))
+            unbound = sorted(free_vars(e) - bound.keys())
+            if unbound:
+                self.fail("loop-vars-bound", f"{where()}: {', '.join(unbound)} is no tile axis or enclosing loop")
             for g in gathers(e):
                 if g.tensor not in self.types:
-                    self.fail("tensors-known", f"{where}: gathers from {g.tensor}, which is no buffer")
-            unbound = sorted(names - set(bound))
-            if unbound:
-                self.fail("loop-vars-bound", f"{where}: {', '.join(unbound)} is no tile axis or enclosing loop")
+                    self.fail("tensors-known", f"{where()}: gathers from {g.tensor}, which is no buffer")
 
     def width(self, s, loops):
         lane = loops[-1] if loops else None
@@ -166,14 +168,14 @@ class _TileChecker:
     def register_index(self, acc, index, loops, where):
         tile = self.k.register_tile(acc)
         if tile is None:
-            self.fail("register-tiles", f"{where}: {acc} is indexed but no register tile is stamped for it")
+            self.fail("register-tiles", f"{where()}: {acc} is indexed but no register tile is stamped for it")
         if len(index) != len(tile.shape):
-            self.fail("register-tiles", f"{where}: {tile.text()} indexed with {len(index)} components")
+            self.fail("register-tiles", f"{where()}: {tile.text()} indexed with {len(index)} components")
         extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and lp.kind == "register"}
         for e, n in zip(index, tile.shape):
             names = list(free_vars(e))
             if len(e.terms) != 1 or e.const or len(names) != 1 or extents.get(names[0]) != n:
-                self.fail("register-tiles", f"{where}: {e} is not a register loop of {n} ({tile.text()})")
+                self.fail("register-tiles", f"{where()}: {e} is not a register loop of {n} ({tile.text()})")
 
 
 def _tile_walk(body):
@@ -296,13 +298,26 @@ def _exprs(s):
 
 
 def _subexprs(e):
-    yield e
-    for name in ("a", "b", "cond", "offset", "value", "index"):
-        child = getattr(e, name, None)
-        if child is not None and not isinstance(child, (int, float, str, bool)):
-            yield from _subexprs(child)
-    for child in getattr(e, "args", ()):
-        yield from _subexprs(child)
+    """e and every expression inside it."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        t = type(x)
+        if t is K.Binary:
+            stack += (x.a, x.b)
+        elif t is K.Unary:
+            stack.append(x.a)
+        elif t is K.Call:
+            stack.extend(x.args)
+        elif t is K.Select:
+            stack += (x.cond, x.a, x.b)
+        elif t is K.GlobalLoad or t is K.SharedLoad:
+            stack.append(x.offset)
+        elif t is K.Shuffle:
+            stack.append(x.value)
+        elif t is K.RegLoad:
+            stack.append(x.index)
 
 
 def _varies(e, varying) -> bool:

@@ -38,7 +38,7 @@ OPS = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: F32(1) / np.sqrt(x), "reciprocal": lambda x: F32(1) / x,
     "tanh": np.tanh, "erf": _erf, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, F32(0)),
-    "sin": np.sin, "cos": np.cos, "logical_not": np.logical_not,
+    "sin": np.sin, "cos": np.cos, "logical_not": np.logical_not, "trunc": np.trunc,
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
     "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
     "greater": np.greater, "less": np.less, "greater_equal": np.greater_equal,

@@ -19,7 +19,7 @@ def compile_sass(cuda, kernel_program, arch: str, target_name: str | None = None
     """The SassReport of `cuda` (a CudaSource rendered for `target_name`) built for `arch`;
     another arch renders the Kernel IR `kernel_program` for it first."""
     from ..passes.lower.cuda import render_cuda
-    from ..pipeline import Context
+    from ..trace import Context
     from ..target import get_target
 
     require_sass_tools()

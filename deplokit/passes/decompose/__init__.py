@@ -4,9 +4,11 @@ from __future__ import annotations
 from ...errors import UnsupportedOpError
 from ...ir.tensor_ir import TensorProgram
 from ...ir.torch_ir import TorchProgram
-from . import (addmm, binary, cat, clamp, copies, embedding, expand, gelu, layer_norm,  # noqa: F401
-               linear, log_softmax, matmul, permute, pow, reductions, repeat_interleave, reshape, rms_norm, sdpa,
-               silu, slice, softmax, squeeze, transpose, unary, unsqueeze, where)
+from . import (addmm, argmax, baddbmm, binary, bitwise, cat, clamp, copies, cumsum, einsum,  # noqa: F401
+               embedding, expand, gelu, hardswish, hardtanh, index_select, layer_norm, leaky_relu, linear,
+               log_softmax, logsumexp, matmul, mish, permute, pow, reductions, repeat, repeat_interleave, reshape,
+               rms_norm, sdpa, silu, slice, softmax, softplus, square, squeeze, stack, transpose, tril, unary,
+               unsqueeze, variance, vector_norm, where)
 from .builder import Builder
 from .registry import RULES
 

@@ -57,11 +57,12 @@ class Builder:
                                   pad, src_type.shape))
 
     def elementwise(self, op: str, *args: Operand, hint: str | None = None,
-                    shape: tuple[int, ...] | None = None) -> str:
+                    shape: tuple[int, ...] | None = None, dtype: str | None = None) -> str:
         tensors = [a for a in args if isinstance(a, str)]
         if shape is None:
             shape = broadcast_shapes(*[self.shape(a) for a in tensors])
-        dtype = "bool" if op in COMPARISON_OPS else self._result_dtype(op, args[1:] if op == "where" else args)
+        if dtype is None:   # given only where the op changes type (trunc: float to int)
+            dtype = "bool" if op in COMPARISON_OPS else self._result_dtype(op, args[1:] if op == "where" else args)
         # Integer arithmetic keeps integer scalars (ids + 1 stays int64, as in torch).
         keep_int = dtype in ("int64", "int32")
         args = tuple(self.broadcast_to(a, shape) if isinstance(a, str) else _scalar(a, keep_int) for a in args)

@@ -2,7 +2,7 @@
 
 A cast between the dtypes deplokit holds is not a no-op: mask.float() must turn True into
 1.0 (a sum of it counts), x.bool() must test against zero. Casts that round (float to
-integer) are not supported; integer to integer keeps the values."""
+integer) truncate toward zero, as in torch; integer to integer keeps the values."""
 from __future__ import annotations
 
 from ...errors import UnsupportedOpError
@@ -30,5 +30,7 @@ def cast(b: Builder, x: str, want: str, where: str) -> str:
         return b.elementwise("where", x, 1, 0, hint="cast")
     if have in ("int64", "int32"):   # int -> int: the same values (ids stay ids)
         return x
+    if have == "float32" and want in ("int64", "int32"):   # 2.7 -> 2, -2.7 -> -2
+        return b.elementwise("trunc", x, hint="cast", dtype=want)
     raise UnsupportedOpError(f"{where} casts {have} to {want}; deplokit supports casts to "
-                             f"float32 and bool, and between integer types")
+                             f"float32, bool, int64 and int32")

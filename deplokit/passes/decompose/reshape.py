@@ -5,11 +5,11 @@ so merging or splitting whole axes prints as plain affine indices.
 """
 from __future__ import annotations
 
-from .builder import Builder
+from .builder import Builder, resolve_shape
 from .registry import rule
 
 
-@rule("view", "reshape", "flatten")
+@rule("view", "reshape", "flatten", "unflatten")
 def decompose_reshape(op, b: Builder) -> str:
     x = op.args[0]
     if op.op == "flatten":
@@ -22,6 +22,10 @@ def decompose_reshape(op, b: Builder) -> str:
         for e in shape[start:end + 1]:
             merged *= e
         target = shape[:start] + (merged,) + shape[end + 1:]
+    elif op.op == "unflatten":   # one axis split into `sizes` (one may be -1)
+        shape = b.shape(x)
+        dim = op.attr("dim") % len(shape)
+        target = shape[:dim] + resolve_shape(op.attr("sizes"), (shape[dim],)) + shape[dim + 1:]
     else:
         target = tuple(op.attr("shape"))
     return b.reshape(x, target, "view")

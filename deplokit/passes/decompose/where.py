@@ -13,4 +13,5 @@ def decompose_where(op, b: Builder) -> str:
 @rule("masked_fill")
 def decompose_masked_fill(op, b: Builder) -> str:
     x, mask, value = op.args
-    return b.elementwise("where", mask, value, x, shape=b.shape(x))
+    # the result has the broadcast shape: a (b, 1, s, t) mask may widen a (s, t) tensor
+    return b.elementwise("where", mask, value, x)

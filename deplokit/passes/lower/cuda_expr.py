@@ -71,7 +71,7 @@ _FLOAT_FUNCS = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
     "erf": "erff", "sin": "sinf", "cos": "cosf", "abs": "fabsf", "pow": "powf",
     "maximum": "fmaxf", "minimum": "fminf", "floor": "floorf", "ceil": "ceilf",
-    "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f",
+    "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f", "trunc": "truncf",
 }
 _FLOAT_FUNCS.update({c: c for c in list(_FLOAT_FUNCS.values())})
 _ARITY_2 = {"pow", "powf", "maximum", "fmaxf", "minimum", "fminf"}

@@ -1,0 +1,58 @@
+"""Operators that return several tensors (split, chunk, unbind, max(dim) with indices), made
+single-output at capture: each `getitem(op, i)` the program reads becomes its own Torch-IR
+op (a slice, a select, an amax or an argmax), so every later IR keeps one result per node.
+
+A piece's extent is read from torch's own result (node.meta["val"]), so split, chunk and
+split_with_sizes share one rule and agree with torch on uneven last pieces.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+# (fx args with tensors as names, kwargs, torch's results, i) -> (Torch-IR op, args, attrs)
+Piece = Callable[[tuple, dict, list, int], tuple[str, tuple, tuple]]
+
+
+def _dim(args, kwargs, position: int, default: int = 0) -> int:
+    return args[position] if len(args) > position else kwargs.get("dim", default)
+
+
+def _along(position: int) -> Piece:
+    """split / split_with_sizes / chunk / unsafe_split: piece i is a slice of one axis."""
+    def piece(args, kwargs, vals, i):
+        rank = vals[0].dim()
+        dim = _dim(args, kwargs, position) % rank
+        start = sum(int(v.shape[dim]) for v in vals[:i])
+        end = start + int(vals[i].shape[dim])
+        return "slice", (args[0],), (("dim", dim), ("start", start), ("end", end))
+    return piece
+
+
+def _unbind(args, kwargs, vals, i):
+    return "select", (args[0],), (("dim", _dim(args, kwargs, 1)), ("index", i))
+
+
+def _extremum(values_op: str, index_op: str) -> Piece:
+    """max.dim / min.dim: (values, indices), as amax / amin and argmax / argmin."""
+    def piece(args, kwargs, vals, i):
+        dim = _dim(args, kwargs, 1)
+        keepdim = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
+        if i == 0:
+            return values_op, (args[0],), (("dim", (dim,)), ("keepdim", keepdim))
+        return index_op, (args[0],), (("dim", dim), ("keepdim", keepdim))
+    return piece
+
+
+MULTI_OUTPUT_OPS: dict[str, Piece] = {
+    "split.Tensor": _along(2),
+    "split_with_sizes.default": _along(2),
+    "unsafe_split.Tensor": _along(2),
+    "unsafe_split_with_sizes.default": _along(2),
+    "chunk.default": _along(2),
+    "unsafe_chunk.default": _along(2),
+    "tensor_split.sections": _along(2),
+    "tensor_split.indices": _along(2),
+    "unbind.int": _unbind,
+    "max.dim": _extremum("amax", "argmax"),
+    "min.dim": _extremum("amin", "argmin"),
+}

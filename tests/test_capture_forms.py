@@ -1,0 +1,84 @@
+"""Capture's rewrites of forms torch.export keeps but Torch IR has no node for: several
+results (split, chunk, unbind, max with indices) read piece by piece, in-place ops made
+functional, and shape-only tensors (ones_like, new_zeros) folded into constants."""
+import pytest
+import torch
+
+import deplokit
+from deplokit.errors import UnsupportedOpError
+
+
+def test_pieces_become_single_output_ops():
+    x = torch.randn(3, 37)
+    c = deplokit.compile(lambda x: [p.sum(-1) for p in x.split([5, 30, 2], dim=1)], x)
+    slices = [op for op in c.torch_ir.ops if op.op == "slice"]
+    assert [(op.attr("start"), op.attr("end")) for op in slices] == [(0, 5), (5, 35), (35, 37)]
+    assert c.check(backend="loop").ok
+
+
+def test_unread_piece_is_not_computed():
+    """max(-1) returns values and indices; a program reading only the values has no argmax."""
+    c = deplokit.compile(lambda x: x.max(-1)[0], torch.randn(3, 37))
+    assert [op.op for op in c.torch_ir.ops] == ["amax"]
+
+
+def test_in_place_op_is_functional_and_later_reads_see_it():
+    def f(x):
+        y = x * 2
+        y.add_(1)
+        y.clamp_(min=0.0)
+        return y * y
+    c = deplokit.compile(f, torch.randn(5, 7))
+    assert [op.op for op in c.torch_ir.ops] == ["mul", "add", "clamp", "mul"]
+    assert c.check(backend="sim").ok
+
+
+def test_in_place_update_of_a_constant_is_no_constant_any_more():
+    """A folded mask updated in place from an input: later reads see the input's effect."""
+    def f(x):
+        mask = torch.zeros(5, 7)
+        mask.masked_fill_(x > 0, 1.0)
+        return mask * 3 + x
+    c = deplokit.compile(f, torch.randn(5, 7))
+    assert c.check(torch.randn(5, 7), backend="loop").ok
+
+
+def test_in_place_op_on_a_view_is_refused():
+    def f(x):
+        y = x * 2
+        y[:, :3].add_(1)
+        return y
+    with pytest.raises(UnsupportedOpError, match=r"in-place aten\.add_\.Tensor .* updates a view"):
+        deplokit.compile(f, torch.randn(5, 7))
+
+
+def test_shape_only_tensors_fold_into_constants():
+    x = torch.randn(3, 37)
+    c = deplokit.compile(lambda x: x * torch.full_like(x, 2.0) + x.new_ones(37), x)
+    assert not {"full_like", "new_ones", "ones_like"} & {op.op for op in c.torch_ir.ops}
+    assert sum(b.kind == "const" for b in c.torch_ir.buffers) == 2
+    fresh = torch.randn(3, 37)
+    assert c.check(fresh, backend="tensor").ok
+
+
+def test_argmax_of_integers_is_refused_clearly():
+    with pytest.raises(UnsupportedOpError, match="argmax of float32 tensors"):
+        deplokit.compile(lambda i: i.argmax(-1), torch.randint(0, 2**40, (3, 5)))
+
+
+def test_integer_bitwise_ops_are_refused_clearly():
+    with pytest.raises(UnsupportedOpError, match="on bool tensors"):
+        deplokit.compile(lambda i: i & 3, torch.arange(5))
+
+
+def test_causal_lm_classes_are_recognised():
+    transformers = pytest.importorskip("transformers")
+    from deplokit.frontend import hf
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_embd=16, n_head=2, n_layer=1, vocab_size=11))
+    bert = transformers.BertModel(transformers.BertConfig(hidden_size=16, num_attention_heads=2, num_hidden_layers=1,
+                                                          intermediate_size=16, vocab_size=11))
+    assert hf.is_causal_lm(gpt2) and not hf.is_causal_lm(bert)
+    wrapped = hf.LogitsOnly(gpt2.eval())
+    assert not wrapped.training       # the model's own mode, which capture restores afterwards
+    ids, mask = torch.randint(0, 11, (2, 4)), torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    torch.testing.assert_close(wrapped(ids, mask), gpt2(input_ids=ids, attention_mask=mask).logits)
