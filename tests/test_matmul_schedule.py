@@ -137,11 +137,13 @@ def test_register_tile_keeps_partial_tiles_guarded():
 
 
 def test_register_tile_defaults_and_knobs():
-    # M = 32 tokens: 2 rows per thread fill the 32 rows; N = 256 would take 8 columns, but
-    # a grid of 2 blocks leaves most SMs idle: halved to 4 (4 blocks)
+    # M = 32 tokens: 2 rows per thread fill the 32 rows; N = 256 takes 8 columns: 2 blocks,
+    # but a thread keeps 16 outputs (003 fills the grid by splitting K instead)
     c = compiled("llm_projection")
-    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 2, "tn": 4, "layout": "quads"}
-    assert default_extents(32, 256, 132) == (2, 4)
+    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 2, "tn": 8, "layout": "quads"}
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32}
+    assert c.check(backend="sim").ok
+    assert default_extents(32, 256, 132) == (2, 8)
     assert default_extents(4096, 4096, 132) == (8, 8)          # 1024 blocks: 8 x 8 keeps FFMA-bound
     assert default_extents(512, 3584, 132) == (8, 8)           # 112 blocks: halving gives 224 > 132
     assert default_extents(128, 3584, 132) == (4, 4)           # 28 blocks: halved while 2x fits
@@ -256,7 +258,7 @@ def test_pad_smem_skips_what_has_no_conflict():
 # -- 003 split_matmul_k -------------------------------------------------------------------------
 
 def test_split_k_promotes_k_outer_chunks_to_a_grid_axis():
-    # 4 blocks of 32 x 64 (008's default): 128 K chunks split 32 ways
+    # 2 blocks of 32 x 128 (008's default): 128 K chunks split 32 ways
     assert dict(dict(step(compiled("llm_projection"), "003_split_matmul_k").params)["merged_linear"]) == \
         {"splits": 32}
     c = compiled("llm_projection", **{"003_split_matmul_k.splits": 16}, **OLD_PROJECTION)

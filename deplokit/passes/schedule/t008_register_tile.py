@@ -69,17 +69,19 @@ def default_extent(size: int) -> int:
 
 
 def default_extents(size_m: int, size_n: int, sm_count: int) -> tuple[int, int]:
-    """(TM, TN): each axis's largest extent, then the larger of them halved (down to 4)
-    while twice the blocks still fit on the SMs one each: an 8 x 8 block (64 FFMA per 16
-    bytes of shared loads) keeps the K loop FFMA-bound, but with b blocks on more than 2b
-    SMs, halving the block finishes in half the time. Past that, some SM runs two half
-    blocks, as long as one whole one, in a less efficient loop."""
+    """(TM, TN): each axis's largest extent, then the larger of them halved while twice
+    the blocks still fit on the SMs one each: an 8 x 8 block (64 FFMA per 16 bytes of
+    shared loads) keeps the K loop FFMA-bound, but with b blocks on more than 2b SMs,
+    halving the block finishes in half the time. Past that, some SM runs two half blocks,
+    as long as one whole one, in a less efficient loop. A thread keeps at least 16 outputs
+    (below that its K loop is bound by shared loads, not FFMA): a grid still too small is
+    003's to fill, by splitting K."""
     tm, tn = default_extent(size_m), default_extent(size_n)
 
     def blocks(tm, tn):
         return -(-size_m // (16 * tm)) * -(-size_n // (16 * tn))
 
-    while 2 * blocks(tm, tn) <= sm_count and max(tm, tn) > 4:
+    while 2 * blocks(tm, tn) <= sm_count and tm * tn >= 32:
         if tn >= tm:
             tn //= 2
         else:
