@@ -22,16 +22,23 @@ to 16*TM x 16*TN and the grid shrinks by TM*TN.
     docstring (the block tile is 32 x 64, a0b and a1b shrink to 2 and 4 blocks, the loads and
     the accumulator run inside `register` loops a0r, a1r).
 
-Extents. The knobs ask for TM x TN; an extent is halved while it exceeds the axis's block
-count (a block tile past the whole axis would be padding) or while the grown Stage slabs
-would not fit in static shared memory (the larger extent first).
+Extents. The defaults (default_extents) take each axis's largest extent up to 8 whose block
+tile the axis fills, then halve the larger while twice the blocks would still fit one per SM
+(a thread keeping at least 16 outputs): 4096^2 gets 8 x 8 (128 x 128 blocks), M = 128
+projections 4 x 4 or 8 x 4, M = 32 2 x 8 (003 splits K to fill the grid). Any extent is
+halved while it exceeds the axis's block count (a block tile past the whole axis would be
+padding) or while the grown Stage slabs would not fit in static shared memory (the larger
+extent first).
 
-Layout. `strided` (the default) puts slot r of thread t at origin + r*16 + t: for every slot
-a warp's 16 N-threads read 16 consecutive floats of the B tile (conflict-free) and store 16
-consecutive floats of the output (coalesced), and its two M-rows of the A tile are 16 floats
-apart (different banks). `contiguous` puts it at origin + t*TN + r (a thread's outputs are
-adjacent): the lanes of one slot then read floats TN apart, which conflict on banks; 009
-permute_register_tile repairs that.
+Layout. `strided` (the article's) puts slot r of thread t at origin + r*16 + t: for every
+slot a warp's 16 N-threads read 16 consecutive floats of the B tile (conflict-free, but one
+scalar LDS per slot) and store 16 consecutive floats of the output (coalesced), and its two
+M-rows of the A tile are 16 floats apart (different banks). `contiguous` puts it at
+origin + t*TN + r (a thread's outputs are adjacent). `quads` (the default) keeps M strided
+(A is read along k, where nvcc merges 4 steps of the unrolled k loop into one LDS.128) and
+puts N slot r at origin + t*4 + (r // 4)*64 + r % 4: each lane's 4 slots of a quad are one
+aligned float4, and the 8 lanes of a quarter warp read 128 consecutive bytes, so B's
+fragment is TN/4 conflict-free LDS.128 per k (banks.py prices it so; 009 leaves it alone).
 
 The rewrite is one substitution, t -> r*16 + t and b -> TR*b (b*16 + t becomes
 b*16*TR + r*16 + t), applied to every index and Stage origin, after which each Stage slab
