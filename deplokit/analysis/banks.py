@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...ir.index import Gather, evaluate, free_vars
-from ...ir.loop_ir import Load, Loop
-from ...ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
-from ...target import WARP_SIZE
+from ..ir.index import Gather, evaluate, free_vars
+from ..ir.loop_ir import Load, Loop
+from ..ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
+from ..target import WARP_SIZE
 
 BANKS = 32
 WARP = WARP_SIZE
@@ -160,7 +160,6 @@ def _accesses(words, registers, width):
 
 def _defaulted(env, e):
     """env, with any variable of e it lacks (a block-uniform name) taken at 0."""
-    from ...ir.index import free_vars
     missing = free_vars(e) - env.keys()
     if not missing:
         return env
