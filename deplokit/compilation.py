@@ -10,6 +10,7 @@ from .display import Displayable
 from .errors import ExecutionError
 from .frontend.capture import capture
 from .passes.lower import lower_tiles
+from .passes.verify import verify
 from .pipeline import STAGES, lower
 from .target import get_target
 from .trace import Context
@@ -167,7 +168,9 @@ class Compilation(Displayable):
 
     def check_passes(self, *inputs, rtol: float = 1e-4, atol: float | None = None) -> list["PassCheck"]:
         """Run the Tile IR as it stands after each scheduling pass in the simulator and
-        compare with torch eager: a pass that changes meaning is caught at that pass."""
+        compare with torch eager: a pass that changes meaning is caught at that pass. Each
+        step's Tile IR, and the Kernel IR it lowers to, is verified first (passes/verify.py):
+        a pass that breaks an invariant raises IRInvariantError naming it."""
         inputs = inputs or self.example_inputs
         self._require_weights()
         expected = self._eager(inputs)
@@ -179,7 +182,10 @@ class Compilation(Displayable):
             if step.stage != "tile":
                 continue
             if last is None or step.changed:   # a pass that changed nothing keeps the last result
-                got = self._wrap(self._execute("sim", env, lower_tiles(step.after, self._ctx)))
+                verify(step.after, self.target)
+                kernel_ir = lower_tiles(step.after, self._ctx)
+                verify(kernel_ir)
+                got = self._wrap(self._execute("sim", env, kernel_ir))
                 last = _compare(expected, got, "sim", rtol, atol)
             out.append(PassCheck(step.name, not step.changed, last))
         return out

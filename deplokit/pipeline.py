@@ -14,6 +14,7 @@ from .passes.lower import LOWERING
 from .passes.lower.cuda import render_cuda
 from .passes.record import Noted, Pass, Skip, flag_knob, run_passes, validate_config, validate_kernel_names
 from .passes.schedule import SCHEDULE
+from .passes.verify import verify
 from .trace import Context, TraceStep, format_step  # noqa: F401  (the pipeline's vocabulary)
 
 __all__ = ["PIPELINE", "STAGES", "Context", "TraceStep", "format_step", "lower", "run_passes"]
@@ -52,7 +53,7 @@ PIPELINE = (
          (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),)),
     Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
     *SCHEDULE,
-    *LOWERING,
+    *LOWERING,          # 001_materialize, 002_stage_copies, 003_zero_init (passes/lower)
     Pass("render", "cuda", "print the Kernel IR as one CUDA translation unit", _render),
 )
 STAGES = ("torch",) + tuple(dict.fromkeys(p.stage for p in PIPELINE))
@@ -66,7 +67,9 @@ def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
     stages = {"torch": torch_ir}
     trace = [TraceStep("torch", "capture", after=torch_ir)]
     _, steps = run_passes(PIPELINE, torch_ir, ctx)
-    for step in steps:
+    for step, nxt in zip(steps, steps[1:] + (None,)):
+        if nxt is None or nxt.stage != step.stage:   # a stage boundary: its IR keeps its invariants
+            verify(step.after, ctx.target)           # (passes/verify.py; check_passes verifies every step)
         stages[step.stage] = step.after
     loop = stages["loop"]
     whole = loop if loop.whole is None else loop.whole

@@ -1,16 +1,26 @@
-"""The GPU a compilation is for, as data read by passes, cost model and benchmarks alike."""
+"""The GPU a compilation is for, as data read by passes, cost model and benchmarks alike.
+
+Every hardware limit deplokit respects lives here once: the scheduling passes, the CUDA
+renderer, the launch checks and the occupancy model read these fields (or, where no
+target is at hand, the module constants they default to)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .errors import DeplokitError
 
+# Bytes of static __shared__ memory one block may declare, on every architecture: ptxas
+# refuses more; beyond it only dynamic shared memory (an opt-in per kernel) reaches the
+# target's `dynamic_smem_per_block`.
+STATIC_SMEM_PER_BLOCK = 48 * 1024
+WARP_SIZE = 32                       # threads of a warp, on every architecture
+
 
 @dataclass(frozen=True)
 class Target:
     name: str                  # sm_80, sm_90, sm_120
     sm: int
-    smem_per_block: int        # bytes of shared memory one block may use (opt-in maximum)
+    dynamic_smem_per_block: int   # bytes of shared memory one block may use (the dynamic opt-in maximum)
     registers_per_thread: int
     cp_async: bool             # sm_80+: cp.async global -> shared copies
     tma: bool                  # sm_90+: tensor memory accelerator bulk copies
@@ -25,6 +35,8 @@ class Target:
     smem_per_sm: int = 0             # bytes a whole SM can give to resident blocks
     l2_bytes: int = 0
     fp32_lanes_per_sm: int = 128     # FP32 FMA units per SM (the cost model's clock)
+    static_smem_per_block: int = STATIC_SMEM_PER_BLOCK   # bytes of static __shared__ per block
+    warp_size: int = WARP_SIZE
 
 
 TARGETS = {

@@ -79,6 +79,7 @@ def test_register_tile_replicates_the_thread_tile():
     k = after(c, "008_register_tile")
     assert str(k) == """\
 === merged_matmul -> matmul ===
+register acc0[2, 4]
 Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
     for a2o in 0..8:  # reduce (K)
         a_smem = Stage(a, origin=(a0b * 32, a2o * 16), slab=(a0:32@0, a2i:16@1))
@@ -242,6 +243,7 @@ def test_split_k_promotes_k_outer_chunks_to_a_grid_axis():
     k = after(c, "003_split_matmul_k")
     assert str(k) == """\
 === merged_linear -> linear ===
+zero-init linear  # split-K blocks add partial sums into it
 Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):16=BLOCK)):
     for a2o in 0..8:  # reduce (K)
         for a2i in 0..16:  # reduce (K)

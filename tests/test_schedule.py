@@ -48,10 +48,10 @@ Tile(axes=(a3:256=THREAD, a0:32=BLOCK)):
     StridedLoop(a2 = a3 * 4; < 2048; += 1024):  # free unroll
         for a2v in 0..4:  # vector
             in1 = load x_smem[a2 + a2v]
-            in2 = load p_weight[a2 + a2v]
+            in2 = load p_weight[a2 + a2v]  # float4
             v4 = multiply(in1, v3)
             v5 = multiply(v4, in2)
-            rms_norm[0, a0, a2 + a2v] = v5"""
+            rms_norm[0, a0, a2 + a2v] = v5  # float4"""
 
 
 def test_every_pass_is_traced_with_params_or_reason():

@@ -92,4 +92,4 @@ def test_occupancy_rtx5090_has_48_warps():
 def test_targets_carry_sm_limits():
     for t in TARGETS.values():
         assert t.sm_count > 0 and t.l2_bytes > 0
-        assert t.smem_per_sm >= t.smem_per_block
+        assert t.smem_per_sm >= t.dynamic_smem_per_block

@@ -50,10 +50,10 @@ def test_pointwise_moves_four_elements_per_thread_with_float4():
 === merged_add -> add ===
 Tile(axes=(a0t:4=THREAD, a1t:64=THREAD, a0b:16=BLOCK)):
     for a1v in 0..4:  # vector
-        in0 = load x[a0b * 4 + a0t, a1t * 4 + a1v]
+        in0 = load x[a0b * 4 + a0t, a1t * 4 + a1v]  # float4
         v0 = multiply(in0, 2)
         v1 = add(v0, 1)
-        add[a0b * 4 + a0t, a1t * 4 + a1v] = v1"""
+        add[a0b * 4 + a0t, a1t * 4 + a1v] = v1  # float4"""
     loads = [s for s in _vector_accesses(c) if isinstance(s, K.VectorLoad)]
     stores = [s for s in _vector_accesses(c) if isinstance(s, K.VectorStore)]
     assert len(loads) == 1 and len(stores) == 1

@@ -43,10 +43,13 @@ class Load:
     tensor: str
     index: tuple[Affine, ...]
     pad: float | None = None          # value read where the index falls outside the tensor
+    # Tile IR: elements one access moves inside a vector loop; 4 = one float4, stamped by
+    # 005 blockify_launch where the access is aligned and contiguous (1 in Loop IR).
+    width: int = 1
 
     def text(self) -> str:
         pad = "" if self.pad is None else f" pad {format_scalar(self.pad)}"
-        return f"{self.dst} = load {self.tensor}[{format_index(self.index)}]{pad}"
+        return f"{self.dst} = load {self.tensor}[{format_index(self.index)}]{pad}{_width_note(self.width)}"
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,14 @@ class Store:
     tensor: str
     index: tuple[Affine, ...]
     value: LoopOperand
+    width: int = 1                    # as Load.width
 
     def text(self) -> str:
-        return f"{self.tensor}[{format_index(self.index)}] = {format_loop_operand(self.value)}"
+        return f"{self.tensor}[{format_index(self.index)}] = {format_loop_operand(self.value)}{_width_note(self.width)}"
+
+
+def _width_note(width: int) -> str:
+    return "  # float4" if width == 4 else (f"  # {width} wide" if width > 1 else "")
 
 
 @dataclass(frozen=True)

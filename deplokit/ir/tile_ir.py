@@ -47,6 +47,7 @@ fastest, threadIdx.x), BLOCK axes likewise into the grid's block index.
 
 Register tiles (008 register_tile) let one thread own a TM x TN block of a matmul's outputs:
 
+    register acc0[2, 4]
     Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
         for a2o in 0..8:  # reduce (K)
             a_smem = Stage(a, origin=(a0b * 32, a2o * 16), slab=(a0:32@0, a2i:16@1))
@@ -68,7 +69,8 @@ Register tiles (008 register_tile) let one thread own a TM x TN block of a matmu
   unrolled (its variable is a compile-time constant in every copy, so arrays it indexes
   live in registers). Register loops carry the role (M or N) of the output axis they tile.
 - An accumulator written with an index (`acc0[a0r, a1r] <- ...`) is a per-thread register
-  array with one element per value of the enclosing register loops, every element starting
+  array (its shape stamped on the kernel by 008, `register acc0[2, 4]` under the header)
+  with one element per value of the enclosing register loops, every element starting
   at the reduction's identity where a scalar accumulator would; `load acc0[a0r, a1r]` reads
   one element back (after the reduce, in the epilogue).
 - Which output a register slot computes is spelled out in the indices: above, slot
@@ -78,17 +80,19 @@ Register tiles (008 register_tile) let one thread own a TM x TN block of a matmu
 
 A Loop of kind `vector` (005 blockify_launch) runs its body for 4 consecutive elements of
 the contiguous innermost axis in one thread; the materialiser spells each of its loads and
-stores as one 128-bit float4 access where alignment allows (deplokit.passes.vector_geometry):
+stores as one 128-bit float4 access where alignment allows (deplokit.passes.vector_geometry);
+005 stamps the decision on each access (`# float4`, Load.width / Store.width 4):
 
     Tile(axes=(a1t:256=THREAD, a0:4096=BLOCK, a1b:4=BLOCK)):
         for a1v in 0..4:  # vector
-            in0 = load x0[a0, a1b * 1024 + a1t * 4 + a1v]
+            in0 = load x0[a0, a1b * 1024 + a1t * 4 + a1v]  # float4
             ...
 
 Split-K (003 split_matmul_k) adds a BLOCK axis of role K (`a2s(K):8=BLOCK`): each block
 reduces one contiguous range of K chunks and adds its partial sum into the output with
-AtomicAdd (`matmul[...] += acc0  # atomic`); the output is zeroed by a kernel the
-materialiser emits before it (see deplokit.passes.lower.materialize).
+AtomicAdd (`matmul[...] += acc0  # atomic`); 003 stamps the output on the kernel
+(`zero-init matmul`, TileKernel.zero_init) and the lowering emits a kernel that
+zeroes it, launched before (deplokit.passes.lower.k003_zero_init).
 
 A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors
 it keeps on chip one row at a time: loads and stores of them become shared-memory accesses
@@ -227,7 +231,7 @@ class AsyncWait:
     loop), and its barrier also tells that every thread is done reading the buffer the
     stages after it refill. The materialiser emits cp.async.wait_group 0 (cp.async stages),
     an mbarrier wait (TMA stages: each waiting thread sees the bytes) and a block barrier
-    (copies made by the threads, a refill next) here; see deplokit.passes.lower.stage_copy.
+    (copies made by the threads, a refill next) here; see deplokit.passes.lower.k002_stage_copies.
     A stage copied asynchronously that no AsyncWait names is an error when materialised."""
     stages: tuple[str, ...]        # names of the stages waited for
 
@@ -252,6 +256,24 @@ TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Ac
 
 
 @dataclass(frozen=True)
+class RegisterTile:
+    """An accumulator 008 register_tile made a per-thread register array: one element per
+    value of the register loops its index names, row-major (`register acc0[2, 4]`)."""
+    acc: str
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for e in self.shape:
+            n *= e
+        return n
+
+    def text(self) -> str:
+        return f"register {self.acc}[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True)
 class TileKernel(Displayable):
     name: str
     outputs: tuple[str, ...]
@@ -260,6 +282,17 @@ class TileKernel(Displayable):
     # Loop IR's locals: tensors the kernel keeps on chip, a row at a time (shared memory once
     # materialised); the scheduler carries them through every pass.
     locals: tuple[LocalBuffer, ...] = ()
+    # Decisions the lowering reads instead of re-deriving them: the register tiles 008 made
+    # (shape of each register array) and the tensors 003's split-K adds partial sums into,
+    # which a zero-init kernel launched just before this one must clear.
+    register_tiles: tuple[RegisterTile, ...] = ()
+    zero_init: tuple[str, ...] = ()
+
+    def register_tile(self, acc: str) -> RegisterTile | None:
+        for r in self.register_tiles:
+            if r.acc == acc:
+                return r
+        return None
 
     def local_names(self) -> frozenset[str]:
         return frozenset(b.name for b in self.locals)
@@ -273,6 +306,8 @@ class TileKernel(Displayable):
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals]
+        lines += [r.text() for r in self.register_tiles]
+        lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
         format_body(self.body, 0, lines)
         return "\n".join(lines)
 

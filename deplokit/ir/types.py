@@ -6,6 +6,16 @@ from dataclasses import dataclass
 # Element types deplokit computes with. float32 is the compute type; integer tensors
 # only index (embedding ids), bool only selects (masks, where).
 DTYPES = ("float32", "int64", "int32", "bool")
+# Bytes one element of each dtype takes in memory: the one table every byte count reads.
+DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
+# Kernel IR's element types (Param.ctype, loads' ctype) as dtypes.
+CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32",
+               "bool": "bool"}
+
+
+def ctype_bytes(ctype: str) -> int:
+    """Bytes of one element of a Kernel-IR element type (4 for an unknown one)."""
+    return DTYPE_BYTES.get(CTYPE_DTYPE.get(ctype, "float32"), 4)
 
 
 @dataclass(frozen=True)
@@ -23,6 +33,10 @@ class TensorType:
         for s in self.shape:
             n *= s
         return n
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, 4)
 
     def __str__(self) -> str:
         return f"{format_shape(self.shape)} {self.dtype}"

@@ -14,13 +14,18 @@ start at a 16-byte aligned flat offset:
   wholly inside or wholly outside the tensor, so one guard (on the first) covers them;
 * dtype: float32 (float4 moves floats).
 
-Shared by 005 blockify_launch (which vectorises a loop only when every global access of it
-qualifies, and otherwise records why) and by the materialiser (which spells each access).
+Used by 005 blockify_launch, which vectorises a loop only when every global access of it
+qualifies (otherwise it records why) and stamps each access's width on it (Load.width,
+Store.width: 4 = one float4), and by the IR verifier, which checks that a stamped width still
+holds after the passes that follow. The lowering reads the stamp.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir.index import Affine, Var, free_vars
 from ..ir.loop_ir import Accumulate, Compute, Load, Store
+from ..ir.tile_ir import StridedLoop, walk
 from .stage_geometry import VECTOR
 
 
@@ -30,6 +35,16 @@ def is_multiple(e: Affine, n: int, multiples=frozenset()) -> bool:
     if e.const % n:
         return False
     return all(c % n == 0 or (isinstance(atom, Var) and atom.name in multiples) for atom, c in e.terms)
+
+
+def multiples_of_vector(body) -> frozenset[str]:
+    """Loop variables that only take multiples of 4: strided loops whose start is one and
+    whose step is one (a vectorised row phase: a2 = a3 * 4; += 1024)."""
+    out: set[str] = set()
+    for s, _ in walk(body):
+        if isinstance(s, StridedLoop) and s.step % VECTOR == 0 and is_multiple(s.start, VECTOR, out):
+            out.add(s.var)
+    return frozenset(out)
 
 
 def split_lane(e: Affine, lane: str) -> tuple[int, Affine] | None:
@@ -69,6 +84,17 @@ def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -
         return (f"{where}: last dimension of {ttype.shape[-1]} is not a multiple of {VECTOR}: "
                 f"rows are not 16-byte aligned")
     return ""
+
+
+def stamp_widths(loop, types, multiples=frozenset()):
+    """The vector loop `loop` with every global access that is one aligned float4 over its 4
+    lanes stamped width 4 (the others stay 1: spelled lane by lane)."""
+    def stamp(s):
+        if isinstance(s, (Load, Store)) and s.tensor in types and varies(s.index, loop.var) and \
+                not float4_reason(s.tensor, s.index, loop.var, types[s.tensor], multiples):
+            return dataclasses.replace(s, width=VECTOR)
+        return s
+    return dataclasses.replace(loop, body=tuple(stamp(s) for s in loop.body))
 
 
 def body_reason(body, lane: str, types, multiples=frozenset()) -> str:

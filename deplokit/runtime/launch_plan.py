@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from ..errors import ExecutionError
 from ..ir import kernel_ir as K
+from ..ir.types import CTYPE_DTYPE, DTYPE_BYTES
+from ..target import STATIC_SMEM_PER_BLOCK
 from .launches import launch_sequence
 
 # CUDA's launch limits (every architecture deplokit targets).
@@ -22,13 +24,11 @@ MAX_BLOCK_THREADS = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = ((1 << 31) - 1, 65535, 65535)
 ARENA_ALIGN = 256                       # bytes: cudaMalloc's alignment, enough for float4 and TMA
-# A kernel may declare at most 48 KiB of static __shared__ (ptxas refuses more); beyond that
-# only dynamic shared memory reaches the target's opt-in maximum, and only after
-# cudaFuncAttributeMaxDynamicSharedMemorySize is raised for the kernel (cupy_backend does).
-STATIC_SMEM_LIMIT = 48 * 1024
+# A kernel may declare at most STATIC_SMEM_PER_BLOCK of static __shared__ (ptxas refuses
+# more); beyond that only dynamic shared memory reaches the target's opt-in maximum, and only
+# after cudaFuncAttributeMaxDynamicSharedMemorySize is raised for the kernel (cupy_backend does).
+STATIC_SMEM_LIMIT = STATIC_SMEM_PER_BLOCK
 
-CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32", "bool": "bool"}
-ITEMSIZE = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
 
 
 class LaunchPlanError(ExecutionError):
@@ -53,7 +53,7 @@ class BufferSpec:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * ITEMSIZE[self.device_dtype]
+        return self.numel * DTYPE_BYTES[self.device_dtype]
 
 
 @dataclass(frozen=True)
@@ -127,9 +127,9 @@ def check_launch(kernel: K.KernelFunc, target) -> None:
     if smem > STATIC_SMEM_LIMIT:
         raise LaunchPlanError(f"{where}: {smem} bytes of static shared memory; a kernel may declare at most "
                               f"{STATIC_SMEM_LIMIT} statically (more needs dynamic shared memory)")
-    if target is not None and smem > target.smem_per_block:
+    if target is not None and smem > target.dynamic_smem_per_block:
         raise LaunchPlanError(f"{where}: {smem} bytes of shared memory; {target.name} allows "
-                              f"{target.smem_per_block} per block")
+                              f"{target.dynamic_smem_per_block} per block")
 
 
 def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), whole=None) -> LaunchPlan:

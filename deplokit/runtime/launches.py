@@ -3,8 +3,9 @@ function runs once on the buffers its parameters name; a deduplicated program
 (passes/dedup.py) runs each Launch's unique kernel with the launch's own tensors bound to the
 kernel's parameters. The simulator and the CuPy launch plan both follow this one sequence.
 
-The Kernel IR holds each unique kernel once, preceded by the zero-fill kernels materialize
-adds before split-K atomics; those belong to the kernel that follows them.
+The Kernel IR holds each unique kernel once; a zero-init kernel (passes/lower/k003_zero_init.py,
+before split-K atomics) names the kernel it runs for (KernelFunc.zero_init_for) and runs
+just before each launch of it.
 """
 from __future__ import annotations
 
@@ -13,17 +14,16 @@ from ..ir import kernel_ir as K
 
 
 def functions_by_kernel(program: K.KernelProgram, unique: set[str]) -> dict[str, tuple[K.KernelFunc, ...]]:
-    """Unique loop-kernel name -> the Kernel-IR functions one of its launches runs, in order."""
-    out: dict[str, tuple[K.KernelFunc, ...]] = {}
-    pending: list[K.KernelFunc] = []
+    """Unique loop-kernel name -> the Kernel-IR functions one of its launches runs, in order:
+    its zero-init kernels, then itself."""
+    zero = {}
     for f in program.kernels:
-        pending.append(f)
-        if f.name in unique:
-            out[f.name] = tuple(pending)
-            pending = []
-    if pending:
-        raise ExecutionError(f"kernel functions {', '.join(f.name for f in pending)} belong to no launch")
-    return out
+        if f.zero_init_for:
+            zero.setdefault(f.zero_init_for, []).append(f)
+    stray = [f.name for f in program.kernels if (f.zero_init_for or f.name) not in unique]
+    if stray:
+        raise ExecutionError(f"kernel functions {', '.join(stray)} belong to no launch")
+    return {f.name: tuple(zero.get(f.name, ())) + (f,) for f in program.kernels if f.name in unique}
 
 
 def launch_sequence(program: K.KernelProgram, launches=()) -> list[tuple[K.KernelFunc, dict]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-WARP = 32
 REG_ALLOC_UNIT = 256          # registers are allocated per warp in chunks of 256
 SMEM_ALLOC_UNIT = 128         # bytes
 SMEM_RESERVED_PER_BLOCK = 1024  # sm_80+: the driver keeps 1 KB of each block's shared memory
@@ -28,11 +27,11 @@ def occupancy(target, threads: int, registers: int | None, smem_bytes: int | Non
     thread (None: not known, not a limit) and `smem_bytes` of shared memory per block."""
     if threads < 1:
         raise ValueError(f"a block needs at least one thread, got {threads}")
-    warps = -(-threads // WARP)
-    max_warps = target.max_threads_per_sm // WARP
+    warps = -(-threads // target.warp_size)
+    max_warps = target.max_threads_per_sm // target.warp_size
     limits = {"blocks": target.max_blocks_per_sm, "threads": max_warps // warps}
     if registers:
-        regs_per_warp = -(-registers * WARP // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+        regs_per_warp = -(-registers * target.warp_size // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
         limits["registers"] = (target.regs_per_sm // regs_per_warp) // warps
     if smem_bytes:
         per_block = -(-(smem_bytes + SMEM_RESERVED_PER_BLOCK) // SMEM_ALLOC_UNIT) * SMEM_ALLOC_UNIT

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from ..ir import loop_ir as L
 from ..ir.index import gathers
+from ..ir.types import ctype_bytes
 
-# Bytes per element as buffers are stored on the device (a bool is one byte, as in torch).
-DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
-CTYPE_BYTES = {"float": 4, "float32": 4, "int64": 8, "int32": 4, "int": 4, "bool": 1}
+# Bytes per element as buffers are stored on the device (a bool is one byte, as in torch):
+# TensorType.itemsize / ctype_bytes, from ir/types.py's one table.
 
 # Compute ops that are selections or comparisons, not floating-point arithmetic.
 NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equal", "equal",
@@ -73,7 +73,7 @@ def loop_kernel_cost(kernel: L.Kernel, types: dict) -> KernelCost:
     reads = elements_read(kernel)
 
     def size(name, elements):
-        return elements * DTYPE_BYTES.get(types[name].dtype, 4)
+        return elements * types[name].itemsize
     read = sum(size(n, min(types[n].numel, reads.get(n, 0))) for n in kernel.inputs() if n not in kernel.outputs)
     written = sum(size(n, types[n].numel) for n in kernel.outputs)
     return KernelCost(kernel.name, read, written, loop_kernel_flops(kernel))
@@ -84,7 +84,7 @@ def kernel_func_bytes(kernel) -> tuple[int, int]:
     the others written once, each sized by its element count and ctype."""
     read = written = 0
     for p in kernel.params:
-        n = p.size * CTYPE_BYTES.get(p.ctype, 4)
+        n = p.size * ctype_bytes(p.ctype)
         if p.const:
             read += n
         else:
@@ -115,6 +115,6 @@ def program_cost(loop_program, name: str = "program") -> KernelCost:
         read_names += [n for n in k.inputs() if n not in written and n not in read_names]
 
     def size(n):
-        return types[n].numel * DTYPE_BYTES.get(types[n].dtype, 4)
+        return types[n].numel * types[n].itemsize
     return KernelCost(name, sum(size(n) for n in read_names), sum(size(n) for n in loop_program.outputs),
                       sum(loop_kernel_flops(k) for k in loop_program.kernels))

@@ -21,7 +21,6 @@ from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileKernel
 from ..passes.schedule.banks import WARP, smem_loads, thread_values
 
-ELEMENT_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
 SECTOR = 32
 # Special-function-unit ops issue at a quarter of the FP32 rate.
 SLOW_OPS = {"exp", "log", "tanh", "erf", "rsqrt", "sqrt", "sigmoid", "pow", "sin", "cos", "reciprocal", "divide"}
@@ -84,7 +83,7 @@ class _Counter:
     def _warp_sectors(self, tensor: str, index, env) -> tuple[float, float]:
         """(bytes asked, sectors) of one warp-wide access to a global tensor."""
         t = self.types[tensor]
-        size = ELEMENT_BYTES.get(t.dtype, 4)
+        size = t.itemsize
         lanes = min(WARP, self.threads)
         if any(gathers(e) for e in index):        # data-dependent rows: assume one sector a lane
             return lanes * size, lanes
@@ -157,7 +156,7 @@ class _Counter:
     def _stage(self, s: Stage, per_block: float) -> None:
         self.stages[s.name] = s
         self.touched.add(s.tensor)
-        size = ELEMENT_BYTES.get(self.types[s.tensor].dtype, 4)
+        size = self.types[s.tensor].itemsize
         row = s.slab[-1].extent * size
         rows = s.size // max(s.slab[-1].extent, 1)
         self.requested += per_block * s.size * size
@@ -177,6 +176,6 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     c = _Counter(kernel, types)
     c.visit(c.tile.body, 1.0, dict(c.lanes))
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
-    compulsory = sum(types[t].numel * ELEMENT_BYTES.get(types[t].dtype, 4) for t in sorted(c.touched) if t in types)
+    compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
                       c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes, c.pipelined)

@@ -29,7 +29,7 @@ from ...ir.index import Affine, free_vars, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, LocalBuffer, Load, Loop, LoopProgram, Store, walk
 
 # Bytes of on-chip memory the local rows of one kernel may take (shared memory also holds
-# staged inputs and reduction partials: 48 KiB of static shared memory in all).
+# staged inputs and reduction partials: Target.static_smem_per_block in all).
 ROW_BUDGET = 32 * 1024
 
 

@@ -1,20 +1,18 @@
-"""Tile IR → Kernel IR (materialize) and Kernel IR → CUDA text (render).
+"""Tile IR -> Kernel IR (the numbered lowering passes, each a traced step) and Kernel IR ->
+CUDA text (render).
 
-LOWERING is the Tile→Kernel lowering as pass records, in order; deplokit/pipeline.py
-splices it into the one pipeline between the 16 scheduling passes and render."""
+LOWERING is the Tile->Kernel lowering as pass records, in order (k001_materialize,
+k002_stage_copies, k003_zero_init); deplokit/pipeline.py splices it into the one pipeline between the 16
+scheduling passes and render. The passes read the decisions the schedule stamped on the
+Tile IR (vector widths, register-tile shapes, split-K zero-init) and talk through public
+data only (lowering_state.LoweringState)."""
 from __future__ import annotations
 
 from ...trace import Context
-from ..record import Pass, run_passes
-from .materialize import materialize
+from ..record import run_passes
+from . import k001_materialize, k002_stage_copies, k003_zero_init
 
-
-def _materialize(program, pctx):
-    return materialize(program, pctx.compile)
-
-
-LOWERING = (Pass("materialize", "kernel", "lower each Tile kernel to a Kernel-IR function (threads, "
-                 "shared memory, barriers)", _materialize),)
+LOWERING = (k001_materialize.PASS, k002_stage_copies.PASS, k003_zero_init.PASS)
 
 
 def lower_tiles(program, ctx: Context):

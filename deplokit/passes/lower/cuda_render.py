@@ -17,13 +17,13 @@ from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const,
                              KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
                              SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
 from ...ir.names import fresh_name
+from ...target import STATIC_SMEM_PER_BLOCK
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
                         _Scope, format_float)
 from .cuda_ptx import PtxRenderer
 
 __all__ = ["render_kernel", "render_program"]
 
-STATIC_SMEM_LIMIT = 48 * 1024          # bytes of static __shared__ one block may declare
 MAX_THREADS = 1024
 
 
@@ -335,9 +335,9 @@ class _Renderer(ExprRenderer, PtxRenderer):
         for s in k.body:
             self.stmt(s, body_scope)
         smem = self.smem_bytes
-        if smem > STATIC_SMEM_LIMIT:
+        if smem > STATIC_SMEM_PER_BLOCK:
             raise self.err(f"{smem} bytes of static shared memory; a block may declare at most "
-                           f"{STATIC_SMEM_LIMIT} statically")
+                           f"{STATIC_SMEM_PER_BLOCK} statically")
         head = [
             f"// {k.name}: grid ({', '.join(map(str, k.grid))}), block ({', '.join(map(str, k.block))})",
             f'extern "C" __global__ __launch_bounds__({k.threads}) void {k.name}({", ".join(params)}) {{',

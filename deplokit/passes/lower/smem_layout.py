@@ -15,6 +15,10 @@ class PlacedStage(Stage):
     current iteration reads (double buffering), None for a single buffer."""
     base: object = None
 
+    @classmethod
+    def of(cls, stage: Stage, base) -> "PlacedStage":
+        return cls(**{f.name: getattr(stage, f.name) for f in dataclasses.fields(Stage)}, base=base)
+
 
 def smem_size(s: Stage) -> int:
     n = s.slab[-1].extent + s.pad

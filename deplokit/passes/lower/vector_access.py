@@ -3,11 +3,11 @@
 A vector loop (`for a1v in 0..4:  # vector`, see 005 blockify_launch) is unrolled in
 registers: a value that depends on the lane gets one register per lane (`in0_x .. in0_w`,
 after float4's components), a value that does not is computed once, and an accumulate
-folds the 4 lanes' values in order. Each load or store
-whose 4 elements are one aligned float4 (deplokit.passes.vector_geometry) becomes a
-VectorLoad / VectorStore, global or shared (a staged slab whose rows stay 16-byte
-aligned); any other access is spelled lane by lane, so the loop is always correct and
-float4 is used exactly where alignment allows.
+folds the 4 lanes' values in order. Each global load or store 005 stamped 4 wide
+(`# float4`: its 4 elements are one aligned float4, deplokit.passes.vector_geometry; the IR
+verifier checks the stamp still holds) becomes a VectorLoad / VectorStore; a load from a
+staged slab is one shared float4 where the slab's rows keep the 4 floats 16-byte aligned
+(a fact of the shared layout, smem_layout.py); any other access is spelled lane by lane.
 
 Bounds: the last extent and the first lane's offset are multiples of 4, so the 4 elements
 are wholly inside or wholly outside the tensor and one guard, on the first, covers them
@@ -23,40 +23,29 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, const, free_vars, substitute
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import StridedLoop, walk
 from ..stage_geometry import VECTOR, row_major_strides
-from ..vector_geometry import float4_reason, is_multiple, split_lane, varies
+from ..vector_geometry import is_multiple, split_lane, varies
+from .kernel_expr import affine_expr, flat_offset
 from .smem_layout import smem_offset, smem_size
 
 LANE_NAMES = "xyzw"
 
 
 def lower_vector_loop(m, loop: Loop) -> list:
-    """Kernel IR for vector loop `loop` inside materialiser `m` (a _Materializer)."""
+    """Kernel IR for vector loop `loop` inside materialiser `m` (a k001_materialize.Materializer:
+    its `stmt`, `loop`, `ranges`, `stages`, `vector_multiples` and index helpers)."""
     if loop.extent != VECTOR or not all(isinstance(s, (Load, Compute, Store)) or
                                         (isinstance(s, Accumulate) and not s.index) for s in loop.body):
         # not a float4 body: an ordinary unrolled loop keeps the meaning
-        return m._loop(Loop(loop.var, loop.extent, "free", loop.body, loop.role, True))
+        return m.loop(Loop(loop.var, loop.extent, "free", loop.body, loop.role, True))
     return _VectorLowering(m, loop).run()
-
-
-def multiples_of_vector(body) -> frozenset[str]:
-    """Loop variables that only take multiples of 4: strided loops whose start is one and
-    whose step is one (a vectorised row phase: a2 = a3 * 4; += 1024)."""
-    out: set[str] = set()
-    for s, _ in walk(body):
-        if isinstance(s, StridedLoop) and s.step % VECTOR == 0 and is_multiple(s.start, VECTOR, out):
-            out.add(s.var)
-    return frozenset(out)
 
 
 class _VectorLowering:
     def __init__(self, m, loop: Loop):
         self.m, self.loop, self.lane = m, loop, loop.var
         self.varying: set[str] = set()
-        if "_vector_multiples" not in m.__dict__:
-            m._vector_multiples = multiples_of_vector(m.tile.body)
-        self.multiples = m._vector_multiples
+        self.multiples = m.vector_multiples
 
     def run(self) -> list:
         m = self.m
@@ -93,25 +82,25 @@ class _VectorLowering:
     def _per_lane(self, make) -> list:
         out: list = []
         for i in range(VECTOR):
-            out += self.m._stmt(make(i))
+            out += self.m.stmt(make(i))
         return out
 
     # -- statements -------------------------------------------------------------------------
     def _compute(self, s: Compute) -> list:
         if not any(self._varies(a) for a in s.args):
-            return self.m._stmt(s)
+            return self.m.stmt(s)
         self.varying.add(s.dst)
         return self._per_lane(lambda i: Compute(self._name(s.dst, i), s.op,
                                                 tuple(self._operand(a, i) for a in s.args), s.note))
 
     def _load(self, s: Load) -> list:
         if not varies(s.index, self.lane):
-            return self.m._stmt(s)
+            return self.m.stmt(s)
         self.varying.add(s.dst)
         dsts = tuple(self._name(s.dst, i) for i in range(VECTOR))
         if s.tensor in self.m.stages:
             vec = self._shared_load(s, dsts)
-        elif not float4_reason(s.tensor, s.index, self.lane, self.m.types[s.tensor], self.multiples):
+        elif s.width == VECTOR:             # 005's decision: one aligned float4
             vec = self._global_load(s, dsts)
         else:
             vec = None
@@ -125,11 +114,10 @@ class _VectorLowering:
         shape = m.types[s.tensor].shape
         index0 = tuple(self._at(e, 0) for e in s.index)
         with _aligned_ranges(m, self.multiples):
-            exprs = m._index_exprs(index0, out)
+            exprs = m.index_exprs(index0, out)
             cond, safe = self._guard(index0, exprs, shape)
-        m._note_read(s.tensor)
-        from .materialize import _flat
-        out.append(K.VectorLoad(dsts, "global", s.tensor, _flat(safe, shape)))
+        m.note_read(s.tensor)
+        out.append(K.VectorLoad(dsts, "global", s.tensor, flat_offset(safe, shape)))
         if cond is not None:           # a masked run reads an aligned, clamped run, then the pad
             pad = K.Const(float(s.pad or 0.0))
             out += [K.Assign(d, K.Select(cond, K.Var(d), pad)) for d in dsts]
@@ -137,7 +125,6 @@ class _VectorLowering:
 
     def _shared_load(self, s: Load, dsts) -> list | None:
         """A float4 from the staged slab when its rows keep the 4 floats 16-byte aligned."""
-        from .materialize import affine_expr
         stage = self.m.stages[s.tensor]
         if len(s.index) != len(stage.slab) or len({ax.dim for ax in stage.slab}) != len(stage.slab):
             return None
@@ -162,29 +149,25 @@ class _VectorLowering:
         The first element and the extent are multiples of 4, so `first < extent` holds for
         all 4 elements when it holds for one; a clamp must keep the run aligned and inside,
         so it goes to extent - 4, not extent - 1."""
-        cond, _ = self.m._guard(index0, exprs, shape)
+        cond, _ = self.m.guard(index0, exprs, shape)
         if cond is None:
             return None, exprs
-        _, safe = self.m._guard(index0, exprs, _first_of_four(shape))
+        _, safe = self.m.guard(index0, exprs, _first_of_four(shape))
         return cond, safe
 
     def _store(self, s: Store) -> list:
         m = self.m
         values = [self._operand(s.value, i) for i in range(VECTOR)]
-        reason = float4_reason(s.tensor, s.index, self.lane, m.types[s.tensor], self.multiples) \
-            if varies(s.index, self.lane) else "one element"
-        if reason:                     # lane by lane, in order (the last lane's store wins)
+        if s.width != VECTOR or not varies(s.index, self.lane):   # lane by lane, in order (the last lane's store wins)
             return self._per_lane(lambda i: Store(s.tensor, tuple(self._at(e, i) for e in s.index), values[i]))
         out: list = []
         shape = m.types[s.tensor].shape
         index0 = tuple(self._at(e, 0) for e in s.index)
         with _aligned_ranges(m, self.multiples):
-            exprs = m._index_exprs(index0, out)
+            exprs = m.index_exprs(index0, out)
             cond, _ = self._guard(index0, exprs, shape)
-        if s.tensor not in m.writes:
-            m.writes.append(s.tensor)
-        from .materialize import _flat
-        store = K.VectorStore("global", s.tensor, _flat(exprs, shape), tuple(m._operand(v) for v in values))
+        m.note_write(s.tensor)
+        store = K.VectorStore("global", s.tensor, flat_offset(exprs, shape), tuple(m.operand(v) for v in values))
         out.append(store if cond is None else K.If(cond, (store,)))
         return out
 

@@ -35,9 +35,10 @@ import numpy as np
 from ...ir.index import Gather, evaluate, free_vars
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
+from ...target import WARP_SIZE
 
 BANKS = 32
-WARP = 32
+WARP = WARP_SIZE
 
 
 def conflict_degree(addresses) -> int:

@@ -2,6 +2,8 @@
 records themselves live in deplokit/passes/record.py)."""
 from __future__ import annotations
 
+from ...target import WARP_SIZE
+
 
 def pow2_at_least(n: int) -> int:
     p = 1
@@ -10,13 +12,9 @@ def pow2_at_least(n: int) -> int:
     return p
 
 
-# Bytes of static __shared__ memory a block may declare.
-STATIC_SMEM = 48 * 1024
-
-
 def combine_smem(tile) -> int:
     """Shared memory the tile's Combines will take when materialised: one 16-byte aligned
-    array of warp partials each (see passes/lower/materialize.py)."""
+    array of warp partials each (see passes/lower/combine.py)."""
     from ...ir.tile_ir import THREAD, Combine, walk
     threads = 1
     for a in tile.axes:
@@ -26,8 +24,8 @@ def combine_smem(tile) -> int:
     for s, _ in walk(tile.body):
         if isinstance(s, Combine):
             lanes = tile.axis(s.over[0]).extent
-            if lanes > 32:
-                total += -(-4 * (lanes // 32) * (threads // lanes) // 16) * 16
+            if lanes > WARP_SIZE:
+                total += -(-4 * (lanes // WARP_SIZE) * (threads // lanes) // 16) * 16
     return total
 
 

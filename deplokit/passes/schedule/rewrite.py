@@ -18,10 +18,10 @@ def substitute_body(body, mapping: dict, ranges: dict):
     out = []
     for s in body:
         if isinstance(s, Load):
-            s = Load(s.dst, s.tensor, tuple(_sub(e, mapping, ranges) for e in s.index), s.pad)
+            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index))
         elif isinstance(s, Store):
-            s = Store(s.tensor, tuple(_sub(e, mapping, ranges) for e in s.index),
-                      _sub(s.value, mapping, ranges) if isinstance(s.value, Affine) else s.value)
+            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index),
+                                    value=_sub(s.value, mapping, ranges) if isinstance(s.value, Affine) else s.value)
         elif isinstance(s, AtomicAdd):
             s = AtomicAdd(s.tensor, tuple(_sub(e, mapping, ranges) for e in s.index),
                           _sub(s.value, mapping, ranges) if isinstance(s.value, Affine) else s.value)

@@ -34,8 +34,9 @@ output that starts at zero gives the result only if everything the epilogue does
 accumulator and the store is linear in it: scaling by a value that does not depend on K
 (multiply, divide, neg), sums of such terms, a select between them and 0. A bias add, relu,
 a mask to -inf, ... would be applied once per split: the pass skips such kernels and says
-which operation stops it. The output is zeroed by the program itself: the materialiser
-emits a kernel `<name>_zero` just before this one (deplokit.passes.lower.materialize), so
+which operation stops it. The output is zeroed by the program itself: the pass stamps it
+on the kernel (`zero-init <output>`) and the lowering emits a kernel `<name>_zero` just
+before this one (deplokit.passes.lower.k003_zero_init), so
 the result does not depend on what the output buffer held. On a GPU the atomic adds land in
 an unspecified order (the last bits of a float sum may differ from run to run); the
 simulator applies them in a fixed order.
@@ -46,6 +47,8 @@ the grid within GRID_TARGET blocks, divide the K chunks evenly and leave each sp
 MIN_CHUNKS chunks. A K with a tail (K % BK != 0) is not split.
 """
 from __future__ import annotations
+
+import dataclasses
 
 from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
@@ -214,7 +217,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
             s = AtomicAdd(st.tensor, st.index, st.value)
         out.append(s)
     new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(out))
-    return replace_tile(kernel, new_tile)
+    # the blocks add into the output: it must start at zero (k003_zero_init clears it)
+    return dataclasses.replace(replace_tile(kernel, new_tile), zero_init=(st.tensor,))
 
 
 PASS = KernelPass("003_split_matmul_k", "tile", DESCRIPTION, apply, KNOBS)

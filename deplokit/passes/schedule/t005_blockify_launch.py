@@ -26,8 +26,8 @@ from ...ir.index import var
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, walk
 from ..stage_geometry import VECTOR
-from ..vector_geometry import body_reason
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
+from ..vector_geometry import body_reason, stamp_widths
 from .knobs import pow2_at_least
 from .rewrite import substitute_body
 
@@ -96,7 +96,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
     axes = tuple(reversed(threads)) + splits + tuple(reversed(blocks))
     body = substitute_body(tile.body, mapping, ranges) if mapping else tile.body
     if vector is not None:
-        body = (Loop(f"{vector.var}v", VECTOR, "vector", body),)
+        body = (stamp_widths(Loop(f"{vector.var}v", VECTOR, "vector", body), pctx.types),)
     return _noted(replace_tile(kernel, Tile(axes, body)), why)
 
 
@@ -153,7 +153,7 @@ def _vector_phases(body, types):
                 v = f"{s.var}v"
                 inner = substitute_body(s.body, {s.var: var(s.var) + var(v)}, {s.var: s.stop, v: VECTOR})
                 s = StridedLoop(s.var, s.start * VECTOR, s.stop, s.step * VECTOR, s.kind,
-                                (Loop(v, VECTOR, "vector", inner),), s.role, s.unroll)
+                                (stamp_widths(Loop(v, VECTOR, "vector", inner), types, {s.var}),), s.role, s.unroll)
         out.append(s)
     return tuple(out), "; ".join(why)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ...ir.index import free_vars, var
 from ...ir.loop_ir import Load
 from ...ir.tile_ir import StridedLoop, Tile, TileKernel, walk
+from ...target import STATIC_SMEM_PER_BLOCK
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 from .knobs import combine_smem, local_smem
 from .rewrite import substitute_body
@@ -23,10 +24,11 @@ DESCRIPTION = "chunk non-matmul reduces so their Loads fit in shared memory"
 
 
 def _default_budget(kernel, target) -> int:
-    return 48 * 1024
+    return target.static_smem_per_block
 
 
-KNOBS = (Knob("smem_budget", (16 * 1024, 32 * 1024, 48 * 1024), _default_budget,
+KNOBS = (Knob("smem_budget", (STATIC_SMEM_PER_BLOCK // 3, 2 * STATIC_SMEM_PER_BLOCK // 3, STATIC_SMEM_PER_BLOCK),
+              _default_budget,
               "bytes of shared memory the staged row heads may use"),)
 
 

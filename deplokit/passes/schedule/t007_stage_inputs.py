@@ -13,7 +13,7 @@ from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, PassContext, Skip, flag_knob, fresh_name, replace_tile
-from .knobs import STATIC_SMEM, combine_smem, local_smem
+from .knobs import combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
 
@@ -59,8 +59,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
             size *= e
         if sum(a for _, _, a, _ in loads) < 2 * size:
             continue
-        if used + 4 * size > STATIC_SMEM:
-            reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {STATIC_SMEM} bytes of static shared memory")
+        if used + 4 * size > pctx.target.static_smem_per_block:
+            reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {pctx.target.static_smem_per_block} bytes "
+                           f"of static shared memory")
             continue
         used += 4 * size
         name = fresh_name(f"{tensor}_smem", names, "_")

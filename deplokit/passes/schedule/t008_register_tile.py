@@ -47,7 +47,8 @@ import dataclasses
 
 from ...ir.index import Affine, free_vars, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Combine, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
+from ...ir.tile_ir import (BLOCK, THREAD, AtomicAdd, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
+                           TileKernel, walk)
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .rewrite import substitute_body, used_vars
 
@@ -132,17 +133,15 @@ def apply(kernel: TileKernel, pctx: PassContext):
     while True:                                # the grown slabs must fit in shared memory
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
-        if need <= STATIC_SMEM:
+        if need <= pctx.target.static_smem_per_block:
             return out
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]
         plan[big] = (role, t, b, n // 2)
         if all(p[3] == 1 for p in plan):
             return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
-                        f"more than {STATIC_SMEM}")
+                        f"more than {pctx.target.static_smem_per_block}")
 
-
-STATIC_SMEM = 48 * 1024
 
 
 def _smem_bytes(kernel: TileKernel) -> int:
@@ -182,7 +181,9 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     axes = tuple(dataclasses.replace(a, extent=ranges[a.var]) if a.kind == BLOCK and a.var in ranges else a
                  for a in tile.axes)
     new_tile = Tile(axes, body)
-    return replace_tile(kernel, new_tile)
+    shape = tuple(lp.extent for lp in regs)          # each accumulator: one register per slot
+    return dataclasses.replace(replace_tile(kernel, new_tile),
+                               register_tiles=tuple(RegisterTile(a, shape) for a in accs))
 
 
 def _resize_slab(stage: Stage, slab_of) -> Stage:

@@ -24,7 +24,6 @@ from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, smem_b
 from ..record import KernelPass, PassContext, Skip, flag_knob
 
 DESCRIPTION = "promote K-outer Stages to BufferedStage (ping-pong)"
-STATIC_SMEM = 48 * 1024
 
 
 KNOBS = (flag_knob("enable", "double-buffer the stages at the head of a matmul K-outer loop", "double buffering"),)
@@ -44,8 +43,9 @@ def apply(kernel, pctx: PassContext):
         return Skip("the K-outer loop runs once: nothing to overlap")
     extra = sum(4 * _elements(s) for s, lp in todo if lp.extent >= 2)
     need = smem_bytes(tile) + extra
-    if need > STATIC_SMEM:
-        return Skip(f"two buffers need {need} bytes of shared memory, more than the {STATIC_SMEM} bytes a "
+    if need > pctx.target.static_smem_per_block:
+        return Skip(f"two buffers need {need} bytes of shared memory, more than the "
+                    f"{pctx.target.static_smem_per_block} bytes a "
                     f"block may declare statically")
 
     def promote(s: Stage, loop) -> Stage:

@@ -32,7 +32,6 @@ from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
-STATIC_SMEM = 48 * 1024
 
 
 def _stages(kernel: TileKernel) -> list[Stage]:
@@ -117,8 +116,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
     if not plan:
         return Skip("; ".join(reasons) or "no stage's loads conflict on shared-memory banks")
     total = sum(_smem_floats(s, plan.get(s.name, s.pad)) for s in stages)
-    if 4 * total > STATIC_SMEM:
-        return Skip(f"padding would need {4 * total} bytes of shared memory, more than {STATIC_SMEM}")
+    if 4 * total > pctx.target.static_smem_per_block:
+        return Skip(f"padding would need {4 * total} bytes of shared memory, "
+                    f"more than {pctx.target.static_smem_per_block}")
 
     def pad_stage(s):
         if isinstance(s, Stage) and s.name in plan:

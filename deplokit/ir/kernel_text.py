@@ -1,0 +1,115 @@
+"""Kernel IR as text: a terse pseudo-C naming each primitive (global/shared loads, barrier,
+shfl_xor, cp.async ...), lower than Tile IR but without CUDA's spelling. Nodes are told
+apart by their class name, so this module needs none of deplokit.ir.kernel_ir's classes
+(which print through it)."""
+from __future__ import annotations
+
+from .types import format_scalar
+
+_INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
+
+
+def format_expr(e) -> str:
+    kind = type(e).__name__
+    if kind == "Var":
+        return e.name
+    if kind == "Const":
+        return format_scalar(e.value)
+    if kind == "Special":
+        return e.name
+    if kind == "Binary":
+        if e.op in _INFIX:
+            return f"({format_expr(e.a)} {e.op} {format_expr(e.b)})"
+        return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
+    if kind == "Unary":
+        return f"{e.op}({format_expr(e.a)})"
+    if kind == "Call":
+        return f"{e.fn}({', '.join(format_expr(a) for a in e.args)})"
+    if kind == "Select":
+        return f"select({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
+    if kind == "GlobalLoad":
+        return f"global {e.buffer}[{_strip(format_expr(e.offset))}]"
+    if kind == "SharedLoad":
+        return f"shared {e.array}[{_strip(format_expr(e.offset))}]"
+    if kind == "Shuffle":
+        return f"shfl_xor({format_expr(e.value)}, {e.lane_mask})"
+    if kind == "RegLoad":
+        return f"{e.array}[{_strip(format_expr(e.index))}]"
+    raise TypeError(e)
+
+
+def _strip(text: str) -> str:
+    return text[1:-1] if text.startswith("(") and text.endswith(")") and text.count("(") == 1 else text
+
+
+def format_stmts(body, depth: int, lines: list[str]) -> None:
+    pad = "    " * depth
+    for s in body:
+        kind = type(s).__name__
+        if kind == "Declare":
+            init = "" if s.init is None else f" = {_strip(format_expr(s.init))}"
+            lines.append(f"{pad}{s.ctype} {s.name}{init}")
+        elif kind == "DeclareArray":
+            lines.append(f"{pad}float {s.name}[{s.size}] = {{{s.init}}}")
+        elif kind == "Assign":
+            idx = "" if s.index is None else f"[{_strip(format_expr(s.index))}]"
+            lines.append(f"{pad}{s.name}{idx} = {_strip(format_expr(s.value))}")
+        elif kind == "SharedArray":
+            lines.append(f"{pad}shared float {s.name}[{s.size}]")
+        elif kind == "GlobalStore":
+            lines.append(f"{pad}global {s.buffer}[{_strip(format_expr(s.offset))}] = {_strip(format_expr(s.value))}")
+        elif kind == "AtomicAdd":
+            lines.append(f"{pad}atomic global {s.buffer}[{_strip(format_expr(s.offset))}] += "
+                         f"{_strip(format_expr(s.value))}")
+        elif kind == "SharedStore":
+            lines.append(f"{pad}shared {s.array}[{_strip(format_expr(s.offset))}] = {_strip(format_expr(s.value))}")
+        elif kind == "VectorLoad":
+            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {s.source}[{_strip(format_expr(s.offset))}]")
+        elif kind == "VectorStore":
+            vals = ", ".join(format_expr(v) for v in s.values)
+            lines.append(f"{pad}{s.space} float4 {s.target}[{_strip(format_expr(s.offset))}] = ({vals})")
+        elif kind == "For":
+            unroll = "  # unroll" if s.unroll else ""
+            lines.append(f"{pad}for {s.var} = {_strip(format_expr(s.start))}; < {_strip(format_expr(s.stop))}; "
+                         f"+= {_strip(format_expr(s.step))}:{unroll}")
+            format_stmts(s.body, depth + 1, lines)
+        elif kind == "If":
+            lines.append(f"{pad}if {_strip(format_expr(s.cond))}:")
+            format_stmts(s.then, depth + 1, lines)
+            if s.orelse:
+                lines.append(f"{pad}else:")
+                format_stmts(s.orelse, depth + 1, lines)
+        elif kind == "Barrier":
+            lines.append(f"{pad}barrier")
+        elif kind == "CpAsync":
+            lines.append(f"{pad}cp.async {s.nbytes}B shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
+                         f"global {s.buffer}[{_strip(format_expr(s.src_offset))}]")
+        elif kind == "CpAsyncCommit":
+            lines.append(f"{pad}cp.async.commit")
+        elif kind == "CpAsyncWait":
+            lines.append(f"{pad}cp.async.wait {s.pending}")
+        elif kind == "TmaLoad":
+            lines.append(f"{pad}tma {s.count} floats shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
+                         f"global {s.buffer}[{_strip(format_expr(s.src_offset))}] on {s.barrier}")
+        elif kind == "MbarrierInit":
+            lines.append(f"{pad}mbarrier.init {s.name} count {s.count}")
+        elif kind == "MbarrierWait":
+            lines.append(f"{pad}mbarrier.wait {s.name} phase {format_expr(s.phase)}")
+        elif kind == "Comment":
+            lines.append(f"{pad}// {s.text}")
+        elif callable(getattr(s, "text", None)):      # a statement pending a later pass (kernel_stage.py)
+            lines.append(pad + s.text())
+        else:
+            raise TypeError(s)
+
+
+def format_kernel(k: KernelFunc) -> str:
+    lines = [f"=== {k.name} grid={k.grid} block={k.block} ==="]
+    if k.zero_init_for:
+        lines.append(f"# zero-init for {k.zero_init_for}")
+    for p in k.params:
+        lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
+    if k.registers is not None:
+        lines.append(f"# ptxas: {k.registers} registers, {k.smem_bytes} bytes smem, {k.spills} bytes spilled")
+    format_stmts(k.body, 0, lines)
+    return "\n".join(lines)

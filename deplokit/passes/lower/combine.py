@@ -1,0 +1,46 @@
+"""Combine -> Kernel IR: a shuffle-xor tree within each warp, then (past one warp) one
+exchange of the warp partials through shared memory behind a single barrier."""
+from __future__ import annotations
+
+from ...ir import kernel_ir as K
+from ...ir.tile_ir import Combine
+from ...target import WARP_SIZE
+
+# Kernel-IR call of each reduction.
+COMBINE_OPS = {"sum": "add", "max": "maximum", "min": "minimum"}
+
+
+def lower_combine(state, s: Combine) -> list:
+    """The lane axis is the fastest THREAD axis, so the threads of one row group are
+    consecutive: group = tid / E, warp in group = lane / 32. `state` is the kernel's
+    LoweringState."""
+    (axis_var,) = s.over
+    thread_axes = state.thread_axes
+    if thread_axes[-1].var != axis_var:
+        raise ValueError(f"{state.kernel.name}: Combine over {axis_var}, which is not the fastest THREAD axis")
+    extent = thread_axes[-1].extent
+    op = COMBINE_OPS[s.reduction]
+    out: list = []
+    off = min(WARP_SIZE // 2, extent // 2)
+    while off >= 1:
+        out.append(K.Assign(s.acc, K.Call(op, (K.Var(s.acc), K.Shuffle(K.Var(s.acc), off)))))
+        off //= 2
+    if extent > WARP_SIZE:
+        warps = extent // WARP_SIZE
+        groups = state.threads // extent
+        arr = f"{s.acc}_smem"
+        lane = K.Binary("&", K.Var(axis_var), K.Const(WARP_SIZE - 1, "int"))
+        base = K.Const(0, "int") if groups == 1 else \
+            K.Binary("*", K.Binary("/", K.Special("tid.x"), K.Const(extent, "int")), K.Const(warps, "int"))
+        slot = K.Binary("/", K.Var(axis_var), K.Const(WARP_SIZE, "int"))
+        if groups > 1:
+            slot = K.Binary("+", base, slot)
+        out += [K.SharedArray(arr, warps * groups),
+                K.If(K.Binary("==", lane, K.Const(0, "int")), (K.SharedStore(arr, slot, K.Var(s.acc)),)),
+                K.Barrier(),
+                K.Assign(s.acc, K.SharedLoad(arr, base))]
+        w = f"{s.acc}_w"
+        at = K.Var(w) if groups == 1 else K.Binary("+", base, K.Var(w))
+        out.append(K.For(w, K.Const(1, "int"), K.Const(warps, "int"), K.Const(1, "int"),
+                         (K.Assign(s.acc, K.Call(op, (K.Var(s.acc), K.SharedLoad(arr, at)))),), True))
+    return out

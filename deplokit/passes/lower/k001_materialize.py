@@ -1,0 +1,216 @@
+"""k001 materialize: Tile IR -> Kernel IR, one Kernel-IR function per Tile-IR kernel.
+
+THREAD/BLOCK axes become threadIdx/blockIdx arithmetic; loads and stores become flat
+global (or shared) accesses, masked where the rounding of an axis to whole blocks could
+leave the tensor; a load from a staged slab reads its shared array (the current buffer of a
+double-buffered one); Combine becomes a warp-shuffle tree (combine.py). A Stage, an
+AsyncWait and a K loop with stages at its head are left as StageCopy / StageWait /
+StagePrologue (deplokit.ir.kernel_stage), each recording where it stands, for
+002_stage_copies to spell as copies, waits and barriers.
+
+Register tiles (008 register_tile stamps their shapes on the kernel, TileKernel.register_tiles):
+an accumulator written with an index becomes a per-thread register array (DeclareArray, at
+the identity, before the first reduce loop that folds into it; Accumulate -> Assign of one
+element; `load acc[..]` -> RegLoad), and every register loop becomes a `#pragma unroll` For,
+so each element index is a compile-time constant and the array stays in registers.
+
+A vector loop (005 blockify_launch) is unrolled into per-lane registers, with a float4 for
+each access 005 stamped 4 wide (vector_access.py).
+
+Split-K (003): AtomicAdd becomes an atomicAdd guarded like a store; the tensors the kernel
+adds into (TileKernel.zero_init) are carried on the function for k003_zero_init.
+
+Any Tile IR materialises, also before blockify: then the block may hold more threads than
+a GPU allows, which only the simulator runs (check_passes)."""
+from __future__ import annotations
+
+from ...ir import kernel_ir as K
+from ...ir.kernel_ir import KernelFunc, KernelProgram
+from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
+from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
+from ..record import Pass
+from ..stage_geometry import head_stages
+from ..vector_geometry import multiples_of_vector
+from .combine import COMBINE_OPS, lower_combine
+from .kernel_expr import affine_expr, flat_offset
+from .local_rows import LocalRows
+from .lowering_state import LoweringState
+from .smem_layout import PlacedStage, smem_offset, smem_size
+from .stage_plan import plan_stage
+from .vector_access import lower_vector_loop
+
+def apply(program: TileProgram, pctx=None) -> KernelProgram:
+    types = program.types()
+    kernels = tuple(Materializer(k, types).run() for k in program.kernels)
+    return KernelProgram(program.buffers, program.written, kernels, program.outputs)
+
+
+PASS = Pass("001_materialize", "kernel", "spell each scheduled kernel in hardware primitives: thread "
+            "indices, guarded accesses, shared-memory copies and barriers, shuffles, register tiles", apply)
+
+
+class Materializer(LoweringState):
+    """Walks one kernel's statements; stage copies, vector loops, Combines and local rows are
+    spelled by their own modules, which call back `stmt` / `loop` for what they contain."""
+
+    def __init__(self, kernel, types):
+        super().__init__(kernel, types)
+        self.accs: set[str] = set()              # accumulators declared so far
+        self.in_reduce = False
+        self.local_rows = LocalRows(kernel, self.tile, flat_offset, affine_expr)   # row fusion's on-chip rows
+        self.vector_multiples = multiples_of_vector(self.tile.body)
+        self.body_loop = None                    # (Tile Loop, depth of its statement) whose body is lowered
+
+    def run(self) -> KernelFunc:
+        body: list = []
+        body += _decompose("tid", K.Special("tid.x"), self.thread_axes)
+        body += _decompose("bid", K.Special("bid.x"), self.block_axes)
+        body += self.local_rows.declarations()
+        body += self.stmts(self.uniform)
+        body += self.stmts(self.tile.body)
+        return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
+                          zero_init=self.kernel.zero_init)
+
+    # -- statements ----------------------------------------------------------------------------
+    def stmts(self, body) -> list:
+        out: list = []
+        local_barriers = self.local_rows.barriers(body)
+        for i, s in enumerate(body):
+            if isinstance(s, Loop) and head_stages(s):   # the first tile's copies, an mbarrier
+                out.append(StagePrologue(s, self.loop_depth, tuple(self.ranges.items())))
+            if local_barriers[i]:
+                out.append(K.Barrier())              # a local row written by the block is read
+            out += self.stmt(s)
+        return out
+
+    def stmt(self, s) -> list:
+        if isinstance(s, Load):
+            if self.kernel.register_tile(s.tensor) is not None:
+                return [K.Declare(s.dst, "float", K.RegLoad(s.tensor, self.register_index(s.tensor, s.index)))]
+            return self.load(s)
+        if isinstance(s, Compute):
+            ctype = "bool" if s.op in COMPARISON_OPS else "float"
+            if s.op == "where":
+                a, b, c = (self.operand(x) for x in s.args)
+                return [K.Declare(s.dst, "float", K.Select(a, b, c))]
+            return [K.Declare(s.dst, ctype, K.Call(s.op, tuple(self.operand(a) for a in s.args)))]
+        if isinstance(s, Accumulate):
+            if s.index:
+                idx = self.register_index(s.acc, s.index)
+                value = K.Call(COMBINE_OPS[s.reduction], (K.RegLoad(s.acc, idx), self.operand(s.value)))
+                return [K.Assign(s.acc, value, idx)]
+            value = K.Call(COMBINE_OPS[s.reduction], (K.Var(s.acc), self.operand(s.value)))
+            return [K.Assign(s.acc, value)]
+        if isinstance(s, AtomicAdd):
+            return self.write(s, K.AtomicAdd)
+        if isinstance(s, Store):
+            if s.tensor in self.local_rows:
+                return self.local_rows.store(s, self.operand(s.value))
+            return self.write(s, K.GlobalStore)
+        if isinstance(s, Loop) and s.kind == "vector":      # 4 elements per thread: float4 accesses
+            return lower_vector_loop(self, s)
+        if isinstance(s, (Loop, StridedLoop)):
+            return self.loop(s)
+        if isinstance(s, Combine):
+            return lower_combine(self, s)
+        if isinstance(s, Stage):
+            return self.stage(s)
+        if isinstance(s, AsyncWait):
+            return [StageWait(s)]
+        raise TypeError(f"cannot materialise {type(s).__name__}")
+
+    def loop(self, s) -> list:
+        pre = []
+        if s.kind == "reduce" and not self.in_reduce:
+            # declared once, before the first reduce loop that folds into it (a K tail
+            # loop goes on accumulating what the chunked loop started)
+            for acc, red in accumulators(s.body):
+                if acc not in self.accs:
+                    self.accs.add(acc)
+                    tile = self.kernel.register_tile(acc)
+                    if tile is not None:
+                        pre.append(K.DeclareArray(acc, tile.size, float(REDUCTION_IDENTITY[red])))
+                    else:
+                        pre.append(K.Declare(acc, "float", K.Const(REDUCTION_IDENTITY[red])))
+        outer_reduce, outer_loop = self.in_reduce, self.body_loop
+        self.in_reduce = outer_reduce or s.kind == "reduce"
+        self.body_loop = (s, self.loop_depth) if isinstance(s, Loop) else None
+        self.loop_depth += 1
+        if isinstance(s, Loop):
+            self.ranges[s.var] = s.extent
+            body = self.stmts(s.body)
+            # a register loop is always unrolled: its variable indexes register arrays
+            loop = K.For(s.var, K.Const(0, "int"), K.Const(s.extent, "int"), K.Const(1, "int"), tuple(body),
+                         s.unroll or s.kind == "register")
+        else:
+            self.ranges[s.var] = s.stop
+            body = self.stmts(s.body)
+            loop = K.For(s.var, affine_expr(s.start), K.Const(s.stop, "int"), K.Const(s.step, "int"), tuple(body),
+                         s.unroll)
+        self.loop_depth -= 1
+        self.in_reduce, self.body_loop = outer_reduce, outer_loop
+        return pre + [loop]
+
+    def stage(self, s: Stage) -> list:
+        """Place the stage (loads from it read the buffer of the current iteration) and leave
+        its copy to 002_stage_copies."""
+        plan = plan_stage(self, s, self.body_loop)
+        self.note_read(s.tensor)
+        base = None
+        if plan.buffered:
+            base = K.Binary("*", K.Binary("%", K.Var(plan.loop.var), K.Const(2, "int")), K.Const(smem_size(s), "int"))
+        self.stages[s.name] = PlacedStage.of(s, base)
+        return [StageCopy(s, self.body_loop, self.loop_depth, tuple(self.ranges.items()))]
+
+    # -- memory --------------------------------------------------------------------------------
+    def load(self, s: Load) -> list:
+        if s.tensor in self.local_rows:
+            return self.local_rows.load(s)
+        if s.tensor in self.stages:
+            stage = self.stages[s.tensor]
+            offset = smem_offset([affine_expr(e) for e in s.index], stage)
+            return [K.Declare(s.dst, "float", K.SharedLoad(stage.name, offset))]
+        out: list = []
+        shape = self.types[s.tensor].shape
+        exprs = self.index_exprs(s.index, out)
+        self.note_read(s.tensor)
+        ctype = {"float32": "float", "bool": "bool"}.get(self.types[s.tensor].dtype, "int")
+        cond, safe = self.guard(s.index, exprs, shape)
+        value = K.GlobalLoad(s.tensor, flat_offset(safe, shape), ctype)
+        if cond is not None:
+            value = K.Select(cond, value, K.Const(float(s.pad or 0.0)) if ctype == "float" else K.Const(0, "int"))
+        out.append(K.Declare(s.dst, "float" if ctype == "float" else ctype, value))
+        return out
+
+    def write(self, s, make) -> list:
+        """A store (or atomic add) to a global tensor, masked where its index can leave it."""
+        out: list = []
+        shape = self.types[s.tensor].shape
+        exprs = self.index_exprs(s.index, out)
+        self.note_write(s.tensor)
+        cond, _ = self.guard(s.index, exprs, shape)
+        write = make(s.tensor, flat_offset(exprs, shape), self.operand(s.value))
+        out.append(write if cond is None else K.If(cond, (write,)))
+        return out
+
+
+def _decompose(flat_name, special, axes) -> list:
+    """Declare each axis's variable from the flat thread (or block) index, the last axis the
+    fastest."""
+    if not axes:
+        return []
+    if len(axes) == 1:
+        return [K.Declare(axes[0].var, "int", special)]
+    out = [K.Declare(flat_name, "int", special)]
+    stride = 1
+    for a in reversed(axes):
+        e = K.Var(flat_name)
+        if stride > 1:
+            e = K.Binary("/", e, K.Const(stride, "int"))
+        if a is not axes[0]:
+            e = K.Binary("%", e, K.Const(a.extent, "int"))
+        out.append(K.Declare(a.var, "int", e))
+        stride *= a.extent
+    return out

@@ -1,0 +1,112 @@
+"""What the lowering of one Tile-IR kernel knows while it walks the kernel: the tensors'
+types, the variables in scope and their ranges, the stages placed in shared memory, the
+tensors read and written (the kernel's parameters), the shared arrays declared so far.
+
+The statement walker (k001_materialize.Materializer) extends this; the helpers that spell
+one construct (stage copies, vector loops, Combine, local rows) read and update it through
+these public fields and methods only."""
+from __future__ import annotations
+
+from ...ir import kernel_ir as K
+from ...ir.index import Affine, Gather, Var
+from ...ir.kernel_ir import Param
+from ...ir.tile_ir import THREAD, Stage, Tile, TileKernel
+from ...ir.types import TensorType
+from .kernel_expr import affine_expr, flat_offset, guard
+
+# Kernel-IR parameter element type of each dtype.
+PARAM_CTYPES = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
+
+
+class LoweringState:
+    def __init__(self, kernel: TileKernel, types: dict[str, TensorType]):
+        self.kernel, self.types = kernel, types
+        tiles = [s for s in kernel.body if isinstance(s, Tile)]
+        self.tile = tiles[0] if tiles else Tile((), kernel.body)
+        self.uniform = tuple(s for s in kernel.body if not isinstance(s, Tile)) if tiles else ()
+        self.thread_axes = tuple(a for a in self.tile.axes if a.kind == THREAD)
+        self.block_axes = tuple(a for a in self.tile.axes if a.kind != THREAD)
+        self.threads = _product(a.extent for a in self.thread_axes)
+        self.blocks = _product(a.extent for a in self.block_axes)
+        self.ranges: dict[str, int] = {a.var: a.extent for a in self.tile.axes}   # variables in scope
+        self.stages: dict[str, Stage] = {}        # stage name -> the stage as placed (smem_layout.PlacedStage)
+        self.reads: list[str] = []                # global tensors read, in order
+        self.writes: list[str] = []               # global tensors written, in order
+        self.loop_depth = 0                       # loops enclosing the statement being lowered
+        self.shared: set[str] = set()             # shared arrays declared so far
+        self._names = 0
+
+    # -- the kernel's parameters ---------------------------------------------------------------
+    def note_read(self, tensor: str) -> None:
+        if tensor not in self.reads:
+            self.reads.append(tensor)
+
+    def note_write(self, tensor: str) -> None:
+        if tensor not in self.writes:
+            self.writes.append(tensor)
+
+    def params(self) -> tuple[Param, ...]:
+        out = []
+        for name in self.reads + [w for w in self.writes if w not in self.reads]:
+            t = self.types[name]
+            out.append(Param(name, PARAM_CTYPES[t.dtype], name not in self.writes, t.numel))
+        return tuple(out)
+
+    # -- names -------------------------------------------------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        self._names += 1
+        return f"{prefix}{self._names}"
+
+    def declare_shared(self, name: str) -> bool:
+        """Record the shared array `name`; True the first time (its SharedArray is due)."""
+        first = name not in self.shared
+        self.shared.add(name)
+        return first
+
+    # -- indices -----------------------------------------------------------------------------------
+    def index_exprs(self, index, out: list) -> list[K.Expr]:
+        """Index components as expressions; a gather's integer is loaded first into a
+        register (its Declare appended to `out`)."""
+        exprs = []
+        for e in index:
+            gathered = {}
+            for atom, _ in e.terms:
+                if isinstance(atom, Gather):
+                    name = self.fresh("idx")
+                    g_index = self.index_exprs(atom.index, out)
+                    shape = self.types[atom.tensor].shape
+                    self.note_read(atom.tensor)
+                    _, safe = self.guard(atom.index, g_index, shape)   # threads past the end read a valid id
+                    out.append(K.Declare(name, "int", K.GlobalLoad(atom.tensor, flat_offset(safe, shape), "int")))
+                    gathered[atom] = name
+            if gathered:
+                e = Affine(tuple((Var(gathered[a]) if a in gathered else a, c) for a, c in e.terms), e.const)
+            exprs.append(affine_expr(e))
+        return exprs
+
+    def guard(self, index, exprs, shape):
+        """The in-bounds condition (None when provable in the current ranges) and clamped
+        index expressions (kernel_expr.guard)."""
+        return guard(index, exprs, shape, self.ranges)
+
+    def operand(self, a) -> K.Expr:
+        if isinstance(a, str):
+            return K.Var(a)
+        if isinstance(a, Affine):
+            return affine_expr(a)
+        return K.Const(float(a))
+
+    def register_index(self, acc: str, index) -> K.Expr:
+        """The flat (row-major) element of register tile `acc` (its shape stamped by 008)."""
+        tile = self.kernel.register_tile(acc)
+        if tile is None or len(index) != len(tile.shape):
+            dims = "no register tile" if tile is None else f"a register tile of {len(tile.shape)} dimensions"
+            raise ValueError(f"{self.kernel.name}: {acc} is {dims}, indexed with {len(index)}")
+        return flat_offset([affine_expr(e) for e in index], tile.shape)
+
+
+def _product(extents) -> int:
+    n = 1
+    for e in extents:
+        n *= e
+    return n

@@ -1,0 +1,174 @@
+"""The copy of one Stage for one iteration, spelled unit by unit: floats, float4s (a 16-byte
+cp.async), or whole rows (TMA bulk copies), dealt out to the block's threads (see
+k002_stage_copies.py for when copies are issued and which barriers surround them).
+
+`m` is the kernel's LoweringState (types, ranges, threads); `p` a stage_plan.StagePlan;
+`it` which iteration of the stage's K loop the copy is for: cur (the loop variable), zero
+(the prologue, before the loop), next (ko + 1, issued under ko + 1 < n), None (a stage
+outside any loop)."""
+from __future__ import annotations
+
+from ...ir import kernel_ir as K
+from ...ir.index import bounds, const, floordiv, mod, substitute, var
+from ...ir.tile_ir import Stage
+from ..stage_geometry import VECTOR, dim_multipliers, row_major_strides, rows
+from .kernel_expr import affine_expr, flat_offset, plus
+from .smem_layout import smem_size
+from .stage_plan import StagePlan, mbarrier_name, ranges_in, tma_runs
+
+
+def _tid0():
+    return K.Binary("==", K.Special("tid.x"), K.Const(0, "int"))
+
+
+def _cooperative(i: str, count: int, threads: int, body) -> list:
+    """Units 0..count-1 dealt out to the block's threads: a strided loop, or (one unit or
+    none per thread) a plain guarded block, which keeps no loop state alive (ptxas otherwise
+    spills around small copies in register-tight kernels)."""
+    tid = K.Special("tid.x") if threads > 1 else K.Const(0, "int")
+    if count > threads:
+        return [K.For(i, tid, K.Const(count, "int"), K.Const(threads, "int"), tuple(body))]
+    stmts = (K.Declare(i, "int", tid),) + tuple(body)
+    if count == threads:
+        return list(stmts)
+    return [K.If(K.Binary("<", tid, K.Const(count, "int")), stmts)]
+
+
+def stage_at(m, s: Stage, p: StagePlan, it):
+    """(origin, buffer base or None, ranges) of the copy for iteration `it` of the loop."""
+    loop = p.loop
+    ranges = ranges_in(m, loop)
+    size = smem_size(s)
+    if it is None or loop is None:
+        return s.origin, None, ranges
+    ko = loop.var
+    if it == "cur":
+        base = K.Binary("*", K.Binary("%", K.Var(ko), K.Const(2, "int")), K.Const(size, "int"))
+        return s.origin, (base if p.buffered else None), ranges
+    if it == "zero":
+        return tuple(substitute(o, {ko: const(0)}) for o in s.origin), None, ranges
+    ranges[ko] = loop.extent - 1           # ko + 1 < n
+    origin = tuple(substitute(o, {ko: var(ko) + 1}) for o in s.origin)
+    base = K.Binary("*", K.Binary("%", K.Binary("+", K.Var(ko), K.Const(1, "int")), K.Const(2, "int")),
+                    K.Const(size, "int"))
+    return origin, (base if p.buffered else None), ranges
+
+
+def _units(m, s: Stage, origin, ranges, unit: int, merged: int, flat: str):
+    """Copy units of `unit` floats (spanning the last `merged` slab axes when merged > 1):
+    (count, shared offset Affine, per-dim global index Affines, per-dim unit extent,
+    ranges with the flat unit index)."""
+    slab, shape = s.slab, m.types[s.tensor].shape
+    n = len(slab)
+    mult = dim_multipliers(slab)
+    sshape = [ax.extent for ax in slab]
+    sshape[-1] += s.pad
+    sstr = row_major_strides(sshape)
+    axes = [(slab[k].extent, slab[k].dim, mult[k], sstr[k]) for k in range(n - merged)]
+    unit_ext = [1] * len(shape)
+    for ax in slab[n - merged:]:
+        unit_ext[ax.dim] *= ax.extent
+    if merged == 1 and unit < slab[-1].extent:
+        axes.append((slab[-1].extent // unit, slab[-1].dim, unit * mult[-1], unit * sstr[-1]))
+        unit_ext[slab[-1].dim] = unit
+    count = 1
+    for a in axes:
+        count *= a[0]
+    ranges = dict(ranges)
+    ranges[flat] = count
+    f = var(flat) if count > 1 else const(0)     # one unit: no loop, no index variable
+    coords, inner = [], 1
+    for ext, *_ in reversed(axes):
+        c = floordiv(f, inner, ranges)
+        if inner * ext < count:
+            c = mod(c, ext, ranges)
+        coords.append(c)
+        inner *= ext
+    coords.reverse()
+    g = list(origin)
+    for c, (ext, d, step, _) in zip(coords, axes):
+        g[d] = g[d] + c * step
+    # units enumerate the slab row-major, so in shared memory unit f sits at row
+    # f // per_row, column (f % per_row) * unit of the padded rows
+    E = slab[-1].extent
+    if merged > 1:
+        smem = f * unit
+    elif unit < E:
+        per_row = E // unit
+        smem = floordiv(f, per_row, ranges) * (E + s.pad) + mod(f, per_row, ranges) * unit
+    else:
+        smem = f * (E + s.pad)
+    return count, smem, g, unit_ext, ranges
+
+
+def _global(m, s: Stage, g, unit_ext, ranges):
+    """(flat offset with every index clamped inside the tensor, in-bounds condition or
+    None when every unit is provably inside)."""
+    shape = m.types[s.tensor].shape
+    exprs, cond = [], None
+    for d, (e, extent) in enumerate(zip(g, shape)):
+        x = affine_expr(e)
+        b = bounds(e, ranges)
+        if b is None or b[1] + unit_ext[d] > extent:
+            c = K.Binary("<", x, K.Const(extent, "int"))
+            cond = c if cond is None else K.Binary("&&", cond, c)
+            x = K.Binary("min", x, K.Const(extent - unit_ext[d], "int"))
+        exprs.append(x)
+    return flat_offset(exprs, shape), cond
+
+
+def _vector(m, s: Stage, p: StagePlan) -> bool:
+    """16-byte units: float4 for a sync copy, cp.async 16 (which also needs 16-byte
+    aligned shared rows) for an async one."""
+    t = m.types[s.tensor]
+    if t.dtype != "float32" or not rows(s, t.shape, ranges_in(m, p.loop)).vector:
+        return False
+    return p.kind != "async" or (s.slab[-1].extent + s.pad) % VECTOR == 0
+
+
+def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
+    """The block's threads copy one stage (sync or cp.async) for one iteration."""
+    origin, base, ranges = stage_at(m, s, p, it)
+    unit = VECTOR if _vector(m, s, p) else 1
+    i = f"{s.name}_i"
+    count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, unit, 1, i)
+    src, cond = _global(m, s, g, unit_ext, ranges)
+    dst = plus(base, affine_expr(smem))
+    zero = K.Const(0.0)
+    if p.kind == "async":
+        body = [K.CpAsync(s.name, dst, s.tensor, src, 4 * unit)]
+        if cond is not None:       # past the end: an ordinary store of zeros
+            zeros = [K.SharedStore(s.name, dst, zero)] if unit == 1 else \
+                [K.VectorStore("shared", s.name, dst, (zero,) * 4)]
+            body = [K.If(cond, tuple(body), tuple(zeros))]
+    elif unit == 1:
+        value = K.GlobalLoad(s.tensor, src, "float")
+        if cond is not None:
+            value = K.Select(cond, value, zero)
+        body = [K.SharedStore(s.name, dst, value)]
+    else:
+        regs = tuple(f"{s.name}_v{j}" for j in range(4))
+        vals = tuple(K.Var(r) if cond is None else K.Select(cond, K.Var(r), zero) for r in regs)
+        body = [K.VectorLoad(regs, "global", s.tensor, src)]
+        if (s.slab[-1].extent + s.pad) % VECTOR == 0:
+            body.append(K.VectorStore("shared", s.name, dst, vals))
+        else:                      # padded rows: 16-byte global load, 4-byte shared stores
+            body += [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, v)
+                     for j, v in enumerate(vals)]
+    return _cooperative(i, count, m.threads, body)
+
+
+def issue_tma(m, tma, it) -> list:
+    """Thread 0 issues one bulk copy per run of every TMA stage in `tma` ((stage, plan) pairs)."""
+    body: list = []
+    for s, p in tma:
+        run, axes, _ = tma_runs(m, s, p)
+        origin, base, ranges = stage_at(m, s, p, it)
+        r = f"{s.name}_r"
+        count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, run, axes, r)
+        src, _ = _global(m, s, g, unit_ext, ranges)     # runs past the end: clamped
+        dst = plus(base, affine_expr(smem))
+        load = K.TmaLoad(s.name, dst, s.tensor, src, run, mbarrier_name(p.loop))
+        body.append(load if count == 1 else K.For(r, K.Const(0, "int"), K.Const(count, "int"),
+                                                  K.Const(1, "int"), (load,)))
+    return [K.If(_tid0(), tuple(body))]

@@ -1,0 +1,334 @@
+"""The invariants of Tile IR and Kernel IR, checked where one stage hands over to the next.
+
+A pass that breaks one (a value read before it is computed, a loop variable used outside
+its loop, a float4 stamped on an access that is no longer aligned, a barrier only some
+threads reach) would otherwise surface as a wrong number, a hang or an nvcc error far from
+its cause. The pipeline verifies every Tile and Kernel program it produces, check_passes
+verifies the Tile IR after each scheduling pass, and tests verify IR they build by hand.
+
+    verify(ir, target)   -> None, or raises IRInvariantError naming the invariant
+
+Tile IR (per kernel)
+  names-declared     a value (load, compute, accumulator) is defined before it is read,
+                     in its body or an enclosing one
+  tensors-known      every load and store names a program buffer, a local, a stage in scope
+                     or an accumulator; a stage copies a program buffer
+  loop-vars-bound    every index variable is a tile axis or an enclosing loop's variable
+  stage-smem         the stages' buffers fit in the target's static shared memory per block
+  vector-width       an access stamped 4 wide (005) sits in a vector loop of 4 and is still
+                     one aligned float4 (deplokit.passes.vector_geometry)
+  register-tiles     an indexed accumulator has a register tile stamped (008) whose rank and
+                     extents match the register loops indexing it
+  zero-init          a tensor a split-K kernel adds into is stamped for zero-init (003)
+Kernel IR (per function)
+  names-declared     variables, register arrays, shared arrays, mbarriers and buffers are
+                     declared (parameters for buffers) before they are used
+  uniform-barriers   no barrier inside a branch or loop whose condition or bounds differ
+                     between the threads of a block (they would not all reach it)
+  static-smem        declared shared memory fits the target's static limit per block
+"""
+from __future__ import annotations
+
+from ..errors import DeplokitError
+from ..ir import kernel_ir as K
+from ..ir.index import Affine, free_vars, gathers
+from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
+from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
+from ..target import STATIC_SMEM_PER_BLOCK
+from .stage_geometry import VECTOR, smem_bytes
+from .vector_geometry import float4_reason, multiples_of_vector
+
+
+class IRInvariantError(DeplokitError):
+    """An IR breaks one of its invariants (`invariant` names which, `kernel` where)."""
+
+    def __init__(self, stage: str, invariant: str, kernel: str, detail: str):
+        self.stage, self.invariant, self.kernel, self.detail = stage, invariant, kernel, detail
+        super().__init__(f"{stage} IR invariant {invariant} violated in kernel {kernel}: {detail}")
+
+
+def verify(ir, target=None) -> None:
+    """Check a Tile or Kernel program (any other IR passes unchecked). Without a target, a
+    Kernel program's shared memory is not checked: a Tile program materialised before 005
+    blockify_launch (check_passes) may give each of many threads a row, which only the
+    simulator runs."""
+    limit = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
+    if isinstance(ir, TileProgram):
+        for k in ir.kernels:
+            _TileChecker(k, ir, limit).run()
+    elif isinstance(ir, KernelProgram):
+        for f in ir.kernels:
+            _KernelChecker(f, limit if target is not None else None).run()
+
+
+# -- Tile IR -------------------------------------------------------------------------------------
+
+class _TileChecker:
+    def __init__(self, kernel, program, limit):
+        self.k, self.limit = kernel, limit
+        self.types = program.types()
+        tiles = [s for s in kernel.body if isinstance(s, Tile)]
+        self.tile = tiles[0] if tiles else None
+        body = self.tile.body if self.tile else kernel.body
+        self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)}
+        self.stage_names = {s.name for s in _tile_walk(kernel.body) if isinstance(s, Stage)}
+        self.locals = kernel.local_names()
+        self.multiples = multiples_of_vector(body)
+
+    def fail(self, invariant, detail):
+        raise IRInvariantError("Tile", invariant, self.k.name, detail)
+
+    def run(self):
+        axes = {a.var: a.extent for a in self.tile.axes} if self.tile else {}
+        values = set(self.accs)
+        stages = set()
+        for s in self.k.body:
+            if isinstance(s, Tile):
+                self.body(s.body, dict(axes), set(values), set(stages), ())
+            else:
+                self.stmt(s, axes, values, stages, ())
+        if self.tile is not None and smem_bytes(self.tile) > self.limit:
+            self.fail("stage-smem", f"the stages take {smem_bytes(self.tile)} bytes of shared memory, more than "
+                                    f"the {self.limit} bytes a block may declare statically")
+
+    def body(self, body, bound, values, stages, loops):
+        for s in body:
+            self.stmt(s, bound, values, stages, loops)
+
+    def stmt(self, s, bound, values, stages, loops):
+        if isinstance(s, (Loop, StridedLoop)):
+            if isinstance(s, StridedLoop):
+                self.index((s.start,), bound, lambda: f"the start of loop {s.var}")
+            inner = dict(bound)
+            inner[s.var] = s.extent if isinstance(s, Loop) else s.stop
+            self.body(s.body, inner, set(values), set(stages), loops + (s,))
+            return
+        if isinstance(s, Stage):
+            if s.tensor not in self.types:
+                self.fail("tensors-known", f"stage {s.name} copies {s.tensor}, which is no buffer of the program")
+            self.index(s.origin, bound, lambda: f"the origin of stage {s.name}")
+            stages.add(s.name)
+            return
+        if isinstance(s, (Load, Store, AtomicAdd)):
+            known = s.tensor in self.types or s.tensor in self.locals or s.tensor in stages or \
+                (isinstance(s, Load) and s.tensor in self.accs)
+            if not known:
+                self.fail("tensors-known", f"{s.text()}: {s.tensor} is no buffer, local, stage in scope or accumulator")
+            self.index(s.index, bound, s.text)
+            if isinstance(s, Load) and s.tensor in self.accs and s.index:
+                self.register_index(s.tensor, s.index, loops, s.text)
+            if isinstance(s, (Load, Store)) and s.width != 1:
+                self.width(s, loops)
+            if isinstance(s, AtomicAdd) and s.tensor not in self.k.zero_init:
+                self.fail("zero-init", f"{s.text()}: {s.tensor} is not stamped for zero-init before the kernel")
+        if isinstance(s, Compute):
+            self.reads(s.args, values, s.text)
+            for a in s.args:
+                if isinstance(a, Affine):
+                    self.index((a,), bound, s.text)
+        elif isinstance(s, (Accumulate, Store, AtomicAdd)):
+            self.reads((s.value,), values, s.text)
+        if isinstance(s, Accumulate) and s.index:
+            self.index(s.index, bound, s.text)
+            self.register_index(s.acc, s.index, loops, s.text)
+        if isinstance(s, Combine) and s.acc not in values:
+            self.fail("names-declared", f"{s.text()}: {s.acc} is no accumulator")
+        if isinstance(s, AsyncWait):
+            for name in s.stages:
+                if name not in self.stage_names:
+                    self.fail("tensors-known", f"{s.text()}: {name} is no stage of the kernel")
+        if isinstance(s, (Load, Compute)):
+            values.add(s.dst)
+
+    # `where` (the statement's text, say) is a callable: the text is only made for a failure
+    def reads(self, operands, values, where):
+        for a in operands:
+            if isinstance(a, str) and a not in values:
+                self.fail("names-declared", f"{where()}: {a} is read before it is defined")
+
+    def index(self, index, bound, where):
+        for e in index:
+            unbound = sorted(free_vars(e) - bound.keys())
+            if unbound:
+                self.fail("loop-vars-bound", f"{where()}: {', '.join(unbound)} is no tile axis or enclosing loop")
+            for g in gathers(e):
+                if g.tensor not in self.types:
+                    self.fail("tensors-known", f"{where()}: gathers from {g.tensor}, which is no buffer")
+
+    def width(self, s, loops):
+        lane = loops[-1] if loops else None
+        if s.width != VECTOR or not (isinstance(lane, Loop) and lane.kind == "vector" and lane.extent == VECTOR):
+            self.fail("vector-width", f"{s.text()}: stamped {s.width} wide outside a vector loop of {VECTOR}")
+        why = float4_reason(s.tensor, s.index, lane.var, self.types[s.tensor], self.multiples) \
+            if s.tensor in self.types else f"{s.tensor} is not a global tensor"
+        if why:
+            self.fail("vector-width", f"stamped float4 but {why}")
+
+    def register_index(self, acc, index, loops, where):
+        tile = self.k.register_tile(acc)
+        if tile is None:
+            self.fail("register-tiles", f"{where()}: {acc} is indexed but no register tile is stamped for it")
+        if len(index) != len(tile.shape):
+            self.fail("register-tiles", f"{where()}: {tile.text()} indexed with {len(index)} components")
+        extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and lp.kind == "register"}
+        for e, n in zip(index, tile.shape):
+            names = list(free_vars(e))
+            if len(e.terms) != 1 or e.const or len(names) != 1 or extents.get(names[0]) != n:
+                self.fail("register-tiles", f"{where()}: {e} is not a register loop of {n} ({tile.text()})")
+
+
+def _tile_walk(body):
+    for s in body:
+        yield s
+        if isinstance(s, (Tile, Loop, StridedLoop)):
+            yield from _tile_walk(s.body)
+
+
+# -- Kernel IR ---------------------------------------------------------------------------------
+
+_THREAD_SPECIALS = {"tid.x", "tid.y", "tid.z", "lane", "warp"}
+
+
+class _KernelChecker:
+    def __init__(self, func: K.KernelFunc, limit: int):
+        self.f, self.limit = func, limit
+        self.params = {p.name for p in func.params}
+        stmts = list(K.walk_stmts(func.body))
+        # shared arrays: declared, or pending a later pass's declaration (kernel_stage.StageCopy)
+        self.shared = {s.name for s in stmts if isinstance(s, K.SharedArray)} | \
+            {s.shared_array for s in stmts if getattr(s, "shared_array", None)}
+        self.mbarriers = {s.name for s in stmts if isinstance(s, K.MbarrierInit)}
+
+    def fail(self, invariant, detail):
+        raise IRInvariantError("Kernel", invariant, self.f.name, detail)
+
+    def run(self):
+        self.body(self.f.body, set(), set(), divergent="")
+        smem = declared_smem_bytes(self.f)
+        if self.limit is not None and smem > self.limit:
+            self.fail("static-smem", f"{smem} bytes of shared memory declared, more than {self.limit} per block")
+
+    def body(self, body, scope, varying, divergent):
+        for s in body:
+            self.stmt(s, scope, varying, divergent)
+
+    def stmt(self, s, scope, varying, divergent):
+        for e in _exprs(s):
+            self.expr(e, scope)
+        if isinstance(s, K.Declare):
+            scope.add(s.name)
+            if _varies(s.init, varying):
+                varying.add(s.name)
+        elif isinstance(s, K.DeclareArray):
+            scope.add(s.name)
+        elif isinstance(s, K.VectorLoad):
+            scope.update(s.dsts)
+            if s.space == "shared":
+                self.array(s.source)
+            else:
+                self.buffer(s.source)
+            varying.update(s.dsts)
+        elif isinstance(s, K.Assign):
+            if s.name not in scope:
+                self.fail("names-declared", f"{s.name} is assigned before it is declared")
+            if _varies(s.value, varying) or _varies(s.index, varying):
+                varying.add(s.name)
+        elif isinstance(s, (K.GlobalStore, K.AtomicAdd)):
+            self.buffer(s.buffer)
+        elif isinstance(s, K.SharedStore):
+            self.array(s.array)
+        elif isinstance(s, K.VectorStore):
+            self.array(s.target) if s.space == "shared" else self.buffer(s.target)
+        elif isinstance(s, (K.CpAsync, K.TmaLoad)):
+            self.array(s.array)
+            self.buffer(s.buffer)
+            if isinstance(s, K.TmaLoad) and s.barrier not in self.mbarriers:
+                self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
+        elif isinstance(s, K.MbarrierWait) and s.name not in self.mbarriers:
+            self.fail("names-declared", f"waits on mbarrier {s.name}, which is never initialised")
+        elif isinstance(s, K.Barrier) and divergent:
+            self.fail("uniform-barriers", f"a barrier inside {divergent}: threads that skip it hang the block")
+        elif isinstance(s, K.For):
+            inner = set(scope) | {s.var}
+            loop_varying = set(varying)
+            uneven = any(_varies(e, varying) for e in (s.start, s.stop, s.step))
+            if uneven:
+                loop_varying.add(s.var)
+            self.body(s.body, inner, loop_varying,
+                      divergent or (f"loop {s.var}, whose bounds differ between threads" if uneven else ""))
+        elif isinstance(s, K.If):
+            branch = divergent or ("a branch on a thread-dependent condition" if _varies(s.cond, varying) else "")
+            self.body(s.then, set(scope), set(varying), branch)
+            self.body(s.orelse, set(scope), set(varying), branch)
+
+    def expr(self, e, scope):
+        for x in _subexprs(e):
+            if isinstance(x, K.Var) and x.name not in scope:
+                self.fail("names-declared", f"{x.name} is read before it is declared")
+            elif isinstance(x, K.RegLoad) and x.array not in scope:
+                self.fail("names-declared", f"register array {x.array} is read before it is declared")
+            elif isinstance(x, K.SharedLoad):
+                self.array(x.array)
+            elif isinstance(x, K.GlobalLoad):
+                self.buffer(x.buffer)
+
+    def array(self, name):
+        if name not in self.shared:
+            self.fail("names-declared", f"shared array {name} is used but never declared")
+
+    def buffer(self, name):
+        if name not in self.params:
+            self.fail("names-declared", f"global buffer {name} is no parameter of the kernel")
+
+
+def _exprs(s):
+    """The expressions a statement evaluates itself (not those of nested statements)."""
+    if isinstance(s, K.For):
+        return (s.start, s.stop, s.step)
+    if isinstance(s, K.If):
+        return (s.cond,)
+    out = []
+    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase"):
+        e = getattr(s, name, None)
+        if e is not None and not isinstance(e, (int, float, str)):
+            out.append(e)
+    out += list(getattr(s, "values", ()))
+    return tuple(out)
+
+
+def _subexprs(e):
+    """e and every expression inside it."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        t = type(x)
+        if t is K.Binary:
+            stack += (x.a, x.b)
+        elif t is K.Unary:
+            stack.append(x.a)
+        elif t is K.Call:
+            stack.extend(x.args)
+        elif t is K.Select:
+            stack += (x.cond, x.a, x.b)
+        elif t is K.GlobalLoad or t is K.SharedLoad:
+            stack.append(x.offset)
+        elif t is K.Shuffle:
+            stack.append(x.value)
+        elif t is K.RegLoad:
+            stack.append(x.index)
+
+
+def _varies(e, varying) -> bool:
+    """Whether expression `e` may differ between the threads of a block."""
+    if e is None:
+        return False
+    for x in _subexprs(e):
+        if isinstance(x, K.Special) and x.name in _THREAD_SPECIALS:
+            return True
+        if isinstance(x, K.Var) and x.name in varying:
+            return True
+        if isinstance(x, (K.GlobalLoad, K.SharedLoad, K.RegLoad, K.Shuffle)):
+            return True
+    return False

@@ -1,0 +1,75 @@
+"""The Tile -> Kernel lowering as numbered passes (deplokit/passes/lower/kNNN_*.py): each is a
+traced step with its own diff, and each hands the next one public data on the IR."""
+import torch
+
+import deplokit
+from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from deplokit.passes.lower import LOWERING
+from deplokit.runtime.launches import functions_by_kernel, launch_sequence
+from programs import config_of, corpus
+
+PROGRAMS = corpus()
+
+
+def compiled(name, **config):
+    fn, inputs = PROGRAMS[name]
+    return deplokit.compile(fn, *inputs, config={**config_of(PROGRAMS[name]), **config})
+
+
+def step(c, name):
+    return next(s for s in c.trace if s.stage == "kernel" and s.name == name)
+
+
+def pending(program):
+    return [s for k in program.kernels for s in K.walk_stmts(k.body)
+            if isinstance(s, (StageCopy, StageWait, StagePrologue))]
+
+
+def test_the_lowering_passes_in_order_each_traced():
+    assert [p.name for p in LOWERING] == ["001_materialize", "002_stage_copies", "003_zero_init"]
+    c = compiled("relu_matmul_seed")
+    kernel_steps = [s for s in c.trace if s.stage == "kernel"]
+    assert [s.name for s in kernel_steps] == ["001_materialize", "002_stage_copies", "003_zero_init"]
+    assert kernel_steps[0].before is c.tile_ir and kernel_steps[-1].after is c.kernel_ir
+    for a, b in zip(kernel_steps, kernel_steps[1:]):
+        assert b.before is a.after
+
+
+def test_materialize_leaves_stages_to_the_stage_copy_pass():
+    c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1})
+    materialized = step(c, "001_materialize").after
+    left = pending(materialized)
+    assert {type(s) for s in left} == {StageCopy, StageWait, StagePrologue}
+    assert {s.stage.name for s in left if isinstance(s, StageCopy)} == {"a_smem", "b_smem"}
+    assert "stage prologue of K loop a2o" in str(materialized)
+    copied = step(c, "002_stage_copies")
+    assert copied.changed and not pending(copied.after)
+    arrays = {s.name for k in copied.after.kernels for s in K.walk_stmts(k.body) if isinstance(s, K.SharedArray)}
+    assert {"a_smem", "b_smem"} <= arrays
+    # the -vv diff of the pass shows the pending lines replaced by the copies
+    text = str(copied)
+    assert "-stage prologue of K loop a2o" in text and "+barrier" in text
+
+
+def test_a_kernel_without_stages_is_left_alone_by_the_stage_copy_pass():
+    c = deplokit.compile(lambda x: x * 2 + 1, torch.randn(64, 1024))
+    assert not step(c, "002_stage_copies").changed
+
+
+def test_zero_init_kernel_names_its_owner_and_launches_read_it():
+    c = compiled("matmul_small_m_long_k")
+    zero = [k for k in c.kernel_ir.kernels if k.zero_init_for]
+    assert zero and all(z.zero_init_for in {k.name for k in c.kernel_ir.kernels} for z in zero)
+    assert "# zero-init for " in str(c.kernel_ir)
+    assert c.check(backend="sim").ok
+
+
+def test_launches_follow_the_stamped_owner_not_the_position():
+    owner = K.KernelFunc("b", (), (1, 1, 1), (1, 1, 1), ())
+    other = K.KernelFunc("a", (), (1, 1, 1), (1, 1, 1), ())
+    zero = K.KernelFunc("b_zero", (), (1, 1, 1), (1, 1, 1), (), zero_init_for="b")
+    program = K.KernelProgram((), (), (zero, other, owner), ())    # b's zero kernel placed before a
+    funcs = functions_by_kernel(program, {"a", "b"})
+    assert [f.name for f in funcs["a"]] == ["a"] and [f.name for f in funcs["b"]] == ["b_zero", "b"]
+    assert [f.name for f, _ in launch_sequence(program)] == ["b_zero", "a", "b"]

@@ -1,0 +1,179 @@
+"""The IR verifier (deplokit/passes/verify.py): the IR the pipeline makes keeps every
+invariant, and IR broken in each way is caught, naming the invariant it breaks."""
+import dataclasses
+
+import pytest
+import torch
+
+import deplokit
+from deplokit.errors import DeplokitError
+from deplokit.ir import kernel_ir as K
+from deplokit.ir.loop_ir import Load, Loop, Store
+from deplokit.ir.tile_ir import Stage, map_body
+from deplokit.passes.lower.materialize import materialize
+from deplokit.passes.verify import IRInvariantError, verify
+from deplokit.target import get_target
+from programs import config_of, corpus
+
+PROGRAMS = corpus()
+H100 = get_target("sm_90")
+
+
+def pointwise():
+    return deplokit.compile(lambda x: x * 2 + 1, torch.randn(64, 1024))
+
+
+def matmul(**config):
+    fn, inputs = PROGRAMS["matmul_64x256x128"]
+    return deplokit.compile(fn, *inputs, config={**config_of(PROGRAMS["matmul_64x256x128"]), **config})
+
+
+def with_kernel(program, kernel):
+    return dataclasses.replace(program, kernels=(kernel,) + program.kernels[1:])
+
+
+def rewrite(program, fn):
+    """The program with fn applied to every statement of its first kernel."""
+    k = program.kernels[0]
+    return with_kernel(program, dataclasses.replace(k, body=map_body(k.body, fn)))
+
+
+def caught(ir, invariant, target=None):
+    with pytest.raises(IRInvariantError) as e:
+        verify(ir, target)
+    assert e.value.invariant == invariant and isinstance(e.value, DeplokitError)
+    assert invariant in str(e.value)
+    return e.value
+
+
+@pytest.mark.parametrize("name", ["rms_norm_seed", "relu_matmul_seed", "softmax_odd", "matmul_64x256x128",
+                                  "sdpa_tinyllama_seq128", "linear_bias"])
+def test_every_scheduling_step_and_its_lowering_keep_the_invariants(name):
+    fn, inputs = PROGRAMS[name]
+    c = deplokit.compile(fn, *inputs, config=config_of(PROGRAMS[name]))
+    for step in c.trace:
+        if step.stage == "tile":
+            verify(step.after, c.target)
+            verify(materialize(step.after))
+    verify(c.kernel_ir, c.target)
+
+
+def test_a_value_read_before_it_is_computed():
+    broken = rewrite(pointwise().tile_ir, lambda s: None if isinstance(s, Load) else s)
+    assert "in0 is read before it is defined" in str(caught(broken, "names-declared"))
+
+
+def test_an_index_variable_outside_its_loop():
+    def rename(s):
+        return dataclasses.replace(s, var="a9v") if isinstance(s, Loop) and s.kind == "vector" else s
+    assert "a1v is no tile axis or enclosing loop" in str(caught(rewrite(pointwise().tile_ir, rename),
+                                                                  "loop-vars-bound"))
+
+
+def test_a_float4_stamp_the_index_no_longer_allows():
+    def shift(s):         # one float further: the 4 elements are no longer 16-byte aligned
+        if isinstance(s, Load):
+            return dataclasses.replace(s, index=(s.index[0], s.index[1] + 1))
+        return s
+    assert "not a multiple of 4" in str(caught(rewrite(pointwise().tile_ir, shift), "vector-width"))
+
+
+def test_a_float4_stamp_outside_a_vector_loop():
+    def unwrap(s):
+        return s.body if isinstance(s, Loop) and s.kind == "vector" else s
+    caught(rewrite(pointwise().tile_ir, unwrap), "loop-vars-bound")    # a1v unbound comes first
+
+    def plain(s):
+        return dataclasses.replace(s, kind="free") if isinstance(s, Loop) and s.kind == "vector" else s
+    caught(rewrite(pointwise().tile_ir, plain), "vector-width")
+
+
+def test_the_stamped_widths_are_what_the_lowering_spells():
+    c = pointwise()
+    stamped = [s for s in c.tile_ir.kernels[0].tile().body[0].body if isinstance(s, (Load, Store))]
+    assert [s.width for s in stamped] == [4, 4]
+    kinds = [type(s).__name__ for s in K.walk_stmts(c.kernel_ir.kernels[0].body)
+             if isinstance(s, (K.VectorLoad, K.VectorStore))]
+    assert kinds == ["VectorLoad", "VectorStore"]
+    # the same program with the stamps removed is spelled lane by lane
+    scalar = rewrite(c.tile_ir, lambda s: dataclasses.replace(s, width=1) if isinstance(s, (Load, Store)) else s)
+    lowered = materialize(scalar)
+    assert not [s for s in K.walk_stmts(lowered.kernels[0].body) if isinstance(s, (K.VectorLoad, K.VectorStore))]
+
+
+def test_stages_larger_than_shared_memory():
+    c = matmul(**{"003_split_matmul_k.splits": 1})
+
+    def grow(s):
+        if isinstance(s, Stage):
+            return dataclasses.replace(s, slab=(dataclasses.replace(s.slab[0], extent=4096),) + s.slab[1:])
+        return s
+    caught(rewrite(c.tile_ir, grow), "stage-smem", H100)
+
+
+def test_register_tile_shapes_are_stamped_and_read():
+    c = matmul(**{"003_split_matmul_k.splits": 1})
+    k = c.tile_ir.kernels[0]
+    assert [(r.acc, r.shape) for r in k.register_tiles] == [("acc0", (2, 4))]
+    assert "register acc0[2, 4]" in str(k)
+    caught(with_kernel(c.tile_ir, dataclasses.replace(k, register_tiles=())), "register-tiles")
+    wrong = dataclasses.replace(k, register_tiles=(dataclasses.replace(k.register_tiles[0], shape=(4, 2)),))
+    caught(with_kernel(c.tile_ir, wrong), "register-tiles")
+
+
+def test_split_k_output_is_stamped_for_zero_init_and_the_zero_kernel_names_its_owner():
+    c = matmul(**{"003_split_matmul_k.splits": 4})
+    k = c.tile_ir.kernels[0]
+    assert k.zero_init == ("matmul",)
+    zero, owner = c.kernel_ir.kernels
+    assert zero.zero_init_for == owner.name and not owner.zero_init_for
+    caught(with_kernel(c.tile_ir, dataclasses.replace(k, zero_init=())), "zero-init")
+
+
+def _func(body, params=("out",)):
+    return K.KernelFunc("k", tuple(K.Param(p, const=False, size=64) for p in params), (1, 1, 1), (64, 1, 1),
+                        tuple(body))
+
+
+def _program(*funcs):
+    return K.KernelProgram((), (), funcs, ())
+
+
+def test_kernel_ir_names_declared_before_use():
+    tid = K.Special("tid.x")
+    ok = [K.Declare("i", "int", tid), K.GlobalStore("out", K.Var("i"), K.Const(1.0))]
+    verify(_program(_func(ok)))
+    caught(_program(_func(ok[1:])), "names-declared")
+    caught(_program(_func([K.GlobalStore("nowhere", tid, K.Const(1.0))])), "names-declared")
+    caught(_program(_func([K.SharedStore("s", tid, K.Const(1.0))])), "names-declared")
+    scoped = [K.If(K.Binary("<", tid, K.Const(3, "int")), (K.Declare("i", "int", tid),)),
+              K.GlobalStore("out", K.Var("i"), K.Const(1.0))]      # i lives only inside the branch
+    caught(_program(_func(scoped)), "names-declared")
+
+
+def test_kernel_ir_barrier_in_divergent_code():
+    tid = K.Special("tid.x")
+    uniform = K.For("k", K.Const(0, "int"), K.Const(4, "int"), K.Const(1, "int"), (K.Barrier(),))
+    verify(_program(_func([uniform])))
+    caught(_program(_func([K.If(K.Binary("<", tid, K.Const(32, "int")), (K.Barrier(),))])), "uniform-barriers")
+    strided = K.For("k", tid, K.Const(100, "int"), K.Const(64, "int"), (K.Barrier(),))   # trip count per thread
+    caught(_program(_func([strided])), "uniform-barriers")
+    via_var = [K.Declare("t", "int", K.Binary("+", tid, K.Const(1, "int"))),
+               K.If(K.Binary("==", K.Var("t"), K.Const(1, "int")), (K.Barrier(),))]
+    caught(_program(_func(via_var)), "uniform-barriers")
+
+
+def test_kernel_ir_static_shared_memory_of_the_target():
+    big = _program(_func([K.SharedArray("s", 13000)]))
+    verify(big)                                 # no target: materialised before blockify, simulator only
+    caught(big, "static-smem", H100)
+
+
+def test_check_passes_verifies_each_step():
+    c = pointwise()
+    broken = rewrite(c.tile_ir, lambda s: None if isinstance(s, Load) else s)
+    steps = tuple(dataclasses.replace(s, after=broken, skipped_reason="") if s.name == "016_mark_unroll" else s
+                  for s in c.trace)
+    object.__setattr__(c, "trace", steps) if dataclasses.is_dataclass(c) else setattr(c, "trace", steps)
+    with pytest.raises(IRInvariantError):
+        c.check_passes()
