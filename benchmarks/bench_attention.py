@@ -2,9 +2,13 @@
 
 scaled_dot_product_attention at TinyLlama-1.1B's shapes (batch 1, 32 query heads, 4 kv
 heads, seq 128, head_dim 64, causal), compiled twice: with row fusion off
-(config {"fuse.row_fusion": False}: scores -> softmax -> P @ V as three kernels, the scores
-and probabilities stored in global memory) and on (one kernel per query row that keeps both
-rows in shared memory). Prints, for each: kernels, global temporaries, the *compulsory*
+(config {"fuse_rows.enable": False}: scores -> softmax -> P @ V as three kernels, the scores
+and probabilities stored in global memory) and forced on ({"fuse_rows.by_cost": False}: one
+kernel per query row that keeps both rows in shared memory; the fusion guard alone keeps the
+three kernels at this shape). Then issue 16's targets on a Qwen2.5-7B-shaped causal GQA
+attention (28 query heads, 4 kv heads, head_dim 128; seq 64 by default, `--seq N`): global
+bytes loaded (simulator) against 3x the compulsory bytes of q, k, v and the output, and float
+multiplies executed (simulator) against 0.6x the non-causal multiply-add count. Prints, for each: kernels, global temporaries, the *compulsory*
 global bytes (every global tensor a kernel reads or writes, counted once per kernel: the
 DRAM traffic with perfect caching), the global bytes the SIMT simulator counts (every access
 of every thread: K and V rows re-read by each query row's block mostly hit L1/L2), shared
@@ -82,9 +86,35 @@ def main() -> None:
               torch.randn(BATCH, KV_HEADS, SEQ, HEAD_DIM, generator=g))
     print(f"sdpa q {tuple(inputs[0].shape)}, k and v {tuple(inputs[1].shape)}, causal, GQA "
           f"{HEADS // KV_HEADS} query heads per kv head")
-    report("before (row fusion off)", deplokit.compile(attention, *inputs, config={"fuse.row_fusion": False}), inputs)
-    report("after (row fusion)", deplokit.compile(attention, *inputs), inputs)
+    report("row fusion off", deplokit.compile(attention, *inputs, config={"fuse_rows.enable": False}), inputs)
+    report("row fusion forced", deplokit.compile(attention, *inputs, config=FORCED), inputs)
+    targets(int(sys.argv[sys.argv.index("--seq") + 1]) if "--seq" in sys.argv else 64)
     layer_figures()
+
+
+FORCED = {"fuse_rows.by_cost": False}
+
+
+def targets(seq: int, heads: int = 28, kv_heads: int = 4, dim: int = 128) -> None:
+    """Issue 16's simulator-counter targets, for the guard's choice and for forced row fusion."""
+    g = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(1, heads, seq, dim, generator=g), torch.randn(1, kv_heads, seq, dim, generator=g),
+              torch.randn(1, kv_heads, seq, dim, generator=g))
+    compulsory = 4 * (2 * heads * seq * dim + 2 * kv_heads * seq * dim)       # q, out, k, v
+    macs = heads * seq * seq * (dim + dim)                                     # QK^T and PV, non-causal
+    print(f"Qwen2.5-7B-shaped causal GQA attention, q (1, {heads}, {seq}, {dim}), kv (1, {kv_heads}, {seq}, {dim}):")
+    print(f"  targets: global bytes loaded <= {3 * compulsory} (3x compulsory {compulsory}); "
+          f"multiplies <= {int(0.6 * macs)} (0.6x non-causal {macs})")
+    for label, config in (("guard's choice", {}), ("row fusion forced", FORCED)):
+        c = deplokit.compile(attention, *inputs, config=config)
+        env = dict(c.values)
+        env.update(c._bind(inputs))
+        stats: list = []
+        simulate_program(c.kernel_ir, env, max_block_threads=1024, stats=stats)
+        loaded = sum(s.global_bytes_loaded for s in stats)
+        muls = sum(s.float_multiplies for s in stats)
+        print(f"  {label} ({len(c.kernel_ir.kernels)} kernels): global bytes loaded {loaded} "
+              f"({loaded / compulsory:.2f}x compulsory), multiplies {muls} ({muls / macs:.2f}x non-causal)")
 
 
 def layer_figures() -> None:
@@ -94,7 +124,7 @@ def layer_figures() -> None:
     layer = LlamaLayer(hidden=2048, heads=HEADS, kv_heads=KV_HEADS, intermediate=5632)
     x = torch.randn(BATCH, SEQ, 2048)
     print(f"Llama decoder layer (hidden 2048, {HEADS}/{KV_HEADS} heads, intermediate 5632, seq {SEQ}):")
-    for label, config in (("row fusion off", {"fuse.row_fusion": False}), ("row fusion on", {})):
+    for label, config in (("row fusion off", {"fuse_rows.enable": False}), ("row fusion forced", FORCED)):
         c = deplokit.compile(layer, x, config=config)
         temps = sum(4 * b.type.numel for b in c.loop_ir.written if b.kind == "temp")
         print(f"  {label}: {len(c.loop_ir.kernels)} Loop-IR kernels ({len(c.kernel_ir.kernels)} launches with split-K "

@@ -29,7 +29,7 @@ def _fuse(program, pctx):
 
 
 def _fuse_rows(program, pctx):
-    loop, notes = fuse_rows(program)
+    loop, notes = fuse_rows(program, by_cost=pctx.knobs["by_cost"])
     if loop == program:
         return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
     return Noted(loop, notes)
@@ -50,7 +50,8 @@ PIPELINE = (
     Pass("decompose", "tensor", "rewrite each Torch op into Tensor-IR nodes", _decompose),
     Pass("fuse", "loop", "lift Tensor-IR nodes to loop nests and fuse producers into consumers", _fuse),
     Pass("fuse_rows", "loop", "merge attention's kernels so that no scores row leaves the chip", _fuse_rows,
-         (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),)),
+         (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),
+          flag_knob("by_cost", "fuse only where the fusion guard counts fewer bytes moved and no more work"))),
     Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
     *SCHEDULE,
     *LOWERING,          # 001_materialize, 002_stage_copies, 003_zero_init (passes/lower)

@@ -16,13 +16,15 @@ PROGRAMS = {
         q, k, v, is_causal=True, enable_gqa=True), (torch.randn(1, 4, 16, 32), torch.randn(1, 2, 16, 32),
                                                    torch.randn(1, 2, 16, 32))),
 }
+CONFIGS = {"causal_gqa_sdpa_row_fused": ("causal_gqa_sdpa", {"fuse_rows.by_cost": False})}   # the guard declines it
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_120"])
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", sorted(PROGRAMS) + sorted(CONFIGS))
 def test_emitted_translation_unit_compiles_with_nvrtc(name, target):
-    fn, inputs = PROGRAMS[name]
-    c = deplokit.compile(fn, *inputs, target=target)
+    program, config = CONFIGS.get(name, (name, {}))
+    fn, inputs = PROGRAMS[program]
+    c = deplokit.compile(fn, *inputs, target=target, config=config)
     result = compile_nvrtc(str(c.cuda), target)
     assert result.cubin[:4] == b"\x7fELF"
     assert f"--gpu-architecture={target}" in result.options

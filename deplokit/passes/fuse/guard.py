@@ -75,3 +75,22 @@ def compounding_copies(inlined: dict[str, frozenset], producers: dict[str, tuple
                              f"computed in {len(copies[outer])}: the copies would compound")
             todo.extend(producers.get(node, ()))
     return sorted(out.items(), key=lambda item: order[item[0]])
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What a kernel (or a chain of kernels) moves through global memory and computes:
+    `bytes` as its loads and stores execute (no reuse beyond what the schedule guarantees),
+    `flops` as analysis counts them."""
+    bytes: int
+    flops: int
+
+
+def fusion_pays(what: str, fused: Traffic, unfused: Traffic) -> tuple[bool, str]:
+    """A fusion must never make a program slower than not fusing it: it goes ahead only when
+    it moves no more bytes and does no more work than the kernels it replaces."""
+    ratio = f"{fused.bytes / unfused.bytes:.3g}x" if unfused.bytes else "n/a"
+    verdict = (f"{what} moves {fused.bytes} bytes and does {fused.flops} flops; unfused {unfused.bytes} "
+               f"bytes and {unfused.flops} flops ({ratio} the bytes)")
+    wins = fused.bytes <= unfused.bytes and fused.flops <= unfused.flops
+    return wins, verdict

@@ -27,15 +27,20 @@ from __future__ import annotations
 
 from ...ir.index import Affine, free_vars, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, LocalBuffer, Load, Loop, LoopProgram, Store, walk
+from .guard import fusion_pays
+from .row_cost import row_fused_traffic, unfused_traffic
 
 # Bytes of on-chip memory the local rows of one kernel may take (shared memory also holds
 # staged inputs and reduction partials: Target.static_smem_per_block in all).
 ROW_BUDGET = 32 * 1024
 
 
-def fuse_rows(program: LoopProgram, enabled: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
+def fuse_rows(program: LoopProgram, enabled: bool = True, by_cost: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
     """Merge every chain of kernels (contraction -> softmax -> contraction, in three kernels
-    or two) that qualifies. Returns the program and one decision line per chain considered."""
+    or two) that qualifies and, with `by_cost`, that the fusion guard says pays: one block per
+    row re-reads K and V for every query row, which costs more than the scores' round trip
+    unless few rows share them (decode). Returns the program and one decision line per chain
+    considered."""
     if not enabled:
         return program, ("rows: row fusion disabled by the config (fuse_rows.enable)",)
     kernels = list(program.kernels)
@@ -57,11 +62,19 @@ def fuse_rows(program: LoopProgram, enabled: bool = True) -> tuple[LoopProgram, 
             i += 1
             continue
         merged = _merge(chain, *plan)
+        names = ", ".join(k.name for k in chain)
+        wins, why = fusion_pays("one block per row", row_fused_traffic(merged, plan[0], types),
+                                unfused_traffic(chain, types))
+        if by_cost and not wins:
+            notes.append(f"rows: {names} stay separate kernels: {why}")
+            i += 1
+            continue
         kernels[i:i + len(chain)] = [merged]
         rows = ", ".join(f"{b.name} [{', '.join(map(str, b.row_shape))}]" for b in merged.locals)
         size = sum(4 * b.row_numel for b in merged.locals)
-        notes.append(f"rows: kernel {merged.name} fuses {', '.join(k.name for k in chain)}; keeps one row "
+        notes.append(f"rows: kernel {merged.name} fuses {names}; keeps one row "
                      f"of {rows} on chip ({size} bytes), never in global memory")
+        notes.append(f"rows: {'cost: ' + why if wins else 'fused without the cost check (fuse_rows.by_cost): ' + why}")
         i += 1
     if len(kernels) == len(program.kernels):
         return program, tuple(notes)

@@ -242,7 +242,10 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies):
         return self.call(e.op, [a])
 
     def e_call(self, e: K.Call, mask):
-        return self.call(e.fn, [self.ev(a, mask) for a in e.args])
+        out = self.call(e.fn, [self.ev(a, mask) for a in e.args])
+        if e.fn == "multiply" and _kind(out) == "f":        # float multiplies (a contraction's multiply-adds)
+            self.stats.float_multiplies += self.count(mask)
+        return out
 
     def call(self, fn, args):
         name = _CALL_ALIAS.get(fn, fn)

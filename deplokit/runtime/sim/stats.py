@@ -20,3 +20,4 @@ class SimStats:
     global_stores: int = 0          # a float4 counts once, so it shows 128-bit accesses at work
     shared_bytes_loaded: int = 0
     shared_bytes_stored: int = 0
+    float_multiplies: int = 0       # float `*` of active threads (each multiply-add of a contraction is one)
