@@ -12,8 +12,8 @@ from deplokit.compilation import compile_model
 from deplokit.errors import ExecutionError, UnknownModelError, UnsupportedOpError
 from deplokit.frontend import hf, models
 from deplokit.frontend.presets import PRESETS
-from deplokit.inventory import format_inventory, inventory
-from deplokit.runtime.traffic import loop_kernel_cost
+from deplokit.analysis.inventory import format_inventory, inventory
+from deplokit.analysis.traffic import loop_kernel_cost
 from deplokit.runtime.device import gpu_available
 from deplokit.runtime.nvcc import nvcc_available
 

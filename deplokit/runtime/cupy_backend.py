@@ -17,6 +17,7 @@ import torch
 from ..errors import ExecutionError
 from .device import require_gpu
 from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
+from .nvcc import compile_cuda, nvcc_available
 from .nvrtc import compile_nvrtc, nvrtc_available
 from .signature import check_plan_matches_source
 
@@ -46,7 +47,6 @@ def compile_cubin(cuda_source: str, arch: str) -> bytes:
     """The cubin of the translation unit: NVRTC when libnvrtc loads, else nvcc -cubin."""
     if nvrtc_available():
         return compile_nvrtc(cuda_source, arch).cubin
-    from .nvcc import compile_cuda, nvcc_available
     if not nvcc_available():
         raise ExecutionError("backend='cupy' needs NVRTC (pip install nvidia-cuda-nvrtc) or nvcc to compile kernels")
     return compile_cuda(cuda_source, arch).cubin

@@ -6,6 +6,8 @@ the nodes in creation order.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...errors import UnsupportedOpError
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
 from ...ir.names import fresh_name
@@ -42,7 +44,6 @@ class Builder:
         """Give the node `old` the name `new` if no later node refers to it yet."""
         if not self.nodes or self.nodes[-1].name != old or new in self._types:
             return False
-        from dataclasses import replace
         self.nodes[-1] = replace(self.nodes[-1], name=new)
         self._types[new] = self._types.pop(old)
         self._taken.add(new)
