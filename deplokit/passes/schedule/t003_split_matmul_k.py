@@ -211,6 +211,11 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
                       before.knobs, reduces_for=before.name)
 
 
+def workspace_buffer(split: SplitK, out: TensorType) -> Buffer:
+    """The temporary the split kernel stores its partial sums into: splits x the output."""
+    return Buffer(split.workspace, TensorType((split.splits,) + tuple(out.shape), out.dtype), "temp")
+
+
 def _rename(s, old: str, new: str):
     """An epilogue statement reading the sum `new` where it read the accumulator `old`."""
     if isinstance(s, Compute):
@@ -241,8 +246,7 @@ class SplitKPass(KernelPass):
             names.add(name)
             split = dataclasses.replace(split, reducer=name)
             kernels += [dataclasses.replace(k, split_k=split), reducer(before[k.name], split)]
-            out = types[_Matmul(before[k.name]).store.tensor]
-            written.append(Buffer(split.workspace, TensorType((split.splits,) + tuple(out.shape), out.dtype), "temp"))
+            written.append(workspace_buffer(split, types[_Matmul(before[k.name]).store.tensor]))
         new = dataclasses.replace(after, kernels=tuple(kernels), written=tuple(written))
         return dataclasses.replace(step, after=new)
 
