@@ -10,7 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..ir.index import Affine, evaluate
+from ..ir.index import Affine, evaluate, gathers
 from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store
 from ..ir.tensor_ir import REDUCTION_IDENTITY
 from .numpy_ops import REDUCE, apply
@@ -79,13 +79,14 @@ class _Runner:
     def load(self, s: Load, ctx):
         src = self.buffers[s.tensor]
         idx = [evaluate(e, ctx, self.buffers) for e in s.index]
-        if s.pad is None:
+        if s.pad is None and not any(gathers(e) for e in s.index):
             return src[tuple(np.asarray(i) for i in idx)] if idx else src[()]
         ok = np.ones((), dtype=bool)
         for i, extent in zip(idx, src.shape):
             ok = ok & (i >= 0) & (i < extent)
         clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(idx, src.shape))
-        return np.where(ok, src[clipped], np.asarray(s.pad, dtype=src.dtype))
+        # a data-dependent row outside the table reads the pad (0 without one), as the CUDA does
+        return np.where(ok, src[clipped], np.asarray(s.pad or 0, dtype=src.dtype))
 
     def store(self, s: Store, ctx):
         dst = self.buffers[s.tensor]
