@@ -67,7 +67,7 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
         _check_dtype(t.dtype, f"example input {i}")
     module = module_or_fn if isinstance(module_or_fn, torch.nn.Module) else _FunctionModule(module_or_fn, len(example_inputs))
     was_training = module.training
-    module.eval()
+    _set_training(module, False)
     try:
         with torch.no_grad():
             ep = torch.export.export(module, tuple(example_inputs), strict=False)
@@ -77,8 +77,17 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
             raise DynamicShapeError(f"shape depends on tensor data, which deplokit cannot compile: {msg}") from None
         raise CaptureError(f"torch.export could not capture the program: {type(e).__name__}: {msg}") from None
     finally:
-        module.train(was_training)
+        _set_training(module, was_training)
     return _convert(ep)
+
+
+def _set_training(module, mode: bool) -> None:
+    """module.train(mode), except for a module that refuses it: torch.export(...).module()
+    raises NotImplementedError because export already fixed its mode; it re-exports as it is."""
+    try:
+        module.train(mode)
+    except NotImplementedError:
+        pass
 
 
 def _check_dtype(dtype, where: str) -> str:
@@ -95,6 +104,9 @@ def _tensor_type(val, where: str) -> TensorType:
         if not isinstance(s, int):
             raise DynamicShapeError(f"{where} has a dynamic dimension {s}; deplokit compiles static shapes only")
         shape.append(int(s))
+    if 0 in shape:
+        raise CaptureError(f"{where} has shape {tuple(shape)}, with no elements; deplokit compiles "
+                           f"tensors of at least one element")
     return TensorType(tuple(shape), _check_dtype(val.dtype, where))
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import DeplokitError, ExpressionError
+from .eager_limit import EagerSizeLimit
 
 SEED = 0
 FILENAME = "<expression>"
@@ -351,7 +352,7 @@ def _evaluate(tree: ast.Module, text: str):
     rng = torch.random.get_rng_state()
     torch.manual_seed(SEED)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), EagerSizeLimit():
             exec(code, env)
     except DeplokitError:
         raise
