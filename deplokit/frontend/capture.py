@@ -6,6 +6,7 @@ are evaluated here with torch and become constants: they depend only on shapes.
 """
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -104,6 +105,9 @@ def _tensor_type(val, where: str) -> TensorType:
         if not isinstance(s, int):
             raise DynamicShapeError(f"{where} has a dynamic dimension {s}; deplokit compiles static shapes only")
         shape.append(int(s))
+    if math.prod(shape) >= 2 ** 31:
+        raise CaptureError(f"{where} has shape {tuple(shape)}, {math.prod(shape)} elements: deplokit's "
+                           f"kernels index with 32-bit ints, so it compiles tensors under 2**31 elements")
     if 0 in shape:
         raise CaptureError(f"{where} has shape {tuple(shape)}, with no elements; deplokit compiles "
                            f"tensors of at least one element")

@@ -179,10 +179,16 @@ class CupyExecutor:
         on_device = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
         if on_device:
             torch.cuda.synchronize()        # inputs written on torch's stream are complete
+        from .int_range import refuse_inexact_integers
+        refuse_inexact_integers(((f"#{i}", t.detach().cpu().numpy()) for i, t in enumerate(inputs)
+                                 if isinstance(t, torch.Tensor) and not t.is_floating_point()), "cupy", "input")
         bufs = self.prepare(inputs)
         self.launch(bufs)
         self.cupy.cuda.get_current_stream().synchronize()
-        return self.outputs(bufs, on_device)
+        outs = self.outputs(bufs, on_device)
+        refuse_inexact_integers(((f"#{i}", t.detach().cpu().numpy()) for i, t in enumerate(outs)
+                                 if not t.is_floating_point()), "cupy", "output")
+        return outs
 
     # -- what the driver says about each kernel ---------------------------------------------
     def function_attributes(self, name: str) -> dict:

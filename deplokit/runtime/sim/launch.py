@@ -74,10 +74,12 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
     written buffer starts as zeros. Returns the outputs in their shapes. SimStats of each
     kernel are appended to `stats` when given. A deduplicated program also needs its
     `launches` and the `whole` Loop-IR program (every tensor a launch binds, the outputs)."""
+    from ..int_range import refuse_inexact_integers
     from ..launches import launch_sequence
     np_dtypes = {"float32": F32, "int64": I64, "int32": np.int32, "bool": np.bool_}
     programs = (whole, p) if whole is not None else (p,)
     types = {b.name: b.type for q in programs for b in tuple(q.buffers) + tuple(q.written)}
+    refuse_inexact_integers(((n, v) for n, v in env.items() if n in types), "sim", "input")
     mem: dict[str, np.ndarray] = {}
     for name, v in env.items():
         t = types.get(name)
@@ -107,6 +109,7 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
             if t.dtype == "bool":
                 v = v != 0
         outs.append(v)
+    refuse_inexact_integers(zip((whole if whole is not None else p).outputs, outs), "sim", "output")
     return outs
 
 
