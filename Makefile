@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
 
-.PHONY: venv demo test bench lab clean distclean graphviz
+.PHONY: venv demo test fuzz bench lab clean distclean graphviz
 
 venv: $(STAMP)
 
@@ -41,6 +41,14 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q
+
+# The differential fuzzer, long: random programs on every backend against torch eager
+# (python -m deplokit.fuzz; `make test` runs a short fixed-seed part of it).
+# make fuzz FUZZ_SEED=7 FUZZ_CASES=2000
+FUZZ_SEED  ?= 1
+FUZZ_CASES ?= 500
+fuzz: venv
+	$(PY) -m deplokit.fuzz --seed $(FUZZ_SEED) --cases $(FUZZ_CASES) --timeout 60 --nvcc-every 10
 
 # JupyterLab on the notebook series (the `lab` extra: JupyterLab itself).
 lab: venv

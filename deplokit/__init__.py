@@ -1,11 +1,33 @@
-"""deplokit: a teaching compiler from PyTorch to CUDA through six inspectable IRs."""
-from .compilation import BACKENDS, CheckResult, Compilation, compile, compile_model
-from .errors import (CaptureError, DeplokitError, DynamicShapeError, ExecutionError, ExpressionError,
-                     UnsupportedDtypeError, UnsupportedOpError)
+"""deplokit: a teaching compiler from PyTorch to CUDA through six inspectable IRs.
+
+`compile`, `compile_model`, `Compilation`, `CheckResult` and `BACKENDS` load on first use
+(PEP 562), so `import deplokit.ir` or `deplokit.passes` pulls in neither torch's frontend nor
+the runtime: the IR and the passes stand on their own. The error family and the targets are
+light and load at once.
+"""
+from .errors import (CacheError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError,
+                     DisassemblerError, DynamicShapeError, ExecutionError, ExpressionError, IRInvariantError,
+                     LaunchPlanError, NotebookExtraMissing, NvccError, NvrtcError, SimulationError,
+                     UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
 from .target import TARGETS, Target, get_target
 
 __version__ = "0.1.0"
 
-__all__ = ["compile", "compile_model", "Compilation", "CheckResult", "BACKENDS", "Target", "TARGETS", "get_target",
+_FACADE = ("compile", "compile_model", "Compilation", "CheckResult", "BACKENDS")
+
+__all__ = [*_FACADE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
-           "UnsupportedDtypeError", "UnsupportedOpError"]
+           "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "DeviceUnavailableError",
+           "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
+           "ConfigError", "DisassemblerError", "IRInvariantError"]
+
+
+def __getattr__(name: str):
+    if name in _FACADE:
+        from . import compilation   # lazy on purpose: see the module docstring
+        return getattr(compilation, name)
+    raise AttributeError(f"module 'deplokit' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_FACADE))

@@ -6,14 +6,26 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .analysis.inventory import inventory
 from .display import Displayable
 from .errors import ExecutionError
+from .frontend import hf
 from .frontend.capture import capture
 from .passes.lower import lower_tiles
+from .passes.lower.cuda import render_cuda
 from .passes.verify import verify
 from .pipeline import STAGES, lower
+from .runtime.bench import bench_compilation, cuda_eager
+from .runtime.cupy_backend import CupyExecutor
+from .runtime.device import gpu_available
+from .runtime.loop_interp import run_loop_ir
+from .runtime.nvcc import compile_cuda
+from .runtime.sass import compile_sass
+from .runtime.sim import simulate_program
+from .runtime.tensor_interp import run_tensor_ir
 from .target import get_target
 from .trace import Context
+from .tune.tuner import tune_compilation
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
 # SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
@@ -27,7 +39,6 @@ def resolve_backend(backend: str) -> str:
         raise ExecutionError(f"unknown backend {backend!r}; supported: {', '.join(BACKENDS)}")
     if backend != "auto":
         return backend
-    from .runtime.device import gpu_available
     return "cupy" if gpu_available() else "sim"
 
 
@@ -86,14 +97,10 @@ class Compilation(Displayable):
         return self._wrap(self._execute(backend, env))
 
     def _execute(self, backend: str, env: dict, kernel_ir=None) -> list:
-        from .runtime.loop_interp import run_loop_ir
-        from .runtime.tensor_interp import run_tensor_ir
-
         if backend == "tensor":
             return run_tensor_ir(self.tensor_ir, env)
         if backend == "loop":
             return run_loop_ir(self.loop_ir, env)
-        from .runtime.sim import simulate_program
         # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
         program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
         return simulate_program(program, env, launches=self.launches, whole=self.loop_ir if self.launches else None,
@@ -114,7 +121,6 @@ class Compilation(Displayable):
     def cupy_executor(self):
         """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
         if self._cupy is None:
-            from .runtime.cupy_backend import CupyExecutor
             self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target,
                                       launches=self.launches, whole=self.loop_ir)
         return self._cupy
@@ -124,7 +130,6 @@ class Compilation(Displayable):
         """Time the program on the GPU (CUDA events, L2 flushed before every run, median of
         `repeats` after `warmup`) against the tools named in `compare` ("eager", "compile");
         with `profile`, per kernel too. Returns a BenchReport; needs a CUDA device."""
-        from .runtime.bench import bench_compilation
         return bench_compilation(self, inputs or self.example_inputs, warmup=warmup, repeats=repeats,
                                  compare=tuple(compare), profile=profile, name=name)
 
@@ -162,7 +167,6 @@ class Compilation(Displayable):
         with torch.no_grad():
             on_gpu = [t.device for t in inputs if isinstance(t, torch.Tensor) and t.is_cuda]
             if on_gpu:      # a module's weights (or a function's host tensors) must move there too
-                from .runtime.bench import cuda_eager
                 return cuda_eager(self.source, inputs, str(on_gpu[0]))(*inputs)
             return self.source(*inputs)
 
@@ -195,9 +199,6 @@ class Compilation(Displayable):
         found: a runtime.nvcc.CompileResult whose `stats[kernel]` holds ptxas's registers,
         shared memory and spills (`annotate_program(c.kernel_ir, result)` puts them on the
         Kernel IR). The compilation itself is left as it was."""
-        from .passes.lower.cuda import render_cuda
-        from .runtime.nvcc import compile_cuda
-
         arch = arch or self.target.name
         source = self.cuda if arch == self.target.name else render_cuda(self.kernel_ir, Context(get_target(arch)))
         return compile_cuda(str(source), arch, kernel_names=source.kernels)
@@ -206,7 +207,6 @@ class Compilation(Displayable):
         """The machine code nvcc makes for `arch` (the target by default), disassembled: each
         kernel's SASS and its hottest loop's instruction mix (deplokit.analysis.sass.SassReport).
         Needs nvcc and cuobjdump or nvdisasm (the `sass` extra); changes nothing here."""
-        from .runtime.sass import compile_sass
         return compile_sass(self.cuda, self.kernel_ir, arch or self.target.name, self.target.name)
 
     # -- tuning ---------------------------------------------------------------------------------
@@ -220,13 +220,11 @@ class Compilation(Displayable):
         """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
         return a deplokit.tune.result.TuneResult; `listener(trial)` is called after each trial;
         `cache`: a path (default ~/.cache/deplokit/tune.db) or a deplokit.tune.cache.TuneCache."""
-        from .tune.tuner import tune_compilation
         return tune_compilation(self, budget=budget, objective=objective, listener=listener, cache=cache, **options)
 
     # -- inspection ---------------------------------------------------------------------------
     def inventory(self):
-        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/inventory.py)."""
-        from .inventory import inventory
+        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/analysis/inventory.py)."""
         return inventory(self.loop_ir, self.launches)
 
     def ir(self, stage: str):
@@ -315,7 +313,6 @@ def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict |
     unique kernel once. `tuned(loop_program, target)` gives knob values found earlier (the
     tune cache's, see deplokit.tune.tuner.tuned_lookup), looked up during the one lowering;
     `config` wins over them."""
-    from .frontend import hf
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)

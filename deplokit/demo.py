@@ -11,8 +11,10 @@ import torch
 from torch import nn
 
 import deplokit
-from deplokit.cli import format_ir
+from deplokit.cli.compile_cmd import format_ir
 from deplokit.pipeline import STAGES
+from deplokit.runtime.device import gpu_available
+from deplokit.runtime.nvcc import annotate_program, nvcc_available
 
 TITLES = {"torch": "Torch IR", "tensor": "Tensor IR", "loop": "Loop IR", "tile": "Tile IR",
           "kernel": "Kernel IR", "cuda": "CUDA"}
@@ -31,7 +33,6 @@ def main() -> int:
 
     failed = []
     print("==== check against torch eager ====")
-    from .runtime.device import gpu_available
     for backend in deplokit.BACKENDS:
         if backend == "auto":
             continue
@@ -48,7 +49,6 @@ def main() -> int:
         if not check.result.ok:
             failed.append(check.name)
 
-    from deplokit.runtime.nvcc import annotate_program, nvcc_available
     if nvcc_available():
         print("==== nvcc -cubin, ptxas statistics ====")
         for target in ("sm_80", "sm_90", "sm_120"):

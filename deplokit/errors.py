@@ -34,5 +34,55 @@ class UnknownModelError(DeplokitError):
     """A model name that is neither a preset nor a file."""
 
 
+class DeviceUnavailableError(DeplokitError):
+    """Something needs a CUDA device (CuPy execution, timing) and none is usable."""
+
+
+class LaunchPlanError(ExecutionError):
+    """A kernel program that cannot be launched as it stands (limits, buffers, types)."""
+
+
+class NvccError(DeplokitError):
+    """nvcc rejected a source, timed out, or is not installed. `.log` holds its output."""
+
+    def __init__(self, message: str, log: str = "", line: int | None = None,
+                 source_line: str | None = None):
+        super().__init__(message)
+        self.log = log
+        self.line = line
+        self.source_line = source_line
+
+
+class NvrtcError(NvccError):
+    """NVRTC rejected the source, or NVRTC could not be loaded. `.log` holds its output."""
+
+
+class SimulationError(DeplokitError):
+    """The simulated kernel did something invalid: an out-of-bounds access, a race, a
+    divergent barrier, a misaligned vector access, ..."""
+
+
+class CacheError(DeplokitError):
+    """The tuning cache cannot be opened or written (a folder in its place, no permission)."""
+
+
+class NotebookExtraMissing(DeplokitError, ImportError):
+    """A widget or plot was asked for and a library of the notebook extra is not installed.
+    An ImportError too, so deplokit.display falls back to text where it happens while drawing."""
+
+
+class DisassemblerError(DeplokitError):
+    """No SASS disassembler (cuobjdump, nvdisasm) is installed, or it refused the cubin."""
+
+
+class IRInvariantError(DeplokitError):
+    """An IR breaks one of its invariants, a bug in a pass that passes/verify.py catches at a
+    stage boundary (`invariant` names which, `kernel` where)."""
+
+    def __init__(self, stage: str, invariant: str, kernel: str, detail: str):
+        self.stage, self.invariant, self.kernel, self.detail = stage, invariant, kernel, detail
+        super().__init__(f"{stage} IR invariant {invariant} violated in kernel {kernel}: {detail}")
+
+
 class ConfigError(DeplokitError):
     """A compile config key that names no pass's knob, or a value outside the knob's domain."""

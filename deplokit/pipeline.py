@@ -14,6 +14,7 @@ from .passes.lower import LOWERING
 from .passes.lower.cuda import render_cuda
 from .passes.record import Noted, Pass, Skip, flag_knob, run_passes, validate_config, validate_kernel_names
 from .passes.schedule import SCHEDULE
+from .passes.split_reduce import SPLIT_REDUCE
 from .passes.verify import verify
 from .trace import Context, TraceStep, format_step  # noqa: F401  (the pipeline's vocabulary)
 
@@ -52,6 +53,7 @@ PIPELINE = (
     Pass("fuse_rows", "loop", "merge attention's kernels so that no scores row leaves the chip", _fuse_rows,
          (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),
           flag_knob("by_cost", "fuse only where the fusion guard counts fewer bytes moved and no more work"))),
+    SPLIT_REDUCE,
     Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
     *SCHEDULE,
     *LOWERING,          # 001_materialize, 002_stage_copies, 003_zero_init (passes/lower)

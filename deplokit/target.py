@@ -27,7 +27,7 @@ class Target:
     peak_bandwidth_gbs: float  # HBM/GDDR, of a reference part
     peak_fp32_tflops: float
     reference_gpu: str
-    # SM limits of the reference part, for occupancy (runtime/occupancy.py) and L2 flushing.
+    # SM limits of the reference part, for occupancy (analysis/occupancy.py) and L2 flushing.
     sm_count: int = 0
     max_threads_per_sm: int = 2048
     max_blocks_per_sm: int = 32

@@ -124,11 +124,11 @@ def test_cli_cupy_backend_and_suite_bench_without_gpu_are_one_line_errors(capsys
 
 
 def test_cli_compare_is_validated(capsys):
-    from deplokit.cli_bench import _compare
-    assert _compare("eager,compile") == ("eager", "compile")
-    assert _compare("none") == ()
+    from deplokit.cli.bench_cmd import parse_compare
+    assert parse_compare("eager,compile") == ("eager", "compile")
+    assert parse_compare("none") == ()
     with pytest.raises(deplokit.DeplokitError, match="unknown speed"):
-        _compare("speed")
+        parse_compare("speed")
 
 
 def test_a_function_holding_host_tensors_is_moved_whole_to_the_device():

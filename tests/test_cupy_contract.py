@@ -128,9 +128,10 @@ def test_torch_reference_runs_on_another_device():
 
 
 def test_preflight_without_a_device_says_so(capsys, monkeypatch):
-    from deplokit.runtime import device, preflight
+    from deplokit.cli import main
+    from deplokit.runtime import device
     monkeypatch.setattr(device, "gpu_available", lambda: False)
-    assert preflight.main() == 2
+    assert main(["preflight"]) == 2
     out = capsys.readouterr().out
     assert out.startswith("python ") and f"torch {torch.__version__}" in out
     assert out.rstrip().endswith("FAIL: no CUDA device (cupy.cuda.runtime.getDeviceCount() found none or failed)")

@@ -146,8 +146,8 @@ def test_bench_times_torch_compile():
 
 
 def test_preflight_passes(capsys):
-    from deplokit.runtime.preflight import main
-    assert main() == 0, capsys.readouterr().out
+    from deplokit.cli import main
+    assert main(["preflight"]) == 0, capsys.readouterr().out
 
 
 def test_misaligned_device_inputs_are_realigned():

@@ -144,7 +144,7 @@ class LaunchCountingClock:
 
 def test_bench_plumbing_on_the_host():
     from deplokit.runtime.bench import TimingDevice, bench_compilation
-    from deplokit.runtime.traffic import program_cost, program_kernel_costs
+    from deplokit.analysis.traffic import program_cost, program_kernel_costs
 
     fn, inputs = CASES["attention"]
     c = deplokit.compile(fn, *inputs)

@@ -16,7 +16,7 @@ from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.record import PassContext
 from deplokit.passes.schedule import t014_pad_smem
-from deplokit.passes.schedule.banks import conflict_degree, smem_loads
+from deplokit.analysis.banks import conflict_degree, smem_loads
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
 from programs import config_of, corpus
 

@@ -4,8 +4,8 @@ import torch
 from torch import nn
 
 import deplokit
-from deplokit.runtime.occupancy import occupancy
-from deplokit.runtime.traffic import (kernel_func_bytes, loop_kernel_cost, program_cost,
+from deplokit.analysis.occupancy import occupancy
+from deplokit.analysis.traffic import (kernel_func_bytes, loop_kernel_cost, program_cost,
                                       program_kernel_costs)
 from deplokit.target import TARGETS
 

@@ -224,7 +224,7 @@ def test_ptx_has_128_bit_global_loads_and_stores(tmp_path, target):
 
 
 def test_bank_model_counts_float4_shared_reads_by_phase():
-    from deplokit.passes.schedule.banks import _warp_worst, smem_loads
+    from deplokit.analysis.banks import _warp_worst, smem_loads
     lanes = np.arange(32, dtype=np.int64)
     assert _warp_worst(lanes * 4, 32, width=4) == 1          # consecutive float4 runs: conflict-free
     assert _warp_worst(lanes * 4, 32) == 4                   # the same words as scalar loads: 4-way

@@ -11,6 +11,11 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import torch
+
+from ..compilation import compile as dk_compile
+from ..runtime.bench_text import report_to_dict
+from ..runtime.nvrtc import compile_nvrtc
 from ..runtime.worker import Outcome, Watchdog
 from .suite import SuiteEntry, entry
 
@@ -20,12 +25,9 @@ CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-4      # FP32 sums over K up to 18944 in a dif
 def run_entry(name: str, target: str = "sm_90", warmup: int = 10, repeats: int = 100,
               compare=("eager", "compile"), profile: bool = False) -> dict:
     """Compile entry `name`, check it on the GPU against eager, and time it (worker side)."""
-    import deplokit
-    from ..runtime.bench_text import report_to_dict
-
     e = entry(name)
     t0 = time.perf_counter()
-    c = deplokit.compile(e.program(), *e.inputs(), target=target)
+    c = dk_compile(e.program(), *e.inputs(), target=target)
     compile_s = time.perf_counter() - t0
     inputs = tuple(t.to("cuda") for t in e.inputs())
     check = c.check(*inputs, backend="cupy", rtol=CHECK_RTOL, atol=CHECK_ATOL)
@@ -41,19 +43,15 @@ def run_entry(name: str, target: str = "sm_90", warmup: int = 10, repeats: int =
 
 def _release_device_memory() -> None:
     import cupy
-    import torch
     cupy.get_default_memory_pool().free_all_blocks()
     torch.cuda.empty_cache()
 
 
 def compile_entry(name: str, target: str = "sm_90") -> dict:
     """Compile entry `name` through every IR and its CUDA through NVRTC (no GPU needed)."""
-    import deplokit
-    from ..runtime.nvrtc import compile_nvrtc
-
     e = entry(name)
     t0 = time.perf_counter()
-    c = deplokit.compile(e.program(), *e.inputs(empty=True), target=target)
+    c = dk_compile(e.program(), *e.inputs(empty=True), target=target)
     t1 = time.perf_counter()
     compiled = compile_nvrtc(str(c.cuda), target)
     t2 = time.perf_counter()

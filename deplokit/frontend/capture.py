@@ -6,12 +6,18 @@ are evaluated here with torch and become constants: they depend only on shapes.
 """
 from __future__ import annotations
 
+<<<<<<< HEAD
 import math
+=======
+import inspect
+import keyword
+>>>>>>> main
 import operator
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.export.graph_signature import InputKind
 
 from ..errors import CaptureError, DynamicShapeError, UnsupportedDtypeError, UnsupportedOpError
 from ..ir.torch_ir import TorchOp, TorchProgram
@@ -30,7 +36,7 @@ class Captured:
     out_spec: object        # pytree spec of the module's return value (tensor, tuple, dict)
 
 
-class _FunctionModule(torch.nn.Module):
+class FunctionModule(torch.nn.Module):
     """Wraps a plain function; forward takes the function's own argument names so the
     captured inputs are called x, bias, w rather than args_0, args_1, args_2."""
 
@@ -44,11 +50,14 @@ class _FunctionModule(torch.nn.Module):
         self.forward = scope["forward"].__get__(self)
 
 
+def as_module(module_or_fn, n_inputs: int) -> torch.nn.Module:
+    """What torch.export is given: a module as it is, a function wrapped in a FunctionModule."""
+    return module_or_fn if isinstance(module_or_fn, torch.nn.Module) else FunctionModule(module_or_fn, n_inputs)
+
+
 def argument_names(module_or_fn, n: int) -> list[str]:
     """The names the n captured inputs get: the function's (or forward's) positional
     parameter names, or x0, x1, ... when those are missing, repeated or unusable."""
-    import inspect
-    import keyword
     fn = module_or_fn.forward if isinstance(module_or_fn, torch.nn.Module) else module_or_fn
     try:
         params = [p for p in inspect.signature(fn).parameters.values()
@@ -66,7 +75,7 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
         _check_dtype(t.dtype, f"example input {i}")
-    module = module_or_fn if isinstance(module_or_fn, torch.nn.Module) else _FunctionModule(module_or_fn, len(example_inputs))
+    module = as_module(module_or_fn, len(example_inputs))
     was_training = module.training
     _set_training(module, False)
     try:
@@ -115,8 +124,6 @@ def _tensor_type(val, where: str) -> TensorType:
 
 
 def _convert(ep) -> Captured:
-    from torch.export.graph_signature import InputKind
-
     sig = ep.graph_signature
     kinds = {spec.arg.name: spec for spec in sig.input_specs}
     state = dict(ep.state_dict)

@@ -29,22 +29,16 @@ weights. This runs arbitrary Python code: it has the same trust as running a scr
 from __future__ import annotations
 
 import ast
-import builtins
 import copy
 import inspect
 import keyword
-import traceback
 from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import DeplokitError, ExpressionError
-from .eager_limit import EagerSizeLimit
+from ..errors import ExpressionError
+from .expression_eval import FILENAME, evaluate_once, node_position, position, scope
 
-SEED = 0
-FILENAME = "<expression>"
-
-# torch.<name>(...) calls whose result is an input of the program.
 FACTORIES = frozenset({
     "randn", "rand", "randint", "randperm", "normal",
     "randn_like", "rand_like", "randint_like",
@@ -71,11 +65,6 @@ class Program:
     code: str = field(default="", repr=False)   # the generated function ("" for a module)
 
 
-def scope() -> dict:
-    """The globals `-c` text is evaluated in."""
-    return {"torch": torch, "nn": torch.nn, "F": torch.nn.functional, "__builtins__": builtins}
-
-
 def load_expression(text: str) -> Program:
     """Evaluate `text` (see the module docstring) and return the program it describes."""
     if not isinstance(text, str) or not text.strip():
@@ -83,27 +72,17 @@ def load_expression(text: str) -> Program:
     tree = _parse(text)
     planner = _Planner()
     planner.analyse(tree)
-    factory_values, const_values, env = _evaluate(tree, text)
+    factory_values, const_values, env = evaluate_once(tree, text)
     return planner.build(tree, text, factory_values, const_values, env)
 
 
 # -- parsing ------------------------------------------------------------------------------------
 
-def _at(line, col=None) -> str:
-    if line is None:
-        return ""
-    return f" at line {line}, column {col}" if col else f" at line {line}"
-
-
-def _node_at(node: ast.AST) -> str:
-    return _at(node.lineno, node.col_offset + 1)
-
-
 def _parse(text: str) -> ast.Module:
     try:
         tree = ast.parse(text, filename=FILENAME, mode="exec")
     except SyntaxError as e:
-        raise ExpressionError(f"malformed expression{_at(e.lineno, e.offset)}: {e.msg}") from None
+        raise ExpressionError(f"malformed expression{position(e.lineno, e.offset)}: {e.msg}") from None
     except ValueError as e:  # null bytes and the like
         raise ExpressionError(f"malformed expression: {e}") from None
     if not tree.body:
@@ -111,11 +90,11 @@ def _parse(text: str) -> ast.Module:
     last = tree.body[-1]
     if not isinstance(last, ast.Expr):
         raise ExpressionError(f"the last statement must be the expression whose value is the output; "
-                              f"found {_describe(last)}{_node_at(last)}")
+                              f"found {_describe(last)}{node_position(last)}")
     for stmt in tree.body[:-1]:
         if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Import, ast.ImportFrom)):
             raise ExpressionError(f"only assignments and expressions may come before the final expression; "
-                                  f"found {_describe(stmt)}{_node_at(stmt)}")
+                                  f"found {_describe(stmt)}{node_position(stmt)}")
     return tree
 
 
@@ -174,12 +153,12 @@ class _Planner:
         if isinstance(node, _OPAQUE):
             for sub in ast.walk(node):
                 if _is_factory(sub):
-                    raise ExpressionError(f"tensor factory torch.{sub.func.attr}(...){_node_at(sub)} is inside a "
+                    raise ExpressionError(f"tensor factory torch.{sub.func.attr}(...){node_position(sub)} is inside a "
                                           "comprehension, lambda or f-string, which is not supported; "
                                           "assign it to a name first")
             return
         if isinstance(node, ast.NamedExpr):
-            raise ExpressionError(f"':='{_node_at(node)} is not supported")
+            raise ExpressionError(f"':='{node_position(node)} is not supported")
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self._mark(child)
@@ -204,7 +183,7 @@ class _Planner:
                 self._mark(stmt.value)
             for target in targets:
                 if dynamic and not _plain_target(target):
-                    raise ExpressionError(f"assignment target{_node_at(target)}: a value that depends on an input "
+                    raise ExpressionError(f"assignment target{node_position(target)}: a value that depends on an input "
                                           "can only be assigned to names")
                 self._name_inputs(target, stmt.value)
                 for n in ast.walk(target):
@@ -324,77 +303,6 @@ def _plain_target(target: ast.expr) -> bool:
     return False
 
 
-# -- evaluation -------------------------------------------------------------------------------
-
-def _evaluate(tree: ast.Module, text: str):
-    """Run the text once with factories and constants instrumented; return their values."""
-    values = {"input": {}, "const": {}}
-    where = {}
-
-    def hook(kind):
-        def record(k, value):
-            if k in values[kind]:
-                raise ExpressionError(f"the {'tensor factory' if kind == 'input' else 'subexpression'} at "
-                                      f"{where[kind, k]} is evaluated more than once; deplokit evaluates "
-                                      "each input and constant once")
-            # Keep the example input as created: later statements may update it in place.
-            values[kind][k] = value.detach().clone() if kind == "input" and isinstance(value, torch.Tensor) else value
-            return value
-        return record
-
-    wrapped = _Instrument(where).visit(copy.deepcopy(tree))
-    last = wrapped.body[-1]
-    wrapped.body[-1] = ast.copy_location(ast.Assign(targets=[ast.Name("_dk_result", ast.Store())], value=last.value), last)
-    ast.fix_missing_locations(wrapped)
-    env = scope()
-    env["_dk_input"], env["_dk_const"] = hook("input"), hook("const")
-    code = compile(wrapped, FILENAME, "exec")
-    rng = torch.random.get_rng_state()
-    torch.manual_seed(SEED)
-    try:
-        with torch.no_grad(), EagerSizeLimit():
-            exec(code, env)
-    except DeplokitError:
-        raise
-    except Exception as e:  # anything the user's code raises
-        raise ExpressionError(_runtime_message(e)) from None
-    finally:
-        torch.random.set_rng_state(rng)
-
-    for (kind, k), pos in sorted(where.items()):
-        if k not in values[kind]:
-            raise ExpressionError(f"the {'tensor factory' if kind == 'input' else 'subexpression'} at {pos} "
-                                  "is never evaluated; deplokit needs every input and constant evaluated once")
-    final = tree.body[-1].value
-    result = env["_dk_result"]
-    leaves = torch.utils._pytree.tree_leaves(result)
-    if isinstance(result, torch.nn.Module) or not leaves or not all(isinstance(t, torch.Tensor) for t in leaves):
-        hint = ("; it is a module: call it on an input, e.g. nn.RMSNorm(8)(torch.randn(2, 8))"
-                if isinstance(result, torch.nn.Module) else "")
-        raise ExpressionError(f"the expression{_node_at(final)} evaluates to {type(result).__name__}, "
-                              f"not a tensor{hint}")
-    for k, v in values["input"].items():
-        if not isinstance(v, torch.Tensor):
-            raise ExpressionError(f"the tensor factory at {where['input', k]} returned "
-                                  f"{type(v).__name__}, not a tensor")
-    return values["input"], values["const"], env
-
-
-class _Instrument(ast.NodeTransformer):
-    """Factory -> _dk_input(k, factory); constant -> _dk_const(k, constant)."""
-
-    def __init__(self, where):
-        self.where = where
-
-    def visit(self, node):
-        mark = getattr(node, "_dk", None)
-        if mark is None:
-            return super().visit(node)
-        self.where[mark] = f"line {node.lineno}, column {node.col_offset + 1}"
-        hook = ast.Name("_dk_input" if mark[0] == "input" else "_dk_const", ast.Load())
-        return ast.copy_location(ast.Call(func=hook, args=[ast.Constant(mark[1]), node], keywords=[]), node)
-
-
 class _Substitute(ast.NodeTransformer):
     """Factory -> its input parameter; constant -> the name of its hoisted value."""
 
@@ -407,14 +315,3 @@ class _Substitute(ast.NodeTransformer):
             return super().visit(node)
         name = self.names[mark[1]] if mark[0] == "input" else f"_dk_c{mark[1]}"
         return ast.copy_location(ast.Name(name, ast.Load()), node)
-
-
-def _runtime_message(e: Exception) -> str:
-    line = col = None
-    for frame in traceback.extract_tb(e.__traceback__):
-        if frame.filename == FILENAME:
-            line, col = frame.lineno, getattr(frame, "colno", None)
-    msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    what = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
-    hint = "; torch, nn (torch.nn) and F (torch.nn.functional) are in scope" if isinstance(e, NameError) else ""
-    return f"could not evaluate expression{_at(line, None if col is None else col + 1)}: {what}{hint}"

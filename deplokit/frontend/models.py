@@ -17,6 +17,8 @@ from torch import nn
 
 from ..errors import UnknownModelError
 from . import hf
+from .capture import capture as capture_program
+from .stitch import capture_layers, layers_identical
 from .presets import PRESETS, ModelPreset
 
 DEFAULT_SEQ = 128
@@ -39,10 +41,8 @@ class ModelProgram:
     def capture(self):
         """Captured program: a layer alone, or the whole model with ONE layer traced and
         stitched N times (stitch.py)."""
-        from .capture import capture
-        from .stitch import capture_layers, layers_identical
         if self.layer is not None or not layers_identical(self.lm):
-            return capture(self.fn, self.inputs)
+            return capture_program(self.fn, self.inputs)
         return capture_layers(self.lm, self.layer_module, self.inputs[0])
 
 

@@ -25,7 +25,8 @@ import torch
 
 from ..errors import DeplokitError, ExpressionError
 from .capture import argument_names
-from .expression import SEED, Program
+from .expression import Program
+from .expression_eval import SEED
 
 
 def load_file(path: str) -> Program:

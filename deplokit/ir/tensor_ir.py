@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from ..display import Displayable
-from .index import DIM_NAMES, Affine
+from .index import DIM_NAMES, Affine, gathers
 from .types import Buffer, TensorType, format_header, format_scalar
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
@@ -94,7 +94,6 @@ class IndexMap:
     pad: float | None = None
 
     def inputs(self) -> tuple[str, ...]:
-        from .index import gathers
         names = [self.src]
         for e in self.index:
             names.extend(g.tensor for g in gathers(e) if g.tensor not in names)

@@ -109,6 +109,7 @@ from typing import Union
 from ..display import Displayable
 from .index import Affine, format_index
 from .loop_ir import Accumulate, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Tile IR reuses Loop IR's statements)
+from .loop_ir import format_loop_operand
 from .types import Buffer, format_header
 
 THREAD, BLOCK = "THREAD", "BLOCK"
@@ -248,7 +249,6 @@ class AtomicAdd:
     value: "str | float | Affine"
 
     def text(self) -> str:
-        from .loop_ir import format_loop_operand
         return f"{self.tensor}[{format_index(self.index)}] += {format_loop_operand(self.value)}  # atomic"
 
 

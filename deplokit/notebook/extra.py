@@ -3,12 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import DeplokitError
-
-
-class NotebookExtraMissing(DeplokitError, ImportError):
-    """A widget or plot was asked for and a library of the notebook extra is not installed.
-    An ImportError too, so deplokit.display falls back to text where it happens while drawing."""
+from ..errors import NotebookExtraMissing
 
 
 def require(module: str, what: str):

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
 from ..ir.names import fresh_name  # noqa: F401  (the one fresh-name rule, re-exported for passes)
+from ..ir.tile_ir import Tile
 from ..target import Target
 from ..trace import Context, Decision, TraceStep
 
@@ -99,7 +100,6 @@ def switched_off(knobs: tuple[Knob, ...], values: Mapping) -> Skip | None:
 
 def replace_tile(kernel, tile):
     """The kernel with its one Tile replaced by `tile` (its locals, knobs and other fields kept)."""
-    from ..ir.tile_ir import Tile
     return dataclasses.replace(kernel, body=tuple(tile if isinstance(s, Tile) else s for s in kernel.body))
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..ir.index import Affine, bounds, var
 from ..ir.loop_ir import Loop
-from ..ir.tile_ir import StridedLoop, Tile
+from ..ir.tile_ir import AsyncWait, Stage, StridedLoop, Tile, walk
 
 VECTOR = 4                   # floats in a 16-byte unit (float4, cp.async 16, TMA granule)
 SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom
@@ -243,7 +243,6 @@ def head_stages(loop) -> tuple:
     """The Stages at the head of the loop's body, before its first other statement; the
     AsyncWait among them (after them, or before them once 015 pipelined the loop) is passed
     over."""
-    from ..ir.tile_ir import AsyncWait, Stage
     out = []
     for s in loop.body:
         if isinstance(s, AsyncWait):
@@ -256,7 +255,6 @@ def head_stages(loop) -> tuple:
 
 def head_length(loop) -> int:
     """How many statements the head of the loop's body holds: its Stages and AsyncWaits."""
-    from ..ir.tile_ir import AsyncWait, Stage
     n = 0
     while n < len(loop.body) and isinstance(loop.body[n], (Stage, AsyncWait)):
         n += 1
@@ -265,7 +263,6 @@ def head_length(loop) -> int:
 
 def smem_bytes(tile: Tile) -> int:
     """Bytes of shared memory the tile's stages declare (padded rows, every buffer)."""
-    from ..ir.tile_ir import Stage, walk
     total = 0
     for s, _ in walk(tile.body):
         if isinstance(s, Stage):
@@ -279,7 +276,6 @@ def smem_bytes(tile: Tile) -> int:
 def rewrite_k_heads(kernel, fn):
     """The kernel with fn(stage, loop) -> Stage applied to every Stage at the head of a
     top-level K-outer loop (an AsyncWait among them is kept as it is)."""
-    from ..ir.tile_ir import Stage
     tile = kernel.tile()
     heads = {id(lp): lp for lp in k_outer_loops(tile)}
     body = []

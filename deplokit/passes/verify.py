@@ -29,7 +29,7 @@ Kernel IR (per function)
 """
 from __future__ import annotations
 
-from ..errors import DeplokitError
+from ..errors import IRInvariantError
 from ..ir import kernel_ir as K
 from ..ir.index import Affine, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
@@ -38,14 +38,6 @@ from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, smem_bytes
 from .vector_geometry import float4_reason, multiples_of_vector
-
-
-class IRInvariantError(DeplokitError):
-    """An IR breaks one of its invariants (`invariant` names which, `kernel` where)."""
-
-    def __init__(self, stage: str, invariant: str, kernel: str, detail: str):
-        self.stage, self.invariant, self.kernel, self.detail = stage, invariant, kernel, detail
-        super().__init__(f"{stage} IR invariant {invariant} violated in kernel {kernel}: {detail}")
 
 
 def verify(ir, target=None) -> None:

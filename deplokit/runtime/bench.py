@@ -3,7 +3,7 @@
 Every figure comes from CUDA events: `warmup` untimed runs, then `repeats` timed runs, each
 preceded (outside its event pair) by a write over a buffer twice the size of the L2 cache,
 so no run finds its inputs left in L2 by the last; the median is reported. Bytes and FLOPs
-come from the IR (runtime/traffic.py), so GB/s and FLOP/s are the same work for all three.
+come from the IR (analysis/traffic.py), so GB/s and FLOP/s are the same work for all three.
 Without a CUDA device `bench_compilation` raises DeviceUnavailableError: no timing is ever
 made up.
 """
@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..analysis.occupancy import occupancy as theoretical_occupancy
+from ..analysis.traffic import program_cost, program_kernel_costs
+from ..errors import DeplokitError
+from ..frontend.capture import as_module
 from .bench_report import BenchReport, KernelProfile
 from .device import require_gpu
-from .occupancy import occupancy as theoretical_occupancy
-from .traffic import program_cost, program_kernel_costs
 
 MIN_FLUSH_BYTES = 64 << 20
 
@@ -110,9 +112,8 @@ def cuda_eager(source, inputs_dev, device: str = "cuda"):
 def exported_on(fn, inputs_cpu, device: str):
     """`fn`'s torch.export graph as a module on `device`, its lifted constants (the tensors a
     function closes over, which `.to()` leaves behind) moved too."""
-    from ..frontend.capture import _FunctionModule
     with torch.no_grad():
-        ep = torch.export.export(_FunctionModule(fn, len(inputs_cpu)), inputs_cpu, strict=False)
+        ep = torch.export.export(as_module(fn, len(inputs_cpu)), inputs_cpu, strict=False)
     module = ep.module().to(device)
     for sub in module.modules():
         for attr, value in list(vars(sub).items()):
@@ -161,7 +162,6 @@ def cuda_timing_device(target) -> TimingDevice:
 def bench_compilation(c, inputs, *, warmup: int = 10, repeats: int = 100, compare=("eager", "compile"),
                       profile: bool = False, name: str = "", device: TimingDevice | None = None) -> BenchReport:
     """Time compilation `c` on `inputs` (see the module docstring)."""
-    from ..errors import DeplokitError
     unknown = [x for x in compare if x not in ("eager", "compile")]
     if unknown:
         raise DeplokitError(f"unknown comparison {', '.join(unknown)}; supported: eager, compile")

@@ -16,7 +16,9 @@ import torch
 
 from ..errors import ExecutionError
 from .device import require_gpu
+from .int_range import refuse_inexact_integers
 from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
+from .nvcc import compile_cuda, nvcc_available
 from .nvrtc import compile_nvrtc, nvrtc_available
 from .signature import check_plan_matches_source
 
@@ -46,7 +48,6 @@ def compile_cubin(cuda_source: str, arch: str) -> bytes:
     """The cubin of the translation unit: NVRTC when libnvrtc loads, else nvcc -cubin."""
     if nvrtc_available():
         return compile_nvrtc(cuda_source, arch).cubin
-    from .nvcc import compile_cuda, nvcc_available
     if not nvcc_available():
         raise ExecutionError("backend='cupy' needs NVRTC (pip install nvidia-cuda-nvrtc) or nvcc to compile kernels")
     return compile_cuda(cuda_source, arch).cubin
@@ -179,7 +180,6 @@ class CupyExecutor:
         on_device = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
         if on_device:
             torch.cuda.synchronize()        # inputs written on torch's stream are complete
-        from .int_range import refuse_inexact_integers
         refuse_inexact_integers(((f"#{i}", t.detach().cpu().numpy()) for i, t in enumerate(inputs)
                                  if isinstance(t, torch.Tensor) and not t.is_floating_point()), "cupy", "input")
         bufs = self.prepare(inputs)

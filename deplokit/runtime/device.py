@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from ..errors import DeplokitError
-
-
-class DeviceUnavailableError(DeplokitError):
-    """Something needs a CUDA device (CuPy execution, timing) and none is usable."""
+from ..errors import DeviceUnavailableError
 
 
 @functools.lru_cache(maxsize=1)

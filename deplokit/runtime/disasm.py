@@ -18,7 +18,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from ..errors import DeplokitError
+from ..errors import DisassemblerError
+from .nvcc import nvcc_path
 
 # tool -> (environment variable, pip distribution that ships it, arguments before the cubin)
 TOOLS = {
@@ -26,10 +27,6 @@ TOOLS = {
     "nvdisasm": ("DEPLOKIT_NVDISASM", "nvidia-cuda-nvdisasm", ("-c",)),
 }
 TIMEOUT_S = 120.0
-
-
-class DisassemblerError(DeplokitError):
-    """No disassembler is installed, or it refused the cubin."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +64,6 @@ def tool_path(tool: str) -> tuple[str, str] | None:
     on_path = shutil.which(tool)
     if on_path:
         return on_path, ""
-    from .nvcc import nvcc_path
     nvcc = nvcc_path()
     beside = os.path.join(os.path.dirname(nvcc), tool) if nvcc else None
     return (beside, "") if _executable(beside) else None

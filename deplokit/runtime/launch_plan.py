@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ExecutionError
+from ..errors import LaunchPlanError
 from ..ir import kernel_ir as K
 from ..ir.types import CTYPE_DTYPE, DTYPE_BYTES
 from ..target import STATIC_SMEM_PER_BLOCK
@@ -29,10 +29,6 @@ ARENA_ALIGN = 256                       # bytes: cudaMalloc's alignment, enough 
 # after cudaFuncAttributeMaxDynamicSharedMemorySize is raised for the kernel (cupy_backend does).
 STATIC_SMEM_LIMIT = STATIC_SMEM_PER_BLOCK
 
-
-
-class LaunchPlanError(ExecutionError):
-    """A kernel program that cannot be launched as it stands (limits, buffers, types)."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 
-from ..errors import DeplokitError
+from ..errors import NvccError
 
 __all__ = ["NvccError", "KernelStats", "CompileResult", "compile_cuda", "nvcc_available",
            "nvcc_path", "ptx_arches", "parse_ptxas_log", "annotate_kernel", "annotate_program",
@@ -39,17 +39,6 @@ __all__ = ["NvccError", "KernelStats", "CompileResult", "compile_cuda", "nvcc_av
 NVCC_FLAGS = ("-cubin", "-O3", "-Xptxas", "-v")
 DEFAULT_TIMEOUT_S = 120.0
 _ARCH = re.compile(r"^sm_(\d+)(a?)$")
-
-
-class NvccError(DeplokitError):
-    """nvcc rejected a source, timed out, or is not installed. `.log` holds its output."""
-
-    def __init__(self, message: str, log: str = "", line: int | None = None,
-                 source_line: str | None = None):
-        super().__init__(message)
-        self.log = log
-        self.line = line
-        self.source_line = source_line
 
 
 @dataclass(frozen=True)

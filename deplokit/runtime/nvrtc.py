@@ -18,8 +18,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from ..errors import DeplokitError
-from .nvcc import NvccError
+from ..errors import DeplokitError, NvrtcError
 
 PRELUDE = ("#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
            "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif\n"
@@ -27,10 +26,6 @@ PRELUDE = ("#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endi
 NVRTC_OPTIONS = ("-std=c++17",)
 _ARCH = re.compile(r"^sm_\d+a?$")
 _ERROR = re.compile(r"^kernel\.cu\((?P<line>\d+)\): (?:catastrophic )?error: ?(?P<msg>.*)$")
-
-
-class NvrtcError(NvccError):
-    """NVRTC rejected the source, or NVRTC could not be loaded. `.log` holds its output."""
 
 
 @dataclass(frozen=True)

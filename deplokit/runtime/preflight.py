@@ -1,23 +1,28 @@
-"""A one-minute check that a machine can run the CuPy backend, before spending device time:
-
-    python -m deplokit.runtime.preflight
+"""A one-minute check that a machine can run the CuPy backend, before spending device time
+(`deplokit preflight`, cli/preflight_cmd.py, which adds the check that compiles a program):
 
 It prints the versions that matter (torch and its CUDA, CuPy, the driver, NVRTC), the device,
 then checks in order, stopping at the first failure: NVRTC compiles a kernel for the device's
-architecture, the driver loads that cubin, a tensor crosses DLPack both ways, and one
-deplokit program (RMSNorm on TMA stages) runs on the device and matches torch eager.
+architecture, the driver loads that cubin, a tensor crosses DLPack both ways, and then the
+caller's checks (the CLI's: one deplokit program runs on the device and matches torch eager;
+the runtime does not compile programs itself).
 Exit status 0 when every check passed, 1 otherwise (2: no CUDA device at all).
 """
 from __future__ import annotations
 
 import platform
-import sys
+
+import numpy as np
+import torch
+
+from . import device
+from .cupy_backend import compile_cubin, device_arch
+from .nvrtc import nvrtc_available, nvrtc_version
 
 PROBE = 'extern "C" __global__ void probe(float* x) { x[threadIdx.x] = 2.0f * threadIdx.x; }\n'
 
 
 def _versions() -> list[str]:
-    import torch
     lines = [f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda})"]
     try:
         import cupy
@@ -25,14 +30,12 @@ def _versions() -> list[str]:
         lines.append(f"cupy {cupy.__version__}, CUDA runtime {rt.runtimeGetVersion()}, driver {rt.driverGetVersion()}")
     except Exception as e:          # no cupy, or no driver: say so and carry on to the checks
         lines.append(f"cupy: {type(e).__name__}: {e}")
-    from .nvrtc import nvrtc_available, nvrtc_version
     lines.append(f"NVRTC {'.'.join(map(str, nvrtc_version()))}" if nvrtc_available() else "NVRTC: not found")
     return lines
 
 
 def _device() -> str:
     import cupy
-    from .cupy_backend import device_arch
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return (f"device: {name}, {device_arch()[0]}, {props['multiProcessorCount']} SMs, "
@@ -41,8 +44,6 @@ def _device() -> str:
 
 def _check_cubin_loads() -> str:
     import cupy
-    import numpy as np
-    from .cupy_backend import compile_cubin, device_arch
     arch = device_arch()[0]
     module = cupy.cuda.function.Module()
     module.load(compile_cubin(PROBE, arch))
@@ -56,7 +57,6 @@ def _check_cubin_loads() -> str:
 
 def _check_dlpack() -> str:
     import cupy
-    import torch
     t = torch.arange(8, dtype=torch.float32, device="cuda")
     c = cupy.from_dlpack(t)
     c *= 3
@@ -67,28 +67,15 @@ def _check_dlpack() -> str:
     return "torch <-> cupy DLPack shares memory both ways"
 
 
-def _check_program() -> str:
-    import torch
-    import deplokit
-    from .cupy_backend import device_arch
-    cc = device_arch()[1]
-    target = "sm_120" if cc >= 120 else "sm_90" if cc >= 90 else "sm_80"
-    torch.manual_seed(0)
-    c = deplokit.compile(torch.nn.RMSNorm(2048), torch.randn(1, 32, 2048), target=target)
-    result = c.check(backend="cupy")
-    if not result.ok:
-        raise AssertionError(str(result))
-    return f"RMSNorm ({target}) on the device: {result}"
-
-
-def main() -> int:
+def preflight(*more_checks) -> int:
+    """Print the versions, then run the device checks and `more_checks` (callables that
+    return a line, or raise) in order, stopping at the first failure."""
     for line in _versions():
         print(line)
-    from .device import gpu_available
-    if not gpu_available():
+    if not device.gpu_available():
         print("FAIL: no CUDA device (cupy.cuda.runtime.getDeviceCount() found none or failed)")
         return 2
-    checks = (_device, _check_cubin_loads, _check_dlpack, _check_program)
+    checks = (_device, _check_cubin_loads, _check_dlpack, *more_checks)
     for check in checks:
         try:
             print(("" if check is _device else "ok: ") + check(), flush=True)
@@ -97,7 +84,3 @@ def main() -> int:
             return 1
     print("preflight passed")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 from ..analysis.sass import SassReport, analyze_sass
-from .disasm import disassemble, find_disassembler, DisassemblerError
-from .nvcc import NvccError, compile_cuda, nvcc_available
+from ..errors import DisassemblerError, NvccError
+from ..passes.lower.cuda import render_cuda
+from ..target import get_target
+from ..trace import Context
+from .disasm import disassemble, find_disassembler
+from .nvcc import compile_cuda, nvcc_available
 
 
 def require_sass_tools() -> None:
@@ -18,10 +22,6 @@ def require_sass_tools() -> None:
 def compile_sass(cuda, kernel_program, arch: str, target_name: str | None = None) -> SassReport:
     """The SassReport of `cuda` (a CudaSource rendered for `target_name`) built for `arch`;
     another arch renders the Kernel IR `kernel_program` for it first."""
-    from ..passes.lower.cuda import render_cuda
-    from ..trace import Context
-    from ..target import get_target
-
     require_sass_tools()
     source = cuda if arch == (target_name or arch) else render_cuda(kernel_program, Context(get_target(arch)))
     result = compile_cuda(str(source), arch, kernel_names=source.kernels)

@@ -15,7 +15,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 
-from ..errors import DeplokitError
+from ..errors import CacheError
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -27,10 +27,6 @@ CREATE TABLE IF NOT EXISTS trials (
 CREATE TABLE IF NOT EXISTS ptxas (
     source TEXT NOT NULL, arch TEXT NOT NULL, stats TEXT NOT NULL, PRIMARY KEY (source, arch));
 """
-
-
-class CacheError(DeplokitError):
-    """The tuning cache cannot be opened or written (a folder in its place, no permission)."""
 
 
 def default_cache_path() -> str:

@@ -2,7 +2,7 @@
 
     samples = measure_samples(compilation, per_kernel=12)     # needs a CUDA device
     constants, error = fit_constants(samples, target)
-    save_constants(cache, target, constants)                  # the model objective then uses them
+    save_constants(cache, target, constants)                  # constants.py: the model objective then uses them
 
 A sample is one scheduled kernel's work (traffic.KernelWork), its registers, shared memory and
 spills (ptxas), and its measured time. The fit minimises the mean squared log error of the
@@ -13,12 +13,19 @@ of 8 of the defaults, so a handful of noisy measurements cannot send one to an a
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 from dataclasses import dataclass
 
+from ..analysis.work import count_work
+from ..errors import DeplokitError
+from ..passes.lower import lower_tiles
+from ..runtime.device import require_gpu
+from ..trace import Context
 from .cost_model import CostConstants, DoesNotFit, kernel_time
+from .main_loop import main_loop
+from .objective import ModelObjective
+from .space import kernel_spaces
 
 # Constants the fit may move, and how far (a factor either way) from the default.
 FITTED = {"launch_us": 8.0, "l2_bandwidth_ratio": 4.0, "l2_miss": 8.0, "dram_efficiency": 1.2,
@@ -76,34 +83,9 @@ def fit_constants(samples, target, start: CostConstants = CostConstants(), sweep
     return best, best_err
 
 
-def save_constants(cache, target, constants: CostConstants) -> None:
-    cache.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                       (f"constants:{target.name}", json.dumps(constants.as_dict(), sort_keys=True)))
-
-
-def load_constants(cache, target) -> CostConstants | None:
-    if cache is None or cache.conn is None:
-        return None
-    row = cache.conn.execute("SELECT value FROM meta WHERE key = ?", (f"constants:{target.name}",)).fetchone()
-    if row is None:
-        return None
-    values = json.loads(row[0])
-    known = {f.name for f in dataclasses.fields(CostConstants)}
-    return CostConstants(**{k: v for k, v in values.items() if k in known})
-
-
 def measure_samples(compilation, per_kernel: int = 12, seed: int = 0, listener=None) -> list[Sample]:
     """Time `per_kernel` random schedules of every kernel of `compilation` on the GPU; each
     sample pairs the measured time with the work the model prices. Needs a CUDA device."""
-    from ..errors import DeplokitError
-    from ..passes.lower import lower_tiles
-    from ..trace import Context
-    from ..runtime.device import require_gpu
-    from .main_loop import main_loop
-    from .objective import ModelObjective
-    from .space import kernel_spaces
-    from .traffic import count_work
-
     require_gpu("calibrating the cost model")
     model = ModelObjective(compilation.target, ptxas=True)
     rng = random.Random(seed)

@@ -1,6 +1,6 @@
 """An analytic cost model: predicted microseconds of a scheduled kernel on a target, no GPU needed.
 
-It prices the work counted on the Tile IR (tune/traffic.py) against the target's peaks
+It prices the work counted on the Tile IR (analysis/work.py) against the target's peaks
 (deplokit/target.py) and a few facts of the reference parts below:
 
     memory   DRAM: the compulsory bytes (plus a share of the re-reads that miss L2);
@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ..analysis.occupancy import occupancy as sm_occupancy
+from ..analysis.work import KernelWork, count_work
 from ..ir import kernel_ir as K
-from ..runtime.occupancy import occupancy as sm_occupancy
 from .main_loop import MainLoop, main_loop
-from .traffic import KernelWork, count_work
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def estimate_registers(func: K.KernelFunc) -> int:
 
 def occupancy(target, threads: int, registers: int, smem: int) -> tuple[int, float]:
     """(resident blocks per SM, resident warps / maximum warps) for one block shape, by
-    runtime/occupancy.py's rules on the target's SM limits; DoesNotFit when no block fits."""
+    analysis/occupancy.py's rules on the target's SM limits; DoesNotFit when no block fits."""
     occ = sm_occupancy(target, threads, registers or None, smem or None)
     if occ.blocks_per_sm < 1:
         raise DoesNotFit(f"a block of {threads} threads with {registers} registers each and {smem} bytes of "

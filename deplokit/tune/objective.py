@@ -16,8 +16,11 @@ import hashlib
 
 from ..errors import DeplokitError
 from ..passes.lower import lower_tiles
+from ..passes.lower.cuda import render_cuda
 from ..runtime.device import require_gpu
+from ..runtime.nvcc import KernelStats, compile_cuda, nvcc_available
 from ..trace import Context
+from .constants import load_constants
 from .cost_model import CostConstants, DoesNotFit, estimate
 
 OBJECTIVES = ("model", "gpu")
@@ -31,7 +34,6 @@ class ModelObjective:
     name = "model"
 
     def __init__(self, target, cache=None, ptxas: bool | None = None, constants: CostConstants = CostConstants()):
-        from ..runtime.nvcc import nvcc_available
         self.target = target
         self.cache = cache
         self.ptxas = nvcc_available() if ptxas is None else ptxas
@@ -50,9 +52,6 @@ class ModelObjective:
 
     def stats(self, kernel_program) -> dict:
         """ptxas's KernelStats of every kernel, from the cache or one nvcc run."""
-        from ..passes.lower.cuda import render_cuda
-        from ..runtime.nvcc import KernelStats, compile_cuda
-
         source = render_cuda(kernel_program, Context(self.target))
         digest = hashlib.sha256(str(source).encode()).hexdigest()
         cached = self.cache.ptxas(digest, self.target.name) if self.cache is not None else None
@@ -85,7 +84,6 @@ class GpuObjective:
 
 def make_objective(name: str, compilation, cache=None, ptxas: bool | None = None):
     if name == "model":
-        from .calibrate import load_constants
         constants = load_constants(cache, compilation.target) or CostConstants()
         return ModelObjective(compilation.target, cache, ptxas, constants)
     if name == "gpu":

@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import DeplokitError
+from ..ir.structural import structural_hash
+from ..passes.schedule import SCHEDULE
 from .cache import TuneCache
 from .mcts import SPMCTS
 from .objective import TrialFailed, make_objective
@@ -93,7 +95,6 @@ def tune_compilation(compilation, budget: int = 64, objective: str = "model", li
         obj = make_objective(objective, compilation, store, ptxas)
         spaces = kernel_spaces(compilation.loop_ir, target)
         types = compilation.loop_ir.types()
-        from ..ir.structural import structural_hash
         sharing = {s.key: tuple(k.name for k in compilation.loop_ir.kernels
                                 if structural_hash(k, types) == s.key) for s in spaces}
         history: list[Trial] = []
@@ -121,9 +122,6 @@ def tuned_config(program, target, cache=None) -> tuple[dict, int, list[str]]:
     """(config, kernels it schedules, notes) from the best cached trials of the kernels of
     `program` (Loop IR) for `target`; ({}, 0, notes) when the cache has none. Never creates a
     cache file; a corrupt one is set aside."""
-    from ..ir.structural import structural_hash
-    from ..passes.schedule import SCHEDULE
-
     store = cache if isinstance(cache, TuneCache) else TuneCache(cache, create=False)
     domains = {f"{p.name}.{k.name}": k.domain for p in SCHEDULE for k in p.knobs}
     config, count = {}, 0

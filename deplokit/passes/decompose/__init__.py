@@ -23,9 +23,10 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
                                      f"rules exist for: {', '.join(sorted(RULES))}")
         mapped = op.__class__(op.name, op.op, tuple(names.get(a, a) if isinstance(a, str) else a for a in op.args),
                               op.attrs, op.type)
+        first_new = len(b.nodes)
         result = rule(mapped, b)
         # The op's last node carries the Torch-IR name, so the two IRs read side by side.
-        if result != op.name and b.rename_last(result, op.name):
+        if result != op.name and b.rename_last(result, op.name, first_new):
             result = op.name
         if b.shape(result) != op.type.shape:
             raise UnsupportedOpError(f"rule for {op.op} (node {op.name}) produced shape {b.shape(result)}, "

@@ -6,6 +6,8 @@ the nodes in creation order.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...errors import UnsupportedOpError
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
 from ...ir.names import fresh_name
@@ -38,11 +40,13 @@ class Builder:
         self._types[node.name] = node.type
         return node.name
 
-    def rename_last(self, old: str, new: str) -> bool:
-        """Give the node `old` the name `new` if no later node refers to it yet."""
-        if not self.nodes or self.nodes[-1].name != old or new in self._types:
+    def rename_last(self, old: str, new: str, since: int) -> bool:
+        """Give the node `old` the name `new` if it is the last node and was made at or after
+        node number `since` (by the rule being applied): only then can nothing else refer to it.
+        A no-op rule (clone, contiguous, same-shape reshape) returns an older node that
+        earlier ops' results still name, and that one must keep its name."""
+        if (len(self.nodes) <= since or self.nodes[-1].name != old or new in self._types):
             return False
-        from dataclasses import replace
         self.nodes[-1] = replace(self.nodes[-1], name=new)
         self._types[new] = self._types.pop(old)
         self._taken.add(new)

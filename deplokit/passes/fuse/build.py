@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir.index import DIM_NAMES, Affine, const, gathers, rename, substitute, var
+from ...ir.index import DIM_NAMES, Affine, bounds, const, free_vars, gathers, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store
 from ...ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorNode
 from .expr import EAcc, ELoad, EOp, ExprTable
+from .tidy import annotate_roles, article_notes, count_evaluations, loads_first, rename_in_print_order
 
 
 class NeedMaterialise(Exception):
@@ -114,7 +115,6 @@ class KernelBuilder:
     def _padded(self, node: IndexMap, index):
         """A computed value read through a padded map: where(in bounds, value, pad). The
         value is computed with safe loads (out-of-range reads give 0), then discarded."""
-        from ...ir.index import bounds
         src_shape = self.nodes[node.src].type.shape
         conds = []
         for ix, extent in zip(index, src_shape):
@@ -139,7 +139,6 @@ class KernelBuilder:
         return self.table.add(EOp("where", (cond, inner, float(node.pad)), node.name))
 
     def _reduction(self, red: Reduction, index):
-        from ...ir.index import free_vars
         used = set()
         for ix in index:
             used |= free_vars(ix)
@@ -188,7 +187,6 @@ class KernelBuilder:
         index = tuple(index)
         top = self.value(self.root, index)
 
-        from ...ir.index import free_vars
         outer_names = set()
         for inst in self.instances:
             for ix in inst.index:
@@ -220,12 +218,12 @@ class KernelBuilder:
         body = tuple(self.frames[0].stmts)
 
         roles = self._matmul_roles()
-        body = _annotate(body, roles)
-        body = _loads_first(body)
-        body, origins, names = _rename(body)
-        body = _article_notes(body)
+        body = annotate_roles(body, roles)
+        body = loads_first(body)
+        body, origins, names = rename_in_print_order(body)
+        body = article_notes(body)
         acc_red = {names[self.acc_names[i]]: inst.red.name for i, inst in enumerate(self.instances)}
-        evals, points, work = _count(body, origins, acc_red)
+        evals, points, work = count_evaluations(body, origins, acc_red)
         for inst in self.instances:   # accumulate executions -> evaluations of the reduction
             size = 1
             for _, e in inst.reduce_vars:
@@ -290,135 +288,3 @@ class KernelBuilder:
                 for v, _ in inst.reduce_vars:
                     roles[v] = "K"
         return roles
-
-
-def _annotate(body, roles):
-    """Loop roles, and the article's prologue/epilogue notes in matmul-like kernels."""
-    out = []
-    for s in body:
-        if isinstance(s, Loop):
-            s = Loop(s.var, s.extent, s.kind, _annotate(s.body, roles), roles.get(s.var, ""))
-        out.append(s)
-    return tuple(out)
-
-
-def _loads_first(body):
-    """Loads first in each stretch of a body between loops: grouped where they are read,
-    but never moved above a loop (which would keep them live across it)."""
-    out, loads, rest = [], [], []
-    for s in body:
-        if isinstance(s, Loop):
-            out += loads + rest
-            loads, rest = [], []
-            out.append(Loop(s.var, s.extent, s.kind, _loads_first(s.body), s.role))
-        elif isinstance(s, Load):
-            loads.append(s)
-        else:
-            rest.append(s)
-    return tuple(out + loads + rest)
-
-
-def _rename(body):
-    """Stable names in print order: loop vars a0.., loads in0.., values v0.., accs acc0..
-    Compute notes (the Tensor-IR origin) are kept aside for counting, then rewritten."""
-    names: dict[str, str] = {}
-    counters = {"a": 0, "in": 0, "v": 0, "acc": 0}
-    origins: dict[str, str] = {}
-
-    def fresh(old, cls):
-        if old not in names:
-            names[old] = f"{cls}{counters[cls]}"
-            counters[cls] += 1
-        return names[old]
-
-    def assign(stmts):
-        for s in stmts:
-            if isinstance(s, Loop):
-                fresh(s.var, "a")
-                assign(s.body)
-            elif isinstance(s, Load):
-                fresh(s.dst, "in")
-            elif isinstance(s, Compute):
-                fresh(s.dst, "v")
-            elif isinstance(s, Accumulate):
-                fresh(s.acc, "acc")
-
-    # Accumulators are printed where they accumulate, which is after the values they fold;
-    # numbering them by first appearance keeps acc0 the first reduction of the kernel.
-    assign(body)
-    var_names = {k: v for k, v in names.items() if k.startswith(("%o", "%r"))}
-
-    def operand(a):
-        if isinstance(a, str):
-            return names.get(a, a)
-        if isinstance(a, Affine):
-            return rename(a, var_names)
-        return a
-
-    def index(ix):
-        return tuple(rename(e, var_names) for e in ix)
-
-    def rewrite(stmts):
-        out = []
-        for s in stmts:
-            if isinstance(s, Loop):
-                out.append(Loop(names[s.var], s.extent, s.kind, rewrite(s.body), s.role))
-            elif isinstance(s, Load):
-                out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
-            elif isinstance(s, Compute):
-                origins[names[s.dst]] = s.note
-                out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args)))
-            elif isinstance(s, Accumulate):
-                out.append(Accumulate(names[s.acc], s.reduction, operand(s.value)))
-            else:
-                out.append(Store(s.tensor, index(s.index), operand(s.value)))
-        return tuple(out)
-
-    return rewrite(body), origins, names
-
-
-def _article_notes(body):
-    """Mark the first computation inside a matmul's K loop and the first after it, as the
-    article's Loop IR does."""
-    out = []
-    after_k = False
-    for s in body:
-        if isinstance(s, Loop):
-            inner = s.body
-            if s.role == "K":
-                computes = [c for c in inner if isinstance(c, Compute)]
-                if len(computes) > 1:
-                    first = computes[0]
-                    inner = tuple(Compute(c.dst, c.op, c.args, "prologue (inside reduce)") if c is first else c
-                                  for c in inner)
-                after_k = True
-            else:
-                inner = _article_notes(inner)
-            s = Loop(s.var, s.extent, s.kind, inner, s.role)
-        elif isinstance(s, Compute) and after_k:
-            s = Compute(s.dst, s.op, s.args, "epilogue (outside reduce)")
-            after_k = False
-        out.append(s)
-    return tuple(out)
-
-
-def _count(body, origins, acc_red):
-    evals: dict[str, int] = {}
-    points: dict[str, int] = {}
-    work = 0
-
-    def rec(stmts, mult):
-        nonlocal work
-        for s in stmts:
-            if isinstance(s, Loop):
-                rec(s.body, mult * s.extent)
-            elif isinstance(s, (Load, Compute, Accumulate)):
-                work += mult
-                if isinstance(s, Compute):
-                    o = origins[s.dst]
-                    evals[o] = evals.get(o, 0) + mult
-                elif isinstance(s, Accumulate):
-                    r = acc_red[s.acc]
-                    points[r] = points.get(r, 0) + mult
-    rec(body, 1)
-    return evals, points, work

@@ -10,9 +10,9 @@ probabilities included. Both do the same arithmetic, counted the same way.
 """
 from __future__ import annotations
 
+from ...analysis.traffic import loop_kernel_cost, loop_kernel_flops
 from ...ir.index import free_vars
 from ...ir.loop_ir import Kernel, Load, Store, walk
-from ...runtime.traffic import loop_kernel_cost, loop_kernel_flops
 from .guard import Traffic
 
 

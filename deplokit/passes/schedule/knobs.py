@@ -2,6 +2,7 @@
 records themselves live in deplokit/passes/record.py)."""
 from __future__ import annotations
 
+from ...ir.tile_ir import THREAD, Combine, walk
 from ...target import WARP_SIZE
 
 
@@ -15,7 +16,6 @@ def pow2_at_least(n: int) -> int:
 def combine_smem(tile) -> int:
     """Shared memory the tile's Combines will take when materialised: one 16-byte aligned
     array of warp partials each (see passes/lower/combine.py)."""
-    from ...ir.tile_ir import THREAD, Combine, walk
     threads = 1
     for a in tile.axes:
         if a.kind == THREAD:

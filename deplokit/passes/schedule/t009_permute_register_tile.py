@@ -5,7 +5,7 @@ r = 0..TN-1 are the adjacent columns t*TN + r. At every k, slot r of the 16 N-th
 warp reads row k of the B tile at columns t*TN + r: 16 words TN apart, which span only
 32/TN banks: for TN = 4, threads t and t + 8 are 32 words apart, the same bank, so every
 B load of the strip takes 2 wavefronts (4 for TN = 8). (The two M-rows of a warp read the
-same words: broadcasts, free.) Counted with deplokit.passes.schedule.banks:
+same words: broadcasts, free.) Counted with deplokit.analysis.banks:
 
     b_smem[a2i, a1t * 4 + a1r]                      degree 2 for every slot a1r
     b_smem[a2i, a1t * 4 + (a1r + a1t // 8) % 4]     degree 1
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import Affine, Var, floordiv, mod, var
+from ...analysis.banks import smem_loads
+from ...ir.index import Affine, Mod, Var, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
 from ...ir.tile_ir import AtomicAdd, StridedLoop, Tile, TileKernel, walk
-from .banks import smem_loads
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 from .rewrite import substitute_body
 from .t008_register_tile import role_pair
@@ -104,7 +104,6 @@ def apply(kernel: TileKernel, pctx: PassContext):
 
 
 def _has_mod_of(tile: Tile, r: str) -> bool:
-    from ...ir.index import Mod, free_vars
     for s, _ in walk(tile.body):
         if isinstance(s, (Load, Store, AtomicAdd)):
             for e in s.index:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
-from .banks import stage_cost
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"

@@ -1,9 +1,5 @@
-"""The simulator's error: every hazard it detects is raised as a SimulationError."""
-from __future__ import annotations
+"""The simulator's error: every hazard it detects is raised as a SimulationError (defined
+with the rest of the error family in deplokit/errors.py)."""
+from ...errors import SimulationError
 
-from ...errors import DeplokitError
-
-
-class SimulationError(DeplokitError):
-    """The simulated kernel did something invalid: an out-of-bounds access, a race, a
-    divergent barrier, a misaligned vector access, ..."""
+__all__ = ["SimulationError"]

@@ -1,6 +1,6 @@
-"""The interpreter of one chunk of blocks: scopes and variables, register arrays, expressions,
-vector accesses and control flow (If, For under active masks). Memory accesses come from the
-mixins in global_mem.py, shared.py and async_copy.py."""
+"""The interpreter of one chunk of blocks: scopes and variables, register arrays, expressions
+and control flow (If, For under active masks). Memory accesses come from the mixins in
+global_mem.py, shared.py, async_copy.py and vector.py (float4)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +12,7 @@ from .errors import SimulationError
 from .global_mem import _GlobalMemory
 from .memory import _MBar, _Reg, _Shared
 from .shared import _SharedMemory
+from .vector import _VectorAccesses
 from .values import (
     F32, I64, _BIN_ALIAS, _CALL_ALIAS, _INT_FNS, _LOGICAL_FNS, _NONE, _as_bool, _binary_values, _cast,
     _dtype_of, _kind, _narrow, _own, _scalar, _unify,
@@ -20,7 +21,7 @@ from .values import (
 MAX_LOOP_ITERATIONS = 10_000_000
 
 
-class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies):
+class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
     """The blocks b0 .. b0+nb-1 of one kernel launch, run together."""
 
     def __init__(self, k, buffers, params, scratch, stats, b0, nb, check_races):
@@ -322,41 +323,6 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies):
         w = v.reshape(v.shape[0], -1, 32)
         out = w[:, :, np.arange(32) ^ m].reshape(v.shape[0], -1)
         return out[:, :T] if pad else out
-
-    # -- vector accesses ----------------------------------------------------------------------
-
-    def s_vector_load(self, s: K.VectorLoad, mask):
-        off = self.ev_int(s.offset, mask)
-        if s.space == "global":
-            buf = self.gbuf(s.source, "VectorLoad")
-            off = self.check_bounds(off, 4, buf.size, mask, f"buffer {s.source}", "VectorLoad", align=4)
-            vals = [_cast(np.take(buf, off + j), F32) for j in range(4)]
-            self.stats.global_bytes_loaded += self.count(mask) * 16
-            self.stats.global_loads += self.count(mask)
-        elif s.space == "shared":
-            vals = self.shared_read(self.sarr(s.source, "VectorLoad"), off, 4, mask, "VectorLoad")
-        else:
-            self.fail(f"VectorLoad from unknown space {s.space!r}")
-        for name, v in zip(s.dsts, vals):
-            scope = None
-            for sc in reversed(self.scopes):
-                if name in sc:
-                    scope = sc
-                    break
-            if scope is None:       # not declared yet: a fresh float register here
-                self.scopes[-1][name] = [F32, _own(v)]
-            else:
-                self.set_var(scope[name], v, mask)
-
-    def s_vector_store(self, s: K.VectorStore, mask):
-        off = self.ev_int(s.offset, mask)
-        values = [self.ev(v, mask) for v in s.values]
-        if s.space == "global":
-            self.global_write(s.target, "VectorStore", off, values, mask, align=4)
-        elif s.space == "shared":
-            self.shared_write(self.sarr(s.target, "VectorStore"), off, values, mask, "VectorStore", align=4)
-        else:
-            self.fail(f"VectorStore to unknown space {s.space!r}")
 
     # -- control flow -------------------------------------------------------------------------
 

@@ -7,6 +7,8 @@ from typing import Mapping
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ..int_range import refuse_inexact_integers
+from ..launches import launch_sequence
 from .errors import SimulationError
 from .exec import _Chunk
 from .stats import SimStats
@@ -74,8 +76,6 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
     written buffer starts as zeros. Returns the outputs in their shapes. SimStats of each
     kernel are appended to `stats` when given. A deduplicated program also needs its
     `launches` and the `whole` Loop-IR program (every tensor a launch binds, the outputs)."""
-    from ..int_range import refuse_inexact_integers
-    from ..launches import launch_sequence
     np_dtypes = {"float32": F32, "int64": I64, "int32": np.int32, "bool": np.bool_}
     programs = (whole, p) if whole is not None else (p,)
     types = {b.name: b.type for q in programs for b in tuple(q.buffers) + tuple(q.written)}

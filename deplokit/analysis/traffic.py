@@ -12,14 +12,7 @@ from dataclasses import dataclass
 
 from ..ir import loop_ir as L
 from ..ir.index import gathers
-from ..ir.types import ctype_bytes
-
-# Bytes per element as buffers are stored on the device (a bool is one byte, as in torch):
-# TensorType.itemsize / ctype_bytes, from ir/types.py's one table.
-
-# Compute ops that are selections or comparisons, not floating-point arithmetic.
-NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equal", "equal",
-                          "not_equal", "logical_and", "logical_or", "logical_not"})
+from .units import ctype_bytes, is_flop
 
 
 @dataclass(frozen=True)
@@ -40,11 +33,11 @@ class KernelCost:
 
 
 def loop_kernel_flops(kernel: L.Kernel) -> int:
-    """Arithmetic ops (Compute not in NON_FLOP_OPS, and each Accumulate) times the product
+    """FLOPs (units.is_flop: arithmetic Computes and each Accumulate) times the product
     of the extents of the loops around each."""
     total = 0
     for stmt, loops in L.walk(kernel.body):
-        if isinstance(stmt, L.Accumulate) or (isinstance(stmt, L.Compute) and stmt.op not in NON_FLOP_OPS):
+        if is_flop(stmt):
             n = 1
             for loop in loops:
                 n *= loop.extent

@@ -1,7 +1,7 @@
 """The kernel inventory of a compilation: each unique kernel, how many times it runs, its
 tensors' shapes, and the bytes and FLOPs of one launch.
 
-Bytes and FLOPs are those the benchmarks measure against (runtime/traffic.py): the
+Bytes and FLOPs are those the benchmarks measure against (analysis/traffic.py): the
 compulsory traffic, every tensor the kernel reads or writes once, or only the elements read
 when that is fewer (a gather); and the arithmetic the loop nest executes (a multiply-add
 counts 2; selections and comparisons do not count). Both come from the Loop IR alone.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir.loop_ir import LoopProgram
-from .ir.types import format_shape
-from .runtime.traffic import loop_kernel_cost
+from ..ir.loop_ir import LoopProgram
+from ..ir.types import format_shape
+from .traffic import loop_kernel_cost
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ loop variable is taken at 0. Global accesses are priced by the 32-byte sectors o
 access touches (warp 0's lanes, the THREAD axes flattened row-major as the materialiser does):
 32 consecutive floats are 4 sectors, a column of a row-major tile up to 32, a broadcast 1.
 So coalescing shows up as bytes fetched beyond the bytes asked for. Shared-memory loads are
-priced in wavefronts with the bank-degree model of passes/schedule/banks.py; a Stage copy
+priced in wavefronts with the bank-degree model of analysis/banks.py; a Stage copy
 moves its slab once per block per execution, as whole 32-byte sectors of its rows.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ import numpy as np
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileKernel
-from ..passes.schedule.banks import WARP, smem_loads, thread_values
+from .banks import WARP, smem_loads, thread_values
+from .units import is_flop
 
 SECTOR = 32
 # Special-function-unit ops issue at a quarter of the FP32 rate.
@@ -31,7 +32,7 @@ class KernelWork:
     name: str
     threads: int                # per block
     blocks: int
-    flops: float                # arithmetic ops of all threads (a multiply-add is 2)
+    flops: float                # FLOPs of all threads (units.is_flop: a multiply-add is 2)
     fp_instructions: float      # warp instructions on the FP32 / SFU pipes
     instructions: float         # all warp instructions issued (arithmetic, loads, stores, copies)
     compulsory_bytes: int       # each tensor the kernel touches, once
@@ -143,7 +144,8 @@ class _Counter:
             elif isinstance(s, (Compute, Accumulate)):
                 op = s.op if isinstance(s, Compute) else "add"
                 slow = 4 if op in SLOW_OPS else 1
-                self.flops += per_thread * self.vector
+                if is_flop(s):
+                    self.flops += per_thread * self.vector
                 self.fp += per_warp * slow * self.vector
                 self.instr += per_warp * self.vector
 

@@ -10,16 +10,24 @@ Without a CUDA device nothing is timed: `run --bench` says so after its check, a
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
-from .errors import DeplokitError
+from ..bench.report import summary, to_json, to_markdown
+from ..bench.resume import merged, previous_rows, still_to_run
+from ..bench.runner import run_suite
+from ..bench.suite import format_list, select, suite_entries
+from ..errors import DeplokitError, DeviceUnavailableError
+from ..runtime.bench_text import NO_GPU_MESSAGE, format_bench, format_profile
+from ..runtime.device import gpu_available
+from ..target import TARGETS
+from .parser import add_command, count
+from .program import write_atomic
 
 DEFAULT_WARMUP, DEFAULT_REPEATS = 10, 100
 
 
-def _compare(text: str) -> tuple[str, ...]:
+def parse_compare(text: str) -> tuple[str, ...]:
     parts = tuple(p for p in text.split(",") if p) if text not in ("", "none") else ()
     bad = [p for p in parts if p not in ("eager", "compile")]
     if bad:
@@ -28,21 +36,9 @@ def _compare(text: str) -> tuple[str, ...]:
     return parts
 
 
-def _count(least: int):
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            n = least - 1
-        if n < least:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {least}, got {text!r}")
-        return n
-    return parse
-
-
 def add_timing_args(p) -> None:
-    p.add_argument("--warmup", type=_count(0), default=DEFAULT_WARMUP, help="untimed runs first (default: %(default)s)")
-    p.add_argument("--repeats", type=_count(1), default=DEFAULT_REPEATS,
+    p.add_argument("--warmup", type=count(0), default=DEFAULT_WARMUP, help="untimed runs first (default: %(default)s)")
+    p.add_argument("--repeats", type=count(1), default=DEFAULT_REPEATS,
                    help="timed runs; the median is reported (default: %(default)s)")
     p.add_argument("--compare", default="eager,compile",
                    help="what to time deplokit against: eager, compile, eager,compile or none (default: %(default)s)")
@@ -62,29 +58,26 @@ def bench_after_run(args, compilation) -> None:
     """Print the timings `run --bench/--profile` asked for, or say that none can be taken."""
     if not (args.bench or args.profile):
         return
-    from .runtime.bench_text import NO_GPU_MESSAGE, format_bench, format_profile
-    from .runtime.device import gpu_available
     if not gpu_available():
         print(NO_GPU_MESSAGE)
         return
-    report = compilation.bench(warmup=args.warmup, repeats=args.repeats, compare=_compare(args.compare),
+    report = compilation.bench(warmup=args.warmup, repeats=args.repeats, compare=parse_compare(args.compare),
                                profile=args.profile, name=args.expr or args.path or "program")
     sys.stdout.write(format_bench(report, args.warmup, args.repeats))
     if args.profile:
         sys.stdout.write(format_profile(report))
 
 
-def add_bench_parser(sub, targets) -> None:
-    pb = sub.add_parser("bench", help="benchmark a kernel suite on the GPU",
+def add_parser(sub) -> None:
+    pb = add_command(sub, "bench", cmd_bench, help="benchmark a kernel suite on the GPU",
                         description="Benchmark a suite of kernel shapes (each entry in a watchdog worker: one that "
                                     "faults or hangs is reported and the suite goes on). Writes JSON and a "
                                     "markdown table, prints geomean speedups.")
-    pb.set_defaults(subparser=pb)
     pb.add_argument("--suite", required=True, choices=["llm"], help="which suite")
     pb.add_argument("--list", action="store_true", help="print the suite's entries and shapes, and exit")
     pb.add_argument("--filter", action="append", default=[], metavar="TEXT",
                     help="only entries whose name contains TEXT (repeatable)")
-    pb.add_argument("--target", choices=list(targets), default="sm_90", help="(default: %(default)s)")
+    pb.add_argument("--target", choices=list(TARGETS), default="sm_90", help="(default: %(default)s)")
     pb.add_argument("--profile", action="store_true", help="per-kernel timings in the JSON")
     pb.add_argument("--timeout", type=float, default=600.0, help="seconds per entry before the watchdog kills "
                                                                  "its worker (default: %(default)s)")
@@ -99,13 +92,6 @@ def add_bench_parser(sub, targets) -> None:
 
 
 def cmd_bench(args) -> int:
-    from .bench.report import summary, to_json, to_markdown
-    from .bench.resume import merged, previous_rows, still_to_run
-    from .bench.runner import run_suite
-    from .bench.suite import format_list, select, suite_entries
-    from .cli import write_atomic
-    from .runtime.device import DeviceUnavailableError, gpu_available
-
     entries = select(suite_entries(args.suite), args.filter)
     if args.list:
         sys.stdout.write(format_list(entries))
@@ -116,7 +102,7 @@ def cmd_bench(args) -> int:
         if not gpu_available():
             raise DeviceUnavailableError("timing the suite needs a CUDA device and none is available; no timings "
                                          "were taken (--list prints the shapes, --compile-only compiles them)")
-        job_args = {"warmup": args.warmup, "repeats": args.repeats, "compare": _compare(args.compare),
+        job_args = {"warmup": args.warmup, "repeats": args.repeats, "compare": parse_compare(args.compare),
                     "profile": args.profile}
 
     def progress(i, n, row):

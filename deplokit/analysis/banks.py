@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...ir.index import Gather, evaluate, free_vars
-from ...ir.loop_ir import Load, Loop
-from ...ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
-from ...target import WARP_SIZE
+from ..ir.index import Gather, evaluate, free_vars
+from ..ir.loop_ir import Load, Loop
+from ..ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
+from ..target import WARP_SIZE
 
 BANKS = 32
 WARP = WARP_SIZE
@@ -138,7 +138,6 @@ def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None) -> list[S
 
 def _defaulted(env, e):
     """env, with any variable of e it lacks (a block-uniform name) taken at 0."""
-    from ...ir.index import free_vars
     missing = free_vars(e) - env.keys()
     if not missing:
         return env

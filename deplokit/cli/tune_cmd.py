@@ -1,5 +1,5 @@
 """`deplokit tune`: search the scheduling knobs of a program's kernels; and the tuned configs
-that `deplokit compile` and `run` pick up from the cache.
+that `deplokit compile` and `run` pick up from the cache (program.with_tuned_config).
 
     deplokit tune -c EXPR | PATH [-v] [--budget N] [--objective model|gpu] [--cache PATH]
                   [--search mcts|random] [--seed S] [--patience P] [--calibrate]
@@ -13,20 +13,28 @@ from __future__ import annotations
 
 import sys
 
-from .errors import DeplokitError
+from tqdm import tqdm
+
+from ..errors import DeplokitError
+from ..runtime.device import require_gpu
+from ..tune.cache import TuneCache
+from ..tune.calibrate import fit_constants, log_error, measure_samples
+from ..tune.constants import save_constants
+from ..tune.cost_model import CostConstants
+from ..tune.objective import OBJECTIVES
+from ..tune.space import kernel_spaces
+from ..tune.tuner import SEARCHES
+from .parser import CACHE_HELP, add_command, add_source
+from .program import compile_program, load_program, warn
 
 SEARCH_HELP = "search algorithm (default: %(default)s): SP-MCTS or random search over the same knob tree"
 
 
-def add_parser(sub, add_source):
-    from .tune.objective import OBJECTIVES
-    from .tune.tuner import SEARCHES
-
-    pt = sub.add_parser("tune", help="autotune the scheduling knobs of every kernel (SP-MCTS)",
+def add_parser(sub) -> None:
+    pt = add_command(sub, "tune", cmd_tune, help="autotune the scheduling knobs of every kernel (SP-MCTS)",
                         description="Search the 16 scheduling passes' knobs of each kernel and keep every trial in "
                                     "a SQLite cache; compile and run then use the best config found.")
     add_source(pt, tuned_cache=False)
-    pt.set_defaults(subparser=pt, handler=cmd_tune)
     pt.add_argument("-v", "--verbose", action="count", default=0,
                     help="print a line per trial and every knob of the best configs")
     pt.add_argument("--budget", type=int, default=64, metavar="N",
@@ -34,7 +42,7 @@ def add_parser(sub, add_source):
     pt.add_argument("--objective", choices=list(OBJECTIVES), default="model",
                     help="model: predicted by the cost model (no GPU needed); gpu: measured with CuPy "
                          "(default: %(default)s)")
-    pt.add_argument("--cache", metavar="PATH", help=cache_help())
+    pt.add_argument("--cache", metavar="PATH", help=CACHE_HELP)
     pt.add_argument("--search", choices=list(SEARCHES), default="mcts", help=SEARCH_HELP)
     pt.add_argument("--seed", type=int, default=0, help="random seed of the search (default: %(default)s)")
     pt.add_argument("--patience", type=int, default=None, metavar="P",
@@ -42,55 +50,10 @@ def add_parser(sub, add_source):
     pt.add_argument("--calibrate", action="store_true",
                     help="instead of tuning, time random schedules on the GPU and fit the cost model's constants "
                          "to them (stored in the cache, used by --objective model)")
-    return pt
-
-
-def cache_help() -> str:
-    return "tuning cache (default: $DEPLOKIT_CACHE_DIR/tune.db or ~/.cache/deplokit/tune.db)"
-
-
-def _warn(notes) -> None:
-    for note in notes:
-        print(f"deplokit: warning: {' '.join(note.split())}", file=sys.stderr)
-
-
-class TunedLookup:
-    """`deplokit.compile(..., tuned=TunedLookup(path))`: the best cached configs of the
-    program's kernels, looked up inside the one lowering (the Loop IR is known only there);
-    one line on stderr says how many kernels use one. A broken cache is a warning, never a
-    failure: no tuned configs then."""
-
-    def __init__(self, cache_path=None):
-        self.cache_path = cache_path
-        self.count = 0
-
-    def __call__(self, program, target) -> dict:
-        from .tune.cache import CacheError, TuneCache
-        from .tune.tuner import tuned_config
-
-        try:
-            store = TuneCache(self.cache_path, create=False)
-        except CacheError as e:
-            _warn([f"not using tuned configs: {e}"])
-            return {}
-        try:
-            config, self.count, notes = tuned_config(program, target, store)
-        except CacheError as e:
-            _warn([f"not using tuned configs: {e}"])
-            return {}
-        finally:
-            store.close()
-        _warn(notes)
-        if self.count:
-            print(f"using tuned config from {store.path} for {self.count} kernel{'s' if self.count != 1 else ''}",
-                  file=sys.stderr)
-        return config
 
 
 def _progress(total: int, verbose: int):
     """(listener, close): a tqdm bar on stderr; with -v also a line per trial."""
-    from tqdm import tqdm
-
     bar = tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True, leave=False)
 
     def listener(trial):
@@ -125,22 +88,17 @@ def format_table(result, verbose: int = 0) -> str:
     return "\n".join("  ".join(r[i].ljust(widths[i]) for i in range(5)) + "  " + r[5] for r in rows) + "\n"
 
 
-def cmd_tune(args, parser) -> int:
-    from .cli import compile_program, load_program
-    from .tune.cache import TuneCache
-
+def cmd_tune(args) -> int:
     if args.budget < 1:
         raise DeplokitError(f"--budget must be at least 1, got {args.budget}")
-    program = load_program(args, parser)
+    program = load_program(args)
     compilation = compile_program(program, args.target, tuned=False)
     store = TuneCache(args.cache)
-    _warn(store.notes)
+    warn(store.notes)
     try:
         if args.calibrate:
             return _calibrate(compilation, store, args)
-        from .tune.space import kernel_spaces
         if args.objective == "gpu":          # before the progress bar: the error is one clean line
-            from .runtime.device import require_gpu
             require_gpu("the gpu objective")
         kernels = len(kernel_spaces(compilation.loop_ir, compilation.target))
         listener, close = _progress(args.budget * kernels, args.verbose)
@@ -164,9 +122,6 @@ def cmd_tune(args, parser) -> int:
 
 
 def _calibrate(compilation, store, args) -> int:
-    from .tune.calibrate import fit_constants, log_error, measure_samples, save_constants
-    from .tune.cost_model import CostConstants
-
     samples = measure_samples(compilation, per_kernel=max(2, min(args.budget, 32)), seed=args.seed)
     if not samples:
         raise DeplokitError("calibration measured no schedule (every one failed)")

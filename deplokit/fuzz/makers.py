@@ -1,0 +1,261 @@
+"""Shape-aware makers of fuzz templates (templates.py): each (rng, shape, new_input) returns
+a call as text with `{x}` for the value and the result's shape, or None where it does not
+apply."""
+from __future__ import annotations
+
+from .limits import MAX_MATMUL, MAX_NUMEL, ODD, dim, numel
+
+
+def transpose(rng, shape, inp):
+    if len(shape) < 2:
+        return None
+    a, b = rng.sample(range(len(shape)), 2)
+    out = list(shape)
+    out[a], out[b] = out[b], out[a]
+    return f"{{x}}.transpose({a}, {b})", tuple(out)
+
+
+def permute(rng, shape, inp):
+    if len(shape) < 2:
+        return None
+    order = list(range(len(shape)))
+    rng.shuffle(order)
+    return f"{{x}}.permute({', '.join(map(str, order))})", tuple(shape[i] for i in order)
+
+
+def flatten(rng, shape, inp):
+    if len(shape) < 2:
+        return None
+    return "{x}.reshape(" + ", ".join(map(str, shape[:-2] + (shape[-2] * shape[-1],))) + ")", \
+        shape[:-2] + (shape[-2] * shape[-1],)
+
+
+def unsqueeze(rng, shape, inp):
+    if len(shape) >= 4:
+        return None
+    d = rng.randrange(len(shape) + 1)
+    return f"{{x}}.unsqueeze({d})", shape[:d] + (1,) + shape[d:]
+
+
+def squeeze(rng, shape, inp):
+    ones = [d for d, e in enumerate(shape) if e == 1]
+    if not ones:
+        return None
+    d = rng.choice(ones)
+    return f"{{x}}.squeeze({d})", shape[:d] + shape[d + 1:]
+
+
+def expand(rng, shape, inp):
+    ones = [d for d, e in enumerate(shape) if e == 1]
+    if not ones:
+        return None
+    d = rng.choice(ones)
+    n = rng.choice((3, 5, 31))
+    out = shape[:d] + (n,) + shape[d + 1:]
+    if numel(out) > MAX_NUMEL:
+        return None
+    return f"{{x}}.expand({', '.join(map(str, out))})", out
+
+
+def slice(rng, shape, inp):
+    if not shape or shape[-1] < 2:
+        return None
+    d = dim(rng, shape)
+    if shape[d] < 2:
+        return None
+    lo = rng.randrange(shape[d] // 2)
+    hi = rng.randrange(lo + 1, shape[d] + 1)
+    step = rng.choice((1, 1, 2, 3))
+    lead = ":, " * d
+    return f"{{x}}[{lead}{lo}:{hi}:{step}]", shape[:d] + (len(range(lo, hi, step)),) + shape[d + 1:]
+
+
+def select(rng, shape, inp):
+    if len(shape) < 2:
+        return None
+    i = rng.randrange(shape[0])
+    return f"{{x}}[{i}]", shape[1:]
+
+
+def cat(rng, shape, inp):
+    if not shape or 2 * numel(shape) > MAX_NUMEL:
+        return None
+    d = dim(rng, shape)
+    other = shape[:d] + (rng.choice((1, 3, 33)),) + shape[d + 1:]
+    out = shape[:d] + (shape[d] + other[d],) + shape[d + 1:]
+    return f"torch.cat([{{x}}, {inp(other)}], {d})", out
+
+
+def matmul(expr, with_bias=False):
+    def make(rng, shape, inp):
+        if not shape:
+            return None
+        K, N = shape[-1], rng.choice(ODD[:6])
+        rows = numel(shape[:-1])
+        if rows * K * N > MAX_MATMUL or rows * N > MAX_NUMEL:
+            return None
+        w = inp((N, K) if "linear" in expr else (K, N))
+        b = inp((N,)) if with_bias else ""
+        return expr.replace("{w}", w).replace("{b}", b), shape[:-1] + (N,)
+    return make
+
+
+def batched(expr):
+    def make(rng, shape, inp):
+        if len(shape) != 3:
+            return None
+        B, _, K = shape
+        N = rng.choice(ODD[:6])
+        if numel(shape) * N > MAX_MATMUL or B * shape[1] * N > MAX_NUMEL:
+            return None
+        return expr.replace("{w}", inp((B, K, N))), (B, shape[1], N)
+    return make
+
+
+def plain2d(expr, bias=False):
+    def make(rng, shape, inp):
+        if len(shape) != 2:
+            return None
+        M, K = shape
+        N = rng.choice(ODD[:6])
+        if M * K * N > MAX_MATMUL or M * N > MAX_NUMEL:
+            return None
+        out = expr.replace("{w}", inp((K, N)))
+        return (out.replace("{b}", inp((N,))) if bias else out), (M, N)
+    return make
+
+
+def t(rng, shape, inp):
+    return ("{x}.t()", shape[::-1]) if len(shape) == 2 else None
+
+
+def view(rng, shape, inp):
+    if len(shape) < 2:
+        return None
+    out = (numel(shape[:-1]), shape[-1]) if rng.random() < 0.5 else (numel(shape),)
+    return f"{{x}}.contiguous().view({', '.join(map(str, out))})", out
+
+
+def flatten_start(rng, shape, inp):
+    if len(shape) < 2:
+        return None
+    return "{x}.flatten(-2)", shape[:-2] + (shape[-2] * shape[-1],)
+
+
+def repeat_interleave(rng, shape, inp):
+    if not shape or 2 * numel(shape) > MAX_NUMEL:
+        return None
+    d = dim(rng, shape)
+    return f"{{x}}.repeat_interleave(2, dim={d})", shape[:d] + (2 * shape[d],) + shape[d + 1:]
+
+
+def embedding(rng, shape, inp):
+    if len(shape) > 2:
+        return None
+    V = rng.choice((3, 33, 129))
+    idx = inp(shape, f"torch.randint(0, {V}, ({''.join(f'{e},' for e in shape)}))")
+    D = rng.choice(ODD[:6])
+    if numel(shape) * D > MAX_NUMEL:
+        return None
+    return f"F.embedding({idx}, {inp((V, D))}) + {{x}}.unsqueeze(-1)", shape + (D,)
+
+
+def module(kind):
+    def make(rng, shape, inp):
+        if not shape:
+            return None
+        n = shape[-1]
+        if kind == "linear":
+            N = rng.choice(ODD[:6])
+            if numel(shape) * N > MAX_MATMUL or numel(shape[:-1]) * N > MAX_NUMEL:
+                return None
+            return f"nn.Linear({n}, {N}, bias={rng.random() < 0.5})({{x}})", shape[:-1] + (N,)
+        return {"layer_norm": f"nn.LayerNorm({n})({{x}})", "rms_norm": f"nn.RMSNorm({n})({{x}})"}[kind], shape
+    return make
+
+
+def scores(rng, shape, inp):
+    if len(shape) < 3 or numel(shape[:-1]) * shape[-2] > MAX_NUMEL or numel(shape) * shape[-2] > MAX_MATMUL:
+        return None
+    return "{x} @ {x}.transpose(-1, -2)", shape[:-1] + (shape[-2],)
+
+
+def sdpa4(rng, shape, inp):
+    """Attention of 4-d heads: GQA, a float or bool mask, causal."""
+    if len(shape) != 2:
+        return None
+    L, E = shape
+    H, G = rng.choice(((2, 1), (4, 2), (3, 3)))
+    T = rng.choice((1, 3, 33, L))
+    if H * L * T > MAX_NUMEL or H * L * E > MAX_NUMEL or G * T * E > MAX_NUMEL:
+        return None
+    k, v = inp((1, G, T, E)), inp((1, G, T, E))
+    mask = rng.choice(("", "float", "bool", "causal"))
+    extra = {"": "", "causal": ", is_causal=True", "float": f", attn_mask={inp((L, T))}",
+             "bool": f", attn_mask={inp((L, T))} > -1"}[mask]
+    if mask == "causal" and T != L:
+        extra = ""
+    gqa = ", enable_gqa=True" if G != H else ""
+    q = f"{{x}}.unsqueeze(0).unsqueeze(0).expand(1, {H}, {L}, {E})"
+    return f"F.scaled_dot_product_attention({q}, {k}, {v}{extra}{gqa})", (1, H, L, E)
+
+
+def stack(rng, shape, inp):
+    if 2 * numel(shape) > MAX_NUMEL:
+        return None
+    d = rng.randrange(len(shape) + 1)
+    return f"torch.stack([{{x}}, {inp(shape)}], {d})", shape[:d] + (2,) + shape[d:]
+
+
+def tri(which):
+    def make(rng, shape, inp):
+        if len(shape) < 2:
+            return None
+        return f"torch.{which}({{x}}, {rng.choice((-1, 0, 1))})", shape
+    return make
+
+
+def cumsum(rng, shape, inp):
+    return (f"torch.cumsum({{x}}, {dim(rng, shape)})", shape) if shape else None
+
+
+def unflatten(rng, shape, inp):
+    if not shape or shape[-1] % 3:
+        return None
+    return f"{{x}}.unflatten(-1, (3, {shape[-1] // 3}))", shape[:-1] + (3, shape[-1] // 3)
+
+
+def repeat(rng, shape, inp):
+    if not shape or 2 * numel(shape) > MAX_NUMEL:
+        return None
+    reps = [1] * len(shape)
+    reps[dim(rng, shape)] = 2
+    return f"{{x}}.repeat({', '.join(map(str, reps))})", tuple(e * r for e, r in zip(shape, reps))
+
+
+def einsum(rng, shape, inp):
+    if len(shape) != 3:
+        return None
+    B, L, K = shape
+    N = rng.choice(ODD[:6])
+    if B * L * K * N > MAX_MATMUL or B * L * N > MAX_NUMEL:
+        return None
+    return f"torch.einsum('blk,kn->bln', {{x}}, {inp((K, N))})", (B, L, N)
+
+
+def baddbmm(rng, shape, inp):
+    if len(shape) != 3:
+        return None
+    B, L, K = shape
+    N = rng.choice(ODD[:6])
+    if B * L * K * N > MAX_MATMUL or B * L * N > MAX_NUMEL:
+        return None
+    return f"torch.baddbmm({inp((B, L, N))}, {{x}}, {inp((B, K, N))}, alpha=0.5)", (B, L, N)
+
+
+def sdpa(rng, shape, inp):
+    if len(shape) != 3 or shape[-2] * shape[-2] * shape[0] > MAX_NUMEL:
+        return None
+    causal = rng.random() < 0.5
+    k, v = inp(shape), inp(shape)
+    return f"F.scaled_dot_product_attention({{x}}, {k}, {v}, is_causal={causal})", shape

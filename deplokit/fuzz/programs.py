@@ -1,0 +1,99 @@
+"""Random programs for the differential fuzzer: chains of covered ops on odd shapes.
+
+A program is `-c` text (deplokit.frontend.expression): factory calls are its inputs, the
+last line its output, so every failure replays from one command line. The ops come from
+the templates (templates.py) whose ops the decompose registry covers; the knobs from the
+passes of the pipeline.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .limits import MAX_NUMEL, ODD, numel
+
+LONG_ROWS = (12289, 49999, 65537)   # past a block's static shared memory; the last two past 227 KiB
+MAX_LONG = 140_000          # elements of a value of a few long rows
+TARGETS = ("sm_80", "sm_90", "sm_120")
+
+
+@dataclass
+class Case:
+    seed: int
+    index: int
+    text: str                                   # -c program text, one statement per line
+    ops: tuple[str, ...]                        # template names, in order
+    target: str = "sm_90"
+    config: dict = field(default_factory=dict)
+
+    def one_line(self) -> str:
+        return "; ".join(self.text.splitlines())
+
+
+def _shape(rng) -> tuple[int, ...]:
+    while True:
+        rank = rng.choice((1, 2, 2, 3, 3))
+        shape = [rng.choice(ODD) for _ in range(rank)]
+        if rng.random() < 0.15:
+            shape = [rng.choice((1, 2))] * (rank - 1) + [rng.choice(LONG_ROWS)]
+        if numel(shape) <= (MAX_LONG if shape[-1] in LONG_ROWS else MAX_NUMEL):
+            return tuple(shape)
+
+
+def random_knobs(rng, pass_knobs) -> dict:
+    """A few knobs (pass label, knob) -> a value from its declared domain."""
+    config = {}
+    for key, domain in pass_knobs:
+        if rng.random() < 0.25:
+            config[key] = rng.choice(list(domain))
+    return config
+
+
+def declared_knobs() -> tuple[tuple[str, tuple], ...]:
+    """Every knob the pipeline's passes declare (the autotuner's space and more)."""
+    from ..pipeline import PIPELINE
+    return tuple((f"{p.name}.{k.name}", tuple(k.domain)) for p in PIPELINE for k in p.knobs)
+
+
+def generate(seed: int, index: int, templates, knobs) -> Case:
+    """Case `index` of run `seed`: the same (seed, index) always gives the same case."""
+    rng = random.Random(seed * 1_000_003 + index)
+    lines, pending = [], []
+
+    def new_input(shape, factory=None):
+        """An input for the op being made; its line lands only if the op is used."""
+        name = f"x{sum(1 for ln in lines + pending if ln.startswith('x'))}"
+        dims = ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") if shape else "()"
+        pending.append(f"{name} = {factory or f'torch.randn({dims})'}")
+        return name
+
+    shape = _shape(rng)
+    current = new_input(shape)
+    lines += pending
+    used, values = [], [(current, shape)]
+    steps = rng.randint(1, 7)
+    tries = 0
+    while len(used) < steps and tries < 40:
+        tries += 1
+        t = rng.choice(templates)
+        pending.clear()
+        made = t.make(rng, shape, new_input)
+        if made is None or numel(made[1]) > max(MAX_NUMEL, numel(shape)):
+            continue
+        expr, out = made
+        lines += pending
+        value = f"v{len(used)}"
+        lines.append(f"{value} = {expr.replace('{x}', current)}")
+        current, shape = value, out
+        used.append(t.name)
+        same = [v for v, sh in values[:-1] if sh == out]
+        if same and rng.random() < 0.25:          # a value read twice, far apart
+            lines[-1] += f" + {rng.choice(same)}"
+            used.append("join")
+        values.append((current, shape))
+    others = [v for v, _ in values[1:-1]]
+    if others and rng.random() < 0.2:           # a second output
+        current = f"{current}, {rng.choice(others)}"
+    lines.append(current)
+    target = rng.choice(TARGETS)
+    return Case(seed, index, "\n".join(lines), tuple(used), target, random_knobs(rng, knobs))

@@ -1,0 +1,244 @@
+"""Run one fuzz case through every backend and against torch eager; name what went wrong.
+
+A case compiles its `-c` text for its target and knob config, then runs on the Tensor-IR and
+Loop-IR interpreters and on the SIMT simulator with every buffer the program writes filled
+with NaN first (an element a kernel forgets to write shows up), compares each with eager,
+and compiles the CUDA with NVRTC (every case, when available) or nvcc (a sample). A clean
+refusal (a DeplokitError naming what is unsupported) is not a failure; a traceback-class
+exception, a mismatch, a compiler rejection or a timeout is. Each failure gets a class (the
+stage and the message with names and numbers masked), so that a long run reports each
+distinct defect once, with the smallest case that shows it.
+"""
+from __future__ import annotations
+
+import re
+import signal
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import DeplokitError
+from .programs import Case
+
+BACKENDS = ("tensor", "loop", "sim")     # the first is the reference the others may match too
+
+
+class CaseTimeout(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    case: Case
+    status: str                 # ok | refused | fail
+    stage: str = ""             # compile | tensor | loop | sim | nvrtc | nvcc | eager | timeout
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def failure_class(self) -> str:
+        return f"{self.stage}: {mask(self.message)}"
+
+
+def mask(message: str) -> str:
+    """The message with what varies between instances of one defect masked: quoted names,
+    numbers, shapes, generated identifiers."""
+    text = message.strip().splitlines()[0] if message.strip() else ""
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'_'", text)
+    text = re.sub(r"\b[a-zA-Z]*[_\d]\w*\b", "_", text)
+    text = re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "N", text)
+    text = re.sub(r"\([N, ]*\)", "(N)", text)
+    return text[:160]
+
+
+@contextmanager
+def time_limit(seconds: float):
+    """SIGALRM-bounded block (main thread only; elsewhere unbounded)."""
+    if seconds <= 0 or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def fire(signum, frame):
+        raise CaseTimeout(f"case ran over {seconds:g} s")
+    try:
+        old = signal.signal(signal.SIGALRM, fire)
+    except ValueError:           # not the main thread
+        yield
+        return
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def poisoned_sim(c, inputs):
+    """The simulator's outputs with every written buffer NaN before the first kernel."""
+    from ..runtime.sim import simulate_program
+    env = dict(c.values)
+    env.update({n: t.detach().numpy() for n, t in zip(c.input_names, inputs)})
+    for prog in (c.loop_ir, c.kernel_ir):
+        for b in prog.written:
+            if b.type.dtype == "float32":
+                env[b.name] = np.full(b.type.shape, np.nan, dtype=np.float32)
+    outs = simulate_program(c.kernel_ir, env, launches=c.launches, whole=c.loop_ir if c.launches else None,
+                            max_block_threads=1024)
+    return c._wrap(outs)
+
+
+def reference(fn, inputs):
+    """Eager in float32 (what must match), and how far float32 rounding alone may move it:
+    per output, the largest of |float32 - float64| and |float64 - float64 on inputs moved by
+    2e-7 relative| (a layer norm of a constant row, a sine of a long sum), or None."""
+    leaves = torch.utils._pytree.tree_leaves
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # float64 inputs meet float32 weights
+        e32 = leaves(fn(*inputs))
+        try:
+            wide = [t.double() if t.is_floating_point() else t for t in inputs]
+            gen = torch.Generator().manual_seed(0)
+            moved = [t * (1 + 2e-7 * torch.randn(t.shape, generator=gen, dtype=t.dtype)) if t.is_floating_point()
+                     else t for t in wide]
+            e64, e64m = leaves(fn(*wide)), leaves(fn(*moved))
+        except Exception:  # noqa: BLE001 -- a program float64 cannot run: no slack
+            return e32, [None] * len(e32)
+    spread = []
+    for a, b, m in zip(e32, e64, e64m):
+        if not a.dtype.is_floating_point or a.shape != b.shape:
+            spread.append(None)
+            continue
+        gap = torch.cat([(a.double() - b).abs().flatten(), (b - m).abs().flatten()])
+        gap = gap[torch.isfinite(gap)]
+        spread.append(float(gap.max()) if gap.numel() else 0.0)
+    return e32, spread
+
+
+def mismatch(e32, spread, got, rtol: float, atol: float) -> str:
+    """'' when `got` matches eager: the same NaN/inf places, finite values within
+    atol + rtol |e| plus 10 x the output's rounding spread (see reference)."""
+    got = torch.utils._pytree.tree_leaves(got)
+    if len(got) != len(e32):
+        return f"{len(got)} outputs, eager has {len(e32)}"
+    for i, (e, w, g) in enumerate(zip(e32, spread, got)):
+        if tuple(e.shape) != tuple(g.shape) or e.dtype != g.dtype:
+            return f"output {i}: {tuple(g.shape)} {g.dtype}, eager {tuple(e.shape)} {e.dtype}"
+        if not e.dtype.is_floating_point:
+            if not torch.equal(e, g):
+                return f"output {i}: integer values differ"
+            continue
+        e, g = e.double(), g.double()
+        if not torch.equal(torch.isnan(e), torch.isnan(g)):
+            return f"output {i}: NaN in {int(torch.isnan(g).sum())} places, eager {int(torch.isnan(e).sum())}"
+        inf = torch.isinf(e)
+        if not torch.equal(inf, torch.isinf(g)) or not torch.equal(e[inf], g[inf]):
+            return f"output {i}: infinities differ"
+        slack = 10 * w if w is not None else 0.0
+        fin = torch.isfinite(e)
+        err = (g - e).abs()[fin]
+        bad = err > atol + rtol * e.abs()[fin] + slack
+        if bool(bad.any()):
+            return (f"output {i}: {int(bad.sum())} of {int(fin.sum())} values off, max abs error "
+                    f"{float(err.max()):.3g} (rtol {rtol:g}, atol {atol:.3g})")
+    return ""
+
+
+def _is_defect(e: Exception) -> bool:
+    """A DeplokitError that reports the compiler's own mistake (an IR verifier's invariant),
+    not an input it does not support."""
+    return any(c.__name__ == "IRInvariantError" for c in type(e).__mro__)
+
+
+def compile_case(case: Case):
+    import deplokit
+    from ..frontend.expression import load_expression
+    program = load_expression(case.text)
+    c = deplokit.compile(program.fn, *program.inputs, target=case.target, config=dict(case.config))
+    return c, program
+
+
+def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float = 1e-4,
+             twice: bool = False) -> Outcome:
+    """The case's outcome. With `twice`, the simulator runs a second time and must give the
+    same bits (no order-dependent sums); the CUDA text is compiled twice always."""
+    from ..compilation import default_atol
+    start = time.perf_counter()
+    stage = "compile"
+    try:
+        with time_limit(timeout), warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # eager's own (var of one element): not findings
+            try:
+                c, program = compile_case(case)
+            except DeplokitError as e:
+                if _is_defect(e):          # the compiler caught itself: a finding, not a refusal
+                    raise
+                return Outcome(case, "refused", "compile", str(e), time.perf_counter() - start)
+            stage = "determinism"
+            again, _ = compile_case(case)
+            if str(again.cuda) != str(c.cuda) or str(again.loop_ir) != str(c.loop_ir):
+                return Outcome(case, "fail", stage, "two compilations print different IR",
+                               time.perf_counter() - start)
+            stage = "eager"
+            e32, spread = reference(program.fn, program.inputs)
+            # Lost values, bad indices and races are O(1) off, ulps are not findings: a layer
+            # norm of a constant (broadcast) row is 0 in eager and ~1e-4 in any order of the
+            # sum whose mean is not exact. The Tensor-IR interpreter is the program's own
+            # float32 arithmetic: it must be near eager (10x looser), the lower backends near
+            # eager or near it.
+            atol = 30 * default_atol(e32)
+            own = None
+            for backend in BACKENDS:
+                stage = backend
+                got = poisoned_sim(c, program.inputs) if backend == "sim" else c.run(*program.inputs, backend=backend)
+                if own is None:
+                    wrong = mismatch(e32, spread, got, 10 * rtol, 10 * atol)
+                    own = torch.utils._pytree.tree_leaves(got)
+                else:
+                    wrong = mismatch(e32, spread, got, rtol, atol) and mismatch(own, spread, got, rtol, atol)
+                if wrong:
+                    return Outcome(case, "fail", backend, f"mismatch: {wrong}", time.perf_counter() - start)
+            if twice:
+                stage = "determinism"
+                first = torch.utils._pytree.tree_leaves(got)
+                second = torch.utils._pytree.tree_leaves(poisoned_sim(c, program.inputs))
+                if not all(torch.equal(a.view(-1).view(torch.int8) if a.dtype.is_floating_point else a,
+                                       b.view(-1).view(torch.int8) if b.dtype.is_floating_point else b)
+                           for a, b in zip(first, second)):
+                    return Outcome(case, "fail", stage, "two simulator runs differ in their bits",
+                                   time.perf_counter() - start)
+            stage = "nvrtc"
+            from ..runtime.nvrtc import compile_nvrtc, nvrtc_available
+            if nvrtc_available():
+                compile_nvrtc(str(c.cuda), case.target)
+            if nvcc:
+                stage = "nvcc"
+                from ..runtime.nvcc import nvcc_available
+                if nvcc_available():
+                    c.nvcc()
+    except CaseTimeout as e:
+        return Outcome(case, "fail", "timeout", f"{e} (in {stage})", time.perf_counter() - start)
+    except Exception as e:  # noqa: BLE001 -- every other exception is a finding
+        msg = f"{type(e).__name__}: {e}"
+        if isinstance(e, DeplokitError) and stage not in ("compile", "nvrtc", "nvcc"):
+            msg = f"{type(e).__name__} after compiling: {e}"
+        return Outcome(case, "fail", stage, msg, time.perf_counter() - start)
+    return Outcome(case, "ok", seconds=time.perf_counter() - start)
+
+
+def reproducer(case: Case, stage: str = "") -> str:
+    """One command line that replays the case (from the repository root)."""
+    text = case.one_line().replace("'", '"')
+    if not case.config and stage in ("compile", "tensor", "loop"):
+        backend = "" if stage == "compile" else f" --backend {stage}"
+        return f".venv/bin/deplokit run --no-tuned --target {case.target}{backend} -c '{text}'"
+    return (f".venv/bin/python -m deplokit.fuzz --replay --target {case.target} "
+            f"--config '{_config_text(case.config)}' -c '{text}'")
+
+
+def _config_text(config: dict) -> str:
+    import json
+    return json.dumps(config, sort_keys=True)

@@ -1,0 +1,173 @@
+"""Op templates for the fuzzer: each makes one random call of covered ops on a value.
+
+A template names the Torch-IR ops it emits; the fuzzer uses it only when the decompose
+registry has a rule for every one of them (`covered_templates`), so the fuzzer follows the
+registry's coverage instead of a list of its own. `make(rng, shape, new_input)` returns the
+call as text with `{x}` for the value, and the result's shape, or None where it does not
+apply; `new_input(shape)` names a fresh random input the call may read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .limits import dim
+from . import makers as mk
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    ops: tuple[str, ...]            # the Torch-IR ops it emits (registry keys)
+    make: object                    # (rng, shape, new_input) -> (expr with {x}, shape) or None
+
+
+def _unary(expr):
+    return lambda rng, shape, inp: (expr, shape)
+
+
+def _binary(expr, scalar_ok=True):
+    def make(rng, shape, inp):
+        other = tuple(1 if rng.random() < 0.3 else e for e in shape)[rng.randrange(len(shape) + 1):] if shape else ()
+        tensor = other or rng.random() < 0.5 or not scalar_ok
+        y = inp(other) if tensor else str(round(rng.uniform(-2, 2), 3))
+        return expr.replace("{y}", y), shape
+    return make
+
+
+def _reduce(expr, keep_allowed=True):
+    def make(rng, shape, inp):
+        if not shape:
+            return None
+        d = dim(rng, shape) if rng.random() < 0.5 else len(shape) - 1
+        keep = keep_allowed and rng.random() < 0.5
+        out = shape[:d] + ((1,) if keep else ()) + shape[d + 1:]
+        return expr.format(x="{x}", d=d - len(shape), keep=keep), out
+    return make
+
+
+def _rowwise(expr):
+    def make(rng, shape, inp):
+        if not shape:
+            return None
+        d = rng.choice([-1, -1, dim(rng, shape) - len(shape)])
+        return expr.format(x="{x}", d=d, n=shape[-1]), shape
+    return make
+
+
+TEMPLATES = (
+    Template("square", ("square",), _unary("torch.square({x})")),
+    Template("relu6", ("relu6", "hardtanh"), _unary("F.relu6({x} * 4)")),
+    Template("leaky_relu", ("leaky_relu",), _unary("F.leaky_relu({x}, 0.2)")),
+    Template("softplus", ("softplus",), _unary("F.softplus({x})")),
+    Template("mish", ("mish",), _unary("F.mish({x})")),
+    Template("hardswish", ("hardswish",), _unary("F.hardswish({x} * 3)")),
+    Template("hardsigmoid", ("hardsigmoid",), _unary("F.hardsigmoid({x} * 3)")),
+    Template("clamp_min_max", ("clamp_min", "clamp_max"), _unary("{x}.clamp_min(-1).clamp_max(1)")),
+    Template("bool_ops", ("bitwise_and", "bitwise_or", "bitwise_not", "where", "gt", "lt"),
+             _unary("torch.where(~(({x} > 1) | ({x} < -1)) & ({x} > -0.5), {x}, 0.0)")),
+    Template("var", ("var",), _reduce("{x}.var({d}, keepdim={keep})")),
+    Template("std", ("std",), _reduce("{x}.std({d}, keepdim={keep})")),
+    Template("logsumexp", ("logsumexp",), _reduce("torch.logsumexp({x}, {d}, keepdim={keep})")),
+    Template("normalize", ("vector_norm",), _rowwise("F.normalize({x}, dim={d})")),
+    Template("tril", ("tril",), mk.tri("tril")),
+    Template("triu", ("triu",), mk.tri("triu")),
+    Template("cumsum", ("cumsum",), mk.cumsum),
+    Template("stack", ("stack",), mk.stack),
+    Template("unflatten", ("unflatten",), mk.unflatten),
+    Template("repeat", ("repeat",), mk.repeat),
+    Template("expand_as", ("expand_as",), _unary("{x}.expand_as({x})")),
+    Template("einsum", ("einsum",), mk.einsum),
+    Template("baddbmm", ("baddbmm",), mk.baddbmm),
+    Template("relu", ("relu",), _unary("torch.relu({x})")),
+    Template("sigmoid", ("sigmoid",), _unary("torch.sigmoid({x})")),
+    Template("tanh", ("tanh",), _unary("torch.tanh({x})")),
+    Template("exp", ("exp", "clamp"), _unary("torch.exp({x}.clamp(-20, 20))")),
+    Template("log", ("log", "abs", "add"), _unary("torch.log({x}.abs() + 1)")),
+    Template("sqrt", ("sqrt", "abs"), _unary("torch.sqrt({x}.abs())")),
+    Template("rsqrt", ("rsqrt", "abs", "add"), _unary("torch.rsqrt({x}.abs() + 0.5)")),
+    Template("reciprocal", ("reciprocal", "abs", "add"), _unary("torch.reciprocal({x}.abs() + 0.5)")),
+    Template("neg", ("neg",), _unary("-{x}")),
+    Template("sin", ("sin",), _unary("torch.sin({x})")),
+    Template("cos", ("cos",), _unary("torch.cos({x})")),
+    Template("erf", ("erf",), _unary("torch.erf({x})")),
+    Template("silu", ("silu",), _unary("F.silu({x})")),
+    Template("gelu", ("gelu",), _unary("F.gelu({x})")),
+    Template("gelu_tanh", ("gelu",), _unary("F.gelu({x}, approximate='tanh')")),
+    Template("pow2", ("pow",), _unary("{x}.pow(2)")),
+    Template("clamp", ("clamp",), _unary("{x}.clamp(-0.5, 1.5)")),
+    Template("rsub", ("rsub",), _unary("1 - {x}")),
+    Template("clone", ("clone",), _unary("{x}.clone()")),
+    Template("contiguous", ("contiguous",), _unary("{x}.contiguous()")),
+    Template("dropout_eval", ("dropout",), _unary("F.dropout({x}, 0.1, training=False)")),
+    Template("add", ("add",), _binary("{x} + {y}")),
+    Template("sub", ("sub",), _binary("{x} - {y}")),
+    Template("mul", ("mul",), _binary("{x} * {y}")),
+    Template("div", ("div", "abs", "add"), _binary("{x} / ({y}.abs() + 0.5)", scalar_ok=False)),
+    Template("maximum", ("maximum",), _binary("torch.maximum({x}, {y})", scalar_ok=False)),
+    Template("where", ("where", "gt"), _binary("torch.where({x} > 0, {x}, {y})")),
+    Template("masked_fill", ("masked_fill", "lt"), _unary("{x}.masked_fill({x} < -1, -1.0)")),
+    Template("minimum", ("minimum",), _binary("torch.minimum({x}, {y})", scalar_ok=False)),
+    Template("where_ge", ("where", "ge"), _binary("torch.where({x} >= {y}, {y}, {x})")),
+    Template("where_le", ("where", "le"), _binary("torch.where({x} <= 0.25, {x} * 2, {y})")),
+    Template("where_eq", ("where", "eq", "ne"), _unary("torch.where(torch.logical_or({x} == 0, {x} != {x}), 1.0, {x})")),
+    Template("logical", ("where", "logical_and", "logical_or", "logical_not", "gt", "lt"),
+             _unary("torch.where(torch.logical_or(torch.logical_and({x} > -1, {x} < 1), "
+                    "torch.logical_not({x} < 2)), {x}, 0.5)")),
+    Template("reuse", ("mul", "relu"), _unary("{x} * torch.relu({x})")),
+    Template("reuse_clone", ("mul", "clone", "relu"), _unary("(lambda v: v.clone() * v)(torch.relu({x}))")),
+    Template("residual_norm", ("add", "rms_norm"), _rowwise("{x} + F.rms_norm({x}, ({n},))")),
+    Template("detach", ("detach",), _unary("{x}.detach()")),
+    Template("to_float", ("to",), _unary("{x}.to(torch.float32)")),
+    Template("t", ("t",), mk.t),
+    Template("view", ("view", "contiguous"), mk.view),
+    Template("flatten", ("flatten",), mk.flatten_start),
+    Template("repeat_interleave", ("repeat_interleave",), mk.repeat_interleave),
+    Template("mm", ("mm",), mk.plain2d("torch.mm({x}, {w})")),
+    Template("addmm", ("addmm",), mk.plain2d("torch.addmm({b}, {x}, {w})", bias=True)),
+    Template("bmm", ("bmm",), mk.batched("torch.bmm({x}, {w})")),
+    Template("sum", ("sum",), _reduce("{x}.sum({d}, keepdim={keep})")),
+    Template("mean", ("mean",), _reduce("{x}.mean({d}, keepdim={keep})")),
+    Template("amax", ("amax",), _reduce("{x}.amax({d}, keepdim={keep})")),
+    Template("amin", ("amin",), _reduce("{x}.amin({d}, keepdim={keep})")),
+    Template("softmax", ("softmax",), _rowwise("torch.softmax({x}, {d})")),
+    Template("log_softmax", ("log_softmax",), _rowwise("F.log_softmax({x}, {d})")),
+    Template("layer_norm", ("layer_norm",), _rowwise("F.layer_norm({x}, ({n},))")),
+    Template("rms_norm", ("rms_norm",), _rowwise("F.rms_norm({x}, ({n},), eps=1e-5)")),
+    Template("transpose", ("transpose",), mk.transpose),
+    Template("permute", ("permute",), mk.permute),
+    Template("reshape", ("reshape",), mk.flatten),
+    Template("unsqueeze", ("unsqueeze",), mk.unsqueeze),
+    Template("squeeze", ("squeeze",), mk.squeeze),
+    Template("expand", ("expand",), mk.expand),
+    Template("slice", ("slice",), mk.slice),
+    Template("select", ("select",), mk.select),
+    Template("cat", ("cat",), mk.cat),
+    Template("matmul", ("matmul",), mk.matmul("{x} @ {w}")),
+    Template("linear", ("linear",), mk.matmul("F.linear({x}, {w}, {b})", with_bias=True)),
+    Template("embedding", ("embedding", "unsqueeze", "add"), mk.embedding),
+    Template("sdpa", ("scaled_dot_product_attention",), mk.sdpa),
+    Template("sdpa_heads", ("scaled_dot_product_attention", "unsqueeze", "expand", "gt"), mk.sdpa4),
+    Template("scores", ("matmul", "transpose"), mk.scores),
+    Template("nn_linear", ("linear",), mk.module("linear")),
+    Template("nn_layer_norm", ("layer_norm",), mk.module("layer_norm")),
+    Template("nn_rms_norm", ("rms_norm",), mk.module("rms_norm")),
+)
+
+
+def covered_templates(registry=None) -> tuple[Template, ...]:
+    """The templates whose every op has a decompose rule."""
+    if registry is None:
+        from ..passes.decompose import registry as reg
+        import deplokit.passes.decompose  # noqa: F401  (registers the rules)
+        registry = reg.RULES
+    return tuple(t for t in TEMPLATES if all(op in registry for op in t.ops))
+
+
+def uncovered_rules(registry=None) -> tuple[str, ...]:
+    """Registry ops no template exercises (a note for whoever extends the fuzzer)."""
+    if registry is None:
+        from ..passes.decompose import registry as reg
+        import deplokit.passes.decompose  # noqa: F401
+        registry = reg.RULES
+    used = {op for t in TEMPLATES for op in t.ops}
+    return tuple(sorted(set(registry) - used))

@@ -1,0 +1,104 @@
+"""The differential fuzzer (deplokit/fuzz): its parts, and a short fixed-seed run (make fuzz
+runs a long one)."""
+import re
+import shlex
+
+import pytest
+import torch
+
+from deplokit.fuzz import __main__ as fuzz_cli
+from deplokit.fuzz import covered_templates, fuzz, generate, reproducer, run_case
+from deplokit.fuzz.programs import Case, declared_knobs
+from deplokit.fuzz.templates import TEMPLATES
+from deplokit.fuzz.runner import mask, mismatch
+
+SEED = 13
+CASES = 24
+
+
+def test_generation_is_seeded():
+    templates, knobs = covered_templates(), declared_knobs()
+    a = [generate(SEED, i, templates, knobs) for i in range(8)]
+    b = [generate(SEED, i, templates, knobs) for i in range(8)]
+    assert [c.text for c in a] == [c.text for c in b] and len({c.text for c in a}) == 8
+    assert {c.target for c in a} <= {"sm_80", "sm_90", "sm_120"}
+
+
+def test_templates_follow_the_decompose_registry():
+    everything = {op for t in TEMPLATES for op in t.ops}
+    assert len(covered_templates(everything)) == len(TEMPLATES)
+    without_softmax = covered_templates(everything - {"softmax"})
+    assert "softmax" not in {t.name for t in without_softmax} and len(without_softmax) == len(TEMPLATES) - 1
+
+
+def test_knobs_come_from_the_passes():
+    keys = dict(declared_knobs())
+    assert "003_split_matmul_k.splits" in keys and "split_reduce.splits" in keys
+    assert keys["003_split_matmul_k.splits"] == (1, 2, 4, 8, 16, 32)
+
+
+def test_mismatch_sees_nan_and_error_but_allows_ill_conditioning():
+    e = [torch.tensor([1.0, 2.0])]
+    assert mismatch(e, [0.0], [torch.tensor([1.0, float("nan")])], 1e-4, 1e-5).startswith("output 0: NaN")
+    assert "values off" in mismatch(e, [0.0], [torch.tensor([1.0, 2.1])], 1e-4, 1e-5)
+    assert mismatch(e, [0.05], [torch.tensor([1.0, 2.1])], 1e-4, 1e-5) == ""   # rounding alone moves it 0.05
+
+
+def test_reference_measures_ill_conditioning():
+    from deplokit.fuzz.runner import reference
+    x = torch.full((1, 4096), 3.0)
+    _, spread = reference(lambda x: torch.nn.functional.layer_norm(x, (4096,)), (x,))
+    assert spread[0] > 1e-4                      # a norm of a constant row: rounding is everything
+    _, spread = reference(lambda x: x * 2, (torch.randn(64),))
+    assert spread[0] < 1e-5
+
+
+def test_failure_classes_mask_names_and_numbers():
+    assert mask("KeyError: 'relu'") == mask("KeyError: 'add'")
+    assert mask("kernel merged_mm: variable 'in0' is used") == mask("kernel merged_mm2: variable 'in3' is used")
+
+
+def test_a_verifier_error_is_a_finding_not_a_refusal():
+    from deplokit.fuzz.runner import _is_defect
+    from deplokit.errors import ConfigError
+    from deplokit.passes.verify import IRInvariantError
+    assert _is_defect(IRInvariantError("Tile", "names-declared", "k", "in0 is read before it is defined"))
+    assert not _is_defect(ConfigError("config key 'x' is not of the form PASS.KNOB"))
+
+
+def test_timeout_is_a_failure_of_its_own():
+    case = Case(0, 0, "x0 = torch.randn(3, 1000)\ntorch.softmax(x0, -1) @ x0.t()", ("softmax",))
+    out = run_case(case, timeout=0.01)
+    assert out.status == "fail" and out.stage == "timeout"
+
+
+def test_reproducer_replays_the_case(capsys):
+    case = Case(0, 0, "x0 = torch.randn(3, 33)\nv0 = torch.relu(x0)\nv0", ("relu",), "sm_80",
+                {"005_blockify_launch.block_threads": 64})
+    line = reproducer(case, "sim")
+    argv = shlex.split(line)[3:]                 # after `.venv/bin/python -m deplokit.fuzz`
+    assert fuzz_cli.main(argv) == 0
+    assert capsys.readouterr().out.startswith("ok")
+
+
+# Failure classes the fuzzer found whose fix is another piece of work of issue 13 (parts 1
+# and 2): a failure of one of these kinds turns the run into an expected failure, any other
+# kind fails it. Delete an entry once its fix is merged.
+OUTSTANDING = {
+    "C-reserved kernel names (issue 13 part 2)": re.compile(r"overloaded function .* linkage"),
+    "register tile loses a value (issue 13 part 1, t008)": re.compile(r"is used before it is declared|"
+                                                                      r"is undefined|used as a scalar|"
+                                                                      r"names-declared violated"),
+    "loop backend reads an index out of bounds (issue 13 part 4)": re.compile(r"^loop: IndexError"),
+}
+
+
+def test_short_fixed_seed_run():
+    """A fixed-seed sample of the fuzzer: every case compiles (or is refused with a clear
+    DeplokitError), matches eager on every backend and passes NVRTC where available."""
+    report = fuzz(SEED, CASES, timeout=20.0, budget=45.0)
+    assert report.cases >= CASES // 2 and report.ok >= report.cases // 2, report.summary()
+    known = {k: next((name for name, rx in OUTSTANDING.items() if rx.search(k)), None) for k in report.failures}
+    assert all(known.values()), report.summary()
+    if known:
+        pytest.xfail("only outstanding classes: " + "; ".join(sorted(set(known.values()))) + "\n" + report.summary())
