@@ -6,12 +6,9 @@ are evaluated here with torch and become constants: they depend only on shapes.
 """
 from __future__ import annotations
 
-<<<<<<< HEAD
-import math
-=======
 import inspect
 import keyword
->>>>>>> main
+import math
 import operator
 from dataclasses import dataclass
 
