@@ -74,3 +74,11 @@ def test_small_expressions_still_evaluate():
     p = load_expression("x = torch.randn(64, 64); w = torch.randn(64, 64); torch.relu(x @ w).expand(4, 64, 64) * 2")
     assert tuple(p.inputs[0].shape) == (64, 64)
     assert issubclass(CaptureError, DeplokitError)
+
+
+def test_empty_piece_of_cat_is_dropped_but_an_empty_output_is_refused():
+    x = torch.randn(3, 4)
+    c = deplokit.compile(lambda v: torch.cat([v[:, 1:1], v * 2], 1), x)
+    assert c.check(x, backend="loop").ok
+    with pytest.raises(CaptureError, match=r"no elements"):
+        deplokit.compile(lambda v: v[1:1], x)

@@ -105,7 +105,7 @@ def _check_dtype(dtype, where: str) -> str:
     return _DTYPES[dtype]
 
 
-def _tensor_type(val, where: str) -> TensorType:
+def _tensor_type(val, where: str, allow_empty: bool = False) -> TensorType:
     shape = []
     for s in val.shape:
         if not isinstance(s, int):
@@ -114,10 +114,14 @@ def _tensor_type(val, where: str) -> TensorType:
     if math.prod(shape) >= 2 ** 31:
         raise CaptureError(f"{where} has shape {tuple(shape)}, {math.prod(shape)} elements: deplokit's "
                            f"kernels index with 32-bit ints, so it compiles tensors under 2**31 elements")
-    if 0 in shape:
-        raise CaptureError(f"{where} has shape {tuple(shape)}, with no elements; deplokit compiles "
-                           f"tensors of at least one element")
+    if 0 in shape and not allow_empty:
+        raise _empty(where, shape)
     return TensorType(tuple(shape), _check_dtype(val.dtype, where))
+
+
+def _empty(where: str, shape) -> CaptureError:
+    return CaptureError(f"{where} has shape {tuple(shape)}, with no elements; deplokit compiles tensors "
+                        f"of at least one element (an empty piece of a cat is dropped)")
 
 
 def _convert(ep) -> Captured:
@@ -134,6 +138,7 @@ def _convert(ep) -> Captured:
     input_names: list[str] = []
     names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
     pending: dict[str, tuple] = {}  # multi-output op -> (aten key, node), until getitem reads it
+    empty: dict[str, tuple] = {}    # op with no elements -> (where, shape): only a cat may read it
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":
@@ -170,7 +175,7 @@ def _convert(ep) -> Captured:
             else:
                 key, mutated = _functional(key, node)
             if isinstance(val, torch.Tensor):   # a data-dependent shape is reported as such first
-                _tensor_type(val, f"aten.{key} (node {node.name})")
+                _tensor_type(val, f"aten.{key} (node {node.name})", allow_empty=True)
             if key not in ATEN_OPS and key not in _PIECE_KEYS:
                 raise UnsupportedOpError(
                     f"operator aten.{key} (node {node.name}{_module_path(node)}) is not supported; covered ops: "
@@ -191,8 +196,13 @@ def _convert(ep) -> Captured:
             if not isinstance(val, torch.Tensor):
                 raise UnsupportedOpError(f"operator aten.{key} (node {node.name}) returns several values; "
                                          "deplokit supports single-tensor operators")
-            ops.append(TorchOp(node.name, op_name, tuple(targs), tuple(attrs),
-                               _tensor_type(val, f"{op_name} (node {node.name})")))
+            for a in tensor_inputs:
+                if names.get(a.name) in empty and op_name != "cat":
+                    raise _empty(*empty[names[a.name]])
+            ttype = _tensor_type(val, f"{op_name} (node {node.name})", allow_empty=True)
+            if ttype.numel == 0:
+                empty[node.name] = (f"{op_name} (node {node.name})", ttype.shape)
+            ops.append(TorchOp(node.name, op_name, tuple(targs), tuple(attrs), ttype))
             names[node.name] = node.name
             if mutated is not None:     # later reads of the updated tensor read the new value
                 names[mutated.name] = node.name
@@ -208,6 +218,8 @@ def _convert(ep) -> Captured:
                     t = folded[o.name]
                     buffers.append(Buffer(o.name, _tensor_type(t, f"output {o.name}"), "const"))
                     values[o.name] = _to_numpy(t)
+                if names[o.name] in empty:
+                    raise _empty(*empty[names[o.name]])
                 outputs.append(names[o.name])
         elif node.op == "get_attr":
             folded[node.name] = getattr(ep.graph_module, node.target)
