@@ -50,10 +50,11 @@ FUZZ_CASES ?= 500
 fuzz: venv
 	$(PY) -m deplokit.fuzz --seed $(FUZZ_SEED) --cases $(FUZZ_CASES) --timeout 60 --nvcc-every 10
 
-# JupyterLab on the notebook series (the `lab` extra: JupyterLab itself).
+# JupyterLab on the notebook series (the `lab` extra: JupyterLab itself). As root (a container)
+# jupyter refuses to start without --allow-root.
 lab: venv
 	$(PIP) install -e '.[lab]'
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $$(if [ "$$(id -u)" = 0 ]; then echo --allow-root; fi)
 
 bench: venv
 	@set -e; found=0; \

@@ -52,9 +52,12 @@ class CheckResult(Displayable):
     atol: float
 
     def __str__(self) -> str:
-        mark = "ok" if self.ok else "MISMATCH"
+        # The test is per element, |got - expected| <= atol + rtol * |expected|: a max rel error
+        # above rtol can pass (on elements near 0, where atol covers it), so say which test ran.
+        mark, verdict = ("ok", "every element within") if self.ok else ("MISMATCH", "some element outside")
         return (f"{mark}: backend={self.backend} max abs error {self.max_abs_error:.3g}, "
-                f"max rel error {self.max_rel_error:.3g} (rtol {self.rtol:.3g}, atol {self.atol:.3g})")
+                f"max rel error {self.max_rel_error:.3g}; {verdict} atol + rtol*|expected| "
+                f"(rtol {self.rtol:.3g}, atol {self.atol:.3g})")
 
 
 class Compilation(Displayable):
@@ -232,15 +235,18 @@ class Compilation(Displayable):
             raise ExecutionError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
         return getattr(self, f"{stage}_ir" if stage != "cuda" else "cuda")
 
-    def stepper(self, kernel: str | None = None, check: bool = True):
+    def stepper(self, kernel: str | None = None, check: bool = True, changed_only: bool = False):
         """A widget that walks the 16 Tile-IR passes of `kernel` (the first by default): each
-        pass's diff, knobs, the IR after it and its simulator check (needs the notebook extra)."""
+        pass's diff, knobs, the IR after it and its simulator check (needs the notebook extra);
+        `changed_only` steps through the passes that changed the kernel only."""
         from .notebook.stepper import Stepper
-        return Stepper(self, kernel, check=check)
+        return Stepper(self, kernel, check=check, changed_only=changed_only)
 
     def __repr__(self) -> str:
-        return (f"<Compilation {self.target.name}: {len(self.torch_ir.ops)} torch ops, "
-                f"{len(self.tensor_ir.nodes)} tensor nodes, {len(self.loop_ir.kernels)} kernels>")
+        def count(n: int, word: str) -> str:
+            return f"{n} {word}{'' if n == 1 else 's'}"
+        return (f"<Compilation {self.target.name}: {count(len(self.torch_ir.ops), 'torch op')}, "
+                f"{count(len(self.tensor_ir.nodes), 'tensor node')}, {count(len(self.loop_ir.kernels), 'kernel')}>")
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,19 @@ def mimebundle(obj, include=None, exclude=None) -> dict:
 
 
 class Displayable:
-    """Mixin: the object renders through the registry above in Jupyter."""
+    """Mixin: the object renders through the registry above in Jupyter, and at a plain
+    Python prompt as its canonical multi-line text (not a dataclass's one-line repr)."""
     __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Put into the class's own dict before @dataclass runs, which then keeps it (it adds
+        # a __repr__ only where the class body defines none); a class's own __repr__ stays.
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = Displayable.__repr__
+
+    def __repr__(self) -> str:
+        return plain_text(self)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return mimebundle(self, include, exclude)

@@ -4,6 +4,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import dataclasses  # noqa: E402
+
 import pytest  # noqa: E402
 
 from deplokit import DeplokitError  # noqa: E402
@@ -85,7 +87,8 @@ def test_tune_progress_listener_updates_live():
     fig = plot.figure()
     ax = fig.axes[0]
     assert ax.get_title() == "autotune: 6 trials, best 5 µs"
-    assert ax.get_ylabel() == "predicted time (µs)"
+    assert ax.get_ylabel() == "predicted time (µs), log scale" and ax.get_yscale() == "log"
+    assert all(float(t).is_integer() for t in ax.get_xticks())   # trials are whole numbers
     ok_points = ax.collections[0].get_offsets()
     assert [tuple(p) for p in ok_points] == [(0, 9.0), (2, 7.0), (3, 8.0), (4, 5.0), (5, 6.0)]
     failed = ax.collections[1].get_offsets()
@@ -112,4 +115,13 @@ def test_tune_progress_without_a_widget_records_only():
     for t in _trials():
         plot(t)
     assert plot._widget is None and len(plot.trials) == 6
-    assert plot.figure().axes[0].get_ylabel() == "cost (µs)"
+    assert plot.figure().axes[0].get_ylabel().startswith("cost (µs)")
+
+
+def test_tune_progress_marks_the_default_schedule():
+    plot = TuneProgressPlot("model", min_interval=0)
+    for t in _trials():
+        plot(dataclasses.replace(t, default=t.index == 0))
+    assert plot.default_cost == 9.0
+    ax = plot.figure().axes[0]
+    assert any(line.get_label().startswith("default schedule (9 µs)") for line in ax.lines)

@@ -70,13 +70,14 @@ def test_next_prev_go_and_bounds(rms):
     with pytest.raises(deplokit.DeplokitError, match="out of range"):
         s.go(16)
     assert "t:007_stage_inputs" in repr(s)
+    assert len(repr(s).splitlines()) > 3                    # at a plain prompt: readable text
 
 
 def test_step_html_shows_diff_ir_knobs_and_check(rms):
     s = rms.stepper().go(6)
     html = s.html()
     parse(html)
-    assert "t:007_stage_inputs" in html and "(7/16)" in html and "hoist hot input slabs" in html
+    assert "t:007_stage_inputs" in html and "(pass 7 of 16)" in html and "hoist hot input slabs" in html
     assert "<code>stage</code>" in html and "<b>True</b>" in html
     assert "rgba(46, 160, 67" in html                        # the coloured diff
     assert str(rms.tile_ir.kernel("merged_rms_norm")).splitlines()[0] in pre_texts(html)[-1]
@@ -100,7 +101,7 @@ def test_check_off_never_simulates(monkeypatch):
         raise AssertionError("check_passes must not run")
     monkeypatch.setattr(c, "check_passes", boom)
     s = c.stepper(check=False)
-    s.go(5)
+    s.go(next(st.index for st in s.steps if st.applied))
     assert s.check_of() is None and "simulator check: off" in s.html()
 
 
@@ -154,3 +155,55 @@ def test_stepper_on_a_matmul_shows_its_register_tile():
     assert by["002_chunk_matmul_k"].applied
     assert any(k.name == "k_chunk" and k.value is not None for k in by["002_chunk_matmul_k"].knobs)
     parse(s.go(7).html())
+
+
+@pytest.fixture(scope="module")
+def matmul():
+    torch.manual_seed(0)
+    return deplokit.compile(torch.matmul, torch.randn(128, 256), torch.randn(256, 128))
+
+
+def test_changed_only_walks_the_passes_that_changed_the_kernel(matmul):
+    s = matmul.stepper(check=False, changed_only=True)
+    applied = tuple(st.index for st in s.steps if st.applied)
+    assert s.visible == applied and 0 < len(applied) < 16
+    assert s.index == applied[0]
+    walked = [s.index]
+    for _ in range(20):
+        walked.append(s.next().index)
+    assert sorted(set(walked)) == list(applied)             # next() skips what changed nothing
+    assert s.prev().index == applied[-2]
+    skipped = next(st.index for st in s.steps if not st.applied)
+    s.go(skipped)                                           # a hidden step: the toggle turns off
+    assert s.index == skipped and not s.changed_only and len(s.visible) == 16
+    s.changed_only = True                                   # back on: the next shown step
+    assert s.index in applied and s.index >= skipped
+
+
+def test_slider_labels_are_pass_numbers_and_names(matmul):
+    pytest.importorskip("ipywidgets")
+    s = matmul.stepper(check=False, changed_only=True)
+    s.widget
+    labels = [label for label, _ in s._slider.options]
+    assert labels[0] == "001 tileify" and "008 register_tile" in labels
+    assert "004 cooperative_reduce" not in labels           # changed nothing on a matmul
+    s._toggle.value = False
+    assert len(s._slider.options) == 16 and s._play.max == 15
+    s._slider.value = 3                                     # 004: a skipped step, one line and collapsed
+    html = s._view.value
+    assert "not applied to" in html and "<details" in html and "(pass 4 of 16)" in html
+    assert "rgba(46, 160, 67" not in html                   # no diff for a pass that did nothing
+
+
+def test_a_reindenting_pass_shows_what_changed_not_the_whole_block(matmul):
+    s = matmul.stepper(check=False)
+    step = s.steps[0]                                       # 001 tileify wraps the body in a Tile
+    assert step.applied
+    text = repr(s.go(0))
+    body = [line for line in text.splitlines() if line.startswith("  ~")]
+    assert body, "re-indented lines are marked, not removed and re-added"
+    removed = [line for line in text.splitlines() if line.startswith("  -")]
+    assert len(removed) <= 2                                # the two free loops, not the whole body
+    html = s.html()
+    parse(html)
+    assert "re-indented only" in html

@@ -42,4 +42,13 @@ def test_teaches_and_ends_with_exercises(path):
     cells = _cells(path)
     prose = [c for c in cells if c["cell_type"] == "markdown"]
     assert len(prose) >= len(cells) // 3, "prose between the cells"
-    assert "Exercises" in "".join(prose[-1]["source"])
+    heads = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "## Exercises" in "".join(c["source"])]
+    assert heads, "an Exercises section"
+    assert all(re.search(r"Exercise|<summary>(Hint|Solution) \d", "".join(c["source"]))
+               for c in cells[heads[-1]:]), "the exercises come last"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_nbval_markers_are_cell_tags_not_comments(path):
+    for c in _cells(path):
+        assert "NBVAL" not in "".join(c["source"]), "students would see it: tag the cell instead"

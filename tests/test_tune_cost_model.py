@@ -76,7 +76,7 @@ def test_estimate_covers_every_kernel_the_schedule_materialises():
     kp = materialize(c.tile_ir)
     e = estimate(c.tile_ir, kp, c.target)
     assert [k.name for k in e.kernels] == [k.name for k in kp.kernels]
-    assert len(e.kernels) == 2                   # split-K's zero fill, then the matmul
+    assert len(e.kernels) == 2                   # the split matmul, then its reducer
     assert e.time_us == pytest.approx(sum(k.time_us for k in e.kernels))
 
 
@@ -84,6 +84,8 @@ def test_calibration_recovers_constants_from_measurements_they_produced():
     works = []
     for name in ("rms_norm", "rms_norm_odd", "softmax", "matmul_odd"):
         c = compiled(name)
+        if name == "matmul_odd":        # one output per thread: the works this fit was tuned on
+            c = c.recompile({"008_register_tile.tm": 1})
         works.append(_work(c))
     truth = dataclasses.replace(CostConstants(), launch_us=5.0, l2_bandwidth_ratio=1.5, mem_occupancy=0.6)
     samples = [Sample(w, regs, 0, 0, predict(Sample(w, regs, 0, 0, 1.0), H100, truth))

@@ -75,3 +75,12 @@ def test_a_config_outside_a_knob_domain_is_refused():
         c.recompile({"004_cooperative_reduce.lanes": 100})
     with pytest.raises(DeplokitError, match="outside its domain"):
         deplokit.compile(c.source, *c.example_inputs, config={"merged_rms_norm:004_cooperative_reduce.lanes": 3})
+
+
+@pytest.mark.parametrize("name", ["rms_norm", "softmax"])
+def test_estimated_size_is_near_the_count_and_repeatable(name):
+    _, space = _space(name)
+    exact = space.size()
+    estimate = space.estimate_size(probes=300, seed=1)
+    assert estimate == space.estimate_size(probes=300, seed=1)
+    assert 0.7 * exact <= estimate <= 1.3 * exact

@@ -9,6 +9,7 @@ GPU, no runtime).
     inventory.py  a compilation's unique kernels, launch counts, bytes and FLOPs
     sass_parse.py SASS text -> instructions, basic blocks, natural loops
     sass.py       the machine code view: each kernel's hottest loop and its instruction mix
+    access.py     one warp's load or store: the global sectors and shared-memory banks it touches
 
 Layering: analysis imports only deplokit.ir and deplokit.target (and errors, the display
 hook); passes, runtime, tune and the CLI import analysis, never the other way.

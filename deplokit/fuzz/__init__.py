@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import torch
+
 from .programs import Case, declared_knobs, generate
 from .templates import covered_templates, uncovered_rules
 from .runner import Outcome, reproducer, run_case
@@ -62,7 +64,6 @@ class FuzzReport:
 def fuzz(seed: int = 0, cases: int = 50, timeout: float = 60.0, budget: float | None = None,
          nvcc_every: int = 0, start: int = 0, log=None) -> FuzzReport:
     """Run cases start .. start+cases-1 of `seed` (fewer if `budget` seconds run out)."""
-    import torch
     torch.set_num_threads(1)
     templates, knobs = covered_templates(), declared_knobs()
     report = FuzzReport(seed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ..pipeline import PIPELINE
 from .limits import MAX_NUMEL, ODD, numel
 
 LONG_ROWS = (12289, 49999, 65537)   # past a block's static shared memory; the last two past 227 KiB
@@ -51,7 +52,6 @@ def random_knobs(rng, pass_knobs) -> dict:
 
 def declared_knobs() -> tuple[tuple[str, tuple], ...]:
     """Every knob the pipeline's passes declare (the autotuner's space and more)."""
-    from ..pipeline import PIPELINE
     return tuple((f"{p.name}.{k.name}", tuple(k.domain)) for p in PIPELINE for k in p.knobs)
 
 

@@ -11,6 +11,7 @@ distinct defect once, with the smallest case that shows it.
 """
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -21,13 +22,20 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+import deplokit
+
+from ..compilation import default_atol
 from ..errors import DeplokitError
+from ..frontend.expression import load_expression
+from ..runtime.nvcc import nvcc_available
+from ..runtime.nvrtc import compile_nvrtc, nvrtc_available
+from ..runtime.sim import simulate_program
 from .programs import Case
 
 BACKENDS = ("tensor", "loop", "sim")     # the first is the reference the others may match too
 
 
-class CaseTimeout(Exception):
+class CaseTimeout(BaseException):
     pass
 
 
@@ -79,7 +87,6 @@ def time_limit(seconds: float):
 
 def poisoned_sim(c, inputs):
     """The simulator's outputs with every written buffer NaN before the first kernel."""
-    from ..runtime.sim import simulate_program
     env = dict(c.values)
     env.update({n: t.detach().numpy() for n, t in zip(c.input_names, inputs)})
     for prog in (c.loop_ir, c.kernel_ir):
@@ -154,8 +161,6 @@ def _is_defect(e: Exception) -> bool:
 
 
 def compile_case(case: Case):
-    import deplokit
-    from ..frontend.expression import load_expression
     program = load_expression(case.text)
     c = deplokit.compile(program.fn, *program.inputs, target=case.target, config=dict(case.config))
     return c, program
@@ -165,7 +170,6 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
              twice: bool = False) -> Outcome:
     """The case's outcome. With `twice`, the simulator runs a second time and must give the
     same bits (no order-dependent sums); the CUDA text is compiled twice always."""
-    from ..compilation import default_atol
     start = time.perf_counter()
     stage = "compile"
     try:
@@ -211,12 +215,10 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
                     return Outcome(case, "fail", stage, "two simulator runs differ in their bits",
                                    time.perf_counter() - start)
             stage = "nvrtc"
-            from ..runtime.nvrtc import compile_nvrtc, nvrtc_available
             if nvrtc_available():
                 compile_nvrtc(str(c.cuda), case.target)
             if nvcc:
                 stage = "nvcc"
-                from ..runtime.nvcc import nvcc_available
                 if nvcc_available():
                     c.nvcc()
     except CaseTimeout as e:
@@ -240,5 +242,4 @@ def reproducer(case: Case, stage: str = "") -> str:
 
 
 def _config_text(config: dict) -> str:
-    import json
     return json.dumps(config, sort_keys=True)

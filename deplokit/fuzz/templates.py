@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..passes import decompose  # noqa: F401  (importing the package registers every rule)
+from ..passes.decompose import registry as reg
 from .limits import dim
 from . import makers as mk
 
@@ -157,8 +159,6 @@ TEMPLATES = (
 def covered_templates(registry=None) -> tuple[Template, ...]:
     """The templates whose every op has a decompose rule."""
     if registry is None:
-        from ..passes.decompose import registry as reg
-        import deplokit.passes.decompose  # noqa: F401  (registers the rules)
         registry = reg.RULES
     return tuple(t for t in TEMPLATES if all(op in registry for op in t.ops))
 
@@ -166,8 +166,6 @@ def covered_templates(registry=None) -> tuple[Template, ...]:
 def uncovered_rules(registry=None) -> tuple[str, ...]:
     """Registry ops no template exercises (a note for whoever extends the fuzzer)."""
     if registry is None:
-        from ..passes.decompose import registry as reg
-        import deplokit.passes.decompose  # noqa: F401
         registry = reg.RULES
     used = {op for t in TEMPLATES for op in t.ops}
     return tuple(sorted(set(registry) - used))

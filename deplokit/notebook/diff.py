@@ -1,61 +1,58 @@
 """Pass diffs as HTML: added lines green, removed red, context dim; the pass on top.
 
-The rows come from the same unified diff the CLI prints with -vv (difflib, 3 lines of
-context), so what the notebook shows and what `deplokit compile -vv` prints agree."""
+Lines are matched ignoring indentation (linediff.py): a line a pass only re-indented shows
+once, marked `~` and undimmed, and in a changed line the words that changed carry a
+stronger background than the rest of it. The CLI's -vv prints the unified diff of the
+same two texts."""
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass
-
-from .highlight import highlight_spans
-from .style import ADDED_BG, FG_DIM, NOTE, PRE, REMOVED_BG, box, esc, note, title
+from .highlight import highlight_runs
+from .linediff import DiffRow, line_diff
+from .style import (ADDED_BG, ADDED_WORD_BG, FG_DIM, NOTE, PRE, REMOVED_BG, REMOVED_WORD_BG, box, esc, note,
+                    title)
 
 STAGE_TITLES = {"torch": "Torch IR", "tensor": "Tensor IR", "loop": "Loop IR", "tile": "Tile IR",
                 "kernel": "Kernel IR", "cuda": "CUDA"}
-
-
-@dataclass(frozen=True)
-class DiffRow:
-    kind: str       # add | remove | context | hunk
-    text: str
-
-
-def diff_rows(before: str, after: str, context: int = 3) -> tuple[DiffRow, ...]:
-    rows = []
-    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=context):
-        if line.startswith(("--- ", "+++ ")):
-            continue
-        if line.startswith("@@"):
-            rows.append(DiffRow("hunk", line))
-        elif line.startswith("+"):
-            rows.append(DiffRow("add", line[1:]))
-        elif line.startswith("-"):
-            rows.append(DiffRow("remove", line[1:]))
-        else:
-            rows.append(DiffRow("context", line[1:]))
-    return tuple(rows)
-
 
 _ROW_STYLE = {
     "add": f"background: {ADDED_BG};",
     "remove": f"background: {REMOVED_BG};",
     "context": "opacity: 0.6;",
-    "hunk": f"color: {FG_DIM}; font-style: italic;",
+    "indent": "",
+    "gap": f"color: {FG_DIM}; font-style: italic;",
 }
-_SIGN = {"add": "+", "remove": "-", "context": " ", "hunk": ""}
+_SIGN = {"add": "+", "remove": "-", "context": " ", "indent": "~", "gap": "⋯ "}
+_WORD_BG = {"add": ADDED_WORD_BG, "remove": REMOVED_WORD_BG}
+
+
+def _marked_line(row: DiffRow, stage: str) -> str:
+    """The row's text highlighted as IR, its marked ranges on a stronger background."""
+    if row.kind == "gap":
+        return esc(row.text)
+    out, pos = [], 0
+    for style, value in highlight_runs(row.text, stage):
+        cuts = sorted({0, len(value)} | {min(max(m - pos, 0), len(value)) for r in row.marks for m in r})
+        for lo, hi in zip(cuts, cuts[1:]):
+            piece = esc(value[lo:hi])
+            piece = f'<span style="{style}">{piece}</span>' if style else piece
+            if any(a <= pos + lo and pos + hi <= b for a, b in row.marks):
+                piece = f'<span style="background: {_WORD_BG[row.kind]}; border-radius: 2px;">{piece}</span>'
+            out.append(piece)
+        pos += len(value)
+    return "".join(out)
 
 
 def diff_html(before: str, after: str, stage: str) -> str:
     """A <pre> of the diff, the lines highlighted as the IR of `stage`."""
-    rows = diff_rows(before, after)
+    rows = line_diff(before, after)
     if not rows:
         return note("no change")
-    lines = []
-    for r in rows:
-        body = esc(r.text) if r.kind == "hunk" else highlight_spans(r.text, stage)
-        lines.append(f'<span style="display: block; {_ROW_STYLE[r.kind]}">{_SIGN[r.kind]}{body}</span>')
+    lines = [f'<span style="display: block; {_ROW_STYLE[r.kind]}">{_SIGN[r.kind]}{_marked_line(r, stage)}</span>'
+             for r in rows]
     # Block spans, one a line, so a background spans the whole width; they break the lines.
-    return f'<pre style="{PRE}">{"".join(lines)}</pre>'
+    legend = note("+ added, − removed, ~ re-indented only; the words a pass changed on a stronger colour") \
+        if any(r.kind == "indent" or r.marks for r in rows) else ""
+    return f'<pre style="{PRE}">{"".join(lines)}</pre>' + legend
 
 
 def knob_text(knobs) -> str:

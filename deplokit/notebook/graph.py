@@ -12,10 +12,12 @@ import shutil
 import subprocess
 
 from .highlight import highlight_html
-from .style import FG_DIM, UNFUSED_FILL, box, details, esc, kernel_fill, note, title
+from .style import BORDER, FG_DIM, UNFUSED_FILL, box, details, esc, kernel_fill, note, title
 
 DOT_BINARY = "dot"          # looked up on PATH at each drawing
 MAX_GRAPH_NODES = 400       # past this a drawing is unreadable: text only
+FIT_GRAPH_NODES = 40        # up to this a graph shrinks to the page's width; larger ones keep
+                            # their drawn size (labels stay legible) and scroll in their box
 INSTALL_NOTE = ("graphviz's <code>dot</code> was not found, so the graph is shown as text; install graphviz "
                 "(<code>apt-get install graphviz</code>, <code>brew install graphviz</code> or "
                 "<code>conda install graphviz</code>) to draw it.")
@@ -116,7 +118,7 @@ def render_svg(dot: str) -> str | None:
     svg = svg[svg.find("<svg"):]            # drop the XML prolog, doctype and version comment
     svg = "\n".join(line for line in svg.splitlines() if not line.lstrip().startswith("<!--"))
     svg = re.sub(r' class="[^"]*"', "", svg)       # inline styles only: no class a page's CSS could hit
-    return svg.replace("<svg ", '<svg style="max-width: 100%; height: auto;" ', 1)
+    return svg
 
 
 def legend(kernels: tuple[str, ...]) -> str:
@@ -132,8 +134,8 @@ def graph_html(program, stage: str, tensor=None, loop=None) -> str:
     `loop` are the lowered programs when known (a Compilation's), else lowered here."""
     text = str(program)
     ops = program.ops if hasattr(program, "ops") else program.nodes
-    heading = title(f"{'Torch' if stage == 'torch' else 'Tensor'} IR · {len(ops)} "
-                    f"{'ops' if stage == 'torch' else 'nodes'}")
+    n, word = len(ops), "op" if stage == "torch" else "node"
+    heading = title(f"{'Torch' if stage == 'torch' else 'Tensor'} IR · {n} {word}{'' if n == 1 else 's'}")
     if len(ops) > MAX_GRAPH_NODES:
         return box(heading + note(f"graph omitted: {len(ops)} nodes (drawn up to {MAX_GRAPH_NODES})")
                    + highlight_html(text, stage))
@@ -152,5 +154,11 @@ def graph_html(program, stage: str, tensor=None, loop=None) -> str:
     svg = render_svg(dot_source(program, membership, kernels, stage))
     if svg is None:
         return box(heading + note(INSTALL_NOTE) + highlight_html(text, stage))
-    return box(heading + f'<div style="overflow-x: auto;">{svg}</div>' + legend(kernels)
+    if len(ops) <= FIT_GRAPH_NODES:
+        svg = svg.replace("<svg ", '<svg style="max-width: 100%; height: auto;" ', 1)
+        frame = "overflow-x: auto;"
+    else:
+        frame = f"overflow: auto; max-height: 40em; border: 1px solid {BORDER};"
+        heading += note(f"{len(ops)} nodes, drawn at full size: scroll the box to follow the graph")
+    return box(heading + f'<div style="{frame}">{svg}</div>' + legend(kernels)
                + details("text", highlight_html(text, stage)))

@@ -19,26 +19,32 @@ def _style_for(ttype) -> str:
     return ""
 
 
-def highlight_spans(text: str, stage: str) -> str:
-    """The text as escaped HTML with one styled <span> per token run (no <pre>)."""
+def highlight_runs(text: str, stage: str) -> list[tuple[str, str]]:
+    """(inline style, text) runs covering `text` in order; style '' where none applies."""
     try:
         from pygments import lex
 
         from .lexers import lexer_for
     except ImportError:
-        return esc(text)
-    out: list[str] = []
-    run_style, run_text = None, []
+        return [("", text)]
+    out: list[tuple[str, str]] = []
     for ttype, value in lex(text, lexer_for(stage)):
         style = _style_for(ttype)
-        if style != run_style and run_text:
-            out.append(_span(run_style, "".join(run_text)))
-            run_text = []
-        run_style = style
-        run_text.append(value)
-    if run_text:
-        out.append(_span(run_style, "".join(run_text)))
-    return "".join(out)
+        if out and out[-1][0] == style:
+            out[-1] = (style, out[-1][1] + value)
+        else:
+            out.append((style, value))
+    # pygments ends its text with a newline the input may not have had
+    if out and not text.endswith("\n") and out[-1][1].endswith("\n"):
+        out[-1] = (out[-1][0], out[-1][1][:-1])
+        if not out[-1][1]:
+            out.pop()
+    return out
+
+
+def highlight_spans(text: str, stage: str) -> str:
+    """The text as escaped HTML with one styled <span> per token run (no <pre>)."""
+    return "".join(_span(style, value) for style, value in highlight_runs(text, stage))
 
 
 def _span(style: str | None, value: str) -> str:

@@ -77,8 +77,9 @@ def _trace_html(c) -> str:
 
 def overview_html(c) -> str:
     t = c.target
-    counts = (f"{len(c.torch_ir.ops)} torch ops → {len(c.tensor_ir.nodes)} tensor nodes → "
-              f"{len(c.loop_ir.kernels)} kernel{'' if len(c.loop_ir.kernels) == 1 else 's'}")
+    from .reprs import count
+    counts = (f"{count(len(c.torch_ir.ops), 'torch op')} → {count(len(c.tensor_ir.nodes), 'tensor node')} → "
+              f"{count(len(c.loop_ir.kernels), 'kernel')}")
     head = title(f"deplokit Compilation · {esc(t.name)} ({esc(t.reference_gpu)}) · {esc(counts)}")
     inputs = ", ".join(f"<code>{esc(n)}</code>" for n in c.input_names) or "none"
     parts = [head, note(f"inputs: {inputs}; outputs: "

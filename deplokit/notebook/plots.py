@@ -112,6 +112,42 @@ def roofline(reports: Sequence, title: str | None = None, label_limit: int = 12)
     return fig
 
 
+def kernel_roofline(roof, title: str | None = None):
+    """A deplokit.tune.roofline.Roofline drawn: the target's two ceilings, and per kernel
+    with FLOPs the cost model's predicted GFLOP/s (filled), the ceiling at its intensity
+    (hollow) and, where a GPU ran it, the measured GFLOP/s (a star). Kernels without FLOPs
+    (a zero fill) have no place on a log-log roofline and are left out."""
+    points = [p for p in roof.points if p.flops > 0 and p.bytes > 0]
+    fig = _new_figure(6.5, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    lo = min([p.intensity for p in points] + [roof.ridge / 100]) / 2
+    hi = max([p.intensity for p in points] + [roof.ridge * 10]) * 2
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(roof.peak_gflops, x * roof.peak_bandwidth_gbs) for x in xs], color="black", linewidth=1.5,
+            label=f"{roof.gpu}: {roof.peak_bandwidth_gbs:g} GB/s, {roof.peak_gflops / 1e3:g} TFLOP/s")
+    ax.axvline(roof.ridge, color="gray", linestyle=":", linewidth=1)
+    for k, p in enumerate(points):
+        color = f"C{k % 10}"
+        ax.scatter([p.intensity], [p.gflops(p.roof_us)], facecolors="none", edgecolors=color, s=40, zorder=3)
+        ax.scatter([p.intensity], [p.gflops(p.predicted_us)], color=color, s=40, zorder=3,
+                   label=f"{p.name}: model {p.predicted_us:.3g} µs")
+        ax.annotate("", (p.intensity, p.gflops(p.predicted_us)), (p.intensity, p.gflops(p.roof_us)),
+                    arrowprops={"arrowstyle": "->", "color": color, "alpha": 0.5})
+        if p.measured_us:
+            ax.scatter([p.intensity], [p.gflops(p.measured_us)], marker="*", color=color, s=90, zorder=4,
+                       label=f"{p.name}: measured {p.measured_us:.3g} µs")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(title or f"{roof.target}: ceiling (hollow) → cost model (filled)"
+                 + (f", measured on {roof.measured_on} (star)" if roof.measured_on else ""), fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(which="both", alpha=0.2)
+    fig.tight_layout()
+    return fig
+
+
 def figure_png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96, metadata={"Software": None})
@@ -120,16 +156,20 @@ def figure_png(fig) -> bytes:
 
 class TuneProgressPlot:
     """A tuner listener: `listener(trial)` after every trial; the figure shows each trial's
-    cost and the best so far, and `.widget` (an ipywidgets Output) is redrawn live.
+    cost (log scale), the best so far and the default schedule's cost, and `.widget` (an
+    ipywidgets Output) is redrawn live.
 
     Redraws are spaced by at least `min_interval` seconds so that a fast tuner is not
-    slowed by drawing; `refresh()` draws the latest state (the tuner's end)."""
+    slowed by drawing; `refresh()` draws the latest state (call it at the tuner's end).
+    `show()` displays it with a display id, so that refresh() also replaces the displayed
+    output: a saved notebook then holds the final plot, not the empty one of the start."""
 
     def __init__(self, objective: str = "", min_interval: float = 0.5):
         self.objective = objective          # "gpu" (measured) or "model" (predicted), for the label
         self.min_interval = min_interval
         self.trials: list = []
         self._widget = None
+        self._handle = None
         self._last_draw = None
 
     def __call__(self, trial) -> None:
@@ -147,7 +187,13 @@ class TuneProgressPlot:
             out.append(None if best == math.inf else best)
         return out
 
+    @property
+    def default_cost(self) -> float | None:
+        """The cost of the passes' own schedule (the trial marked default), if it ran."""
+        return next((t.cost_us for t in self.trials if getattr(t, "default", False) and t.ok), None)
+
     def figure(self):
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
         fig = _new_figure(6.5, 3.6)
         ax = fig.add_subplot(1, 1, 1)
         ok = [t for t in self.trials if t.ok and t.cost_us is not None]
@@ -158,19 +204,29 @@ class TuneProgressPlot:
         steps = [(t.index, b) for t, b in zip(self.trials, best) if b is not None]
         if steps:
             ax.step([s[0] for s in steps], [s[1] for s in steps], where="post", color="black", label="best so far")
+        default = self.default_cost
+        if default is not None:
+            ax.axhline(default, color=COMPILE_COLOR, linestyle="--", linewidth=1,
+                       label=f"default schedule ({default:.3g} µs)")
         if failed and ok:
             top = max(t.cost_us for t in ok)
             ax.scatter([t.index for t in failed], [top] * len(failed), marker="x", color="#d62728", s=14,
                        label=f"failed ({len(failed)})")
+        if ok and all(t.cost_us > 0 for t in ok):
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("trial")
-        ax.set_ylabel({"gpu": "measured time (µs)", "model": "predicted time (µs)"}.get(self.objective, "cost (µs)"))
+        ylabel = {"gpu": "measured time (µs)", "model": "predicted time (µs)"}.get(self.objective, "cost (µs)")
+        ax.set_ylabel(ylabel + (", log scale" if ax.get_yscale() == "log" else ""))
         title = f"autotune: {len(self.trials)} trials"
         if steps:
             title += f", best {steps[-1][1]:.4g} µs"
         ax.set_title(title, fontsize=10)
         if ok or failed:
             ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
+        ax.grid(alpha=0.3, which="both")
         fig.tight_layout()
         return fig
 
@@ -182,24 +238,36 @@ class TuneProgressPlot:
             self.refresh()
         return self._widget
 
+    def show(self) -> None:
+        """Display the plot, keeping a handle that refresh() updates."""
+        from IPython.display import display
+        self._handle = display(self, display_id=True)
+
     def refresh(self) -> None:
-        """Redraw into the widget (once it has been asked for)."""
+        """Redraw into the widget (once it has been asked for) and the shown output."""
         self._last_draw = time.monotonic()
         if self._widget is None:
             return
         # Replace the Output's content outright: no kernel context is needed, so this works
         # from the tuner's thread and from tests alike.
-        png = base64.b64encode(figure_png(self.figure())).decode("ascii")
-        text = f"<autotune progress: {len(self.trials)} trials>"
         self._widget.outputs = ({"output_type": "display_data", "metadata": {},
-                                 "data": {"image/png": png, "text/plain": text}},)
+                                 "data": {"image/png": self._png(), "text/plain": self._text()}},)
+        if self._handle is not None:
+            self._handle.update(self)
+
+    def _png(self) -> str:
+        return base64.b64encode(figure_png(self.figure())).decode("ascii")
+
+    def _text(self) -> str:
+        return f"<autotune progress: {len(self.trials)} trials>"
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        text = f"<TuneProgressPlot: {len(self.trials)} trials>"
         try:
             bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude))
         except ImportError:     # NotebookExtraMissing included
-            return {"text/plain": text}
-        # the Output widget's own text would spell out its PNG in base64
-        bundle["text/plain"] = text
+            return {"text/plain": self._text()}
+        # the Output widget's own text would spell out its PNG in base64; a static view of
+        # the notebook (no widget manager) shows the PNG
+        bundle["text/plain"] = self._text()
+        bundle["image/png"] = self._png()
         return bundle

@@ -5,6 +5,8 @@ of the object (no ids, no clock), so re-running a notebook reproduces it byte fo
 from __future__ import annotations
 
 from .. import display
+from ..analysis.access import WarpAccess
+from ..tune.roofline import Roofline
 from ..compilation import CheckResult, Compilation, PassCheck
 from ..ir.kernel_ir import KernelFunc, KernelProgram
 from ..ir.loop_ir import Kernel, LoopProgram
@@ -13,17 +15,19 @@ from ..ir.tile_ir import TileKernel, TileProgram
 from ..ir.torch_ir import TorchProgram
 from ..passes.lower.cuda import CudaSource
 from ..pipeline import TraceStep
+from .access_view import render_access
 from .diff import STAGE_TITLES, step_html
 from .graph import graph_html
 from .highlight import highlight_html
-from .style import BAD, OK, box, esc, note, title
+from .style import BAD, OK, box, esc, note, table, title
 
 
 def _bundle(obj, html: str) -> dict:
     return {"text/plain": str(obj), "text/html": html}
 
 
-def _count(n: int, word: str) -> str:
+def count(n: int, word: str) -> str:
+    """`1 kernel`, `2 kernels`."""
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
@@ -42,7 +46,7 @@ def render_tensor(p: TensorProgram) -> dict:
 
 
 def render_loop(p: LoopProgram) -> dict:
-    return _bundle(p, code_html(p, "loop", _count(len(p.kernels), "kernel")))
+    return _bundle(p, code_html(p, "loop", count(len(p.kernels), "kernel")))
 
 
 def render_loop_kernel(k: Kernel) -> dict:
@@ -50,7 +54,7 @@ def render_loop_kernel(k: Kernel) -> dict:
 
 
 def render_tile(p: TileProgram) -> dict:
-    return _bundle(p, code_html(p, "tile", _count(len(p.kernels), "kernel")))
+    return _bundle(p, code_html(p, "tile", count(len(p.kernels), "kernel")))
 
 
 def render_tile_kernel(k: TileKernel) -> dict:
@@ -58,7 +62,7 @@ def render_tile_kernel(k: TileKernel) -> dict:
 
 
 def render_kernel_program(p: KernelProgram) -> dict:
-    return _bundle(p, code_html(p, "kernel", _count(len(p.kernels), "kernel")))
+    return _bundle(p, code_html(p, "kernel", count(len(p.kernels), "kernel")))
 
 
 def render_kernel_func(k: KernelFunc) -> dict:
@@ -66,7 +70,7 @@ def render_kernel_func(k: KernelFunc) -> dict:
 
 
 def render_cuda(c: CudaSource) -> dict:
-    return _bundle(c, code_html(c, "cuda", f"{c.target} · {_count(len(c.kernels), 'kernel')}"))
+    return _bundle(c, code_html(c, "cuda", f"{c.target} · {count(len(c.kernels), 'kernel')}"))
 
 
 def render_step(step: TraceStep) -> dict:
@@ -78,9 +82,11 @@ def check_html(result: CheckResult) -> str:
     from .overview import backend_note
     color = OK if result.ok else BAD
     word = "✓ matches torch eager" if result.ok else "✗ MISMATCH with torch eager"
+    verdict = "every element" if result.ok else "some element not"
     return (f'<span style="color: {color}; font-weight: bold">{word}</span> '
-            f"<span>max abs error {result.max_abs_error:.3g}, max rel error {result.max_rel_error:.3g} "
-            f"(rtol {result.rtol:g}, atol {result.atol:g})</span>" + note(esc(backend_note(result.backend))))
+            f"<span>({verdict} within atol + rtol·|expected|, rtol {result.rtol:g}, atol {result.atol:.3g}): "
+            f"max abs error {result.max_abs_error:.3g}, max rel error {result.max_rel_error:.3g}</span>"
+            + note(esc(backend_note(result.backend))))
 
 
 def render_check(result: CheckResult) -> dict:
@@ -97,6 +103,22 @@ def render_pass_check(p: PassCheck) -> dict:
     return _bundle(p, box(html))
 
 
+def render_roofline(r: Roofline) -> dict:
+    rows = []
+    for p in r.points:
+        side = "memory" if p.intensity < r.ridge else "compute"
+        rows.append([f"<code>{esc(p.name)}</code>", f"{p.flops:,.0f}", f"{p.bytes:,}", f"{p.intensity:.2f}",
+                     f"{p.roof_us:.3g}", f"{p.predicted_us:.3g}", "—" if not p.measured_us else f"{p.measured_us:.3g}",
+                     f"{side}-bound; model: {esc(p.bound)}"])
+    head = title(f"roofline{' of ' + esc(r.label) if r.label else ''} · {esc(r.target)} ({esc(r.gpu)}): "
+                 f"{r.peak_bandwidth_gbs:g} GB/s, "
+                 f"{r.peak_gflops / 1e3:g} TFLOP/s FP32, ridge at {r.ridge:.1f} FLOP/byte")
+    html = head + table(["kernel", "FLOPs", "bytes", "FLOP/byte", "ceiling µs", "model µs", "measured µs", ""], rows)
+    if not r.measured_on:
+        html += note("no measured points: timings need a GPU (<code>deplokit bench</code>)")
+    return _bundle(r, box(html))
+
+
 def render_compilation(c: Compilation) -> dict:
     from .overview import overview_html
     return _bundle(c, overview_html(c))
@@ -106,7 +128,7 @@ RENDERERS = {
     TorchProgram: render_torch, TensorProgram: render_tensor, LoopProgram: render_loop, Kernel: render_loop_kernel,
     TileProgram: render_tile, TileKernel: render_tile_kernel, KernelProgram: render_kernel_program,
     KernelFunc: render_kernel_func, CudaSource: render_cuda, TraceStep: render_step, CheckResult: render_check,
-    PassCheck: render_pass_check, Compilation: render_compilation,
+    PassCheck: render_pass_check, Compilation: render_compilation, WarpAccess: render_access, Roofline: render_roofline,
 }
 
 

@@ -1,11 +1,18 @@
 """The pass stepper: walk the 16 Tile-IR passes of one kernel, one pass a step.
 
-Each step shows the pass's name and one-line DESCRIPTION, its knobs with the values chosen
-for this kernel, the coloured diff of the kernel, the whole kernel after the pass, and the
-simulator check of the program as it stands after the pass (Compilation.check_passes).
+Each step shows the pass's number, name and one-line DESCRIPTION, its knobs with the values
+chosen for this kernel, the diff of the kernel (indentation-aware, changed words marked),
+the kernel after the pass (collapsed), and the simulator check of the program as it stands
+after the pass (Compilation.check_passes). A pass that did not change the kernel is one
+collapsed line saying why.
 
-The widget (Play, slider, previous / next, a kernel picker) is a view over `.steps` and
-`.index`; `.next()`, `.prev()` and `.go(i)` move it from code, and work without ipywidgets."""
+The widget (a "passes that changed something" toggle, Play, a slider labelled with the
+passes' numbers and names, previous / next, a kernel picker) is a view over `.steps` and
+`.index`; `.next()`, `.prev()` and `.go(i)` move it from code, and work without ipywidgets.
+At a plain Python prompt the stepper prints its current step as text.
+
+The trace is read only through the accessor functions below (tile_trace, kernel_text,
+chosen_knobs, skip_reason), so a change of the trace's form is one place to follow."""
 from __future__ import annotations
 
 import weakref
@@ -16,10 +23,39 @@ from ..passes.schedule import SCHEDULE
 from .diff import diff_html
 from .extra import NotebookExtraMissing, require
 from .highlight import highlight_html
+from .linediff import diff_text, line_diff
 from .style import BAD, NOTE, OK, box, details, esc, note, table, title
 
 # check_passes simulates the program 16 times: once per Compilation.
 _PASS_CHECKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+# -- reading the trace ---------------------------------------------------------------------------
+def tile_trace(compilation) -> list:
+    """The trace's Tile-IR pass steps, in pass order."""
+    return [s for s in compilation.trace if s.stage == "tile"]
+
+
+def kernel_text(ir, kernel: str) -> str:
+    """One kernel's text in a step's before / after program."""
+    return str(ir.kernel(kernel))
+
+
+def chosen_knobs(step, kernel: str) -> dict:
+    """Knob name -> the value the pass chose for `kernel` ({} where it did not apply)."""
+    decision = step.decision(kernel)
+    return dict(decision.knobs) if decision is not None and decision.applied else {}
+
+
+def skip_reason(step, kernel: str) -> str:
+    """Why the pass left `kernel` alone, as the trace recorded it ('' if it said nothing)."""
+    decision = step.decision(kernel)
+    return decision.skipped if decision is not None else ""
+
+
+def pass_knobs(step) -> tuple:
+    """The knobs the pass declares (name, domain, doc), in declaration order."""
+    return next((p.knobs for p in SCHEDULE if p.name == step.name), ())
 
 
 @dataclass(frozen=True)
@@ -42,26 +78,28 @@ class PassStep:
     before: str             # the kernel's Tile IR before and after the pass
     after: str
 
+    @property
+    def label(self) -> str:
+        """`007 stage_inputs`: the pass's number and name, as the slider shows them."""
+        number, _, name = self.name.partition("_")
+        return f"{number} {name}"
+
 
 def pass_steps(compilation, kernel: str) -> tuple[PassStep, ...]:
     """The 16 Tile-IR trace steps seen from one kernel."""
-    passes = {p.name: p for p in SCHEDULE}
     out = []
-    for step in (s for s in compilation.trace if s.stage == "tile"):
-        before, after = step.before.kernel(kernel), step.after.kernel(kernel)
-        chosen = dict(dict(step.params).get(kernel, ()))
-        knobs = tuple(KnobChoice(k.name, chosen.get(k.name), k.domain, k.doc) for k in passes[step.name].knobs)
-        decision = step.decision(kernel)
-        reason = decision.skipped if decision else ""
+    for step in tile_trace(compilation):
+        before, after = kernel_text(step.before, kernel), kernel_text(step.after, kernel)
+        chosen = chosen_knobs(step, kernel)
+        knobs = tuple(KnobChoice(k.name, chosen.get(k.name), k.domain, k.doc) for k in pass_knobs(step))
         applied = before != after
-        if not applied and not reason:
-            reason = "no change"
+        reason = "" if applied else (skip_reason(step, kernel) or "no change")
         out.append(PassStep(len(out), step.name, step.description, kernel, knobs, applied,
-                            "" if applied else reason, str(before), str(after)))
+                            reason, before, after))
     return tuple(out)
 
 
-def pass_checks(compilation) -> tuple:
+def pass_checks(compilation) -> tuple | str:
     """Compilation.check_passes(), once per Compilation; an error becomes its message."""
     if compilation not in _PASS_CHECKS:
         try:
@@ -71,6 +109,7 @@ def pass_checks(compilation) -> tuple:
     return _PASS_CHECKS[compilation]
 
 
+# -- drawing one step ------------------------------------------------------------------------------
 def _check_html(check) -> str:
     if check is None:
         return note("simulator check: off")
@@ -84,30 +123,44 @@ def _check_html(check) -> str:
             f"{r.max_abs_error:.3g}<span style=\"{NOTE}\">{esc(same)}</span></div>")
 
 
+def _knobs_html(step: PassStep) -> str:
+    if not step.knobs:
+        return note("no knobs")
+    rows = [[f"<code>{esc(k.name)}</code>", "—" if k.value is None else f"<b>{esc(k.value)}</b>",
+             esc(", ".join(str(v) for v in k.domain)), esc(k.doc)] for k in step.knobs]
+    return table(["knob", "value", "domain", ""], rows)
+
+
 def step_html(step: PassStep, total: int, check) -> str:
-    """Everything one step shows, as one HTML block."""
+    """Everything one step shows, as one HTML block; a pass that changed nothing is one line
+    (why), its knobs and unchanged IR collapsed under it."""
     head = title(f'<span style="font-family: var(--jp-code-font-family, monospace)">t:{esc(step.name)}</span> '
-                 f'<span style="{NOTE}">({step.index + 1}/{total}) {esc(step.description)}</span>')
-    parts = [head]
-    if step.knobs:
-        rows = [[f"<code>{esc(k.name)}</code>", "—" if k.value is None else f"<b>{esc(k.value)}</b>",
-                 esc(", ".join(str(v) for v in k.domain)), esc(k.doc)] for k in step.knobs]
-        parts.append(table(["knob", "value", "domain", ""], rows))
-    else:
-        parts.append(note("no knobs"))
-    status = (f"applied to <code>{esc(step.kernel)}</code>" if step.applied
-              else f"not applied to <code>{esc(step.kernel)}</code>: {esc(step.reason)}")
-    parts.append(f"<div>{status}</div>")
-    parts.append(_check_html(check))
-    if step.applied:
-        parts.append(diff_html(step.before, step.after, "tile"))
-    parts.append(details(f"Tile IR of <code>{esc(step.kernel)}</code> after t:{esc(step.name)}",
-                         highlight_html(step.after, "tile"), open_=not step.applied))
+                 f'<span style="{NOTE}">(pass {step.index + 1} of {total}) {esc(step.description)}</span>')
+    ir = details(f"Tile IR of <code>{esc(step.kernel)}</code> after t:{esc(step.name)}",
+                 highlight_html(step.after, "tile"))
+    if not step.applied:
+        why = f"<div>not applied to <code>{esc(step.kernel)}</code>: {esc(step.reason)}</div>"
+        return box(head + why + details("knobs", _knobs_html(step)) + ir)
+    parts = [head, _knobs_html(step), f"<div>applied to <code>{esc(step.kernel)}</code></div>",
+             _check_html(check), diff_html(step.before, step.after, "tile"), ir]
     return box("".join(parts))
 
 
+def step_text(step: PassStep, total: int) -> str:
+    """One step as plain text: its pass, knobs, and the diff (or why it changed nothing)."""
+    lines = [f"t:{step.name} (pass {step.index + 1} of {total}): {step.description}"]
+    knobs = ", ".join(f"{k.name}={'—' if k.value is None else k.value}" for k in step.knobs)
+    lines.append(f"  knobs: {knobs or 'none'}")
+    if not step.applied:
+        lines.append(f"  not applied to {step.kernel}: {step.reason}")
+        return "\n".join(lines)
+    lines.append(f"  applied to {step.kernel}; diff (+ added, - removed, ~ re-indented only):")
+    lines += ["  " + line for line in diff_text(line_diff(step.before, step.after)).splitlines()]
+    return "\n".join(lines)
+
+
 class Stepper:
-    def __init__(self, compilation, kernel: str | None = None, check: bool = True):
+    def __init__(self, compilation, kernel: str | None = None, check: bool = True, changed_only: bool = False):
         names = [k.name for k in compilation.tile_ir.kernels]
         if not names:
             raise DeplokitError("the stepper needs a kernel; this program has none")
@@ -118,8 +171,9 @@ class Stepper:
         self.kernels = tuple(names)
         self.check = check
         self._kernel = kernel
+        self._changed_only = changed_only
         self.steps = pass_steps(compilation, kernel)
-        self._index = 0
+        self._index = self.visible[0] if self.visible else 0
         self._widget = None
 
     # -- driving it from code ------------------------------------------------------------------
@@ -133,7 +187,31 @@ class Stepper:
             raise DeplokitError(f"no kernel {name!r}; kernels: {', '.join(self.kernels)}")
         self._kernel = name
         self.steps = pass_steps(self.compilation, name)
-        self._sync()
+        if self._index not in self.visible and self.visible:
+            self._index = self._nearest_visible(self._index)
+        self._sync(options=True)
+
+    @property
+    def changed_only(self) -> bool:
+        """Step only through the passes that changed the kernel (the others stay countable)."""
+        return self._changed_only
+
+    @changed_only.setter
+    def changed_only(self, on: bool) -> None:
+        self._changed_only = bool(on)
+        if self._index not in self.visible and self.visible:
+            self._index = self._nearest_visible(self._index)
+        self._sync(options=True)
+
+    @property
+    def visible(self) -> tuple[int, ...]:
+        """The step indices the slider and next / prev walk: all 16, or the applied ones."""
+        shown = tuple(s.index for s in self.steps if s.applied or not self._changed_only)
+        return shown or tuple(range(len(self.steps)))
+
+    def _nearest_visible(self, i: int) -> int:
+        later = [j for j in self.visible if j >= i]
+        return later[0] if later else self.visible[-1]
 
     @property
     def index(self) -> int:
@@ -148,19 +226,26 @@ class Stepper:
         return self.steps[self._index]
 
     def go(self, i: int) -> "Stepper":
+        """Step `i` (0-based: pass i + 1). A step the toggle hides turns the toggle off."""
         if not 0 <= i < len(self.steps):
             raise DeplokitError(f"step {i} is out of range: the stepper has steps 0..{len(self.steps) - 1}")
         self._index = i
-        self._sync()
+        if i not in self.visible:
+            self._changed_only = False
+            self._sync(options=True)
+        else:
+            self._sync()
         return self
 
     def next(self) -> "Stepper":
-        """The next pass; stays on the last one."""
-        return self.go(min(self._index + 1, len(self.steps) - 1))
+        """The next shown pass; stays on the last one."""
+        later = [j for j in self.visible if j > self._index]
+        return self.go(later[0] if later else self._index)
 
     def prev(self) -> "Stepper":
-        """The previous pass; stays on the first one."""
-        return self.go(max(self._index - 1, 0))
+        """The previous shown pass; stays on the first one."""
+        earlier = [j for j in self.visible if j < self._index]
+        return self.go(earlier[-1] if earlier else self._index)
 
     def check_of(self, i: int | None = None):
         """The PassCheck of step `i` (the current one by default), None with check=False."""
@@ -170,7 +255,15 @@ class Stepper:
         return checks if isinstance(checks, str) else checks[self._index if i is None else i]
 
     def html(self) -> str:
-        return step_html(self.step, len(self.steps), self.check_of())
+        return step_html(self.step, len(self.steps), self.check_of() if self.step.applied else None)
+
+    def text(self) -> str:
+        changed = sum(s.applied for s in self.steps)
+        head = (f"Stepper over kernel {self._kernel}: {changed} of {len(self.steps)} passes changed it "
+                f"(step {self._index}: .next(), .prev(), .go(i))")
+        marks = "  " + " ".join(("[" if s.index == self._index else "") + s.name[:3] + ("*" if s.applied else "")
+                                + ("]" if s.index == self._index else "") for s in self.steps)
+        return "\n".join([head, marks + "   (* changed the kernel)", step_text(self.step, len(self.steps))])
 
     # -- the widget -------------------------------------------------------------------------------
     @property
@@ -179,27 +272,41 @@ class Stepper:
             self._widget = self._build()
         return self._widget
 
+    def _options(self) -> list[tuple[str, int]]:
+        return [(self.steps[i].label, i) for i in self.visible]
+
     def _build(self):
         w = require("ipywidgets", "the stepper widget")
-        last = len(self.steps) - 1
-        self._play = w.Play(value=self._index, min=0, max=last, step=1, interval=1500, description="Play")
-        self._slider = w.IntSlider(value=self._index, min=0, max=last, description="pass",
-                                   continuous_update=False, readout=True)
-        w.jslink((self._play, "value"), (self._slider, "value"))
+        visible = self.visible
+        self._toggle = w.Checkbox(value=self._changed_only, description="only passes that changed something",
+                                  indent=False, layout=w.Layout(width="auto"))
+        self._play = w.Play(value=visible.index(self._index), min=0, max=len(visible) - 1, step=1, interval=1500,
+                            description="Play")
+        self._slider = w.SelectionSlider(options=self._options(), value=self._index, description="pass",
+                                         continuous_update=False, readout=True,
+                                         layout=w.Layout(width="460px"), style={"description_width": "initial"})
+        w.jslink((self._play, "value"), (self._slider, "index"))
         prev_b = w.Button(description="◀ prev", layout=w.Layout(width="auto"))
         next_b = w.Button(description="next ▶", layout=w.Layout(width="auto"))
         prev_b.on_click(lambda _: self.prev())
         next_b.on_click(lambda _: self.next())
         self._picker = w.Dropdown(options=list(self.kernels), value=self._kernel, description="kernel")
         self._picker.observe(lambda ch: setattr(self, "kernel", ch["new"]), names="value")
-        self._slider.observe(lambda ch: self.go(ch["new"]) if ch["new"] != self._index else None, names="value")
+        self._slider.observe(lambda ch: self.go(ch["new"]) if ch["new"] is not None and ch["new"] != self._index
+                             else None, names="value")
+        self._toggle.observe(lambda ch: setattr(self, "changed_only", ch["new"]), names="value")
         self._view = w.HTML(value=self.html())
         controls = [self._play, prev_b, self._slider, next_b] + ([self._picker] if len(self.kernels) > 1 else [])
-        return w.VBox([w.HBox(controls), self._view])
+        return w.VBox([w.HBox(controls), self._toggle, self._view])
 
-    def _sync(self) -> None:
+    def _sync(self, options: bool = False) -> None:
         if self._widget is None:
             return
+        if options or [v for _, v in self._slider.options] != list(self.visible):
+            self._slider.options = self._options()
+            self._play.max = len(self.visible) - 1
+        if self._toggle.value != self._changed_only:
+            self._toggle.value = self._changed_only
         if self._slider.value != self._index:
             self._slider.value = self._index
         if self._picker.value != self._kernel:
@@ -213,9 +320,8 @@ class Stepper:
             bundle = {}
         # Where no widget manager runs (nbviewer, a saved notebook) the current step shows.
         bundle["text/html"] = self.html()
-        bundle["text/plain"] = repr(self)
+        bundle["text/plain"] = self.text()
         return bundle
 
     def __repr__(self) -> str:
-        return (f"<Stepper kernel {self._kernel}: pass {self._index + 1}/{len(self.steps)} "
-                f"t:{self.step.name}>")
+        return self.text()

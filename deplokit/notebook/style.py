@@ -25,11 +25,13 @@ WARN = "var(--jp-warn-color1, #9a6700)"
 # Diff lines: translucent backgrounds read on both a white and a dark page.
 ADDED_BG = "rgba(46, 160, 67, 0.20)"
 REMOVED_BG = "rgba(248, 81, 73, 0.20)"
+ADDED_WORD_BG = "rgba(46, 160, 67, 0.45)"      # the changed words of a changed line
+REMOVED_WORD_BG = "rgba(248, 81, 73, 0.45)"
 
 BOX = f"font-family: {UI_FONT}; color: {FG}; max-width: 100%;"
 PRE = (f"margin: 0; padding: 6px 8px; font-family: {MONO}; font-size: var(--jp-code-font-size, 13px); "
        f"line-height: 1.35; color: {FG}; background: transparent; border-left: 3px solid {BORDER}; "
-       "white-space: pre; overflow-x: auto; max-height: 48em; overflow-y: auto;")
+       "white-space: pre; overflow-x: auto;")     # no height limit: JupyterLab's output area scrolls
 TITLE = f"font-weight: 600; margin: 2px 0 4px 0; color: {FG};"
 NOTE = f"color: {FG_DIM}; font-size: 0.9em; margin: 4px 0;"
 TABLE = f"border-collapse: collapse; margin: 4px 0; font-size: 0.92em; color: {FG};"

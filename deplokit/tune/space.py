@@ -28,6 +28,7 @@ from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.record import Skip
 from ..passes.schedule import SCHEDULE, initial
+from ..passes.schedule.t003_split_matmul_k import workspace_buffer
 
 DEPTH = len(SCHEDULE)
 
@@ -200,6 +201,24 @@ class KernelSpace:
         """Number of distinct schedules, counted up to `limit`."""
         return sum(1 for _ in self.leaves(limit))
 
+    def estimate_size(self, probes: int = 400, seed: int = 0) -> float:
+        """Knuth's estimate of size() from `probes` random root-to-leaf walks: the product of
+        the option counts along a uniformly random walk is an unbiased estimate of the
+        number of leaves. Seconds where size() takes minutes on a matmul (every leaf costs
+        pass applications); the same seed gives the same estimate."""
+        rng = random.Random(seed)
+        total = 0.0
+        for _ in range(probes):
+            product = 1
+
+            def pick(i, opts):
+                nonlocal product
+                product *= len(opts)
+                return rng.randrange(len(opts))
+            self._walk(pick)
+            total += product
+        return total / probes
+
     def raw_combinations(self) -> int:
         """Knob combinations before pruning: the raw cross-product of every pass's domains."""
         n = 1
@@ -209,8 +228,14 @@ class KernelSpace:
         return n
 
     def program_with(self, leaf: Leaf) -> TileProgram:
-        """A Tile program holding only this kernel, scheduled as `leaf` (to materialise it)."""
-        return TileProgram(self.program.buffers, self.program.written, (leaf.kernel,), self.program.outputs)
+        """A Tile program holding only this kernel, scheduled as `leaf` (to materialise it). A
+        split-K leaf writes 003's workspace (declared here); its reducer is not part of it."""
+        written = self.program.written
+        split = leaf.kernel.split_k
+        if split is not None and split.workspace not in self.types:
+            out = self.types[self.program.kernel(self.kernel_name).outputs[0]]
+            written += (workspace_buffer(split, out),)
+        return TileProgram(self.program.buffers, written, (leaf.kernel,), self.program.outputs)
 
 
 def kernel_spaces(program: LoopProgram, target) -> list[KernelSpace]:
