@@ -3,6 +3,7 @@
 with the simulator matching torch; the bank-conflict counter they score with; AtomicAdd
 in the simulator and the CUDA renderer."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from deplokit.ir.tile_ir import BLOCK, AtomicAdd, Stage, walk
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.record import PassContext
+from deplokit.passes.schedule.t008_register_tile import default_extents
 from deplokit.passes.schedule import t014_pad_smem
 from deplokit.analysis.banks import conflict_degree, smem_loads
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
@@ -74,8 +76,13 @@ def test_conflict_degree_counts_distinct_words_per_bank():
 
 # -- 008 register_tile ---------------------------------------------------------------------------
 
+# the article's register block (the tile_ir docstring's example), pinned: the defaults moved on
+OLD_PROJECTION = {"008_register_tile.tm": 1, "008_register_tile.tn": 4, "008_register_tile.layout": "strided"}
+NO_REGISTER_TILE = {"008_register_tile.tm": 1, "008_register_tile.tn": 1}
+STRIDED_2x4 = {"008_register_tile.tm": 2, "008_register_tile.tn": 4, "008_register_tile.layout": "strided"}
+
 def test_register_tile_replicates_the_thread_tile():
-    c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1})
+    c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1}, **STRIDED_2x4)
     k = after(c, "008_register_tile")
     assert str(k) == """\
 === merged_matmul -> matmul ===
@@ -103,7 +110,7 @@ Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
 
 
 def test_register_tile_kernel_ir_is_a_register_array_in_unrolled_loops():
-    c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1})
+    c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1}, **STRIDED_2x4)
     kf = c.kernel_ir.kernels[0]
     stmts = list(all_stmts(kf.body))
     arrays = [s for s in stmts if isinstance(s, K.DeclareArray)]
@@ -120,7 +127,7 @@ def test_register_tile_keeps_partial_tiles_guarded():
     # M = 100, N = 300 are not multiples of the 32 x 64 block tile; K = 129 has a tail
     g = torch.Generator().manual_seed(1)
     a, b = torch.randn(100, 129, generator=g), torch.randn(129, 300, generator=g)
-    c = deplokit.compile(lambda x, y: x @ y, a, b)
+    c = deplokit.compile(lambda x, y: x @ y, a, b, config=STRIDED_2x4)
     k = after(c, "008_register_tile")
     assert [(x.var, x.extent) for x in k.tile().axes if x.kind == BLOCK] == [("a0b", 4), ("a1b", 5)]
     stmts = list(all_stmts(c.kernel_ir.kernels[0].body))
@@ -130,10 +137,16 @@ def test_register_tile_keeps_partial_tiles_guarded():
 
 
 def test_register_tile_defaults_and_knobs():
-    # small M (32 tokens) keeps one row per thread; N = 256 gets 4 columns
+    # M = 32 tokens: 2 rows per thread fill the 32 rows; N = 256 takes 8 columns: 2 blocks,
+    # but a thread keeps 16 outputs (003 fills the grid by splitting K instead)
     c = compiled("llm_projection")
-    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"])["tm"] == 1
-    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"])["tn"] == 4
+    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 2, "tn": 8, "layout": "quads"}
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32}
+    assert c.check(backend="sim").ok
+    assert default_extents(32, 256, 132) == (2, 8)
+    assert default_extents(4096, 4096, 132) == (8, 8)          # 1024 blocks: 8 x 8 keeps FFMA-bound
+    assert default_extents(512, 3584, 132) == (8, 8)           # 112 blocks: halving gives 224 > 132
+    assert default_extents(128, 3584, 132) == (4, 4)           # 28 blocks: halved while 2x fits
     c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 1, "008_register_tile.tn": 8})
     k = after(c, "008_register_tile")
     assert [(x.var, x.extent) for x in k.tile().axes if x.kind == BLOCK] == [("a2s", 2), ("a0b", 4), ("a1b", 2)]
@@ -141,8 +154,11 @@ def test_register_tile_defaults_and_knobs():
     assert c.check(backend="sim").ok
     c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 1, "008_register_tile.tn": 1})
     assert step(c, "008_register_tile").skipped_reason == "merged_matmul: tm=1, tn=1: one output per thread"
-    # matmul_odd: N = 13 fits in one block, M = 37 is small
-    assert "one output per thread" in step(compiled("matmul_odd"), "008_register_tile").skipped_reason
+    # matmul_odd: N = 13 fits in one block; M = 37 fills a 32-row block tile (2 per thread),
+    # the second block's rows past 37 guarded
+    c = compiled("matmul_odd")
+    assert dict(dict(step(c, "008_register_tile").params)["merged_matmul"])["tm"] == 2
+    assert c.check(backend="sim").ok
     with pytest.raises(deplokit.DeplokitError, match="outside its domain"):
         compiled("matmul_64x256x128", **{"008_register_tile.tm": 3})
 
@@ -163,16 +179,20 @@ def test_register_tile_hoists_prologue_out_of_the_register_loop():
 def test_permute_register_tile_rotates_a_contiguous_strip():
     c = compiled("matmul_contiguous_regs")
     before, after9 = after(c, "008_register_tile"), after(c, "009_permute_register_tile")
-    # contiguous slots: the lanes of one slot read floats 4 apart (B) / rows 2 apart (A)
+    assert dict(dict(step(c, "008_register_tile").params)["merged_matmul"])["tm"] == 4
+    # contiguous slots: B's 4 slots per lane are one aligned float4 (an LDS.128, conflict-free);
+    # A's rows are 4 apart, so a warp's two M-threads read words 64 apart: the same bank
     assert [str(ld.index[1]) for ld in loads(before, "b_smem")] == ["a1t * 4 + a1r"]
-    assert degrees(before) == {"a_smem": 2, "b_smem": 2}
+    assert degrees(before) == {"a_smem": 2, "b_smem": 1}
     assert degrees(after9) == {"a_smem": 1, "b_smem": 1}
-    assert [str(ld.index[1]) for ld in loads(after9, "b_smem")] == ["a1t * 4 + ((a1r + (a1t // 4)) % 4)"]
+    # 009 rotates A's strip only: rotating B's would split its float4 into scalar loads
+    assert [str(ld.index[0]) for ld in loads(after9, "a_smem")] == ["a0t * 4 + ((a0r + a0t) % 4)"]
+    assert [str(ld.index[1]) for ld in loads(after9, "b_smem")] == ["a1t * 4 + a1r"]
     def waves(k):
         return {ld.stage: ld.wavefronts for ld in smem_loads(k)}
-    # per k step: 2 A loads and 8 B loads (one per slot), each 2 wavefronts before, 1 after
-    assert (waves(before), waves(after9)) == ({"a_smem": 4, "b_smem": 16}, {"a_smem": 2, "b_smem": 8})
-    # the accumulator keeps its slot; the store follows the column the slot now computes
+    # per k step: 4 A loads, 2 wavefronts each before, 1 after; B: one float4 per M slot
+    assert (waves(before), waves(after9)) == ({"a_smem": 8, "b_smem": 4}, {"a_smem": 4, "b_smem": 4})
+    # the accumulator keeps its slot; the store follows the row the slot now computes
     acc = next(s for s, _ in walk(after9.tile().body) if isinstance(s, Accumulate))
     assert acc.text() == "acc0[a0r, a1r] <- add(acc0[a0r, a1r], v0)"
     assert c.check(backend="sim").ok
@@ -182,9 +202,9 @@ def test_permute_register_tile_knob_and_skip_reasons():
     c = compiled("matmul_contiguous_regs", **{"009_permute_register_tile.permute": False})
     assert step(c, "009_permute_register_tile").skipped_reason == \
         "merged_matmul: permutation disabled by the knob"
-    assert degrees(after(c, "009_permute_register_tile")) == {"a_smem": 2, "b_smem": 2}
+    assert degrees(after(c, "009_permute_register_tile")) == {"a_smem": 2, "b_smem": 1}
     assert c.check(backend="sim").ok
-    reason = step(compiled("matmul_64x256x128"), "009_permute_register_tile").skipped_reason
+    reason = step(compiled("matmul_64x256x128", **STRIDED_2x4), "009_permute_register_tile").skipped_reason
     assert "strided register layout" in reason
     assert "no register tile" in step(compiled("rms_norm_seed"), "009_permute_register_tile").skipped_reason
 
@@ -192,7 +212,7 @@ def test_permute_register_tile_knob_and_skip_reasons():
 # -- 014 pad_smem ----------------------------------------------------------------------------------
 
 def test_pad_smem_breaks_the_column_conflict_of_a_linear_weight_tile():
-    c = compiled("llm_projection")
+    c = compiled("llm_projection", **OLD_PROJECTION)   # the weight tile read along n, strided
     k = after(c, "009_permute_register_tile")           # what 014 sees, before the copy passes
     assert stage(k, "p_weight_smem").slab[0].extent == 64   # 16 * tn rows of n, 16 floats of k each
     assert degrees(k) == {"input_smem": 1, "p_weight_smem": 8}
@@ -208,7 +228,7 @@ def test_pad_smem_breaks_the_column_conflict_of_a_linear_weight_tile():
 
 
 def test_pad_smem_is_honoured_by_the_materialiser():
-    c = compiled("linear_bias")
+    c = compiled("linear_bias", **NO_REGISTER_TILE)
     s9 = step(c, "009_permute_register_tile")
     padded = t014_pad_smem.apply(s9.after.kernels[0], PassContext(c.target, {"pad": 1}))
     assert stage(padded, "p_weight_smem").pad == 1
@@ -222,7 +242,7 @@ def test_pad_smem_is_honoured_by_the_materialiser():
     with torch.no_grad():
         np.testing.assert_allclose(got, fn(*inputs).numpy(), rtol=1e-4, atol=1e-5)
     # end to end, with whatever copy the later passes chose (pad 4 keeps 16-byte rows)
-    c = compiled("linear_bias", **{"014_pad_smem.pad": 4})
+    c = compiled("linear_bias", **{"014_pad_smem.pad": 4}, **NO_REGISTER_TILE)
     assert stage(after(c, "014_pad_smem"), "p_weight_smem").pad == 4
     assert all(p.result.ok for p in c.check_passes())
 
@@ -238,8 +258,10 @@ def test_pad_smem_skips_what_has_no_conflict():
 # -- 003 split_matmul_k -------------------------------------------------------------------------
 
 def test_split_k_promotes_k_outer_chunks_to_a_grid_axis():
-    c = compiled("llm_projection")
-    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 16}
+    # 2 blocks of 32 x 128 (008's default): 128 K chunks split 32 ways
+    assert dict(dict(step(compiled("llm_projection"), "003_split_matmul_k").params)["merged_linear"]) == \
+        {"splits": 32}
+    c = compiled("llm_projection", **{"003_split_matmul_k.splits": 16}, **OLD_PROJECTION)
     k = after(c, "003_split_matmul_k")
     assert str(k) == """\
 === merged_linear -> linear ===
@@ -260,7 +282,7 @@ Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):16=BLOCK)):
 
 
 def test_split_k_zeroes_the_output_then_adds_atomically():
-    c = compiled("llm_projection")
+    c = compiled("llm_projection", **{"003_split_matmul_k.splits": 16}, **OLD_PROJECTION)
     zero, main = c.kernel_ir.kernels
     assert zero.name == "merged_linear_zero" and main.name == "merged_linear"
     assert zero.grid == (32, 1, 1) and [p.name for p in zero.params] == ["linear"]
@@ -288,7 +310,7 @@ def test_split_k_zeroes_the_output_then_adds_atomically():
 def test_split_k_small_m_long_k_and_the_knob():
     c = compiled("matmul_small_m_long_k")
     assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"]) == {"splits": 32}
-    assert c.kernel_ir.kernels[-1].grid == (64, 1, 1)
+    assert c.kernel_ir.kernels[-1].grid == (32, 1, 1)       # 32 splits of one 16 x 64 block
     assert c.check(backend="sim").ok
     c = compiled("matmul_small_m_long_k", **{"003_split_matmul_k.splits": 4})
     assert [(x.var, x.extent) for x in after(c, "003_split_matmul_k").tile().axes if x.kind == BLOCK] == [("a2s", 4)]
@@ -306,7 +328,7 @@ def test_split_k_small_m_long_k_and_the_knob():
     (lambda a, b, bias: a @ b + bias, ((4, 1024), (1024, 64), (64,)),
      "every split would add it again"),
     (lambda a, b: a @ b, ((4, 1000), (1000, 64)), "leaves a tail of 8 after 62 chunks of 16"),
-    (lambda a, b: a @ b, ((1024, 128), (128, 1024)), "about 256 blocks already fill the grid"),
+    (lambda a, b: a @ b, ((1024, 128), (128, 1024)), "about 128 blocks already fill the grid"),
 ])
 def test_split_k_skips_with_the_reason(fn, shapes, reason):
     g = torch.Generator().manual_seed(2)
@@ -379,3 +401,49 @@ def test_atomic_add_renders_as_atomicadd():
     text = render_kernel(_atomic_kernel(), 80)
     assert "atomicAdd(&out[(int)threadIdx.x % 4], (int)threadIdx.x + 1);" in text
     assert "atomic global out[" in str(_atomic_kernel())
+
+
+# -- the warp-wide main loop (issue 14 part 2) ---------------------------------------------------
+
+@pytest.mark.parametrize("shapes, config", [
+    (((130, 77), (77, 150)), {}),                                           # defaults: 8 x 4 quads
+    (((130, 77), (77, 150)), {"008_register_tile.tm": 8, "008_register_tile.tn": 8}),
+    (((37, 45), (45, 139)), {"008_register_tile.tn": 8, "008_register_tile.layout": "quads"}),
+])
+def test_quads_layout_is_exact_on_odd_shapes(shapes, config):
+    g = torch.Generator().manual_seed(3)
+    a, b = (torch.randn(*s, generator=g) for s in shapes)
+    c = deplokit.compile(lambda x, y: x @ y, a, b, config=config)
+    assert dict(dict(step(c, "008_register_tile").params)["merged_matmul"])["layout"] == "quads"
+    assert c.check(backend="sim").ok
+
+
+def test_quads_layout_reads_b_as_conflict_free_float4s():
+    c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 8, "008_register_tile.tn": 8,
+                                         "003_split_matmul_k.splits": 1})
+    k = after(c, "008_register_tile")
+    # slot r of thread t: quad r // 4 (64 columns apart), float r % 4 within it
+    assert [str(ld.index[1]) for ld in loads(k, "b_smem")] == ["a1t * 4 + (a1r // 4) * 64 + (a1r % 4)"]
+    b = next(ld for ld in smem_loads(k) if ld.stage == "b_smem")
+    # tm is capped at the 4 blocks of M = 64: 32 slots (4 x 8) = 8 float4 accesses of 1
+    # wavefront each: conflict-free
+    assert (b.slots, b.wavefronts, b.degree) == (32, 8, 1)
+    assert "quads register layout" in step(c, "009_permute_register_tile").skipped_reason
+    assert c.check(backend="sim").ok
+
+
+def test_mark_unroll_unrolls_the_k_loop_of_a_register_tile():
+    def k_loop(c):
+        return next(s for s, _ in walk(after(c, "016_mark_unroll").tile().body)
+                    if isinstance(s, Loop) and s.var == "a2i")
+    assert k_loop(compiled("matmul_64x256x128")).unroll
+    assert not k_loop(compiled("matmul_64x256x128", **{"016_mark_unroll.unroll_k": False})).unroll
+
+
+def test_copy_units_of_a_whole_number_per_thread_are_an_unrolled_loop():
+    c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 8, "008_register_tile.tn": 8,
+                                         "003_split_matmul_k.splits": 1})
+    text = str(c.cuda)
+    # 16 x 128 floats of B = 512 float4 over 256 threads: two each, in a loop nvcc can count
+    loop = re.search(r"#pragma unroll\n\s*for \(int (\w+_smem_i_r) = 0; \1 < 2; \+\+\1\)", text)
+    assert loop and f"int {loop.group(1)[:-2]} = (int)threadIdx.x + {loop.group(1)} * 256;" in text

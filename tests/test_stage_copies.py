@@ -146,9 +146,13 @@ def test_tma_leaves_slabs_of_many_rows_to_cp_async():
     assert kinds == {"x_smem": "async", "bias_smem": "tma", "w_smem": "tma"}
     assert c.check(backend="sim").ok
     # a Linear weight tile of 64 rows of 64 bytes: cp.async (and 014 pads it)
-    c = build("llm_projection", "sm_90")
+    c = build("llm_projection", "sm_90", {"011_tma_copy.max_copies": 32})
     kinds = {s.name: (s.copy, s.pad) for s in stages(c)}
     assert kinds["input_smem"][0] == "tma" and kinds["p_weight_smem"][0] == "async"
+    # by default a register-tiled matmul leaves slabs of more than 8 rows to cp.async: one
+    # thread's row copies would cost its FFMA-bound K loop more issue slots
+    st = step(build("llm_projection", "sm_90"), "011_tma_copy")
+    assert not st.changed and "input_smem: 32 bulk copies per iteration, more than max_copies=8" in st.skipped_reason
 
 
 def test_unaligned_rows_skip_tma_with_the_reason():
@@ -161,7 +165,8 @@ def test_unaligned_rows_skip_tma_with_the_reason():
 # -- 012 split_inner_for_swizzle ------------------------------------------------------------------
 
 def test_split_rows_that_cross_the_tensor_end_into_atoms():
-    c = build("matmul_ragged_n", "sm_90")
+    # one output per thread (008 off): the 16-wide N tile whose last rows cross N = 40
+    c = build("matmul_ragged_n", "sm_90", {"008_register_tile.tm": 1, "008_register_tile.tn": 1})
     st = step(c, "012_split_inner_for_swizzle")
     assert st.changed
     after = str(st.after)

@@ -112,7 +112,7 @@ def test_stages_larger_than_shared_memory():
 
 
 def test_register_tile_shapes_are_stamped_and_read():
-    c = matmul(**{"003_split_matmul_k.splits": 1})
+    c = matmul(**{"003_split_matmul_k.splits": 1, "008_register_tile.tm": 2, "008_register_tile.tn": 4})
     k = c.tile_ir.kernels[0]
     assert [(r.acc, r.shape) for r in k.register_tiles] == [("acc0", (2, 4))]
     assert "register acc0[2, 4]" in str(k)

@@ -23,7 +23,10 @@ A strided loop's variable starts at its thread's lane, and is taken there.
 A load in a vector loop (005: 4 consecutive floats per thread) is one 128-bit access per
 lane: the hardware serves a warp's float4 loads in 4 phases of 8 lanes (128 bytes each), so
 its degree is the worst phase's, over the 4 words each of its 8 lanes reads; 4 lanes
-reading 4 consecutive floats each are conflict-free.
+reading 4 consecutive floats each are conflict-free. Four register slots in a row (the
+innermost register loop's r = 4q .. 4q+3) whose lanes each read 4 consecutive, 16-byte
+aligned words (008's `quads` layout) are one such float4 access: nvcc merges them into an
+LDS.128 once the register nest is unrolled, so they are priced as one.
 """
 from __future__ import annotations
 
@@ -125,15 +128,34 @@ def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None) -> list[S
                 env[lp.var] = np.int64(0)
             elif isinstance(lp, StridedLoop):
                 env[lp.var] = evaluate(lp.start, _defaulted(env, lp.start))
-        worst, total, slots = 0, 0, 0
+        pad = None if pads is None else pads.get(stage.name, stage.pad)
+        words = []
         for values in itertools.product(*(range(lp.extent) for lp in registers)):
             env.update({lp.var: np.int64(v) for lp, v in zip(registers, values)})
             idx = [evaluate(e, _defaulted(env, e)) for e in s.index]
-            pad = None if pads is None else pads.get(stage.name, stage.pad)
-            d = _warp_worst(stage_word(stage, idx, pad), threads, width)
-            worst, total, slots = max(worst, d), total + d, slots + 1
-        out.append(SmemLoad(stage.name, s.dst, worst, total, slots))
+            words.append(np.broadcast_to(stage_word(stage, idx, pad), (threads,)))
+        worst, total = 0, 0
+        for run, w in _accesses(words, registers, width):
+            d = _warp_worst(run, threads, w)
+            worst, total = max(worst, d), total + d
+        out.append(SmemLoad(stage.name, s.dst, worst, total, len(words)))
     return out
+
+
+def _accesses(words, registers, width):
+    """(first words, width) of each access the slots' loads make: a run of 4 slots of the
+    innermost register loop reading 4 consecutive aligned words per lane is one float4."""
+    inner = registers[-1].extent if registers else 1
+    i = 0
+    while i < len(words):
+        run = words[i:i + 4]
+        if (width == 1 and inner % 4 == 0 and i % 4 == 0 and len(run) == 4 and not (run[0] % 4).any()
+                and all((run[j] == run[0] + j).all() for j in range(1, 4))):
+            yield run[0], 4
+            i += 4
+        else:
+            yield words[i], width
+            i += 1
 
 
 def _defaulted(env, e):

@@ -17,7 +17,7 @@ from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const,
                              KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
                              SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
 from ...ir.names import fresh_name
-from ...target import STATIC_SMEM_PER_BLOCK
+from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
                         _Scope, format_float)
 from .cuda_ptx import PtxRenderer
@@ -338,9 +338,12 @@ class _Renderer(ExprRenderer, PtxRenderer):
         if smem > STATIC_SMEM_PER_BLOCK:
             raise self.err(f"{smem} bytes of static shared memory; a block may declare at most "
                            f"{STATIC_SMEM_PER_BLOCK} statically")
+        # the bound in whole warps (what the block occupies anyway): ptxas reads a bound such
+        # as 104 as a tight register budget and spills (issue 14: matmul_odd, 104 threads)
+        bound = -(-k.threads // WARP_SIZE) * WARP_SIZE
         head = [
             f"// {k.name}: grid ({', '.join(map(str, k.grid))}), block ({', '.join(map(str, k.block))})",
-            f'extern "C" __global__ __launch_bounds__({k.threads}) void {k.name}({", ".join(params)}) {{',
+            f'extern "C" __global__ __launch_bounds__({bound}) void {k.name}({", ".join(params)}) {{',
         ]
         return "\n".join(head + self.lines + ["}"]) + "\n"
 

@@ -26,6 +26,13 @@ def _cooperative(i: str, count: int, threads: int, body) -> list:
     none per thread) a plain guarded block, which keeps no loop state alive (ptxas otherwise
     spills around small copies in register-tight kernels)."""
     tid = K.Special("tid.x") if threads > 1 else K.Const(0, "int")
+    if count > threads and count % threads == 0:
+        # every thread copies count/threads units: a loop of known trip count, unrolled
+        # (from tid, nvcc cannot see the trip count and keeps a loop with a remainder)
+        r = f"{i}_r"
+        unit = K.Binary("+", tid, K.Binary("*", K.Var(r), K.Const(threads, "int")))
+        return [K.For(r, K.Const(0, "int"), K.Const(count // threads, "int"), K.Const(1, "int"),
+                      (K.Declare(i, "int", unit),) + tuple(body), True)]
     if count > threads:
         return [K.For(i, tid, K.Const(count, "int"), K.Const(threads, "int"), tuple(body))]
     stmts = (K.Declare(i, "int", tid),) + tuple(body)

@@ -55,7 +55,7 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Tile, TileAxis, TileKernel, walk
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .rewrite import substitute_body, used_vars
-from .t008_register_tile import default_extent
+from .t008_register_tile import default_extents
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
 SPLITS = (1, 2, 4, 8, 16, 32)
@@ -150,7 +150,7 @@ def _nonlinear(epilogue, accs) -> str | None:
     return None
 
 
-def _thread_tiles(tile: Tile) -> int:
+def _thread_tiles(tile: Tile, sm_count: int) -> int:
     """Blocks blockify and 008's default register block would launch, roughly."""
     extents = {"M": 1, "N": 1}
     other = 1
@@ -161,12 +161,12 @@ def _thread_tiles(tile: Tile) -> int:
             extents[a.role] *= a.extent
         else:
             other *= a.extent
+    padded = {role: 16 * -(-size // 16) for role, size in extents.items()}
+    regs = dict(zip(("M", "N"), default_extents(padded["M"], padded["N"], sm_count)))
     blocks = other
-    for size in extents.values():
-        if size <= 16:
-            continue
-        r = default_extent(16 * -(-size // 16))
-        blocks *= -(-size // (16 * r))
+    for role, size in extents.items():
+        if size > 16:
+            blocks *= -(-size // (16 * regs[role]))
     return blocks
 
 
@@ -174,7 +174,7 @@ def _default_splits(kernel: TileKernel, target) -> int:
     mm = _Matmul(kernel)
     if mm.reason:
         return 1
-    blocks = _thread_tiles(mm.tile)
+    blocks = _thread_tiles(mm.tile, target.sm_count or 1)
     best = 1
     for s in SPLITS:
         if s > 1 and mm.chunks % s == 0 and mm.chunks // s >= MIN_CHUNKS and blocks * s <= GRID_TARGET:
@@ -191,7 +191,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
         return Skip(mm.reason)
     S = pctx.knobs["splits"]
     if S == 1:
-        blocks = _thread_tiles(mm.tile)
+        blocks = _thread_tiles(mm.tile, pctx.target.sm_count or 1)
         if blocks * 2 > GRID_TARGET:
             return Skip(f"splits=1: about {blocks} blocks already fill the grid")
         if mm.chunks < 2 * MIN_CHUNKS:

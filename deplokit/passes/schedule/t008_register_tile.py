@@ -22,16 +22,23 @@ to 16*TM x 16*TN and the grid shrinks by TM*TN.
     docstring (the block tile is 32 x 64, a0b and a1b shrink to 2 and 4 blocks, the loads and
     the accumulator run inside `register` loops a0r, a1r).
 
-Extents. The knobs ask for TM x TN; an extent is halved while it exceeds the axis's block
-count (a block tile past the whole axis would be padding) or while the grown Stage slabs
-would not fit in static shared memory (the larger extent first).
+Extents. The defaults (default_extents) take each axis's largest extent up to 8 whose block
+tile the axis fills, then halve the larger while twice the blocks would still fit one per SM
+(a thread keeping at least 16 outputs): 4096^2 gets 8 x 8 (128 x 128 blocks), M = 128
+projections 4 x 4 or 8 x 4, M = 32 2 x 8 (003 splits K to fill the grid). Any extent is
+halved while it exceeds the axis's block count (a block tile past the whole axis would be
+padding) or while the grown Stage slabs would not fit in static shared memory (the larger
+extent first).
 
-Layout. `strided` (the default) puts slot r of thread t at origin + r*16 + t: for every slot
-a warp's 16 N-threads read 16 consecutive floats of the B tile (conflict-free) and store 16
-consecutive floats of the output (coalesced), and its two M-rows of the A tile are 16 floats
-apart (different banks). `contiguous` puts it at origin + t*TN + r (a thread's outputs are
-adjacent): the lanes of one slot then read floats TN apart, which conflict on banks; 009
-permute_register_tile repairs that.
+Layout. `strided` (the article's) puts slot r of thread t at origin + r*16 + t: for every
+slot a warp's 16 N-threads read 16 consecutive floats of the B tile (conflict-free, but one
+scalar LDS per slot) and store 16 consecutive floats of the output (coalesced), and its two
+M-rows of the A tile are 16 floats apart (different banks). `contiguous` puts it at
+origin + t*TN + r (a thread's outputs are adjacent). `quads` (the default) keeps M strided
+(A is read along k, where nvcc merges 4 steps of the unrolled k loop into one LDS.128) and
+puts N slot r at origin + t*4 + (r // 4)*64 + r % 4: each lane's 4 slots of a quad are one
+aligned float4, and the 8 lanes of a quarter warp read 128 consecutive bytes, so B's
+fragment is TN/4 conflict-free LDS.128 per k (banks.py prices it so; 009 leaves it alone).
 
 The rewrite is one substitution, t -> r*16 + t and b -> TR*b (b*16 + t becomes
 b*16*TR + r*16 + t), applied to every index and Stage origin, after which each Stage slab
@@ -45,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import Affine, free_vars, var
+from ...ir.index import Affine, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import (BLOCK, THREAD, AtomicAdd, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
                            TileKernel, walk)
@@ -54,18 +61,39 @@ from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 EXTENTS = (1, 2, 4, 8)
-LAYOUTS = ("strided", "contiguous")
+LAYOUTS = ("strided", "contiguous", "quads")
+QUAD = 4                                 # floats in one LDS.128
 
 
 def default_extent(size: int) -> int:
     """Register-block extent along an output axis of `size` elements (16 threads cover it):
-    axes under 64 keep one output per thread (a register block would leave the grid with
-    too few blocks and the threads with padding), 2 up to 256, else 4."""
-    if size < 64:
-        return 1
-    if size < 256:
-        return 2
-    return 4
+    the largest of 1, 2, 4, 8 whose block tile (16 * extent) the axis fills, so no block
+    row or column is padding; axes under 32 keep one output per thread."""
+    e = 1
+    while e < EXTENTS[-1] and 16 * e * 2 <= size:
+        e *= 2
+    return e
+
+
+def default_extents(size_m: int, size_n: int, sm_count: int) -> tuple[int, int]:
+    """(TM, TN): each axis's largest extent, then the larger of them halved while twice
+    the blocks still fit on the SMs one each: an 8 x 8 block (64 FFMA per 16 bytes of
+    shared loads) keeps the K loop FFMA-bound, but with b blocks on more than 2b SMs,
+    halving the block finishes in half the time. Past that, some SM runs two half blocks,
+    as long as one whole one, in a less efficient loop. A thread keeps at least 16 outputs
+    (below that its K loop is bound by shared loads, not FFMA): a grid still too small is
+    003's to fill, by splitting K."""
+    tm, tn = default_extent(size_m), default_extent(size_n)
+
+    def blocks(tm, tn):
+        return -(-size_m // (16 * tm)) * -(-size_n // (16 * tn))
+
+    while 2 * blocks(tm, tn) <= sm_count and tm * tn >= 32:
+        if tn >= tm:
+            tn //= 2
+        else:
+            tm //= 2
+    return tm, tn
 
 
 def role_pair(tile: Tile, role: str):
@@ -92,10 +120,15 @@ def _role_size(kernel: TileKernel, role: str) -> int:
     return t.extent * b.extent
 
 
+def _default(kernel, target, axis: int) -> int:
+    return default_extents(_role_size(kernel, "M"), _role_size(kernel, "N"), target.sm_count or 1)[axis]
+
+
 KNOBS = (
-    Knob("tm", EXTENTS, lambda k, t: default_extent(_role_size(k, "M")), "register-block rows (M) per thread"),
-    Knob("tn", EXTENTS, lambda k, t: default_extent(_role_size(k, "N")), "register-block columns (N) per thread"),
-    Knob("layout", LAYOUTS, lambda k, t: "strided", "which outputs a thread's slots are: r*16 + t or t*TR + r"),
+    Knob("tm", EXTENTS, lambda k, t: _default(k, t, 0), "register-block rows (M) per thread"),
+    Knob("tn", EXTENTS, lambda k, t: _default(k, t, 1), "register-block columns (N) per thread"),
+    Knob("layout", LAYOUTS, lambda k, t: "quads",
+         "which outputs a thread's slots are: r*16 + t, t*TR + r, or N in quads of 4 adjacent columns"),
 )
 
 
@@ -165,10 +198,7 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
         r = fresh_name(t.var[:-1] + "r", used)
         used.add(r)
         nb = -(-b.extent // n)
-        if layout == "strided":
-            mapping[t.var] = var(r) * t.extent + var(t.var)
-        else:
-            mapping[t.var] = var(t.var) * n + var(r)
+        mapping[t.var] = _slot_index(layout, role, var(t.var), t.extent, var(r), n, ranges | {r: n})
         mapping[b.var] = var(b.var) * n
         ranges.update({t.var: t.extent, r: n, b.var: nb})
         regs.append(Loop(r, n, "register", (), role, True))
@@ -184,6 +214,17 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     shape = tuple(lp.extent for lp in regs)          # each accumulator: one register per slot
     return dataclasses.replace(replace_tile(kernel, new_tile),
                                register_tiles=tuple(RegisterTile(a, shape) for a in accs))
+
+
+def _slot_index(layout, role, t, threads, r, n, ranges):
+    """The output element (within the block tile) slot r of thread t owns."""
+    if layout == "strided" or (layout == "quads" and role == "M"):
+        return r * threads + t
+    if layout == "contiguous" or n <= QUAD:
+        return t * n + r
+    # quads: lanes of one slot read adjacent 16-byte quads (one conflict-free LDS.128 per
+    # quarter warp); a thread's quads lie threads*4 apart
+    return t * QUAD + floordiv(r, QUAD, ranges) * (threads * QUAD) + mod(r, QUAD, ranges)
 
 
 def _resize_slab(stage: Stage, slab_of) -> Stage:

@@ -57,6 +57,8 @@ def _layout(tile: Tile, reg: Loop, t_var: str, t_extent: int) -> str | None:
                     return "contiguous"
                 if r == t_extent and t == 1:
                     return "strided"
+                if r == 0 and t == 4 and reg.var in free_vars(e):
+                    return "quads"
     return None
 
 
@@ -82,11 +84,14 @@ def apply(kernel: TileKernel, pctx: PassContext):
         t = pair[0]
         if _layout(tile, reg, t.var, t.extent) == "contiguous":
             contiguous.append((reg, t))
+    if not contiguous and any(_layout(tile, reg, p[0].var, p[0].extent) == "quads"
+                              for reg in regs.values() for p in [role_pair(tile, reg.role)] if p):
+        return Skip("quads register layout: a lane's 4 adjacent slots are one float4 load, conflict-free")
     if not contiguous:
         return Skip("strided register layout: one slot's lanes read consecutive floats, no bank conflict to move")
     loads = smem_loads(kernel)
     base = sum(ld.wavefronts for ld in loads)
-    if base == sum(ld.slots for ld in loads):
+    if all(ld.degree <= 1 for ld in loads):
         return Skip("the register strip's shared-memory loads are already conflict-free")
     best, best_cost = kernel, base
     for reg, t in contiguous:                   # one axis at a time, keeping the best so far
@@ -107,7 +112,9 @@ def _has_mod_of(tile: Tile, r: str) -> bool:
     for s, _ in walk(tile.body):
         if isinstance(s, (Load, Store, AtomicAdd)):
             for e in s.index:
-                if any(isinstance(a, Mod) and r in free_vars(a.expr) for a, _ in e.terms):
+                # a rotation mixes the slot with the thread index (008's quads take r % 4 alone)
+                if any(isinstance(a, Mod) and r in free_vars(a.expr) and len(free_vars(a.expr)) > 1
+                       for a, _ in e.terms):
                     return True
     return False
 

@@ -47,7 +47,10 @@ DESCRIPTION = "narrow eligible BufferedStages to TMA copies (sm_90+)"
 
 
 def _default_max_copies(kernel, target) -> int:
-    return 32
+    # a register-tiled matmul's K loop is FFMA-bound: one thread issuing a row copy after
+    # another (about 12 instructions each) costs it more issue slots than every thread's
+    # one or two cp.async
+    return 8 if kernel.register_tiles else 32
 
 
 KNOBS = (flag_knob("enable", "copy eligible BufferedStages with TMA bulk copies", "TMA copies"),
