@@ -68,7 +68,7 @@ def corpus():
                             (r(1, 4, 9, 16), r(1, 2, 9, 16), r(1, 2, 9, 16))),
         "llama_layer_small": (LlamaLayer(hidden=64, heads=4, kv_heads=2, intermediate=96), (r(1, 9, 64),)),
         # matmul schedules: register tile 2x4 (+ split-K 2); an LLM projection at prefill of 32
-        # tokens (split-K 16 with atomics, register tile 1x4, padded weight tile); small M, long K
+        # tokens (split-K 32 into a workspace and a reducer, register tile 1x4, padded weight tile); small M, long K
         # (split-K 32); a contiguous register layout, whose strip 009 rotates against conflicts
         "matmul_64x256x128": (_matmul, (r(64, 128), r(128, 256))),
         "llm_projection": (nn.Linear(2048, 256, bias=False), (r(1, 32, 2048),)),

@@ -56,10 +56,14 @@ def test_matmul_plan_launch_config_and_args():
         assert ln.dynamic_smem == 0 and ln.static_smem == static_smem_bytes(k)
     assert plan.inputs == ("a", "b") and plan.outputs == ("matmul",)
     assert plan.buffer("matmul").nbytes == 4 * 32 * 64
-    assert plan.scratch_bytes == 0
-    assert pack_args(plan.launches[-1], {"a": 1, "b": 2, "matmul": 3, "other": 4}) == (1, 2, 3)
+    # split-K (003): the partial sums live in the scratch arena, the reducer writes the output
+    ws = plan.buffer("merged_matmul_partials")
+    assert ws.kind == "temp" and ws.offset == 0 and plan.scratch_bytes == ws.nbytes == 4 * 4 * 32 * 64
+    assert [ln.args for ln in plan.launches] == [("a", "b", "merged_matmul_partials"),
+                                                 ("merged_matmul_partials", "matmul")]
+    assert pack_args(plan.launches[0], {"a": 1, "b": 2, "merged_matmul_partials": 3, "other": 4}) == (1, 2, 3)
     with pytest.raises(LaunchPlanError, match="no buffer for parameter b"):
-        pack_args(plan.launches[-1], {"a": 1, "matmul": 3})
+        pack_args(plan.launches[0], {"a": 1, "merged_matmul_partials": 3})
     assert "<<<" in plan.describe()
 
 

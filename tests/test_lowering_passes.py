@@ -59,11 +59,12 @@ def test_a_kernel_without_stages_is_left_alone_by_the_stage_copy_pass():
     assert not step(c, "002_stage_copies").changed
 
 
-def test_zero_init_kernel_names_its_owner_and_launches_read_it():
+def test_split_k_reducer_names_its_kernel_and_launches_read_it():
     c = compiled("matmul_small_m_long_k")
-    zero = [k for k in c.kernel_ir.kernels if k.zero_init_for]
-    assert zero and all(z.zero_init_for in {k.name for k in c.kernel_ir.kernels} for z in zero)
-    assert "# zero-init for " in str(c.kernel_ir)
+    red = [k for k in c.kernel_ir.kernels if k.reduces_for]
+    assert red and all(r.reduces_for in {k.name for k in c.kernel_ir.kernels} for r in red)
+    assert "# adds up the split-K partial sums of " in str(c.kernel_ir)
+    assert not any(k.zero_init_for for k in c.kernel_ir.kernels)    # no atomics, nothing to zero
     assert c.check(backend="sim").ok
 
 
@@ -75,3 +76,7 @@ def test_launches_follow_the_stamped_owner_not_the_position():
     funcs = functions_by_kernel(program, {"a", "b"})
     assert [f.name for f in funcs["a"]] == ["a"] and [f.name for f in funcs["b"]] == ["b_zero", "b"]
     assert [f.name for f, _ in launch_sequence(program)] == ["b_zero", "a", "b"]
+    # a split-K reducer runs right after each launch of its kernel, whatever its position
+    red = K.KernelFunc("b_reduce", (), (1, 1, 1), (1, 1, 1), (), reduces_for="b")
+    funcs = functions_by_kernel(K.KernelProgram((), (), (red, other, owner), ()), {"a", "b"})
+    assert [f.name for f in funcs["b"]] == ["b", "b_reduce"]

@@ -8,11 +8,12 @@ import re
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.loop_ir import Accumulate, Load, Loop
-from deplokit.ir.tile_ir import BLOCK, AtomicAdd, Stage, walk
+from deplokit.ir.tile_ir import BLOCK, Stage, walk
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.record import PassContext
@@ -129,7 +130,8 @@ def test_register_tile_keeps_partial_tiles_guarded():
     a, b = torch.randn(100, 129, generator=g), torch.randn(129, 300, generator=g)
     c = deplokit.compile(lambda x, y: x @ y, a, b, config=STRIDED_2x4)
     k = after(c, "008_register_tile")
-    assert [(x.var, x.extent) for x in k.tile().axes if x.kind == BLOCK] == [("a0b", 4), ("a1b", 5)]
+    # 20 output tiles: split-K 2 (8 chunks; the K tail goes to the reducer)
+    assert [(x.var, x.extent) for x in k.tile().axes if x.kind == BLOCK] == [("a2s", 2), ("a0b", 4), ("a1b", 5)]
     stmts = list(all_stmts(c.kernel_ir.kernels[0].body))
     guarded = [s for s in stmts if isinstance(s, K.If) and any(isinstance(t, K.GlobalStore) for t in s.then)]
     assert guarded, "the store past M / N must be guarded"
@@ -153,7 +155,7 @@ def test_register_tile_defaults_and_knobs():
     assert stage(k, "b_smem").slab[-1].extent == 128
     assert c.check(backend="sim").ok
     c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 1, "008_register_tile.tn": 1})
-    assert step(c, "008_register_tile").skipped_reason == "merged_matmul: tm=1, tn=1: one output per thread"
+    assert step(c, "008_register_tile").skipped_reason.startswith("merged_matmul: tm=1, tn=1: one output per thread")
     # matmul_odd: N = 13 fits in one block; M = 37 fills a 32-row block tile (2 per thread),
     # the second block's rows past 37 guarded
     c = compiled("matmul_odd")
@@ -232,13 +234,13 @@ def test_pad_smem_is_honoured_by_the_materialiser():
     s9 = step(c, "009_permute_register_tile")
     padded = t014_pad_smem.apply(s9.after.kernels[0], PassContext(c.target, {"pad": 1}))
     assert stage(padded, "p_weight_smem").pad == 1
-    prog = materialize(dataclasses.replace(s9.after, kernels=(padded,)))
+    prog = materialize(dataclasses.replace(s9.after, kernels=(padded,) + s9.after.kernels[1:]))
     arrays = {s.name: s.size for s in all_stmts(prog.kernels[0].body) if isinstance(s, K.SharedArray)}
     assert arrays["p_weight_smem"] == 16 * 17
     fn, inputs = PROGRAMS["linear_bias"]
     env = dict(c.values)
     env.update(c._bind(inputs))
-    (got,) = simulate_program(prog, env)
+    (got,) = simulate_program(prog, env)   # the split kernel, then its reducer
     with torch.no_grad():
         np.testing.assert_allclose(got, fn(*inputs).numpy(), rtol=1e-4, atol=1e-5)
     # end to end, with whatever copy the later passes chose (pad 4 keeps 16-byte rows)
@@ -258,51 +260,60 @@ def test_pad_smem_skips_what_has_no_conflict():
 # -- 003 split_matmul_k -------------------------------------------------------------------------
 
 def test_split_k_promotes_k_outer_chunks_to_a_grid_axis():
-    # 2 blocks of 32 x 128 (008's default): 128 K chunks split 32 ways
-    assert dict(dict(step(compiled("llm_projection"), "003_split_matmul_k").params)["merged_linear"]) == \
-        {"splits": 32}
-    c = compiled("llm_projection", **{"003_split_matmul_k.splits": 16}, **OLD_PROJECTION)
-    k = after(c, "003_split_matmul_k")
-    assert str(k) == """\
-=== merged_linear -> linear ===
-zero-init linear  # split-K blocks add partial sums into it
-Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):16=BLOCK)):
-    for a2o in 0..8:  # reduce (K)
+    c = compiled("llm_projection")
+    # 8 output tiles on 132 SMs: the fewest splits that give every SM a block (4 chunks each)
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32}
+    s3 = step(c, "003_split_matmul_k")
+    main, red = s3.after.kernels
+    assert str(main) == """\
+=== merged_linear -> merged_linear_partials ===
+split-K 32 into merged_linear_partials, reduced by merged_linear_reduce  # deterministic
+Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):32=BLOCK)):
+    for a2o in 0..4:  # reduce (K)
         for a2i in 0..16:  # reduce (K)
-            in0 = load input[0, a0, a2s * 128 + a2o * 16 + a2i]
-            in1 = load p_weight[a1, a2s * 128 + a2o * 16 + a2i]
+            in0 = load input[0, a0, a2s * 64 + a2o * 16 + a2i]
+            in1 = load p_weight[a1, a2s * 64 + a2o * 16 + a2i]
             v0 = multiply(in0, in1)
             acc0 <- add(acc0, v0)
-    linear[0, a0, a1] += acc0  # atomic"""
+    merged_linear_partials[a2s, 0, a0, a1] = acc0"""
+    lines = str(red).splitlines()
+    assert lines[:4] == ["=== merged_linear_reduce -> linear ===",
+                         "reduces merged_linear  # its split-K partial sums, in split order",
+                         "Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD)):",
+                         "    acc0_p0 = load merged_linear_partials[0, 0, a0, a1]"]
+    assert lines[-3:] == ["    acc0_p31 = load merged_linear_partials[31, 0, a0, a1]",
+                          "    acc0_s31 = add(acc0_s30, acc0_p31)", "    linear[0, a0, a1] = acc0_s31"]
+    ws = next(b for b in s3.after.written if b.name == "merged_linear_partials")
+    assert ws.kind == "temp" and ws.type.shape == (32, 1, 32, 256)
     # blockify keeps the split axis as the slowest grid axis; stages cover one split's chunk
     k5 = after(c, "005_blockify_launch")
     assert [(x.var, x.role, x.extent) for x in k5.tile().axes if x.kind == BLOCK] == \
-        [("a2s", "K", 16), ("a0b", "M", 2), ("a1b", "N", 16)]
-    assert str(stage(after(c, "007_stage_inputs"), "p_weight_smem").origin[1]) == "a2s * 128 + a2o * 16"
+        [("a2s", "K", 32), ("a0b", "M", 2), ("a1b", "N", 16)]
+    assert str(stage(after(c, "007_stage_inputs"), "p_weight_smem").origin[1]) == "a2s * 64 + a2o * 16"
 
 
-def test_split_k_zeroes_the_output_then_adds_atomically():
-    c = compiled("llm_projection", **{"003_split_matmul_k.splits": 16}, **OLD_PROJECTION)
-    zero, main = c.kernel_ir.kernels
-    assert zero.name == "merged_linear_zero" and main.name == "merged_linear"
-    assert zero.grid == (32, 1, 1) and [p.name for p in zero.params] == ["linear"]
-    assert main.grid == (16 * 2 * 4, 1, 1)
-    assert any(isinstance(s, K.AtomicAdd) for s in all_stmts(main.body))
-    assert not any(isinstance(s, K.GlobalStore) for s in all_stmts(main.body))
+def test_split_k_stores_partials_then_a_reducer_adds_them_without_atomics():
+    c = compiled("llm_projection")
+    main, red = c.kernel_ir.kernels
+    assert (main.name, red.name, red.reduces_for) == ("merged_linear", "merged_linear_reduce", "merged_linear")
+    # 2 blocks of 32 x 128 (008's default) x 32 splits (the most 003 offers at 4 K chunks each)
+    assert main.grid == (2 * 32, 1, 1)
+    assert [p.name for p in red.params] == ["merged_linear_partials", "linear"]
+    assert not any(isinstance(s, K.AtomicAdd) for k in c.kernel_ir.kernels for s in all_stmts(k.body))
     text = str(c.cuda)
-    assert text.index("void merged_linear_zero(") < text.index("void merged_linear(")
-    assert "atomicAdd(&linear[" in text
-    # on a GPU the output holds garbage: the program's zero kernel must clear it
+    assert "atomic" not in text and text.index("void merged_linear(") < text.index("void merged_linear_reduce(")
+    # on a GPU the output and the workspace hold garbage: nothing may rely on zeros
     fn, (x,) = PROGRAMS["llm_projection"]
     bufs = {"input": x.numpy().reshape(-1), "p_weight": fn.weight.detach().numpy().reshape(-1),
-            "linear": np.full(32 * 256, np.nan, dtype=np.float32)}
+            "linear": np.full(32 * 256, np.nan, dtype=np.float32),
+            "merged_linear_partials": np.full(32 * 32 * 256, np.nan, dtype=np.float32)}
     for kf in c.kernel_ir.kernels:
         simulate_kernel(kf, {p.name: bufs[p.name] for p in kf.params}, max_block_threads=1024)
     with torch.no_grad():
         expected = fn(x).numpy().reshape(-1)
     np.testing.assert_allclose(bufs["linear"], expected, rtol=1e-4, atol=1e-5)
-    # the simulator adds in a fixed order: the result is the same every run
-    first = c.run(x, backend="sim")     # ("auto" would be the GPU, where atomics add in any order)
+    # one fixed order of float adds: bit-identical run to run
+    first = c.run(x, backend="sim")
     assert torch.equal(first, c.run(x, backend="sim"))
     assert c.check(backend="sim").ok
 
@@ -310,7 +321,7 @@ def test_split_k_zeroes_the_output_then_adds_atomically():
 def test_split_k_small_m_long_k_and_the_knob():
     c = compiled("matmul_small_m_long_k")
     assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"]) == {"splits": 32}
-    assert c.kernel_ir.kernels[-1].grid == (32, 1, 1)       # 32 splits of one 16 x 64 block
+    assert c.kernel_ir.kernels[0].grid == (32, 1, 1)   # one 4 x 64 output tile (008's default) x 32 splits
     assert c.check(backend="sim").ok
     c = compiled("matmul_small_m_long_k", **{"003_split_matmul_k.splits": 4})
     assert [(x.var, x.extent) for x in after(c, "003_split_matmul_k").tile().axes if x.kind == BLOCK] == [("a2s", 4)]
@@ -321,39 +332,35 @@ def test_split_k_small_m_long_k_and_the_knob():
     assert c.check(backend="sim", atol=1e-4).ok
 
 
+@pytest.mark.parametrize("fn, shapes", [
+    (lambda a, b: torch.relu(a @ b), ((4, 1024), (1024, 64))),                    # an activation
+    (lambda a, b, bias: a @ b + bias, ((4, 1024), (1024, 64), (64,))),            # a bias
+    (lambda a, b, res: F.silu(a @ b) + res, ((4, 1024), (1024, 64), (4, 64))),    # a residual
+    (lambda a, b: a @ b, ((4, 1000), (1000, 64))),                                # a K tail of 8
+    (lambda a, b, bias: torch.tanh(a @ b + bias), ((20, 1032), (1032, 100), (100,))),  # tail, ragged tiles
+])
+def test_split_k_reduces_any_epilogue_and_k_tails_deterministically(fn, shapes):
+    g = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(*s, generator=g) for s in shapes]
+    c = deplokit.compile(fn, *inputs)
+    assert step(c, "003_split_matmul_k").changed
+    main, red = c.kernel_ir.kernels[:2]
+    assert red.reduces_for == main.name
+    assert "atomic" not in str(c.cuda)
+    assert c.check(*inputs, backend="sim", atol=1e-4).ok
+    assert torch.equal(c.run(*inputs, backend="sim"), c.run(*inputs, backend="sim"))
+
+
 @pytest.mark.parametrize("fn, shapes, reason", [
-    (lambda a, b: torch.relu(a @ b), ((4, 1024), (1024, 64)),
-     "the epilogue applies relu to the accumulator, which is not linear in the partial sums"),
     (lambda a, b: torch.where(a @ b > 0, a @ b, 0.0), ((4, 1024), (1024, 64)), "2 K reductions in one kernel"),
-    (lambda a, b, bias: a @ b + bias, ((4, 1024), (1024, 64), (64,)),
-     "every split would add it again"),
-    (lambda a, b: a @ b, ((4, 1000), (1000, 64)), "leaves a tail of 8 after 62 chunks of 16"),
-    (lambda a, b: a @ b, ((1024, 128), (128, 1024)), "about 128 blocks already fill the grid"),
+    (lambda a, b: a @ b, ((2048, 128), (128, 2048)), "about 256 blocks already fill the grid"),
 ])
 def test_split_k_skips_with_the_reason(fn, shapes, reason):
     g = torch.Generator().manual_seed(2)
     c = deplokit.compile(fn, *(torch.randn(*s, generator=g) for s in shapes))
     s = step(c, "003_split_matmul_k")
     assert not s.changed
-    if reason is not None:
-        assert reason in s.skipped_reason
-    assert not any(isinstance(x, AtomicAdd) for k in c.tile_ir.kernels for x, _ in walk(k.body))
-
-
-def test_split_k_with_partial_tiles_guards_the_adds_and_the_zeroing():
-    g = torch.Generator().manual_seed(4)
-    a, b = torch.randn(20, 1024, generator=g), torch.randn(1024, 100, generator=g)
-    c = deplokit.compile(lambda x, y: x @ y, a, b)
-    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"]) == {"splits": 16}
-    zero, main = c.kernel_ir.kernels
-    assert zero.grid == (8, 1, 1) and isinstance(zero.body[-1], K.If)      # 2000 of 2048 threads store
-    guarded = [s for s in all_stmts(main.body) if isinstance(s, K.If)
-               and any(isinstance(t, K.AtomicAdd) for t in s.then)]
-    assert guarded
-    bufs = {"x": a.numpy().reshape(-1), "y": b.numpy().reshape(-1), "matmul": np.full(2000, np.nan, np.float32)}
-    for kf in c.kernel_ir.kernels:
-        simulate_kernel(kf, {p.name: bufs[p.name] for p in kf.params})
-    np.testing.assert_allclose(bufs["matmul"], (a @ b).numpy().reshape(-1), rtol=1e-4, atol=1e-4)
+    assert reason in s.skipped_reason
 
 
 def test_split_k_needs_splits_that_divide_the_chunks():
@@ -363,7 +370,7 @@ def test_split_k_needs_splits_that_divide_the_chunks():
     assert step(c, "003_split_matmul_k").skipped_reason == "merged_matmul: 12 K chunks do not divide into 8 splits"
     c = deplokit.compile(lambda a, b: (a @ b) * 0.5, torch.randn(4, 192, generator=g),
                          torch.randn(192, 64, generator=g), config={"003_split_matmul_k.splits": 4})
-    assert step(c, "003_split_matmul_k").changed          # a scaled epilogue is linear
+    assert step(c, "003_split_matmul_k").changed
     assert c.check(backend="sim").ok
 
 

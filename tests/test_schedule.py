@@ -98,9 +98,10 @@ def test_matmul_gets_a_16x16_thread_block():
     fn, inputs = PROGRAMS["matmul_odd"]
     c = deplokit.compile(fn, *inputs)
     tile = c.tile_ir.kernels[0].tile()
-    # M = 37: 16 threads x 2 register rows (008) per block, 2 blocks
+    # M = 37: 16 threads x 2 register rows (008) per block, 2 blocks; split-K 2 fills more
+    # SMs (003); the thread block stays 16 x 13
     assert sorted((a.role, a.kind, a.extent) for a in tile.axes) == [
-        ("M", BLOCK, 2), ("M", THREAD, 16), ("N", THREAD, 13)]
+        ("K", BLOCK, 2), ("M", BLOCK, 2), ("M", THREAD, 16), ("N", THREAD, 13)]
     assert c.check(backend="sim").ok
 
 

@@ -89,7 +89,7 @@ def test_softmax_then_matmul_fills_the_sms():
     def blocks(c):
         return {k.name: k.grid[0] * k.grid[1] * k.grid[2] for k in c.kernel_ir.kernels}
 
-    off = deplokit.compile(fn, x, w, config={"split_reduce.splits": 1})
+    off = deplokit.compile(fn, x, w, config={"split_reduce.splits": 1, "003_split_matmul_k.splits": 1})
     assert max(blocks(off).values()) <= 3
     on = deplokit.compile(fn, x, w)
     long = {k: n for k, n in blocks(on).items() if "_part" in k or k == "merged_softmax"}

@@ -266,6 +266,9 @@ class KernelFunc(Displayable):
     # kernel that clears them (k003_zero_init), the kernel it runs before (runtime/launches.py).
     zero_init: tuple[str, ...] = ()
     zero_init_for: str = ""
+    # Split-K without atomics (003): on the reducer, the kernel whose workspace of partial
+    # sums it adds up; it runs just after each launch of that kernel (runtime/launches.py).
+    reduces_for: str = ""
 
     @property
     def threads(self) -> int:

@@ -107,6 +107,8 @@ def format_kernel(k: KernelFunc) -> str:
     lines = [f"=== {k.name} grid={k.grid} block={k.block} ==="]
     if k.zero_init_for:
         lines.append(f"# zero-init for {k.zero_init_for}")
+    if k.reduces_for:
+        lines.append(f"# adds up the split-K partial sums of {k.reduces_for}")
     for p in k.params:
         lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
     if k.registers is not None:

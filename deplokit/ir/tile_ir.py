@@ -89,10 +89,12 @@ stores as one 128-bit float4 access where alignment allows (deplokit.passes.vect
             ...
 
 Split-K (003 split_matmul_k) adds a BLOCK axis of role K (`a2s(K):8=BLOCK`): each block
-reduces one contiguous range of K chunks and adds its partial sum into the output with
-AtomicAdd (`matmul[...] += acc0  # atomic`); 003 stamps the output on the kernel
-(`zero-init matmul`, TileKernel.zero_init) and the lowering emits a kernel that
-zeroes it, launched before (deplokit.passes.lower.k003_zero_init).
+reduces one contiguous range of K chunks and stores its partial sum into its own slice of a
+workspace (`matmul_partials[a2s, ...] = acc0`); a second kernel, which 003 adds just after,
+sums the slices in a fixed order and applies the epilogue once (`split-K 8 into
+matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). No atomics: the result is
+bit-identical run to run. (AtomicAdd and `zero-init` remain in the IR for hand-built
+kernels; no pass emits them.)
 
 A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors
 it keeps on chip one row at a time: loads and stores of them become shared-memory accesses
@@ -256,6 +258,19 @@ TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Ac
 
 
 @dataclass(frozen=True)
+class SplitK:
+    """003's split-K decision: `splits` blocks share an output tile's K range and store
+    partial sums into `workspace` (splits x the output's shape); the kernel `reducer`
+    (launched right after) adds them up in split order and applies the epilogue."""
+    splits: int
+    workspace: str
+    reducer: str
+
+    def text(self) -> str:
+        return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}  # deterministic"
+
+
+@dataclass(frozen=True)
 class RegisterTile:
     """An accumulator 008 register_tile made a per-thread register array: one element per
     value of the register loops its index names, row-major (`register acc0[2, 4]`)."""
@@ -287,6 +302,8 @@ class TileKernel(Displayable):
     # which a zero-init kernel launched just before this one must clear.
     register_tiles: tuple[RegisterTile, ...] = ()
     zero_init: tuple[str, ...] = ()
+    split_k: SplitK | None = None
+    reduces_for: str = ""          # on 003's reducer: the split kernel whose partials it adds
 
     def register_tile(self, acc: str) -> RegisterTile | None:
         for r in self.register_tiles:
@@ -308,6 +325,8 @@ class TileKernel(Displayable):
         lines += [b.text() for b in self.locals]
         lines += [r.text() for r in self.register_tiles]
         lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
+        lines += [self.split_k.text()] if self.split_k is not None else []
+        lines += [f"reduces {self.reduces_for}  # its split-K partial sums, in split order"] if self.reduces_for else []
         format_body(self.body, 0, lines)
         return "\n".join(lines)
 

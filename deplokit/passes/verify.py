@@ -20,6 +20,8 @@ Tile IR (per kernel)
   register-tiles     an indexed accumulator has a register tile stamped (008) whose rank and
                      extents match the register loops indexing it
   zero-init          a tensor a split-K kernel adds into is stamped for zero-init (003)
+  split-k            a split kernel (003) stores into its declared workspace, and its reducer
+                     comes right after it and names it
 Kernel IR (per function)
   names-declared     variables, register arrays, shared arrays, mbarriers and buffers are
                      declared (parameters for buffers) before they are used
@@ -47,14 +49,25 @@ def verify(ir, target=None) -> None:
     simulator runs."""
     limit = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
     if isinstance(ir, TileProgram):
-        for k in ir.kernels:
+        for i, k in enumerate(ir.kernels):
             _TileChecker(k, ir, limit).run()
+            if k.split_k is not None:
+                _check_split(k, ir.kernels[i + 1] if i + 1 < len(ir.kernels) else None, ir)
     elif isinstance(ir, KernelProgram):
         for f in ir.kernels:
             _KernelChecker(f, limit if target is not None else None).run()
 
 
 # -- Tile IR -------------------------------------------------------------------------------------
+
+def _check_split(k, nxt, program) -> None:
+    split = k.split_k
+    if split.workspace not in program.types() or k.outputs != (split.workspace,):
+        raise IRInvariantError("Tile", "split-k", k.name, f"the workspace {split.workspace} is not a declared "
+                                                          f"buffer the kernel writes")
+    if nxt is None or nxt.name != split.reducer or nxt.reduces_for != k.name:
+        raise IRInvariantError("Tile", "split-k", k.name, f"its reducer {split.reducer} does not follow it")
+
 
 class _TileChecker:
     def __init__(self, kernel, program, limit):

@@ -3,9 +3,10 @@ function runs once on the buffers its parameters name; a deduplicated program
 (passes/dedup.py) runs each Launch's unique kernel with the launch's own tensors bound to the
 kernel's parameters. The simulator and the CuPy launch plan both follow this one sequence.
 
-The Kernel IR holds each unique kernel once; a zero-init kernel (passes/lower/k003_zero_init.py,
-before split-K atomics) names the kernel it runs for (KernelFunc.zero_init_for) and runs
-just before each launch of it.
+The Kernel IR holds each unique kernel once; a zero-init kernel (passes/lower/k003_zero_init.py)
+names the kernel it runs for (KernelFunc.zero_init_for) and runs just before each launch of
+it; a split-K reducer (003) names the kernel whose partial sums it adds
+(KernelFunc.reduces_for) and runs just after each launch of it, with the same bindings.
 """
 from __future__ import annotations
 
@@ -15,15 +16,18 @@ from ..ir import kernel_ir as K
 
 def functions_by_kernel(program: K.KernelProgram, unique: set[str]) -> dict[str, tuple[K.KernelFunc, ...]]:
     """Unique loop-kernel name -> the Kernel-IR functions one of its launches runs, in order:
-    its zero-init kernels, then itself."""
-    zero = {}
+    its zero-init kernels, itself, then its split-K reducers."""
+    zero, after = {}, {}
     for f in program.kernels:
         if f.zero_init_for:
             zero.setdefault(f.zero_init_for, []).append(f)
-    stray = [f.name for f in program.kernels if (f.zero_init_for or f.name) not in unique]
+        if f.reduces_for:
+            after.setdefault(f.reduces_for, []).append(f)
+    stray = [f.name for f in program.kernels if (f.zero_init_for or f.reduces_for or f.name) not in unique]
     if stray:
         raise ExecutionError(f"kernel functions {', '.join(stray)} belong to no launch")
-    return {f.name: tuple(zero.get(f.name, ())) + (f,) for f in program.kernels if f.name in unique}
+    return {f.name: tuple(zero.get(f.name, ())) + (f,) + tuple(after.get(f.name, ()))
+            for f in program.kernels if f.name in unique}
 
 
 def launch_sequence(program: K.KernelProgram, launches=()) -> list[tuple[K.KernelFunc, dict]]:

@@ -28,6 +28,7 @@ from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.record import Skip
 from ..passes.schedule import SCHEDULE, initial
+from ..passes.schedule.t003_split_matmul_k import workspace_buffer
 
 DEPTH = len(SCHEDULE)
 
@@ -227,8 +228,14 @@ class KernelSpace:
         return n
 
     def program_with(self, leaf: Leaf) -> TileProgram:
-        """A Tile program holding only this kernel, scheduled as `leaf` (to materialise it)."""
-        return TileProgram(self.program.buffers, self.program.written, (leaf.kernel,), self.program.outputs)
+        """A Tile program holding only this kernel, scheduled as `leaf` (to materialise it). A
+        split-K leaf writes 003's workspace (declared here); its reducer is not part of it."""
+        written = self.program.written
+        split = leaf.kernel.split_k
+        if split is not None and split.workspace not in self.types:
+            out = self.types[self.program.kernel(self.kernel_name).outputs[0]]
+            written += (workspace_buffer(split, out),)
+        return TileProgram(self.program.buffers, written, (leaf.kernel,), self.program.outputs)
 
 
 def kernel_spaces(program: LoopProgram, target) -> list[KernelSpace]:

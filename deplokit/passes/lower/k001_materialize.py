@@ -71,7 +71,7 @@ class Materializer(LoweringState):
         body += self.stmts(self.uniform)
         body += self.stmts(self.tile.body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
-                          zero_init=self.kernel.zero_init)
+                          zero_init=self.kernel.zero_init, reduces_for=self.kernel.reduces_for)
 
     # -- statements ----------------------------------------------------------------------------
     def stmts(self, body) -> list:

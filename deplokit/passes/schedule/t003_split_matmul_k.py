@@ -1,12 +1,14 @@
 """003 split_matmul_k: promote the K-outer chunk loop into a grid dimension (split-K).
 
 A matmul with few outputs and a long K (an LLM projection at decode or short prefill: M of
-1..32 rows, K in the thousands) launches too few blocks to fill the GPU, and each block
+1..128 rows, K in the thousands) launches too few blocks to fill the GPU, and each block
 walks the whole of K alone. Split-K gives the K-outer chunks to S blocks per output tile:
-block s reduces chunks s*C .. s*C + C-1 (C = chunks / S) into a partial sum and adds it into
-the output with an atomic add. The grid grows S-fold; each block's K walk is S times shorter.
+block s reduces chunks s*C .. s*C + C-1 (C = chunks / S) into a partial sum and stores it
+into its own slice of a workspace; a second kernel (added by this pass, launched right
+after) adds the S slices up in split order, then applies the epilogue once. No atomics:
+the sum is the same float sum on every run and every GPU.
 
-    before (nn.Linear(2048, 256, bias=False) on 32 tokens)
+    before (nn.Linear(2048, 256) on 32 tokens)
     Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD)):
         for a2o in 0..128:  # reduce (K)
             for a2i in 0..16:  # reduce (K)
@@ -14,52 +16,56 @@ the output with an atomic add. The grid grows S-fold; each block's K walk is S t
                 in1 = load p_weight[a1, a2o * 16 + a2i]
                 v0 = multiply(in0, in1)
                 acc0 <- add(acc0, v0)
-        linear[0, a0, a1] = acc0
+        in2 = load p_bias[a1]
+        v1 = add(acc0, in2)  # epilogue (outside reduce)
+        linear[0, a0, a1] = v1
 
-    after (splits=16: 16 blocks per output tile, 8 chunks = 128 of K each)
-    Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):16=BLOCK)):
-        for a2o in 0..8:  # reduce (K)
+    after (splits=32: 32 blocks per output tile, 4 chunks = 64 of K each)
+    === merged_linear -> merged_linear_partials ===
+    split-K 32 into merged_linear_partials, reduced by merged_linear_reduce  # deterministic
+    Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):32=BLOCK)):
+        for a2o in 0..4:  # reduce (K)
             for a2i in 0..16:  # reduce (K)
-                in0 = load input[0, a0, a2s * 128 + a2o * 16 + a2i]
-                in1 = load p_weight[a1, a2s * 128 + a2o * 16 + a2i]
-                v0 = multiply(in0, in1)
-                acc0 <- add(acc0, v0)
-        linear[0, a0, a1] += acc0  # atomic
+                in0 = load input[0, a0, a2s * 64 + a2o * 16 + a2i]
+                ...
+        merged_linear_partials[a2s, 0, a0, a1] = acc0
 
-Blockify (005) keeps the split axis as the slowest BLOCK axis and splits M and N as usual;
-stage_inputs (007) stages each split's own chunks (origins `a2s * 128 + a2o * 16`).
+    === merged_linear_reduce -> linear ===
+    Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD)):
+        ps0 = load merged_linear_partials[0, 0, a0, a1]
+        ...
+        ps31 = add(ps30, ...)
+        in2 = load p_bias[a1]
+        v1 = add(ps31, in2)  # epilogue (outside reduce)
+        linear[0, a0, a1] = v1
 
-Correctness. The partial sums of the splits add up to the full sum, so adding them into an
-output that starts at zero gives the result only if everything the epilogue does between the
-accumulator and the store is linear in it: scaling by a value that does not depend on K
-(multiply, divide, neg), sums of such terms, a select between them and 0. A bias add, relu,
-a mask to -inf, ... would be applied once per split: the pass skips such kernels and says
-which operation stops it. The output is zeroed by the program itself: the pass stamps it
-on the kernel (`zero-init <output>`) and the lowering emits a kernel `<name>_zero` just
-before this one (deplokit.passes.lower.k003_zero_init), so
-the result does not depend on what the output buffer held. On a GPU the atomic adds land in
-an unspecified order (the last bits of a float sum may differ from run to run); the
-simulator applies them in a fixed order.
+Any epilogue works (bias, residual, activation): the reducer applies it once, to the whole
+sum. A K tail (K % BK != 0, 002's `a2t` loop) is reduced by the reducer too, after the
+partials. The workspace is a temporary of the program (the launch plan places it in the
+scratch arena). Blockify (005) keeps the split axis as the slowest BLOCK axis and splits M
+and N as usual; stage_inputs (007) stages each split's own chunks (origins `a2s * 64 + ...`);
+the reducer is scheduled by the later passes like any elementwise kernel.
 
-Default. splits = 1 unless the grid is small: the 16 x 16-thread tiles (after 008's default
-register block) are counted, and K is split into the most splits in the domain that keep
-the grid within GRID_TARGET blocks, divide the K chunks evenly and leave each split at least
-MIN_CHUNKS chunks. A K with a tail (K % BK != 0) is not split.
+Default. splits = 1 when the output tiles fill the GPU's SMs: the 16 x 16-thread tiles
+(after 008's default register block) are counted, and K is split into the fewest splits in
+the domain that bring the grid to at least one block per SM, divide the K chunks evenly and
+leave each split at least MIN_CHUNKS chunks (the most such splits if none reaches the SMs).
 """
 from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import var
+from ...ir.index import const, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import BLOCK, THREAD, AtomicAdd, Tile, TileAxis, TileKernel, walk
+from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
+from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .rewrite import substitute_body, used_vars
 from .t008_register_tile import default_extents
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
 SPLITS = (1, 2, 4, 8, 16, 32)
-GRID_TARGET = 128      # blocks: about one wave on the reference GPUs (108 to 170 SMs)
+GRID_TARGET = 132      # blocks: one per SM of an H100, for a target that does not say
 MIN_CHUNKS = 4         # K chunks each split reduces at least
 
 
@@ -72,6 +78,9 @@ class _Matmul:
             self.tile = tile = kernel.tile()
         except ValueError:
             self.reason = "no Tile"
+            return
+        if kernel.locals:
+            self.reason = "the kernel keeps rows on chip (locals)"
             return
         outer = [s for s in tile.body if isinstance(s, Loop) and s.role == "K"]
         self.outer = next((lp for lp in outer if any(isinstance(c, Loop) and c.role == "K" for c in lp.body)), None)
@@ -88,66 +97,25 @@ class _Matmul:
         if len(outer) > 1 + len(self.tail):
             self.reason = f"{len(outer) - len(self.tail)} K reductions in one kernel (fused matmuls)"
             return
-        if self.tail:
-            t = sum(lp.extent for lp in self.tail)
-            self.reason = (f"K = {self.chunks * self.bk + t} leaves a tail of {t} after {self.chunks} chunks "
-                           f"of {self.bk}: split-K needs whole chunks")
-            return
         at = tile.body.index(self.outer)
-        self.epilogue = tile.body[at + 1:]
-        if any(not isinstance(s, (Load, Compute, Store)) for s in tile.body[:at] + self.epilogue):
+        self.prologue = tile.body[:at]
+        self.epilogue = tuple(s for s in tile.body[at + 1:] if s not in self.tail)
+        if any(not isinstance(s, (Load, Compute, Store)) for s in self.prologue + self.epilogue):
             self.reason = "the K loop is not the kernel's only loop"
             return
         stores = [s for s, _ in walk(tile.body) if isinstance(s, Store)]
         if len(stores) != 1 or stores[0] not in self.epilogue:
-            self.reason = f"{len(stores)} stores: split-K adds into exactly one output"
+            self.reason = f"{len(stores)} stores: split-K reduces into exactly one output"
             return
         self.store = stores[0]
         if any(isinstance(s, Load) and s.tensor == self.store.tensor for s, _ in walk(tile.body)):
             self.reason = f"the kernel reads its output {self.store.tensor}"
             return
         accs = {s.acc: s.reduction for s, _ in walk(self.outer.body) if isinstance(s, Accumulate)}
-        if any(r != "sum" for r in accs.values()):
-            self.reason = "the K reduction is not a sum"
+        if len(accs) != 1 or any(r != "sum" for r in accs.values()):
+            self.reason = "the K reduction is not one sum"
             return
-        self.reason = _nonlinear(self.epilogue, set(accs)) or ""
-
-
-def _nonlinear(epilogue, accs) -> str | None:
-    """Why the value stored is not linear in the accumulators, or None."""
-    kind = {a: "L" for a in accs}          # L: linear in the partial sums; I: independent of them
-
-    def k(a):
-        return kind.get(a, "I") if isinstance(a, str) else "I"
-
-    for s in epilogue:
-        if isinstance(s, Load):
-            kind[s.dst] = "I"
-        elif isinstance(s, Compute):
-            ks = [k(a) for a in s.args]
-            zero = [isinstance(a, (int, float)) and not isinstance(a, bool) and a == 0 for a in s.args]
-            if "L" not in ks:
-                kind[s.dst] = "I"
-            elif s.op == "multiply" and ks.count("L") == 1:
-                kind[s.dst] = "L"
-            elif s.op == "divide" and ks == ["L", "I"]:
-                kind[s.dst] = "L"
-            elif s.op == "neg":
-                kind[s.dst] = "L"
-            elif s.op in ("add", "subtract") and all(x == "L" or z for x, z in zip(ks, zero)):
-                kind[s.dst] = "L"
-            elif s.op == "where" and ks[0] == "I" and all(x == "L" or z for x, z in zip(ks[1:], zero[1:])):
-                kind[s.dst] = "L"
-            elif s.op in ("add", "subtract"):
-                other = next(a for a, x in zip(s.args, ks) if x == "I")
-                return (f"the epilogue {s.op}s {other} (not scaled by the accumulator, e.g. a bias): "
-                        f"every split would add it again")
-            else:
-                return f"the epilogue applies {s.op} to the accumulator, which is not linear in the partial sums"
-        elif isinstance(s, Store):
-            if k(s.value) != "L":
-                return f"the value stored in {s.tensor} does not come from the accumulator"
-    return None
+        self.acc = next(iter(accs))
 
 
 def _thread_tiles(tile: Tile, sm_count: int) -> int:
@@ -170,16 +138,19 @@ def _thread_tiles(tile: Tile, sm_count: int) -> int:
     return blocks
 
 
+def _grid_target(target) -> int:
+    return getattr(target, "sm_count", 0) or GRID_TARGET
+
+
 def _default_splits(kernel: TileKernel, target) -> int:
     mm = _Matmul(kernel)
     if mm.reason:
         return 1
-    blocks = _thread_tiles(mm.tile, target.sm_count or 1)
-    best = 1
-    for s in SPLITS:
-        if s > 1 and mm.chunks % s == 0 and mm.chunks // s >= MIN_CHUNKS and blocks * s <= GRID_TARGET:
-            best = s
-    return best
+    blocks, sms = _thread_tiles(mm.tile, target.sm_count or 1), _grid_target(target)
+    if blocks >= sms:
+        return 1
+    fits = [s for s in SPLITS[1:] if mm.chunks % s == 0 and mm.chunks // s >= MIN_CHUNKS]
+    return next((s for s in fits if blocks * s >= sms), fits[-1] if fits else 1)
 
 
 KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),)
@@ -192,33 +163,92 @@ def apply(kernel: TileKernel, pctx: PassContext):
     S = pctx.knobs["splits"]
     if S == 1:
         blocks = _thread_tiles(mm.tile, pctx.target.sm_count or 1)
-        if blocks * 2 > GRID_TARGET:
+        if blocks >= _grid_target(pctx.target):
             return Skip(f"splits=1: about {blocks} blocks already fill the grid")
-        if mm.chunks < 2 * MIN_CHUNKS:
-            return Skip(f"splits=1: {mm.chunks} K chunks of {mm.bk} are too few to split "
-                        f"(two splits of {MIN_CHUNKS} need {2 * MIN_CHUNKS})")
-        return Skip(f"splits=1: no split count in {SPLITS[1:]} divides {mm.chunks} K chunks into runs of at "
-                    f"least {MIN_CHUNKS} within {GRID_TARGET} blocks")
+        return Skip(f"splits=1: no split count in {SPLITS[1:]} divides {mm.chunks} K chunks of {mm.bk} into "
+                    f"runs of at least {MIN_CHUNKS}")
     if mm.chunks % S:
         return Skip(f"{mm.chunks} K chunks do not divide into {S} splits")
     tile, outer = mm.tile, mm.outer
     base = outer.var[:-1] if outer.var.endswith("o") else outer.var
-    used = used_vars(kernel.body)
-    ks = fresh_name(f"{base}s", used)
+    ks = fresh_name(f"{base}s", used_vars(kernel.body))
     C = mm.chunks // S
     body = substitute_body(outer.body, {outer.var: var(ks) * C + var(outer.var)}, {outer.var: C, ks: S})
     new_outer = Loop(outer.var, C, outer.kind, body, outer.role, outer.unroll)
-    st = mm.store
-    out = []
-    for s in tile.body:
-        if s is outer:
-            s = new_outer
-        elif s is st:
-            s = AtomicAdd(st.tensor, st.index, st.value)
-        out.append(s)
-    new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(out))
-    # the blocks add into the output: it must start at zero (k003_zero_init clears it)
-    return dataclasses.replace(replace_tile(kernel, new_tile), zero_init=(st.tensor,))
+    ws = fresh_name(f"{kernel.name}_partials", set(pctx.types))
+    partial = Store(ws, (var(ks),) + tuple(mm.store.index), mm.acc)
+    new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(mm.prologue) + (new_outer, partial))
+    return dataclasses.replace(replace_tile(kernel, new_tile), outputs=(ws,),
+                               split_k=SplitK(S, ws, f"{kernel.name}_reduce"))
 
 
-PASS = KernelPass("003_split_matmul_k", "tile", DESCRIPTION, apply, KNOBS)
+def reducer(before: TileKernel, split: SplitK) -> TileKernel:
+    """The kernel that adds `before`'s split partial sums in split order (and its K tail)
+    and applies its epilogue: one thread per output element, scheduled by the later passes."""
+    mm = _Matmul(before)
+    taken = used_vars(before.body) | {mm.acc}
+    index = tuple(mm.store.index)
+    # the K % BK tail first (a K loop: later passes treat what follows as its epilogue), then
+    # the partials in split order, then the tail's sum: one fixed order of float adds
+    body, total = list(mm.prologue) + list(mm.tail), None
+    for s in range(split.splits):
+        part = fresh_name(f"{mm.acc}_p{s}", taken)
+        taken.add(part)
+        body.append(Load(part, split.workspace, (const(s),) + index))
+        if total is not None:
+            summed = fresh_name(f"{mm.acc}_s{s}", taken)
+            taken.add(summed)
+            body.append(Compute(summed, "add", (total, part)))
+            part = summed
+        total = part
+    if mm.tail:
+        summed = fresh_name(f"{mm.acc}_sum", taken)
+        body.append(Compute(summed, "add", (total, mm.acc)))
+        total = summed
+    body += [_rename(s, mm.acc, total) for s in mm.epilogue]
+    tile = Tile(mm.tile.axes, tuple(body))
+    return TileKernel(split.reducer, before.outputs, tuple(tile if isinstance(s, Tile) else s for s in before.body),
+                      before.knobs, reduces_for=before.name)
+
+
+def workspace_buffer(split: SplitK, out: TensorType) -> Buffer:
+    """The temporary the split kernel stores its partial sums into: splits x the output."""
+    return Buffer(split.workspace, TensorType((split.splits,) + tuple(out.shape), out.dtype), "temp")
+
+
+def _rename(s, old: str, new: str):
+    """An epilogue statement reading the sum `new` where it read the accumulator `old`."""
+    if isinstance(s, Compute):
+        return dataclasses.replace(s, args=tuple(new if a == old else a for a in s.args))
+    if isinstance(s, Store) and s.value == old:
+        return dataclasses.replace(s, value=new)
+    return s
+
+
+class SplitKPass(KernelPass):
+    """003 as a KernelPass whose program step also adds each split kernel's reducer (right
+    after it) and its workspace (a temporary): the tuner's per-kernel `apply_to` rewrites
+    only the split kernel, the pipeline's step the whole program."""
+
+    def run(self, program, ctx):
+        step = super().run(program, ctx)
+        after = step.after
+        before = {k.name: k for k in program.kernels}
+        names = {k.name for k in after.kernels}
+        types = {b.name: b.type for b in tuple(after.buffers) + tuple(after.written)}
+        kernels, written = [], list(after.written)
+        for k in after.kernels:
+            split = k.split_k
+            if split is None or k.name not in before or before[k.name].split_k is not None:
+                kernels.append(k)
+                continue
+            name = fresh_name(split.reducer, names - {split.reducer}) if split.reducer in names else split.reducer
+            names.add(name)
+            split = dataclasses.replace(split, reducer=name)
+            kernels += [dataclasses.replace(k, split_k=split), reducer(before[k.name], split)]
+            written.append(workspace_buffer(split, types[_Matmul(before[k.name]).store.tensor]))
+        new = dataclasses.replace(after, kernels=tuple(kernels), written=tuple(written))
+        return dataclasses.replace(step, after=new)
+
+
+PASS = SplitKPass("003_split_matmul_k", "tile", DESCRIPTION, apply, KNOBS)

@@ -1,0 +1,146 @@
+"""The host half of a TMA tensor copy (sm_90+): the arguments of the driver's
+`cuTensorMapEncodeTiled` for one operand of a kernel, decided and checked without a GPU.
+
+A tensor map describes a global tensor (dims and byte strides, innermost first) and the box
+one `cp.async.bulk.tensor` copies into shared memory (box dims, the swizzle pattern it is
+written in, what out-of-bounds elements read). The kernel receives it as a
+`const __grid_constant__ CUtensorMap` parameter. `tensor_map_args` turns a row-major shape
+and a box into those arguments and refuses what the driver would refuse (rank, alignment,
+box extents, a swizzle span the box's inner row does not fit); `encode` makes the driver call
+(cuda-python's driver bindings, a device only).
+
+Status (issue 15): the arguments and their checks are here and tested on the host; the
+lowering does not emit tensor-map copies yet (pass 011 still issues 1-D bulk copies), so no
+kernel takes a CUtensorMap parameter today.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ExecutionError
+from ..ir.types import DTYPE_BYTES
+
+# CUtensorMapDataType values (cuda.h) of the element types deplokit stores
+DATA_TYPE = {"float32": 7, "int32": 3, "int64": 6}     # FLOAT32, INT32, INT64
+# CUtensorMapSwizzle: span in bytes of one swizzled row -> enum (0: none)
+SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+INTERLEAVE_NONE = 0
+L2_PROMOTION_128B = 2
+OOB_FILL_ZERO = 0                                        # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros
+MAX_RANK = 5
+MAX_BOX = 256
+MAX_STRIDE = 1 << 40
+GLOBAL_ALIGN = 16                                        # bytes: address and every stride
+
+
+class TensorMapError(ExecutionError):
+    """A tensor or box the driver cannot describe as a tiled tensor map."""
+
+
+@dataclass(frozen=True)
+class TensorMapArgs:
+    """cuTensorMapEncodeTiled's arguments except the address, in the driver's order and
+    convention: dims innermost first, `global_strides` in bytes for dims 1.. (rank - 1)."""
+    data_type: int
+    rank: int
+    global_dims: tuple[int, ...]
+    global_strides: tuple[int, ...]
+    box_dims: tuple[int, ...]
+    element_strides: tuple[int, ...]
+    interleave: int
+    swizzle: int
+    l2_promotion: int
+    oob_fill: int
+
+    @property
+    def box_bytes(self) -> int:
+        """Bytes one copy writes into shared memory (what the mbarrier expects)."""
+        n = _ELEM_BYTES[self.data_type]
+        for b in self.box_dims:
+            n *= b
+        return n
+
+
+_ELEM_BYTES = {code: DTYPE_BYTES[name] for name, code in DATA_TYPE.items()}
+
+
+def tensor_map_args(shape, dtype: str, box, swizzle_bytes: int = 0) -> TensorMapArgs:
+    """The tensor map of a row-major tensor `shape` copied in boxes of `box` (both outermost
+    first, as the IR writes them), swizzled in rows of `swizzle_bytes` (0, 32, 64, 128)."""
+    shape, box = tuple(shape), tuple(box)
+    where = f"tensor map of a {dtype} tensor {shape} in boxes {box}"
+    if dtype not in DATA_TYPE:
+        raise TensorMapError(f"{where}: element type {dtype}; supported: {', '.join(DATA_TYPE)}")
+    if not 1 <= len(shape) <= MAX_RANK or len(box) != len(shape):
+        raise TensorMapError(f"{where}: rank {len(shape)} with a box of rank {len(box)}; TMA takes ranks 1 to "
+                             f"{MAX_RANK}, the box the tensor's rank")
+    if swizzle_bytes not in SWIZZLE:
+        raise TensorMapError(f"{where}: swizzle {swizzle_bytes} bytes; supported: {', '.join(map(str, SWIZZLE))}")
+    if any(not 1 <= b <= min(MAX_BOX, s) for b, s in zip(box, shape)):
+        raise TensorMapError(f"{where}: each box extent must be 1..{MAX_BOX} and within the tensor")
+    size = DTYPE_BYTES[dtype]
+    inner = box[-1] * size
+    if inner % 16:
+        raise TensorMapError(f"{where}: the box's inner row is {inner} bytes, not a multiple of 16")
+    if swizzle_bytes and inner > swizzle_bytes:
+        raise TensorMapError(f"{where}: the box's inner row ({inner} bytes) is wider than the "
+                             f"{swizzle_bytes}-byte swizzle span")
+    dims = shape[::-1]
+    strides, stride = [], size
+    for d in dims[:-1]:
+        stride *= d
+        strides.append(stride)
+    if any(s % GLOBAL_ALIGN or s >= MAX_STRIDE for s in strides):
+        raise TensorMapError(f"{where}: row strides {tuple(strides)} bytes must be multiples of {GLOBAL_ALIGN} "
+                             f"below 2^40 (pad the rows or use cp.async)")
+    return TensorMapArgs(DATA_TYPE[dtype], len(shape), dims, tuple(strides), box[::-1], (1,) * len(shape),
+                         INTERLEAVE_NONE, SWIZZLE[swizzle_bytes], L2_PROMOTION_128B, OOB_FILL_ZERO)
+
+
+def encode(args: TensorMapArgs, address: int):
+    """The 128-byte CUtensorMap for a device buffer at `address` (needs a GPU and
+    cuda-python's driver bindings)."""
+    if address % GLOBAL_ALIGN:
+        raise TensorMapError(f"tensor map: global address {address:#x} is not {GLOBAL_ALIGN}-byte aligned")
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        raise TensorMapError("encoding a tensor map needs cuda-python (pip install cuda-python)") from None
+    err, tmap = driver.cuTensorMapEncodeTiled(
+        driver.CUtensorMapDataType(args.data_type), args.rank, address, list(args.global_dims),
+        list(args.global_strides), list(args.box_dims), list(args.element_strides),
+        driver.CUtensorMapInterleave(args.interleave), driver.CUtensorMapSwizzle(args.swizzle),
+        driver.CUtensorMapL2promotion(args.l2_promotion), driver.CUtensorMapFloatOOBfill(args.oob_fill))
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise TensorMapError(f"cuTensorMapEncodeTiled failed: {err} for {args}")
+    return tmap
+
+
+def swizzle_offset(byte_offset, swizzle_bytes: int):
+    """Where the hardware puts the byte at `byte_offset` of a box written with a swizzle span
+    of `swizzle_bytes`: the 16-byte chunk index (bits 4..) XOR the row of 128 bytes (bits 7..),
+    over 2, 4 or 8 chunks for 32, 64, 128 bytes. A shared-memory read of a swizzled box
+    must apply the same XOR. Works on ints and numpy arrays."""
+    if swizzle_bytes not in SWIZZLE:
+        raise TensorMapError(f"swizzle {swizzle_bytes} bytes; supported: {', '.join(map(str, SWIZZLE))}")
+    mask = swizzle_bytes // 16 - 1 if swizzle_bytes else 0
+    return byte_offset ^ (((byte_offset >> 7) & mask) << 4)
+
+
+def copy_box(tensor, origin, args: TensorMapArgs):
+    """What one tensor copy writes to shared memory, as the simulator models it: the box at
+    `origin` (outermost first) of the numpy `tensor`, elements outside the tensor read as
+    zero, laid out row-major and then swizzled (one flat array of the box's elements)."""
+    import numpy as np
+    box = args.box_dims[::-1]
+    idx = np.indices(box).reshape(len(box), -1)
+    coords = idx + np.asarray(origin).reshape(-1, 1)
+    inside = np.all((coords >= 0) & (coords < np.asarray(tensor.shape).reshape(-1, 1)), axis=0)
+    values = np.zeros(idx.shape[1], dtype=tensor.dtype)
+    values[inside] = tensor[tuple(c[inside] for c in coords)]
+    size = tensor.dtype.itemsize
+    span = {v: k for k, v in SWIZZLE.items()}[args.swizzle]
+    at = swizzle_offset(np.arange(idx.shape[1]) * size, span) // size
+    out = np.empty_like(values)
+    out[at] = values
+    return out
