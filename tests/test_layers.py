@@ -23,7 +23,7 @@ MAX_LINES = 400
 
 # Third-party modules that may be missing (extras) or need a device: imported where used.
 OPTIONAL = {"cupy", "cupy_backends", "transformers", "matplotlib", "pygments", "ipywidgets", "graphviz",
-            "IPython", "nvidia", "tqdm.notebook"}
+            "IPython", "nvidia", "tqdm.notebook", "cuda"}
 
 # deplokit modules imported inside a function on purpose, with why.
 LOCAL_ON_PURPOSE = {

@@ -1,11 +1,14 @@
 """The pass stepper, driven from code: its steps, moving, the widget following, checks."""
+import dataclasses
+
 import pytest
 import torch
 import torch.nn as nn
 
 import deplokit
-from deplokit.notebook.stepper import Stepper
+from deplokit.notebook.stepper import Stepper, kernel_text
 from deplokit.passes.lower import LOWERING
+from deplokit.passes.lower.k003_zero_init import zero_kernel
 from deplokit.passes.schedule import SCHEDULE
 from notebook_html import parse, pre_texts
 from programs import corpus
@@ -194,9 +197,10 @@ def test_slider_labels_are_pass_numbers_and_names(matmul):
     labels = [label for label, _ in s._slider.options]
     assert labels[0] == "001 tileify" and "008 register_tile" in labels
     assert "004 cooperative_reduce" not in labels           # changed nothing on a matmul
-    assert labels[-3:] == ["k 001 materialize", "k 002 stage_copies", "k 003 zero_init"]
+    assert labels[-2:] == ["k 001 materialize", "k 002 stage_copies"]     # 003: no split-K zero-init
     s._toggle.value = False
     assert len(s._slider.options) == STEPS and s._play.max == STEPS - 1
+    assert s._slider.options[-1][0] == "k 003 zero_init"
     s._slider.value = 3                                     # 004: a skipped step, one line and collapsed
     html = s._view.value
     assert "not applied to" in html and "<details" in html and "(pass 4 of 16)" in html
@@ -231,24 +235,35 @@ def test_the_lowering_passes_are_steps_with_their_kernel_ir_diff(matmul):
     for st, t in zip(steps, lowering, strict=True):
         assert st.after == _kernel_ir_of(t.after, "merged_matmul")
         assert st.applied == (t.changed and st.before != st.after)
-    materialize, copies, zero = steps
+    materialize, copies = steps[:2]
     # the first leaves Tile IR: what it made is shown whole, the Tile IR before it collapsed
     assert materialize.lowers and materialize.before == s.steps[15].after
     text = repr(s.go(16))
     assert "t:kernel:001_materialize (Kernel-IR lowering pass 1 of 3)" in text
-    assert "  " + materialize.after.splitlines()[0] in text
+    assert "  " + materialize.after.splitlines()[0] in text and "k001*" in text
     html = s.html()
     parse(html)
-    assert "k001*" in text and "Kernel IR" in html and "simulator check: off" not in html
-    # the later ones diff Kernel IR: split-K's zero-init kernel appears before the matmul's
-    assert not copies.lowers and copies.before == materialize.after
-    assert zero.applied and zero.before == copies.after and "merged_matmul_zero" in zero.after
-    text = repr(s.go(18))
-    assert "+=== merged_matmul_zero" in text and "zeroes matmul before merged_matmul" in text
+    assert "Kernel IR" in html and "simulator check: off" not in html
+    assert materialize.after.splitlines()[0] in pre_texts(html)[0]
+    # a later one diffs Kernel IR: 002 spells the staged copies out
+    assert copies.applied and not copies.lowers and copies.before == materialize.after
+    text = repr(s.go(17))
+    assert "t:kernel:002_stage_copies (Kernel-IR lowering pass 2 of 3)" in text
+    assert "diff (+ added, - removed" in text and "\n  +" in text and "\n  -" in text
     html = s.html()
     parse(html)
-    assert "rgba(46, 160, 67" in html and "merged_matmul_zero" in html
-    assert s.check_of() is None
+    assert "rgba(46, 160, 67" in html and s.check_of() is None
+    assert s.steps[-1].after == _kernel_ir_of(matmul.kernel_ir, "merged_matmul")
+
+
+def test_a_kernels_kernel_ir_includes_the_kernels_launched_for_it(matmul):
+    """A split-K zero-init kernel (k003) is shown with the kernel it serves, before it."""
+    program = matmul.kernel_ir
+    zero = zero_kernel("merged_matmul_zero", "matmul", 16384, "merged_matmul")
+    with_zero = dataclasses.replace(program, kernels=(zero,) + tuple(program.kernels))
+    text = kernel_text(with_zero, "merged_matmul")
+    assert text.startswith(str(zero)) and text.endswith(str(program.kernels[0]))
+    assert "merged_matmul_zero" not in kernel_text(with_zero, "merged_matmul_reduce")
 
 
 def test_a_lowering_pass_that_changes_nothing_is_one_collapsed_line(rms):
