@@ -294,8 +294,12 @@ def _eval_atom(atom: Atom, env, tensors):
         return evaluate(atom.expr, env, tensors) // atom.divisor
     if isinstance(atom, Mod):
         return evaluate(atom.expr, env, tensors) % atom.divisor
-    idx = tuple(evaluate(i, env, tensors) for i in atom.index)
-    return tensors[atom.tensor][idx].astype(np.int64)
+    # A gather is evaluated at every point of the iteration space, also where a padded load
+    # (cat, pad) discards the result: there its index may fall outside the index tensor,
+    # as the guarded CUDA load never reads it. Clamp, as the interpreters' padded loads do.
+    src = tensors[atom.tensor]
+    idx = tuple(np.clip(evaluate(i, env, tensors), 0, extent - 1) for i, extent in zip(atom.index, src.shape))
+    return src[idx].astype(np.int64)
 
 
 def format_index(index: tuple[Affine, ...]) -> str:

@@ -7,6 +7,7 @@ from typing import Mapping
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.kernel_names import name_problems
 from ..launches import launch_sequence
 from .errors import SimulationError
 from .exec import _Chunk
@@ -29,6 +30,9 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
     if min(gx, gy, gz) < 1 or min(bx, by, bz) < 1:
         raise SimulationError(f"kernel {k.name}: grid {k.grid} and block {k.block} must be positive")
     T = bx * by * bz
+    problems = name_problems(k)
+    if problems:   # what nvcc would refuse, the simulator refuses too
+        raise SimulationError(f"kernel {k.name}: CUDA C++ rejects its names: {'; '.join(problems)}")
     if max_block_threads is not None and T > max_block_threads:
         raise SimulationError(f"kernel {k.name}: {T} threads per block, more than the "
                               f"{max_block_threads} allowed")
