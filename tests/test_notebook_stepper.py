@@ -6,10 +6,11 @@ import torch
 import torch.nn as nn
 
 import deplokit
-from deplokit.notebook.stepper import Stepper, kernel_text
+from deplokit.notebook.stepper import Stepper, kernel_text, step_notes
 from deplokit.passes.lower import LOWERING
 from deplokit.passes.lower.k003_zero_init import zero_kernel
 from deplokit.passes.schedule import SCHEDULE
+from deplokit.trace import TraceStep
 from notebook_html import parse, pre_texts
 from programs import corpus
 
@@ -197,10 +198,11 @@ def test_slider_labels_are_pass_numbers_and_names(matmul):
     labels = [label for label, _ in s._slider.options]
     assert labels[0] == "001 tileify" and "008 register_tile" in labels
     assert "004 cooperative_reduce" not in labels           # changed nothing on a matmul
-    assert labels[-2:] == ["k 001 materialize", "k 002 stage_copies"]     # 003: no split-K zero-init
+    assert labels[labels.index("k 001 materialize") + 1] == "k 002 stage_copies"
+    assert "k 003 zero_init" not in labels                  # no split-K zero-init on this matmul
     s._toggle.value = False
     assert len(s._slider.options) == STEPS and s._play.max == STEPS - 1
-    assert s._slider.options[-1][0] == "k 003 zero_init"
+    assert [label for label, _ in s._slider.options[16:]] == [f"k {p.name.replace('_', ' ', 1)}" for p in LOWERING]
     s._slider.value = 3                                     # 004: a skipped step, one line and collapsed
     html = s._view.value
     assert "not applied to" in html and "<details" in html and "(pass 4 of 16)" in html
@@ -239,7 +241,7 @@ def test_the_lowering_passes_are_steps_with_their_kernel_ir_diff(matmul):
     # the first leaves Tile IR: what it made is shown whole, the Tile IR before it collapsed
     assert materialize.lowers and materialize.before == s.steps[15].after
     text = repr(s.go(16))
-    assert "t:kernel:001_materialize (Kernel-IR lowering pass 1 of 3)" in text
+    assert f"t:kernel:001_materialize (Kernel-IR lowering pass 1 of {len(LOWERING)})" in text
     assert "  " + materialize.after.splitlines()[0] in text and "k001*" in text
     html = s.html()
     parse(html)
@@ -248,7 +250,7 @@ def test_the_lowering_passes_are_steps_with_their_kernel_ir_diff(matmul):
     # a later one diffs Kernel IR: 002 spells the staged copies out
     assert copies.applied and not copies.lowers and copies.before == materialize.after
     text = repr(s.go(17))
-    assert "t:kernel:002_stage_copies (Kernel-IR lowering pass 2 of 3)" in text
+    assert f"t:kernel:002_stage_copies (Kernel-IR lowering pass 2 of {len(LOWERING)})" in text
     assert "diff (+ added, - removed" in text and "\n  +" in text and "\n  -" in text
     html = s.html()
     parse(html)
@@ -264,12 +266,16 @@ def test_a_kernels_kernel_ir_includes_the_kernels_launched_for_it(matmul):
     text = kernel_text(with_zero, "merged_matmul")
     assert text.startswith(str(zero)) and text.endswith(str(program.kernels[0]))
     assert "merged_matmul_zero" not in kernel_text(with_zero, "merged_matmul_reduce")
+    # a lowering step's notes are shown on the kernels they name, as whole names
+    step = TraceStep("kernel", "004_unclash_names", notes=("merged_matmul_reduce: locals tid renamed",
+                                                           "merged_matmul: locals acc0 renamed"))
+    assert step_notes(step, "merged_matmul") == ("merged_matmul: locals acc0 renamed",)
 
 
 def test_a_lowering_pass_that_changes_nothing_is_one_collapsed_line(rms):
     s = rms.stepper(check=False)
-    zero = s.steps[-1]
-    assert zero.name == "003_zero_init" and not zero.applied and zero.reason    # no split-K: nothing to zero
+    zero = next(st for st in s.steps if st.stage == "kernel" and st.name == "003_zero_init")
+    assert zero.index == 16 + 2 and not zero.applied and zero.reason    # no split-K: nothing to zero
     html = s.go(zero.index).html()
     parse(html)
     assert "not applied to" in html and "rgba(46, 160, 67" not in html

@@ -18,6 +18,7 @@ The trace is read only through the accessor functions below (tile_trace, lowerin
 kernel_text, chosen_knobs, skip_reason, step_notes), so a change of the trace's form is one place to follow."""
 from __future__ import annotations
 
+import re
 import weakref
 from dataclasses import dataclass
 
@@ -76,7 +77,8 @@ def step_notes(step, kernel: str) -> tuple[str, ...]:
     `kernel`; Tile-IR steps speak through their decisions' knobs and skip reasons."""
     if step.stage == "tile":
         return ()
-    return tuple(n for n in step.notes if kernel in n)
+    named = re.compile(rf"(?<!\w){re.escape(kernel)}(?!\w)")      # merged_mm, not merged_mm_reduce
+    return tuple(n for n in step.notes if named.search(n))
 
 
 def pass_knobs(step) -> tuple:
