@@ -175,7 +175,7 @@ def test_register_tile_hoists_prologue_out_of_the_register_loop():
     assert [type(s).__name__ for s in k_loop.body] == ["Load", "Loop"]
     reg = k_loop.body[-1]
     assert reg.kind == "register" and reg.role == "N"
-    assert [s for s in reg.body if isinstance(s, Accumulate)][0].text() == "acc0[a1r] <- add(acc0[a1r], v3)"
+    assert [s for s in reg.body if isinstance(s, Accumulate)][0].text() == "acc0[a1r] <- add(acc0[a1r], v0)"
 
 
 # -- 009 permute_register_tile -----------------------------------------------------------------
