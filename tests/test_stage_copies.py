@@ -170,7 +170,7 @@ def test_split_rows_that_cross_the_tensor_end_into_atoms():
     st = step(c, "012_split_inner_for_swizzle")
     assert st.changed
     after = str(st.after)
-    assert "b_smem = TmaBufferedStage(b, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1to:2@1, a1ti:8@1))" in after
+    assert "b_smem = TmaBufferedStage(b, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1to:2@1, a1ti:8@1), bulk=32x8)" in after
     assert "load b_smem[a2i, a1t // 8, a1t % 8]" in after
     (kernel,) = c.kernel_ir.kernels
     b_loads = [t for t in nodes(kernel.body, K.TmaLoad) if t.array == "b_smem"]
@@ -262,9 +262,13 @@ def test_pipeline_needs_asynchronous_double_buffered_stages():
 # -- AsyncWait: where asynchronous copies land ------------------------------------------------------
 
 RELU_STAGES = """\
-        x_smem = {kind}(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1){extra})
-        bias_smem = {kind}(bias, origin=(a2o * 16), slab=(a2i:16@0){extra})
-        w_smem = {kind}(w, origin=(a2o * 16, 0), slab=(a2i:16@0, a1:16@1){extra})"""
+        x_smem = {kind}(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1){x}{extra})
+        bias_smem = {kind}(bias, origin=(a2o * 16), slab=(a2i:16@0){bias}{extra})
+        w_smem = {kind}(w, origin=(a2o * 16, 0), slab=(a2i:16@0, a1:16@1){w}{extra})"""
+# the bulk copies 011 stamps on the TMA stages: a row each of x, one of bias, w's 16 full-width
+# rows merged into one run
+RELU_BULK = {"x": ", bulk=16x16", "bias": ", bulk=1x16", "w": ", bulk=1x256"}
+NO_BULK = {"x": "", "bias": "", "w": ""}
 RELU_WAIT = "        AsyncWait(x_smem, bias_smem, w_smem)"
 RELU_LOOP = "    for a2o in 0..4:  # reduce (K)"
 RELU_INNER = "        for a2i in 0..16:  # reduce (K)"
@@ -275,7 +279,7 @@ def test_async_wait_follows_the_cp_async_stages():
     # 015 (check_passes materialises this Tile IR too) the loop waits after its copies
     c = build("relu_matmul_seed", "sm_80")
     after = str(step(c, "013_async_copy").after)
-    stages = RELU_STAGES.format(kind="AsyncBufferedStage", extra="")
+    stages = RELU_STAGES.format(kind="AsyncBufferedStage", extra="", **NO_BULK)
     assert "\n".join([RELU_LOOP, stages, RELU_WAIT, RELU_INNER]) in after
     assert "AsyncWait" not in str(step(c, "013_async_copy").before)
     program = materialize(step(c, "013_async_copy").after)
@@ -292,7 +296,7 @@ def test_async_wait_follows_the_cp_async_stages():
 def test_async_wait_follows_the_tma_stages():
     c = build("relu_matmul_seed", "sm_90", {"015_pipeline_k_outer.enable": False})
     after = str(step(c, "011_tma_copy").after)
-    stages = RELU_STAGES.format(kind="TmaBufferedStage", extra="")
+    stages = RELU_STAGES.format(kind="TmaBufferedStage", extra="", **RELU_BULK)
     assert "\n".join([RELU_LOOP, stages, RELU_WAIT, RELU_INNER]) in after
     assert "\n".join([stages, RELU_WAIT, RELU_INNER]) in str(c.tile_ir)
     loop = k_loop(c.kernel_ir.kernels[0])
@@ -316,7 +320,7 @@ def test_pipelined_loop_waits_before_its_prefetching_stages(target):
     # execution order: wait for tile ko; issue the copies of tile ko + 1; compute tile ko
     c = build("relu_matmul_seed", target)
     kind = "TmaBufferedStage" if target == "sm_90" else "AsyncBufferedStage"
-    stages = RELU_STAGES.format(kind=kind, extra=", prefetch=1")
+    stages = RELU_STAGES.format(kind=kind, extra=", prefetch=1", **(RELU_BULK if target == "sm_90" else NO_BULK))
     assert "\n".join([RELU_LOOP, RELU_WAIT, stages, RELU_INNER]) in str(c.tile_ir)
     st = step(c, "015_pipeline_k_outer")
     assert "\n".join([RELU_WAIT, RELU_INNER]) in str(st.before)
@@ -358,7 +362,7 @@ VARIANTS = {
     "default": {},
     "no_pipeline": {"015_pipeline_k_outer.enable": False},       # TMA / cp.async, not rotated
     "sync_buffered": ONLY_010,                                    # float4 ping-pong copies
-    "no_split": {"012_split_inner_for_swizzle.enable": False},    # TMA rows crossing the end: cp.async
+    "no_split": {"012_split_inner_for_swizzle.enable": False},    # TMA rows crossing the end: unsplit, atom copies
 }
 
 
@@ -406,15 +410,24 @@ def test_the_race_checker_sees_a_missing_barrier():
 def test_padded_tma_rows(pad):
     # 014 may pad a stage after 011 chose TMA: a pad of whole 16-byte units (4 floats) keeps
     # the rows bulk copies (one per row, at the padded stride); a pad of 1 (rows of 17 floats)
-    # cannot be a bulk copy, and materialize copies that stage with cp.async in the same
-    # pipelined schedule
+    # cannot be a bulk copy: the stage is restamped as 014 does (stage_geometry.restamp_tma),
+    # which falls back to cp.async in the same pipelined schedule, and materialize spells it
+    from deplokit.ir.tile_ir import map_body
+    from deplokit.passes.stage_geometry import restamp_tma, scope_ranges
     c = build("relu_matmul_seed", "sm_90")
     tile = c.tile_ir
+    whys = []
 
     def padded(k):
-        from deplokit.ir.tile_ir import map_body
-        return dataclasses.replace(k, body=map_body(k.body, lambda s: dataclasses.replace(s, pad=pad)
-                                                     if isinstance(s, Stage) and s.name == "x_smem" else s))
+        t = k.tile()
+        ranges = scope_ranges(t, [s for s in t.body if not isinstance(s, Stage)][:1])
+
+        def pad_x(s):
+            if isinstance(s, Stage) and s.name == "x_smem":
+                s, why = restamp_tma(dataclasses.replace(s, pad=pad), c.tile_ir.types()["x"].shape, ranges)
+                whys.append(why)
+            return s
+        return dataclasses.replace(k, body=map_body(k.body, pad_x))
     program = materialize(TileProgram(tile.buffers, tile.written, tuple(padded(k) for k in tile.kernels),
                                       tile.outputs))
     body = program.kernels[0].body
@@ -424,6 +437,7 @@ def test_padded_tma_rows(pad):
         assert {K.format_expr(t.dst_offset) for t in nodes(body, K.TmaLoad) if t.array == "x_smem"} >= {"(x_smem_r * 20)"}
     else:
         assert tma == {"bias_smem", "w_smem"} and {cp.array for cp in nodes(body, K.CpAsync)} == {"x_smem"}
+        assert whys == ["x_smem: cp.async, not TMA: padded shared rows of 17 floats are not 16-byte aligned"]
     env = dict(c.values)
     env.update(c._bind(c.example_inputs))
     (got,) = simulate_program(program, env)

@@ -111,6 +111,34 @@ def test_stages_larger_than_shared_memory():
     caught(rewrite(c.tile_ir, grow), "stage-smem", H100)
 
 
+def test_the_tma_stamp_is_the_plan_the_stage_allows():
+    fn, inputs = PROGRAMS["relu_matmul_seed"]
+    c = deplokit.compile(fn, *inputs, target="sm_90")
+    tile = c.tile_ir
+    stamps = {s.name: s.tma for s in all_stages(tile) if s.copy == "tma"}
+    assert stamps == {"x_smem": (16, 1, 16), "bias_smem": (16, 1, 1), "w_smem": (256, 2, 1)}
+    assert "bulk=1x256" in str(tile)
+    # the lowering spells the stamp: one bulk copy of 256 floats for w
+    assert {t.count for t in K.walk_stmts(c.kernel_ir.kernels[0].body)
+            if isinstance(t, K.TmaLoad) and t.array == "w_smem"} == {256}
+
+    def stamp(fn_):
+        return rewrite(tile, lambda s: fn_(s) if isinstance(s, Stage) and s.name == "w_smem" else s)
+    # a stamp that disagrees with the slab (w's rows no longer merged into one run)
+    assert "w_smem is stamped with TMA runs (16, 1, 16)" in str(caught(
+        stamp(lambda s: dataclasses.replace(s, tma=(16, 1, 16))), "tma-stamp"))
+    # a pad changed after the stamp: the merged run no longer exists in shared memory
+    caught(stamp(lambda s: dataclasses.replace(s, pad=4)), "tma-stamp")
+    # a TMA stage without a stamp, and a cp.async stage with one
+    caught(stamp(lambda s: dataclasses.replace(s, tma=())), "tma-stamp")
+    caught(stamp(lambda s: dataclasses.replace(s, copy="async")), "tma-stamp")
+
+
+def all_stages(tile):
+    from deplokit.ir.tile_ir import walk
+    return [s for k in tile.kernels for s, _ in walk(k.body) if isinstance(s, Stage)]
+
+
 def test_register_tile_shapes_are_stamped_and_read():
     c = matmul(**{"003_split_matmul_k.splits": 1, "008_register_tile.tm": 2, "008_register_tile.tn": 4})
     k = c.tile_ir.kernels[0]

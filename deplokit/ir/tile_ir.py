@@ -203,6 +203,7 @@ class Stage:
     copy: str = "sync"             # sync | async (cp.async) | tma
     buffers: int = 1               # 2 = double buffered (ping-pong inside a loop)
     prefetch: int = 0              # 1 = issued one K-outer iteration ahead (software pipeline)
+    tma: tuple[int, ...] = ()      # TMA bulk copies (011): (floats each, slab axes spanned, copies)
 
     def text(self) -> str:
         kind = "Stage" if self.buffers == 1 else "BufferedStage"
@@ -211,6 +212,7 @@ class Stage:
         elif self.copy == "tma":
             kind = "Tma" + kind
         extra = f", pad={self.pad}" if self.pad else ""
+        extra += f", bulk={self.tma[2]}x{self.tma[0]}" if self.tma else ""     # copies x floats
         extra += f", prefetch={self.prefetch}" if self.prefetch else ""
         return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "
                 f"slab=({', '.join(str(s) for s in self.slab)}){extra})")

@@ -204,18 +204,34 @@ def tma_plan(stage, shape, ranges, split_ok: bool = False) -> tuple[int, int, st
     return E, 1, ""
 
 
-def tma_copies(stage, shape, ranges) -> int:
-    """Bulk copies one TMA copy of the stage issues (after 012's split of rows that cross the
-    tensor's end into atoms, where it applies)."""
+def tma_stamp(stage, shape, ranges) -> tuple[tuple[int, int, int], str]:
+    """((run floats, merged axes, bulk copies per iteration), '') : the plan 011 stamps on a TMA
+    stage (Stage.tma), or ((), why) when no bulk copy fits the stage as it stands. Rows that
+    cross the tensor's end at 16-byte boundaries are copied in atoms (012 splits the slab
+    along them; the runs are the same before and after the split)."""
     run, axes, why = tma_plan(stage, shape, ranges, split_ok=True)
+    if why:
+        return (), why
     n = 1
-    for ax in stage.slab[:len(stage.slab) - max(axes, 1)]:
+    for ax in stage.slab[:len(stage.slab) - axes]:
         n *= ax.extent
-    if axes == 1 and not why:
+    if axes == 1:
         r = rows(stage, shape, ranges)
         if r.crosses_end and r.wholly < run:
             n *= run // r.wholly
-    return n
+            run = r.wholly
+    return (run, axes, n), ""
+
+
+def restamp_tma(stage, shape, ranges):
+    """(stage, why): a TMA stage with its plan recomputed after a pass changed its slab or
+    pad; where no bulk copy fits any more, the stage falls back to cp.async, and why says so."""
+    if stage.copy != "tma":
+        return stage, ""
+    plan, why = tma_stamp(stage, shape, ranges)
+    if why:
+        return dataclasses.replace(stage, copy="async", tma=()), f"{stage.name}: cp.async, not TMA: {why}"
+    return dataclasses.replace(stage, tma=plan), ""
 
 
 def scope_ranges(tile: Tile, loops) -> dict[str, int]:

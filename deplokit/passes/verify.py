@@ -14,6 +14,8 @@ Tile IR (per kernel)
   tensors-known      every load and store names a program buffer, a local, a stage in scope
                      or an accumulator; a stage copies a program buffer
   loop-vars-bound    every index variable is a tile axis or an enclosing loop's variable
+  tma-stamp          a TMA stage carries the bulk copies its slab allows (stage_geometry.tma_stamp),
+                     any other stage none
   stage-smem         the stages' buffers fit in the target's static shared memory per block
   vector-width       an access stamped 4 wide (005) sits in a vector loop of 4 and is still
                      one aligned float4 (deplokit.passes.vector_geometry)
@@ -38,7 +40,7 @@ from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, smem_bytes
+from .stage_geometry import VECTOR, smem_bytes, tma_stamp
 from .vector_geometry import float4_reason, multiples_of_vector
 
 
@@ -113,6 +115,7 @@ class _TileChecker:
             if s.tensor not in self.types:
                 self.fail("tensors-known", f"stage {s.name} copies {s.tensor}, which is no buffer of the program")
             self.index(s.origin, bound, lambda: f"the origin of stage {s.name}")
+            self.tma(s, bound)
             stages.add(s.name)
             return
         if isinstance(s, (Load, Store, AtomicAdd)):
@@ -145,6 +148,18 @@ class _TileChecker:
                     self.fail("tensors-known", f"{s.text()}: {name} is no stage of the kernel")
         if isinstance(s, (Load, Compute)):
             values.add(s.dst)
+
+    def tma(self, s, bound):
+        """A TMA stage carries the bulk-copy plan its slab allows (the lowering spells the
+        stamp without re-deriving it); any other stage carries none."""
+        if s.copy != "tma":
+            if s.tma:
+                self.fail("tma-stamp", f"stage {s.name} is copied by {s.copy} but stamped with TMA runs {s.tma}")
+            return
+        want, why = tma_stamp(s, self.types[s.tensor].shape, bound)
+        if s.tma != want:
+            self.fail("tma-stamp", f"stage {s.name} is stamped with TMA runs {s.tma}, but its slab allows "
+                                   f"{want or 'no bulk copy: ' + why}")
 
     # `where` (the statement's text, say) is a callable: the text is only made for a failure
     def reads(self, operands, values, where):

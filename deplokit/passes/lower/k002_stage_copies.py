@@ -23,9 +23,10 @@ it); an asynchronous stage no AsyncWait waits for is an error.
          the tensor's full width), all completing on one mbarrier per K loop whose arrival
          count is the number of copies per iteration; the AsyncWait waits on the mbarrier
          (phase: the loop variable). A row past the end of an outer dimension is clamped
-         onto the last row (its values only reach outputs that are never stored). A stage
-         whose rows no longer allow a bulk copy (a pad added after 011 chose TMA) falls back
-         to cp.async.
+         onto the last row (its values only reach outputs that are never stored). The runs
+         are the plan stamped on the stage (Stage.tma: 011, kept true by 012 and 014, which
+         switches a stage its pad breaks to cp.async); only a TMA stage outside a
+         double-buffered K loop falls back to cp.async here.
 
 Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: ...]:
 

@@ -3,14 +3,14 @@ kind (sync, async, tma), whether it ping-pongs between two buffers, the K loop i
 
 The schedule chose the kind (011 tma_copy, 013 async_copy) and the buffering (010); the
 lowering only narrows what the kernel as it stands cannot keep: a non-float32 tensor is
-copied by the threads, a TMA stage outside a double-buffered K loop, or whose rows no longer
-allow a bulk copy (a pad added after 011), is copied with cp.async in the same schedule."""
+copied by the threads, a TMA stage outside a double-buffered K loop is copied with cp.async
+in the same schedule. A TMA stage's bulk copies are the plan 011 stamped on it (Stage.tma,
+kept true by 012 and 014; the verifier checks it)."""
 from __future__ import annotations
 
 import dataclasses
 
 from ...ir.tile_ir import Stage
-from ..stage_geometry import tma_plan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +40,7 @@ def plan_stage(m, s: Stage, loop_info) -> StagePlan:
     kind = s.copy
     if t.dtype != "float32":
         kind = "sync"
-    if kind == "tma" and (not buffered or tma_plan(s, t.shape, ranges_in(m, loop))[2]):
+    if kind == "tma" and (not buffered or not s.tma):
         kind = "async"
     return StagePlan(kind, buffered, loop, top)
 
@@ -56,9 +56,5 @@ def mbarrier_name(loop) -> str:
 
 
 def tma_runs(m, s: Stage, p: StagePlan) -> tuple[int, int, int]:
-    """(run floats, merged axes, runs per copy) of a TMA stage."""
-    run, axes, _ = tma_plan(s, m.types[s.tensor].shape, ranges_in(m, p.loop))
-    n = 1
-    for ax in s.slab[:len(s.slab) - axes]:
-        n *= ax.extent
-    return run, axes, n
+    """(run floats, merged axes, runs per copy) of a TMA stage: the schedule's stamp."""
+    return s.tma

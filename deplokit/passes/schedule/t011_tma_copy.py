@@ -23,14 +23,16 @@ when
 The copies are asynchronous: the pass puts an AsyncWait naming the stages it narrowed right
 after their group at the head of the K loop (the point where the mbarrier wait lets every
 thread read them; 013 widens it with the group's cp.async stages, 015 moves it before the
-stages when it pipelines the loop).
+stages when it pipelines the loop). The plan is stamped on the stage (Stage.tma, printed as
+bulk=COPIESxFLOATS): the lowering spells exactly these copies, and 012/014, which change the
+stage after this pass, keep the stamp true.
 
     for a2o in 0..4:  # reduce (K)
         x_smem = BufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
         for a2i in 0..16:  # reduce (K)
   ->
     for a2o in 0..4:  # reduce (K)
-        x_smem = TmaBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
+        x_smem = TmaBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1), bulk=16x16)
         AsyncWait(x_smem)
         for a2i in 0..16:  # reduce (K)
 """
@@ -39,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Tile
-from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, scope_ranges, tma_copies, tma_plan
+from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, scope_ranges, tma_stamp
 from ..record import KernelPass, Knob, Needs, PassContext, Skip, flag_knob, replace_tile
 from .rewrite import await_copies
 
@@ -58,20 +60,18 @@ KNOBS = (flag_knob("enable", "copy eligible BufferedStages with TMA bulk copies"
               "most bulk copies (one per row) a TMA stage may issue per K iteration"))
 
 
-def eligible(stage, loop, tile, types, max_copies: int = 1 << 30) -> str:
-    """'' when the stage can be a TMA stage, else why not."""
+def plan(stage, loop, tile, types, max_copies: int = 1 << 30) -> tuple[tuple[int, ...], str]:
+    """(the stage's TMA plan, ''), the plan stamped on it (Stage.tma), or ((), why not)."""
     t = types[stage.tensor]
     if t.dtype != "float32":
-        return f"{stage.name}: {stage.tensor} is {t.dtype}, not float32"
-    ranges = scope_ranges(tile, (loop,))
-    _, _, why = tma_plan(stage, t.shape, ranges, split_ok=True)
+        return (), f"{stage.name}: {stage.tensor} is {t.dtype}, not float32"
+    stamp, why = tma_stamp(stage, t.shape, scope_ranges(tile, (loop,)))
     if why:
-        return f"{stage.name}: {why}"
-    n = tma_copies(stage, t.shape, ranges)
-    if n > max_copies:
-        return (f"{stage.name}: {n} bulk copies per iteration, more than max_copies={max_copies} one thread "
-                f"should issue (cp.async instead)")
-    return ""
+        return (), f"{stage.name}: {why}"
+    if stamp[2] > max_copies:
+        return (), (f"{stage.name}: {stamp[2]} bulk copies per iteration, more than max_copies={max_copies} "
+                    f"one thread should issue (cp.async instead)")
+    return stamp, ""
 
 
 def apply(kernel, pctx: PassContext):
@@ -80,16 +80,17 @@ def apply(kernel, pctx: PassContext):
     candidates = [(s, lp) for lp in loops for s in head_stages(lp) if s.buffers == 2 and s.copy == "sync"]
     if not candidates:
         return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
-    reasons, chosen = [], set()
+    reasons, chosen = [], {}
     for s, lp in candidates:
-        why = eligible(s, lp, tile, pctx.types, pctx.knobs["max_copies"])
+        stamp, why = plan(s, lp, tile, pctx.types, pctx.knobs["max_copies"])
         if why:
             reasons.append(why)
         else:
-            chosen.add(s.name)
+            chosen[s.name] = stamp
     if not chosen:
         return Skip("; ".join(reasons))
-    kernel = rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, copy="tma") if s.name in chosen else s)
+    kernel = rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, copy="tma", tma=chosen[s.name])
+                             if s.name in chosen else s)
     tile = kernel.tile()
     new_tile = Tile(tile.axes, await_copies(tile.body, chosen))
     return replace_tile(kernel, new_tile)

@@ -14,14 +14,17 @@ slab's starting column), every atom is wholly inside the tensor or wholly outsid
 atom outside is clamped onto the last atom inside, whose values only reach outputs that are
 never stored.
 
-    w_smem = TmaBufferedStage(w, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1t:16@1))
+    w_smem = TmaBufferedStage(w, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1t:16@1), bulk=32x8)
         in2 = load w_smem[a2i, a1t]
   ->                                                         (w is 64 x 40: A = 8 floats)
-    w_smem = TmaBufferedStage(w, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1to:2@1, a1ti:8@1))
+    w_smem = TmaBufferedStage(w, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1to:2@1, a1ti:8@1), bulk=32x8)
         in2 = load w_smem[a2i, a1t // 8, a1t % 8]
 
 The shared layout is unchanged (row-major, the atoms of a row side by side), so the loads
-address the same floats; the materialiser folds (x // A) * A + x % A back into x.
+address the same floats; the materialiser folds (x // A) * A + x % A back into x. 011
+already planned the copies in atoms (the stamp bulk=COPIESxFLOATS); the split makes the
+slab's axes follow them and restamps the stage (the same runs). Without the split (enable
+False) the lowering issues the same atom copies from the unsplit rows.
 Other TMA stages are left alone, and the trace says why."""
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import dataclasses
 from ...ir.index import Affine, FloorDiv, Mod
 from ...ir.loop_ir import Load
 from ...ir.tile_ir import SlabAxis, Stage, Tile, map_body, walk
-from ..stage_geometry import rows, scope_ranges
+from ..stage_geometry import restamp_tma, rows, scope_ranges
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 
 DESCRIPTION = "split the inner axis of a TMA stage into copy atoms where a bulk copy needs it"
@@ -45,11 +48,12 @@ def apply(kernel, pctx: PassContext):
     stages = [(s, loops) for s, loops in walk(tile.body) if isinstance(s, Stage) and s.copy == "tma"]
     if not stages:
         return Skip("no TMA stage (011 tma_copy did not apply)")
-    splits, reasons = {}, []
+    splits, reasons, ranges = {}, [], {}
     for s, loops in stages:
         shape = pctx.types[s.tensor].shape
         E = s.slab[-1].extent
-        r = rows(s, shape, scope_ranges(tile, loops))
+        ranges[s.name] = scope_ranges(tile, loops)
+        r = rows(s, shape, ranges[s.name])
         if len(s.slab) > 1 and s.slab[-2].dim == s.slab[-1].dim:
             reasons.append(f"{s.name}: already split")
         elif not r.crosses_end:
@@ -70,7 +74,10 @@ def apply(kernel, pctx: PassContext):
             last = st.slab[-1]
             slab = st.slab[:-1] + (SlabAxis(f"{last.var}o", last.extent // a, last.dim),
                                    SlabAxis(f"{last.var}i", a, last.dim))
-            return dataclasses.replace(st, slab=slab)
+            # the same runs as 011 planned (atoms): the stamp is recomputed from the new slab
+            split, _ = restamp_tma(dataclasses.replace(st, slab=slab), pctx.types[st.tensor].shape,
+                                   ranges[st.name])
+            return split
         if isinstance(st, Load) and st.tensor in splits:
             a = splits[st.tensor]
             e = st.index[-1]

@@ -28,7 +28,8 @@ import dataclasses
 
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
-from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
+from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
+from ..stage_geometry import restamp_tma, scope_ranges
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
@@ -120,14 +121,23 @@ def apply(kernel: TileKernel, pctx: PassContext):
         return Skip(f"padding would need {4 * total} bytes of shared memory, "
                     f"more than {pctx.target.static_smem_per_block}")
 
+    tile = kernel.tile()
+    ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}
+    notes = []
+
     def pad_stage(s):
         if isinstance(s, Stage) and s.name in plan:
-            return dataclasses.replace(s, pad=plan[s.name])
+            # a pad ends a TMA stage's merged run (rows are no longer contiguous in shared
+            # memory): its bulk copies are planned again, or it falls back to cp.async here
+            s, why = restamp_tma(dataclasses.replace(s, pad=plan[s.name]), pctx.types[s.tensor].shape,
+                                 ranges[s.name])
+            if why:
+                notes.append(why)
         return s
 
-    tile = kernel.tile()
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
-    return replace_tile(kernel, new_tile)
+    kernel = replace_tile(kernel, new_tile)
+    return Noted(kernel, tuple(notes)) if notes else kernel
 
 
 PASS = KernelPass("014_pad_smem", "tile", DESCRIPTION, apply, KNOBS)
