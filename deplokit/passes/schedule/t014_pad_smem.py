@@ -129,10 +129,10 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if isinstance(s, Stage) and s.name in plan:
             # a pad ends a TMA stage's merged run (rows are no longer contiguous in shared
             # memory): its bulk copies are planned again, or it falls back to cp.async here
-            s, why = restamp_tma(dataclasses.replace(s, pad=plan[s.name]), pctx.types[s.tensor].shape,
-                                 ranges[s.name])
-            if why:
-                notes.append(why)
+            s = dataclasses.replace(s, pad=plan[s.name])
+            if s.copy == "tma":
+                s, why = restamp_tma(s, pctx.types[s.tensor].shape, ranges[s.name])
+                notes += [why] if why else []
         return s
 
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
