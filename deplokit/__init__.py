@@ -8,7 +8,7 @@ light and load at once.
 from .errors import (CacheError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError,
                      DisassemblerError, DynamicShapeError, ExecutionError, ExpressionError, IRInvariantError,
                      LaunchPlanError, NotebookExtraMissing, NvccError, NvrtcError, SimulationError,
-                     UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
+                     TensorMapError, UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
 from .target import TARGETS, Target, get_target
 
 __version__ = "0.1.0"
@@ -19,7 +19,7 @@ __all__ = [*_FACADE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
            "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "DeviceUnavailableError",
            "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
-           "ConfigError", "DisassemblerError", "IRInvariantError"]
+           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError"]
 
 
 def __getattr__(name: str):

@@ -42,6 +42,10 @@ class LaunchPlanError(ExecutionError):
     """A kernel program that cannot be launched as it stands (limits, buffers, types)."""
 
 
+class TensorMapError(ExecutionError):
+    """A tensor or box the driver cannot describe as a tiled tensor map."""
+
+
 class NvccError(DeplokitError):
     """nvcc rejected a source, timed out, or is not installed. `.log` holds its output."""
 

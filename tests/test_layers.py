@@ -23,7 +23,7 @@ MAX_LINES = 400
 
 # Third-party modules that may be missing (extras) or need a device: imported where used.
 OPTIONAL = {"cupy", "cupy_backends", "transformers", "matplotlib", "pygments", "ipywidgets", "graphviz",
-            "IPython", "nvidia", "tqdm.notebook"}
+            "IPython", "nvidia", "tqdm.notebook", "cuda"}
 
 # deplokit modules imported inside a function on purpose, with why.
 LOCAL_ON_PURPOSE = {
@@ -38,11 +38,7 @@ LOCAL_ON_PURPOSE = {
 # Modules other work in progress is rewriting (issue 18), exempt from the
 # cycle, local-import and size checks until it lands. Every entry must still need it
 # (test_pending_entries_are_still_needed): delete an entry once its module is clean.
-PENDING = {
-    "deplokit.notebook.overview": "the notebook's renderers, being reworked (teach)",
-    "deplokit.notebook.reprs": "the notebook's renderers, being reworked (teach)",
-    "deplokit.notebook.graph": "the notebook's graphs, being reworked (teach)",
-}
+PENDING: dict[str, str] = {}
 
 # What each layer may not import (prefixes of module names).
 FORBIDDEN = {

@@ -1,11 +1,16 @@
 """The pass stepper, driven from code: its steps, moving, the widget following, checks."""
+import dataclasses
+
 import pytest
 import torch
 import torch.nn as nn
 
 import deplokit
-from deplokit.notebook.stepper import Stepper
+from deplokit.notebook.stepper import Stepper, kernel_text, step_notes
+from deplokit.passes.lower import LOWERING
+from deplokit.passes.lower.k003_zero_init import zero_kernel
 from deplokit.passes.schedule import SCHEDULE
+from deplokit.trace import TraceStep
 from notebook_html import parse, pre_texts
 from programs import corpus
 
@@ -24,19 +29,23 @@ def sdpa():
     return deplokit.compile(fn, *inputs, config={"fuse_rows.enable": False})
 
 
-def test_sixteen_steps_named_and_described(rms):
+STEPS = len(SCHEDULE) + len(LOWERING)
+
+
+def test_sixteen_steps_then_the_lowering_passes_named_and_described(rms):
     s = rms.stepper()
     assert isinstance(s, Stepper)
-    assert [st.name for st in s.steps] == [m.name for m in SCHEDULE]
-    assert [st.description for st in s.steps] == [m.description for m in SCHEDULE]
-    assert [st.index for st in s.steps] == list(range(16))
+    assert [st.name for st in s.steps] == [m.name for m in SCHEDULE + LOWERING]
+    assert [st.description for st in s.steps] == [m.description for m in SCHEDULE + LOWERING]
+    assert [st.index for st in s.steps] == list(range(STEPS))
+    assert [st.stage for st in s.steps] == ["tile"] * 16 + ["kernel"] * len(LOWERING)
     assert s.index == 0 and s.kernel == "merged_rms_norm"
 
 
 def test_knobs_and_values_follow_the_trace(rms):
     s = rms.stepper()
     tile_steps = [t for t in rms.trace if t.stage == "tile"]
-    for st, mod, trace_step in zip(s.steps, SCHEDULE, tile_steps):
+    for st, mod, trace_step in zip(s.steps[:16], SCHEDULE, tile_steps, strict=True):
         assert [k.name for k in st.knobs] == [k.name for k in mod.knobs]
         chosen = dict(dict(trace_step.params).get("merged_rms_norm", ()))
         for k in st.knobs:
@@ -51,8 +60,8 @@ def test_knobs_and_values_follow_the_trace(rms):
     by = {st.name: st for st in s.steps}
     assert by["004_cooperative_reduce"].applied and by["007_stage_inputs"].applied
     assert not by["008_register_tile"].applied and "matmul" in by["008_register_tile"].reason
-    # the last step's IR is the compilation's Tile IR
-    assert s.steps[-1].after == str(rms.tile_ir.kernel("merged_rms_norm"))
+    # the last Tile-IR step's IR is the compilation's Tile IR
+    assert s.steps[15].after == str(rms.tile_ir.kernel("merged_rms_norm"))
 
 
 def test_next_prev_go_and_bounds(rms):
@@ -63,12 +72,12 @@ def test_next_prev_go_and_bounds(rms):
     assert s.index == 1
     s.prev().prev()
     assert s.index == 0                  # stays on the first
-    s.go(15).next()
-    assert s.index == 15                 # stays on the last
+    s.go(STEPS - 1).next()
+    assert s.index == STEPS - 1          # stays on the last
     s.index = 6
     assert s.step.name == "007_stage_inputs"
     with pytest.raises(deplokit.DeplokitError, match="out of range"):
-        s.go(16)
+        s.go(STEPS)
     assert "t:007_stage_inputs" in repr(s)
     assert len(repr(s).splitlines()) > 3                    # at a plain prompt: readable text
 
@@ -89,8 +98,10 @@ def test_step_html_shows_diff_ir_knobs_and_check(rms):
 def test_every_step_is_checked_on_the_simulator(rms):
     s = rms.stepper()
     checks = [s.check_of(i) for i in range(16)]
-    assert [c.name for c in checks] == [st.name for st in s.steps]
+    assert [c.name for c in checks] == [st.name for st in s.steps[:16]]
     assert all(c.result.ok and c.result.backend == "sim" for c in checks)
+    # each Tile-IR check ran the whole lowering: a lowering step has none of its own
+    assert [s.check_of(i) for i in range(16, len(s.steps))] == [None] * len(LOWERING)
 
 
 def test_check_off_never_simulates(monkeypatch):
@@ -122,7 +133,7 @@ def test_widget_follows_code_and_code_follows_widget(rms):
     buttons[1].click()
     assert s.index == 13
     plays = [c for c in w.children[0].children if isinstance(c, ipywidgets.Play)]
-    assert plays and plays[0].max == 15
+    assert plays and plays[0].max == STEPS - 1
     bundle = s._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert "text/html" in bundle and "t:014_pad_smem" in bundle["text/html"]
@@ -135,7 +146,7 @@ def test_kernel_picker_walks_another_kernel(sdpa):
     s.go(4)
     s.kernel = names[1]
     assert s.index == 4 and all(st.kernel == names[1] for st in s.steps)
-    assert s.steps[-1].after == str(sdpa.tile_ir.kernel(names[1]))
+    assert s.steps[15].after == str(sdpa.tile_ir.kernel(names[1]))
     pytest.importorskip("ipywidgets")
     w = s.widget
     s._picker.value = names[2]
@@ -166,7 +177,7 @@ def matmul():
 def test_changed_only_walks_the_passes_that_changed_the_kernel(matmul):
     s = matmul.stepper(check=False, changed_only=True)
     applied = tuple(st.index for st in s.steps if st.applied)
-    assert s.visible == applied and 0 < len(applied) < 16
+    assert s.visible == applied and 0 < len(applied) < STEPS
     assert s.index == applied[0]
     walked = [s.index]
     for _ in range(20):
@@ -175,7 +186,7 @@ def test_changed_only_walks_the_passes_that_changed_the_kernel(matmul):
     assert s.prev().index == applied[-2]
     skipped = next(st.index for st in s.steps if not st.applied)
     s.go(skipped)                                           # a hidden step: the toggle turns off
-    assert s.index == skipped and not s.changed_only and len(s.visible) == 16
+    assert s.index == skipped and not s.changed_only and len(s.visible) == STEPS
     s.changed_only = True                                   # back on: the next shown step
     assert s.index in applied and s.index >= skipped
 
@@ -187,8 +198,11 @@ def test_slider_labels_are_pass_numbers_and_names(matmul):
     labels = [label for label, _ in s._slider.options]
     assert labels[0] == "001 tileify" and "008 register_tile" in labels
     assert "004 cooperative_reduce" not in labels           # changed nothing on a matmul
+    assert labels[labels.index("k 001 materialize") + 1] == "k 002 stage_copies"
+    assert "k 003 zero_init" not in labels                  # no split-K zero-init on this matmul
     s._toggle.value = False
-    assert len(s._slider.options) == 16 and s._play.max == 15
+    assert len(s._slider.options) == STEPS and s._play.max == STEPS - 1
+    assert [label for label, _ in s._slider.options[16:]] == [f"k {p.name.replace('_', ' ', 1)}" for p in LOWERING]
     s._slider.value = 3                                     # 004: a skipped step, one line and collapsed
     html = s._view.value
     assert "not applied to" in html and "<details" in html and "(pass 4 of 16)" in html
@@ -207,3 +221,63 @@ def test_a_reindenting_pass_shows_what_changed_not_the_whole_block(matmul):
     html = s.html()
     parse(html)
     assert "re-indented only" in html
+
+
+def _kernel_ir_of(program, kernel: str) -> str:
+    """The kernel's Kernel IR and the kernels launched for it (zero-init), in program order."""
+    return "\n\n".join(str(k) for k in program.kernels if kernel in (k.name, k.zero_init_for))
+
+
+def test_the_lowering_passes_are_steps_with_their_kernel_ir_diff(matmul):
+    """Issue 12 part 5: each Kernel-IR lowering pass is a step of the stepper, as in -vv."""
+    s = matmul.stepper(check=False)
+    lowering = [t for t in matmul.trace if t.stage == "kernel"]
+    steps = s.steps[16:]
+    assert [st.name for st in steps] == [t.name for t in lowering] == [p.name for p in LOWERING]
+    for st, t in zip(steps, lowering, strict=True):
+        assert st.after == _kernel_ir_of(t.after, "merged_matmul")
+        assert st.applied == (t.changed and st.before != st.after)
+    materialize, copies = steps[:2]
+    # the first leaves Tile IR: what it made is shown whole, the Tile IR before it collapsed
+    assert materialize.lowers and materialize.before == s.steps[15].after
+    text = repr(s.go(16))
+    assert f"t:kernel:001_materialize (Kernel-IR lowering pass 1 of {len(LOWERING)})" in text
+    assert "  " + materialize.after.splitlines()[0] in text and "k001*" in text
+    html = s.html()
+    parse(html)
+    assert "Kernel IR" in html and "simulator check: off" not in html
+    assert materialize.after.splitlines()[0] in pre_texts(html)[0]
+    # a later one diffs Kernel IR: 002 spells the staged copies out
+    assert copies.applied and not copies.lowers and copies.before == materialize.after
+    text = repr(s.go(17))
+    assert f"t:kernel:002_stage_copies (Kernel-IR lowering pass 2 of {len(LOWERING)})" in text
+    assert "diff (+ added, - removed" in text and "\n  +" in text and "\n  -" in text
+    html = s.html()
+    parse(html)
+    assert "rgba(46, 160, 67" in html and s.check_of() is None
+    assert s.steps[-1].after == _kernel_ir_of(matmul.kernel_ir, "merged_matmul")
+
+
+def test_a_kernels_kernel_ir_includes_the_kernels_launched_for_it(matmul):
+    """A split-K zero-init kernel (k003) is shown with the kernel it serves, before it."""
+    program = matmul.kernel_ir
+    zero = zero_kernel("merged_matmul_zero", "matmul", 16384, "merged_matmul")
+    with_zero = dataclasses.replace(program, kernels=(zero,) + tuple(program.kernels))
+    text = kernel_text(with_zero, "merged_matmul")
+    assert text.startswith(str(zero)) and text.endswith(str(program.kernels[0]))
+    assert "merged_matmul_zero" not in kernel_text(with_zero, "merged_matmul_reduce")
+    # a lowering step's notes are shown on the kernels they name, as whole names
+    step = TraceStep("kernel", "004_unclash_names", notes=("merged_matmul_reduce: locals tid renamed",
+                                                           "merged_matmul: locals acc0 renamed"))
+    assert step_notes(step, "merged_matmul") == ("merged_matmul: locals acc0 renamed",)
+
+
+def test_a_lowering_pass_that_changes_nothing_is_one_collapsed_line(rms):
+    s = rms.stepper(check=False)
+    zero = next(st for st in s.steps if st.stage == "kernel" and st.name == "003_zero_init")
+    assert zero.index == 16 + 2 and not zero.applied and zero.reason    # no split-K: nothing to zero
+    html = s.go(zero.index).html()
+    parse(html)
+    assert "not applied to" in html and "rgba(46, 160, 67" not in html
+    s.changed_only = True
+    assert zero.index not in s.visible and s.steps[16].index in s.visible     # 001 materialize always changes it

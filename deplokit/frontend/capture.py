@@ -16,6 +16,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from ..errors import CaptureError, DynamicShapeError, UnsupportedDtypeError, UnsupportedOpError
+from ..ir.c_names import c_safe, tensor_name_ok
 from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer, TensorType
 from .aten_table import ATEN_OPS, IGNORED_OPS, SHAPE_ONLY_OPS, VIEW_OPS, covered_ops
@@ -73,7 +74,10 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
         _check_dtype(t.dtype, f"example input {i}")
     module = as_module(module_or_fn, len(example_inputs))
     was_training = module.training
-    module.eval()
+    try:
+        module.eval()
+    except NotImplementedError:   # torch.export(...).module(): exported already, its mode fixed
+        was_training = None
     try:
         with torch.no_grad():
             ep = torch.export.export(module, tuple(example_inputs), strict=False)
@@ -83,7 +87,8 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
             raise DynamicShapeError(f"shape depends on tensor data, which deplokit cannot compile: {msg}") from None
         raise CaptureError(f"torch.export could not capture the program: {type(e).__name__}: {msg}") from None
     finally:
-        module.train(was_training)
+        if was_training is not None:
+            module.train(was_training)
     return _convert(ep)
 
 
@@ -95,13 +100,28 @@ def _check_dtype(dtype, where: str) -> str:
     return _DTYPES[dtype]
 
 
-def _tensor_type(val, where: str) -> TensorType:
+def _tensor_type(val, where: str, empty_ok: bool = True) -> TensorType:
+    """`val`'s TensorType. A tensor without elements may only be an intermediate (an empty
+    slice cat drops); a buffer (input, parameter, output) needs one."""
     shape = []
     for s in val.shape:
         if not isinstance(s, int):
             raise DynamicShapeError(f"{where} has a dynamic dimension {s}; deplokit compiles static shapes only")
         shape.append(int(s))
+    numel = 1
+    for s in shape:
+        numel *= s
+    if numel == 0 and not empty_ok:
+        raise CaptureError(f"{where} has shape {tuple(shape)}, with no elements; deplokit compiles "
+                           f"tensors of at least one element")
+    if numel > MAX_ELEMENTS:
+        raise CaptureError(f"{where} has shape {tuple(shape)}: {numel} elements, more than {MAX_ELEMENTS} "
+                           f"(2**31 - 1); the kernels index with 32-bit integers")
     return TensorType(tuple(shape), _check_dtype(val.dtype, where))
+
+
+# Kernels compute offsets in 32-bit int: a tensor of more elements would overflow them.
+MAX_ELEMENTS = 2**31 - 1
 
 
 def _convert(ep) -> Captured:
@@ -117,22 +137,23 @@ def _convert(ep) -> Captured:
     ops: list[TorchOp] = []
     input_names: list[str] = []
     names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
+    ir_name = _CSafeNames(n.name for n in ep.graph.nodes)
     pending: dict[str, tuple] = {}  # multi-output op -> (aten key, node), until getitem reads it
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             spec = kinds[node.name]
-            ttype = _tensor_type(node.meta["val"], f"input {node.name}")
+            ttype = _tensor_type(node.meta["val"], f"input {node.name}", empty_ok=False)
             if spec.kind == InputKind.USER_INPUT:
-                buffers.append(Buffer(node.name, ttype, "input"))
-                input_names.append(node.name)
+                buffers.append(Buffer(ir_name[node.name], ttype, "input"))
+                input_names.append(ir_name[node.name])
             elif spec.kind == InputKind.PARAMETER:
-                buffers.append(Buffer(node.name, ttype, "param"))
+                buffers.append(Buffer(ir_name[node.name], ttype, "param"))
                 if not state[spec.target].is_meta:   # weights on the meta device: compile-only, no values
-                    values[node.name] = _to_numpy(state[spec.target])
+                    values[ir_name[node.name]] = _to_numpy(state[spec.target])
             else:  # buffers and lifted constants: module state that is not trained
                 folded[node.name] = state[spec.target]
-            names[node.name] = node.name
+            names[node.name] = ir_name[node.name]
         elif node.op == "call_function":
             key = _aten_key(node.target)
             if key in IGNORED_OPS:
@@ -140,7 +161,7 @@ def _convert(ep) -> Captured:
             tensor_inputs = [a for a in node.all_input_nodes]
             if (all(a.name in folded for a in tensor_inputs) or key in SHAPE_ONLY_OPS) and not _is_random(key):
                 folded[node.name] = _evaluate(node, folded, shape_only=key in SHAPE_ONLY_OPS)
-                names[node.name] = node.name
+                names[node.name] = ir_name[node.name]
                 continue
             val = node.meta.get("val")
             if key in MULTI_OUTPUT_OPS:     # read piece by piece through getitem, below
@@ -162,10 +183,10 @@ def _convert(ep) -> Captured:
             op_name, normalise = ATEN_OPS[key] if key in ATEN_OPS else _PIECE_KEYS[key]
             # Folded inputs that reach a real op become constant buffers.
             for a in tensor_inputs:
-                if a.name in folded and a.name not in values:
+                if a.name in folded and ir_name[a.name] not in values:
                     t = folded[a.name]
-                    buffers.append(Buffer(a.name, _tensor_type(t, f"constant {a.name}"), "const"))
-                    values[a.name] = _to_numpy(t)
+                    buffers.append(Buffer(ir_name[a.name], _tensor_type(t, f"constant {a.name}"), "const"))
+                    values[ir_name[a.name]] = _to_numpy(t)
             args = _map_args(node.args, names)
             kwargs = {k: _map_args(v, names) for k, v in node.kwargs.items()}
             try:
@@ -175,11 +196,11 @@ def _convert(ep) -> Captured:
             if not isinstance(val, torch.Tensor):
                 raise UnsupportedOpError(f"operator aten.{key} (node {node.name}) returns several values; "
                                          "deplokit supports single-tensor operators")
-            ops.append(TorchOp(node.name, op_name, tuple(targs), tuple(attrs),
+            ops.append(TorchOp(ir_name[node.name], op_name, tuple(targs), tuple(attrs),
                                _tensor_type(val, f"{op_name} (node {node.name})")))
-            names[node.name] = node.name
+            names[node.name] = ir_name[node.name]
             if mutated is not None:     # later reads of the updated tensor read the new value
-                names[mutated.name] = node.name
+                names[mutated.name] = ir_name[node.name]
                 folded.pop(mutated.name, None)     # which is no constant any more
         elif node.op == "output":
             outs = node.args[0]
@@ -188,20 +209,38 @@ def _convert(ep) -> Captured:
             for o in outs:
                 if not isinstance(o, torch.fx.Node):
                     raise CaptureError(f"output {o!r} is not a tensor; deplokit programs return tensors")
-                if o.name in folded and o.name not in values:
+                if isinstance(o.meta.get("val"), torch.Tensor):
+                    _tensor_type(o.meta["val"], f"output {o.name}", empty_ok=False)
+                if o.name in folded and ir_name[o.name] not in values:
                     t = folded[o.name]
-                    buffers.append(Buffer(o.name, _tensor_type(t, f"output {o.name}"), "const"))
-                    values[o.name] = _to_numpy(t)
+                    buffers.append(Buffer(ir_name[o.name], _tensor_type(t, f"output {o.name}"), "const"))
+                    values[ir_name[o.name]] = _to_numpy(t)
                 outputs.append(names[o.name])
         elif node.op == "get_attr":
             folded[node.name] = getattr(ep.graph_module, node.target)
-            names[node.name] = node.name
+            names[node.name] = ir_name[node.name]
 
     used = {a for op in ops for a in op.args if isinstance(a, str)} | set(outputs)
     buffers = [b for b in buffers if b.kind == "input" or b.name in used]
     values = {k: v for k, v in values.items() if k in used}
     program = TorchProgram(tuple(buffers), tuple(ops), tuple(outputs))
     return Captured(program, values, tuple(input_names), ep.call_spec.out_spec)
+
+
+class _CSafeNames(dict):
+    """fx node name -> Torch-IR name: the same, unless CUDA C++ rejects it as an identifier
+    (`exp`, `int`, `max`: every tensor becomes a kernel parameter or names a kernel) or a
+    generated local may take it (`tid`, `acc0`), then a free `name_N`."""
+
+    def __init__(self, fx_names):
+        super().__init__()
+        self.taken = set(fx_names)
+
+    def __missing__(self, name: str) -> str:
+        safe = name if tensor_name_ok(name) else c_safe(name, self.taken)
+        self.taken.add(safe)
+        self[name] = safe
+        return safe
 
 
 def _aten_key(target) -> str:

@@ -11,6 +11,7 @@ import traceback
 import torch
 
 from ..errors import DeplokitError, ExpressionError
+from .size_guard import size_guard
 
 SEED = 0
 FILENAME = "<expression>"
@@ -59,7 +60,7 @@ def evaluate_once(tree: ast.Module, text: str):
     rng = torch.random.get_rng_state()
     torch.manual_seed(SEED)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), size_guard():   # a result too large to compile is refused unmade
             exec(code, env)
     except DeplokitError:
         raise

@@ -294,8 +294,12 @@ def _eval_atom(atom: Atom, env, tensors):
         return evaluate(atom.expr, env, tensors) // atom.divisor
     if isinstance(atom, Mod):
         return evaluate(atom.expr, env, tensors) % atom.divisor
-    idx = tuple(evaluate(i, env, tensors) for i in atom.index)
-    return tensors[atom.tensor][idx].astype(np.int64)
+    table = tensors[atom.tensor]
+    # A lane past the end (an inactive branch of a cat or pad) reads a valid id, as the Kernel
+    # lowering clamps it (passes/lower/kernel_expr.guard): the load it feeds is masked anyway.
+    idx = tuple(np.clip(evaluate(i, env, tensors), 0, max(extent - 1, 0))
+                for i, extent in zip(atom.index, table.shape))
+    return table[idx].astype(np.int64)
 
 
 def format_index(index: tuple[Affine, ...]) -> str:

@@ -11,6 +11,11 @@ import re
 import shutil
 import subprocess
 
+from ..errors import DeplokitError
+from ..ir.tensor_ir import Elementwise, IndexMap, Reduction
+from ..ir.torch_ir import TorchProgram
+from ..passes.decompose import decompose
+from ..passes.fuse import fuse
 from .highlight import highlight_html
 from .style import BORDER, FG_DIM, UNFUSED_FILL, box, details, esc, kernel_fill, note, title
 
@@ -46,10 +51,6 @@ def kernel_membership(tensor_program, loop_program) -> dict[str, tuple[str, ...]
 def lower_for_graph(program):
     """(Tensor IR, Loop IR) for a Torch- or Tensor-IR program on its own (no Compilation at
     hand): decompose and fuse are pure and target-independent, so this is what compile did."""
-    from ..passes.decompose import decompose
-    from ..passes.fuse import fuse
-    from ..ir.torch_ir import TorchProgram
-
     tensor = decompose(program) if isinstance(program, TorchProgram) else program
     loop, _ = fuse(tensor)
     return tensor, loop
@@ -60,7 +61,6 @@ def _label(*lines: str) -> str:
 
 
 def _op_text(node) -> str:
-    from ..ir.tensor_ir import Elementwise, IndexMap, Reduction
     if isinstance(node, Elementwise):
         return node.op
     if isinstance(node, Reduction):
@@ -144,10 +144,7 @@ def graph_html(program, stage: str, tensor=None, loop=None) -> str:
             tensor, loop = lower_for_graph(program)
         membership = kernel_membership(tensor, loop)
         kernels = tuple(k.name for k in loop.kernels)
-    except Exception as e:   # a program fuse cannot take still draws, uncoloured
-        from ..errors import DeplokitError
-        if not isinstance(e, DeplokitError):
-            raise
+    except DeplokitError:    # a program fuse cannot take still draws, uncoloured
         membership, kernels = {}, ()
     if stage == "torch":    # an op lands where the Tensor-IR node holding its result does
         membership = {op.name: membership.get(op.name, ()) for op in ops}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import weakref
 
+from ..errors import DeplokitError
 from ..ir.kernel_ir import declared_smem_bytes
-from ..runtime.device import gpu_available
+from .check_view import check_html, count
 from .diff import STAGE_TITLES, step_html
 from .graph import graph_html
 from .highlight import highlight_html
@@ -14,22 +15,8 @@ from .style import BAD, box, details, esc, note, table, title
 # The simulator check is the one costly part of an overview: run once per Compilation.
 _CHECKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
-_BACKEND_NAMES = {"sim": "the SIMT simulator (numpy, on the CPU)", "tensor": "the Tensor-IR numpy interpreter",
-                  "loop": "the Loop-IR numpy interpreter", "cupy": "the GPU (CuPy)"}
-
-
-def backend_note(backend: str) -> str:
-    """Where an execution ran, said plainly: without a GPU everything runs on the simulator."""
-    if backend == "auto":
-        return "backend auto" if gpu_available() else \
-            "ran on the SIMT simulator (numpy, on the CPU): no GPU found"
-    where = _BACKEND_NAMES.get(backend, backend)
-    return f"ran on {where}" + ("" if gpu_available() or backend == "cupy" else ": no GPU found")
-
-
 def simulator_check(c):
     """c.check(backend="sim"), once per Compilation; an error is kept as its message."""
-    from ..errors import DeplokitError
     if c not in _CHECKS:
         try:
             _CHECKS[c] = c.check(backend="sim")
@@ -57,7 +44,6 @@ def _check_line(c) -> str:
     result = simulator_check(c)
     if isinstance(result, str):
         return f'<div><span style="color: {BAD}; font-weight: bold">✗</span> simulator: {esc(result)}</div>'
-    from .reprs import check_html
     return f"<div>simulator check: {check_html(result)}</div>"
 
 
@@ -77,7 +63,6 @@ def _trace_html(c) -> str:
 
 def overview_html(c) -> str:
     t = c.target
-    from .reprs import count
     counts = (f"{count(len(c.torch_ir.ops), 'torch op')} → {count(len(c.tensor_ir.nodes), 'tensor node')} → "
               f"{count(len(c.loop_ir.kernels), 'kernel')}")
     head = title(f"deplokit Compilation · {esc(t.name)} ({esc(t.reference_gpu)}) · {esc(counts)}")

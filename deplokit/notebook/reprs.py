@@ -16,19 +16,16 @@ from ..ir.torch_ir import TorchProgram
 from ..passes.lower.cuda import CudaSource
 from ..pipeline import TraceStep
 from .access_view import render_access
+from .check_view import check_html, count
 from .diff import STAGE_TITLES, step_html
 from .graph import graph_html
 from .highlight import highlight_html
+from .overview import overview_html
 from .style import BAD, OK, box, esc, note, table, title
 
 
 def _bundle(obj, html: str) -> dict:
     return {"text/plain": str(obj), "text/html": html}
-
-
-def count(n: int, word: str) -> str:
-    """`1 kernel`, `2 kernels`."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def code_html(obj, stage: str, subtitle: str = "") -> str:
@@ -77,18 +74,6 @@ def render_step(step: TraceStep) -> dict:
     return _bundle(step, step_html(step))
 
 
-def check_html(result: CheckResult) -> str:
-    """A check against torch eager, saying which backend ran (the simulator without a GPU)."""
-    from .overview import backend_note
-    color = OK if result.ok else BAD
-    word = "✓ matches torch eager" if result.ok else "✗ MISMATCH with torch eager"
-    verdict = "every element" if result.ok else "some element not"
-    return (f'<span style="color: {color}; font-weight: bold">{word}</span> '
-            f"<span>({verdict} within atol + rtol·|expected|, rtol {result.rtol:g}, atol {result.atol:.3g}): "
-            f"max abs error {result.max_abs_error:.3g}, max rel error {result.max_rel_error:.3g}</span>"
-            + note(esc(backend_note(result.backend))))
-
-
 def render_check(result: CheckResult) -> dict:
     return _bundle(result, box(check_html(result)))
 
@@ -120,7 +105,6 @@ def render_roofline(r: Roofline) -> dict:
 
 
 def render_compilation(c: Compilation) -> dict:
-    from .overview import overview_html
     return _bundle(c, overview_html(c))
 
 

@@ -1,24 +1,30 @@
-"""The pass stepper: walk the 16 Tile-IR passes of one kernel, one pass a step.
+"""The pass stepper: walk the 16 Tile-IR passes of one kernel, then the Kernel-IR lowering
+passes (passes/lower/kNNN_*.py) that turn it into Kernel IR, one pass a step.
 
 Each step shows the pass's number, name and one-line DESCRIPTION, its knobs with the values
 chosen for this kernel, the diff of the kernel (indentation-aware, changed words marked),
 the kernel after the pass (collapsed), and the simulator check of the program as it stands
 after the pass (Compilation.check_passes). A pass that did not change the kernel is one
-collapsed line saying why.
+collapsed line saying why. A lowering step diffs the kernel's Kernel IR (with the kernels
+that serve it, such as its split-K zero-init); the first one, which leaves Tile IR, shows the
+Kernel IR it made.
 
 The widget (a "passes that changed something" toggle, Play, a slider labelled with the
 passes' numbers and names, previous / next, a kernel picker) is a view over `.steps` and
 `.index`; `.next()`, `.prev()` and `.go(i)` move it from code, and work without ipywidgets.
 At a plain Python prompt the stepper prints its current step as text.
 
-The trace is read only through the accessor functions below (tile_trace, kernel_text,
-chosen_knobs, skip_reason), so a change of the trace's form is one place to follow."""
+The trace is read only through the accessor functions below (tile_trace, lowering_trace,
+kernel_text, chosen_knobs, skip_reason, step_notes), so a change of the trace's form is one place to follow."""
 from __future__ import annotations
 
+import re
 import weakref
 from dataclasses import dataclass
 
 from ..errors import DeplokitError
+from ..ir.kernel_ir import KernelProgram
+from ..passes.lower import LOWERING
 from ..passes.schedule import SCHEDULE
 from .diff import diff_html
 from .extra import NotebookExtraMissing, require
@@ -36,8 +42,21 @@ def tile_trace(compilation) -> list:
     return [s for s in compilation.trace if s.stage == "tile"]
 
 
+def lowering_trace(compilation) -> list:
+    """The trace's Kernel-IR lowering steps (Tile IR -> Kernel IR), in pass order."""
+    return [s for s in compilation.trace if s.stage == "kernel"]
+
+
+def ir_stage(ir) -> str:
+    """The stage of a step's before / after program: tile or kernel."""
+    return "kernel" if isinstance(ir, KernelProgram) else "tile"
+
+
 def kernel_text(ir, kernel: str) -> str:
-    """One kernel's text in a step's before / after program."""
+    """One kernel's text in a step's before / after program; in Kernel IR with the kernels
+    launched for it (its split-K zero-init), in program order."""
+    if isinstance(ir, KernelProgram):
+        return "\n\n".join(str(k) for k in ir.kernels if kernel in (k.name, k.zero_init_for))
     return str(ir.kernel(kernel))
 
 
@@ -50,12 +69,21 @@ def chosen_knobs(step, kernel: str) -> dict:
 def skip_reason(step, kernel: str) -> str:
     """Why the pass left `kernel` alone, as the trace recorded it ('' if it said nothing)."""
     decision = step.decision(kernel)
-    return decision.skipped if decision is not None else ""
+    return decision.skipped if decision is not None else step.skipped_reason
+
+
+def step_notes(step, kernel: str) -> tuple[str, ...]:
+    """What a lowering step said about the program (the `# ...` lines of -vv) that names
+    `kernel`; Tile-IR steps speak through their decisions' knobs and skip reasons."""
+    if step.stage == "tile":
+        return ()
+    named = re.compile(rf"(?<!\w){re.escape(kernel)}(?!\w)")      # merged_mm, not merged_mm_reduce
+    return tuple(n for n in step.notes if named.search(n))
 
 
 def pass_knobs(step) -> tuple:
     """The knobs the pass declares (name, domain, doc), in declaration order."""
-    return next((p.knobs for p in SCHEDULE if p.name == step.name), ())
+    return next((p.knobs for p in SCHEDULE + LOWERING if p.name == step.name and p.stage == step.stage), ())
 
 
 @dataclass(frozen=True)
@@ -68,34 +96,53 @@ class KnobChoice:
 
 @dataclass(frozen=True)
 class PassStep:
-    index: int              # 0 .. 15
-    name: str               # 007_stage_inputs
+    index: int              # 0 .. 15 the Tile-IR passes, then the Kernel-IR lowering passes
+    name: str               # 007_stage_inputs, 001_materialize
     description: str
     kernel: str
     knobs: tuple[KnobChoice, ...]
     applied: bool           # the pass changed this kernel
     reason: str             # why it did not, when it did not
-    before: str             # the kernel's Tile IR before and after the pass
+    before: str             # the kernel's Tile IR (Kernel IR) before and after the pass
     after: str
+    stage: str = "tile"     # the IR the pass produces: tile, or kernel for a lowering pass
+    before_stage: str = "tile"
+    position: int = 1       # 1-based among its stage's passes, of `of`
+    of: int = 16
+    tag: str = ""           # t:007_stage_inputs, t:kernel:001_materialize (as in -vv)
+    notes: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        """`007 stage_inputs`: the pass's number and name, as the slider shows them."""
+        """`007 stage_inputs` or `k 001 materialize`: the pass's number and name, as the
+        slider shows them."""
         number, _, name = self.name.partition("_")
-        return f"{number} {name}"
+        return f"{number} {name}" if self.stage == "tile" else f"k {number} {name}"
+
+    @property
+    def lowers(self) -> bool:
+        """The step leaves Tile IR for Kernel IR: no diff, the Kernel IR it made."""
+        return self.before_stage != self.stage
+
+    @property
+    def counted(self) -> str:
+        kind = "pass" if self.stage == "tile" else "Kernel-IR lowering pass"
+        return f"{kind} {self.position} of {self.of}"
 
 
 def pass_steps(compilation, kernel: str) -> tuple[PassStep, ...]:
-    """The 16 Tile-IR trace steps seen from one kernel."""
+    """The 16 Tile-IR trace steps, then the Kernel-IR lowering steps, seen from one kernel."""
     out = []
-    for step in tile_trace(compilation):
-        before, after = kernel_text(step.before, kernel), kernel_text(step.after, kernel)
-        chosen = chosen_knobs(step, kernel)
-        knobs = tuple(KnobChoice(k.name, chosen.get(k.name), k.domain, k.doc) for k in pass_knobs(step))
-        applied = before != after
-        reason = "" if applied else (skip_reason(step, kernel) or "no change")
-        out.append(PassStep(len(out), step.name, step.description, kernel, knobs, applied,
-                            reason, before, after))
+    for steps in (tile_trace(compilation), lowering_trace(compilation)):
+        for position, step in enumerate(steps, 1):
+            before, after = kernel_text(step.before, kernel), kernel_text(step.after, kernel)
+            chosen = chosen_knobs(step, kernel)
+            knobs = tuple(KnobChoice(k.name, chosen.get(k.name), k.domain, k.doc) for k in pass_knobs(step))
+            applied = before != after
+            reason = "" if applied else (skip_reason(step, kernel) or "no change")
+            out.append(PassStep(len(out), step.name, step.description, kernel, knobs, applied, reason, before,
+                                after, step.stage, ir_stage(step.before), position, len(steps), step.tag,
+                                step_notes(step, kernel)))
     return tuple(out)
 
 
@@ -131,29 +178,48 @@ def _knobs_html(step: PassStep) -> str:
     return table(["knob", "value", "domain", ""], rows)
 
 
-def step_html(step: PassStep, total: int, check) -> str:
+LOWERING_CHECK = ("simulator check: the check of each Tile-IR pass ran the Kernel IR that all the "
+                  "lowering passes make of it")
+
+
+def step_html(step: PassStep, check) -> str:
     """Everything one step shows, as one HTML block; a pass that changed nothing is one line
     (why), its knobs and unchanged IR collapsed under it."""
-    head = title(f'<span style="font-family: var(--jp-code-font-family, monospace)">t:{esc(step.name)}</span> '
-                 f'<span style="{NOTE}">(pass {step.index + 1} of {total}) {esc(step.description)}</span>')
-    ir = details(f"Tile IR of <code>{esc(step.kernel)}</code> after t:{esc(step.name)}",
-                 highlight_html(step.after, "tile"))
+    head = title(f'<span style="font-family: var(--jp-code-font-family, monospace)">{esc(step.tag)}</span> '
+                 f'<span style="{NOTE}">({step.counted}) {esc(step.description)}</span>')
+    ir_name = "Tile IR" if step.stage == "tile" else "Kernel IR"
+    ir = details(f"{ir_name} of <code>{esc(step.kernel)}</code> after {esc(step.tag)}",
+                 highlight_html(step.after, step.stage))
     if not step.applied:
         why = f"<div>not applied to <code>{esc(step.kernel)}</code>: {esc(step.reason)}</div>"
         return box(head + why + details("knobs", _knobs_html(step)) + ir)
-    parts = [head, _knobs_html(step), f"<div>applied to <code>{esc(step.kernel)}</code></div>",
-             _check_html(check), diff_html(step.before, step.after, "tile"), ir]
+    parts = [head, _knobs_html(step), f"<div>applied to <code>{esc(step.kernel)}</code></div>"]
+    parts += [note("# " + esc(n)) for n in step.notes]
+    if step.stage != "tile":
+        parts.append(note(LOWERING_CHECK))
+    else:
+        parts.append(_check_html(check))
+    if step.lowers:     # Tile IR -> Kernel IR: a diff across two languages says nothing
+        parts += [f"<div>the Kernel IR it made of <code>{esc(step.kernel)}</code>:</div>",
+                  highlight_html(step.after, step.stage),
+                  details(f"Tile IR of <code>{esc(step.kernel)}</code> before", highlight_html(step.before, "tile"))]
+    else:
+        parts += [diff_html(step.before, step.after, step.stage), ir]
     return box("".join(parts))
 
 
-def step_text(step: PassStep, total: int) -> str:
+def step_text(step: PassStep) -> str:
     """One step as plain text: its pass, knobs, and the diff (or why it changed nothing)."""
-    lines = [f"t:{step.name} (pass {step.index + 1} of {total}): {step.description}"]
+    lines = [f"{step.tag} ({step.counted}): {step.description}"]
     knobs = ", ".join(f"{k.name}={'—' if k.value is None else k.value}" for k in step.knobs)
     lines.append(f"  knobs: {knobs or 'none'}")
     if not step.applied:
         lines.append(f"  not applied to {step.kernel}: {step.reason}")
         return "\n".join(lines)
+    lines += [f"  # {n}" for n in step.notes]
+    if step.lowers:
+        lines.append(f"  applied to {step.kernel}; the Kernel IR it made:")
+        return "\n".join(lines + ["  " + line for line in step.after.splitlines()])
     lines.append(f"  applied to {step.kernel}; diff (+ added, - removed, ~ re-indented only):")
     lines += ["  " + line for line in diff_text(line_diff(step.before, step.after)).splitlines()]
     return "\n".join(lines)
@@ -205,7 +271,7 @@ class Stepper:
 
     @property
     def visible(self) -> tuple[int, ...]:
-        """The step indices the slider and next / prev walk: all 16, or the applied ones."""
+        """The step indices the slider and next / prev walk: all of them, or the applied ones."""
         shown = tuple(s.index for s in self.steps if s.applied or not self._changed_only)
         return shown or tuple(range(len(self.steps)))
 
@@ -226,7 +292,8 @@ class Stepper:
         return self.steps[self._index]
 
     def go(self, i: int) -> "Stepper":
-        """Step `i` (0-based: pass i + 1). A step the toggle hides turns the toggle off."""
+        """Step `i` (0-based: Tile-IR pass i + 1, then the lowering passes). A step the toggle
+        hides turns the toggle off."""
         if not 0 <= i < len(self.steps):
             raise DeplokitError(f"step {i} is out of range: the stepper has steps 0..{len(self.steps) - 1}")
         self._index = i
@@ -248,22 +315,27 @@ class Stepper:
         return self.go(earlier[-1] if earlier else self._index)
 
     def check_of(self, i: int | None = None):
-        """The PassCheck of step `i` (the current one by default), None with check=False."""
-        if not self.check:
+        """The PassCheck of Tile-IR step `i` (the current one by default); None with
+        check=False or for a lowering step (every Tile-IR check already runs the lowering)."""
+        i = self._index if i is None else i
+        if not self.check or self.steps[i].stage != "tile":
             return None
         checks = pass_checks(self.compilation)
-        return checks if isinstance(checks, str) else checks[self._index if i is None else i]
+        return checks if isinstance(checks, str) else checks[i]
 
     def html(self) -> str:
-        return step_html(self.step, len(self.steps), self.check_of() if self.step.applied else None)
+        return step_html(self.step, self.check_of() if self.step.applied else None)
 
     def text(self) -> str:
-        changed = sum(s.applied for s in self.steps)
-        head = (f"Stepper over kernel {self._kernel}: {changed} of {len(self.steps)} passes changed it "
+        tile = [s for s in self.steps if s.stage == "tile"]
+        lowering = [s for s in self.steps if s.stage != "tile"]
+        head = (f"Stepper over kernel {self._kernel}: {sum(s.applied for s in tile)} of {len(tile)} passes and "
+                f"{sum(s.applied for s in lowering)} of {len(lowering)} Kernel-IR lowering passes changed it "
                 f"(step {self._index}: .next(), .prev(), .go(i))")
-        marks = "  " + " ".join(("[" if s.index == self._index else "") + s.name[:3] + ("*" if s.applied else "")
-                                + ("]" if s.index == self._index else "") for s in self.steps)
-        return "\n".join([head, marks + "   (* changed the kernel)", step_text(self.step, len(self.steps))])
+        marks = "  " + " ".join(("[" if s.index == self._index else "") + ("" if s.stage == "tile" else "k")
+                                + s.name[:3] + ("*" if s.applied else "") + ("]" if s.index == self._index else "")
+                                for s in self.steps)
+        return "\n".join([head, marks + "   (* changed the kernel)", step_text(self.step)])
 
     # -- the widget -------------------------------------------------------------------------------
     @property

@@ -10,9 +10,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..ir.index import Affine, evaluate
+from ..ir.index import Affine, evaluate, gathers
 from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store
-from ..ir.tensor_ir import REDUCTION_IDENTITY
 from .numpy_ops import REDUCE, apply
 
 # Largest number of elements a vectorised statement may span before loops are chunked.
@@ -79,13 +78,14 @@ class _Runner:
     def load(self, s: Load, ctx):
         src = self.buffers[s.tensor]
         idx = [evaluate(e, ctx, self.buffers) for e in s.index]
-        if s.pad is None:
+        if s.pad is None and not any(gathers(e) for e in s.index):
             return src[tuple(np.asarray(i) for i in idx)] if idx else src[()]
         ok = np.ones((), dtype=bool)
         for i, extent in zip(idx, src.shape):
             ok = ok & (i >= 0) & (i < extent)
         clipped = tuple(np.clip(i, 0, extent - 1) for i, extent in zip(idx, src.shape))
-        return np.where(ok, src[clipped], np.asarray(s.pad, dtype=src.dtype))
+        # a data-dependent row outside the table reads the pad (0 without one), as the CUDA does
+        return np.where(ok, src[clipped], np.asarray(s.pad or 0, dtype=src.dtype))
 
     def store(self, s: Store, ctx):
         dst = self.buffers[s.tensor]
@@ -107,13 +107,16 @@ class _Runner:
         value = np.broadcast_to(value.reshape(value.shape if value.ndim else (1,) * self.ndim), shape)
         partial = REDUCE[s.reduction](value, axis=tuple(reduce_axes), keepdims=True)
         prev = self.accs[s.acc]
+        if prev is None:
+            self.accs[s.acc] = partial
+            return
         self.accs[s.acc] = apply({"sum": "add", "max": "maximum", "min": "minimum"}[s.reduction], [prev, partial])
 
     def loop(self, s: Loop, ctx, reduce_axes, size):
         axis = ctx.get(_DEPTH, 0)
         if s.kind == "reduce" and not reduce_axes:   # a phase starts: its accumulators reset
-            for acc, red in _accumulators(s):
-                self.accs[acc] = np.full((1,) * self.ndim, REDUCTION_IDENTITY[red], dtype=np.float32)
+            for acc, red in _accumulators(s):   # None: the first partial is taken as it is,
+                self.accs[acc] = None               # so an integer sum or max stays exact
         per_iter = max(1, size * _volume(s) // s.extent)
         chunk = max(1, min(s.extent, MAX_ELEMENTS // per_iter))
         axes = reduce_axes + (axis,) if s.kind == "reduce" else reduce_axes

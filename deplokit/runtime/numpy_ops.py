@@ -1,6 +1,7 @@
 """Numpy meaning of every Tensor-IR / Loop-IR elementwise op, shared by both interpreters.
 
-Arithmetic stays in float32 (scalars are cast first so numpy never widens to float64)."""
+Arithmetic stays in float32 (scalars are cast first so numpy never widens to float64), except
+integer arithmetic, which is exact at integer width."""
 from __future__ import annotations
 
 import numpy as np
@@ -38,7 +39,8 @@ OPS = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: F32(1) / np.sqrt(x), "reciprocal": lambda x: F32(1) / x,
     "tanh": np.tanh, "erf": _erf, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, F32(0)),
-    "sin": np.sin, "cos": np.cos, "logical_not": np.logical_not, "trunc": np.trunc,
+    "sin": np.sin, "cos": np.cos, "logical_not": np.logical_not,
+    "trunc": lambda x: np.trunc(x).astype(np.int64),   # only float -> int casts use it: an integer
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
     "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
     "greater": np.greater, "less": np.less, "greater_equal": np.greater_equal,
@@ -50,7 +52,26 @@ OPS = {
 REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 
 
+# Ops exact on integers: with integer operands (and integral constants) they are computed at
+# integer width, as torch does, not in float32 (which is exact only up to 2**24).
+_INT_EXACT = frozenset({"neg", "abs", "add", "subtract", "multiply", "maximum", "minimum",
+                        "greater", "less", "greater_equal", "less_equal", "equal", "not_equal", "where"})
+
+
+def _integer_operands(op: str, args: list) -> bool:
+    if op not in _INT_EXACT:
+        return False
+    values = args[1:] if op == "where" else args
+    arrays = [a for a in values if isinstance(a, (np.ndarray, np.generic))]
+    return bool(arrays) and all(np.issubdtype(a.dtype, np.integer) for a in arrays) and all(
+        float(a).is_integer() for a in values if isinstance(a, float))
+
+
 def apply(op: str, args: list):
+    if _integer_operands(op, args):
+        args = [np.int64(a) if isinstance(a, float) else a for a in args]
+        with np.errstate(over="ignore"):
+            return OPS[op](*args)
     args = [F32(a) if isinstance(a, float) else a for a in args]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         out = OPS[op](*args)

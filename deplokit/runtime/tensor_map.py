@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ExecutionError
+import numpy as np
+
+from ..errors import TensorMapError
 from ..ir.types import DTYPE_BYTES
 
 # CUtensorMapDataType values (cuda.h) of the element types deplokit stores
@@ -31,10 +33,6 @@ MAX_RANK = 5
 MAX_BOX = 256
 MAX_STRIDE = 1 << 40
 GLOBAL_ALIGN = 16                                        # bytes: address and every stride
-
-
-class TensorMapError(ExecutionError):
-    """A tensor or box the driver cannot describe as a tiled tensor map."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,6 @@ def copy_box(tensor, origin, args: TensorMapArgs):
     """What one tensor copy writes to shared memory, as the simulator models it: the box at
     `origin` (outermost first) of the numpy `tensor`, elements outside the tensor read as
     zero, laid out row-major and then swizzled (one flat array of the box's elements)."""
-    import numpy as np
     box = args.box_dims[::-1]
     idx = np.indices(box).reshape(len(box), -1)
     coords = idx + np.asarray(origin).reshape(-1, 1)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...errors import UnsupportedOpError
+from ...ir.c_names import c_safe
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
-from ...ir.names import fresh_name
 from ...ir.tensor_ir import (COMPARISON_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
                              TensorNode)
 from ...ir.types import TensorType
@@ -25,7 +25,9 @@ class Builder:
 
     # -- names and types --------------------------------------------------------------
     def fresh(self, hint: str) -> str:
-        name = fresh_name(hint, self._taken, "_")
+        """A new tensor name from `hint`, unused and one C takes (every tensor may become a
+        kernel parameter or name its kernel: `exp` would clash with CUDA's math `exp`)."""
+        name = c_safe(hint, self._taken)
         self._taken.add(name)
         return name
 

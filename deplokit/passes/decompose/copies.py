@@ -28,8 +28,8 @@ def cast(b: Builder, x: str, want: str, where: str) -> str:
         return b.elementwise("multiply", x, 1.0, hint="cast")
     if have == "bool":   # bool -> int64 (int32 too, held as int64: the same values)
         return b.elementwise("where", x, 1, 0, hint="cast")
-    if have in ("int64", "int32"):   # int -> int: the same values (ids stay ids)
-        return x
+    if have in ("int64", "int32"):   # int -> int: a node of the new width (int64 -> int32 wraps, as in torch)
+        return b.elementwise("add", x, 0, hint="cast", dtype=want)
     if have == "float32" and want in ("int64", "int32"):   # 2.7 -> 2, -2.7 -> -2
         return b.elementwise("trunc", x, hint="cast", dtype=want)
     raise UnsupportedOpError(f"{where} casts {have} to {want}; deplokit supports casts to "

@@ -47,6 +47,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
     decisions: list[str] = [f"store {node}: {reason}" for node, reason in seeded]
     compounding: list[tuple[str, str]] = list(seeded)
     built: dict[str, BuiltKernel] = {}
+    verdicts: dict[str, str] = {}   # root -> the guard's reason for the kernel it passed
     consumers: dict[str, list[str]] = {}
     producers = {n.name: tuple(n.inputs()) for n in program.nodes}
     for n in program.nodes:
@@ -74,12 +75,13 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
                 changed = True
                 break
             verdict = judge(bk.kernel.name, bk.evals, numel, bk.reduction_points, bk.reduction_instances, bk.work,
-                            order)
+                            order, bk.contraction)
             if verdict.node is not None and verdict.node not in stored:
                 materialise(verdict.node, verdict.reason)
                 changed = True
                 break
             built[root] = bk
+            verdicts[root] = verdict.reason
         if changed:
             continue
         # A reduction fused into two kernels would be computed twice.
@@ -106,6 +108,8 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
         members = sorted(bk.inlined - {root}, key=order.__getitem__)
         fused = f" fuses {', '.join(members)}" if members else ""
         ratio = f"{bk.work} work"
+        if verdicts[root].startswith("prologue "):   # a contraction that keeps its prologue: say why
+            ratio += f"; {verdicts[root]}"
         decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
     written = tuple(Buffer(r, nodes[r].type, "output" if r in program.outputs else "temp") for r in roots)
     loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)

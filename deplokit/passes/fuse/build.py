@@ -42,6 +42,7 @@ class BuiltKernel:
     reduction_points: dict[str, int]  # evaluations of each fused reduction (per output element: 1)
     reduction_instances: dict[str, int]
     work: int
+    contraction: bool = False         # a fused sum of products with M, N, K roles (a matmul)
 
 
 @dataclass
@@ -233,7 +234,8 @@ class KernelBuilder:
         for inst in self.instances:
             n_inst[inst.red.name] = n_inst.get(inst.red.name, 0) + 1
         name = self.root if len(self.inlined) <= 1 else f"merged_{self.root}"
-        return BuiltKernel(Kernel(name, (self.root,), body), frozenset(self.inlined), evals, points, n_inst, work)
+        return BuiltKernel(Kernel(name, (self.root,), body), frozenset(self.inlined), evals, points, n_inst, work,
+                           contraction=bool(roles))
 
     def _open(self, v, extent, kind):
         self.frames.append(_Frame(v, extent, kind))

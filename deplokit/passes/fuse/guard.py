@@ -5,12 +5,20 @@ counted once per iteration of the loops around it. A value inlined where it is e
 more often than it has elements (a broadcast read, or a second phase of a kernel) adds
 *extra* work. The guard allows a kernel whose extra work is at most RECOMPUTE_BUDGET times
 its essential work, and never one that evaluates a reduction more than once per element.
+
+A contraction (a matmul's sum of products) is held to CONTRACTION_BUDGET: a producer fused
+into one of its operands is evaluated once per (m, k) for every output column n, inside the
+K loop, so its work is multiplied by N (the evaluations the loop nest counts); stored, it
+is computed once per element in its own elementwise kernel and read like any operand. The
+K loop must keep at least three quarters of its work on the contraction itself: a scale or
+a cast fits, a silu·mul does not.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 RECOMPUTE_BUDGET = 1.0
+CONTRACTION_BUDGET = 1 / 3   # extra <= 1/3 x essential: >= 3/4 of the K loop is the contraction
 
 
 @dataclass(frozen=True)
@@ -20,10 +28,11 @@ class Verdict:
 
 
 def judge(kernel_name: str, evals: dict[str, int], numel: dict[str, int], reduction_points: dict[str, int],
-          reduction_instances: dict[str, int], total_work: int, order: dict[str, int]) -> Verdict:
+          reduction_instances: dict[str, int], total_work: int, order: dict[str, int],
+          contraction: bool = False) -> Verdict:
     """evals: executions of each inlined node's statements; reduction_points: evaluations of
     each fused reduction; reduction_instances: how many places compute it; order: program
-    order of the Tensor-IR nodes."""
+    order of the Tensor-IR nodes; contraction: the kernel is a matmul (M, N, K roles)."""
     for red, count in reduction_instances.items():
         if count > 1:
             return Verdict(red, f"reduction {red} would be computed {count} times in {kernel_name}")
@@ -38,14 +47,20 @@ def judge(kernel_name: str, evals: dict[str, int], numel: dict[str, int], reduct
     extra = {n: e - numel[n] for n, e in evals.items() if e > numel[n]}
     total_extra = sum(extra.values())
     essential = total_work - total_extra
-    if extra and total_extra > RECOMPUTE_BUDGET * essential:
+    budget, what = (CONTRACTION_BUDGET, "contraction work") if contraction else (RECOMPUTE_BUDGET, "essential")
+    if extra and total_extra > budget * essential:
         # Cut at the last recomputed value: what feeds it is then computed once, in its
-        # own kernel (rope before the attention matmul, not the halves of its cat).
+        # own kernel (rope before the attention matmul, not the halves of its cat; silu·mul
+        # before down_proj, as one elementwise kernel out of the K loop).
         last = max(extra, key=order.__getitem__)
-        return Verdict(last, f"{last} would be evaluated {evals[last] / numel[last]:.3g}x per element in "
-                             f"{kernel_name}: extra work {total_extra} > {RECOMPUTE_BUDGET:g} x essential "
-                             f"{essential}")
-    return Verdict(None, f"{kernel_name}: extra work {total_extra} <= {RECOMPUTE_BUDGET:g} x essential {essential}")
+        where = "as a prologue of contraction " if contraction else "in "
+        return Verdict(last, f"{last} would be evaluated {evals[last] / numel[last]:.3g}x per element {where}"
+                             f"{kernel_name}: extra work {total_extra} > {budget:.3g} x {what} {essential}; "
+                             f"computed once in its own kernel")
+    if extra and contraction:
+        return Verdict(None, f"prologue {', '.join(sorted(extra, key=order.__getitem__))} stays in the K loop: "
+                             f"extra work {total_extra} <= {budget:.3g} x {what} {essential}")
+    return Verdict(None, f"{kernel_name}: extra work {total_extra} <= {budget:.3g} x {what} {essential}")
 
 
 def compounding_copies(inlined: dict[str, frozenset], producers: dict[str, tuple[str, ...]], stored: set,

@@ -52,11 +52,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import Affine, floordiv, free_vars, mod, var
-from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import (BLOCK, THREAD, AtomicAdd, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
+from ...ir.index import floordiv, mod, var
+from ...ir.loop_ir import Accumulate, Loop
+from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
                            TileKernel, walk)
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
+from .register_nest import drop_dead, nest_body
 from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
@@ -207,7 +208,8 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     body = tuple(_resize_slab(s, slab_of) if isinstance(s, Stage) else s for s in body)
     body = _map_stages(body, slab_of)
     accs = sorted({s.acc for s, _ in walk(body) if isinstance(s, Accumulate)})
-    body = _nest_body(body, regs, accs, after_reduce=False)
+    recomputed: set[str] = set()
+    body = drop_dead(nest_body(body, regs, accs, after_reduce=False, recomputed=recomputed), recomputed)
     axes = tuple(dataclasses.replace(a, extent=ranges[a.var]) if a.kind == BLOCK and a.var in ranges else a
                  for a in tile.axes)
     new_tile = Tile(axes, body)
@@ -247,98 +249,6 @@ def _map_stages(body, slab_of):
             s = dataclasses.replace(s, body=_map_stages(s.body, slab_of))
         out.append(s)
     return tuple(out)
-
-
-_LEAVES = (Load, Compute, Accumulate, Store, AtomicAdd)
-
-
-def _nest_body(body, regs, accs, after_reduce):
-    """Wrap every run of leaf statements in the register loops; recurse into loops. A run
-    after a reduce loop (the epilogue) reads the accumulators back from the register tile."""
-    out, run = [], []
-    seen_reduce = after_reduce
-    for s in body:
-        if isinstance(s, _LEAVES):
-            run.append(s)
-            continue
-        out += _nest(run, regs, accs if seen_reduce else ())
-        run = []
-        if isinstance(s, Loop):
-            s = dataclasses.replace(s, body=_nest_body(s.body, regs, accs, False))
-            seen_reduce = seen_reduce or s.kind == "reduce"
-        out.append(s)
-    out += _nest(run, regs, accs if seen_reduce else ())
-    return tuple(out)
-
-
-def _nest(run, regs, accs):
-    """Statements -> the register nest: each at the depth of the deepest register loop its
-    indices or operands depend on (0: outside every register loop), in order within a depth."""
-    if not run:
-        return []
-    rvars = [lp.var for lp in regs]
-    index = tuple(var(v) for v in rvars)
-    read = {a: f"{a}_v" for a in accs if _reads(run, a)}
-    stmts = [Load(read[a], a, index) for a in read] + [_rename(s, read, index) for s in run]
-    depth_of: dict[str, int] = {}
-    levels: list[list] = [[] for _ in range(len(regs) + 1)]
-    for s in stmts:
-        d = 0
-        for v in _index_vars(s):
-            if v in rvars:
-                d = max(d, rvars.index(v) + 1)
-        for name in _operands(s):
-            d = max(d, depth_of.get(name, 0))
-        if isinstance(s, Accumulate) or (isinstance(s, Load) and s.tensor in accs):
-            d = len(regs)
-        if isinstance(s, (Load, Compute)):
-            depth_of[s.dst] = d
-        levels[d].append(s)
-    inner: tuple = ()
-    for depth in range(len(regs), 0, -1):
-        body = tuple(levels[depth]) + inner
-        inner = (dataclasses.replace(regs[depth - 1], body=body),) if body else ()
-    return list(levels[0]) + list(inner)
-
-
-def _reads(run, acc) -> bool:
-    return any(acc in _operands(s) for s in run)
-
-
-def _rename(s, read, index):
-    if isinstance(s, Accumulate):
-        return dataclasses.replace(s, index=index)
-    if not read:
-        return s
-    if isinstance(s, Compute):
-        return dataclasses.replace(s, args=tuple(read.get(a, a) if isinstance(a, str) else a for a in s.args))
-    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, str):
-        return dataclasses.replace(s, value=read.get(s.value, s.value))
-    return s
-
-
-def _index_vars(s) -> set[str]:
-    out: set[str] = set()
-    exprs = []
-    if isinstance(s, (Load, Store, AtomicAdd)):
-        exprs += list(s.index)
-    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, Affine):
-        exprs.append(s.value)
-    if isinstance(s, Compute):
-        exprs += [a for a in s.args if isinstance(a, Affine)]
-    for e in exprs:
-        out |= free_vars(e)
-    return out
-
-
-def _operands(s) -> list[str]:
-    if isinstance(s, Compute):
-        return [a for a in s.args if isinstance(a, str)]
-    if isinstance(s, Accumulate):
-        return [s.value]
-    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, str):
-        return [s.value]
-    return []
 
 
 PASS = KernelPass("008_register_tile", "tile", DESCRIPTION, apply, KNOBS)

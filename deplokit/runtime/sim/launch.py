@@ -7,6 +7,8 @@ from typing import Mapping
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.kernel_names import name_problems
+from ..int_range import refuse_inexact_integers
 from ..launches import launch_sequence
 from .errors import SimulationError
 from .exec import _Chunk
@@ -29,6 +31,9 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
     if min(gx, gy, gz) < 1 or min(bx, by, bz) < 1:
         raise SimulationError(f"kernel {k.name}: grid {k.grid} and block {k.block} must be positive")
     T = bx * by * bz
+    problems = name_problems(k)
+    if problems:   # what nvcc would refuse, the simulator refuses too
+        raise SimulationError(f"kernel {k.name}: CUDA C++ rejects its names: {'; '.join(problems)}")
     if max_block_threads is not None and T > max_block_threads:
         raise SimulationError(f"kernel {k.name}: {T} threads per block, more than the "
                               f"{max_block_threads} allowed")
@@ -78,6 +83,7 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
     np_dtypes = {"float32": F32, "int64": I64, "int32": np.int32, "bool": np.bool_}
     programs = (whole, p) if whole is not None else (p,)
     types = {b.name: b.type for q in programs for b in tuple(q.buffers) + tuple(q.written)}
+    refuse_inexact_integers(((n, v) for n, v in env.items() if n in types), "sim", "input")
     mem: dict[str, np.ndarray] = {}
     for name, v in env.items():
         t = types.get(name)
@@ -107,6 +113,7 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
             if t.dtype == "bool":
                 v = v != 0
         outs.append(v)
+    refuse_inexact_integers(zip((whole if whole is not None else p).outputs, outs), "sim", "output")
     return outs
 
 
