@@ -29,10 +29,11 @@ def pending(program):
 
 
 def test_the_lowering_passes_in_order_each_traced():
-    assert [p.name for p in LOWERING] == ["001_materialize", "002_stage_copies", "003_zero_init"]
+    names = ["001_materialize", "002_stage_copies", "003_zero_init", "004_unclash_names"]
+    assert [p.name for p in LOWERING] == names
     c = compiled("relu_matmul_seed")
     kernel_steps = [s for s in c.trace if s.stage == "kernel"]
-    assert [s.name for s in kernel_steps] == ["001_materialize", "002_stage_copies", "003_zero_init"]
+    assert [s.name for s in kernel_steps] == names
     assert kernel_steps[0].before is c.tile_ir and kernel_steps[-1].after is c.kernel_ir
     for a, b in zip(kernel_steps, kernel_steps[1:]):
         assert b.before is a.after
