@@ -446,3 +446,18 @@ def test_padded_tma_rows(pad):
         from deplokit.passes.lower.cuda import render_program
         from deplokit.runtime.nvcc import compile_cuda
         compile_cuda(render_program(program, 90), "sm_90")
+
+
+def test_pad_smem_replans_a_padded_tma_stage_inside_the_pass():
+    # a configuration the tuner drew: 1x1 register tiles, TMA for the K-chunk slabs, pad 4;
+    # 014 pads x0's TMA stage and plans its bulk copies again (it once raised UnboundLocalError)
+    config = {"002_chunk_matmul_k.k_chunk": 32, "003_split_matmul_k.splits": 2, "008_register_tile.tm": 1,
+              "008_register_tile.tn": 1, "011_tma_copy.max_copies": 32, "014_pad_smem.pad": 4}
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(512, 128, generator=g), torch.randn(128, 512, generator=g)
+    c = deplokit.compile(torch.matmul, a, b, target="sm_90", config=config)
+    padded = [s for s in c.trace if s.name == "014_pad_smem"][0]
+    assert padded.changed
+    stages = [s for s, _ in walk(padded.after.kernels[0].tile().body) if isinstance(s, Stage)]
+    assert any(s.pad == 4 and s.copy == "tma" and s.tma for s in stages)
+    assert c.check(a, b, backend="sim").ok

@@ -132,7 +132,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
             s = dataclasses.replace(s, pad=plan[s.name])
             if s.copy == "tma":
                 s, why = restamp_tma(s, pctx.types[s.tensor].shape, ranges[s.name])
-                notes += [why] if why else []
+                if why:
+                    notes.append(why)
         return s
 
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
