@@ -91,6 +91,19 @@ def test_unclash_locals_renames_only_locals():
     assert unclash_locals(_kernel(body=_copy_body())) == _kernel(body=_copy_body())
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("local", ["__v", "_Tmp", "x__y", "1v"])
+def test_unclash_locals_renames_a_name_c_reserves_to_one_it_takes(local):
+    # appending _N to `__v` never gives a name C takes: the new name starts from a clean base
+    # (a Falcon model hung here)
+    fixed = unclash_locals(_kernel("k", ("x", "out"), _copy_body("x", "out", local)))
+    assert name_problems(fixed) == []
+    x = torch.randn(4).numpy()
+    out = x.copy() * 0
+    simulate_kernel(fixed, {"x": x, "out": out})
+    assert (out == x).all()
+
+
 @needs_nvcc
 def test_every_reserved_kernel_name_is_refused_by_nvcc_sample():
     """The reserved list is not wider than C: a sample of it really fails as a kernel name,

@@ -10,6 +10,7 @@ name CUDA C++ would reject, for the simulator to refuse what nvcc refuses.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from . import kernel_ir as K
 from .c_names import c_rejects
@@ -81,9 +82,12 @@ def unclash_locals(k: K.KernelFunc) -> K.KernelFunc:
     mapping = {}
     for name in locals_:
         if name in outer or c_rejects(name):
-            n, cand = 1, f"{name}_1"
+            # from a base C accepts (no `__`, no leading `_`), so some `base_N` is free
+            base = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name)).strip("_") or "v"
+            base = base if not base[0].isdigit() else f"v_{base}"
+            n, cand = 1, f"{base}_1"
             while cand in taken or c_rejects(cand):
-                n, cand = n + 1, f"{name}_{n + 1}"
+                n, cand = n + 1, f"{base}_{n + 1}"
             taken.add(cand)
             mapping[name] = cand
     return dataclasses.replace(k, body=_rename(k.body, mapping)) if mapping else k
