@@ -39,7 +39,7 @@ def test_trace_records_every_step_in_order():
         [("torch", "capture"), ("tensor", "decompose"), ("loop", "fuse"), ("loop", "fuse_rows"),
          ("loop", "split_reduce"), ("loop", "dedup")]
         + [("tile", m.name) for m in SCHEDULE] + [("kernel", p.name) for p in LOWERING] + [("cuda", "render")])
-    assert [p.name for p in LOWERING] == ["001_materialize", "002_stage_copies", "003_zero_init"]
+    assert [p.name for p in LOWERING] == ["001_materialize", "002_stage_copies", "003_zero_init", "004_unclash_names"]
     assert c.trace[1].before is c.torch_ir and c.trace[1].after is c.tensor_ir
     assert c.trace[2].after is c.loop_ir and c.trace[2].changed
     # no attention, rows too short to split, no dedup
