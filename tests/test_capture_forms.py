@@ -82,3 +82,11 @@ def test_causal_lm_classes_are_recognised():
     assert not wrapped.training       # the model's own mode, which capture restores afterwards
     ids, mask = torch.randint(0, 11, (2, 4)), torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
     torch.testing.assert_close(wrapped(ids, mask), gpt2(input_ids=ids, attention_mask=mask).logits)
+
+
+def test_addmm_with_beta_zero_ignores_input_even_its_nans():
+    # addmm and baddbmm are one rule: beta=0 drops the input, as torch does
+    a, b = torch.randn(5, 3), torch.randn(3, 4)
+    c = torch.full((5, 4), float("nan"))
+    compiled = deplokit.compile(lambda c, a, b: torch.addmm(c, a, b, beta=0.0), c, a, b)
+    assert torch.allclose(compiled.run(c, a, b, backend="sim"), a @ b, atol=1e-5)
