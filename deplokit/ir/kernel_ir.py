@@ -124,6 +124,10 @@ class SharedArray:
     name: str
     size: int                     # elements (float)
     align: int = 16
+    # byte offset in the kernel's dynamic shared memory (KernelFunc.dynamic_smem), where a
+    # kernel needing more than a block may declare statically carves its arrays; None:
+    # a static __shared__ array
+    offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -294,6 +298,9 @@ class KernelFunc(Displayable):
     # Split-K without atomics (003): on the reducer, the kernel whose workspace of partial
     # sums it adds up; it runs just after each launch of that kernel (runtime/launches.py).
     reduces_for: str = ""
+    # Bytes of dynamic shared memory the launch gives the kernel (its SharedArrays with an
+    # offset live there: k002 carves them when a block's arrays exceed the static limit).
+    dynamic_smem: int = 0
 
     @property
     def threads(self) -> int:
@@ -332,11 +339,12 @@ def walk_stmts(body):
 
 
 def declared_smem_bytes(func: "KernelFunc") -> int:
-    """Static shared memory the kernel declares: each shared float array rounded up to its
-    alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is `smem_bytes`)."""
+    """Static shared memory the kernel declares: each static shared float array rounded up
+    to its alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is
+    `smem_bytes`); arrays carved from dynamic shared memory count in `func.dynamic_smem`."""
     total, barriers = 0, {}
     for s in walk_stmts(func.body):
-        if isinstance(s, SharedArray):
+        if isinstance(s, SharedArray) and s.offset is None:
             total += -(-4 * s.size // s.align) * s.align
         elif isinstance(s, MbarrierInit):
             barriers.setdefault(s.name, s.slots)

@@ -277,6 +277,13 @@ def head_length(loop) -> int:
     return n
 
 
+def stage_smem_budget(target) -> int:
+    """Bytes of shared memory a kernel's stages may take: the target's dynamic shared memory
+    per block (a kernel above the 48 KiB a block declares statically carves its arrays from
+    dynamic shared memory, k005), less 1 KiB for its mbarriers and other small arrays."""
+    return target.dynamic_smem_per_block - 1024
+
+
 def smem_bytes(tile: Tile) -> int:
     """Bytes of shared memory the tile's stages declare (padded rows, every buffer)."""
     total = 0

@@ -83,6 +83,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         one_d = k.block[1] == 1 and k.block[2] == 1
         self.needs_election = any(isinstance(n, (TmaLoad, MbarrierInit, MbarrierArrive)) for n in _walk(k.body))
         self.tid: str | None = None
+        self.dynamic_smem = self.fresh("dyn_smem") if k.dynamic_smem else None
         if one_d:
             self.flat_tid = "threadIdx.x"
         elif self.lane or self.warp or self.needs_election:
@@ -128,8 +129,11 @@ class _Renderer(ExprRenderer, PtxRenderer):
                 raise self.err(f"shared array {s.name!r} has size {s.size}")
             if s.align < 4 or s.align & (s.align - 1):
                 raise self.err(f"shared array {s.name!r}: alignment {s.align} is not a power of two >= 4")
-            self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + 4 * s.size
-            self.emit(f"__shared__ __align__({s.align}) float {s.name}[{s.size}];")
+            if s.offset is not None:
+                self.dynamic_array(s)
+            else:
+                self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + 4 * s.size
+                self.emit(f"__shared__ __align__({s.align}) float {s.name}[{s.size}];")
             scope.declare(s.name, "shared")
         elif isinstance(s, GlobalStore):
             self.param(s.buffer, write=True)
@@ -167,6 +171,15 @@ class _Renderer(ExprRenderer, PtxRenderer):
                 self.emit(f"// {line}".rstrip())
         else:
             raise self.err(f"not a Kernel-IR statement: {s!r}")
+
+    def dynamic_array(self, s: SharedArray) -> None:
+        """A shared array carved from the kernel's dynamic shared memory at its fixed offset."""
+        if s.offset < 0 or s.offset % s.align or s.offset + 4 * s.size > self.k.dynamic_smem:
+            raise self.err(f"shared array {s.name!r} at dynamic offset {s.offset} ({4 * s.size} bytes, "
+                           f"alignment {s.align}) is outside the kernel's {self.k.dynamic_smem} bytes of "
+                           f"dynamic shared memory or misaligned")
+        self.emit(f"float* const {s.name} = reinterpret_cast<float*>({self.dynamic_smem} + {s.offset});"
+                  f"  // {4 * s.size} bytes")
 
     def declare_array(self, s: DeclareArray, scope: _Scope) -> None:
         if s.size <= 0:
@@ -337,6 +350,9 @@ class _Renderer(ExprRenderer, PtxRenderer):
                 self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
                 self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name + '[0]')};")
             scope.declare(name, "mbarrier")
+        if self.dynamic_smem:
+            self.emit(f"extern __shared__ __align__(1024) unsigned char {self.dynamic_smem}[];  "
+                      f"// {k.dynamic_smem} bytes at launch")
         body_scope = _Scope(scope)
         for s in k.body:
             self.stmt(s, body_scope)

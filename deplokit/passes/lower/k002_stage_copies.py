@@ -60,6 +60,8 @@ from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ..record import Pass
 from ..stage_geometry import head_stages
+from ...target import STATIC_SMEM_PER_BLOCK
+from .dynamic_smem import carve
 from .smem_layout import smem_size
 from .stage_plan import (StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined, mbarrier_name,
                          plan_stage, round_of, slot_of)
@@ -68,7 +70,9 @@ from .stage_units import copy_stage, issue_tma
 
 def apply(program: KernelProgram, pctx=None) -> KernelProgram:
     types = {b.name: b.type for b in tuple(program.buffers) + tuple(program.written)}
-    kernels = tuple(StageCopier(f, types).run() for f in program.kernels)
+    target = getattr(pctx, "target", None)
+    static = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
+    kernels = tuple(carve(StageCopier(f, types).run(), static) for f in program.kernels)
     if kernels == program.kernels:
         return program
     return dataclasses.replace(program, kernels=kernels)
