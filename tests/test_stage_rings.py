@@ -74,9 +74,10 @@ def test_stages_knob_makes_a_ring_and_015_prefetches_stages_minus_one():
     # the group is committed every iteration, outside the guard, so wait_group 1 counts alike
     assert any(isinstance(s, K.CpAsyncCommit) for s in loop.body)
     assert not list(nodes(guard.then, K.CpAsyncCommit))
-    # the prologue issues tiles 0 and 1, one group each
-    at = kernel.body.index(next(s for s in kernel.body if isinstance(s, K.For) and s.var == loop.var))
-    assert len(list(nodes(kernel.body[:at], K.CpAsyncCommit))) == 2
+    # the prologue issues tiles 0 and 1, one group each, in a loop of their own (unrolled)
+    pro = next(s for s in kernel.body if isinstance(s, K.For) and s.var == f"{loop.var}_pre")
+    assert K.format_expr(pro.stop) == "2" and pro.unroll
+    assert isinstance(pro.body[-1], K.CpAsyncCommit) and len(list(nodes(pro.body, K.CpAsyncCommit))) == 1
     # the loads read slot ko % 3
     assert f"(({loop.var} % 3) * " in str(kernel)
     assert c.check(backend="sim").ok
@@ -88,6 +89,8 @@ def test_every_ring_size_matches_torch_on_every_target(target, n):
     c = matmul(48, 160, 40, target, stages=n, **{"002_chunk_matmul_k__k_chunk": 16})
     assert {s.buffers for s in stages(c) if s.buffers > 1} == {n}
     assert c.check(backend="sim").ok
+    if nvcc_available():
+        compile_cuda(str(c.cuda), target)
 
 
 def test_ring_never_longer_than_the_k_loop():

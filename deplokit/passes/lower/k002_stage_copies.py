@@ -63,8 +63,8 @@ from ..stage_geometry import head_stages
 from ...target import STATIC_SMEM_PER_BLOCK
 from .dynamic_smem import carve
 from .smem_layout import smem_size
-from .stage_plan import (StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined, mbarrier_name,
-                         plan_stage, round_of, slot_of)
+from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined,
+                         mbarrier_name, plan_stage, round_of, slot_of)
 from .stage_units import copy_stage, issue_tma
 
 
@@ -272,9 +272,14 @@ class StageCopier:
             out.append(K.Barrier())
         if ahead:
             depth = min(plans[0].prefetch, loop.extent)
-            for t in range(depth):
-                out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = {t}"))
-                out += self._issue(m, stages, plans, t)
+            if depth == 1:
+                out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = 0"))
+                out += self._issue(m, stages, plans, 0)
+            else:                      # tiles 0 .. depth - 1 into slots 0 .. depth - 1
+                tiles = PrologueTiles(f"{loop.var}_pre", depth)
+                out.append(K.Comment(f"prologue: issue the copies of K tiles {loop.var} = 0 .. {depth - 1}"))
+                out.append(K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"),
+                                 tuple(self._issue(m, stages, plans, tiles)), True))
             if plans[0].slots > 2 and any(p.kind == "async" for p in plans):
                 out += [K.CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
         return out
