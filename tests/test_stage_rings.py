@@ -298,3 +298,39 @@ def test_dynamic_ring_compiles_with_nvcc(target):
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_tma_ring_compiles_with_nvcc(n):
     compile_cuda(str(tma_ring(n).cuda), "sm_90")
+
+
+# -- proxy fences -------------------------------------------------------------------------------
+
+def _zero_then_tma(fenced):
+    """Every thread zero-fills the tile with ordinary stores, then thread 0 refills it by TMA."""
+    tid, zero = K.Special("tid.x"), K.Const(0, "int")
+    first = K.Binary("==", tid, zero)
+    body = (K.SharedArray("tile", 64),
+            K.If(first, (K.MbarrierInit("bar", 1),)),
+            K.SharedStore("tile", tid, K.Const(0.0)),
+            K.Barrier(),
+            K.If(first, (K.TmaLoad("tile", zero, "x", zero, 64, "bar"),)),
+            K.MbarrierWait("bar", zero),
+            K.GlobalStore("out", tid, K.SharedLoad("tile", tid)))
+    k = K.KernelFunc("zero_then_tma", (K.Param("x"), K.Param("out", const=False)), (1, 1, 1), (64, 1, 1), body)
+    if fenced:
+        from deplokit.passes.lower.proxy_fence import fence_generic_stores
+        k = fence_generic_stores(k)
+    return k
+
+
+def test_ordinary_stores_before_an_async_copy_need_a_proxy_fence():
+    x = np.arange(64, dtype=np.float32)
+    with pytest.raises(SimulationError, match=r"ordinary store not followed by fence.proxy.async"):
+        simulate_kernel(_zero_then_tma(False), {"x": x, "out": np.zeros(64, np.float32)})
+    k = _zero_then_tma(True)
+    store = next(i for i, s in enumerate(k.body) if isinstance(s, K.SharedStore))
+    assert isinstance(k.body[store + 1], K.ProxyFence)              # each storing thread fences
+    out = np.zeros(64, np.float32)
+    simulate_kernel(k, {"x": x, "out": out})
+    assert (out == x).all()
+    from deplokit.passes.lower.cuda_render import render_kernel
+    assert "fence.proxy.async.shared::cta;" in render_kernel(k, 90)
+    # the rings' slots are written by TMA alone: no fence in a generated kernel
+    assert not list(nodes(tma_ring(3).kernel_ir.kernels[0].body, K.ProxyFence))

@@ -253,6 +253,14 @@ class MbarrierArrive:
 
 
 @dataclass(frozen=True)
+class ProxyFence:
+    """fence.proxy.async.shared::cta: the shared-memory stores the thread made as ordinary
+    stores (the generic proxy) are ordered before its later operations of the async proxy
+    (TMA copies) on the same shared memory; each thread that stored fences before the
+    barrier that hands the memory to the copy's issuer."""
+
+
+@dataclass(frozen=True)
 class MbarrierWait:
     """Wait until the phase of mbarrier name[slot] whose parity is `phase & 1` has completed
     (mbarrier.try_wait.parity: it returns once the barrier's current phase has the other
@@ -269,7 +277,7 @@ class Comment:
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
              For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierArrive,
-             MbarrierWait, Comment]
+             MbarrierWait, ProxyFence, Comment]
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,8 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
         elif kind == "MbarrierArrive":
             tx = f" expect_tx {s.expect_tx} bytes" if s.expect_tx else ""
             lines.append(f"{pad}mbarrier.arrive {_mbar(s.name, s.slot)}{tx}")
+        elif kind == "ProxyFence":
+            lines.append(f"{pad}fence.proxy.async")
         elif kind == "MbarrierWait":
             lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
         elif kind == "Comment":

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
-                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
+                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad, SharedArray,
                              SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
@@ -162,6 +162,9 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.tma_load(s, scope)
         elif isinstance(s, MbarrierInit):
             self.mbarrier_init(s)
+        elif isinstance(s, ProxyFence):
+            self.need_sm(90, "fence.proxy.async")
+            self.emit_asm(["fence.proxy.async.shared::cta;"], [])
         elif isinstance(s, MbarrierArrive):
             self.mbarrier_arrive(s, scope)
         elif isinstance(s, MbarrierWait):

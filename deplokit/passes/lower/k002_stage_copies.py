@@ -62,6 +62,7 @@ from ..record import Pass
 from ..stage_geometry import head_stages
 from ...target import STATIC_SMEM_PER_BLOCK
 from .dynamic_smem import carve
+from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size
 from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined,
                          mbarrier_name, plan_stage, round_of, slot_of)
@@ -72,7 +73,7 @@ def apply(program: KernelProgram, pctx=None) -> KernelProgram:
     types = {b.name: b.type for b in tuple(program.buffers) + tuple(program.written)}
     target = getattr(pctx, "target", None)
     static = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
-    kernels = tuple(carve(StageCopier(f, types).run(), static) for f in program.kernels)
+    kernels = tuple(carve(fence_generic_stores(StageCopier(f, types).run()), static) for f in program.kernels)
     if kernels == program.kernels:
         return program
     return dataclasses.replace(program, kernels=kernels)
