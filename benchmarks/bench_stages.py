@@ -48,7 +48,7 @@ def row(name, fn, shapes, stages, default, extra) -> list[str]:
     ring = [s for s, _ in walk(tile.tile().body) if isinstance(s, Stage) and s.buffers > 1]
     got = max((s.buffers for s in ring), default=1)
     copy = "+".join(sorted({s.copy for s in ring})) or "-"
-    smem = f"{K.declared_smem_bytes(main)}+{main.dynamic_smem}"
+    smem = f"{K.declared_smem_bytes(main)}+{getattr(main, 'dynamic_smem', 0)}"
     mark = "*" if got == default else ""
     cells = [name, f"{got}{mark}", copy, smem]
     k = c.sass().kernel(main.name)
