@@ -51,9 +51,28 @@ def test_trace_records_every_step_in_order():
 
 
 def test_check_detects_a_mismatch():
-    c = deplokit.compile(lambda x: x * 2, torch.randn(4))
-    c.source = lambda x: x * 3    # eager now disagrees
+    factor = [2]
+    c = deplokit.compile(lambda x: x * factor[0], torch.randn(4))     # captured with x * 2
+    factor[0] = 3    # eager now disagrees
     assert not c.check().ok
+
+
+def test_a_compilation_is_not_changed_after_it_is_built():
+    import dataclasses
+    c = deplokit.compile(lambda x: x * 2, torch.randn(4))
+    kernel_ir = c.kernel_ir
+    for name in ("kernel_ir", "cuda", "source", "new_field"):
+        with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot assign {name}"):
+            setattr(c, name, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del c.tile_ir
+    assert c.kernel_ir is kernel_ir
+    # nvcc and recompile leave it as it was; recompile makes a new, equally frozen one
+    again = c.recompile({})
+    assert again is not c and str(again.cuda) == str(c.cuda) and c.kernel_ir is kernel_ir
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        again.kernel_ir = kernel_ir
+    c._cupy = None      # the one cache filled in on first use (the loaded CuPy kernels)
 
 
 def _texts(seed):
