@@ -26,7 +26,6 @@ full width of its tensor merge into one run). A unit wider than one float needs:
 from __future__ import annotations
 
 import dataclasses
-import dataclasses
 from dataclasses import dataclass
 
 from ..ir.index import Affine, bounds, var
