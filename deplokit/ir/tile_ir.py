@@ -189,12 +189,10 @@ class Stage:
     rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (bulk copies
     of whole rows issued by one thread, completing on an mbarrier); an asynchronous copy is
     only issued here, and lands at the AsyncWait that names the stage. `buffers` N >= 2
-    (BufferedStage, a stage first in a K-outer loop, printed stages=N above 2): a ring,
-    iteration ko fills slot ko % N and computes from it, so the next iteration's copy never
-    overwrites data still being read. `prefetch` N - 1 (015 pipeline_k_outer): the copy of
-    iteration ko + N - 1 is issued during iteration ko (the first N - 1 before the loop), so
-    it overlaps the compute of the tiles before it; the AsyncWait before the stage in the
-    loop body waits for tile ko, issued N - 1 iterations earlier."""
+    (BufferedStage, first in a K-outer loop; stages=N above 2): a ring, iteration ko fills
+    slot ko % N and computes from it. `prefetch` N - 1 (015 pipeline_k_outer): the copy of
+    tile ko + N - 1 is issued during iteration ko (the first N - 1 before the loop), so it
+    overlaps the compute before it; the AsyncWait before the stage waits for tile ko."""
     name: str
     tensor: str
     origin: tuple[Affine, ...]     # the slab's first element, per tensor dimension

@@ -175,15 +175,6 @@ class _Renderer(ExprRenderer, PtxRenderer):
         else:
             raise self.err(f"not a Kernel-IR statement: {s!r}")
 
-    def dynamic_array(self, s: SharedArray) -> None:
-        """A shared array carved from the kernel's dynamic shared memory at its fixed offset."""
-        if s.offset < 0 or s.offset % s.align or s.offset + 4 * s.size > self.k.dynamic_smem:
-            raise self.err(f"shared array {s.name!r} at dynamic offset {s.offset} ({4 * s.size} bytes, "
-                           f"alignment {s.align}) is outside the kernel's {self.k.dynamic_smem} bytes of "
-                           f"dynamic shared memory or misaligned")
-        self.emit(f"float* const {s.name} = reinterpret_cast<float*>({self.dynamic_smem} + {s.offset});"
-                  f"  // {4 * s.size} bytes")
-
     def declare_array(self, s: DeclareArray, scope: _Scope) -> None:
         if s.size <= 0:
             raise self.err(f"register array {s.name!r} has size {s.size}")
@@ -337,22 +328,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.emit(f"const int {self.lane} = {self.flat_tid} & 31;")
         if self.warp:
             self.emit(f"const int {self.warp} = {self.flat_tid} >> 5;")
-        inits: dict[str, int] = {}
-        for n in _walk(k.body):
-            if isinstance(n, MbarrierInit) and n.name not in self.mbarriers:
-                self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
-                addr = self.fresh(f"{n.name}_addr")
-                self.mbarriers[n.name] = addr
-                inits[n.name] = n.slots
-        self.smem_bytes = 8 * sum(inits.values())     # declared first, before any float array
-        for name, slots in inits.items():
-            if slots == 1:
-                self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
-                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name)};")
-            else:
-                self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
-                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name + '[0]')};")
-            scope.declare(name, "mbarrier")
+        self.declare_mbarriers(scope)
         if self.dynamic_smem:
             self.emit(f"extern __shared__ __align__(1024) unsigned char {self.dynamic_smem}[];  "
                       f"// {k.dynamic_smem} bytes at launch")
