@@ -334,3 +334,35 @@ def test_ordinary_stores_before_an_async_copy_need_a_proxy_fence():
     assert "fence.proxy.async.shared::cta;" in render_kernel(k, 90)
     # the rings' slots are written by TMA alone: no fence in a generated kernel
     assert not list(nodes(tma_ring(3).kernel_ir.kernels[0].body, K.ProxyFence))
+
+
+def test_stages_are_in_the_tuners_space():
+    import random
+
+    from deplokit.tune.space import KernelSpace
+    c = matmul(64, 512, 64, "sm_90", **{"002_chunk_matmul_k__k_chunk": 16})
+    name = next(k.name for k in c.loop_ir.kernels if "reduce" not in k.name)
+    space = KernelSpace(c.loop_ir, name, c.target, fixed={"002_chunk_matmul_k.k_chunk": 16,
+                                                          "003_split_matmul_k.splits": 1})
+    assert dict(space.default_leaf().config)["010_double_buffer.stages"] == 4
+    seen = set()
+    rng = random.Random(0)
+    for _ in range(60):
+        _, leaf = space.random_leaf(rng)
+        cfg = dict(leaf.config)
+        rings = {s.buffers for s, _ in walk(leaf.kernel.tile().body) if isinstance(s, Stage) and s.buffers > 1}
+        if "010_double_buffer.stages" in cfg and rings:
+            assert rings == {cfg["010_double_buffer.stages"]}
+            seen.add(cfg["010_double_buffer.stages"])
+    assert seen == {2, 3, 4}
+
+
+def test_the_launch_plan_refuses_more_than_the_target_allows():
+    from deplokit.errors import LaunchPlanError
+    from deplokit.runtime.launch_plan import check_launch
+    c = deep_ring(n=4)
+    kernel = c.kernel_ir.kernels[0]
+    check_launch(kernel, c.target)
+    small = dataclasses.replace(get_target("sm_90"), dynamic_smem_per_block=kernel.dynamic_smem - 16)
+    with pytest.raises(LaunchPlanError, match=rf"{kernel.dynamic_smem} dynamic\); sm_90 allows"):
+        check_launch(kernel, small)
