@@ -20,33 +20,43 @@ it); an asynchronous stage no AsyncWait waits for is an error.
          else of 4 bytes; an element past the end stores 0 with an ordinary store. The
          copies form one group: commit; the AsyncWait waits for it (wait_group 0).
   tma    thread 0 issues one bulk copy per row (or per run of whole rows, when the slab spans
-         the tensor's full width), all completing on one mbarrier per K loop whose arrival
-         count is the number of copies per iteration; the AsyncWait waits on the mbarrier
-         (phase: the loop variable). A row past the end of an outer dimension is clamped
-         onto the last row (its values only reach outputs that are never stored). The runs
-         are the plan stamped on the stage (Stage.tma: 011, kept true by 012 and 014, which
-         switches a stage its pad breaks to cp.async); only a TMA stage outside a
-         double-buffered K loop falls back to cp.async here.
+         the tensor's full width), after one arrive.expect_tx announcing the bytes of all
+         the group's copies; they complete on the mbarrier stage_plan.slot_barrier names (the
+         seam with the copy issue: a ring's full[slot], else the loop's one mbarrier, phase
+         ko). A row past the end of an outer dimension is clamped onto the last row (its
+         values only reach outputs that are never stored). The runs are the plan stamped on
+         the stage (Stage.tma: 011, kept true by 012 and 014, which switches a stage its pad
+         breaks to cp.async); only a TMA stage outside a buffered K loop falls back to
+         cp.async here.
 
 Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: ...]:
 
   single buffer   [barrier if in a loop: the previous iteration's readers are done]
                   copies; [AsyncWait: wait]; barrier (the copies are visible: the
                   AsyncWait's, or the group's own when it has no asynchronous copy)
-  double buffer   iteration ko fills buffer ko % 2 (loads add (ko % 2) * size): the readers
-                  of that buffer ran in iteration ko - 2, before iteration ko - 1's barrier,
-                  so the barrier before the copy goes: one barrier per iteration. TMA keeps
-                  it (no barrier follows a TMA copy: the mbarrier wait at the AsyncWait makes
-                  it visible to each thread that waits), so that buffer reuse and mbarrier
-                  phases stay ordered.
-  pipelined       (AsyncWait before the prefetch=1 stages.) Prologue (before the loop):
-                  [mbarrier init; barrier]; issue tile 0 into buffer 0. Steady state,
-                  iteration ko: [AsyncWait: wait for tile ko (cp.async.wait 0 / mbarrier
-                  wait, phase ko); barrier (tile ko is visible to every thread, and every
-                  thread is done reading buffer (ko + 1) % 2 in iteration ko - 1)]; the
-                  stages: if ko + 1 < n: issue tile ko + 1 into buffer (ko + 1) % 2; compute
-                  tile ko while the copy of tile ko + 1 is in flight. Epilogue: the last
-                  iteration issues nothing. One barrier per iteration.
+  ring of N       (010's stages) iteration ko fills slot ko % N (loads add the slot's base):
+                  the readers of that slot ran in iteration ko - N, before iteration ko - 1's
+                  barrier, so the barrier before the copy goes: one barrier per iteration.
+                  TMA keeps it (no barrier follows a TMA copy: the mbarrier wait at the
+                  AsyncWait makes it visible to each thread that waits), so that slot reuse
+                  and mbarrier phases stay ordered.
+  pipelined       (AsyncWait before the prefetch=N-1 stages.) Prologue: [mbarrier init;
+                  barrier]; issue tiles 0 .. N-2 into slots 0 .. N-2 (a loop of their own
+                  when more than one; one cp.async group each). Iteration ko: [AsyncWait:
+                  wait for tile ko (cp.async.wait_group N-2 / full[ko % N], parity of the
+                  round ko / N); barrier (tile ko is visible to every thread, and every
+                  thread is done reading slot (ko - 1) % N)]; the stages: if ko + N - 1 < n:
+                  issue tile ko + N - 1 into slot (ko + N - 1) % N (cp.async with N > 2:
+                  commit every iteration, even an empty group, so wait_group counts alike);
+                  compute tile ko. The last N - 1 iterations issue nothing.
+  mbarrier ring   (a pipelined group of TMA stages alone) no block-wide barrier: full[s]
+                  (count 1: the producer's arrive.expect_tx; the copies complete_tx) and
+                  empty[s] (count: the block's threads). Consumers wait full[ko % N] with
+                  parity (ko / N) & 1 and arrive on empty[ko % N] at the end of the
+                  iteration; before refilling slot s with round r the producer (thread 0)
+                  waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a fresh
+                  mbarrier). In SASS nvcc computes the copies' operands after that wait in
+                  ordinary registers (an R2UR each): cheap with one tensor copy per operand.
 
 A synchronous stage in a group right before an AsyncWait leaves its visibility barrier to
 the AsyncWait's (one barrier for the whole group, after the waits).
