@@ -145,8 +145,9 @@ class StageCopier:
                 out += self.prologue(s)
             elif isinstance(s, K.For):
                 inner = self.body(s.body)
-                if s.var in self.rings:
+                if s.var in self.rings:        # the ring's K loop (its prologue came just before)
                     inner += tuple(self.release(s.var))
+                    del self.rings[s.var]
                 out.append(dataclasses.replace(s, body=inner))
             elif isinstance(s, K.If):
                 out.append(dataclasses.replace(s, then=self.body(s.then), orelse=self.body(s.orelse)))
