@@ -31,8 +31,9 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
 from ..record import Pass
+from ...ir.lanes import multiples_of
 from ...ir.stages import head_stages
-from ..vector_geometry import multiples_of_vector
+from ...target import VECTOR
 from .combine import COMBINE_OPS, lower_combine
 from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
@@ -60,7 +61,7 @@ class Materializer(LoweringState):
         self.accs: set[str] = set()              # accumulators declared so far
         self.in_reduce = False
         self.local_rows = LocalRows(kernel, self.tile, flat_offset, affine_expr)   # row fusion's on-chip rows
-        self.vector_multiples = multiples_of_vector(self.tile.body)
+        self.vector_multiples = multiples_of(self.tile.body, VECTOR)   # bounds of float4 runs
         self.body_loop = None                    # (Tile Loop, depth of its statement) whose body is lowered
 
     def run(self) -> KernelFunc:
