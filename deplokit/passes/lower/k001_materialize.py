@@ -15,7 +15,8 @@ element; `load acc[..]` -> RegLoad), and every register loop becomes a `#pragma 
 so each element index is a compile-time constant and the array stays in registers.
 
 A vector loop (005 blockify_launch) is unrolled into per-lane registers, with a float4 for
-each access 005 stamped 4 wide (vector_access.py).
+each access 005 stamped 4 wide and each load from a stage stamped one shared float4
+(Load.shared_width) (vector_access.py).
 
 Split-K (003): AtomicAdd becomes an atomicAdd guarded like a store; the tensors the kernel
 adds into (TileKernel.zero_init) are carried on the function for k003_zero_init.
