@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 from ..ir.index import Affine, bounds, var
 from ..ir.loop_ir import Load, Loop
-from ..ir.stages import dim_multipliers, head_length, head_stages, row_major_strides  # noqa: F401  (re-exported)
+from ..ir.stages import (buffer_floats, dim_multipliers, head_length, head_stages,  # noqa: F401  (re-exported)
+                         row_major_strides)
 from ..ir.tile_ir import Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
 from .vector_geometry import multiples_of_vector, shared_width
@@ -308,10 +309,7 @@ def smem_bytes(tile: Tile) -> int:
     total = 0
     for s, _ in walk(tile.body):
         if isinstance(s, Stage):
-            n = s.slab[-1].extent + s.pad
-            for ax in s.slab[:-1]:
-                n *= ax.extent
-            total += 4 * n * s.buffers
+            total += 4 * buffer_floats(s) * s.buffers
     return total
 
 
