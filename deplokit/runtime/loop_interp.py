@@ -60,7 +60,7 @@ class _Runner:
             if isinstance(s, Load):
                 ctx[s.dst] = self.load(s, ctx)
             elif isinstance(s, Compute):
-                ctx[s.dst] = apply(s.op, [self.operand(a, ctx) for a in s.args])
+                ctx[s.dst] = apply(s.op, [self.operand(a, ctx) for a in s.args], s.dtype)
             elif isinstance(s, Accumulate):
                 self.accumulate(s, ctx, reduce_axes)
             elif isinstance(s, Store):

@@ -35,7 +35,7 @@ def run_tensor_ir(program: TensorProgram, env: Mapping[str, np.ndarray]) -> list
                     args.append(axis_grid(shape)[DIM_NAMES[a.dim]])
                 else:
                     args.append(a)
-            out = np.broadcast_to(apply(node.op, args), shape)
+            out = np.broadcast_to(apply(node.op, args, node.type.dtype), shape)
         elif isinstance(node, Reduction):
             out = REDUCE[node.op](vals[node.src], axis=node.axes, keepdims=True)
         elif isinstance(node, IndexMap):

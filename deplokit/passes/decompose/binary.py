@@ -7,7 +7,8 @@ from .registry import rule
 _DIRECT = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide",
            "maximum": "maximum", "minimum": "minimum", "gt": "greater", "lt": "less",
            "ge": "greater_equal", "le": "less_equal", "eq": "equal", "ne": "not_equal",
-           "logical_and": "logical_and", "logical_or": "logical_or"}
+           "logical_and": "logical_and", "logical_or": "logical_or",
+           "floor_divide": "floor_divide", "remainder": "remainder"}   # // and % round to the floor, as torch
 
 
 @rule(*_DIRECT)

@@ -102,7 +102,7 @@ class KernelBuilder:
                     args.append(index[a.dim])
                 else:
                     args.append(float(a))
-            return self.table.add(EOp(node.op, tuple(args), node.name))
+            return self.table.add(EOp(node.op, tuple(args), node.name, node.type.dtype))
         if isinstance(node, IndexMap):
             mapping = {DIM_NAMES[k]: ix for k, ix in enumerate(index)}
             new = tuple(substitute(e, mapping, self.ranges) for e in node.index)
@@ -123,9 +123,9 @@ class KernelBuilder:
             if b is not None and b[0] >= 0 and b[1] < extent:
                 continue
             if b is None or b[0] < 0:
-                conds.append(self.table.add(EOp("greater_equal", (ix, 0.0), node.name)))
+                conds.append(self.table.add(EOp("greater_equal", (ix, 0.0), node.name, "bool")))
             if b is None or b[1] >= extent:
-                conds.append(self.table.add(EOp("less", (ix, float(extent)), node.name)))
+                conds.append(self.table.add(EOp("less", (ix, float(extent)), node.name, "bool")))
         self.masked += 1
         try:
             inner = self.value(node.src, index)
@@ -136,8 +136,8 @@ class KernelBuilder:
             return inner
         cond = conds[0]
         for c in conds[1:]:
-            cond = self.table.add(EOp("logical_and", (cond, c), node.name))
-        return self.table.add(EOp("where", (cond, inner, float(node.pad)), node.name))
+            cond = self.table.add(EOp("logical_and", (cond, c), node.name, "bool"))
+        return self.table.add(EOp("where", (cond, inner, float(node.pad)), node.name, node.type.dtype))
 
     def _reduction(self, red: Reduction, index):
         used = set()
@@ -206,7 +206,7 @@ class KernelBuilder:
                 self._open(v, e, "reduce")
             value = self._emit(inst.body)
             acc = self._fresh("acc")
-            self.frames[-1].stmts.append(Accumulate(acc, inst.red.op, value))
+            self.frames[-1].stmts.append(Accumulate(acc, inst.red.op, value, dtype=inst.red.type.dtype))
             for _ in inst.reduce_vars:
                 self._close()
             self.acc_names[i] = acc
@@ -263,7 +263,7 @@ class KernelBuilder:
         else:
             args = tuple(self._emit(a) if isinstance(a, int) else a for a in ex.args)
             dst = self._fresh("v")
-            stmt = Compute(dst, ex.op, args, note=ex.origin)
+            stmt = Compute(dst, ex.op, args, note=ex.origin, dtype=ex.dtype)
         self.frames[depth].stmts.append(stmt)
         self.frames[depth].memo[e] = dst
         return dst

@@ -21,6 +21,7 @@ class EOp:
     op: str
     args: tuple        # ints (expression ids), floats, or Affine index values
     origin: str        # the Tensor-IR node it computes
+    dtype: str = "float32"   # its value's (the Tensor-IR node's, bool for a padded map's tests)
 
 
 @dataclass(frozen=True)

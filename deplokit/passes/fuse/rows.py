@@ -261,9 +261,9 @@ def _rewrite(body, names: dict, loop_vars: dict | None = None) -> tuple:
         elif isinstance(s, Load):
             out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
         elif isinstance(s, Compute):
-            out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args), s.note))
+            out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args), s.note, s.dtype))
         elif isinstance(s, Accumulate):
-            out.append(Accumulate(names[s.acc], s.reduction, operand(s.value)))
+            out.append(Accumulate(names[s.acc], s.reduction, operand(s.value), dtype=s.dtype))
         else:
             out.append(Store(s.tensor, index(s.index), operand(s.value)))
     return tuple(out)

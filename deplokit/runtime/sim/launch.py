@@ -8,7 +8,6 @@ import numpy as np
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_names import name_problems
-from ..int_range import refuse_inexact_integers
 from ..launches import launch_sequence
 from .errors import SimulationError
 from .exec import _Chunk
@@ -83,7 +82,6 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
     np_dtypes = {"float32": F32, "int64": I64, "int32": np.int32, "bool": np.bool_}
     programs = (whole, p) if whole is not None else (p,)
     types = {b.name: b.type for q in programs for b in tuple(q.buffers) + tuple(q.written)}
-    refuse_inexact_integers(((n, v) for n, v in env.items() if n in types), "sim", "input")
     mem: dict[str, np.ndarray] = {}
     for name, v in env.items():
         t = types.get(name)
@@ -113,7 +111,6 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
             if t.dtype == "bool":
                 v = v != 0
         outs.append(v)
-    refuse_inexact_integers(zip((whole if whole is not None else p).outputs, outs), "sim", "output")
     return outs
 
 
