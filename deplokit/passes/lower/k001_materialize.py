@@ -179,7 +179,9 @@ class Materializer(LoweringState):
         if s.tensor in self.stages:
             stage = self.stages[s.tensor]
             offset = smem_offset([affine_expr(e) for e in s.index], stage)
-            return [K.Declare(s.dst, "float", K.SharedLoad(stage.name, offset))]
+            dtype = self.types[stage.tensor].dtype
+            self.dtypes[s.dst] = dtype
+            return [K.Declare(s.dst, DTYPE_CTYPE[dtype], K.SharedLoad(stage.name, offset))]
         out: list = []
         shape = self.types[s.tensor].shape
         exprs = self.index_exprs(s.index, out)

@@ -58,6 +58,7 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from ...ir.types import DTYPE_CTYPE
 from ..record import Pass
 from ..stage_geometry import head_stages
 from .smem_layout import smem_size
@@ -146,7 +147,8 @@ class StageCopier:
         if s.name in self.declared:
             return []
         self.declared.add(s.name)
-        return [K.SharedArray(s.name, smem_size(s) * (2 if p.buffered else 1))]
+        return [K.SharedArray(s.name, smem_size(s) * (2 if p.buffered else 1),
+                              ctype=DTYPE_CTYPE[self.types[s.tensor].dtype])]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:
