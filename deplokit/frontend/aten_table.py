@@ -175,6 +175,10 @@ for _aten, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"
     ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.default"] = (_op, _binary)
 
+# torch.div(a, b, rounding_mode=...): "floor" is floor_divide; "trunc" rounds toward zero
+for _mode in ("Tensor_mode", "Scalar_mode"):
+    ATEN_OPS[f"div.{_mode}"] = ("div", _positional(("rounding_mode",), {"rounding_mode": None}, 2))
+
 ATEN_OPS.update({
     "to.device": ("to", _copy),
     "index.Tensor": ("index", lambda a, k: _index(a, k)),

@@ -18,6 +18,12 @@ DTYPE_CTYPE = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "
 INTEGER_DTYPES = ("int64", "int32")
 
 
+def shared_ctype(dtype: str) -> str:
+    """The element type of a shared array holding a tensor of `dtype`: integers their own
+    (exact), bool and float32 as float (0.0/1.0 are exact, 4-byte words as the bank model counts)."""
+    return DTYPE_CTYPE[dtype] if dtype in INTEGER_DTYPES else "float"
+
+
 def ctype_bytes(ctype: str) -> int:
     """Bytes of one element of a Kernel-IR element type (4 for an unknown one)."""
     return DTYPE_BYTES.get(CTYPE_DTYPE.get(ctype, "float32"), 4)

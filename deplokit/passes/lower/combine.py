@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.tile_ir import Combine
-from ...ir.types import DTYPE_CTYPE
+from ...ir.types import shared_ctype
 from ...target import WARP_SIZE
 from .value_expr import combine_expr
 
@@ -38,7 +38,7 @@ def lower_combine(state, s: Combine) -> list:
         slot = K.Binary("/", K.Var(axis_var), K.Const(WARP_SIZE, "int"))
         if groups > 1:
             slot = K.Binary("+", base, slot)
-        out += [K.SharedArray(arr, warps * groups, ctype=DTYPE_CTYPE[dtype]),
+        out += [K.SharedArray(arr, warps * groups, ctype=shared_ctype(dtype)),
                 K.If(K.Binary("==", lane, K.Const(0, "int")), (K.SharedStore(arr, slot, K.Var(s.acc)),)),
                 K.Barrier(),
                 K.Assign(s.acc, K.SharedLoad(arr, base))]

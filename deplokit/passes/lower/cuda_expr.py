@@ -198,7 +198,7 @@ class ExprRenderer:
             if e.ctype == "bool" or isinstance(e.value, bool):
                 return ("true" if e.value else "false"), _P_PRIMARY, None
             if e.ctype in ("int", "int64", "int32"):
-                if float(e.value) != int(e.value):
+                if isinstance(e.value, float) and not e.value.is_integer():
                     raise self.err(f"int constant {e.value!r} is not an integer")
                 t = _format_int(int(e.value))
             elif e.ctype == "float":

@@ -30,7 +30,7 @@ from ...ir.kernel_ir import KernelFunc, KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import reduction_identity
-from ...ir.types import DTYPE_CTYPE
+from ...ir.types import DTYPE_CTYPE, shared_ctype
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
 from ..record import Pass
 from ..stage_geometry import head_stages
@@ -180,8 +180,9 @@ class Materializer(LoweringState):
             stage = self.stages[s.tensor]
             offset = smem_offset([affine_expr(e) for e in s.index], stage)
             dtype = self.types[stage.tensor].dtype
-            self.dtypes[s.dst] = dtype
-            return [K.Declare(s.dst, DTYPE_CTYPE[dtype], K.SharedLoad(stage.name, offset))]
+            ctype = shared_ctype(dtype)
+            self.dtypes[s.dst] = dtype if ctype != "float" else "float32"
+            return [K.Declare(s.dst, ctype, K.SharedLoad(stage.name, offset))]
         out: list = []
         shape = self.types[s.tensor].shape
         exprs = self.index_exprs(s.index, out)

@@ -58,7 +58,7 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
-from ...ir.types import DTYPE_CTYPE
+from ...ir.types import shared_ctype
 from ..record import Pass
 from ..stage_geometry import head_stages
 from .smem_layout import smem_size
@@ -148,7 +148,7 @@ class StageCopier:
             return []
         self.declared.add(s.name)
         return [K.SharedArray(s.name, smem_size(s) * (2 if p.buffered else 1),
-                              ctype=DTYPE_CTYPE[self.types[s.tensor].dtype])]
+                              ctype=shared_ctype(self.types[s.tensor].dtype))]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:

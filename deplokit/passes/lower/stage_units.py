@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.tile_ir import Stage
-from ...ir.types import DTYPE_CTYPE
+from ...ir.types import shared_ctype
 from ..stage_geometry import VECTOR, dim_multipliers, row_major_strides, rows
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
@@ -142,7 +142,7 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, unit, 1, i)
     src, cond = _global(m, s, g, unit_ext, ranges)
     dst = plus(base, affine_expr(smem))
-    ctype = DTYPE_CTYPE[m.types[s.tensor].dtype]      # an integer stage stays exact (sync copies)
+    ctype = shared_ctype(m.types[s.tensor].dtype)      # an integer stage stays exact (sync copies)
     zero = K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
     if p.kind == "async":
         body = [K.CpAsync(s.name, dst, s.tensor, src, 4 * unit)]
