@@ -69,8 +69,10 @@ class Builder:
             shape = broadcast_shapes(*[self.shape(a) for a in tensors])
         if dtype is None:   # given only where the op changes type (trunc: float to int)
             dtype = "bool" if op in COMPARISON_OPS else self._result_dtype(op, args[1:] if op == "where" else args)
-        # Integer arithmetic keeps integer scalars (ids + 1 stays int64, as in torch).
-        keep_int = dtype in ("int64", "int32")
+        # Integer arithmetic keeps integer scalars (ids + 1 stays int64, as in torch), and so
+        # does a comparison of integers (ids > 2**60 + 1 compares int64s, not floats).
+        operands = self._result_dtype(op, args) if op in COMPARISON_OPS else dtype
+        keep_int = operands in ("int64", "int32")
         args = tuple(self.broadcast_to(a, shape) if isinstance(a, str) else _scalar(a, keep_int) for a in args)
         return self._add(Elementwise(self.fresh(hint or op), op, args, TensorType(tuple(shape), dtype)))
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ...ir.index import DIM_NAMES, Affine, bounds, const, free_vars, gathers, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store
 from ...ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorNode
-from .expr import EAcc, ELoad, EOp, ExprTable
+from .expr import EAcc, ELoad, EOp, ExprTable, IntConst
 from .tidy import annotate_roles, article_notes, count_evaluations, loads_first, rename_in_print_order
 
 
@@ -100,6 +100,8 @@ class KernelBuilder:
                     args.append(self.value(a, index))
                 elif isinstance(a, Axis):
                     args.append(index[a.dim])
+                elif isinstance(a, int) and not isinstance(a, bool):
+                    args.append(IntConst(a))       # integer arithmetic keeps its constants exact
                 else:
                     args.append(float(a))
             return self.table.add(EOp(node.op, tuple(args), node.name, node.type.dtype))
@@ -248,6 +250,8 @@ class KernelBuilder:
     def _emit(self, e):
         if isinstance(e, (float, Affine)):
             return e
+        if isinstance(e, IntConst):
+            return e.value
         for f in reversed(self.frames):
             if e in f.memo:
                 return f.memo[e]
@@ -261,7 +265,7 @@ class KernelBuilder:
             dst = self._fresh("in")
             stmt = Load(dst, ex.tensor, ex.index, ex.pad)
         else:
-            args = tuple(self._emit(a) if isinstance(a, int) else a for a in ex.args)
+            args = tuple(self._emit(a) if isinstance(a, (int, IntConst)) else a for a in ex.args)
             dst = self._fresh("v")
             stmt = Compute(dst, ex.op, args, note=ex.origin, dtype=ex.dtype)
         self.frames[depth].stmts.append(stmt)
