@@ -53,6 +53,14 @@ def test_int64_sum_and_cumsum_past_2_24():
     _exact_everywhere(lambda x: x.view(8, 125).sum(-1), x)      # a reduction per row
 
 
+def test_int64_matmul_register_tiles_hold_integers():
+    a = torch.randint(-2 ** 20, 2 ** 20, (64, 96))
+    b = torch.randint(-2 ** 20, 2 ** 20, (96, 80))
+    c = _exact_everywhere(lambda a, b: a @ b, a, b)
+    arrays = [s for k in c.kernel_ir.kernels for s in K.walk_stmts(k.body) if isinstance(s, K.DeclareArray)]
+    assert arrays and all(s.ctype == "int64" for s in arrays)
+
+
 def test_int64_max_and_min_reductions_start_from_the_integer_extremes():
     x = torch.tensor([[-(2 ** 62), -(2 ** 62) - 1, -(2 ** 40)], [2 ** 62, 2 ** 62 + 1, 3]])
     _exact_everywhere(lambda x: (x.amax(-1), x.amin(-1)), x)

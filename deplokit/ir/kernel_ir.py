@@ -119,7 +119,8 @@ class DeclareArray:
     """A per-thread register array (register tiles): float name[size] = {init,...}."""
     name: str
     size: int
-    init: float = 0.0
+    init: float | int = 0.0
+    ctype: str = "float"          # an integer contraction's tile holds its integers exactly
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             init = "" if s.init is None else f" = {_strip(format_expr(s.init))}"
             lines.append(f"{pad}{s.ctype} {s.name}{init}")
         elif kind == "DeclareArray":
-            lines.append(f"{pad}float {s.name}[{s.size}] = {{{s.init}}}")
+            lines.append(f"{pad}{s.ctype} {s.name}[{s.size}] = {{{s.init}}}")
         elif kind == "Assign":
             idx = "" if s.index is None else f"[{_strip(format_expr(s.index))}]"
             lines.append(f"{pad}{s.name}{idx} = {_strip(format_expr(s.value))}")

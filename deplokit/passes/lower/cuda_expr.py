@@ -161,7 +161,8 @@ class ExprRenderer:
             kind = scope.lookup(e.array) or ""
             return kind.split(":", 1)[1] if kind.startswith("shared:") else "float"
         if isinstance(e, RegLoad):
-            return "float"
+            kind = scope.lookup(e.array) or ""
+            return kind.split(":", 1)[1] if kind.startswith("regs:") else "float"
         raise self.err(f"not a Kernel-IR expression: {e!r}")
 
     def expr(self, e, scope: _Scope) -> str:

@@ -20,7 +20,7 @@ from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ...ir.types import ctype_bytes
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
-                        _Scope, format_float)
+                        _format_int, _Scope, format_float)
 from .cuda_ptx import PtxRenderer
 
 __all__ = ["render_kernel", "render_program"]
@@ -173,18 +173,23 @@ class _Renderer(ExprRenderer, PtxRenderer):
     def declare_array(self, s: DeclareArray, scope: _Scope) -> None:
         if s.size <= 0:
             raise self.err(f"register array {s.name!r} has size {s.size}")
-        init = float(s.init)
-        if init == 0.0 and math.copysign(1.0, init) > 0:
-            self.emit(f"float {s.name}[{s.size}] = {{}};  // all 0.0f")
+        if s.ctype not in SCALAR_CTYPES:
+            raise self.err(f"register array {s.name!r} has unknown element type {s.ctype!r}")
+        ctype = self.c_type(s.ctype)
+        floating = s.ctype == "float"
+        init = float(s.init) if floating else int(s.init)
+        literal = format_float(init) if floating else _format_int(init)
+        if init == 0 and (not floating or math.copysign(1.0, init) > 0):
+            self.emit(f"{ctype} {s.name}[{s.size}] = {{}};  // all {literal}")
         elif s.size <= 8:
-            values = ", ".join([format_float(init)] * s.size)
-            self.emit(f"float {s.name}[{s.size}] = {{{values}}};")
+            values = ", ".join([literal] * s.size)
+            self.emit(f"{ctype} {s.name}[{s.size}] = {{{values}}};")
         else:
             i = self.fresh("i")
-            self.emit(f"float {s.name}[{s.size}];")
+            self.emit(f"{ctype} {s.name}[{s.size}];")
             self.emit("#pragma unroll")
-            self.emit(f"for (int {i} = 0; {i} < {s.size}; ++{i}) {s.name}[{i}] = {format_float(init)};")
-        scope.declare(s.name, "regs")
+            self.emit(f"for (int {i} = 0; {i} < {s.size}; ++{i}) {s.name}[{i}] = {literal};")
+        scope.declare(s.name, f"regs:{s.ctype}")
 
     def assign(self, s: Assign, scope: _Scope) -> None:
         target = s.name if s.index is None else f"{s.name}[{self.expr(s.index, scope)}]"

@@ -24,7 +24,6 @@ Any Tile IR materialises, also before blockify: then the block may hold more thr
 a GPU allows, which only the simulator runs (check_passes)."""
 from __future__ import annotations
 
-from ...errors import UnsupportedOpError
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelFunc, KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
@@ -92,7 +91,9 @@ class Materializer(LoweringState):
     def stmt(self, s) -> list:
         if isinstance(s, Load):
             if self.kernel.register_tile(s.tensor) is not None:
-                return [K.Declare(s.dst, "float", K.RegLoad(s.tensor, self.register_index(s.tensor, s.index)))]
+                dtype = self.dtypes.get(s.tensor, "float32")
+                self.dtypes[s.dst] = dtype
+                return [K.Declare(s.dst, DTYPE_CTYPE[dtype], K.RegLoad(s.tensor, self.register_index(s.tensor, s.index)))]
             return self.load(s)
         if isinstance(s, Compute):
             self.dtypes[s.dst] = s.dtype            # a vector loop's per-lane values too
@@ -100,7 +101,6 @@ class Materializer(LoweringState):
         if isinstance(s, Accumulate):
             value = self.value_as(s.value, s.dtype)
             if s.index:
-                self._float_register_tile(s.acc, s.dtype)
                 idx = self.register_index(s.acc, s.index)
                 return [K.Assign(s.acc, combine_expr(s.reduction, K.RegLoad(s.acc, idx), value, s.dtype), idx)]
             return [K.Assign(s.acc, combine_expr(s.reduction, K.Var(s.acc), value, s.dtype))]
@@ -133,8 +133,7 @@ class Materializer(LoweringState):
                     tile = self.kernel.register_tile(acc)
                     dtype = self.dtypes.get(acc, "float32")
                     if tile is not None:
-                        self._float_register_tile(acc, dtype)
-                        pre.append(K.DeclareArray(acc, tile.size, float(reduction_identity(red, dtype))))
+                        pre.append(K.DeclareArray(acc, tile.size, reduction_identity(red, dtype), DTYPE_CTYPE[dtype]))
                     else:
                         pre.append(K.Declare(acc, DTYPE_CTYPE[dtype], constant(reduction_identity(red, dtype), dtype)))
         outer_reduce, outer_loop = self.in_reduce, self.body_loop
@@ -155,11 +154,6 @@ class Materializer(LoweringState):
         self.loop_depth -= 1
         self.in_reduce, self.body_loop = outer_reduce, outer_loop
         return pre + [loop]
-
-    def _float_register_tile(self, acc: str, dtype: str) -> None:
-        if dtype != "float32":     # register arrays hold floats: an integer contraction would round
-            raise UnsupportedOpError(f"{self.kernel.name}: {acc} is a register tile of {dtype}; deplokit "
-                                     f"register-tiles float32 contractions only (set 008 register_tile off)")
 
     def stage(self, s: Stage) -> list:
         """Place the stage (loads from it read the buffer of the current iteration) and leave

@@ -154,7 +154,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
                       f"({self.where(bad)})")
 
     def s_declare_array(self, s: K.DeclareArray, mask):
-        self.scopes[-1][s.name] = _Reg(np.full((s.size,) + self.shape, s.init, dtype=F32))
+        self.scopes[-1][s.name] = _Reg(np.full((s.size,) + self.shape, s.init, dtype=_dtype_of(s.ctype)))
 
     def s_assign(self, s: K.Assign, mask):
         scope = self.lookup(s.name)
@@ -163,7 +163,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         if isinstance(entry, _Reg):
             if s.index is None:
                 self.fail(f"assignment to register array {s.name} needs an index")
-            self.reg_store(s.name, entry, self.ev_int(s.index, mask), _cast(value, F32), mask)
+            self.reg_store(s.name, entry, self.ev_int(s.index, mask), _cast(value, entry.data.dtype), mask)
             return
         if s.index is not None:
             self.fail(f"{s.name} is a scalar register, not an array")
