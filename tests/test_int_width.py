@@ -183,6 +183,9 @@ def test_simulator_checks_32_bit_index_ranges():
     y = np.zeros(1, np.float32)
     simulate_kernel(_overflowing_kernel(64), {"y": y})
     assert y[0] == 1.0
+    huge = np.broadcast_to(np.zeros(1, np.float32), (2 ** 31,))     # a view: nothing allocated
+    with pytest.raises(SimulationError, match="more than 32-bit index arithmetic reaches"):
+        simulate_kernel(_overflowing_kernel(32), {"y": huge})
 
 
 @needs_nvcc

@@ -43,6 +43,9 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
         arr = buffers[p.name]
         if not isinstance(arr, np.ndarray):
             raise SimulationError(f"kernel {k.name}: buffer {p.name} is not a numpy array")
+        if k.index_bits == 32 and arr.size > 2 ** 31 - 1:   # its offsets would wrap on a GPU
+            raise SimulationError(f"kernel {k.name}: buffer {p.name} has {arr.size} elements, more than "
+                                  f"32-bit index arithmetic reaches (the kernel is not stamped index_bits=64)")
         if not p.const and not arr.flags.c_contiguous:
             raise SimulationError(f"kernel {k.name}: written buffer {p.name} must be contiguous")
         view = arr.reshape(-1)
