@@ -31,6 +31,10 @@ def _sigmoid(x):
         return (F32(1) / (F32(1) + np.exp(-x))).astype(F32)
 
 
+def _relu(x):
+    return np.maximum(x, np.zeros((), np.asarray(x).dtype))    # an int32 zero keeps int32 exact
+
+
 def _where(c, a, b):
     return np.where(np.asarray(c, dtype=bool), a, b)
 
@@ -72,7 +76,7 @@ def _floating(*xs) -> bool:
 OPS = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: F32(1) / np.sqrt(x), "reciprocal": lambda x: F32(1) / x,
-    "tanh": np.tanh, "erf": _erf, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, F32(0)),
+    "tanh": np.tanh, "erf": _erf, "sigmoid": _sigmoid, "relu": _relu,
     "sin": np.sin, "cos": np.cos, "logical_not": np.logical_not,
     "trunc": lambda x: np.trunc(x).astype(np.int64),   # only float -> int casts use it: an integer
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,

@@ -201,7 +201,7 @@ class ExprRenderer:
             if e.ctype in ("int", "int64", "int32"):
                 if isinstance(e.value, float) and not e.value.is_integer():
                     raise self.err(f"int constant {e.value!r} is not an integer")
-                t = _format_int(int(e.value))
+                t = _format_int(int(e.value), wide=self.c_type(e.ctype) == "long long")
             elif e.ctype == "float":
                 t = format_float(e.value)
             else:
