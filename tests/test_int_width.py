@@ -105,6 +105,17 @@ def test_true_division_of_integers_is_float():
     assert "(float)" in str(c.cuda)
 
 
+def test_integer_powers_are_multiplies_and_float_functions_of_integers_are_float():
+    x = torch.tensor([3, -5, 2 ** 20, 7, 0, -1])
+    _exact_everywhere(lambda x: (x ** 2, x.pow(3), x ** 0, x.int() ** 3), x)
+    with pytest.raises(deplokit.DeplokitError, match="whole exponent"):
+        deplokit.compile(lambda x: x ** x, x)
+    c = deplokit.compile(lambda x: (torch.exp(x.clamp(max=20)), torch.sqrt(x.abs()), x.sigmoid()), x)
+    assert all(t.dtype == torch.float32 for t in c.run(x, backend="sim"))
+    for backend in BACKENDS:
+        assert c.check(x, backend=backend).ok, backend
+
+
 def test_comparisons_of_int64_are_exact():
     x = torch.tensor([2 ** 40, 2 ** 40 + 1, 2 ** 40 - 1, 5])
     _exact_everywhere(lambda x: (x > 2 ** 40, x == 2 ** 40 + 1, torch.where(x != 5, x, -x)), x)

@@ -23,6 +23,8 @@ BINARY_OPS = ("add", "subtract", "multiply", "divide", "floor_divide", "remainde
               "logical_and", "logical_or")
 TERNARY_OPS = ("where",)
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + TERNARY_OPS
+# Ops whose result is float32 whatever their operands (torch: exp of an int64 tensor is float).
+FLOAT_RESULT_OPS = ("divide", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf", "sigmoid", "sin", "cos")
 COMPARISON_OPS = ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                   "logical_and", "logical_or", "logical_not")
 REDUCTION_OPS = ("sum", "max", "min")

@@ -11,7 +11,7 @@ from dataclasses import replace
 from ...errors import UnsupportedOpError
 from ...ir.c_names import c_safe
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
-from ...ir.tensor_ir import (COMPARISON_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
+from ...ir.tensor_ir import (COMPARISON_OPS, FLOAT_RESULT_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
                              TensorNode)
 from ...ir.types import TensorType
 
@@ -81,7 +81,7 @@ class Builder:
         integers (and bools with integer scalars) stay integer, except under true division."""
         dtypes = {self.type(a).dtype for a in values if isinstance(a, str)}
         scalars = [a for a in values if not isinstance(a, (str, Axis))]
-        if "float32" in dtypes or op == "divide" or any(isinstance(a, float) for a in scalars):
+        if "float32" in dtypes or op in FLOAT_RESULT_OPS or any(isinstance(a, float) for a in scalars):
             return "float32"
         if not dtypes and not scalars:
             return "float32"
