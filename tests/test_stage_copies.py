@@ -410,10 +410,10 @@ def test_the_race_checker_sees_a_missing_barrier():
 def test_padded_tma_rows(pad):
     # 014 may pad a stage after 011 chose TMA: a pad of whole 16-byte units (4 floats) keeps
     # the rows bulk copies (one per row, at the padded stride); a pad of 1 (rows of 17 floats)
-    # cannot be a bulk copy: the stage is restamped as 014 does (stage_geometry.restamp_tma),
+    # cannot be a bulk copy: the stage is restamped as 014 does (stage_geometry.restamp),
     # which falls back to cp.async in the same pipelined schedule, and materialize spells it
     from deplokit.ir.tile_ir import map_body
-    from deplokit.passes.stage_geometry import restamp_tma, scope_ranges
+    from deplokit.passes.stage_geometry import restamp, scope_ranges
     c = build("relu_matmul_seed", "sm_90")
     tile = c.tile_ir
     whys = []
@@ -424,7 +424,7 @@ def test_padded_tma_rows(pad):
 
         def pad_x(s):
             if isinstance(s, Stage) and s.name == "x_smem":
-                s, why = restamp_tma(dataclasses.replace(s, pad=pad), c.tile_ir.types()["x"].shape, ranges)
+                s, why = restamp(dataclasses.replace(s, pad=pad), c.tile_ir.types()["x"], ranges)
                 whys.append(why)
             return s
         return dataclasses.replace(k, body=map_body(k.body, pad_x))

@@ -32,7 +32,7 @@ from ...ir.tensor_ir import reduction_identity
 from ...ir.types import DTYPE_CTYPE, shared_ctype
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
 from ..record import Pass
-from ..stage_geometry import head_stages
+from ...ir.stages import head_stages
 from ..vector_geometry import multiples_of_vector
 from .combine import lower_combine
 from .kernel_expr import affine_expr, flat_offset

@@ -6,8 +6,8 @@ where the Tile IR had a Stage, an AsyncWait, a K loop with stages at its head; t
 replaces them.
 
 The consecutive Stages of one body are copied together and share their barriers. How each
-stage is copied follows its Tile-IR fields (see deplokit.ir.tile_ir.Stage) and what its
-rows allow (deplokit.passes.stage_geometry). A group only issues its copies: the wait for
+stage is copied follows its Tile-IR fields (see deplokit.ir.tile_ir.Stage), its copy unit
+(Stage.unit) and TMA runs (Stage.tma) as the schedule stamped them. A group only issues its copies: the wait for
 its asynchronous copies and the barrier that makes them visible are emitted at the
 AsyncWait that names its stages (right after the group, or, in a pipelined K loop, before
 it); an asynchronous stage no AsyncWait waits for is an error.
@@ -60,7 +60,7 @@ from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.types import shared_ctype
 from ..record import Pass
-from ..stage_geometry import head_stages
+from ...ir.stages import head_stages
 from .smem_layout import smem_size
 from .stage_plan import StagePlan, is_pipelined, mbarrier_name, plan_stage, tma_runs
 from .stage_units import copy_stage, issue_tma

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
+from ...ir.stages import dim_multipliers, row_major_strides
 from ...ir.tile_ir import Stage
 from ...ir.types import shared_ctype
-from ..stage_geometry import VECTOR, dim_multipliers, row_major_strides, rows
+from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
 from .stage_plan import StagePlan, mbarrier_name, ranges_in, tma_runs
@@ -125,19 +126,11 @@ def _global(m, s: Stage, g, unit_ext, ranges):
     return flat_offset(exprs, shape), cond
 
 
-def _vector(m, s: Stage, p: StagePlan) -> bool:
-    """16-byte units: float4 for a sync copy, cp.async 16 (which also needs 16-byte
-    aligned shared rows) for an async one."""
-    t = m.types[s.tensor]
-    if t.dtype != "float32" or not rows(s, t.shape, ranges_in(m, p.loop)).vector:
-        return False
-    return p.kind != "async" or (s.slab[-1].extent + s.pad) % VECTOR == 0
-
-
 def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
-    """The block's threads copy one stage (sync or cp.async) for one iteration."""
+    """The block's threads copy one stage (sync or cp.async) for one iteration, in the units
+    the schedule stamped on it (Stage.unit: float4 / cp.async 16, or one float)."""
     origin, base, ranges = stage_at(m, s, p, it)
-    unit = VECTOR if _vector(m, s, p) else 1
+    unit = s.unit
     i = f"{s.name}_i"
     count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, unit, 1, i)
     src, cond = _global(m, s, g, unit_ext, ranges)
