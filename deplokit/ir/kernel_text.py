@@ -58,6 +58,10 @@ def _copy(s) -> str:
     return f"shared {_at(s.array, s.dst_offset)} <- global {_at(s.buffer, s.src_offset)}"
 
 
+def _mbar(name: str, slot) -> str:
+    return name if slot is None else f"{name}[{_e(slot)}]"
+
+
 def format_stmts(body, depth: int, lines: list[str]) -> None:
     pad = "    " * depth
     for s in body:
@@ -103,11 +107,15 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
         elif kind == "CpAsyncWait":
             lines.append(f"{pad}cp.async.wait {s.pending}")
         elif kind == "TmaLoad":
-            lines.append(f"{pad}tma {s.count} floats {_copy(s)} on {s.barrier}")
+            lines.append(f"{pad}tma {s.count} floats {_copy(s)} on {_mbar(s.barrier, s.slot)}")
         elif kind == "MbarrierInit":
-            lines.append(f"{pad}mbarrier.init {s.name} count {s.count}")
+            slots = f"[{s.slots}]" if s.slots != 1 else ""
+            lines.append(f"{pad}mbarrier.init {s.name}{slots} count {s.count}")
+        elif kind == "MbarrierArrive":
+            tx = f" expect_tx {s.expect_tx} bytes" if s.expect_tx else ""
+            lines.append(f"{pad}mbarrier.arrive {_mbar(s.name, s.slot)}{tx}")
         elif kind == "MbarrierWait":
-            lines.append(f"{pad}mbarrier.wait {s.name} phase {format_expr(s.phase)}")
+            lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
         elif kind == "Comment":
             lines.append(f"{pad}// {s.text}")
         elif callable(getattr(s, "text", None)):      # a statement pending a later pass (kernel_stage.py)

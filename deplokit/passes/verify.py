@@ -276,8 +276,8 @@ class _KernelChecker:
             self.buffer(s.buffer)
             if isinstance(s, K.TmaLoad) and s.barrier not in self.mbarriers:
                 self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
-        elif isinstance(s, K.MbarrierWait) and s.name not in self.mbarriers:
-            self.fail("names-declared", f"waits on mbarrier {s.name}, which is never initialised")
+        elif isinstance(s, (K.MbarrierWait, K.MbarrierArrive)) and s.name not in self.mbarriers:
+            self.fail("names-declared", f"waits or arrives on mbarrier {s.name}, which is never initialised")
         elif isinstance(s, K.Barrier) and divergent:
             self.fail("uniform-barriers", f"a barrier inside {divergent}: threads that skip it hang the block")
         elif isinstance(s, K.For):
@@ -320,7 +320,7 @@ def _exprs(s):
     if isinstance(s, K.If):
         return (s.cond,)
     out = []
-    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase"):
+    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase", "slot"):
         e = getattr(s, name, None)
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)
