@@ -25,6 +25,8 @@ def max_index_value(kernel, types, launch_threads: int) -> int:
     local = {b.name: b.type for b in kernel.locals}
     top = launch_threads
     for s, loops in walk(kernel.body):
+        if isinstance(s, StridedLoop):     # its variable passes the stop by up to one step
+            top = max(top, s.stop + abs(s.step))
         if not isinstance(s, (Load, Store)):
             continue
         t = types.get(s.tensor) or local.get(s.tensor)
