@@ -17,9 +17,6 @@ from .index_width import index_bits
 from .kernel_expr import affine_expr, flat_offset, guard
 from .value_expr import constant
 
-# Kernel-IR parameter element type of each dtype.
-PARAM_CTYPES = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
-
 
 class LoweringState:
     def __init__(self, kernel: TileKernel, types: dict[str, TensorType]):
@@ -55,7 +52,7 @@ class LoweringState:
         out = []
         for name in self.reads + [w for w in self.writes if w not in self.reads]:
             t = self.types[name]
-            out.append(Param(name, PARAM_CTYPES[t.dtype], name not in self.writes, t.numel))
+            out.append(Param(name, DTYPE_CTYPE[t.dtype], name not in self.writes, t.numel))
         return tuple(out)
 
     # -- names -------------------------------------------------------------------------------------
