@@ -97,7 +97,8 @@ REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 _INT_EXACT = frozenset({"neg", "abs", "add", "subtract", "multiply", "maximum", "minimum", "floor_divide",
                         "remainder", "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                         "where"})
-_NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
+# The numpy type of each dtype: the one table every executor of the IRs reads.
+NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
 
 
 def _integer_operands(op: str, args: list) -> bool:
@@ -127,9 +128,9 @@ def apply(op: str, args: list, dtype: str | None = None):
             out = OPS[op](*args)
         if isinstance(out, (np.ndarray, np.generic)) and out.dtype == np.float64:
             out = out.astype(F32)
-    if dtype is not None and isinstance(out, (np.ndarray, np.generic)) and out.dtype != _NP_DTYPES[dtype]:
+    if dtype is not None and isinstance(out, (np.ndarray, np.generic)) and out.dtype != NP_DTYPES[dtype]:
         with np.errstate(invalid="ignore", over="ignore"):
-            out = np.asarray(out).astype(_NP_DTYPES[dtype])
+            out = np.asarray(out).astype(NP_DTYPES[dtype])
     return out
 
 

@@ -9,10 +9,11 @@ import numpy as np
 from ...ir import kernel_ir as K
 from ...ir.kernel_names import name_problems
 from ..launches import launch_sequence
+from ..numpy_ops import NP_DTYPES
 from .errors import SimulationError
 from .exec import _Chunk
 from .stats import SimStats
-from .values import F32, I64, _dtype_of
+from .values import F32, _dtype_of
 
 MAX_THREADS_IN_FLIGHT = 1 << 20
 
@@ -82,17 +83,16 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
     written buffer starts as zeros. Returns the outputs in their shapes. SimStats of each
     kernel are appended to `stats` when given. A deduplicated program also needs its
     `launches` and the `whole` Loop-IR program (every tensor a launch binds, the outputs)."""
-    np_dtypes = {"float32": F32, "int64": I64, "int32": np.int32, "bool": np.bool_}
     programs = (whole, p) if whole is not None else (p,)
     types = {b.name: b.type for q in programs for b in tuple(q.buffers) + tuple(q.written)}
     mem: dict[str, np.ndarray] = {}
     for name, v in env.items():
         t = types.get(name)
-        dt = np_dtypes.get(t.dtype, F32) if t is not None else None
+        dt = NP_DTYPES.get(t.dtype, F32) if t is not None else None
         mem[name] = np.ascontiguousarray(np.asarray(v), dtype=dt).reshape(-1)
     for b in (b for q in programs for b in q.written):
         if b.name not in mem:
-            mem[b.name] = np.zeros(b.type.numel, dtype=np_dtypes.get(b.type.dtype, F32))
+            mem[b.name] = np.zeros(b.type.numel, dtype=NP_DTYPES.get(b.type.dtype, F32))
     for kf, bound in launch_sequence(p, launches):
         bufs = {}
         for prm in kf.params:
