@@ -123,6 +123,8 @@ def test_integer_powers_are_multiplies_and_float_functions_of_integers_are_float
 def test_comparisons_of_int64_are_exact():
     x = torch.tensor([2 ** 40, 2 ** 40 + 1, 2 ** 40 - 1, 5])
     _exact_everywhere(lambda x: (x > 2 ** 40, x == 2 ** 40 + 1, torch.where(x != 5, x, -x)), x)
+    # a constant that is no whole number compares as float, as torch promotes it
+    _exact_everywhere(lambda x: (x < 2.5, x > float("inf"), x != float("nan"), torch.where(x > 5, x, 0.5)), x)
 
 
 def test_argmax_indices_of_int64_values():

@@ -48,12 +48,12 @@ def op_expr(op: str, args, dtype: str, pre: list, fresh) -> K.Expr:
         return K.Cast(ctype_of(dtype), _as(args[0], "float32"))
     if op == "where":
         c, a, b = args
-        t = dtype if dtype != "bool" else promote([d for _, d in (a, b) if d is not None] or ["bool"])
+        t = dtype if dtype != "bool" else _operand_dtype((a, b), "bool")
         return K.Select(_as(c, "bool"), _as(a, t), _as(b, t))
     if op in COMPARISON_OPS:
         if op in ("logical_and", "logical_or", "logical_not"):
             return K.Call(op, tuple(_as(a, "bool") for a in args))
-        t = promote([d for _, d in args if d is not None] or ["float32"])
+        t = _operand_dtype(args, "float32")
         return K.Call(op, tuple(_as(a, t) for a in args))
     t = "float32" if op in _FLOAT_ONLY or dtype == "float32" else dtype
     xs = [_as(a, t) for a in args]
@@ -72,6 +72,17 @@ def op_expr(op: str, args, dtype: str, pre: list, fresh) -> K.Expr:
     if op == "remainder":
         return _int_remainder(xs[0], xs[1])
     return K.Call(op, tuple(xs))
+
+
+def _operand_dtype(args, default: str) -> str:
+    """The type two operands are compared (or selected) in: their promotion, float32 where a
+    constant is no whole number (an int64 below 2.5 compares as float, as torch does)."""
+    dtypes = [d for _, d in args if d is not None]
+    for e, d in args:
+        if d is None and isinstance(e, K.Const) and not isinstance(e.value, (bool, int)) and \
+                not (e.value == e.value and abs(e.value) != float("inf") and float(e.value).is_integer()):
+            dtypes.append("float32")
+    return promote(dtypes or [default])
 
 
 def combine_expr(reduction: str, acc: K.Expr, value: K.Expr, dtype: str) -> K.Expr:
