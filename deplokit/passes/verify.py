@@ -360,7 +360,7 @@ def _subexprs(e):
         t = type(x)
         if t is K.Binary:
             stack += (x.a, x.b)
-        elif t is K.Unary:
+        elif t is K.Unary or t is K.Cast:
             stack.append(x.a)
         elif t is K.Call:
             stack.extend(x.args)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...ir.kernel_ir import (AtomicAdd, Const, CpAsync, CpAsyncWait, MbarrierArrive, MbarrierInit, MbarrierWait,
                              SharedArray, TmaLoad, walk_stmts)
+from ...ir.types import ctype_bytes
 from .cuda_expr import _PARAM_VALUE_TYPE, _PREC, INDENT, _Scope
 
 
@@ -110,12 +111,13 @@ class PtxRenderer:
 
     def dynamic_array(self, s: SharedArray) -> None:
         """A shared array carved from the kernel's dynamic shared memory at its fixed offset."""
-        if s.offset < 0 or s.offset % s.align or s.offset + 4 * s.size > self.k.dynamic_smem:
-            raise self.err(f"shared array {s.name!r} at dynamic offset {s.offset} ({4 * s.size} bytes, "
+        nbytes, ctype = ctype_bytes(s.ctype) * s.size, self.c_type(s.ctype)
+        if s.offset < 0 or s.offset % s.align or s.offset + nbytes > self.k.dynamic_smem:
+            raise self.err(f"shared array {s.name!r} at dynamic offset {s.offset} ({nbytes} bytes, "
                            f"alignment {s.align}) is outside the kernel's {self.k.dynamic_smem} bytes of "
                            f"dynamic shared memory or misaligned")
-        self.emit(f"float* const {s.name} = reinterpret_cast<float*>({self.dynamic_smem} + {s.offset});"
-                  f"  // {4 * s.size} bytes")
+        self.emit(f"{ctype}* const {s.name} = reinterpret_cast<{ctype}*>({self.dynamic_smem} + {s.offset});"
+                  f"  // {nbytes} bytes")
 
     def mbarrier(self, name: str, slot=None, scope=None) -> str:
         """The shared address of mbarrier `name` (of name[slot] in an array of them)."""

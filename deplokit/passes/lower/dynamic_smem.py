@@ -1,5 +1,5 @@
 """Dynamic shared memory for a kernel whose arrays exceed what a block may declare
-statically (48 KiB on every architecture; ptxas refuses more): every shared float array is
+statically (48 KiB on every architecture; ptxas refuses more): every shared array is
 carved from the launch's dynamic shared memory at a fixed byte offset, decided here once and
 stamped on the IR (SharedArray.offset, KernelFunc.dynamic_smem). The renderer declares one
 `extern __shared__` buffer and points each array into it; the launch plan gives the launch
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel_ir as K
+from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK
 
 
@@ -25,7 +26,7 @@ def carve(func: K.KernelFunc, static_limit: int = STATIC_SMEM_PER_BLOCK) -> K.Ke
         if isinstance(s, K.SharedArray) and s.name not in offsets:
             at = -(-end // s.align) * s.align
             offsets[s.name] = at
-            end = at + 4 * s.size
+            end = at + ctype_bytes(s.ctype) * s.size
 
     def place(body):
         out = []
