@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelFunc, KernelProgram
+from ...ir.index import Affine
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
@@ -92,10 +93,12 @@ class Materializer(LoweringState):
             return self.load(s)
         if isinstance(s, Compute):
             ctype = "bool" if s.op in COMPARISON_OPS else "float"
+            # a position may be a gathered id (a tril mask read through x[ids]): loaded first
+            pre: list = []
+            args = tuple(self.index_exprs((a,), pre)[0] if isinstance(a, Affine) else self.operand(a) for a in s.args)
             if s.op == "where":
-                a, b, c = (self.operand(x) for x in s.args)
-                return [K.Declare(s.dst, "float", K.Select(a, b, c))]
-            return [K.Declare(s.dst, ctype, K.Call(s.op, tuple(self.operand(a) for a in s.args)))]
+                return pre + [K.Declare(s.dst, "float", K.Select(*args))]
+            return pre + [K.Declare(s.dst, ctype, K.Call(s.op, args))]
         if isinstance(s, Accumulate):
             if s.index:
                 idx = self.register_index(s.acc, s.index)
