@@ -17,6 +17,13 @@ def _randn(*shape):
     return torch.randn(*shape, generator=G)
 
 
+def _with_nans(rows, cols):
+    x = _randn(rows, cols)
+    x.view(-1)[torch.randint(0, rows * cols, (3,), generator=G)] = float("nan")
+    x[-1, -1] = float("nan")         # a NaN after the extreme, and (on rows) one after another
+    return x
+
+
 PROGRAMS = {
     # aten.index_select was not captured ("operator not supported"): it is x[..., idx] on one axis
     "index_select(0)": (lambda x, i: x.index_select(0, i), (_randn(5, 3), _ids(0, 5, 7))),
@@ -33,6 +40,11 @@ PROGRAMS = {
     "logical_xor": (lambda x, y: torch.where(torch.logical_xor(x > 0, y > 0), x, -x), (_randn(5, 33), _randn(33))),
     "gather(argmin)": (lambda x: torch.gather(x, 0, x.argmin(0, keepdim=True)), (_randn(129, 3),)),
     "argmax(all)": (lambda x: torch.argmax(x).float() + x, (_randn(3, 1000),)),
+    # NaN is the extreme for torch: the first NaN's position (it was n, past the row)
+    "argmax(NaN)": (lambda x: x.argmax(-1), (_with_nans(4, 33),)),
+    "argmin(NaN,dim 0)": (lambda x: x.argmin(0, keepdim=True), (_with_nans(33, 4),)),
+    "max(dim,NaN)": (lambda x: x.max(-1), (_with_nans(4, 1000),)),
+    "argmin(all,NaN)": (lambda x: torch.argmin(x), (_with_nans(3, 31),)),
 }
 
 
@@ -42,7 +54,8 @@ def test_program_matches_eager_on_every_backend(name):
     c = deplokit.compile(fn, *inputs)
     want = fn(*inputs)
     for backend in ("tensor", "loop", "sim"):
-        torch.testing.assert_close(c.run(*inputs, backend=backend), want, rtol=1e-4, atol=1e-4, msg=backend)
+        torch.testing.assert_close(c.run(*inputs, backend=backend), want, rtol=1e-4, atol=1e-4, equal_nan=True,
+                                   msg=backend)
 
 
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
