@@ -31,6 +31,7 @@ from ..runtime.nvcc import nvcc_available
 from ..runtime.nvrtc import compile_nvrtc, nvrtc_available
 from ..runtime.sim import simulate_program
 from .programs import Case
+from .reference import reference
 
 BACKENDS = ("tensor", "loop", "sim")     # the first is the reference the others may match too
 
@@ -96,33 +97,6 @@ def poisoned_sim(c, inputs):
     outs = simulate_program(c.kernel_ir, env, launches=c.launches, whole=c.loop_ir if c.launches else None,
                             max_block_threads=1024)
     return c._wrap(outs)
-
-
-def reference(fn, inputs):
-    """Eager in float32 (what must match), and how far float32 rounding alone may move it:
-    per output, the largest of |float32 - float64| and |float64 - float64 on inputs moved by
-    2e-7 relative| (a layer norm of a constant row, a sine of a long sum), or None."""
-    leaves = torch.utils._pytree.tree_leaves
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")          # float64 inputs meet float32 weights
-        e32 = leaves(fn(*inputs))
-        try:
-            wide = [t.double() if t.is_floating_point() else t for t in inputs]
-            gen = torch.Generator().manual_seed(0)
-            moved = [t * (1 + 2e-7 * torch.randn(t.shape, generator=gen, dtype=t.dtype)) if t.is_floating_point()
-                     else t for t in wide]
-            e64, e64m = leaves(fn(*wide)), leaves(fn(*moved))
-        except Exception:  # noqa: BLE001 -- a program float64 cannot run: no slack
-            return e32, [None] * len(e32)
-    spread = []
-    for a, b, m in zip(e32, e64, e64m):
-        if not a.dtype.is_floating_point or a.shape != b.shape:
-            spread.append(None)
-            continue
-        gap = torch.cat([(a.double() - b).abs().flatten(), (b - m).abs().flatten()])
-        gap = gap[torch.isfinite(gap)]
-        spread.append(float(gap.max()) if gap.numel() else 0.0)
-    return e32, spread
 
 
 def mismatch(e32, spread, got, rtol: float, atol: float) -> str:
