@@ -1,0 +1,38 @@
+"""Failure classes the long fuzz runs found (python -m deplokit.fuzz --seed S), each as the
+smallest program that showed it, replayed through the fuzzer's own check (every backend
+against eager, NaN-poisoned outputs, NVRTC where available) and nvcc."""
+import pytest
+
+from deplokit.fuzz.programs import Case
+from deplokit.fuzz.runner import compile_case, run_case
+from deplokit.runtime.nvcc import nvcc_available
+
+CASES = {
+    # seed 24 case 259: a matmul's register tile summed again in the same kernel (a sum over
+    # an axis the matmul's result is broadcast along): the epilogue's reduce loop folded the
+    # register array acc0 as a scalar ("register array acc0 used as a scalar")
+    "matmul then sum over a size-1 axis": ("x0 = torch.randn(127, 3)\nx1 = torch.randn(3, 31)\n"
+                                           "(x0 @ x1).unsqueeze(0).sum(0)", "sm_90", {}),
+    "matmul then amax over a broadcast axis": ("x0 = torch.randn(127, 3)\nx1 = torch.randn(3, 31)\n"
+                                               "(x0 @ x1).unsqueeze(0).expand(3, 127, 31).amax(0) * 2", "sm_80",
+                                               {"008_register_tile.tn": 2}),
+    "attention heads summed": ("x0 = torch.randn(127, 31)\nx1 = torch.randn(1, 2, 3, 31)\nx2 = torch.randn(1, 2, 3, 31)\n"
+                               "F.scaled_dot_product_attention(x0.unsqueeze(0).unsqueeze(0).expand(1, 4, 127, 31), "
+                               "x1, x2, enable_gqa=True).sum(-4)", "sm_120",
+                               {"005_blockify_launch.block_threads": 512, "008_register_tile.tn": 2}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_fuzz_finding_stays_fixed(name):
+    text, target, config = CASES[name]
+    out = run_case(Case(0, 0, text, (name,), target, config), timeout=120.0, twice=True)
+    assert out.status == "ok", f"{out.stage}: {out.message}"
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+@pytest.mark.parametrize("name", list(CASES)[:2])
+def test_fuzz_finding_passes_nvcc(name):
+    text, target, config = CASES[name]
+    c, _ = compile_case(Case(0, 0, text, (name,), target, config))
+    c.nvcc()
