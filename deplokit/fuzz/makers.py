@@ -347,3 +347,11 @@ def bool_xor(rng, shape, inp):
     xor = rng.choice(("({x} > 0) ^ ({y} < 0.5)", "torch.logical_xor({x} > 0, {y} > 0)",
                       "torch.bitwise_xor({x} < 0, ~({y} > 1))"))
     return f"torch.where({xor.replace('{y}', y)}, {{x}}, -{{x}})", shape
+
+
+def position_ids(rng, shape, inp):
+    """transformers' position ids from a padding mask: an int64 cumsum, masked, then float."""
+    if not shape:
+        return None
+    d = dim(rng, shape) - len(shape)
+    return f"(({{x}} > 0).long().cumsum({d}) - 1).masked_fill({{x}} <= 0, 1).float() * {{x}}", shape

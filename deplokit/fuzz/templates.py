@@ -74,6 +74,7 @@ TEMPLATES = (
     Template("tril", ("tril",), mk.tri("tril")),
     Template("triu", ("triu",), mk.tri("triu")),
     Template("cumsum", ("cumsum",), mk.cumsum),
+    Template("position_ids", ("cumsum", "gt", "le", "to", "sub", "masked_fill", "mul"), mk.position_ids),
     Template("stack", ("stack",), mk.stack),
     Template("unflatten", ("unflatten",), mk.unflatten),
     Template("repeat", ("repeat",), mk.repeat),
