@@ -2,6 +2,10 @@
 smallest program that showed it, replayed through the fuzzer's own check (every backend
 against eager, NaN-poisoned outputs, NVRTC where available) and nvcc."""
 import pytest
+import torch
+import torch.nn.functional as F
+
+import deplokit
 
 from deplokit.fuzz.programs import Case
 from deplokit.fuzz.runner import compile_case, run_case
@@ -20,7 +24,21 @@ CASES = {
                                "F.scaled_dot_product_attention(x0.unsqueeze(0).unsqueeze(0).expand(1, 4, 127, 31), "
                                "x1, x2, enable_gqa=True).sum(-4)", "sm_120",
                                {"005_blockify_launch.block_threads": 512, "008_register_tile.tn": 2}),
+    # seed 26 case 213: softplus(x) = log(1 + exp(x)) was 0 once 1 + exp(x) rounded to 1
+    # (x < -16.6; torch: log1p, 6e-8), and a mask (softplus(x) > 0) flipped
+    "softplus near zero decides a mask": ("x0 = torch.randn(127, 33)\nx1 = torch.randn(33, 3)\nv1 = F.softplus(x0 @ x1)\n"
+                                          "((v1 > 0).long().cumsum(-1) - 1).masked_fill(v1 <= 0, 1).float() * v1",
+                                          "sm_120", {"008_register_tile.tm": 4}),
 }
+
+
+def test_softplus_keeps_its_relative_accuracy_below_zero():
+    x = torch.tensor([-100.0, -30.0, -17.0, -16.5, -10.0, -1.0, -1e-3, 0.0, 1.0, 19.9, 20.5])
+    for fn in (F.softplus, lambda t: F.softplus(t, beta=2.0, threshold=5.0), F.mish):
+        c = deplokit.compile(fn, x)
+        for backend in ("tensor", "loop", "sim"):
+            got, want = c.run(x, backend=backend), fn(x)
+            assert float(((got - want).abs() / want.abs().clamp(min=1e-38)).max()) < 1e-6, backend
 
 
 @pytest.mark.parametrize("name", CASES)
