@@ -41,6 +41,24 @@ def test_softplus_keeps_its_relative_accuracy_below_zero():
             assert float(((got - want).abs() / want.abs().clamp(min=1e-38)).max()) < 1e-6, backend
 
 
+def test_values_hoisted_between_free_loops_do_not_serialise_the_kernel():
+    """seed 25 case 37 (a timeout, 81 s on the simulator): attention, unsqueeze, then cat on
+    the new axis. The pad guard less(a0, 3) was hoisted between the free loops, so 001
+    tileify lifted only a0: one block of 4 threads, each running 33 x 129 attention rows.
+    Every output is now a thread's (or one of a thread's register tile of <= 16)."""
+    q, k, v, extra = torch.randn(3, 33, 129), torch.randn(3, 33, 129), torch.randn(3, 33, 129), torch.randn(1, 1, 33, 129)
+    fn = lambda q, k, v, e: torch.cat([F.scaled_dot_product_attention(q, k, v).unsqueeze(0), e], 1)  # noqa: E731
+    c = deplokit.compile(fn, q, k, v, extra)
+    padded = next(k for k in c.kernel_ir.kernels if k.name == "merged_unsqueeze_pad")
+    assert padded.grid[0] * padded.grid[1] * padded.grid[2] * padded.threads >= 4 * 33 * 129 // 16
+    torch.testing.assert_close(c.run(q, k, v, extra, backend="sim"), fn(q, k, v, extra), rtol=1e-4, atol=1e-5)
+    # the chain hoisted out of the inner loop stays hoisted in Loop IR (fusion's decision)
+    chain = deplokit.compile(lambda a, b: torch.sigmoid(torch.sin(a))[:, None] * b[None, :], torch.randn(64),
+                             torch.randn(1000))
+    tiled = chain.kernel_ir.kernels[0]
+    assert tiled.grid[0] * tiled.grid[1] * tiled.grid[2] * tiled.threads >= 64 * 1000 // 16
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_fuzz_finding_stays_fixed(name):
     text, target, config = CASES[name]
