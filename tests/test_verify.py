@@ -2,6 +2,7 @@
 invariant, and IR broken in each way is caught, naming the invariant it breaks."""
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -134,6 +135,95 @@ def test_the_tma_stamp_is_the_plan_the_stage_allows():
     caught(stamp(lambda s: dataclasses.replace(s, copy="async")), "tma-stamp")
 
 
+def test_the_copy_unit_is_stamped_and_read():
+    # 007 stamps how the threads copy a stage (013 restamps it for cp.async): relu_matmul's
+    # three stages have 16-byte aligned rows, 16-byte cp.async each
+    fn, inputs = PROGRAMS["relu_matmul_seed"]
+    c = deplokit.compile(fn, *inputs, target="sm_80")
+    tile = c.tile_ir
+    assert {(s.name, s.copy, s.unit) for s in all_stages(tile)} == \
+        {("x_smem", "async", 4), ("bias_smem", "async", 4), ("w_smem", "async", 4)}
+
+    def stamp(fn_):
+        return rewrite(tile, lambda s: fn_(s) if isinstance(s, Stage) and s.name == "x_smem" else s)
+
+    def cp_bytes(program, array):
+        return {x.nbytes for x in K.walk_stmts(materialize(program).kernels[0].body)
+                if isinstance(x, K.CpAsync) and x.array == array}
+    assert cp_bytes(tile, "x_smem") == {16}
+    # the lowering spells the stamp, it does not re-derive it: a scalar stamp, 4-byte copies
+    scalar = stamp(lambda s: dataclasses.replace(s, unit=1))
+    assert cp_bytes(scalar, "x_smem") == {4}
+    assert "x_smem is stamped to copy units of 1 floats, but its rows, pad and copy kind give 4" in \
+        str(caught(scalar, "copy-unit"))
+    # a pad of 1 changed without restamping: a 16-byte cp.async into rows of 17 floats
+    caught(stamp(lambda s: dataclasses.replace(s, pad=1)), "copy-unit")
+    # restamped as 014 does, the same stage copies 4-byte units and verifies
+    from deplokit.passes.stage_geometry import restamp, scope_ranges
+    k = tile.kernels[0]
+    ranges = scope_ranges(k.tile(), [s for s in k.tile().body if isinstance(s, Loop)][:1])
+    padded = stamp(lambda s: restamp(dataclasses.replace(s, pad=1), tile.types()["x"], ranges)[0])
+    verify(padded, H100)
+    assert cp_bytes(padded, "x_smem") == {4}
+
+
+def test_the_shared_float4_read_is_stamped_with_the_stage_and_read():
+    # a vector loop's loads from RMSNorm's staged row are one aligned shared float4 each,
+    # decided in the schedule with the stage's copy (Load.shared_width), not in the lowering
+    from deplokit.ir.index import Affine, FloorDiv, Mod
+    from deplokit.ir.tile_ir import SlabAxis
+    from deplokit.passes.stage_geometry import restamp, restamp_loads
+    fn, inputs = PROGRAMS["rms_norm_seed"]
+    c = deplokit.compile(fn, *inputs, target="sm_80")
+    tile = c.tile_ir
+    staged = [s for s in all_loads(tile) if s.tensor == "x_smem"]
+    assert [s.shared_width for s in staged] == [4, 4]
+    assert all(s.shared_width == 1 for s in all_loads(tile) if s.tensor != "x_smem")
+
+    def shared_reads(program):
+        return [x for x in K.walk_stmts(materialize(program).kernels[0].body)
+                if isinstance(x, K.VectorLoad) and x.space == "shared"]
+    assert len(shared_reads(tile)) == 2
+    # the lowering spells the stamp, it does not re-derive it: stamped 1, read lane by lane
+    scalar = rewrite(tile, lambda s: dataclasses.replace(s, shared_width=1) if isinstance(s, Load)
+                     and s.tensor == "x_smem" else s)
+    assert not shared_reads(scalar)
+    assert "in0 = load x_smem[a1 + a1v]: stamped to read 1 floats of shared memory at once, but its stage's " \
+           "slab, pad and buffers give 4" in str(caught(scalar, "shared-width"))
+    # a pass that splits the row into atoms of 4 (as 012 does) and restamps the stage but
+    # not its loads is caught: the split slab is read lane by lane
+    k = tile.kernels[0]
+    ranges = {a.var: a.extent for a in k.tile().axes}
+
+    def split(s):
+        if isinstance(s, Stage):
+            last = s.slab[-1]
+            slab = (SlabAxis(f"{last.var}o", last.extent // 4, last.dim), SlabAxis(f"{last.var}i", 4, last.dim))
+            return restamp(dataclasses.replace(s, slab=slab), tile.types()["x"], ranges)[0]
+        if isinstance(s, Load) and s.tensor == "x_smem":
+            e = s.index[-1]
+            return dataclasses.replace(s, index=(Affine(((FloorDiv(e, 4), 1),)), Affine(((Mod(e, 4), 1),))))
+        return s
+    stale = rewrite(tile, split)
+    caught(stale, "shared-width")
+    fixed = with_kernel(tile, restamp_loads(stale.kernels[0]))
+    verify(fixed, c.target)
+    assert [s.shared_width for s in all_loads(fixed) if s.tensor == "x_smem"] == [1, 1]
+    assert not shared_reads(fixed)
+    from deplokit.runtime.sim import simulate_program
+    env = dict(c.values)
+    env.update(c._bind(inputs))
+    assert np.array_equal(simulate_program(materialize(fixed), env)[0], simulate_program(materialize(tile), env)[0])
+    # a stamp outside a vector loop, or on a load from a global tensor, is caught too
+    caught(rewrite(tile, lambda s: dataclasses.replace(s, shared_width=4) if isinstance(s, Load)
+                   and s.tensor == "p_weight" else s), "shared-width")
+
+
+def all_loads(tile):
+    from deplokit.ir.tile_ir import walk
+    return [s for k in tile.kernels for s, _ in walk(k.body) if isinstance(s, Load)]
+
+
 def all_stages(tile):
     from deplokit.ir.tile_ir import walk
     return [s for k in tile.kernels for s, _ in walk(k.body) if isinstance(s, Stage)]
@@ -206,6 +296,6 @@ def test_check_passes_verifies_each_step():
     broken = rewrite(c.tile_ir, lambda s: None if isinstance(s, Load) else s)
     steps = tuple(dataclasses.replace(s, after=broken, skipped_reason="") if s.name == "016_mark_unroll" else s
                   for s in c.trace)
-    object.__setattr__(c, "trace", steps) if dataclasses.is_dataclass(c) else setattr(c, "trace", steps)
+    object.__setattr__(c, "trace", steps)      # a frozen Compilation, broken on purpose past its guard
     with pytest.raises(IRInvariantError):
         c.check_passes()

@@ -16,9 +16,14 @@ Tile IR (per kernel)
   loop-vars-bound    every index variable is a tile axis or an enclosing loop's variable
   tma-stamp          a TMA stage carries the bulk copies its slab allows (stage_geometry.tma_stamp),
                      any other stage none
+  copy-unit          a stage's copy unit (Stage.unit) is the one its rows, pad and copy kind allow
+                     (stage_geometry.copy_unit)
   stage-smem         the stages' buffers fit in the target's static shared memory per block
   vector-width       an access stamped 4 wide (005) sits in a vector loop of 4 and is still
                      one aligned float4 (deplokit.passes.vector_geometry)
+  shared-width       a load from a stage is stamped one shared float4 (Load.shared_width)
+                     exactly where it sits in a vector loop of 4 and the stage's slab, pad and
+                     buffers keep its 4 floats aligned (vector_geometry.shared_width)
   register-tiles     an indexed accumulator has a register tile stamped (008) whose rank and
                      extents match the register loops indexing it
   zero-init          a tensor a split-K kernel adds into is stamped for zero-init (003)
@@ -40,8 +45,8 @@ from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, smem_bytes, tma_stamp
-from .vector_geometry import float4_reason, multiples_of_vector
+from .stage_geometry import VECTOR, copy_unit, smem_bytes, tma_stamp
+from .vector_geometry import float4_reason, multiples_of_vector, shared_width
 
 
 def verify(ir, target=None) -> None:
@@ -89,10 +94,10 @@ class _TileChecker:
     def run(self):
         axes = {a.var: a.extent for a in self.tile.axes} if self.tile else {}
         values = set(self.accs)
-        stages = set()
+        stages = {}                               # name -> Stage in scope
         for s in self.k.body:
             if isinstance(s, Tile):
-                self.body(s.body, dict(axes), set(values), set(stages), ())
+                self.body(s.body, dict(axes), set(values), dict(stages), ())
             else:
                 self.stmt(s, axes, values, stages, ())
         if self.tile is not None and smem_bytes(self.tile) > self.limit:
@@ -109,14 +114,15 @@ class _TileChecker:
                 self.index((s.start,), bound, lambda: f"the start of loop {s.var}")
             inner = dict(bound)
             inner[s.var] = s.extent if isinstance(s, Loop) else s.stop
-            self.body(s.body, inner, set(values), set(stages), loops + (s,))
+            self.body(s.body, inner, set(values), dict(stages), loops + (s,))
             return
         if isinstance(s, Stage):
             if s.tensor not in self.types:
                 self.fail("tensors-known", f"stage {s.name} copies {s.tensor}, which is no buffer of the program")
             self.index(s.origin, bound, lambda: f"the origin of stage {s.name}")
             self.tma(s, bound)
-            stages.add(s.name)
+            self.unit(s, bound)
+            stages[s.name] = s
             return
         if isinstance(s, (Load, Store, AtomicAdd)):
             known = s.tensor in self.types or s.tensor in self.locals or s.tensor in stages or \
@@ -128,6 +134,8 @@ class _TileChecker:
                 self.register_index(s.tensor, s.index, loops, s.text)
             if isinstance(s, (Load, Store)) and s.width != 1:
                 self.width(s, loops)
+            if isinstance(s, Load):
+                self.shared(s, stages, loops)
             if isinstance(s, AtomicAdd) and s.tensor not in self.k.zero_init:
                 self.fail("zero-init", f"{s.text()}: {s.tensor} is not stamped for zero-init before the kernel")
         if isinstance(s, Compute):
@@ -161,6 +169,14 @@ class _TileChecker:
             self.fail("tma-stamp", f"stage {s.name} is stamped with TMA runs {s.tma}, but its slab allows "
                                    f"{want or 'no bulk copy: ' + why}")
 
+    def unit(self, s, bound):
+        """The stage's copy unit is the one the schedule's rule gives it here (a pass that
+        changed the stage without restamping it would copy misaligned float4s, or lose them)."""
+        want = copy_unit(s, self.types[s.tensor], bound)
+        if s.unit != want:
+            self.fail("copy-unit", f"stage {s.name} is stamped to copy units of {s.unit} floats, but its rows, "
+                                   f"pad and copy kind give {want}")
+
     # `where` (the statement's text, say) is a callable: the text is only made for a failure
     def reads(self, operands, values, where):
         for a in operands:
@@ -184,6 +200,17 @@ class _TileChecker:
             if s.tensor in self.types else f"{s.tensor} is not a global tensor"
         if why:
             self.fail("vector-width", f"stamped float4 but {why}")
+
+    def shared(self, s, stages, loops):
+        """A load's shared float4 stamp is the one its stage's layout gives it here (a pass
+        that changed a stage without restamping its loads would read misaligned float4s)."""
+        lane = loops[-1] if loops else None
+        want = 1
+        if s.tensor in stages and isinstance(lane, Loop) and lane.kind == "vector" and lane.extent == VECTOR:
+            want = shared_width(s, stages[s.tensor], lane.var, self.multiples)
+        if s.shared_width != want:
+            self.fail("shared-width", f"{s.text()}: stamped to read {s.shared_width} floats of shared memory at "
+                                      f"once, but its stage's slab, pad and buffers give {want}")
 
     def register_index(self, acc, index, loops, where):
         tile = self.k.register_tile(acc)
@@ -265,8 +292,8 @@ class _KernelChecker:
             self.buffer(s.buffer)
             if isinstance(s, K.TmaLoad) and s.barrier not in self.mbarriers:
                 self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
-        elif isinstance(s, K.MbarrierWait) and s.name not in self.mbarriers:
-            self.fail("names-declared", f"waits on mbarrier {s.name}, which is never initialised")
+        elif isinstance(s, (K.MbarrierWait, K.MbarrierArrive)) and s.name not in self.mbarriers:
+            self.fail("names-declared", f"waits or arrives on mbarrier {s.name}, which is never initialised")
         elif isinstance(s, K.Barrier) and divergent:
             self.fail("uniform-barriers", f"a barrier inside {divergent}: threads that skip it hang the block")
         elif isinstance(s, K.For):
@@ -309,7 +336,7 @@ def _exprs(s):
     if isinstance(s, K.If):
         return (s.cond,)
     out = []
-    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase"):
+    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase", "slot"):
         e = getattr(s, name, None)
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)
