@@ -183,6 +183,8 @@ ATEN_OPS.update({
     "to.device": ("to", _copy),
     "index.Tensor": ("index", lambda a, k: _index(a, k)),
     "gather.default": ("gather", lambda a, k: ((a[0], a[2]), (("dim", a[1]),))),
+    # x.index_select(d, idx) is x[:, ..., idx] with idx on axis d
+    "index_select.default": ("index", lambda a, k: ((a[0], a[2]), (("dims", (a[1],)),))),
     "stack.default": ("stack", lambda a, k: (tuple(a[0]), (("dim", a[1] if len(a) > 1 else k.get("dim", 0)),))),
     "unflatten.int": ("unflatten", _positional(("dim", "sizes"), {}, 1)),
     "narrow.default": ("slice", lambda a, k: ((a[0],), (("dim", a[1]), ("start", a[2]), ("end", a[2] + a[3])))),
@@ -221,6 +223,7 @@ for _aten, _op in (("__and__", "bitwise_and"), ("bitwise_and", "bitwise_and"), (
                    ("logical_xor", "bitwise_xor")):
     ATEN_OPS[f"{_aten}.Tensor"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
+ATEN_OPS["logical_xor.default"] = ("bitwise_xor", _binary)     # torch.logical_xor(a, b)
 ATEN_OPS["__invert__.default"] = ("bitwise_not", _unary)
 ATEN_OPS["bitwise_not.default"] = ("bitwise_not", _unary)
 

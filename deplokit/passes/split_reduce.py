@@ -294,8 +294,12 @@ def split_reduce(program: LoopProgram, pctx):
             kernels.append(k)
             continue
         S = default_splits(shape, pctx.target) if forced == "auto" else forced
-        S = min(S, min(r.extent for r in shape.reduces))
+        # a forced count still leaves every chunk a warp of elements or more: a 32-long
+        # reduction in 32 chunks of one is as many blocks as elements (cumsum's 50k rows)
+        S = min(S, min(r.extent for r in shape.reduces) // CHUNK_ALIGN)
         if S <= 1:
+            if forced not in ("auto", 1):
+                notes.append(f"{k.name}: not split (a reduction shorter than 2 x {CHUNK_ALIGN})")
             kernels.append(k)
             continue
         new, buffers, note = split_kernel(k, shape, S, types, taken)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelFunc, KernelProgram
+from ...ir.index import Affine
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import reduction_identity
@@ -99,7 +100,12 @@ class Materializer(LoweringState):
             return self.load(s)
         if isinstance(s, Compute):
             self.dtypes[s.dst] = s.dtype            # a vector loop's per-lane values too
-            return lower_value(s.dst, s.op, [self.typed_operand(a) for a in s.args], s.dtype, self.fresh)
+            # a position may be a gathered id (a tril mask read through x[ids]): loaded first
+            pre: list = []
+            width = "int32" if self.index_bits == 32 else "int64"
+            args = [(self.index_exprs((a,), pre)[0], width) if isinstance(a, Affine) else self.typed_operand(a)
+                    for a in s.args]
+            return pre + lower_value(s.dst, s.op, args, s.dtype, self.fresh)
         if isinstance(s, Accumulate):
             value = self.value_as(s.value, s.dtype)
             if s.index:

@@ -8,7 +8,7 @@ these public fields and methods only."""
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
-from ...ir.index import Affine, Gather, Var
+from ...ir.index import Affine, FloorDiv, Gather, Mod, Var, gathers
 from ...ir.kernel_ir import Param
 from ...ir.loop_ir import Accumulate, Compute, Load
 from ...ir.tile_ir import THREAD, Stage, Tile, TileKernel, walk
@@ -69,23 +69,28 @@ class LoweringState:
     # -- indices -----------------------------------------------------------------------------------
     def index_exprs(self, index, out: list) -> list[K.Expr]:
         """Index components as expressions; a gather's integer is loaded first into a
-        register (its Declare appended to `out`)."""
-        exprs = []
-        for e in index:
-            gathered = {}
-            for atom, _ in e.terms:
-                if isinstance(atom, Gather):
+        register (its Declare appended to `out`), also one inside a // or % (x.flatten()[ids])."""
+        return [affine_expr(self._gathers_loaded(e, out, {})) for e in index]
+
+    def _gathers_loaded(self, e: Affine, out: list, loaded: dict) -> Affine:
+        if not gathers(e):
+            return e
+        terms = []
+        for atom, c in e.terms:
+            if isinstance(atom, Gather):
+                if atom not in loaded:
                     name = self.fresh("idx")
                     g_index = self.index_exprs(atom.index, out)
                     shape = self.types[atom.tensor].shape
                     self.note_read(atom.tensor)
                     _, safe = self.guard(atom.index, g_index, shape)   # threads past the end read a valid id
                     out.append(K.Declare(name, "int", K.GlobalLoad(atom.tensor, flat_offset(safe, shape), "int")))
-                    gathered[atom] = name
-            if gathered:
-                e = Affine(tuple((Var(gathered[a]) if a in gathered else a, c) for a, c in e.terms), e.const)
-            exprs.append(affine_expr(e))
-        return exprs
+                    loaded[atom] = Var(name)
+                atom = loaded[atom]
+            elif isinstance(atom, (FloorDiv, Mod)):
+                atom = type(atom)(self._gathers_loaded(atom.expr, out, loaded), atom.divisor)
+            terms.append((atom, c))
+        return Affine(tuple(terms), e.const)
 
     def guard(self, index, exprs, shape):
         """The in-bounds condition (None when provable in the current ranges) and clamped
