@@ -100,7 +100,9 @@ def _width_note(width: int) -> str:
 class Loop:
     var: str
     extent: int
-    kind: str                         # free | reduce (Tile IR adds register and vector loops)
+    # free | reduce | serial (iterations in order, each reading what the previous one stored
+    # in the kernel's locals: flash attention's online softmax); Tile IR adds register and vector
+    kind: str
     body: tuple["Stmt", ...]
     role: str = ""                    # M, N or K in a matmul-like kernel
     unroll: bool = False              # a scheduling hint (Tile IR's mark_unroll)
@@ -151,11 +153,32 @@ class LocalBuffer:
 
 
 @dataclass(frozen=True)
+class FlashPlan:
+    """How flash attention (passes/fuse/attention.py) shares work: a block owns `query_tile`
+    rows of `query` for `group` heads of `heads` (the query heads of one kv head), and reads
+    keys and values in tiles of `key_tile` rows, each staged once per block; `causal`: the
+    tiles above the diagonal are skipped (the key loop starts at the query tile's diagonal)."""
+    query: str
+    heads: str
+    group: int
+    query_tile: int
+    key_tile: int
+    causal: bool
+
+    def text(self) -> str:
+        heads = f" x {self.group} heads" if self.group > 1 else ""
+        skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
+        return (f"flash: a block owns {self.query_tile} query rows{heads}, keys and values in staged tiles "
+                f"of {self.key_tile}{skip}")
+
+
+@dataclass(frozen=True)
 class Kernel(Displayable):
     name: str
     outputs: tuple[str, ...]
     body: tuple[Stmt, ...]
     locals: tuple[LocalBuffer, ...] = ()   # tensors kept on chip (row fusion)
+    flash: FlashPlan | None = None         # flash attention's online softmax (passes/fuse/attention.py)
 
     def inputs(self) -> tuple[str, ...]:
         """Global tensors the kernel reads, in order of first read (not its locals)."""
@@ -173,6 +196,7 @@ class Kernel(Displayable):
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals]
+        lines += [self.flash.text()] if self.flash is not None else []
         _format_body(self.body, 0, lines)
         return "\n".join(lines)
 

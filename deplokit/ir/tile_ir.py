@@ -256,7 +256,23 @@ class AtomicAdd:
         return f"{self.tensor}[{format_index(self.index)}] += {format_loop_operand(self.value)}  # atomic"
 
 
-TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop]
+@dataclass(frozen=True)
+class Assign:
+    """dst := value: a per-thread variable carried from one iteration of a serial loop to the
+    next (an online reduction's running state: flash attention's running max, sum and output
+    row). The first Assign of a name declares it; with an index, dst is a register array
+    (its shape stamped on the kernel, `register dst[n]`) and the index a register loop's var."""
+    dst: str
+    value: "str | float | Affine"
+    index: tuple[Affine, ...] = ()
+
+    def text(self) -> str:
+        dst = f"{self.dst}[{format_index(self.index)}]" if self.index else self.dst
+        return f"{dst} := {format_loop_operand(self.value)}"
+
+
+TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop,
+                 Assign]
 
 
 @dataclass(frozen=True)
@@ -306,6 +322,7 @@ class TileKernel(Displayable):
     zero_init: tuple[str, ...] = ()
     split_k: SplitK | None = None
     reduces_for: str = ""          # on 003's reducer: the split kernel whose partials it adds
+    flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (schedule/flash_tile.py)
 
     def register_tile(self, acc: str) -> RegisterTile | None:
         for r in self.register_tiles:
@@ -325,6 +342,7 @@ class TileKernel(Displayable):
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals]
+        lines += [self.flash.text()] if self.flash is not None else []
         lines += [r.text() for r in self.register_tiles]
         lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
         lines += [self.split_k.text()] if self.split_k is not None else []
