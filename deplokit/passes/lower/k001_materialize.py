@@ -29,7 +29,7 @@ from ...ir.kernel_ir import KernelFunc, KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
-from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
+from ...ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators, walk
 from ..record import Pass
 from ..stage_geometry import head_stages
 from ..vector_geometry import multiples_of_vector
@@ -68,6 +68,8 @@ class Materializer(LoweringState):
         body += _decompose("tid", K.Special("tid.x"), self.thread_axes)
         body += _decompose("bid", K.Special("bid.x"), self.block_axes)
         body += self.local_rows.declarations()
+        carried = {a.dst for a, _ in walk(self.tile.body) if isinstance(a, Assign) and a.index}
+        body += [K.DeclareArray(r.acc, r.size) for r in self.kernel.register_tiles if r.acc in carried]
         body += self.stmts(self.uniform)
         body += self.stmts(self.tile.body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
@@ -103,6 +105,13 @@ class Materializer(LoweringState):
                 return [K.Assign(s.acc, value, idx)]
             value = K.Call(COMBINE_OPS[s.reduction], (K.Var(s.acc), self.operand(s.value)))
             return [K.Assign(s.acc, value)]
+        if isinstance(s, Assign):       # a carried variable: the first Assign declares it
+            if s.index:
+                return [K.Assign(s.dst, self.operand(s.value), self.register_index(s.dst, s.index))]
+            if s.dst in self.accs:
+                return [K.Assign(s.dst, self.operand(s.value))]
+            self.accs.add(s.dst)
+            return [K.Declare(s.dst, "float", self.operand(s.value))]
         if isinstance(s, AtomicAdd):
             return self.write(s, K.AtomicAdd)
         if isinstance(s, Store):

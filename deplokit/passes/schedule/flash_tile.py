@@ -1,0 +1,189 @@
+"""Flash attention's Tile IR: a block owns a tile of query rows, keys and values stream
+through shared memory one tile at a time, and each thread keeps its row's state in registers.
+
+    register q_reg[D]
+    register row_out[Dv]
+    Tile(axes=(a0g:g=THREAD, a1t:QT=THREAD, a0b:H/g=BLOCK, a1b:S/QT=BLOCK)):
+        for a4 in 0..D:  # register                  the thread's query row, read once
+            in0 = load q[0, a0b * g + a0g, a1b * QT + a1t, a4]
+            q_reg[a4] := in0
+        row_max := -inf                              the online softmax's running state
+        row_sum := 0
+        for a2 in 0..Dv:  # register
+            row_out[a2] := 0
+        for a3o in 0..T/Tk:  # serial                (causal: StridedLoop from the diagonal)
+            k_smem = Stage(k, origin=(0, a0b, a3o * Tk, 0), slab=(a3i:Tk@2, a4:D@3))
+            v_smem = Stage(v, ..., slab=(a3i:Tk@2, a5:Dv@3))
+            for a3i in 0..Tk:  # serial              one key: every thread of the block reads it
+                for a4 in 0..D:  # reduce unroll
+                    in0 = load q_reg[a4];  in1 = load k_smem[a3i, a4]  ...
+                ... online softmax: row_max := ..., row_sum := ...
+                for a5 in 0..Dv:  # register
+                    row_out[a5] := row_out[a5] * c + p * v_smem[a3i, a5]
+
+Every key and value tile is read from global memory once per block, for QT x g query rows.
+With the causal plan the key-tile loop runs from the query tile's diagonal tile down to tile
+0 (StridedLoop's start is an index of the block): the tiles above the diagonal are never
+read nor computed, and the diagonal tile is masked by the score's own `where`. Keys past T
+in the last tile (T not a multiple of Tk) score -inf.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ...ir.index import Affine, Var, substitute, var
+from ...ir.loop_ir import Compute, Load, Loop, Store
+from ...ir.tile_ir import BLOCK, THREAD, Assign, RegisterTile, SlabAxis, Stage, StridedLoop, Tile, TileAxis, TileKernel
+from ..fuse.attention_plan import flash_parts
+
+
+def flash_tile(kernel: TileKernel) -> TileKernel:
+    plan = kernel.flash
+    rows, keys, dot, q, k, v = flash_parts(kernel)
+    qt, qb = f"{plan.query}t", f"{plan.query}b"
+    n_q = -(-rows[-1].extent // plan.query_tile)
+    threads, blocks, mapping, ranges = [], [], {}, {}
+    for lp in rows:
+        if lp.var == plan.query:
+            threads.append(TileAxis(qt, plan.query_tile, THREAD))
+            blocks.append(TileAxis(qb, n_q, BLOCK))
+            mapping[lp.var] = var(qb) * plan.query_tile + var(qt)
+            ranges.update({qt: plan.query_tile, qb: n_q})
+        elif lp.var == plan.heads and plan.group > 1:
+            hg, hb = f"{lp.var}g", f"{lp.var}b"
+            threads.insert(0, TileAxis(hg, plan.group, THREAD))
+            blocks.append(TileAxis(hb, lp.extent // plan.group, BLOCK))
+            mapping[lp.var] = var(hb) * plan.group + var(hg)
+            ranges.update({hg: plan.group, hb: lp.extent // plan.group})
+        else:
+            blocks.append(TileAxis(lp.var, lp.extent, BLOCK))
+            ranges[lp.var] = lp.extent
+    tk, n_keys = plan.key_tile, keys.extent
+    n_tiles = -(-n_keys // tk)
+    ko, ki = f"{keys.var}o", f"{keys.var}i"
+    if plan.causal:     # from the diagonal tile (= the query tile) down to tile 0
+        r = f"{keys.var}r"
+        tile_of = Affine(((Var(r), -1),), n_tiles - 1)
+        ranges[r] = n_tiles
+    else:
+        tile_of = var(ko)
+        ranges[ko] = n_tiles
+    ranges[ki] = tk
+    key_at = tile_of * tk + var(ki)
+
+    def index(ix, extra=None):
+        m = dict(mapping)
+        m.update(extra or {})
+        return tuple(substitute(e, m, ranges) for e in ix)
+
+    local = {b.name for b in kernel.locals}
+    m_name, l_name, o_name = (b.name for b in kernel.locals)
+    q_reg = "q_reg"
+    d = dot.var
+    # the query row into registers, once
+    head = [Loop(d, dot.extent, "register", (Load("q_in", q.tensor, index(q.index)), Assign(q_reg, "q_in", (var(d),))))]
+    k_stage = _stage("k_smem", k, keys.var, d, tile_of * tk, index, ki, tk, dot.extent)
+    col = [s for s in keys.body if isinstance(s, Loop)][-1]
+    v_stage = _stage("v_smem", v, keys.var, col.var, tile_of * tk, index, ki, tk, col.extent)
+    if isinstance(k_stage, str) or isinstance(v_stage, str):
+        raise ValueError(k_stage if isinstance(k_stage, str) else v_stage)
+    alias: dict[str, str] = {}
+
+    def rewrite(body, at_key: bool) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, Loop):
+                if s is dot:
+                    inner = []
+                    for t in s.body:
+                        if t is q:
+                            t = Load(t.dst, q_reg, (var(d),))
+                        elif t is k:
+                            t = Load(t.dst, "k_smem", (var(ki), var(d)))
+                        inner.append(t)
+                    out.append(Loop(s.var, s.extent, "reduce", tuple(inner), unroll=True))
+                elif s is keys:
+                    out.append(s)
+                else:
+                    out.append(Loop(s.var, s.extent, "register", rewrite(s.body, at_key)))
+            elif isinstance(s, Load) and s.tensor in local:
+                if s.tensor == o_name:
+                    out.append(Load(s.dst, o_name, (s.index[-1],)))
+                else:
+                    alias[s.dst] = s.tensor
+            elif isinstance(s, Load) and s is v:
+                out.append(Load(s.dst, "v_smem", (var(ki), s.index[_dim_of(s.index, col.var)])))
+            elif isinstance(s, Load):
+                out.append(Load(s.dst, s.tensor, index(s.index, {keys.var: key_at} if at_key else None), s.pad))
+            elif isinstance(s, Store) and s.tensor in local:
+                ix = (s.index[-1],) if s.tensor == o_name else ()
+                out.append(Assign(s.tensor, _name(s.value, alias), ix))
+            elif isinstance(s, Store):
+                out.append(Store(s.tensor, index(s.index), _name(s.value, alias)))
+            elif isinstance(s, Compute):
+                args = tuple(_name(a, alias) if isinstance(a, str) else
+                             (substitute(a, {**mapping, keys.var: key_at} if at_key else mapping, ranges)
+                              if isinstance(a, Affine) else a) for a in s.args)
+                out.append(Compute(s.dst, s.op, args, s.note))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    row_body = rows[-1].body
+    before = rewrite(row_body[:row_body.index(keys)], False)
+    step = list(rewrite(keys.body, True))
+    if n_keys % tk:     # keys past T in the last tile score -inf
+        x = _score_name(step)
+        step = _mask_tail(step, x, key_at, n_keys)
+    after = rewrite(row_body[row_body.index(keys) + 1:], False)
+    inner = Loop(ki, tk, "serial", tuple(step))
+    tile_body = (k_stage, v_stage, inner)
+    if plan.causal:
+        loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", tile_body)
+    else:
+        loop = Loop(ko, n_tiles, "serial", tile_body)
+    body = tuple(head) + before + (loop,) + after
+    registers = (RegisterTile(q_reg, (dot.extent,)), RegisterTile(o_name, (col.extent,)))
+    tile = Tile(tuple(threads + blocks), body)
+    return dataclasses.replace(kernel, body=(tile,), locals=(), register_tiles=registers)
+
+
+def _name(a, alias):
+    return alias.get(a, a) if isinstance(a, str) else a
+
+
+def _dim_of(index, name: str) -> int:
+    dims = [i for i, e in enumerate(index) if e == var(name)]
+    if len(dims) != 1:
+        raise ValueError(f"{name} does not index one dimension")
+    return dims[0]
+
+
+def _stage(name, load, key, inner, tile_start, index, ki, tk, extent):
+    """The slab of `load`'s tensor one key tile needs: Tk keys x the inner axis."""
+    try:
+        kd, idim = _dim_of(load.index, key), _dim_of(load.index, inner)
+    except ValueError as e:
+        return str(e)
+    origin = index(load.index, {key: tile_start, inner: Affine()})
+    return Stage(name, load.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(inner, extent, idim)))
+
+
+def _score_name(step) -> str:
+    """The score: the value the running max is taken of."""
+    for s in step:
+        if isinstance(s, Compute) and s.op == "maximum":
+            return s.args[1]
+    raise ValueError("no running max")
+
+
+def _mask_tail(step, x, key_at, n_keys):
+    out, valid, masked = [], "key_ok", "score_ok"
+    for s in step:
+        if isinstance(s, Compute) and x in s.args and s.op in ("maximum", "subtract"):
+            if not any(isinstance(t, Compute) and t.dst == masked for t in out):
+                out += [Compute(valid, "less", (key_at, Affine((), n_keys))), Compute(masked, "where", (valid, x, float("-inf")),
+                                                                               "a key past the last scores -inf")]
+            s = Compute(s.dst, s.op, tuple(masked if a == x else a for a in s.args), s.note)
+        out.append(s)
+    return out
