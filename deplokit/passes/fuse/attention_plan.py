@@ -54,11 +54,11 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
         rows, keys, dot, q, k, v = flash_parts(kernel)
     except (StopIteration, ValueError) as e:
         return f"its online softmax has an unexpected shape ({e or 'missing loop'})"
-    query = rows[-1].var
+    query = rows[-1].var if rows else ""
     if query not in _uses(q.index) or query in _uses(k.index) or query in _uses(v.index):
-        return "its last row loop is not the query rows"
+        query = ""          # one query row (decode): the row loops are batch and heads
     heads, group = "", 1
-    for lp in rows[:-1]:
+    for lp in rows if not query else rows[:-1]:
         if lp.var not in _uses(q.index):
             continue
         atoms = [a for e in k.index for a, _ in e.terms]
@@ -72,7 +72,7 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
         elif lp.var not in _uses(k.index) and lp.extent <= 32:   # one kv head for every query head (MQA)
             heads, group = lp.var, lp.extent
     d, dv = dot.extent, [s for s in keys.body if isinstance(s, Loop)][-1].extent
-    seq, n_keys = rows[-1].extent, keys.extent
+    seq, n_keys = rows[-1].extent if query else 1, keys.extent
     key_tile = min(MAX_KEY_TILE, _pow2_at_most(max(1, STAGE_BUDGET // (4 * (d + dv)))), _pow2_at_least(n_keys))
     query_tile = min(key_tile, _pow2_at_least(seq), max(1, _pow2_at_most(256 // group)))
     causal = _is_causal(keys, query) and query_tile == key_tile and seq <= n_keys
@@ -106,7 +106,7 @@ def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
     rows, keys, dot, q, k, v = flash_parts(kernel)
     extents = {lp.var: lp.extent for s, loops in walk(kernel.body) for lp in loops}
     extents.update({lp.var: lp.extent for lp in rows})
-    tiles = -(-rows[-1].extent // plan.query_tile)
+    tiles = -(-rows[-1].extent // plan.query_tile) if plan.query else 1
     kept = (tiles + 1) / (2 * tiles) if plan.causal else 1.0
     local = {b.name for b in kernel.locals}
     total, seen = 0.0, set()
