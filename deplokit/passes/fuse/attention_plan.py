@@ -54,6 +54,13 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
         rows, keys, dot, q, k, v = flash_parts(kernel)
     except (StopIteration, ValueError) as e:
         return f"its online softmax has an unexpected shape ({e or 'missing loop'})"
+    col = [s for s in keys.body if isinstance(s, Loop)][-1]
+    for load, inner in ((k, dot.var), (v, col.var)):
+        for name in (keys.var, inner):
+            plain = [e for e in load.index if e == _affine(name)]
+            if len(plain) != 1 or sum(name in free_vars(e) for e in load.index) != 1:
+                return (f"{load.tensor}[{', '.join(map(str, load.index))}] is not a tile of keys x one axis "
+                        f"(a stage needs {name} alone in one dimension)")
     query = rows[-1].var if rows else ""
     if query not in _uses(q.index) or query in _uses(k.index) or query in _uses(v.index):
         query = ""          # one query row (decode): the row loops are batch and heads
