@@ -44,6 +44,17 @@ def flash_parts(kernel: Kernel):
     return tuple(rows), keys, dot, q[0], k[0], v[0]
 
 
+def stride_one(e, name: str) -> bool:
+    """e = name + (terms of other variables): the dimension a stage's slab axis can run along."""
+    return any(a == Var(name) and c == 1 for a, c in e.terms) and \
+        not any(name in free_vars(_one(a)) for a, _ in e.terms if a != Var(name))
+
+
+def _one(atom):
+    from ...ir.index import as_affine
+    return as_affine(atom)
+
+
 def _uses(index) -> frozenset[str]:
     return frozenset().union(*(free_vars(e) for e in index)) if index else frozenset()
 
@@ -57,8 +68,7 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
     col = [s for s in keys.body if isinstance(s, Loop)][-1]
     for load, inner in ((k, dot.var), (v, col.var)):
         for name in (keys.var, inner):
-            plain = [e for e in load.index if e == _affine(name)]
-            if len(plain) != 1 or sum(name in free_vars(e) for e in load.index) != 1:
+            if sum(name in free_vars(e) for e in load.index) != 1 or not any(stride_one(e, name) for e in load.index):
                 return (f"{load.tensor}[{', '.join(map(str, load.index))}] is not a tile of keys x one axis "
                         f"(a stage needs {name} alone in one dimension)")
     query = rows[-1].var if rows else ""

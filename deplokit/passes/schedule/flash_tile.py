@@ -34,7 +34,7 @@ import dataclasses
 from ...ir.index import Affine, Var, substitute, var
 from ...ir.loop_ir import Compute, Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, Assign, RegisterTile, SlabAxis, Stage, StridedLoop, Tile, TileAxis, TileKernel
-from ..fuse.attention_plan import flash_parts
+from ..fuse.attention_plan import flash_parts, stride_one
 
 
 def flash_tile(kernel: TileKernel) -> TileKernel:
@@ -112,7 +112,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                 else:
                     alias[s.dst] = s.tensor
             elif isinstance(s, Load) and s is v:
-                out.append(Load(s.dst, "v_smem", (var(ki), s.index[_dim_of(s.index, col.var)])))
+                out.append(Load(s.dst, "v_smem", (var(ki), var(col.var))))
             elif isinstance(s, Load):
                 out.append(Load(s.dst, s.tensor, index(s.index, {keys.var: key_at} if at_key else None), s.pad))
             elif isinstance(s, Store) and s.tensor in local:
@@ -153,7 +153,7 @@ def _name(a, alias):
 
 
 def _dim_of(index, name: str) -> int:
-    dims = [i for i, e in enumerate(index) if e == var(name)]
+    dims = [i for i, e in enumerate(index) if stride_one(e, name)]
     if len(dims) != 1:
         raise ValueError(f"{name} does not index one dimension")
     return dims[0]
