@@ -15,7 +15,7 @@ from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
 from .guard import Traffic
 
 STAGE_BUDGET = 32 * 1024     # bytes of one key tile and one value tile in shared memory
-MAX_KEY_TILE = 32
+MAX_KEY_TILE = 16     # small tiles: fewer causal pairs computed, the diagonal tile's waste halved
 
 
 def _pow2_at_most(n: int) -> int:
@@ -91,8 +91,10 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
     d, dv = dot.extent, [s for s in keys.body if isinstance(s, Loop)][-1].extent
     seq, n_keys = rows[-1].extent if query else 1, keys.extent
     key_tile = min(MAX_KEY_TILE, _pow2_at_most(max(1, STAGE_BUDGET // (4 * (d + dv)))), _pow2_at_least(n_keys))
-    query_tile = min(key_tile, _pow2_at_least(seq), max(1, _pow2_at_most(256 // group)))
-    causal = _is_causal(keys, query) and query_tile == key_tile and seq <= n_keys
+    causal = bool(query) and _is_causal(keys, query) and seq <= n_keys and group * key_tile <= 1024
+    # causal: the query tile is the key tile, so that the diagonal is one tile; otherwise as many
+    # rows as 256 threads hold (each key and value tile is read once per query tile)
+    query_tile = key_tile if causal else min(_pow2_at_least(seq), max(1, _pow2_at_most(256 // group)), 64)
     return FlashPlan(query, heads, group, query_tile, key_tile, causal)
 
 

@@ -131,19 +131,21 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
 
     row_body = rows[-1].body
     before = rewrite(row_body[:row_body.index(keys)], False)
-    step = list(rewrite(keys.body, True))
-    if n_keys % tk:     # keys past T in the last tile score -inf
-        x = _score_name(step)
-        step = _mask_tail(step, x, key_at, n_keys)
     after = rewrite(row_body[row_body.index(keys) + 1:], False)
-    inner = Loop(ki, tk, "serial", tuple(step))
-    tile_body = (k_stage, v_stage, inner)
+    first_local = next(i for i, s in enumerate(keys.body) if isinstance(s, Load) and s.tensor in local)
+    x = _score_name(keys.body)
+    score = list(rewrite(keys.body[:first_local], True))
+    if n_keys % tk:     # keys past T in the last tile score -inf
+        score += [Compute("key_ok", "less", (key_at, Affine((), n_keys))),
+                  Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf")]
+        x = "score_ok"
+    tile_body = (k_stage, v_stage) + _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col, keys.var)
     if plan.causal:
         loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", tile_body)
     else:
         loop = Loop(ko, n_tiles, "serial", tile_body)
     body = tuple(head) + before + (loop,) + after
-    registers = (RegisterTile(q_reg, (dot.extent,)), RegisterTile(o_name, (col.extent,)))
+    registers = (RegisterTile(q_reg, (dot.extent,)), RegisterTile("s_tile", (tk,)), RegisterTile(o_name, (col.extent,)))
     tile = Tile(tuple(threads + blocks), body)
     return dataclasses.replace(kernel, body=(tile,), locals=(), register_tiles=registers)
 
@@ -177,13 +179,36 @@ def _score_name(step) -> str:
     raise ValueError("no running max")
 
 
-def _mask_tail(step, x, key_at, n_keys):
-    out, valid, masked = [], "key_ok", "score_ok"
-    for s in step:
-        if isinstance(s, Compute) and x in s.args and s.op in ("maximum", "subtract"):
-            if not any(isinstance(t, Compute) and t.dst == masked for t in out):
-                out += [Compute(valid, "less", (key_at, Affine((), n_keys))), Compute(masked, "where", (valid, x, float("-inf")),
-                                                                               "a key past the last scores -inf")]
-            s = Compute(s.dst, s.op, tuple(masked if a == x else a for a in s.args), s.note)
-        out.append(s)
-    return out
+def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, key) -> tuple:
+    """One key tile of the online softmax: the tile's scores into registers and their max,
+    the running sum and output row rescaled once for the new max, then P @ V."""
+    kj, cs = f"{key}j", f"{col.var}s"
+    scores = Loop(ki, tk, "register", score + (
+        Assign("s_tile", x, (var(ki),)),
+        Compute("tile_max_k", "maximum", ("tile_max", x)),
+        Assign("tile_max", "tile_max_k")))
+    rescale = (
+        Compute("max_new", "maximum", (m_name, "tile_max"), "the running max, this tile included"),
+        Compute("unseen", "equal", ("max_new", float("-inf"))),
+        Compute("max_base", "where", ("unseen", 0.0, "max_new"), "a row of masked keys keeps exp finite"),
+        Compute("rescale_d", "subtract", (m_name, "max_base")),
+        Compute("rescale", "exp", ("rescale_d",), "what was summed under the old max, rescaled once per tile"),
+        Compute("sum_rescaled", "multiply", (l_name, "rescale")),
+        Assign(l_name, "sum_rescaled"),
+        Loop(cs, col.extent, "register", (
+            Load("out_old", o_name, (var(cs),)),
+            Compute("out_rescaled", "multiply", ("out_old", "rescale")),
+            Assign(o_name, "out_rescaled", (var(cs),)))))
+    pv = Loop(kj, tk, "register", (
+        Load("s_key", "s_tile", (var(kj),)),
+        Compute("p_d", "subtract", ("s_key", "max_base")),
+        Compute("p_key", "exp", ("p_d",)),
+        Compute("sum_key", "add", (l_name, "p_key")),
+        Assign(l_name, "sum_key"),
+        Loop(col.var, col.extent, "register", (
+            Load("out_acc", o_name, (var(col.var),)),
+            Load("v_key", "v_smem", (var(kj), var(col.var))),
+            Compute("pv", "multiply", ("p_key", "v_key")),
+            Compute("out_new", "add", ("out_acc", "pv")),
+            Assign(o_name, "out_new", (var(col.var),))))))
+    return (Assign("tile_max", float("-inf")), scores) + rescale + (pv, Assign(m_name, "max_new"))
