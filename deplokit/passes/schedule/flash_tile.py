@@ -82,11 +82,10 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     d = dot.var
     # the query row into registers, once
     head = [Loop(d, dot.extent, "register", (Load("q_in", q.tensor, index(q.index)), Assign(q_reg, "q_in", (var(d),))))]
-    k_stage = _stage("k_smem", k, keys.var, d, tile_of * tk, index, ki, tk, dot.extent)
     col = [s for s in keys.body if isinstance(s, Loop)][-1]
-    v_stage = _stage("v_smem", v, keys.var, col.var, tile_of * tk, index, ki, tk, col.extent)
-    if isinstance(k_stage, str) or isinstance(v_stage, str):
-        raise ValueError(k_stage if isinstance(k_stage, str) else v_stage)
+    kj = f"{keys.var}j"
+    ranges[kj] = tk
+    v_at = index(v.index, {keys.var: tile_of * tk + var(kj)})
     alias: dict[str, str] = {}
 
     def rewrite(body, at_key: bool) -> tuple:
@@ -99,7 +98,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                         if t is q:
                             t = Load(t.dst, q_reg, (var(d),))
                         elif t is k:
-                            t = Load(t.dst, "k_smem", (var(ki), var(d)))
+                            t = Load(t.dst, k.tensor, index(k.index, {keys.var: key_at}))
                         inner.append(t)
                     out.append(Loop(s.var, s.extent, "reduce", tuple(inner), unroll=True))
                 elif s is keys:
@@ -111,8 +110,6 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                     out.append(Load(s.dst, o_name, (s.index[-1],)))
                 else:
                     alias[s.dst] = s.tensor
-            elif isinstance(s, Load) and s is v:
-                out.append(Load(s.dst, "v_smem", (var(ki), var(col.var))))
             elif isinstance(s, Load):
                 out.append(Load(s.dst, s.tensor, index(s.index, {keys.var: key_at} if at_key else None), s.pad))
             elif isinstance(s, Store) and s.tensor in local:
@@ -139,7 +136,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
         score += [Compute("key_ok", "less", (key_at, Affine((), n_keys))),
                   Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf")]
         x = "score_ok"
-    tile_body = (k_stage, v_stage) + _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col, keys.var)
+    tile_body = _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col, kj, Load("v_key", v.tensor, v_at))
     if plan.causal:
         loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", tile_body)
     else:
@@ -161,16 +158,6 @@ def _dim_of(index, name: str) -> int:
     return dims[0]
 
 
-def _stage(name, load, key, inner, tile_start, index, ki, tk, extent):
-    """The slab of `load`'s tensor one key tile needs: Tk keys x the inner axis."""
-    try:
-        kd, idim = _dim_of(load.index, key), _dim_of(load.index, inner)
-    except ValueError as e:
-        return str(e)
-    origin = index(load.index, {key: tile_start, inner: Affine()})
-    return Stage(name, load.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(inner, extent, idim)))
-
-
 def _score_name(step) -> str:
     """The score: the value the running max is taken of."""
     for s in step:
@@ -179,10 +166,10 @@ def _score_name(step) -> str:
     raise ValueError("no running max")
 
 
-def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, key) -> tuple:
+def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, kj, v_load) -> tuple:
     """One key tile of the online softmax: the tile's scores into registers and their max,
     the running sum and output row rescaled once for the new max, then P @ V."""
-    kj, cs = f"{key}j", f"{col.var}s"
+    cs = f"{col.var}s"
     scores = Loop(ki, tk, "register", score + (
         Assign("s_tile", x, (var(ki),)),
         Compute("tile_max_k", "maximum", ("tile_max", x)),
@@ -207,7 +194,7 @@ def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, key) -> tuple:
         Assign(l_name, "sum_key"),
         Loop(col.var, col.extent, "register", (
             Load("out_acc", o_name, (var(col.var),)),
-            Load("v_key", "v_smem", (var(kj), var(col.var))),
+            v_load,
             Compute("pv", "multiply", ("p_key", "v_key")),
             Compute("out_new", "add", ("out_acc", "pv")),
             Assign(o_name, "out_new", (var(col.var),))))))

@@ -13,6 +13,7 @@ from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, PassContext, Skip, flag_knob, fresh_name, replace_tile
+from .flash_stage import stage_key_tiles
 from .knobs import combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
@@ -22,6 +23,8 @@ KNOBS = (flag_knob("stage", "stage hot input slabs in shared memory", "staging")
 
 
 def apply(kernel: TileKernel, pctx: PassContext):
+    if kernel.flash is not None:           # the key and value tiles (flash_stage.py)
+        return stage_key_tiles(kernel, pctx.types)
     tile = kernel.tile()
     if any(isinstance(s, Stage) for s, _ in walk(tile.body)):
         return Skip("already staged")
@@ -147,4 +150,4 @@ def _slab(load: Load, uniform, varying, riders=frozenset()):
     return tuple(origin), tuple(axes), tuple(index)
 
 
-PASS = KernelPass("007_stage_inputs", "tile", DESCRIPTION, apply, KNOBS)
+PASS = KernelPass("007_stage_inputs", "tile", DESCRIPTION, apply, KNOBS, flash_aware=True)

@@ -60,4 +60,5 @@ def apply(kernel, pctx: PassContext):
     return replace_tile(kernel, new_tile)
 
 
-PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),))
+PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),),
+                  flash_aware=True)

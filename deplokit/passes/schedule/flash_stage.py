@@ -1,0 +1,78 @@
+"""007 stage_inputs for flash attention: the key and value tiles into shared memory.
+
+After 001 every thread reads its key tile's keys and values from global memory, each
+element once per query row of the block. Here each becomes one Stage at the top of the
+key-tile loop: the block copies the tile (Tk keys x head_dim) once, and every thread reads
+the copy (all threads read the same key at the same time: a broadcast, no bank conflict).
+
+    for a3o in 0..4:  # serial
+        k_smem = Stage(k, origin=(0, a0b, a3o * 16, 0), slab=(a3i:16@2, a4:128@3))
+        v_smem = Stage(v, origin=(0, a0b, a3o * 16, 0), slab=(a3j:16@2, a5:128@3))
+        ...
+                in1 = load k_smem[a3i, a4]       (was: load k[0, a0b, a3o * 16 + a3i, a4])
+
+A load is staged when, inside one of the key-tile loop's register loops over the keys of
+the tile, it reads a box: the key in one dimension, one inner register loop's variable in
+another, every other dimension fixed for the block. (A mask read per query row is not.)
+"""
+from __future__ import annotations
+
+from ...ir.index import Affine, free_vars, substitute, var
+from ...ir.loop_ir import Load, Loop
+from ...ir.tile_ir import BLOCK, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
+from ..fuse.attention_plan import stride_one
+from ..record import Skip, fresh_name, replace_tile
+
+
+def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
+    tile = kernel.tile()
+    outer = next((s for s in tile.body if isinstance(s, (Loop, StridedLoop)) and s.kind == "serial"), None)
+    if outer is None:
+        return Skip("flash attention: no key-tile loop")
+    if any(isinstance(s, Stage) for s in outer.body):
+        return Skip("already staged")
+    uniform = {a.var for a in tile.axes if a.kind == BLOCK} | {outer.var}
+    registers = {r.acc for r in kernel.register_tiles}
+    taken = set(types) | {s.dst for s, _ in walk(tile.body) if isinstance(s, Load)}
+    stages, renamed = [], {}
+    for key_loop in (s for s in outer.body if isinstance(s, Loop) and s.kind == "register"):
+        for s, loops in walk(key_loop.body):
+            if not isinstance(s, Load) or s.tensor not in types or s.tensor in registers or s.pad is not None:
+                continue
+            slab = _slab(s, key_loop, loops, uniform)
+            if slab is None:
+                continue
+            name = fresh_name(f"{s.tensor}_smem", taken)
+            taken.add(name)
+            (kd, ki, tk), (idim, inner, extent) = slab
+            origin = tuple(substitute(e, {ki: Affine(), inner: Affine()}) for e in s.index)
+            stages.append(Stage(name, s.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(inner, extent, idim))))
+            renamed[id(s)] = Load(s.dst, name, (var(ki), var(inner)))
+    if not stages:
+        return Skip("flash attention: no key or value tile to stage")
+
+    def swap(st):
+        return renamed.get(id(st), st)
+
+    new_outer = outer.__class__(**{**outer.__dict__, "body": tuple(stages) + map_body(outer.body, swap)})
+    body = tuple(new_outer if st is outer else st for st in tile.body)
+    return replace_tile(kernel, Tile(tile.axes, body))
+
+
+def _slab(load: Load, key_loop: Loop, loops, uniform):
+    """((key dim, key var, Tk), (inner dim, inner var, extent)) of a box read, else None."""
+    inner_loops = [lp for lp in loops if isinstance(lp, Loop)]
+    used = set().union(*(free_vars(e) for e in load.index))
+    others = used - uniform - {key_loop.var}
+    if len(others) != 1:
+        return None
+    inner = next(lp for lp in inner_loops if lp.var in others) if any(lp.var in others for lp in inner_loops) else None
+    if inner is None:
+        return None
+    dims = {}
+    for name in (key_loop.var, inner.var):
+        found = [d for d, e in enumerate(load.index) if name in free_vars(e)]
+        if len(found) != 1 or not stride_one(load.index[found[0]], name):
+            return None
+        dims[name] = found[0]
+    return (dims[key_loop.var], key_loop.var, key_loop.extent), (dims[inner.var], inner.var, inner.extent)
