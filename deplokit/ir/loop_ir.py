@@ -164,12 +164,14 @@ class FlashPlan:
     query_tile: int
     key_tile: int
     causal: bool
+    query_registers: bool = True    # each thread's query row in registers, else the block's in shared memory
 
     def text(self) -> str:
         heads = f" x {self.group} heads" if self.group > 1 else ""
         skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
-        return (f"flash: a block owns {self.query_tile} query rows{heads}, keys and values in staged tiles "
-                f"of {self.key_tile}{skip}")
+        where = "registers" if self.query_registers else "shared memory"
+        return (f"flash: a block owns {self.query_tile} query rows{heads} (in {where}), keys and values in "
+                f"staged tiles of {self.key_tile}{skip}")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@ from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
 from .guard import Traffic
 
 STAGE_BUDGET = 32 * 1024     # bytes of one key tile and one value tile in shared memory
+# floats of a thread's registers for its query row, output row and the tile's scores; beyond,
+# the query rows are staged in shared memory instead (head_dim 128: 128 + 128 + 16 would spill)
+REGISTER_BUDGET = 192
+SHARED_BUDGET = 40 * 1024    # bytes of staged query rows, key tile and value tile
 MAX_KEY_TILE = 16     # small tiles: fewer causal pairs computed, the diagonal tile's waste halved
 
 
@@ -95,7 +99,16 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
     # causal: the query tile is the key tile, so that the diagonal is one tile; otherwise as many
     # rows as 256 threads hold (each key and value tile is read once per query tile)
     query_tile = key_tile if causal else min(_pow2_at_least(seq), max(1, _pow2_at_most(256 // group)), 64)
-    return FlashPlan(query, heads, group, query_tile, key_tile, causal)
+    registers = d + dv + key_tile <= REGISTER_BUDGET
+    if not registers:       # the block's query rows in shared memory (a float of padding per row)
+        def fits(qt, kt):
+            return 4 * (group * qt * (d + 1) + kt * (d + dv)) <= SHARED_BUDGET
+        while not fits(query_tile, key_tile) and query_tile > 1:
+            query_tile //= 2
+            key_tile = query_tile if causal else key_tile
+        if not fits(query_tile, key_tile):
+            return f"{group} query rows of {d} floats and a key tile do not fit {SHARED_BUDGET} bytes"
+    return FlashPlan(query, heads, group, query_tile, key_tile, causal, registers)
 
 
 def _pow2_at_least(n: int) -> int:

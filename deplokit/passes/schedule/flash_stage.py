@@ -14,12 +14,14 @@ the copy (all threads read the same key at the same time: a broadcast, no bank c
 A load is staged when, inside one of the key-tile loop's register loops over the keys of
 the tile, it reads a box: the key in one dimension, one inner register loop's variable in
 another, every other dimension fixed for the block. (A mask read per query row is not.)
+A query row read there (head_dim too large for registers, FlashPlan.query_registers) is
+staged once for the whole block, before the key-tile loop: a row per thread, padded.
 """
 from __future__ import annotations
 
 from ...ir.index import Affine, free_vars, substitute, var
 from ...ir.loop_ir import Load, Loop
-from ...ir.tile_ir import BLOCK, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
+from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
 from ..fuse.attention_plan import stride_one
 from ..record import Skip, fresh_name, replace_tile
 
@@ -34,13 +36,19 @@ def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
     uniform = {a.var for a in tile.axes if a.kind == BLOCK} | {outer.var}
     registers = {r.acc for r in kernel.register_tiles}
     taken = set(types) | {s.dst for s, _ in walk(tile.body) if isinstance(s, Load)}
-    stages, renamed = [], {}
+    stages, renamed, rows = [], {}, []
+    threads = [a for a in tile.axes if a.kind == THREAD]
     for key_loop in (s for s in outer.body if isinstance(s, Loop) and s.kind == "register"):
         for s, loops in walk(key_loop.body):
             if not isinstance(s, Load) or s.tensor not in types or s.tensor in registers or s.pad is not None:
                 continue
             slab = _slab(s, key_loop, loops, uniform)
             if slab is None:
+                row = _row_stage(s, loops, threads, uniform - {outer.var}, taken)
+                if row is not None:
+                    rows.append(row[0])
+                    taken.add(row[0].name)
+                    renamed[id(s)] = row[1]
                 continue
             name = fresh_name(f"{s.tensor}_smem", taken)
             taken.add(name)
@@ -55,8 +63,31 @@ def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
         return renamed.get(id(st), st)
 
     new_outer = outer.__class__(**{**outer.__dict__, "body": tuple(stages) + map_body(outer.body, swap)})
-    body = tuple(new_outer if st is outer else st for st in tile.body)
+    body = tuple(rows) + tuple(new_outer if st is outer else st for st in tile.body)
     return replace_tile(kernel, Tile(tile.axes, body))
+
+
+def _row_stage(load: Load, loops, threads, uniform, taken):
+    """(Stage, the load from it) for the block's query rows: each thread reads its own row
+    (the THREAD axes, each in its own dimension) along an inner loop; a float of padding
+    per row keeps the threads' reads on distinct banks. None when the load is not that."""
+    used = set().union(*(free_vars(e) for e in load.index))
+    inner = [lp for lp in loops if isinstance(lp, Loop) and lp.var in used]
+    axes = [a for a in threads if a.var in used]
+    if len(inner) != 1 or not axes or used - uniform - {a.var for a in axes} - {inner[0].var}:
+        return None
+    slab, at = [], []
+    for name, extent in [(a.var, a.extent) for a in axes] + [(inner[0].var, inner[0].extent)]:
+        found = [d for d, e in enumerate(load.index) if name in free_vars(e)]
+        if len(found) != 1 or not stride_one(load.index[found[0]], name):
+            return None
+        slab.append(SlabAxis(name, extent, found[0]))
+        at.append(var(name))
+    if len({ax.dim for ax in slab}) != len(slab) or [ax.dim for ax in slab] != sorted(ax.dim for ax in slab):
+        return None
+    name = fresh_name(f"{load.tensor}_smem", taken)
+    origin = tuple(substitute(e, {ax.var: Affine() for ax in slab}) for e in load.index)
+    return Stage(name, load.tensor, origin, tuple(slab), pad=1), Load(load.dst, name, tuple(at))
 
 
 def _slab(load: Load, key_loop: Loop, loops, uniform):

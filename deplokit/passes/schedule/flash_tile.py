@@ -81,7 +81,8 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     q_reg = "q_reg"
     d = dot.var
     # the query row into registers, once
-    head = [Loop(d, dot.extent, "register", (Load("q_in", q.tensor, index(q.index)), Assign(q_reg, "q_in", (var(d),))))]
+    head = [Loop(d, dot.extent, "register", (Load("q_in", q.tensor, index(q.index)), Assign(q_reg, "q_in", (var(d),))))
+            ] if plan.query_registers else []       # else read from global here, staged by 007
     col = [s for s in keys.body if isinstance(s, Loop)][-1]
     kj = f"{keys.var}j"
     ranges[kj] = tk
@@ -96,7 +97,8 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                     inner = []
                     for t in s.body:
                         if t is q:
-                            t = Load(t.dst, q_reg, (var(d),))
+                            t = Load(t.dst, q_reg, (var(d),)) if plan.query_registers else \
+                                Load(t.dst, q.tensor, index(q.index))
                         elif t is k:
                             t = Load(t.dst, k.tensor, index(k.index, {keys.var: key_at}))
                         inner.append(t)
@@ -142,7 +144,8 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     else:
         loop = Loop(ko, n_tiles, "serial", tile_body)
     body = tuple(head) + before + (loop,) + after
-    registers = (RegisterTile(q_reg, (dot.extent,)), RegisterTile("s_tile", (tk,)), RegisterTile(o_name, (col.extent,)))
+    registers = ((RegisterTile(q_reg, (dot.extent,)),) if plan.query_registers else ()) + \
+        (RegisterTile("s_tile", (tk,)), RegisterTile(o_name, (col.extent,)))
     tile = Tile(tuple(threads + blocks), body)
     return dataclasses.replace(kernel, body=(tile,), locals=(), register_tiles=registers)
 
