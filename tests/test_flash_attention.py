@@ -56,6 +56,8 @@ CASES.update({
     "causal_qwen_group7_hd96": (_sdpa(True), (_r(1, 7, 33, 96), _r(1, 1, 33, 96), _r(1, 1, 33, 96))),
     "noncausal_hd24_dv40": (_sdpa(), (_r(1, 2, 9, 24), _r(1, 2, 19, 24), _r(1, 2, 19, 40))),
     "decode_hd128": (_sdpa(), (_r(1, 4, 1, 128), _r(1, 2, 45, 128), _r(1, 2, 45, 128))),
+    "causal_hd89_shared_q": (_sdpa(True), (_r(1, 2, 12, 89), _r(1, 1, 12, 89), _r(1, 1, 12, 89))),
+    "causal_hd128_lanes_t40": (_sdpa(True), (_r(1, 4, 40, 128), _r(1, 2, 40, 128), _r(1, 2, 40, 128))),
     "naive_additive": (_naive, (_r(1, 2, 5, 8), _r(1, 2, 7, 8), _r(1, 2, 7, 6), _r(5, 7))),
     "naive_dead_rows_nan": (_naive, (_r(1, 2, 5, 8), _r(1, 2, 7, 8), _r(1, 2, 7, 8), _dead_rows(5, 7))),
     "bool_dead_rows": (_masked, (_r(2, 2, 6, 16), _r(2, 2, 10, 16), _r(2, 2, 10, 16), _bool_dead(6, 10))),
@@ -101,10 +103,13 @@ def test_flash_tile_ir_shares_key_tiles_and_skips_causal_ones():
     assert "7 heads" in text and "causal diagonal skipped" in text
     assert any(isinstance(s, StridedLoop) for s, _ in walk(k.body))       # the loop starts at the diagonal
     assert {s.dst for s, _ in walk(k.body) if isinstance(s, Assign)} >= {"row_max", "row_sum", "row_out", "s_tile"}
-    # head_dim 96: 96 + 96 + 16 floats would crowd the registers: the block's query rows are
-    # staged in shared memory, padded; at head_dim 80 each thread keeps its row in registers
-    assert "q_smem = AsyncStage(q" in text and "pad=1" in text and "register q_reg" not in text
-    assert "register q_reg[80]" in str(_compiled("causal_gqa_hd80_t70").tile_ir)
+    # head_dim 96: 96 + 96 + 16 floats would crowd one thread's registers: two neighbouring
+    # threads share a row (half of head_dim each, their partial scores added by a shuffle)
+    assert "register q_reg[48]" in text and "Combine(acc0, add, over=(a4l,))" in text
+    assert "register q_reg[80]" in str(_compiled("causal_gqa_hd80_t70").tile_ir)       # one thread a row
+    # an odd head_dim that does not fit: the block's query rows staged in shared memory, padded
+    odd = str(_compiled("causal_hd89_shared_q").tile_ir)
+    assert "q_smem = AsyncStage(q" in odd and "pad=1" in odd and "register q_reg" not in odd
     # 001 tiles, 007 stages the key and value tiles, 013 copies them with cp.async; every
     # other tile pass says why it leaves the kernel alone
     steps = {s.name: s for s in c.trace if s.stage == "tile"}

@@ -99,7 +99,13 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
     # causal: the query tile is the key tile, so that the diagonal is one tile; otherwise as many
     # rows as 256 threads hold (each key and value tile is read once per query tile)
     query_tile = key_tile if causal else min(_pow2_at_least(seq), max(1, _pow2_at_most(256 // group)), 64)
-    registers = d + dv + key_tile <= REGISTER_BUDGET
+    # too many floats for one thread: a row's head_dim and output columns dealt to `lanes`
+    # neighbouring threads (their partial dot products added by a warp shuffle)
+    lanes = 1
+    while (d + dv) // lanes + key_tile > REGISTER_BUDGET and d % (2 * lanes) == 0 and dv % (2 * lanes) == 0 \
+            and group * query_tile * lanes * 2 <= 1024:
+        lanes *= 2
+    registers = (d + dv) // lanes + key_tile <= REGISTER_BUDGET
     if not registers:       # the block's query rows in shared memory (a float of padding per row)
         def fits(qt, kt):
             return 4 * (group * qt * (d + 1) + kt * (d + dv)) <= SHARED_BUDGET
@@ -108,7 +114,7 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
             key_tile = query_tile if causal else key_tile
         if not fits(query_tile, key_tile):
             return f"{group} query rows of {d} floats and a key tile do not fit {SHARED_BUDGET} bytes"
-    return FlashPlan(query, heads, group, query_tile, key_tile, causal, registers)
+    return FlashPlan(query, heads, group, query_tile, key_tile, causal, registers, lanes if registers else 1)
 
 
 def _pow2_at_least(n: int) -> int:

@@ -19,7 +19,7 @@ staged once for the whole block, before the key-tile loop: a row per thread, pad
 """
 from __future__ import annotations
 
-from ...ir.index import Affine, free_vars, substitute, var
+from ...ir.index import Affine, Var, bounds, free_vars, substitute, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
 from ..fuse.attention_plan import stride_one
@@ -38,11 +38,12 @@ def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
     taken = set(types) | {s.dst for s, _ in walk(tile.body) if isinstance(s, Load)}
     stages, renamed, rows = [], {}, []
     threads = [a for a in tile.axes if a.kind == THREAD]
+    lanes = {threads[-1].var: threads[-1].extent} if kernel.flash.lanes > 1 else {}   # a row's threads
     for key_loop in (s for s in outer.body if isinstance(s, Loop) and s.kind == "register"):
         for s, loops in walk(key_loop.body):
             if not isinstance(s, Load) or s.tensor not in types or s.tensor in registers or s.pad is not None:
                 continue
-            slab = _slab(s, key_loop, loops, uniform)
+            slab = _slab(s, key_loop, loops, uniform, lanes)
             if slab is None:
                 row = _row_stage(s, loops, threads, uniform - {outer.var}, taken)
                 if row is not None:
@@ -52,10 +53,12 @@ def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
                 continue
             name = fresh_name(f"{s.tensor}_smem", taken)
             taken.add(name)
-            (kd, ki, tk), (idim, inner, extent) = slab
-            origin = tuple(substitute(e, {ki: Affine(), inner: Affine()}) for e in s.index)
-            stages.append(Stage(name, s.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(inner, extent, idim))))
-            renamed[id(s)] = Load(s.dst, name, (var(ki), var(inner)))
+            (kd, ki, tk), (idim, part, extent) = slab
+            origin = tuple(substitute(e, {ki: Affine()}) if d == kd else (e - part if d == idim else e)
+                           for d, e in enumerate(s.index))
+            axis = next(iter(free_vars(part) - set(lanes)))
+            stages.append(Stage(name, s.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(axis, extent, idim))))
+            renamed[id(s)] = Load(s.dst, name, (var(ki), part))
     if not stages:
         return Skip("flash attention: no key or value tile to stage")
 
@@ -90,20 +93,26 @@ def _row_stage(load: Load, loops, threads, uniform, taken):
     return Stage(name, load.tensor, origin, tuple(slab), pad=1), Load(load.dst, name, tuple(at))
 
 
-def _slab(load: Load, key_loop: Loop, loops, uniform):
-    """((key dim, key var, Tk), (inner dim, inner var, extent)) of a box read, else None."""
-    inner_loops = [lp for lp in loops if isinstance(lp, Loop)]
+def _slab(load: Load, key_loop: Loop, loops, uniform, lanes):
+    """((key dim, key var, Tk), (inner dim, the slab-relative index there, extent)) of a box
+    read, else None. The inner dimension may also hold lane variables (THREAD axes a row is
+    dealt to: a4 * 2 + a4l)."""
     used = set().union(*(free_vars(e) for e in load.index))
-    others = used - uniform - {key_loop.var}
-    if len(others) != 1:
+    inner = [lp for lp in loops if isinstance(lp, Loop) and lp.var in used]
+    if len(inner) != 1 or used - uniform - {key_loop.var, inner[0].var} - set(lanes):
         return None
-    inner = next(lp for lp in inner_loops if lp.var in others) if any(lp.var in others for lp in inner_loops) else None
-    if inner is None:
+    inner = inner[0]
+    kd = [d for d, e in enumerate(load.index) if key_loop.var in free_vars(e)]
+    idim = [d for d, e in enumerate(load.index) if inner.var in free_vars(e)]
+    if len(kd) != 1 or len(idim) != 1 or kd == idim or not stride_one(load.index[kd[0]], key_loop.var):
         return None
-    dims = {}
-    for name in (key_loop.var, inner.var):
-        found = [d for d, e in enumerate(load.index) if name in free_vars(e)]
-        if len(found) != 1 or not stride_one(load.index[found[0]], name):
-            return None
-        dims[name] = found[0]
-    return (dims[key_loop.var], key_loop.var, key_loop.extent), (dims[inner.var], inner.var, inner.extent)
+    if any(free_vars(e) - uniform - {inner.var} - set(lanes) for d, e in enumerate(load.index) if d != kd[0]):
+        return None
+    e = load.index[idim[0]]
+    part = Affine(tuple((a, c) for a, c in e.terms if isinstance(a, Var) and a.name not in uniform))
+    if free_vars(e - part) & (used - uniform):
+        return None
+    span = bounds(part, {inner.var: inner.extent, **lanes})
+    if span is None or span[0] != 0:
+        return None
+    return (kd[0], key_loop.var, key_loop.extent), (idim[0], part, span[1] + 1)

@@ -32,9 +32,9 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.index import Affine, Var, substitute, var
-from ...ir.loop_ir import Compute, Load, Loop, Store
-from ...ir.tile_ir import BLOCK, THREAD, Assign, RegisterTile, SlabAxis, Stage, StridedLoop, Tile, TileAxis, TileKernel
-from ..fuse.attention_plan import flash_parts, stride_one
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.tile_ir import BLOCK, THREAD, Assign, Combine, RegisterTile, StridedLoop, Tile, TileAxis, TileKernel
+from ..fuse.attention_plan import flash_parts
 
 
 def flash_tile(kernel: TileKernel) -> TileKernel:
@@ -58,6 +58,18 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
         else:
             blocks.append(TileAxis(lp.var, lp.extent, BLOCK))
             ranges[lp.var] = lp.extent
+    lanes = plan.lanes
+    lane = f"{dot.var}l"
+    if lanes > 1:       # the fastest THREAD axis: a row's threads are neighbours in a warp
+        threads.append(TileAxis(lane, lanes, THREAD))
+        ranges[lane] = lanes
+
+    def spread(name):   # element name * lanes + lane: the lanes interleave along head_dim
+        return var(name) * lanes + var(lane) if lanes > 1 else var(name)
+
+    for st in rows[-1].body:        # the output-column loops
+        if isinstance(st, Loop) and st is not keys:
+            mapping[st.var] = spread(st.var)
     tk, n_keys = plan.key_tile, keys.extent
     n_tiles = -(-n_keys // tk)
     ko, ki = f"{keys.var}o", f"{keys.var}i"
@@ -81,12 +93,14 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     q_reg = "q_reg"
     d = dot.var
     # the query row into registers, once
-    head = [Loop(d, dot.extent, "register", (Load("q_in", q.tensor, index(q.index)), Assign(q_reg, "q_in", (var(d),))))
+    at_d = {d: spread(d)}
+    head = [Loop(d, dot.extent // lanes, "register", (Load("q_in", q.tensor, index(q.index, at_d)),
+                                                      Assign(q_reg, "q_in", (var(d),))))
             ] if plan.query_registers else []       # else read from global here, staged by 007
     col = [s for s in keys.body if isinstance(s, Loop)][-1]
     kj = f"{keys.var}j"
     ranges[kj] = tk
-    v_at = index(v.index, {keys.var: tile_of * tk + var(kj)})
+    v_at = index(v.index, {keys.var: tile_of * tk + var(kj), col.var: spread(col.var)})
     alias: dict[str, str] = {}
 
     def rewrite(body, at_key: bool) -> tuple:
@@ -98,15 +112,18 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                     for t in s.body:
                         if t is q:
                             t = Load(t.dst, q_reg, (var(d),)) if plan.query_registers else \
-                                Load(t.dst, q.tensor, index(q.index))
+                                Load(t.dst, q.tensor, index(q.index, at_d))
                         elif t is k:
-                            t = Load(t.dst, k.tensor, index(k.index, {keys.var: key_at}))
+                            t = Load(t.dst, k.tensor, index(k.index, {keys.var: key_at, **at_d}))
                         inner.append(t)
-                    out.append(Loop(s.var, s.extent, "reduce", tuple(inner), unroll=True))
+                    out.append(Loop(s.var, s.extent // lanes, "reduce", tuple(inner), unroll=True))
+                    if lanes > 1:   # each lane summed its part of head_dim
+                        acc = next(t.acc for t in s.body if isinstance(t, Accumulate))
+                        out.append(Combine(acc, "sum", (lane,)))
                 elif s is keys:
                     out.append(s)
                 else:
-                    out.append(Loop(s.var, s.extent, "register", rewrite(s.body, at_key)))
+                    out.append(Loop(s.var, s.extent // lanes, "register", rewrite(s.body, at_key)))
             elif isinstance(s, Load) and s.tensor in local:
                 if s.tensor == o_name:
                     out.append(Load(s.dst, o_name, (s.index[-1],)))
@@ -138,27 +155,21 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
         score += [Compute("key_ok", "less", (key_at, Affine((), n_keys))),
                   Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf")]
         x = "score_ok"
-    tile_body = _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col, kj, Load("v_key", v.tensor, v_at))
+    tile_body = _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col.var, col.extent // lanes, kj,
+                             Load("v_key", v.tensor, v_at))
     if plan.causal:
         loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", tile_body)
     else:
         loop = Loop(ko, n_tiles, "serial", tile_body)
     body = tuple(head) + before + (loop,) + after
-    registers = ((RegisterTile(q_reg, (dot.extent,)),) if plan.query_registers else ()) + \
-        (RegisterTile("s_tile", (tk,)), RegisterTile(o_name, (col.extent,)))
+    registers = ((RegisterTile(q_reg, (dot.extent // lanes,)),) if plan.query_registers else ()) + \
+        (RegisterTile("s_tile", (tk,)), RegisterTile(o_name, (col.extent // lanes,)))
     tile = Tile(tuple(threads + blocks), body)
     return dataclasses.replace(kernel, body=(tile,), locals=(), register_tiles=registers)
 
 
 def _name(a, alias):
     return alias.get(a, a) if isinstance(a, str) else a
-
-
-def _dim_of(index, name: str) -> int:
-    dims = [i for i, e in enumerate(index) if stride_one(e, name)]
-    if len(dims) != 1:
-        raise ValueError(f"{name} does not index one dimension")
-    return dims[0]
 
 
 def _score_name(step) -> str:
@@ -169,10 +180,10 @@ def _score_name(step) -> str:
     raise ValueError("no running max")
 
 
-def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, kj, v_load) -> tuple:
+def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, columns, kj, v_load) -> tuple:
     """One key tile of the online softmax: the tile's scores into registers and their max,
     the running sum and output row rescaled once for the new max, then P @ V."""
-    cs = f"{col.var}s"
+    cs = f"{col}s"
     scores = Loop(ki, tk, "register", score + (
         Assign("s_tile", x, (var(ki),)),
         Compute("tile_max_k", "maximum", ("tile_max", x)),
@@ -185,7 +196,7 @@ def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, kj, v_load) -> t
         Compute("rescale", "exp", ("rescale_d",), "what was summed under the old max, rescaled once per tile"),
         Compute("sum_rescaled", "multiply", (l_name, "rescale")),
         Assign(l_name, "sum_rescaled"),
-        Loop(cs, col.extent, "register", (
+        Loop(cs, columns, "register", (
             Load("out_old", o_name, (var(cs),)),
             Compute("out_rescaled", "multiply", ("out_old", "rescale")),
             Assign(o_name, "out_rescaled", (var(cs),)))))
@@ -195,10 +206,10 @@ def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, kj, v_load) -> t
         Compute("p_key", "exp", ("p_d",)),
         Compute("sum_key", "add", (l_name, "p_key")),
         Assign(l_name, "sum_key"),
-        Loop(col.var, col.extent, "register", (
-            Load("out_acc", o_name, (var(col.var),)),
+        Loop(col, columns, "register", (
+            Load("out_acc", o_name, (var(col),)),
             v_load,
             Compute("pv", "multiply", ("p_key", "v_key")),
             Compute("out_new", "add", ("out_acc", "pv")),
-            Assign(o_name, "out_new", (var(col.var),))))))
+            Assign(o_name, "out_new", (var(col),))))))
     return (Assign("tile_max", float("-inf")), scores) + rescale + (pv, Assign(m_name, "max_new"))
