@@ -13,13 +13,15 @@ says why.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ...ir.loop_ir import LoopProgram
 from .attention_loop import flash_kernel
 from .attention_match import match_attention
 from .attention_plan import flash_traffic, plan_flash
 from .guard import Traffic, fusion_pays
 from .row_cost import unfused_traffic
-from .rows import _Facts, _merge, _plan
+from .rows import _Facts, _merge, _plan, with_kernels
 
 FLASH_WORK_BUDGET = 1.5
 
@@ -61,15 +63,13 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True) -> tuple[LoopProg
             notes.append(f"attention: {names} stay separate kernels: {why}")
             i += 1
             continue
-        kernels[i:i + 3] = [flash.__class__(flash.name, flash.outputs, flash.body, flash.locals, schedule)]
+        kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]
         notes.append(f"attention: kernel {flash.name} fuses {names} with an online softmax; {schedule.text()}")
         notes.append(f"attention: {'cost: ' + why if wins else 'fused without the cost check: ' + why}")
         i += 1
     if len(kernels) == len(program.kernels):
         return program, tuple(notes)
-    kept = {n for k in kernels for n in k.outputs}
-    written = tuple(b for b in program.written if b.name in kept)
-    return LoopProgram(program.buffers, written, tuple(kernels), program.outputs), tuple(notes)
+    return with_kernels(program, kernels), tuple(notes)
 
 
 def flash_pays(fused: Traffic, unfused: Traffic) -> tuple[bool, str]:

@@ -10,7 +10,7 @@ query tile equals the key tile, the tiles above the diagonal are skipped.
 from __future__ import annotations
 
 from ...analysis.traffic import loop_kernel_flops
-from ...ir.index import FloorDiv, Var, free_vars
+from ...ir.index import FloorDiv, Var, as_affine, free_vars, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
 from .guard import Traffic
 
@@ -51,12 +51,7 @@ def flash_parts(kernel: Kernel):
 def stride_one(e, name: str) -> bool:
     """e = name + (terms of other variables): the dimension a stage's slab axis can run along."""
     return any(a == Var(name) and c == 1 for a, c in e.terms) and \
-        not any(name in free_vars(_one(a)) for a, _ in e.terms if a != Var(name))
-
-
-def _one(atom):
-    from ...ir.index import as_affine
-    return as_affine(atom)
+        not any(name in free_vars(as_affine(a)) for a, _ in e.terms if a != Var(name))
 
 
 def _uses(index) -> frozenset[str]:
@@ -127,14 +122,9 @@ def _pow2_at_least(n: int) -> int:
 def _is_causal(keys: Loop, query: str) -> bool:
     """The score is set to -inf where key > query (sdpa's is_causal, top-left aligned)."""
     greater = {s.dst for s in keys.body if isinstance(s, Compute) and s.op == "greater"
-               and s.args == (_affine(keys.var), _affine(query))}
+               and s.args == (var(keys.var), var(query))}
     return any(isinstance(s, Compute) and s.op == "where" and s.args[0] in greater and s.args[1] == float("-inf")
                for s in keys.body)
-
-
-def _affine(name: str):
-    from ...ir.index import var
-    return var(name)
 
 
 def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
