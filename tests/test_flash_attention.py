@@ -34,6 +34,14 @@ def _masked(q, k, v, m):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
 
 
+def _repeat_kv(q, k, v):
+    """GQA written by hand: K and V repeated per query head, a triu mask."""
+    k, v = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, dim=1)
+    s = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1]))
+    s = s.masked_fill(torch.ones(s.shape[-2], s.shape[-1]).triu(1).bool(), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
 def _dead_rows(s, t):
     """An additive mask whose rows 0 and 2 are fully masked (-inf everywhere)."""
     m = torch.randn(s, t)
@@ -58,6 +66,7 @@ CASES.update({
     "decode_hd128": (_sdpa(), (_r(1, 4, 1, 128), _r(1, 2, 45, 128), _r(1, 2, 45, 128))),
     "causal_hd89_shared_q": (_sdpa(True), (_r(1, 2, 12, 89), _r(1, 1, 12, 89), _r(1, 1, 12, 89))),
     "causal_hd128_lanes_t40": (_sdpa(True), (_r(1, 4, 40, 128), _r(1, 2, 40, 128), _r(1, 2, 40, 128))),
+    "repeat_interleave_gqa": (_repeat_kv, (_r(2, 6, 11, 16), _r(2, 2, 11, 16), _r(2, 2, 11, 16))),
     "naive_additive": (_naive, (_r(1, 2, 5, 8), _r(1, 2, 7, 8), _r(1, 2, 7, 6), _r(5, 7))),
     "naive_dead_rows_nan": (_naive, (_r(1, 2, 5, 8), _r(1, 2, 7, 8), _r(1, 2, 7, 8), _dead_rows(5, 7))),
     "bool_dead_rows": (_masked, (_r(2, 2, 6, 16), _r(2, 2, 10, 16), _r(2, 2, 10, 16), _bool_dead(6, 10))),
