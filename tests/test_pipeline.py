@@ -20,9 +20,9 @@ def _relu():
 def test_the_pipeline_is_one_flat_tuple_of_pass_records():
     assert all(isinstance(p, (Pass, KernelPass)) for p in PIPELINE)
     names = [p.name for p in PIPELINE]
-    assert names[:6] == ["decompose", "fuse", "fuse_attention", "fuse_rows", "split_reduce", "dedup"]
+    assert names[:7] == ["decompose", "lift", "fuse", "fuse_attention", "fuse_rows", "split_reduce", "dedup"]
     assert names[-1] == "render"
-    assert names[6:22] == [p.name for p in SCHEDULE] and len(set(names)) == len(names)
+    assert names[7:23] == [p.name for p in SCHEDULE] and len(set(names)) == len(names)
     assert STAGES == ("torch", "tensor", "loop", "tile", "kernel", "cuda")
 
 

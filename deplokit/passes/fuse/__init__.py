@@ -1,4 +1,5 @@
-"""Tensor IR → Loop IR: lift every node to a loop nest and fuse producers into consumers.
+"""Tensor IR → Loop IR: fuse producers into consumers (the `fuse` pass, after `lift`,
+lift.py, which made every node a loop nest of its own).
 
 Graph outputs are stored. Every other node is inlined into the kernels that read it (a
 pointwise producer as a prologue, a reduction as a reduce phase) until the guard
@@ -12,8 +13,8 @@ from __future__ import annotations
 from ...ir.loop_ir import LoopProgram
 from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
 from ...ir.types import Buffer
-from .build import BuiltKernel, KernelBuilder, NeedMaterialise
 from .attention import fuse_attention
+from .build import BuiltKernel, KernelBuilder, NeedMaterialise
 from .guard import compounding_copies, judge
 from .rows import fuse_rows
 
