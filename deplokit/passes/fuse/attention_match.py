@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir.index import Affine, free_vars, var
-from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store
-from .rows import _defined, _rewrite, _row_loops
+from ...ir.index import Affine, free_vars
+from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store, walk
+from .rows import _defined, _row_loops
+from .tidy import rename_body
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def rename_var(body, old: str, new: str) -> tuple:
     names: dict = {}
     _defined(body, names, "")
     names[old] = new
-    return _rewrite(body, names, {old: var(new)})
+    return rename_body(body, names, {s.var for s, _ in walk(body) if isinstance(s, Loop)} | {old})
 
 
 def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:

@@ -26,7 +26,8 @@ KNOBS = (flag_knob("stage", "stage hot input slabs in shared memory", "staging")
 
 def apply(kernel: TileKernel, pctx: PassContext):
     if kernel.flash is not None:           # the key and value tiles (flash_stage.py)
-        return stage_key_tiles(kernel, pctx.types)
+        staged = stage_key_tiles(kernel, pctx.types)
+        return staged if isinstance(staged, Skip) else restamp_stages(staged, pctx.types)
     tile = kernel.tile()
     if any(isinstance(s, Stage) for s, _ in walk(tile.body)):
         return Skip("already staged")
