@@ -169,10 +169,15 @@ for _name in ("silu", "relu", "sigmoid", "tanh", "exp", "log", "abs", "rsqrt", "
 for _aten, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"),
                    ("rsub", "rsub"), ("maximum", "maximum"), ("minimum", "minimum"),
                    ("gt", "gt"), ("lt", "lt"), ("ge", "ge"), ("le", "le"), ("eq", "eq"),
-                   ("ne", "ne"), ("logical_and", "logical_and"), ("logical_or", "logical_or")):
+                   ("ne", "ne"), ("logical_and", "logical_and"), ("logical_or", "logical_or"),
+                   ("floor_divide", "floor_divide"), ("remainder", "remainder")):
     ATEN_OPS[f"{_aten}.Tensor"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.default"] = (_op, _binary)
+
+# torch.div(a, b, rounding_mode=...): "floor" is floor_divide; "trunc" rounds toward zero
+for _mode in ("Tensor_mode", "Scalar_mode"):
+    ATEN_OPS[f"div.{_mode}"] = ("div", _positional(("rounding_mode",), {"rounding_mode": None}, 2))
 
 ATEN_OPS.update({
     "to.device": ("to", _copy),

@@ -57,7 +57,7 @@ def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], tak
     step = list(parts.score) + [
         Load("%m_old", m_name, at),
         Compute("%m", "maximum", ("%m_old", x), "the running max"),
-        Compute("%unseen", "equal", ("%m", float("-inf"))),
+        Compute("%unseen", "equal", ("%m", float("-inf")), dtype="bool"),
         Compute("%base", "where", ("%unseen", 0.0, "%m"), "a row of masked keys keeps exp finite"),
         Compute("%c_d", "subtract", ("%m_old", "%base")),
         Compute("%c", "exp", ("%c_d",), "rescales what was summed under the old max"),

@@ -149,7 +149,8 @@ def _read_scores(body, local: str, value) -> tuple[list, dict]:
             alias[s.dst] = value
             continue
         if isinstance(s, Compute):
-            s = Compute(s.dst, s.op, tuple(alias.get(a, a) if isinstance(a, str) else a for a in s.args), s.note)
+            s = Compute(s.dst, s.op, tuple(alias.get(a, a) if isinstance(a, str) else a for a in s.args), s.note,
+                        s.dtype)
         out.append(s)
     return out, alias
 

@@ -18,8 +18,9 @@ from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const,
                              SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
+from ...ir.types import ctype_bytes
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
-                        _Scope, format_float)
+                        _format_int, _Scope, format_float)
 from .cuda_ptx import PtxRenderer
 
 __all__ = ["render_kernel", "render_program"]
@@ -112,13 +113,14 @@ class _Renderer(ExprRenderer, PtxRenderer):
     def stmt(self, s, scope: _Scope) -> None:
         if isinstance(s, Declare):
             if s.ctype not in SCALAR_CTYPES:
-                raise self.err(f"variable {s.name!r} has unknown type {s.ctype!r}; supported: float, int, bool")
-            ctype = SCALAR_CTYPES[s.ctype]
+                raise self.err(f"variable {s.name!r} has unknown type {s.ctype!r}; supported: "
+                               f"{', '.join(SCALAR_CTYPES)}")
+            ctype = self.c_type(s.ctype)
             if s.init is None:
                 self.emit(f"{ctype} {s.name};")
             else:
                 self.emit(f"{ctype} {s.name} = {self.init_expr(s.init, scope)};")
-            scope.declare(s.name, s.ctype if s.ctype in ("float", "int", "bool") else "int")
+            scope.declare(s.name, s.ctype)
         elif isinstance(s, DeclareArray):
             self.declare_array(s, scope)
         elif isinstance(s, Assign):
@@ -128,9 +130,11 @@ class _Renderer(ExprRenderer, PtxRenderer):
                 raise self.err(f"shared array {s.name!r} has size {s.size}")
             if s.align < 4 or s.align & (s.align - 1):
                 raise self.err(f"shared array {s.name!r}: alignment {s.align} is not a power of two >= 4")
-            self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + 4 * s.size
-            self.emit(f"__shared__ __align__({s.align}) float {s.name}[{s.size}];")
-            scope.declare(s.name, "shared")
+            if s.ctype not in SCALAR_CTYPES:
+                raise self.err(f"shared array {s.name!r} has unknown element type {s.ctype!r}")
+            self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + ctype_bytes(s.ctype) * s.size
+            self.emit(f"__shared__ __align__({s.align}) {self.c_type(s.ctype)} {s.name}[{s.size}];")
+            scope.declare(s.name, f"shared:{s.ctype}")
         elif isinstance(s, GlobalStore):
             self.param(s.buffer, write=True)
             self.emit(f"{s.buffer}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
@@ -171,18 +175,23 @@ class _Renderer(ExprRenderer, PtxRenderer):
     def declare_array(self, s: DeclareArray, scope: _Scope) -> None:
         if s.size <= 0:
             raise self.err(f"register array {s.name!r} has size {s.size}")
-        init = float(s.init)
-        if init == 0.0 and math.copysign(1.0, init) > 0:
-            self.emit(f"float {s.name}[{s.size}] = {{}};  // all 0.0f")
+        if s.ctype not in SCALAR_CTYPES:
+            raise self.err(f"register array {s.name!r} has unknown element type {s.ctype!r}")
+        ctype = self.c_type(s.ctype)
+        floating = s.ctype == "float"
+        init = float(s.init) if floating else int(s.init)
+        literal = format_float(init) if floating else _format_int(init)
+        if init == 0 and (not floating or math.copysign(1.0, init) > 0):
+            self.emit(f"{ctype} {s.name}[{s.size}] = {{}};  // all {literal}")
         elif s.size <= 8:
-            values = ", ".join([format_float(init)] * s.size)
-            self.emit(f"float {s.name}[{s.size}] = {{{values}}};")
+            values = ", ".join([literal] * s.size)
+            self.emit(f"{ctype} {s.name}[{s.size}] = {{{values}}};")
         else:
             i = self.fresh("i")
-            self.emit(f"float {s.name}[{s.size}];")
+            self.emit(f"{ctype} {s.name}[{s.size}];")
             self.emit("#pragma unroll")
-            self.emit(f"for (int {i} = 0; {i} < {s.size}; ++{i}) {s.name}[{i}] = {format_float(init)};")
-        scope.declare(s.name, "regs")
+            self.emit(f"for (int {i} = 0; {i} < {s.size}; ++{i}) {s.name}[{i}] = {literal};")
+        scope.declare(s.name, f"regs:{s.ctype}")
 
     def assign(self, s: Assign, scope: _Scope) -> None:
         target = s.name if s.index is None else f"{s.name}[{self.expr(s.index, scope)}]"
@@ -263,7 +272,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         cmp = ">" if isinstance(s.step, Const) and s.step.value < 0 else "<"
         if s.unroll:
             self.emit("#pragma unroll")
-        self.emit(f"for (int {s.var} = {start}; {s.var} {cmp} {stop}; {step}) {{")
+        self.emit(f"for ({self.c_type('int')} {s.var} = {start}; {s.var} {cmp} {stop}; {step}) {{")
         self.depth += 1
         for st in s.body:
             self.stmt(st, inner)
@@ -381,7 +390,8 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     header = [
         f"// Generated by deplokit from Kernel IR for sm_{sm}: "
         f"{len(p.kernels)} kernel{'s' if len(p.kernels) != 1 else ''}, launched in this order.",
-        "// Indices are non-negative ints, so C's truncating / and % are floor division and modulo.",
+        "// Indices are non-negative ints, so C's truncating / and % are floor division and modulo;",
+        "// integer values are computed exactly at their width (long long, int), casts explicit.",
         f"// Build: nvcc -cubin -arch=sm_{sm} -O3 <this file>",
     ]
     if p.outputs:

@@ -58,6 +58,7 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from ...ir.types import shared_ctype
 from ..record import Pass
 from ...ir.stages import head_stages
 from .smem_layout import smem_size
@@ -151,7 +152,7 @@ class StageCopier:
         if s.name in self.declared:
             return []
         self.declared.add(s.name)
-        return [K.SharedArray(s.name, smem_size(s) * p.slots)]
+        return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=shared_ctype(self.types[s.tensor].dtype))]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:

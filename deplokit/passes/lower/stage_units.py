@@ -13,6 +13,7 @@ from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.stages import dim_multipliers, row_major_strides
 from ...ir.tile_ir import Stage
+from ...ir.types import shared_ctype
 from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
@@ -139,7 +140,8 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, unit, 1, i)
     src, cond = _global(m, s, g, unit_ext, ranges)
     dst = plus(base, affine_expr(smem))
-    zero = K.Const(0.0)
+    ctype = shared_ctype(m.types[s.tensor].dtype)      # an integer stage stays exact (sync copies)
+    zero = K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
     if p.kind == "async":
         body = [K.CpAsync(s.name, dst, s.tensor, src, 4 * unit)]
         if cond is not None:       # past the end: an ordinary store of zeros
@@ -147,7 +149,7 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
                 [K.VectorStore("shared", s.name, dst, (zero,) * 4)]
             body = [K.If(cond, tuple(body), tuple(zeros))]
     elif unit == 1:
-        value = K.GlobalLoad(s.tensor, src, "float")
+        value = K.GlobalLoad(s.tensor, src, ctype)
         if cond is not None:
             value = K.Select(cond, value, zero)
         body = [K.SharedStore(s.name, dst, value)]

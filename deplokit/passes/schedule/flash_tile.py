@@ -140,7 +140,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                 args = tuple(_name(a, alias) if isinstance(a, str) else
                              (substitute(a, {**mapping, keys.var: key_at} if at_key else mapping, ranges)
                               if isinstance(a, Affine) else a) for a in s.args)
-                out.append(Compute(s.dst, s.op, args, s.note))
+                out.append(Compute(s.dst, s.op, args, s.note, s.dtype))
             else:
                 out.append(s)
         return tuple(out)
@@ -152,7 +152,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     x = _score_name(keys.body)
     score = list(rewrite(keys.body[:first_local], True))
     if n_keys % tk:     # keys past T in the last tile score -inf
-        score += [Compute("key_ok", "less", (key_at, Affine((), n_keys))),
+        score += [Compute("key_ok", "less", (key_at, Affine((), n_keys)), dtype="bool"),
                   Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf")]
         x = "score_ok"
     tile_body = _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col.var, col.extent // lanes, kj,
@@ -190,7 +190,7 @@ def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, columns, kj, v_l
         Assign("tile_max", "tile_max_k")))
     rescale = (
         Compute("max_new", "maximum", (m_name, "tile_max"), "the running max, this tile included"),
-        Compute("unseen", "equal", ("max_new", float("-inf"))),
+        Compute("unseen", "equal", ("max_new", float("-inf")), dtype="bool"),
         Compute("max_base", "where", ("unseen", 0.0, "max_new"), "a row of masked keys keeps exp finite"),
         Compute("rescale_d", "subtract", (m_name, "max_base")),
         Compute("rescale", "exp", ("rescale_d",), "what was summed under the old max, rescaled once per tile"),

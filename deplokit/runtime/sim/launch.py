@@ -8,12 +8,12 @@ import numpy as np
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_names import name_problems
-from ..int_range import refuse_inexact_integers
 from ..launches import launch_sequence
+from ..numpy_ops import NP_DTYPES
 from .errors import SimulationError
 from .exec import _Chunk
 from .stats import SimStats
-from .values import F32, I64, _dtype_of
+from .values import F32, _dtype_of
 
 MAX_THREADS_IN_FLIGHT = 1 << 20
 
@@ -44,6 +44,9 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
         arr = buffers[p.name]
         if not isinstance(arr, np.ndarray):
             raise SimulationError(f"kernel {k.name}: buffer {p.name} is not a numpy array")
+        if k.index_bits == 32 and arr.size > 2 ** 31 - 1:   # its offsets would wrap on a GPU
+            raise SimulationError(f"kernel {k.name}: buffer {p.name} has {arr.size} elements, more than "
+                                  f"32-bit index arithmetic reaches (the kernel is not stamped index_bits=64)")
         if not p.const and not arr.flags.c_contiguous:
             raise SimulationError(f"kernel {k.name}: written buffer {p.name} must be contiguous")
         view = arr.reshape(-1)
@@ -80,18 +83,16 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
     written buffer starts as zeros. Returns the outputs in their shapes. SimStats of each
     kernel are appended to `stats` when given. A deduplicated program also needs its
     `launches` and the `whole` Loop-IR program (every tensor a launch binds, the outputs)."""
-    np_dtypes = {"float32": F32, "int64": I64, "int32": np.int32, "bool": np.bool_}
     programs = (whole, p) if whole is not None else (p,)
     types = {b.name: b.type for q in programs for b in tuple(q.buffers) + tuple(q.written)}
-    refuse_inexact_integers(((n, v) for n, v in env.items() if n in types), "sim", "input")
     mem: dict[str, np.ndarray] = {}
     for name, v in env.items():
         t = types.get(name)
-        dt = np_dtypes.get(t.dtype, F32) if t is not None else None
+        dt = NP_DTYPES.get(t.dtype, F32) if t is not None else None
         mem[name] = np.ascontiguousarray(np.asarray(v), dtype=dt).reshape(-1)
     for b in (b for q in programs for b in q.written):
         if b.name not in mem:
-            mem[b.name] = np.zeros(b.type.numel, dtype=np_dtypes.get(b.type.dtype, F32))
+            mem[b.name] = np.zeros(b.type.numel, dtype=NP_DTYPES.get(b.type.dtype, F32))
     for kf, bound in launch_sequence(p, launches):
         bufs = {}
         for prm in kf.params:
@@ -113,7 +114,6 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
             if t.dtype == "bool":
                 v = v != 0
         outs.append(v)
-    refuse_inexact_integers(zip((whole if whole is not None else p).outputs, outs), "sim", "output")
     return outs
 
 
