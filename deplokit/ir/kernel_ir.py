@@ -136,6 +136,10 @@ class SharedArray:
     size: int                     # elements
     align: int = 16
     ctype: str = "float"          # the element type (an integer reduction's partials stay exact)
+    # byte offset in the kernel's dynamic shared memory (KernelFunc.dynamic_smem), where a
+    # kernel needing more than a block may declare statically carves its arrays; None:
+    # a static __shared__ array
+    offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -261,6 +265,14 @@ class MbarrierArrive:
 
 
 @dataclass(frozen=True)
+class ProxyFence:
+    """fence.proxy.async.shared::cta: the shared-memory stores the thread made as ordinary
+    stores (the generic proxy) are ordered before its later operations of the async proxy
+    (TMA copies) on the same shared memory; each thread that stored fences before the
+    barrier that hands the memory to the copy's issuer."""
+
+
+@dataclass(frozen=True)
 class MbarrierWait:
     """Wait until the phase of mbarrier name[slot] whose parity is `phase & 1` has completed
     (mbarrier.try_wait.parity: it returns once the barrier's current phase has the other
@@ -277,7 +289,7 @@ class Comment:
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
              For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierArrive,
-             MbarrierWait, Comment]
+             MbarrierWait, ProxyFence, Comment]
 
 
 @dataclass(frozen=True)
@@ -306,6 +318,9 @@ class KernelFunc(Displayable):
     # Split-K without atomics (003): on the reducer, the kernel whose workspace of partial
     # sums it adds up; it runs just after each launch of that kernel (runtime/launches.py).
     reduces_for: str = ""
+    # Bytes of dynamic shared memory the launch gives the kernel (its SharedArrays with an
+    # offset live there: k002 carves them when a block's arrays exceed the static limit).
+    dynamic_smem: int = 0
     # Width of the index arithmetic (offsets, thread/block decomposition, loop variables):
     # 64 where an offset can pass 2**31 - 1 (k001 decides it from the tensors' sizes and the
     # launch), 32 elsewhere (faster).
@@ -348,11 +363,12 @@ def walk_stmts(body):
 
 
 def declared_smem_bytes(func: "KernelFunc") -> int:
-    """Static shared memory the kernel declares: each shared float array rounded up to its
-    alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is `smem_bytes`)."""
+    """Static shared memory the kernel declares: each static shared float array rounded up
+    to its alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is
+    `smem_bytes`); arrays carved from dynamic shared memory count in `func.dynamic_smem`."""
     total, barriers = 0, {}
     for s in walk_stmts(func.body):
-        if isinstance(s, SharedArray):
+        if isinstance(s, SharedArray) and s.offset is None:
             total += -(-ctype_bytes(s.ctype) * s.size // s.align) * s.align
         elif isinstance(s, MbarrierInit):
             barriers.setdefault(s.name, s.slots)

@@ -75,7 +75,8 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             idx = "" if s.index is None else f"[{_strip(format_expr(s.index))}]"
             lines.append(f"{pad}{s.name}{idx} = {_strip(format_expr(s.value))}")
         elif kind == "SharedArray":
-            lines.append(f"{pad}shared {s.ctype} {s.name}[{s.size}]")
+            where = f"  # dynamic smem + {s.offset}" if s.offset is not None else ""
+            lines.append(f"{pad}shared {s.ctype} {s.name}[{s.size}]{where}")
         elif kind == "GlobalStore":
             lines.append(f"{pad}global {_at(s.buffer, s.offset)} = {_e(s.value)}")
         elif kind == "AtomicAdd":
@@ -114,6 +115,8 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
         elif kind == "MbarrierArrive":
             tx = f" expect_tx {s.expect_tx} bytes" if s.expect_tx else ""
             lines.append(f"{pad}mbarrier.arrive {_mbar(s.name, s.slot)}{tx}")
+        elif kind == "ProxyFence":
+            lines.append(f"{pad}fence.proxy.async")
         elif kind == "MbarrierWait":
             lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
         elif kind == "Comment":
@@ -132,6 +135,8 @@ def format_kernel(k: KernelFunc) -> str:
         lines.append(f"# zero-init for {k.zero_init_for}")
     if k.reduces_for:
         lines.append(f"# adds up the split-K partial sums of {k.reduces_for}")
+    if k.dynamic_smem:
+        lines.append(f"# dynamic shared memory: {k.dynamic_smem} bytes")
     for p in k.params:
         lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
     if k.registers is not None:

@@ -91,10 +91,10 @@ class CupyExecutor:
                           for name, v in values.items() if name in used}
 
     def _opt_in_dynamic_smem(self) -> None:
-        """A launch with more than 48 KiB of dynamic shared memory fails unless the kernel's
-        maximum was raised first (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
+        """A launch whose static and dynamic shared memory exceed 48 KiB fails unless the
+        kernel's maximum was raised first (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
         for ln in self.plan.launches:
-            if ln.dynamic_smem > STATIC_SMEM_LIMIT:
+            if ln.dynamic_smem and ln.dynamic_smem + ln.static_smem > STATIC_SMEM_LIMIT:
                 driver = self.cupy.cuda.driver
                 driver.funcSetAttribute(self.functions[ln.name].ptr,
                                         driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ln.dynamic_smem)

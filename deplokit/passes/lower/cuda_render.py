@@ -14,7 +14,7 @@ from typing import Iterator
 
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
-                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
+                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad, SharedArray,
                              SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
@@ -84,6 +84,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         one_d = k.block[1] == 1 and k.block[2] == 1
         self.needs_election = any(isinstance(n, (TmaLoad, MbarrierInit, MbarrierArrive)) for n in _walk(k.body))
         self.tid: str | None = None
+        self.dynamic_smem = self.fresh("dyn_smem") if k.dynamic_smem else None
         if one_d:
             self.flat_tid = "threadIdx.x"
         elif self.lane or self.warp or self.needs_election:
@@ -132,8 +133,11 @@ class _Renderer(ExprRenderer, PtxRenderer):
                 raise self.err(f"shared array {s.name!r}: alignment {s.align} is not a power of two >= 4")
             if s.ctype not in SCALAR_CTYPES:
                 raise self.err(f"shared array {s.name!r} has unknown element type {s.ctype!r}")
-            self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + ctype_bytes(s.ctype) * s.size
-            self.emit(f"__shared__ __align__({s.align}) {self.c_type(s.ctype)} {s.name}[{s.size}];")
+            if s.offset is not None:
+                self.dynamic_array(s)
+            else:
+                self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + ctype_bytes(s.ctype) * s.size
+                self.emit(f"__shared__ __align__({s.align}) {self.c_type(s.ctype)} {s.name}[{s.size}];")
             scope.declare(s.name, f"shared:{s.ctype}")
         elif isinstance(s, GlobalStore):
             self.param(s.buffer, write=True)
@@ -162,6 +166,9 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.tma_load(s, scope)
         elif isinstance(s, MbarrierInit):
             self.mbarrier_init(s)
+        elif isinstance(s, ProxyFence):
+            self.need_sm(90, "fence.proxy.async")
+            self.emit_asm(["fence.proxy.async.shared::cta;"], [])
         elif isinstance(s, MbarrierArrive):
             self.mbarrier_arrive(s, scope)
         elif isinstance(s, MbarrierWait):
@@ -330,22 +337,10 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.emit(f"const int {self.lane} = {self.flat_tid} & 31;")
         if self.warp:
             self.emit(f"const int {self.warp} = {self.flat_tid} >> 5;")
-        inits: dict[str, int] = {}
-        for n in _walk(k.body):
-            if isinstance(n, MbarrierInit) and n.name not in self.mbarriers:
-                self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
-                addr = self.fresh(f"{n.name}_addr")
-                self.mbarriers[n.name] = addr
-                inits[n.name] = n.slots
-        self.smem_bytes = 8 * sum(inits.values())     # declared first, before any float array
-        for name, slots in inits.items():
-            if slots == 1:
-                self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
-                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name)};")
-            else:
-                self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
-                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name + '[0]')};")
-            scope.declare(name, "mbarrier")
+        self.declare_mbarriers(scope)
+        if self.dynamic_smem:
+            self.emit(f"extern __shared__ __align__(1024) unsigned char {self.dynamic_smem}[];  "
+                      f"// {k.dynamic_smem} bytes at launch")
         body_scope = _Scope(scope)
         for s in k.body:
             self.stmt(s, body_scope)

@@ -41,7 +41,7 @@ from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .smem_layout import PlacedStage, smem_offset, smem_size
-from .stage_plan import plan_stage
+from .stage_plan import plan_stage, slot_of
 from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop
 
@@ -174,8 +174,8 @@ class Materializer(LoweringState):
         plan = plan_stage(self, s, self.body_loop)
         self.note_read(s.tensor)
         base = None
-        if plan.buffered:
-            base = K.Binary("*", K.Binary("%", K.Var(plan.loop.var), K.Const(2, "int")), K.Const(smem_size(s), "int"))
+        if plan.buffered:                      # the slot ko % buffers of its ring
+            base = K.Binary("*", slot_of(plan, "cur"), K.Const(smem_size(s), "int"))
         self.stages[s.name] = PlacedStage.of(s, base)
         return [StageCopy(s, self.body_loop, self.loop_depth, tuple(self.ranges.items()))]
 

@@ -17,7 +17,7 @@ from ...ir.types import shared_ctype
 from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
-from .stage_plan import StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset, tma_runs
+from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset, tma_runs
 
 
 def _tid0():
@@ -57,6 +57,9 @@ def stage_at(m, s: Stage, p: StagePlan, it):
     base = None if slot is None else K.Binary("*", slot, K.Const(smem_size(s), "int"))
     if isinstance(slot, K.Const):
         base = K.Const(int(slot.value) * smem_size(s), "int") if slot.value else None
+    if isinstance(it, PrologueTiles):
+        ranges[it.var] = it.count
+        return tuple(substitute(o, {ko: var(it.var)}) for o in s.origin), base, ranges
     t = prologue_tile(it)
     if t is not None:
         return tuple(substitute(o, {ko: const(t)}) for o in s.origin), base, ranges

@@ -56,6 +56,8 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         self.mbars: dict[str, _MBar] = {}
         self.tick = 0                # orders shared reads and mbarrier arrivals (ring releases)
         self.acquired = None         # (blocks, threads): the latest release tick each thread waited for
+        # ordinary stores not yet fenced before an async-proxy copy (kernels with TMA copies only)
+        self.proxy_watch = any(isinstance(s, K.TmaLoad) for s in K.walk_stmts(k.body))
         self.cp_open = 1            # id of the cp.async group being filled
         self.cp_committed = 0       # groups 1..cp_committed are committed
         self.exec = {
@@ -68,7 +70,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
             K.CpAsyncWait: self.s_cp_wait, K.TmaLoad: self.s_tma_load,
             K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
-            K.MbarrierArrive: self.s_mbar_arrive,
+            K.MbarrierArrive: self.s_mbar_arrive, K.ProxyFence: self.s_proxy_fence,
             K.Comment: lambda s, mask: None,
         }
         self.eval = {

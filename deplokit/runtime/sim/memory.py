@@ -18,7 +18,7 @@ class _Reg:
 
 class _Shared:
     __slots__ = ("name", "size", "data", "flat", "lw", "dirty", "lr", "lr_dirty", "reads", "rt",
-                 "pend", "has_pending", "scratch")
+                 "pend", "has_pending", "scratch", "gw")
 
     def __init__(self, name, size, nb, dtype=F32):
         self.name, self.size = name, size
@@ -34,6 +34,7 @@ class _Shared:
         self.pend = None        # (nb, size) int32: >0 cp.async group, <0 -(mbarrier id + 1)
         self.has_pending = False
         self.scratch = None     # (nb * size,) int64: duplicate-address detection
+        self.gw = None          # (nb, size) int32 thread of an ordinary store not yet proxy-fenced, -1 none
 
 
 class _MBar:

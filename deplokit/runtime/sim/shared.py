@@ -149,6 +149,8 @@ class _SharedMemory:
             sh.flat[keys + j] = v
         if pend_tag:
             self.mark_pending(sh, keys, n, pend_tag)
+        elif self.proxy_watch:
+            self.note_generic(sh, keys, tids, n)
         self.stats.shared_bytes_stored += keys.size * 4 * n
 
     def shared_write_cols(self, sh: _Shared, off, values, mask, kind, pend_tag):
@@ -205,6 +207,9 @@ class _SharedMemory:
             sh.dirty = True
         for j, v in enumerate(vals):
             sh.data[:, cols + j] = v
+        if not pend_tag and self.proxy_watch:
+            keys = (np.arange(self.nb, dtype=I64)[:, None] * sh.size + cols).reshape(-1)
+            self.note_generic(sh, keys, np.broadcast_to(tids, (self.nb, tids.size)).reshape(-1), n)
         if pend_tag:
             if sh.pend is None:
                 sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)
