@@ -105,6 +105,21 @@ class Store:
         return f"{self.tensor}[{format_index(self.index)}] = {format_loop_operand(self.value)}{_width_note(self.width)}"
 
 
+@dataclass(frozen=True)
+class Assign:
+    """Tile IR only: dst := value, a per-thread variable carried from one iteration of a serial loop to the
+    next (an online reduction's running state: flash attention's running max, sum and output
+    row). The first Assign of a name declares it; with an index, dst is a register array
+    (its shape stamped on the kernel, `register dst[n]`) and the index a register loop's var."""
+    dst: str
+    value: "str | float | Affine"
+    index: tuple[Affine, ...] = ()
+
+    def text(self) -> str:
+        dst = f"{self.dst}[{format_index(self.index)}]" if self.index else self.dst
+        return f"{dst} := {format_loop_operand(self.value)}"
+
+
 def _width_note(width: int) -> str:
     return "  # float4" if width == 4 else (f"  # {width} wide" if width > 1 else "")
 
