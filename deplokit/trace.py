@@ -24,7 +24,9 @@ class Context:
     config: Mapping = field(default_factory=dict)
     dedup: bool = False          # schedule, materialise and render each unique kernel once
     # Knob values found for a program (the tune cache's best trials), keyed like `config`:
-    # looked up once, with the Loop IR the schedule starts from; `config` wins over them.
+    # looked up once, with the Loop IR the schedule starts from; `config` wins over them. A
+    # lookup with a `choices(program, target)` method also gives the program-level knobs,
+    # asked with the program the first whole-program pass with knobs reads.
     tuned: Callable[[Any, Target], Mapping] | None = None
     _found: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -33,11 +35,26 @@ class Context:
         runs on the first call, the one lowering's Loop IR)."""
         if self.tuned is None:
             return self.config
-        if "tuned" not in self._found:
-            self._found["tuned"] = dict(self.tuned(program, self.target))
+        return self._over_tuned("tuned", program)
+
+    def program_knob_config(self, program) -> Mapping:
+        """The knob values the whole-program passes run with: `config` over the program-level
+        choice tuned for `program` (looked up once, with the program the first such pass reads)."""
+        if getattr(self.tuned, "choices", None) is None:
+            return self.config
+        return self._over_tuned("program", program, self.tuned.choices)
+
+    def tuned_program_knobs(self, keys) -> dict:
+        """Those of `keys` (whole-program knobs) whose value came from tuning, not from `config`."""
+        found = self._found.get("program", {})
+        return {k: found[k] for k in keys if k in found and k not in self.config}
+
+    def _over_tuned(self, memo: str, program, lookup=None) -> Mapping:
+        if memo not in self._found:
+            self._found[memo] = dict((lookup or self.tuned)(program, self.target))
         given = set(self.config)
         # a knob the config names (for every kernel or for this one) is not taken from tuning
-        tuned = {k: v for k, v in self._found["tuned"].items() if k not in given and k.partition(":")[2] not in given}
+        tuned = {k: v for k, v in self._found[memo].items() if k not in given and k.partition(":")[2] not in given}
         return {**tuned, **self.config}
 
 

@@ -44,7 +44,9 @@ def test_a_second_run_reads_every_trial_back(tmp_path):
 
 
 def test_an_interrupted_run_keeps_its_trials_and_the_next_resumes(tmp_path):
-    c = compiled("matmul_odd")
+    # one program (split_reduce held): every trial is the matmul kernel's (test_tune_cli
+    # interrupts the program-level choices)
+    c = compiled("matmul_odd").recompile({"split_reduce.splits": 1})
     path = str(tmp_path / "t.db")
 
     def interrupt(trial):

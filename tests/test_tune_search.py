@@ -60,7 +60,7 @@ def test_tune_returns_the_history_and_a_config_that_compiles(tmp_path):
     c = compiled("rms_norm_odd")
     seen = []
     result = c.tune(budget=8, cache=str(tmp_path / "t.db"), listener=seen.append, ptxas=False)
-    assert seen == list(result.history)
+    assert seen == list(result.programs) + list(result.history)    # the program-level choices first
     assert len(result.history) == 8
     assert [t.index for t in result.history] == list(range(8))
     assert result.history[0].default and result.default is result.history[0]

@@ -139,7 +139,8 @@ class _Counter:
                     self._global(s.tensor, s.index, env, per_warp)
                 self.instr += per_warp
             elif isinstance(s, (Store, AtomicAdd)):
-                self._global(s.tensor, s.index, env, per_warp)
+                if s.tensor in self.types:        # else a row kept on chip (row fusion's locals)
+                    self._global(s.tensor, s.index, env, per_warp)
                 self.instr += per_warp
                 if isinstance(s, AtomicAdd):
                     self.atomics += per_thread

@@ -13,7 +13,7 @@ from ..frontend.expression import load_expression
 from ..frontend.models import DEFAULT_SEQ, ModelProgram, build
 from ..frontend.pyfile import load_file
 from ..tune.cache import TuneCache
-from ..tune.tuner import tuned_config
+from ..tune.tuner import tuned_choices, tuned_config
 from .parser import usage_error
 
 
@@ -79,22 +79,39 @@ class TunedLookup:
         self.cache_path = cache_path
         self.count = 0
 
-    def __call__(self, program, target) -> dict:
+    def _read(self, query):
+        """(query(store)'s answer, the cache's path), or (None, "") and a warning when the cache
+        cannot be read; the cache's notes are warned."""
         try:
             store = TuneCache(self.cache_path, create=False)
         except CacheError as e:
             warn([f"not using tuned configs: {e}"])
-            return {}
+            return None, ""
         try:
-            config, self.count, notes = tuned_config(program, target, store)
+            answer = query(store)
         except CacheError as e:
             warn([f"not using tuned configs: {e}"])
-            return {}
+            return None, ""
         finally:
             store.close()
-        warn(notes)
+        warn(store.notes)
+        return answer, store.path
+
+    def choices(self, program, target) -> dict:
+        """The program-level knobs (fusion, splits) the tuner chose for `program`; a line says which."""
+        config, path = self._read(lambda store: tuned_choices(program, target, store))
+        if config:
+            print(f"using the tuned program-level choice from {path}: "
+                  + ", ".join(f"{k}={v}" for k, v in config.items()), file=sys.stderr)
+        return config or {}
+
+    def __call__(self, program, target) -> dict:
+        found, path = self._read(lambda store: tuned_config(program, target, store)[:2])
+        if found is None:
+            return {}
+        config, self.count = found
         if self.count:
-            print(f"using tuned config from {store.path} for {self.count} kernel{'s' if self.count != 1 else ''}",
+            print(f"using tuned config from {path} for {self.count} kernel{'s' if self.count != 1 else ''}",
                   file=sys.stderr)
         return config
 

@@ -85,7 +85,23 @@ def format_table(result, verbose: int = 0) -> str:
         speed = f"{default.cost_us / best.cost_us:.2f}x" if best and default and default.ok else "-"
         rows.append((label, str(len(trials)), d, b, speed, text))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    return "\n".join("  ".join(r[i].ljust(widths[i]) for i in range(5)) + "  " + r[5] for r in rows) + "\n"
+    table = "\n".join("  ".join(r[i].ljust(widths[i]) for i in range(5)) + "  " + r[5] for r in rows) + "\n"
+    return table + _program_lines(result, unit)
+
+
+def _program_lines(result, unit: str) -> str:
+    """One line per program-level option the tuner compared (its knobs that differ from the
+    defaults' option, its cost), the chosen one marked."""
+    if not result.programs:
+        return ""
+    base = dict(result.programs[0].config)
+    lines = []
+    for t in result.programs:
+        knobs = ", ".join(f"{k}={v}" for k, v in t.config if base.get(k) != v) or "(the defaults)"
+        cost = f"{t.cost_us:.2f} {unit}" if t.ok else f"failed: {t.error}"
+        mark = "  <- chosen" if t.config == result.program_config else ""
+        lines.append(f"program {knobs}: {cost}{mark}")
+    return "\n".join(lines) + "\n"
 
 
 def cmd_tune(args) -> int:

@@ -120,14 +120,18 @@ class Pass:
         return {k.name: _value(config, (f"{self.name}.{k.name}",), k, ir, target) for k in self.knobs}
 
     def run(self, ir, ctx: Context) -> TraceStep:
-        pctx = PassContext(ctx.target, self.knob_values(ir, ctx.target, ctx.config), compile=ctx)
+        config = ctx.program_knob_config(ir) if self.knobs else ctx.config
+        pctx = PassContext(ctx.target, self.knob_values(ir, ctx.target, config), compile=ctx)
         result = switched_off(self.knobs, pctx.knobs) or self.apply(ir, pctx)
         step = dict(stage=self.stage, name=self.name, before=ir, description=self.description)
+        tuned = ctx.tuned_program_knobs(f"{self.name}.{k.name}" for k in self.knobs)
+        why = ("the tuner's program-level choice (the cheapest program under the tune objective): "
+               + ", ".join(f"{k}={v}" for k, v in tuned.items())) if tuned else ""
         if isinstance(result, Skip):
-            return TraceStep(after=ir, skipped_reason=result.reason, **step)
+            return TraceStep(after=ir, skipped_reason="; ".join(filter(None, (result.reason, why))), **step)
         if isinstance(result, Noted):
-            return TraceStep(after=result.ir, notes=result.notes, **step)
-        return TraceStep(after=result, **step)
+            return TraceStep(after=result.ir, notes=result.notes + ((why,) if why else ()), **step)
+        return TraceStep(after=result, notes=(why,) if why else (), **step)
 
 
 @dataclass(frozen=True)

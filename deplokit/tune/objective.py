@@ -81,6 +81,19 @@ class GpuObjective:
             raise TrialFailed(" ".join(str(e).split())) from None
         return float(report.deplokit_us)
 
+    def program_cost(self, config: dict) -> float:
+        """Measured time of the whole program under program-level knobs `config`."""
+        try:
+            candidate = self.compilation.recompile({**self.compilation._ctx.config, **config})
+            report = candidate.bench(*candidate.example_inputs, warmup=self.warmup, repeats=self.repeats, compare=())
+        except DeplokitError as e:
+            raise TrialFailed(" ".join(str(e).split())) from None
+        return float(report.deplokit_us)
+
+    def use_program(self, config: dict) -> None:
+        """Time the kernels' trials inside the program that program-level knobs `config` make."""
+        self.compilation = self.compilation.recompile({**self.compilation._ctx.config, **config})
+
 
 def make_objective(name: str, compilation, cache=None, ptxas: bool | None = None):
     if name == "model":

@@ -26,6 +26,10 @@ class TuneResult:
     default: Trial | None                   # the passes' own heuristics, for comparison
     # Each tuned kernel with every kernel of the program that has its structure (tuned once).
     kernels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The program-level choices compared first (kernel "(program)"), and the one the kernels
+    # were tuned under (empty when the program-level knobs make one program only).
+    programs: tuple[Trial, ...] = ()
+    program_config: tuple[tuple[str, object], ...] = ()
 
     @property
     def best(self) -> Trial | None:
@@ -41,9 +45,9 @@ class TuneResult:
 
     @property
     def best_config(self) -> dict:
-        """The union of every kernel's best config, keyed `kernel:NNN_pass.knob` for each kernel of
+        """The program-level choice and the union of every kernel's best config, keyed `kernel:NNN_pass.knob` for each kernel of
         the program that shares the tuned kernel's structure: pass it to deplokit.compile(config=...)."""
-        out: dict = {}
+        out: dict = dict(self.program_config)
         for tuned, names in self.kernels:
             best = self.best_for(tuned)
             if best is not None:
