@@ -14,6 +14,7 @@ from typing import Sequence
 
 from ..errors import DeplokitError
 from .extra import require
+from ..tune.result import PROGRAM
 
 DEPLOKIT_COLOR, EAGER_COLOR, COMPILE_COLOR = "#1f77b4", "#7f7f7f", "#ff7f0e"
 
@@ -173,6 +174,8 @@ class TuneProgressPlot:
         self._last_draw = None
 
     def __call__(self, trial) -> None:
+        if getattr(trial, "kernel", "") == PROGRAM:
+            return                          # a program-level choice, priced before the kernels' trials
         self.trials.append(trial)
         now = time.monotonic()
         if self._last_draw is None or now - self._last_draw >= self.min_interval:

@@ -294,12 +294,15 @@ def scope_ranges(tile: Tile, loops) -> dict[str, int]:
     return out
 
 
-def k_outer_loops(tile: Tile):
+def k_outer_loops(tile: Tile, flash: bool = False):
     """The matmul K-outer loops at the top of the tile (a K loop holding a K loop), with the
-    Stages at the head of their body."""
+    Stages at the head of their body; with `flash`, flash attention's key-tile loop (serial,
+    from tile 0: a causal one, a StridedLoop from the block's diagonal, is not)."""
     out = []
     for s in tile.body:
         if isinstance(s, Loop) and s.role == "K" and any(isinstance(c, Loop) and c.role == "K" for c in s.body):
+            out.append(s)
+        elif flash and isinstance(s, Loop) and s.kind == "serial":
             out.append(s)
     return out
 
@@ -325,7 +328,7 @@ def rewrite_k_heads(kernel, fn):
     """The kernel with fn(stage, loop) -> Stage applied to every Stage at the head of a
     top-level K-outer loop (an AsyncWait among them is kept as it is)."""
     tile = kernel.tile()
-    heads = {id(lp): lp for lp in k_outer_loops(tile)}
+    heads = {id(lp): lp for lp in k_outer_loops(tile, getattr(kernel, "flash", None) is not None)}
     body = []
     for s in tile.body:
         if id(s) in heads:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+PROGRAM = "(program)"           # the kernel field of a program-level trial (fusion, splits)
+
 
 @dataclass(frozen=True)
 class Trial:

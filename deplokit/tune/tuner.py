@@ -30,10 +30,8 @@ from .mcts import SPMCTS
 from .objective import TrialFailed, make_objective
 from .program_space import PROGRAM_KNOBS, ProgramSpace, program_key as choices_key
 from .random_search import StopSearch, random_search
-from .result import Trial, TuneResult
+from .result import PROGRAM, Trial, TuneResult
 from .space import KernelSpace, kernel_spaces
-
-PROGRAM = "(program)"           # the kernel field of a program-level trial
 
 SEARCHES = ("mcts", "random")
 

@@ -116,3 +116,15 @@ def _slab(load: Load, key_loop: Loop, loops, uniform, lanes):
     if span is None or span[0] != 0:
         return None
     return (kd[0], key_loop.var, key_loop.extent), (idim[0], part, span[1] + 1)
+
+
+def key_loop_skip(kernel) -> str:
+    """Why 010 / 015 leave a flash kernel's key tiles in one buffer ('' for any other kernel):
+    a causal key loop starts at the block's diagonal tile, a variable start the ring's
+    prologue (tiles 0 .. stages - 2 into slots 0 .. stages - 2) does not express."""
+    if getattr(kernel, "flash", None) is None:
+        return ""
+    if any(isinstance(s, StridedLoop) and s.kind == "serial" for s in kernel.tile().body):
+        return ("flash attention: the causal key loop starts at the block's diagonal tile (a variable start); "
+                "its K/V tiles keep one buffer")
+    return "flash attention: no key-tile loop"

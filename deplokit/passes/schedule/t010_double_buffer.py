@@ -28,6 +28,7 @@ import dataclasses
 
 from ...ir.tile_ir import Stage
 from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, smem_bytes, stage_smem_budget
+from .flash_stage import key_loop_skip
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob
 
 DESCRIPTION = "promote K-outer Stages to BufferedStage (a ring of 2 to 4 buffers)"
@@ -35,7 +36,7 @@ DESCRIPTION = "promote K-outer Stages to BufferedStage (a ring of 2 to 4 buffers
 
 def _default_stages(kernel, target) -> int:
     tile = kernel.tile()
-    heads = [(s, lp) for lp in k_outer_loops(tile) for s in head_stages(lp) if s.buffers == 1]
+    heads = [(s, lp) for lp in k_outer_loops(tile, kernel.flash is not None) for s in head_stages(lp) if s.buffers == 1]
     if not heads:
         return 2
     extent = min(lp.extent for _, lp in heads)
@@ -55,9 +56,9 @@ KNOBS = (flag_knob("enable", "buffer the stages at the head of a matmul K-outer 
 
 def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
-    loops = k_outer_loops(tile)
+    loops = k_outer_loops(tile, kernel.flash is not None)
     if not loops:
-        return Skip("no matmul K-outer loop")
+        return Skip(key_loop_skip(kernel) or "no matmul K-outer loop")
     todo = [(s, lp) for lp in loops for s in head_stages(lp) if s.buffers == 1]
     if not todo:
         if any(head_stages(lp) for lp in loops):
@@ -103,4 +104,4 @@ def _elements(s: Stage) -> int:
     return n
 
 
-PASS = KernelPass("010_double_buffer", "tile", DESCRIPTION, apply, KNOBS)
+PASS = KernelPass("010_double_buffer", "tile", DESCRIPTION, apply, KNOBS, flash_aware=True)

@@ -42,6 +42,7 @@ import dataclasses
 
 from ...ir.tile_ir import AsyncWait, Stage, Tile
 from ..stage_geometry import head_length, head_stages, k_outer_loops
+from .flash_stage import key_loop_skip
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 
 DESCRIPTION = "rotate the K-outer loop into prologue / steady state / epilogue (cp.async + TMA)"
@@ -53,9 +54,9 @@ KNOBS = (flag_knob("enable", "issue the copies of K tile ko + stages - 1 during 
 
 def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
-    loops = k_outer_loops(tile)
+    loops = k_outer_loops(tile, kernel.flash is not None)
     if not loops:
-        return Skip("no matmul K-outer loop")
+        return Skip(key_loop_skip(kernel) or "no matmul K-outer loop")
     chosen, reasons = set(), []
     for lp in loops:
         heads = head_stages(lp)
@@ -100,4 +101,4 @@ def _pipeline(loop):
     return dataclasses.replace(loop, body=(AsyncWait(tuple(names)),) + stages + loop.body[n:])
 
 
-PASS = KernelPass("015_pipeline_k_outer", "tile", DESCRIPTION, apply, KNOBS)
+PASS = KernelPass("015_pipeline_k_outer", "tile", DESCRIPTION, apply, KNOBS, flash_aware=True)
