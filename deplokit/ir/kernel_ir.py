@@ -223,6 +223,20 @@ class TmaLoad:
 
 
 @dataclass(frozen=True)
+class TmaTensorLoad:
+    """cp.async.bulk.tensor (sm_90): the box of tensor map `tensor_map` (a TensorMap of the
+    kernel) whose first element is at `coords` (element coordinates, outermost dimension
+    first; elements outside the tensor read 0) into shared `array` at element `dst_offset`,
+    written swizzled as the map says, completing the box's bytes on mbarrier `barrier`.
+    Issued by one thread."""
+    array: str
+    dst_offset: Expr
+    tensor_map: str
+    coords: tuple[Expr, ...]
+    barrier: str
+
+
+@dataclass(frozen=True)
 class MbarrierInit:
     name: str
     count: int = 1
@@ -240,7 +254,7 @@ class Comment:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierWait, Comment]
+             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierWait, Comment]
 
 
 @dataclass(frozen=True)
@@ -249,6 +263,25 @@ class Param:
     ctype: str = "float"          # element type of the pointed-to buffer: float | int64 | int32
     const: bool = True            # read-only input
     size: int = 0                 # elements
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A `const __grid_constant__ CUtensorMap` parameter of a kernel (after its buffers): how
+    TmaTensorLoads copy boxes of global buffer `buffer` (row-major `shape`, float32) into
+    shared memory. The host encodes it for the device buffer (runtime/tensor_map.py)."""
+    name: str
+    buffer: str
+    shape: tuple[int, ...]        # the buffer's dims, outermost first
+    box: tuple[int, ...]          # one copy's extent per dim, outermost first
+    swizzle: int = 0              # bytes (0, 32, 64, 128): deplokit.ir.swizzle
+
+    @property
+    def box_bytes(self) -> int:
+        n = 4
+        for b in self.box:
+            n *= b
+        return n
 
 
 @dataclass(frozen=True)
@@ -269,6 +302,14 @@ class KernelFunc(Displayable):
     # Split-K without atomics (003): on the reducer, the kernel whose workspace of partial
     # sums it adds up; it runs just after each launch of that kernel (runtime/launches.py).
     reduces_for: str = ""
+    # TMA (sm_90): the tensor maps the kernel takes after its buffer parameters.
+    tensor_maps: tuple[TensorMap, ...] = ()
+
+    def tensor_map(self, name: str) -> TensorMap:
+        for t in self.tensor_maps:
+            if t.name == name:
+                return t
+        raise KeyError(name)
 
     @property
     def threads(self) -> int:

@@ -91,6 +91,10 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
         elif kind == "TmaLoad":
             lines.append(f"{pad}tma {s.count} floats shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
                          f"global {s.buffer}[{_strip(format_expr(s.src_offset))}] on {s.barrier}")
+        elif kind == "TmaTensorLoad":
+            at = ", ".join(_strip(format_expr(c)) for c in s.coords)
+            lines.append(f"{pad}tma box shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
+                         f"{s.tensor_map}[{at}] on {s.barrier}")
         elif kind == "MbarrierInit":
             lines.append(f"{pad}mbarrier.init {s.name} count {s.count}")
         elif kind == "MbarrierWait":
@@ -111,6 +115,9 @@ def format_kernel(k: KernelFunc) -> str:
         lines.append(f"# adds up the split-K partial sums of {k.reduces_for}")
     for p in k.params:
         lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
+    for t in k.tensor_maps:
+        swz = f", swizzle {t.swizzle}B" if t.swizzle else ""
+        lines.append(f"# param {t.name}: tensor map of {t.buffer}{list(t.shape)}, box {list(t.box)}{swz}")
     if k.registers is not None:
         lines.append(f"# ptxas: {k.registers} registers, {k.smem_bytes} bytes smem, {k.spills} bytes spilled")
     format_stmts(k.body, 0, lines)

@@ -22,7 +22,7 @@ work and memory:
 - Stage: a slab of a global tensor copied into shared memory by all the block's threads;
   loads from the slab read the copy. BufferedStage double-buffers a stage inside a loop.
   A stage copied asynchronously (AsyncStage / AsyncBufferedStage: cp.async;
-  TmaBufferedStage: TMA bulk copies) only issues its copies: they are in flight until an
+  TmaBufferedStage: one TMA tensor-map copy) only issues its copies: they are in flight until an
   AsyncWait names the stage.
 - AsyncWait(a_smem, b_smem): the point where the listed stages' asynchronous copies have
   landed and are visible to every thread of the block (the materialiser waits for them,
@@ -183,12 +183,32 @@ class SlabAxis:
 
 
 @dataclass(frozen=True)
+class TmaBox:
+    """How a TMA stage is copied (011 tma_copy, 012 swizzle): one tensor-map copy
+    (cp.async.bulk.tensor) of a box of `box` elements per tensor dimension (outermost first;
+    the slab's extent along a dimension it spans, 1 elsewhere; rank = the tensor's rank) at
+    the slab's origin, elements outside the tensor read as zero; written into shared memory
+    with a swizzle span of `swizzle` bytes (0: none; 32, 64, 128: see deplokit.ir.swizzle),
+    which every read of the stage applies too."""
+    box: tuple[int, ...]
+    swizzle: int = 0
+
+    @property
+    def rank(self) -> int:
+        return len(self.box)
+
+    def text(self) -> str:
+        return "tmap=" + "x".join(map(str, self.box)) + (f",swizzle={self.swizzle}B" if self.swizzle else "")
+
+
+@dataclass(frozen=True)
 class Stage:
     """name[slab] = tensor[origin + slab] in shared memory, for the rest of the scope.
 
     How the copy is made: `copy` sync (the block's threads load and store, float4 where the
-    rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (bulk copies
-    of whole rows issued by one thread, completing on an mbarrier); an asynchronous copy is
+    rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (one
+    tensor-map copy of the slab as a box, issued by one thread, completing on an mbarrier:
+    see TmaBox); an asynchronous copy is
     only issued here, and lands at the AsyncWait that names the stage. `buffers` 2
     (BufferedStage, a stage first in a K-outer loop): iteration ko fills buffer ko % 2 and
     computes from it, so the next iteration's copy never overwrites data still being read. `prefetch` 1 (015
@@ -203,7 +223,7 @@ class Stage:
     copy: str = "sync"             # sync | async (cp.async) | tma
     buffers: int = 1               # 2 = double buffered (ping-pong inside a loop)
     prefetch: int = 0              # 1 = issued one K-outer iteration ahead (software pipeline)
-    tma: tuple[int, ...] = ()      # TMA bulk copies (011): (floats each, slab axes spanned, copies)
+    tma: TmaBox | None = None      # the tensor-map copy (011) and its swizzle (012)
 
     def text(self) -> str:
         kind = "Stage" if self.buffers == 1 else "BufferedStage"
@@ -212,7 +232,7 @@ class Stage:
         elif self.copy == "tma":
             kind = "Tma" + kind
         extra = f", pad={self.pad}" if self.pad else ""
-        extra += f", bulk={self.tma[2]}x{self.tma[0]}" if self.tma else ""     # copies x floats
+        extra += f", {self.tma.text()}" if self.tma else ""
         extra += f", prefetch={self.prefetch}" if self.prefetch else ""
         return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "
                 f"slab=({', '.join(str(s) for s in self.slab)}){extra})")

@@ -1,7 +1,7 @@
 """Where a Stage's slab lies in its global tensor, and which copy units it allows.
 
 Shared by the scheduling passes that choose how a stage is copied (010 double_buffer,
-011 tma_copy, 012 split_inner_for_swizzle, 013 async_copy, 015 pipeline_k_outer) and by the
+013 async_copy, 015 pipeline_k_outer) and by the
 materialiser that spells the copy, so that a pass only promises what the copy can keep.
 
 A slab is a box: element (c_0, .., c_n-1) of the slab (one coordinate per slab axis) is
@@ -10,9 +10,9 @@ element origin[d] + sum(c_k * mult_k for the axes k along d) of the tensor, wher
 its inner part). In shared memory the slab is row-major over its axes, each row of the
 innermost axis followed by `pad` floats.
 
-The copy moves *units*: 1 float (a scalar copy or a 4-byte cp.async), 4 floats (float4,
-16-byte cp.async) or a whole row (a TMA bulk copy; whole rows of a slab that spans the
-full width of its tensor merge into one run). A unit wider than one float needs:
+The copy moves *units*: 1 float (a scalar copy or a 4-byte cp.async) or 4 floats (float4,
+16-byte cp.async); a TMA stage is one tensor-map box instead (tma_geometry.py). A unit
+wider than one float needs:
 
 * contiguity: the innermost slab axis runs along the tensor's last dimension;
 * alignment: every unit starts at a flat element offset that is a multiple of 4 (16
@@ -134,104 +134,6 @@ def rows(stage, shape, ranges) -> Rows:
         reason = (f"rows may run past the end of {stage.tensor}'s last dimension ({shape[D]} floats) in the "
                   f"middle of a 16-byte unit")
     return Rows(True, aligned, crosses, wholly, clamp_ok, reason)
-
-
-def merged_run(stage, shape, ranges) -> tuple[int, int]:
-    """(floats, axes): the longest contiguous run at the end of the slab that one bulk copy
-    can move. Rows merge while the axes merged so far cover their whole dimension (from the
-    last dimension inwards, one axis per dimension, origin 0) and the axis joining them
-    stays inside the tensor."""
-    slab, origin = stage.slab, stage.origin
-    D = len(shape) - 1
-    n = len(slab)
-    run, axes = slab[-1].extent, 1
-    if stage.pad:
-        return run, axes
-    while axes < n:
-        k = n - axes                      # the axes k..n-1 form the run
-        full = all(slab[j].dim == D - (n - 1 - j) and slab[j].extent == shape[slab[j].dim]
-                   and origin[slab[j].dim].is_const and origin[slab[j].dim].const == 0 for j in range(k, n))
-        if not full:
-            break
-        nxt = slab[k - 1]
-        d = D - axes
-        if nxt.dim != d or any(ax.dim == d for ax in slab[:k - 1]):
-            break
-        hi = _hi(origin[d], ranges)
-        if hi is None or hi + nxt.extent > shape[d]:
-            break
-        run *= nxt.extent
-        axes += 1
-    return run, axes
-
-
-def tma_plan(stage, shape, ranges, split_ok: bool = False) -> tuple[int, int, str]:
-    """(run floats, merged axes, reason): how a TMA stage is copied, one bulk copy per run;
-    reason is '' when every run is a legal bulk copy: 16-byte aligned and sized, wholly inside
-    the tensor or wholly outside it (then clamped onto the last inside run). A slab spanning
-    its tensor's full width is one run even where single rows are not aligned (13 floats).
-    split_ok: rows that cross the tensor's end at 16-byte boundaries are accepted (012 splits
-    them)."""
-    slab = stage.slab
-    D = len(shape) - 1
-    if D < 0 or slab[-1].dim != D:
-        return 0, 0, rows(stage, shape, ranges).reason
-    run, axes = merged_run(stage, shape, ranges)
-    if axes > 1 and run % VECTOR == 0:
-        strides = row_major_strides(shape)
-        mult = dim_multipliers(slab)
-        start = Affine()
-        for d, o in enumerate(stage.origin):
-            start = start + o * strides[d]
-        outer = slab[:len(slab) - axes]
-        for k, ax in enumerate(outer):
-            start = start + var(f"_c{k}") * (mult[k] * strides[ax.dim])
-        span = dim_spans(slab, len(shape))
-        clamp_ok = all(strides[d] % VECTOR == 0 for d in range(len(shape))
-                       if (_hi(stage.origin[d], ranges) is None
-                           or _hi(stage.origin[d], ranges) + span[d] > shape[d]))
-        if _all_multiple(start, VECTOR) and clamp_ok:
-            return run, axes, ""
-    r = rows(stage, shape, ranges)
-    if not (r.contiguous and r.aligned and r.clamp_ok):
-        return 0, 0, r.reason
-    E = slab[-1].extent
-    if (E + stage.pad) % VECTOR:
-        return 0, 0, f"padded shared rows of {E + stage.pad} floats are not 16-byte aligned"
-    if r.crosses_end and r.wholly < (VECTOR if split_ok else E):
-        return 0, 0, (f"rows of {E} floats may run past the end of {stage.tensor}'s last dimension "
-                      f"({shape[-1]} floats) in the middle of a bulk copy")
-    return E, 1, ""
-
-
-def tma_stamp(stage, shape, ranges) -> tuple[tuple[int, int, int], str]:
-    """((run floats, merged axes, bulk copies per iteration), '') : the plan 011 stamps on a TMA
-    stage (Stage.tma), or ((), why) when no bulk copy fits the stage as it stands. Rows that
-    cross the tensor's end at 16-byte boundaries are copied in atoms (012 splits the slab
-    along them; the runs are the same before and after the split)."""
-    run, axes, why = tma_plan(stage, shape, ranges, split_ok=True)
-    if why:
-        return (), why
-    n = 1
-    for ax in stage.slab[:len(stage.slab) - axes]:
-        n *= ax.extent
-    if axes == 1:
-        r = rows(stage, shape, ranges)
-        if r.crosses_end and r.wholly < run:
-            n *= run // r.wholly
-            run = r.wholly
-    return (run, axes, n), ""
-
-
-def restamp_tma(stage, shape, ranges):
-    """(stage, why): a TMA stage with its plan recomputed after a pass changed its slab or
-    pad; where no bulk copy fits any more, the stage falls back to cp.async, and why says so."""
-    if stage.copy != "tma":
-        return stage, ""
-    plan, why = tma_stamp(stage, shape, ranges)
-    if why:
-        return dataclasses.replace(stage, copy="async", tma=()), f"{stage.name}: cp.async, not TMA: {why}"
-    return dataclasses.replace(stage, tma=plan), ""
 
 
 def scope_ranges(tile: Tile, loops) -> dict[str, int]:

@@ -14,8 +14,8 @@ Tile IR (per kernel)
   tensors-known      every load and store names a program buffer, a local, a stage in scope
                      or an accumulator; a stage copies a program buffer
   loop-vars-bound    every index variable is a tile axis or an enclosing loop's variable
-  tma-stamp          a TMA stage carries the bulk copies its slab allows (stage_geometry.tma_stamp),
-                     any other stage none
+  tma-stamp          a TMA stage carries the box its slab is and a swizzle the box allows
+                     (tma_geometry), any other stage none
   stage-smem         the stages' buffers fit in the target's static shared memory per block
   vector-width       an access stamped 4 wide (005) sits in a vector loop of 4 and is still
                      one aligned float4 (deplokit.passes.vector_geometry)
@@ -40,7 +40,8 @@ from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, smem_bytes, tma_stamp
+from .stage_geometry import VECTOR, smem_bytes
+from .tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, multiples_of_vector
 
 
@@ -150,16 +151,20 @@ class _TileChecker:
             values.add(s.dst)
 
     def tma(self, s, bound):
-        """A TMA stage carries the bulk-copy plan its slab allows (the lowering spells the
-        stamp without re-deriving it); any other stage carries none."""
+        """A TMA stage carries the box its slab is (the lowering encodes the stamp without
+        re-deriving it) in a swizzle the box allows; any other stage carries none."""
         if s.copy != "tma":
             if s.tma:
-                self.fail("tma-stamp", f"stage {s.name} is copied by {s.copy} but stamped with TMA runs {s.tma}")
+                self.fail("tma-stamp", f"stage {s.name} is copied by {s.copy} but stamped with {s.tma.text()}")
             return
-        want, why = tma_stamp(s, self.types[s.tensor].shape, bound)
-        if s.tma != want:
-            self.fail("tma-stamp", f"stage {s.name} is stamped with TMA runs {s.tma}, but its slab allows "
-                                   f"{want or 'no bulk copy: ' + why}")
+        t = self.types[s.tensor]
+        want, why = tensor_map_box(s, t.shape, t.dtype)
+        if s.tma is None or want is None or s.tma.box != want.box:
+            self.fail("tma-stamp", f"stage {s.name} is stamped with {s.tma.text() if s.tma else 'no box'}, but "
+                                   f"its slab is {want.text() if want else 'no tensor-map box: ' + why}")
+        if s.tma.swizzle and swizzle_for(s.tma)[0] != s.tma.swizzle:
+            self.fail("tma-stamp", f"stage {s.name}: {s.tma.text()}, but the box allows "
+                                   f"{swizzle_for(s.tma)[0] or 'no'} swizzle: {swizzle_for(s.tma)[1]}")
 
     # `where` (the statement's text, say) is a callable: the text is only made for a failure
     def reads(self, operands, values, where):

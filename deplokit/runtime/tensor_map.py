@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TensorMapError
+from ..ir.swizzle import swizzle_bytes as swizzle_bytes_of
 from ..ir.types import DTYPE_BYTES
 
 # CUtensorMapDataType values (cuda.h) of the element types deplokit stores
@@ -116,13 +117,25 @@ def encode(args: TensorMapArgs, address: int):
 
 def swizzle_offset(byte_offset, swizzle_bytes: int):
     """Where the hardware puts the byte at `byte_offset` of a box written with a swizzle span
-    of `swizzle_bytes`: the 16-byte chunk index (bits 4..) XOR the row of 128 bytes (bits 7..),
-    over 2, 4 or 8 chunks for 32, 64, 128 bytes. A shared-memory read of a swizzled box
-    must apply the same XOR. Works on ints and numpy arrays."""
+    of `swizzle_bytes` (deplokit.ir.swizzle: the 16-byte chunk index XOR the row of 128
+    bytes, over 2, 4 or 8 chunks for 32, 64, 128 bytes). A shared-memory read of a swizzled
+    box must apply the same XOR. Works on ints and numpy arrays."""
     if swizzle_bytes not in SWIZZLE:
         raise TensorMapError(f"swizzle {swizzle_bytes} bytes; supported: {', '.join(map(str, SWIZZLE))}")
-    mask = swizzle_bytes // 16 - 1 if swizzle_bytes else 0
-    return byte_offset ^ (((byte_offset >> 7) & mask) << 4)
+    return swizzle_bytes_of(byte_offset, swizzle_bytes)
+
+
+def box_values(flat, shape, box, origins) -> np.ndarray:
+    """The elements of the boxes `box` (outermost first) at `origins` (one row of
+    coordinates per copy) of the row-major tensor `shape` stored in the 1-d array `flat`,
+    row-major per box, elements outside the tensor read as zero: (copies, box elements)."""
+    box, shape = tuple(box), np.asarray(shape, dtype=np.int64)
+    idx = np.indices(box, dtype=np.int64).reshape(len(box), -1)
+    coords = np.asarray(origins, dtype=np.int64).reshape(-1, len(box), 1) + idx[None]
+    inside = np.all((coords >= 0) & (coords < shape.reshape(1, -1, 1)), axis=1)
+    strides = np.concatenate([np.cumprod(shape[::-1])[:-1][::-1], [1]]).reshape(1, -1, 1)
+    at = np.where(inside, (np.clip(coords, 0, None) * strides).sum(axis=1), 0)
+    return np.where(inside, flat[np.minimum(at, flat.size - 1)], np.zeros((), flat.dtype))
 
 
 def copy_box(tensor, origin, args: TensorMapArgs):
@@ -130,14 +143,10 @@ def copy_box(tensor, origin, args: TensorMapArgs):
     `origin` (outermost first) of the numpy `tensor`, elements outside the tensor read as
     zero, laid out row-major and then swizzled (one flat array of the box's elements)."""
     box = args.box_dims[::-1]
-    idx = np.indices(box).reshape(len(box), -1)
-    coords = idx + np.asarray(origin).reshape(-1, 1)
-    inside = np.all((coords >= 0) & (coords < np.asarray(tensor.shape).reshape(-1, 1)), axis=0)
-    values = np.zeros(idx.shape[1], dtype=tensor.dtype)
-    values[inside] = tensor[tuple(c[inside] for c in coords)]
+    values = box_values(tensor.reshape(-1), tensor.shape, box, [origin])[0]
     size = tensor.dtype.itemsize
     span = {v: k for k, v in SWIZZLE.items()}[args.swizzle]
-    at = swizzle_offset(np.arange(idx.shape[1]) * size, span) // size
+    at = swizzle_offset(np.arange(values.size) * size, span) // size
     out = np.empty_like(values)
     out[at] = values
     return out

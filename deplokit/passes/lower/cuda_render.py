@@ -15,12 +15,13 @@ from typing import Iterator
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
                              KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
-                             SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
+                             SharedLoad, SharedStore, Special, TmaLoad, TmaTensorLoad, Var, VectorLoad,
+                             VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
                         _Scope, format_float)
-from .cuda_ptx import PtxRenderer
+from .cuda_ptx import TENSOR_MAP_DECL, TENSOR_MAP_TYPE, PtxRenderer
 
 __all__ = ["render_kernel", "render_program"]
 
@@ -39,7 +40,7 @@ def _walk(node) -> Iterator[object]:
 
 
 def _names_in(k: KernelFunc) -> set[str]:
-    names = {p.name for p in k.params}
+    names = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
     for n in _walk(k.body):
         if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit)):
             names.add(n.name)
@@ -81,7 +82,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         self.lane = self.fresh("lane") if "lane" in self.specials else None
         self.warp = self.fresh("warp") if "warp" in self.specials else None
         one_d = k.block[1] == 1 and k.block[2] == 1
-        self.needs_election = any(isinstance(n, (TmaLoad, MbarrierInit)) for n in _walk(k.body))
+        self.needs_election = any(isinstance(n, (TmaLoad, TmaTensorLoad, MbarrierInit)) for n in _walk(k.body))
         self.tid: str | None = None
         if one_d:
             self.flat_tid = "threadIdx.x"
@@ -156,6 +157,8 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.cp_async_wait(s)
         elif isinstance(s, TmaLoad):
             self.tma_load(s, scope)
+        elif isinstance(s, TmaTensorLoad):
+            self.tma_tensor_load(s, scope)
         elif isinstance(s, MbarrierInit):
             self.mbarrier_init(s)
         elif isinstance(s, MbarrierWait):
@@ -298,6 +301,8 @@ class _Renderer(ExprRenderer, PtxRenderer):
         nodes = list(_walk(k.body))
         if any(isinstance(n, TmaLoad) for n in nodes):
             self.need_sm(90, "TMA (cp.async.bulk)")
+        if k.tensor_maps:
+            self.need_sm(90, "TMA tensor maps (cp.async.bulk.tensor)")
         if any(isinstance(n, (CpAsync, CpAsyncCommit, CpAsyncWait)) for n in nodes):
             self.need_sm(80, "cp.async")
         scope = _Scope()
@@ -306,6 +311,9 @@ class _Renderer(ExprRenderer, PtxRenderer):
             const = "const " if p.const else ""
             params.append(f"{const}{PARAM_CTYPES[p.ctype]}* __restrict__ {p.name}")
             scope.declare(p.name, "param")
+        for t in k.tensor_maps:
+            params.append(f"const __grid_constant__ {TENSOR_MAP_TYPE} {t.name}")
+            scope.declare(t.name, "param")
         # Preamble: the thread coordinates the printer introduces, then the mbarriers.
         bx, by, bz = k.block
         if self.tid:
@@ -381,5 +389,7 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     if p.outputs:
         header.append(f"// Program outputs: {', '.join(p.outputs)}")
     parts = ["\n".join(header) + "\n"]
+    if any(k.tensor_maps for k in p.kernels):
+        parts.append(TENSOR_MAP_DECL)
     parts += [render_kernel(k, sm) for k in p.kernels]
     return "\n".join(parts)

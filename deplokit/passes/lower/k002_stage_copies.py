@@ -19,14 +19,14 @@ it); an asynchronous stage no AsyncWait waits for is an error.
   async  cp.async of 16 bytes under the same conditions (and 16-byte aligned shared rows),
          else of 4 bytes; an element past the end stores 0 with an ordinary store. The
          copies form one group: commit; the AsyncWait waits for it (wait_group 0).
-  tma    thread 0 issues one bulk copy per row (or per run of whole rows, when the slab spans
-         the tensor's full width), all completing on one mbarrier per K loop whose arrival
-         count is the number of copies per iteration; the AsyncWait waits on the mbarrier
-         (phase: the loop variable). A row past the end of an outer dimension is clamped
-         onto the last row (its values only reach outputs that are never stored). The runs
-         are the plan stamped on the stage (Stage.tma: 011, kept true by 012 and 014, which
-         switches a stage its pad breaks to cp.async); only a TMA stage outside a
-         double-buffered K loop falls back to cp.async here.
+  tma    thread 0 issues one tensor-map copy (cp.async.bulk.tensor) per stage: the box
+         stamped on the stage (Stage.tma: 011, swizzled by 012) at the slab's origin,
+         elements past the tensor's end read as zero; all complete on one mbarrier per K
+         loop whose arrival count is the number of TMA stages; the AsyncWait waits on the
+         mbarrier (phase: the loop variable). The kernel takes one tensor map per distinct
+         (tensor, box, swizzle) (KernelFunc.tensor_maps), its shared array is 1024-byte
+         aligned (a swizzle pattern's repeat); only a TMA stage outside a double-buffered
+         K loop falls back to cp.async here.
 
 Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: ...]:
 
@@ -61,7 +61,7 @@ from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ..record import Pass
 from ..stage_geometry import head_stages
 from .smem_layout import smem_size
-from .stage_plan import StagePlan, is_pipelined, mbarrier_name, plan_stage, tma_runs
+from .stage_plan import StagePlan, is_pipelined, mbarrier_name, plan_stage
 from .stage_units import copy_stage, issue_tma
 
 
@@ -72,6 +72,8 @@ def apply(program: KernelProgram, pctx=None) -> KernelProgram:
         return program
     return dataclasses.replace(program, kernels=kernels)
 
+
+TMA_ALIGN = 1024      # bytes: a tensor-map box's shared array (the 128-byte swizzle repeats every 1024)
 
 PASS = Pass("002_stage_copies", "kernel", "spell each stage's copy into shared memory (float4, cp.async, TMA; "
             "double buffered, pipelined) with its waits and barriers", apply)
@@ -92,6 +94,7 @@ class StageCopier:
     def __init__(self, func: K.KernelFunc, types):
         self.func, self.types = func, types
         self.declared: set[str] = set()          # shared arrays declared so far
+        self.tensor_maps: dict[tuple, K.TensorMap] = {}   # (tensor, box, swizzle) -> parameter
         self.by_name: dict[str, StageCopy] = {}
         for s in K.walk_stmts(func.body):
             if isinstance(s, StageCopy):
@@ -101,7 +104,24 @@ class StageCopier:
         pending = (StageCopy, StageWait, StagePrologue)
         if not any(isinstance(s, pending) for s in K.walk_stmts(self.func.body)):
             return self.func
-        return dataclasses.replace(self.func, body=self.body(self.func.body))
+        body = self.body(self.func.body)
+        return dataclasses.replace(self.func, body=body,
+                                   tensor_maps=tuple(self.func.tensor_maps) + tuple(self.tensor_maps.values()))
+
+    def tensor_map(self, s) -> str:
+        """The name of the tensor-map parameter stage s is copied with (one per distinct
+        tensor, box and swizzle), free among the kernel's parameters and buffers."""
+        key = (s.tensor, s.tma.box, s.tma.swizzle)
+        if key not in self.tensor_maps:
+            taken = {p.name for p in self.func.params} | set(self.types) | \
+                {t.name for t in self.tensor_maps.values()}
+            name, n = f"{s.tensor}_tmap", 1
+            while name in taken:
+                n += 1
+                name = f"{s.tensor}_tmap_{n}"
+            self.tensor_maps[key] = K.TensorMap(name, s.tensor, tuple(self.types[s.tensor].shape),
+                                                s.tma.box, s.tma.swizzle)
+        return self.tensor_maps[key].name
 
     def scope(self, ranges) -> _Scope:
         return _Scope(self.types, dict(ranges), self.func.threads)
@@ -146,7 +166,8 @@ class StageCopier:
         if s.name in self.declared:
             return []
         self.declared.add(s.name)
-        return [K.SharedArray(s.name, smem_size(s) * (2 if p.buffered else 1))]
+        align = {"align": TMA_ALIGN} if p.kind == "tma" else {}
+        return [K.SharedArray(s.name, smem_size(s) * (2 if p.buffered else 1), **align)]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:
@@ -174,7 +195,7 @@ class StageCopier:
             out.append(K.Barrier())           # the previous iteration's readers are done
         it = "cur" if first.loop_info else None
         if tma:
-            out += issue_tma(m, tma, it)
+            out += issue_tma(m, tma, it, self.tensor_map)
         for s, p in asyncs:
             out += copy_stage(m, s, p, it)
         if asyncs:
@@ -240,8 +261,8 @@ class StageCopier:
             for s, p in zip(stages, plans):
                 out += self._declare(s, p)
         if tma:
-            count = sum(tma_runs(m, s, p)[2] for s, p in tma)
-            out += [K.MbarrierInit(mbarrier_name(loop), count), K.Barrier()]
+            # one arrival (with the box's bytes expected) per tensor-map copy
+            out += [K.MbarrierInit(mbarrier_name(loop), len(tma)), K.Barrier()]
         if ahead:
             out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = 0"))
             out += self._issue(m, stages, plans, "zero")
@@ -261,7 +282,7 @@ class StageCopier:
         out: list = []
         tma = [(s, p) for s, p in zip(stages, plans) if p.kind == "tma"]
         if tma:
-            out += issue_tma(m, tma, it)
+            out += issue_tma(m, tma, it, self.tensor_map)
         asyncs = [(s, p) for s, p in zip(stages, plans) if p.kind == "async"]
         for s, p in asyncs:
             out += copy_stage(m, s, p, it)

@@ -1,10 +1,12 @@
 """Where a staged slab lives in shared memory: its size (rows padded by Stage.pad) and the
-element a load from it reads (plus the current buffer's base when double buffered)."""
+element a load from it reads (plus the current buffer's base when double buffered; a swizzled
+TMA box's reads apply its XOR within the buffer)."""
 from __future__ import annotations
 
 import dataclasses
 
 from ...ir import kernel_ir as K
+from ...ir.swizzle import swizzle_word
 from ...ir.tile_ir import Stage
 from ..stage_geometry import row_major_strides
 
@@ -27,10 +29,19 @@ def smem_size(s: Stage) -> int:
     return n
 
 
+def swizzled(word: K.Expr, span: int) -> K.Expr:
+    """Where a TMA box written with a `span`-byte swizzle holds its float `word`
+    (deplokit.ir.swizzle.swizzle_word, spelled as Kernel-IR int arithmetic)."""
+    if isinstance(word, K.Const):
+        return K.Const(int(swizzle_word(int(word.value), span)), "int")
+    row = K.Binary("&", K.Binary(">>", word, K.Const(5, "int")), K.Const(span // 16 - 1, "int"))
+    return K.Binary("^", word, K.Binary("<<", row, K.Const(2, "int")))
+
+
 def smem_offset(exprs, s: Stage) -> K.Expr:
-    """The shared-memory element of slab index `exprs` (one expression per slab axis). Two axes
-    of one dimension split by 012 and indexed (x / A, x % A) fold back to x where the
-    layout allows (no pad between them)."""
+    """The shared-memory element of slab index `exprs` (one expression per slab axis),
+    XOR-swizzled where the stage is a swizzled TMA box (012). Two axes of one dimension
+    indexed (x / A, x % A) fold back to x where the layout allows (no pad between them)."""
     shape = [ax.extent for ax in s.slab]
     shape[-1] += s.pad
     strides = row_major_strides(shape)
@@ -55,5 +66,7 @@ def smem_offset(exprs, s: Stage) -> K.Expr:
         out = t if out is None else K.Binary("+", out, t)
     if out is None:
         out = K.Const(0, "int")
+    if s.tma and s.tma.swizzle:
+        out = swizzled(out, s.tma.swizzle)
     base = getattr(s, "base", None)
     return out if base is None else K.Binary("+", base, out)

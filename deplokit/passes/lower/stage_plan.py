@@ -4,8 +4,8 @@ kind (sync, async, tma), whether it ping-pongs between two buffers, the K loop i
 The schedule chose the kind (011 tma_copy, 013 async_copy) and the buffering (010); the
 lowering only narrows what the kernel as it stands cannot keep: a non-float32 tensor is
 copied by the threads, a TMA stage outside a double-buffered K loop is copied with cp.async
-in the same schedule. A TMA stage's bulk copies are the plan 011 stamped on it (Stage.tma,
-kept true by 012 and 014; the verifier checks it)."""
+in the same schedule. A TMA stage is one tensor-map copy of the box 011 stamped on it
+(Stage.tma, with 012's swizzle; the verifier checks it)."""
 from __future__ import annotations
 
 import dataclasses
@@ -53,8 +53,3 @@ def is_pipelined(stages, plans) -> bool:
 
 def mbarrier_name(loop) -> str:
     return f"{loop.var}_mbar"
-
-
-def tma_runs(m, s: Stage, p: StagePlan) -> tuple[int, int, int]:
-    """(run floats, merged axes, runs per copy) of a TMA stage: the schedule's stamp."""
-    return s.tma

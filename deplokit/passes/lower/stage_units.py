@@ -1,5 +1,5 @@
-"""The copy of one Stage for one iteration, spelled unit by unit: floats, float4s (a 16-byte
-cp.async), or whole rows (TMA bulk copies), dealt out to the block's threads (see
+"""The copy of one Stage for one iteration, spelled unit by unit: floats or float4s (a 16-byte
+cp.async) dealt out to the block's threads, or one TMA tensor-map copy of the whole box (see
 k002_stage_copies.py for when copies are issued and which barriers surround them).
 
 `m` is the kernel's LoweringState (types, ranges, threads); `p` a stage_plan.StagePlan;
@@ -14,7 +14,7 @@ from ...ir.tile_ir import Stage
 from ..stage_geometry import VECTOR, dim_multipliers, row_major_strides, rows
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
-from .stage_plan import StagePlan, mbarrier_name, ranges_in, tma_runs
+from .stage_plan import StagePlan, mbarrier_name, ranges_in
 
 
 def _tid0():
@@ -165,17 +165,14 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     return _cooperative(i, count, m.threads, body)
 
 
-def issue_tma(m, tma, it) -> list:
-    """Thread 0 issues one bulk copy per run of every TMA stage in `tma` ((stage, plan) pairs)."""
+def issue_tma(m, tma, it, tensor_map) -> list:
+    """Thread 0 issues one tensor-map copy per TMA stage in `tma` ((stage, plan) pairs): the
+    box at the slab's origin into the buffer of iteration `it`; `tensor_map(stage)` names
+    the kernel's tensor-map parameter for the stage."""
     body: list = []
     for s, p in tma:
-        run, axes, _ = tma_runs(m, s, p)
-        origin, base, ranges = stage_at(m, s, p, it)
-        r = f"{s.name}_r"
-        count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, run, axes, r)
-        src, _ = _global(m, s, g, unit_ext, ranges)     # runs past the end: clamped
-        dst = plus(base, affine_expr(smem))
-        load = K.TmaLoad(s.name, dst, s.tensor, src, run, mbarrier_name(p.loop))
-        body.append(load if count == 1 else K.For(r, K.Const(0, "int"), K.Const(count, "int"),
-                                                  K.Const(1, "int"), (load,)))
+        origin, base, _ = stage_at(m, s, p, it)
+        coords = tuple(affine_expr(o) for o in origin)
+        dst = base if base is not None else K.Const(0, "int")
+        body.append(K.TmaTensorLoad(s.name, dst, tensor_map(s), coords, mbarrier_name(p.loop)))
     return [K.If(_tid0(), tuple(body))]

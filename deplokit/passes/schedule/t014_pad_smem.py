@@ -18,9 +18,9 @@ conflict (banks.smem_loads: worst warp, every register slot) and for which the k
 lowers the count is padded; others are left alone. Pad 1 removes the conflict entirely but
 rows stop being 16-byte aligned, which float4 / 16-byte cp.async copies need; pad 4 keeps
 the alignment and leaves a 2-way conflict. The default takes the pad that removes the most
-wavefronts, the smaller on a tie; a stage copied asynchronously (cp.async from 013, or TMA
-bulk copies from 011, one per row) is only offered pads that keep its rows whole multiples
-of 16 bytes (pad 4 for 16-float rows), which those copies need.
+wavefronts, the smaller on a tie; a stage copied by cp.async (013) is only offered pads
+that keep its rows whole multiples of 16 bytes (pad 4 for 16-float rows), which those
+copies need; a TMA stage is never padded (its box lands unpadded; 012 swizzles it).
 """
 from __future__ import annotations
 
@@ -28,8 +28,7 @@ import dataclasses
 
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
-from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
-from ..stage_geometry import restamp_tma, scope_ranges
+from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
@@ -54,9 +53,10 @@ def _eligible(stage: Stage, pad: int) -> str | None:
         return f"{stage.name}: already padded"
     if len(stage.slab) < 2:
         return f"{stage.name}: one row, nothing to pad"
-    if stage.copy in ("async", "tma") and (stage.slab[-1].extent + pad) % 4:
-        kind = "cp.async" if stage.copy == "async" else "TMA bulk"
-        return f"{stage.name}: pad {pad} would break the 16-byte rows its {kind} copies need"
+    if stage.copy == "tma":
+        return f"{stage.name}: a TMA box lands unpadded (012 swizzles it instead)"
+    if stage.copy == "async" and (stage.slab[-1].extent + pad) % 4:
+        return f"{stage.name}: pad {pad} would break the 16-byte rows its cp.async copies need"
     return None
 
 
@@ -122,23 +122,14 @@ def apply(kernel: TileKernel, pctx: PassContext):
                     f"more than {pctx.target.static_smem_per_block}")
 
     tile = kernel.tile()
-    ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}
-    notes = []
 
     def pad_stage(s):
         if isinstance(s, Stage) and s.name in plan:
-            # a pad ends a TMA stage's merged run (rows are no longer contiguous in shared
-            # memory): its bulk copies are planned again, or it falls back to cp.async here
             s = dataclasses.replace(s, pad=plan[s.name])
-            if s.copy == "tma":
-                s, why = restamp_tma(s, pctx.types[s.tensor].shape, ranges[s.name])
-                if why:
-                    notes.append(why)
         return s
 
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
-    kernel = replace_tile(kernel, new_tile)
-    return Noted(kernel, tuple(notes)) if notes else kernel
+    return replace_tile(kernel, new_tile)
 
 
 PASS = KernelPass("014_pad_smem", "tile", DESCRIPTION, apply, KNOBS)

@@ -1,11 +1,13 @@
 """Asynchronous copies into shared memory: cp.async with its commit groups and waits, and TMA
-loads completed by mbarrier waits (phase parity, deadlock checks). A mixin of _Chunk
+copies (1-D bulk runs, tensor-map boxes with zero fill and swizzle) completed by mbarrier waits (phase parity, deadlock checks). A mixin of _Chunk
 (exec.py); the data lands immediately and is marked in flight in the shared array's table."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.swizzle import REPEAT, swizzle_word
+from ..tensor_map import box_values
 from .memory import _MBar
 from .values import F32, I64, _cast
 
@@ -67,19 +69,28 @@ class _AsyncCopies:
             return np.ones(self.nb, dtype=bool)
         return np.broadcast_to(np.broadcast_to(mask, (mask.shape[0], self.T)).any(axis=1), (self.nb,))
 
-    def s_tma_load(self, s: K.TmaLoad, mask):
-        mb = self.mbars.get(s.barrier)
-        if mb is None:
-            self.fail(f"TmaLoad on mbarrier {s.barrier!r}, which is not initialised (MbarrierInit)")
+    def _one_issuer(self, mask, what):
+        """(blocks, threads) of the active lanes, failing unless one thread per block issues."""
         act = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
         rows, tids = np.nonzero(act)
+        per_block = np.bincount(rows, minlength=self.nb)
+        if rows.size and per_block.max() > 1:
+            r = int(np.argmax(per_block))
+            self.fail(f"{what} issued by {int(per_block[r])} threads of block "
+                      f"{self.block_index(r)}; a TMA copy is issued by one thread")
+        return rows, tids
+
+    def _mbar_of(self, name, kind):
+        mb = self.mbars.get(name)
+        if mb is None:
+            self.fail(f"{kind} on mbarrier {name!r}, which is not initialised (MbarrierInit)")
+        return mb
+
+    def s_tma_load(self, s: K.TmaLoad, mask):
+        mb = self._mbar_of(s.barrier, "TmaLoad")
+        rows, tids = self._one_issuer(mask, f"TmaLoad into {s.array}")
         if rows.size == 0:
             return
-        per_block = np.bincount(rows, minlength=self.nb)
-        if per_block.max() > 1:
-            r = int(np.argmax(per_block))
-            self.fail(f"TmaLoad into {s.array} issued by {int(per_block[r])} threads of block "
-                      f"{self.block_index(r)}; a TMA copy is issued by one thread")
         c = int(s.count)
         if c <= 0 or c % 4:
             self.fail(f"TmaLoad of {c} floats: the size must be a positive multiple of 16 bytes")
@@ -93,23 +104,58 @@ class _AsyncCopies:
         dst = np.broadcast_to(dst, self.shape)[rows, tids]
         span = np.arange(c, dtype=I64)
         keys = (rows * sh.size + dst)[:, None] + span
+        self._land(sh, "TmaLoad", rows, tids, keys, _cast(buf[src[:, None] + span], F32), mb)
+
+    def s_tma_tensor_load(self, s: K.TmaTensorLoad, mask):
+        """The box of the tensor map at the issuing thread's coordinates, elements outside the
+        tensor zero, written row-major and swizzled as the map says (where the bytes land:
+        a read with another XOR reads other elements)."""
+        mb = self._mbar_of(s.barrier, "TmaTensorLoad")
+        try:
+            tmap = self.k.tensor_map(s.tensor_map)
+        except KeyError:
+            self.fail(f"TmaTensorLoad through {s.tensor_map!r}, which is no tensor map of the kernel")
+        if len(s.coords) != len(tmap.box) or len(tmap.box) != len(tmap.shape):
+            self.fail(f"TmaTensorLoad through {tmap.name}: {len(s.coords)} coordinates for a box of rank "
+                      f"{len(tmap.box)} over a tensor of rank {len(tmap.shape)}")
+        rows, tids = self._one_issuer(mask, f"TmaTensorLoad into {s.array}")
+        if rows.size == 0:
+            return
+        buf = self.gbuf(tmap.buffer, "TmaTensorLoad")
+        if buf.size != int(np.prod(tmap.shape)):
+            self.fail(f"tensor map {tmap.name} describes {tmap.buffer} as {tmap.shape}, but it holds {buf.size} elements")
+        sh = self.sarr(s.array, "TmaTensorLoad")
+        n = tmap.box_bytes // 4
+        line = max(128, REPEAT[tmap.swizzle])
+        dst = self.check_bounds(self.ev_int(s.dst_offset, mask), n, sh.size, mask,
+                                f"shared array {sh.name}", "TmaTensorLoad", align=line // 4)
+        dst = np.broadcast_to(dst, self.shape)[rows, tids]
+        origins = np.stack([np.broadcast_to(self.ev_int(c, mask), self.shape)[rows, tids] for c in s.coords], axis=1)
+        values = _cast(box_values(buf, tmap.shape, tmap.box, origins), F32)
+        at = swizzle_word(np.arange(n, dtype=I64), tmap.swizzle)
+        keys = (rows * sh.size + dst)[:, None] + at
+        self._land(sh, "TmaTensorLoad", rows, tids, keys, values, mb)
+
+    def _land(self, sh, kind, rows, tids, keys, values, mb):
+        """Write a TMA copy's values at shared `keys` (one row per issuing thread) as in
+        flight on mbarrier `mb`, after the pending-copy and race checks."""
         issuer = np.broadcast_to(tids.astype(np.int32)[:, None], keys.shape)
         if sh.has_pending and (sh.pend.reshape(-1)[keys] != 0).any():
-            self.fail(f"TmaLoad into shared array {sh.name} overwrites an async copy still in flight")
+            self.fail(f"{kind} into shared array {sh.name} overwrites an async copy still in flight")
         if self.check:
             lanes = np.broadcast_to((rows * self.T + tids)[:, None], keys.shape).reshape(-1)
             if sh.dirty:
                 w = sh.lw.reshape(-1)[keys].reshape(-1)
                 bad = (w >= 0) & (w != issuer.reshape(-1))
                 if bad.any():
-                    self.race_flat(sh, "TmaLoad", keys.reshape(-1), lanes, w, bad, "already written")
+                    self.race_flat(sh, kind, keys.reshape(-1), lanes, w, bad, "already written")
             self.fold_reads(sh)
             if sh.lr_dirty:
                 r_ = sh.lr.reshape(-1)[keys].reshape(-1)
                 bad = (r_ == -2) | ((r_ >= 0) & (r_ != issuer.reshape(-1)))
                 if bad.any():
-                    self.race_flat(sh, "TmaLoad", keys.reshape(-1), lanes, r_, bad, "read")
-        sh.flat[keys] = _cast(buf[src[:, None] + span], F32)
+                    self.race_flat(sh, kind, keys.reshape(-1), lanes, r_, bad, "read")
+        sh.flat[keys] = values
         self.mark_pending(sh, keys.reshape(-1), 1, -(mb.id + 1))
         mb.inflight[rows] = True
         self.stats.global_bytes_loaded += keys.size * 4
