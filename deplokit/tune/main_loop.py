@@ -38,7 +38,7 @@ FULL_UNROLL = 1024
 PARTIAL_UNROLL = 416
 # Instructions around each operation, besides the operation itself (sm_90, nvcc 13):
 OVERHEAD = {
-    "tma": 12,          # ELECT loop, SYNCS.ARRIVE, uniform address arithmetic around one UBLKCP
+    "tma": 12,          # ELECT loop, SYNCS.ARRIVE, uniform address arithmetic around one UBLKCP / UTMALDG
     "cp_async": 3,      # address arithmetic around one LDGSTS
     "global": 2,        # address arithmetic of a global access that is not an immediate offset
     "mbarrier_wait": 4,  # try_wait, its branch and the out-of-line retry
@@ -46,7 +46,8 @@ OVERHEAD = {
     "loop": 8,          # counter, compare, branch, buffer index and pointer updates per iteration
 }
 # statement -> (what it counts as, its OVERHEAD entry)
-SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.Barrier: ("barriers", ""),
+SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.TmaTensorLoad: ("copies", "tma"),
+                 K.Barrier: ("barriers", ""),
                  K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait")}
 FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
 SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "sigmoid": 4, "pow": 8,

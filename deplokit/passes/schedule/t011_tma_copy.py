@@ -73,4 +73,4 @@ def apply(kernel, pctx: PassContext):
 
 
 PASS = KernelPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS,
-                  needs=(Needs("tma", "TMA (tensor-map copies need sm_90)"),))
+                  needs=(Needs("tma", "TMA (bulk copies need sm_90)"),))
