@@ -126,7 +126,7 @@ def test_tma_kernel_ir_one_tensor_copy_per_stage_on_one_mbarrier():
         [("x_smem", "x_tmap", ("0", "0")), ("w_smem", "w_tmap", ("0", "0"))]
     assert init.count == 2
     assert [(t.name, t.buffer, t.shape, t.box, t.swizzle) for t in kernel.tensor_maps] == \
-        [("x_tmap", "x", (16, 64), (16, 16), 64), ("w_tmap", "w", (64, 16), (16, 16), 64)]
+        [("x_tmap", "x", (16, 64), (16, 16), 0), ("w_tmap", "w", (64, 16), (16, 16), 0)]
     waits = list(nodes(kernel.body, K.MbarrierWait))
     assert len(waits) == 1 and waits[0].phase == K.Var("a2o")
     assert c.check(backend="sim").ok
@@ -137,7 +137,7 @@ def test_tma_boxes_cross_the_tensor_end_and_read_zeros():
     # the tensor map reads zeros (no clamp, no split, no guard)
     c = build("matmul_ragged_n", "sm_90")
     kinds = {s.name: (s.copy, s.tma.text() if s.tma else "") for s in stages(c)}
-    assert kinds == {"a_smem": ("tma", "tmap=32x16,swizzle=64B"), "b_smem": ("tma", "tmap=16x32,swizzle=128B")}
+    assert kinds == {"a_smem": ("tma", "tmap=32x16"), "b_smem": ("tma", "tmap=16x32")}
     assert c.check(backend="sim").ok
 
 
@@ -269,8 +269,9 @@ def test_async_wait_follows_the_tma_stages():
     after = str(step(c, "011_tma_copy").after)
     stages = relu_stages("TmaBufferedStage", "BufferedStage", ", tmap=16x16")
     assert "\n".join([RELU_LOOP, stages, "        AsyncWait(x_smem, w_smem)", RELU_INNER]) in after
-    # 013 narrows bias to cp.async and widens the wait; 012 swizzled the boxes
-    stages = relu_stages("TmaBufferedStage", "AsyncBufferedStage", ", tmap=16x16,swizzle=64B")
+    # 013 narrows bias to cp.async and widens the wait (the boxes' reads are conflict free:
+    # 012 leaves them unswizzled)
+    stages = relu_stages("TmaBufferedStage", "AsyncBufferedStage", ", tmap=16x16")
     assert "\n".join([stages, RELU_WAIT, RELU_INNER]) in str(c.tile_ir)
     loop = k_loop(c.kernel_ir.kernels[0])
     assert [type(s).__name__ for s in loop.body][-5:] == ["CpAsyncCommit", "CpAsyncWait", "MbarrierWait",
@@ -289,7 +290,7 @@ def test_pipelined_loop_waits_before_its_prefetching_stages(target):
     # execution order: wait for tile ko; issue the copies of tile ko + 1; compute tile ko
     c = build("relu_matmul_seed", target)
     if target == "sm_90":
-        stages = relu_stages("TmaBufferedStage", "AsyncBufferedStage", ", tmap=16x16,swizzle=64B", ", prefetch=1")
+        stages = relu_stages("TmaBufferedStage", "AsyncBufferedStage", ", tmap=16x16", ", prefetch=1")
     else:
         stages = relu_stages("AsyncBufferedStage", extra=", prefetch=1")
     assert "\n".join([RELU_LOOP, RELU_WAIT, stages, RELU_INNER]) in str(c.tile_ir)

@@ -63,12 +63,16 @@ def test_swizzle_halves_the_weight_fragment_bank_conflicts():
 
 
 def test_swizzle_span_follows_the_box_inner_row():
+    from deplokit.ir.tile_ir import TmaBox
+    from deplokit.passes.tma_geometry import swizzle_for
+    assert [swizzle_for(TmaBox((64, n)))[0] for n in (4, 8, 16, 32, 64)] == [0, 32, 64, 128, 0]
+    assert "inner rows of 256 bytes are no swizzle span" in swizzle_for(TmaBox((16, 64)))[1]
+    assert "not a whole 1024-byte swizzle pattern" in swizzle_for(TmaBox((4, 32)))[1]
+    # reads that are conflict free stay unswizzled (the XOR would only cost instructions)
     c = build("matmul_ragged_n")
-    boxes = {s.name: s.tma.text() for k in c.tile_ir.kernels for s in _stages(k) if s.tma}
-    assert boxes == {"a_smem": "tmap=32x16,swizzle=64B", "b_smem": "tmap=16x32,swizzle=128B"}
-    # a 256-byte inner row (64 floats) is no swizzle span: the box stays unswizzled
-    c = build("matmul_64x256x128")
-    assert any("inner rows of 256 bytes are no swizzle span" in r for r in _reasons(c, "012_swizzle_smem"))
+    assert not step(c, "012_swizzle_smem").changed
+    assert any("a_smem: a 64-byte swizzle would leave its reads' wavefronts at 2 -> 2" in r
+               for r in _reasons(c, "012_swizzle_smem"))
 
 
 def test_every_read_of_a_swizzled_stage_applies_the_xor():
@@ -81,14 +85,17 @@ def test_every_read_of_a_swizzled_stage_applies_the_xor():
 
 
 def test_a_wrong_swizzle_fails_numerically():
-    c = build("matmul_ragged_n")
-    want = c._eager(c.example_inputs)
-    torch.testing.assert_close(simulate(c, c.kernel_ir), want, rtol=1e-4, atol=1e-5)
-    # the copies write with another XOR than the reads apply (or none at all)
-    for wrong in ({64: 32, 128: 64}, {64: 0, 128: 0}):
-        bad = with_tensor_maps(c, lambda t: dataclasses.replace(t, swizzle=wrong[t.swizzle]))
-        got = simulate(c, bad)
-        assert not torch.allclose(got, want, rtol=1e-3, atol=1e-3)
+    c = build("llm_projection")
+    want = c._eager(c.example_inputs).reshape(-1)
+    torch.testing.assert_close(simulate(c, c.kernel_ir).reshape(-1), want, rtol=1e-4, atol=1e-4)
+    assert {t.name: t.swizzle for k in c.kernel_ir.kernels for t in k.tensor_maps} == \
+        {"input_tmap": 0, "p_weight_tmap": 64}
+    # the weight's copy writes with another XOR than its reads apply (or none at all), or
+    # the input's copy swizzles where its reads do not
+    for wrong in ({"p_weight_tmap": 32}, {"p_weight_tmap": 0}, {"input_tmap": 64}):
+        bad = with_tensor_maps(c, lambda t: dataclasses.replace(t, swizzle=wrong.get(t.name, t.swizzle)))
+        got = simulate(c, bad).reshape(-1)
+        assert not torch.allclose(got, want, rtol=1e-3, atol=1e-3), wrong
 
 
 # -- the simulator's tensor-map copy ------------------------------------------------------------------
@@ -178,7 +185,8 @@ def test_the_launch_plan_records_each_tensor_map_as_the_kernel_expects():
             assert f"cp.async.bulk.tensor.{a.rank}d" in cuda and f'"r"({a.box_bytes})' in cuda
             seen += 1
     assert seen == 2
-    assert "input_tmap = tensor map of input: dims (2048, 32, 1) strides (8192, 262144) B box (16, 32, 1) swizzle 2" \
+    assert "p_weight_tmap = tensor map of p_weight: dims (2048, " in plan.describe()
+    assert "input_tmap = tensor map of input: dims (2048, 32, 1) strides (8192, 262144) B box (16, 32, 1) swizzle 0" \
         in plan.describe()
 
 
@@ -206,9 +214,9 @@ def test_encode_passes_the_plans_arguments_to_the_driver():
     assert [m.dtype for m in maps] == [TENSOR_MAP_DTYPE] * 2 and all((m["opaque"] == 0xABABABABABABABAB).all() for m in maps)
     a, b = driver.calls
     assert a == dict(dtype=7, rank=2, address=0x7f0000001000, dims=(64, 48), strides=(256,), box=(16, 32),
-                     elem=(1, 1), enums=(0, 2, 2, 0))                       # 64-byte swizzle, L2 128B, zero fill
+                     elem=(1, 1), enums=(0, 0, 2, 0))                       # no swizzle, L2 128B, zero fill
     assert b == dict(dtype=7, rank=2, address=0x7f0000002000, dims=(40, 64), strides=(160,), box=(32, 16),
-                     elem=(1, 1), enums=(0, 3, 2, 0))                       # 128-byte swizzle
+                     elem=(1, 1), enums=(0, 0, 2, 0))
     from deplokit.errors import TensorMapError
     with pytest.raises(TensorMapError, match="cuTensorMapEncodeTiled failed with CUresult 1"):
         encode(ln.tensor_maps[0].args, 0x1000, _RecordingDriver(result=1))

@@ -29,13 +29,28 @@ def smem_size(s: Stage) -> int:
     return n
 
 
-def swizzled(word: K.Expr, span: int) -> K.Expr:
-    """Where a TMA box written with a `span`-byte swizzle holds its float `word`
-    (deplokit.ir.swizzle.swizzle_word, spelled as Kernel-IR int arithmetic)."""
-    if isinstance(word, K.Const):
-        return K.Const(int(swizzle_word(int(word.value), span)), "int")
-    row = K.Binary("&", K.Binary(">>", word, K.Const(5, "int")), K.Const(span // 16 - 1, "int"))
-    return K.Binary("^", word, K.Binary("<<", row, K.Const(2, "int")))
+def _sum(terms) -> K.Expr:
+    out = None
+    for e, st in terms:
+        if isinstance(e, K.Const) and e.value == 0:
+            continue
+        t = e if st == 1 else K.Binary("*", e, K.Const(st, "int"))
+        out = t if out is None else K.Binary("+", out, t)
+    return K.Const(0, "int") if out is None else out
+
+
+def swizzled(row: K.Expr, col: K.Expr, span: int) -> K.Expr:
+    """Where a TMA box written with a `span`-byte swizzle holds float `row + col` of its
+    rows of span / 4 floats (`row` a multiple of the row length, 0 <= col < span / 4):
+    deplokit.ir.swizzle.swizzle_word, spelled so that the XOR reads the row alone and moves
+    col's 16-byte chunk, col's float within it added last. Four consecutive floats of a
+    chunk then sit at one base plus 0..3, which nvcc still merges into one LDS.128."""
+    if isinstance(row, K.Const) and isinstance(col, K.Const):
+        return K.Const(int(swizzle_word(int(row.value) + int(col.value), span)), "int")
+    shift = K.Binary("<<", K.Binary("&", K.Binary(">>", row, K.Const(5, "int")), K.Const(span // 16 - 1, "int")),
+                     K.Const(2, "int"))
+    chunk = K.Binary("^", K.Binary("&", col, K.Const(-4, "int")), shift)
+    return K.Binary("+", K.Binary("+", row, chunk), K.Binary("&", col, K.Const(3, "int")))
 
 
 def smem_offset(exprs, s: Stage) -> K.Expr:
@@ -58,15 +73,9 @@ def smem_offset(exprs, s: Stage) -> K.Expr:
                 continue
         terms.append((e, strides[k]))
         k += 1
-    out = None
-    for e, st in terms:
-        if isinstance(e, K.Const) and e.value == 0:
-            continue
-        t = e if st == 1 else K.Binary("*", e, K.Const(st, "int"))
-        out = t if out is None else K.Binary("+", out, t)
-    if out is None:
-        out = K.Const(0, "int")
-    if s.tma and s.tma.swizzle:
-        out = swizzled(out, s.tma.swizzle)
+    if s.tma and s.tma.swizzle:       # a box's rows are one span: the last axis is the column
+        out = swizzled(_sum(terms[:-1]), terms[-1][0], s.tma.swizzle)
+    else:
+        out = _sum(terms)
     base = getattr(s, "base", None)
     return out if base is None else K.Binary("+", base, out)
