@@ -21,7 +21,7 @@ def test_the_sixteen_passes_in_order():
     assert labels == ["001_tileify", "002_chunk_matmul_k", "003_split_matmul_k", "004_cooperative_reduce",
                       "005_blockify_launch", "006_chunk_reduce", "007_stage_inputs", "008_register_tile",
                       "009_permute_register_tile", "010_double_buffer", "011_tma_copy",
-                      "012_split_inner_for_swizzle", "013_async_copy", "014_pad_smem", "015_pipeline_k_outer",
+                      "012_swizzle_smem", "013_async_copy", "014_pad_smem", "015_pipeline_k_outer",
                       "016_mark_unroll"]
     for m in SCHEDULE:
         assert m.description and callable(m.apply) and m.stage == "tile"
