@@ -87,8 +87,8 @@ CONFIGS = [
     {"008_register_tile__tm": 1, "008_register_tile__tn": 2},
     {"008_register_tile__tm": 2, "008_register_tile__tn": 4},
     # (a 4x4 tile's k chunk of 8 lands within 5% of the 4x4 TMA one now that TMA is one
-    # tensor copy per operand, so the chunk is varied on a 1x2 tile)
-    {"002_chunk_matmul_k__k_chunk": 8, "008_register_tile__tm": 1, "008_register_tile__tn": 2},
+    # tensor copy per operand, so the chunk is varied on a 2x4 tile)
+    {"002_chunk_matmul_k__k_chunk": 8, "008_register_tile__tm": 2, "008_register_tile__tn": 4},
     {"008_register_tile__tm": 8, "008_register_tile__tn": 4, "016_mark_unroll__unroll_k": True},
 ]
 
