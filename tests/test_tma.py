@@ -255,3 +255,11 @@ def _exprs(node):
         for f in dataclasses.fields(node):
             if f.name not in ("body", "then", "orelse"):
                 yield from _exprs(getattr(node, f.name))
+
+
+def test_the_kernel_verifier_knows_tensor_copies():
+    from deplokit.passes.verify import IRInvariantError, verify
+    c = build("relu_matmul_seed")
+    verify(c.kernel_ir, c.target)
+    with pytest.raises(IRInvariantError, match="TMA copy through x_tmap, which is no tensor map of the kernel"):
+        verify(with_tensor_maps(c, lambda t: dataclasses.replace(t, name=t.name + "_gone")), c.target)

@@ -270,6 +270,12 @@ class _KernelChecker:
             self.buffer(s.buffer)
             if isinstance(s, K.TmaLoad) and s.barrier not in self.mbarriers:
                 self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
+        elif isinstance(s, K.TmaTensorLoad):
+            self.array(s.array)
+            if s.barrier not in self.mbarriers:
+                self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
+            if s.tensor_map not in {t.name for t in self.f.tensor_maps}:
+                self.fail("names-declared", f"TMA copy through {s.tensor_map}, which is no tensor map of the kernel")
         elif isinstance(s, K.MbarrierWait) and s.name not in self.mbarriers:
             self.fail("names-declared", f"waits on mbarrier {s.name}, which is never initialised")
         elif isinstance(s, K.Barrier) and divergent:
@@ -318,7 +324,7 @@ def _exprs(s):
         e = getattr(s, name, None)
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)
-    out += list(getattr(s, "values", ()))
+    out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
     return tuple(out)
 
 
