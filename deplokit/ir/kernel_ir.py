@@ -348,12 +348,17 @@ def walk_stmts(body):
 
 
 def declared_smem_bytes(func: "KernelFunc") -> int:
-    """Static shared memory the kernel declares: each shared float array rounded up to its
-    alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is `smem_bytes`)."""
-    total, barriers = 0, set()
+    """Static shared memory the kernel declares, placed as the renderer declares it: 8 bytes
+    per mbarrier first, then each shared float array at the next multiple of its alignment
+    (16 bytes; a TMA box's 1024), rounded up to 16 bytes (ptxas's own figure, when known, is
+    `smem_bytes`)."""
+    arrays, barriers = [], set()
     for s in walk_stmts(func.body):
         if isinstance(s, SharedArray):
-            total += -(-4 * s.size // s.align) * s.align
+            arrays.append(s)
         elif isinstance(s, MbarrierInit):
             barriers.add(s.name)
-    return total + 8 * len(barriers)
+    total = 8 * len(barriers)
+    for s in arrays:
+        total = -(-total // s.align) * s.align + 4 * s.size
+    return -(-total // 16) * 16
