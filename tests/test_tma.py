@@ -263,3 +263,19 @@ def test_the_kernel_verifier_knows_tensor_copies():
     verify(c.kernel_ir, c.target)
     with pytest.raises(IRInvariantError, match="TMA copy through x_tmap, which is no tensor map of the kernel"):
         verify(with_tensor_maps(c, lambda t: dataclasses.replace(t, name=t.name + "_gone")), c.target)
+
+
+def test_swizzle_fixes_the_a_fragment_conflict_of_a_contiguous_register_tile():
+    # 4 consecutive rows per thread (008's contiguous layout, 009 off): the A fragment's
+    # reads down a column of 64-byte rows conflict 2-way; the 64-byte swizzle removes it
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(128, 64, generator=g), torch.randn(64, 256, generator=g)
+    cfg = {"008_register_tile.layout": "contiguous", "009_permute_register_tile.permute": False,
+           "014_pad_smem.pad": 0}
+    before = deplokit.compile(lambda a, b: a @ b, a, b, config={**cfg, "012_swizzle_smem.enable": False})
+    after = deplokit.compile(lambda a, b: a @ b, a, b, config=cfg)
+    assert stage_cost(before.tile_ir.kernels[0])["a_smem"] == (2, 8)
+    assert stage_cost(after.tile_ir.kernels[0])["a_smem"] == (1, 4)
+    assert "a_smem: 64-byte swizzle: reads' worst bank conflict 2 -> 1, wavefronts 8 -> 4" in str(
+        step(after, "012_swizzle_smem"))
+    assert after.check(backend="sim").ok
