@@ -113,22 +113,35 @@ def test_tma_stages_only_on_sm_90():
             assert all("has no TMA" in d.skipped for d in st.decisions)
 
 
-def test_tma_kernel_ir_one_tensor_copy_per_stage_on_one_mbarrier():
-    c = build("relu_matmul_seed", "sm_90")
+def test_tma_kernel_ir_full_and_empty_mbarrier_rings():
+    # a K loop whose stages are all boxes (a 48 x 64 @ 64 x 40 matmul): a ring of full and
+    # empty mbarriers
+    c = build("matmul_ragged_n", "sm_90")
     (kernel,) = c.kernel_ir.kernels
-    (init,) = nodes(kernel.body, K.MbarrierInit)
-    i = kernel.body.index(init)
-    assert isinstance(kernel.body[i + 1], K.Barrier)                # other threads use it after a barrier
+    full, empty = nodes(kernel.body, K.MbarrierInit)
+    # full[s]: the producer's one arrive.expect_tx; empty[s]: every thread when done reading
+    assert (full.name, full.count, full.slots) == ("a2o_full", 1, 2)
+    assert (empty.name, empty.count, empty.slots) == ("a2o_empty", 256, 2)
+    i = kernel.body.index(empty)
+    assert isinstance(kernel.body[i + 1], K.Barrier)                # other threads use them after a barrier
     prologue = [s for s in kernel.body[i:] if isinstance(s, K.If)][0]
+    arrive, *_ = prologue.then
     loads = list(nodes(prologue.then, K.TmaTensorLoad))
-    # one box copy per TMA stage, at the slab's origin for K tile 0, one arrival each
+    # one box copy per TMA stage, at the slab's origin for K tile 0, after one arrival that
+    # announces both boxes' bytes
     assert [(t.array, t.tensor_map, tuple(map(K.format_expr, t.coords))) for t in loads] == \
-        [("x_smem", "x_tmap", ("0", "0")), ("w_smem", "w_tmap", ("0", "0"))]
-    assert init.count == 2
+        [("a_smem", "a_tmap", ("(a0b * 32)", "0")), ("b_smem", "b_tmap", ("0", "(a1b * 32)"))]
+    assert {(t.barrier, t.slot, t.expect) for t in loads} == {("a2o_full", K.Const(0, "int"), False)}
+    assert isinstance(arrive, K.MbarrierArrive) and arrive.expect_tx == 4 * (32 * 16 + 16 * 32)
     assert [(t.name, t.buffer, t.shape, t.box, t.swizzle) for t in kernel.tensor_maps] == \
-        [("x_tmap", "x", (16, 64), (16, 16), 0), ("w_tmap", "w", (64, 16), (16, 16), 0)]
-    waits = list(nodes(kernel.body, K.MbarrierWait))
-    assert len(waits) == 1 and waits[0].phase == K.Var("a2o")
+        [("a_tmap", "a", (48, 64), (32, 16), 0), ("b_tmap", "b", (64, 40), (16, 32), 0)]
+    loop = k_loop(kernel)
+    # consumers wait full[ko % 2] for round ko / 2; the producer waits empty[slot] before a refill;
+    # the loop ends with every thread's arrival on empty[ko % 2]; no block-wide barrier in the loop
+    waits = [K.format_expr(w.slot) + " " + K.format_expr(w.phase) for w in nodes(loop.body, K.MbarrierWait)]
+    assert waits == ["(a2o % 2) (a2o / 2)", "((a2o + 1) % 2) (((a2o + 1) / 2) + 1)"]
+    assert isinstance(loop.body[-1], K.MbarrierArrive) and loop.body[-1].name == "a2o_empty"
+    assert not list(nodes(loop.body, K.Barrier))
     assert c.check(backend="sim").ok
 
 
@@ -210,7 +223,9 @@ def test_pipeline_rotates_the_k_loop(target):
     guard = next(s for s in head if isinstance(s, K.If))
     assert K.format_expr(guard.cond) == "((a2o + 1) < 4)"          # the last iteration issues nothing
     assert list(nodes(guard.then, issue))
-    assert len(top_level(head, K.Barrier)) == 1                      # one barrier per iteration
+    # one barrier per iteration (a group with a cp.async stage keeps the block's barrier; TMA
+    # stages alone have full/empty mbarriers instead: test_tma_kernel_ir_full_and_empty_mbarrier_rings)
+    assert len(top_level(head, K.Barrier)) == 1
     assert c.check(backend="sim").ok
 
 

@@ -21,7 +21,8 @@ _LOCAL_FIELDS = {
     K.Var: ("name",), K.Declare: ("name",), K.DeclareArray: ("name",), K.Assign: ("name",),
     K.SharedArray: ("name",), K.SharedLoad: ("array",), K.RegLoad: ("array",),
     K.SharedStore: ("array",), K.For: ("var",), K.CpAsync: ("array",),
-    K.TmaLoad: ("array", "barrier"), K.TmaTensorLoad: ("array", "barrier"), K.MbarrierInit: ("name",), K.MbarrierWait: ("name",),
+    K.TmaLoad: ("array", "barrier"), K.TmaTensorLoad: ("array", "barrier"), K.MbarrierInit: ("name",),
+    K.MbarrierWait: ("name",), K.MbarrierArrive: ("name",),
 }
 
 

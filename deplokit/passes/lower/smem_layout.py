@@ -8,7 +8,7 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.swizzle import swizzle_word
 from ...ir.tile_ir import Stage
-from ..stage_geometry import row_major_strides
+from ...ir.stages import row_major_strides
 
 
 @dataclasses.dataclass(frozen=True)

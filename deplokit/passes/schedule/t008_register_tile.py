@@ -57,6 +57,7 @@ from ...ir.loop_ir import Accumulate, Loop
 from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
                            TileKernel, walk)
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
+from ..stage_geometry import restamp_stages
 from .register_nest import drop_dead, nest_body
 from .rewrite import substitute_body, used_vars
 
@@ -168,7 +169,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
         if need <= pctx.target.static_smem_per_block:
-            return out
+            return restamp_stages(out, pctx.types)     # grown slabs, new origins: copy units restamped
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]
         plan[big] = (role, t, b, n // 2)

@@ -38,7 +38,7 @@ import dataclasses
 
 from ...ir.tile_ir import Tile
 from ..record import KernelPass, Needs, Noted, PassContext, Skip, flag_knob, replace_tile
-from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads
+from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
 from ..tma_geometry import tensor_map_box
 from .rewrite import await_copies
 
@@ -50,7 +50,7 @@ KNOBS = (flag_knob("enable", "copy eligible BufferedStages with one TMA tensor-m
 def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     loops = k_outer_loops(tile)
-    candidates = [s for lp in loops for s in head_stages(lp) if s.buffers == 2 and s.copy == "sync"]
+    candidates = [s for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]
     if not candidates:
         return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
     reasons, chosen = [], {}
@@ -67,7 +67,8 @@ def apply(kernel, pctx: PassContext):
                              if s.name in chosen else s)
     tile = kernel.tile()
     new_tile = Tile(tile.axes, await_copies(tile.body, chosen))
-    kernel = replace_tile(kernel, new_tile)
+    # a TMA stage's thread copy unit is its cp.async fallback's (16-byte aligned shared rows)
+    kernel = restamp_stages(replace_tile(kernel, new_tile), pctx.types)
     # the stages left to cp.async, and why
     return Noted(kernel, tuple(f"{r} (cp.async instead)" for r in reasons)) if reasons else kernel
 

@@ -29,6 +29,7 @@ import dataclasses
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
+from ..stage_geometry import restamp, scope_ranges
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
@@ -122,10 +123,12 @@ def apply(kernel: TileKernel, pctx: PassContext):
                     f"more than {pctx.target.static_smem_per_block}")
 
     tile = kernel.tile()
+    ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}
 
     def pad_stage(s):
         if isinstance(s, Stage) and s.name in plan:
-            s = dataclasses.replace(s, pad=plan[s.name])
+            # a pad of 1 leaves no 16-byte aligned shared row for a cp.async 16: units restamped
+            s, _ = restamp(dataclasses.replace(s, pad=plan[s.name]), pctx.types[s.tensor], ranges[s.name])
         return s
 
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
