@@ -1,4 +1,5 @@
-"""The shared-memory swizzle of a TMA tensor copy, in one place: where the copy writes an
+"""How a TMA tensor copy lands in shared memory: the box (TmaBox, stamped on a Stage by 011)
+and the swizzle it is written in (012), in one place: where the copy writes an
 element and where every read of it must look (Tile IR bank analysis, the lowering of stage
 loads, the simulator's copies, the host's tensor-map model all use these).
 
@@ -8,6 +9,8 @@ row-major tile then spreads over S / 16 chunks of banks instead of one. The patt
 every S / 16 rows of 128 bytes (256, 512, 1024 bytes for 32, 64, 128: REPEAT), so a swizzled
 buffer starts on a multiple of that."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 SPANS = (0, 32, 64, 128)                  # bytes; 0: no swizzle
 REPEAT = {0: 16, 32: 256, 64: 512, 128: 1024}
@@ -31,3 +34,22 @@ def swizzle_word(word, span: int):
     if not span:
         return word
     return word ^ (((word >> 5) & (span // 16 - 1)) << 2)
+
+
+@dataclass(frozen=True)
+class TmaBox:
+    """How a TMA stage is copied (011 tma_copy, 012 swizzle): one tensor-map copy
+    (cp.async.bulk.tensor) of a box of `box` elements per tensor dimension (outermost first;
+    the slab's extent along a dimension it spans, 1 elsewhere; rank = the tensor's rank) at
+    the slab's origin, elements outside the tensor read as zero; written into shared memory
+    with a swizzle span of `swizzle` bytes (0: none; 32, 64, 128: see deplokit.ir.swizzle),
+    which every read of the stage applies too."""
+    box: tuple[int, ...]
+    swizzle: int = 0
+
+    @property
+    def rank(self) -> int:
+        return len(self.box)
+
+    def text(self) -> str:
+        return "tmap=" + "x".join(map(str, self.box)) + (f",swizzle={self.swizzle}B" if self.swizzle else "")

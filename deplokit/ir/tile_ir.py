@@ -21,9 +21,8 @@ work and memory:
   them across the given THREAD axes so that every thread holds the total.
 - Stage: a slab of a global tensor copied into shared memory by all the block's threads;
   loads from the slab read the copy. BufferedStage double-buffers a stage inside a loop.
-  A stage copied asynchronously (AsyncStage / AsyncBufferedStage: cp.async;
-  TmaBufferedStage: one TMA tensor-map copy) only issues its copies: they are in flight until an
-  AsyncWait names the stage.
+  A stage copied asynchronously (AsyncStage / AsyncBufferedStage: cp.async; TmaBufferedStage:
+  a TMA tensor-map copy) only issues its copies, in flight until an AsyncWait names the stage.
 - AsyncWait(a_smem, b_smem): the point where the listed stages' asynchronous copies have
   landed and are visible to every thread of the block (the materialiser waits for them,
   cp.async.wait_group 0 / mbarrier wait, then puts a block barrier where copies some threads
@@ -111,6 +110,7 @@ from ..display import Displayable
 from .index import Affine, format_index
 from .loop_ir import Accumulate, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Tile IR reuses Loop IR's statements)
 from .loop_ir import format_loop_operand
+from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .types import Buffer, format_header
 
 THREAD, BLOCK = "THREAD", "BLOCK"
@@ -182,32 +182,12 @@ class SlabAxis:
 
 
 @dataclass(frozen=True)
-class TmaBox:
-    """How a TMA stage is copied (011 tma_copy, 012 swizzle): one tensor-map copy
-    (cp.async.bulk.tensor) of a box of `box` elements per tensor dimension (outermost first;
-    the slab's extent along a dimension it spans, 1 elsewhere; rank = the tensor's rank) at
-    the slab's origin, elements outside the tensor read as zero; written into shared memory
-    with a swizzle span of `swizzle` bytes (0: none; 32, 64, 128: see deplokit.ir.swizzle),
-    which every read of the stage applies too."""
-    box: tuple[int, ...]
-    swizzle: int = 0
-
-    @property
-    def rank(self) -> int:
-        return len(self.box)
-
-    def text(self) -> str:
-        return "tmap=" + "x".join(map(str, self.box)) + (f",swizzle={self.swizzle}B" if self.swizzle else "")
-
-
-@dataclass(frozen=True)
 class Stage:
     """name[slab] = tensor[origin + slab] in shared memory, for the rest of the scope.
 
     How the copy is made: `copy` sync (the block's threads load and store, float4 where the
     rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (one
-    tensor-map copy of the slab as a box, issued by one thread, completing on an mbarrier:
-    see TmaBox); an asynchronous copy is
+    tensor-map copy of the slab as a box by one thread: TmaBox); an asynchronous copy is
     only issued here, and lands at the AsyncWait that names the stage. `buffers` 2
     (BufferedStage, a stage first in a K-outer loop): iteration ko fills buffer ko % 2 and
     computes from it, so the next iteration's copy never overwrites data still being read. `prefetch` 1 (015

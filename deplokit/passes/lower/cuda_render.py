@@ -301,10 +301,8 @@ class _Renderer(ExprRenderer, PtxRenderer):
         if k.threads > MAX_THREADS:
             raise self.err(f"{k.threads} threads per block; CUDA allows at most {MAX_THREADS}")
         nodes = list(_walk(k.body))
-        if any(isinstance(n, TmaLoad) for n in nodes):
+        if k.tensor_maps or any(isinstance(n, TmaLoad) for n in nodes):
             self.need_sm(90, "TMA (cp.async.bulk)")
-        if k.tensor_maps:
-            self.need_sm(90, "TMA tensor maps (cp.async.bulk.tensor)")
         if any(isinstance(n, (CpAsync, CpAsyncCommit, CpAsyncWait)) for n in nodes):
             self.need_sm(80, "cp.async")
         scope = _Scope()
