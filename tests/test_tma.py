@@ -281,3 +281,17 @@ def test_swizzle_fixes_the_a_fragment_conflict_of_a_contiguous_register_tile():
     assert "a_smem: 64-byte swizzle: reads' worst bank conflict 2 -> 1, wavefronts 8 -> 4" in str(
         step(after, "012_swizzle_smem"))
     assert after.check(backend="sim").ok
+
+
+def test_the_access_view_sees_the_swizzled_words():
+    # one warp's B-fragment read of a Linear's weight box: 8-way unswizzled, 4-way swizzled
+    from deplokit.analysis.access import memory_access
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    x, w = torch.randn(64, 256), torch.randn(128, 256)
+    degrees = {}
+    for swizzle in (False, True):
+        c = deplokit.compile(F.linear, x, w, config={"012_swizzle_smem.enable": swizzle})
+        assert "TmaBufferedStage(x1" in str(c.tile_ir)
+        degrees[swizzle] = memory_access(c, "x1_smem").degree
+    assert degrees == {False: 8, True: 4}
