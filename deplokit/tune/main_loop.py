@@ -41,7 +41,8 @@ OVERHEAD = {
     "tma": 12,          # ELECT loop, SYNCS.ARRIVE, uniform address arithmetic around one UBLKCP / UTMALDG
     "cp_async": 3,      # address arithmetic around one LDGSTS
     "global": 2,        # address arithmetic of a global access that is not an immediate offset
-    "mbarrier_wait": 4,  # try_wait, its branch and the out-of-line retry
+    "mbarrier_wait": 12,  # slot / phase arithmetic, try_wait, its branch, the out-of-line retry loop
+    "mbarrier_arrive": 2,  # the slot's address
     "cp_async_wait": 1,  # LDGDEPBAR / DEPBAR
     "loop": 8,          # counter, compare, branch, buffer index and pointer updates per iteration
 }
@@ -49,7 +50,7 @@ OVERHEAD = {
 SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.TmaTensorLoad: ("copies", "tma"),
                  K.Barrier: ("barriers", ""),
                  K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait"),
-                 K.MbarrierArrive: ("barriers", "")}
+                 K.MbarrierArrive: ("barriers", "mbarrier_arrive")}
 FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
 SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "sigmoid": 4, "pow": 8,
               "sin": 6, "cos": 6, "reciprocal": 3, "divide": 6}
