@@ -8,7 +8,7 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.swizzle import swizzle_word
 from ...ir.tile_ir import Stage
-from ...ir.stages import row_major_strides
+from ...ir.stages import buffer_floats, row_major_strides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,10 +23,7 @@ class PlacedStage(Stage):
 
 
 def smem_size(s: Stage) -> int:
-    n = s.slab[-1].extent + s.pad
-    for ax in s.slab[:-1]:
-        n *= ax.extent
-    return n
+    return buffer_floats(s)
 
 
 def _sum(terms) -> K.Expr:
