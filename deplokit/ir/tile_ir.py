@@ -95,11 +95,9 @@ matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). No atomics: the
 bit-identical run to run. (AtomicAdd and `zero-init` remain in the IR for hand-built
 kernels; no pass emits them.)
 
-A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it
-keeps on chip one row at a time, in shared memory once materialised (passes/lower/local_rows.py).
-
-A store or load whose index can leave its tensor (an axis rounded up to whole blocks) is
-guarded when the kernel is materialised; the Tile IR does not spell the guards out.
+A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it keeps on chip one row
+at a time, in shared memory once materialised (passes/lower/local_rows.py). A store or load whose index can leave
+its tensor (an axis rounded up to whole blocks) is guarded when materialised; the Tile IR does not spell guards out.
 """
 from __future__ import annotations
 
@@ -108,7 +106,7 @@ from typing import Union
 
 from ..display import Displayable
 from .index import Affine, format_index
-from .loop_ir import Accumulate, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Tile IR reuses Loop IR's statements)
+from .loop_ir import Accumulate, Assign, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Loop IR's statements)
 from .loop_ir import format_loop_operand
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .types import Buffer, format_header
@@ -188,20 +186,19 @@ class Stage:
     How the copy is made: `copy` sync (the block's threads load and store, float4 where the
     rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (one
     tensor-map copy of the slab as a box by one thread: TmaBox); an asynchronous copy is
-    only issued here, and lands at the AsyncWait that names the stage. `buffers` 2
-    (BufferedStage, a stage first in a K-outer loop): iteration ko fills buffer ko % 2 and
-    computes from it, so the next iteration's copy never overwrites data still being read. `prefetch` 1 (015
-    pipeline_k_outer): the copy of iteration ko + 1 is issued during iteration ko (the first
-    one before the loop), so it overlaps iteration ko's compute; the AsyncWait before the
-    stage in the loop body waits for tile ko, issued one iteration earlier."""
+    only issued here, and lands at the AsyncWait that names the stage. `buffers` N >= 2
+    (BufferedStage, first in a K-outer loop; stages=N above 2): a ring, iteration ko fills
+    slot ko % N and computes from it. `prefetch` N - 1 (015 pipeline_k_outer): the copy of
+    tile ko + N - 1 is issued during iteration ko (the first N - 1 before the loop), so it
+    overlaps the compute before it; the AsyncWait before the stage waits for tile ko."""
     name: str
     tensor: str
     origin: tuple[Affine, ...]     # the slab's first element, per tensor dimension
     slab: tuple[SlabAxis, ...]
     pad: int = 0                   # extra floats after each row of the innermost slab axis
     copy: str = "sync"             # sync | async (cp.async) | tma
-    buffers: int = 1               # 2 = double buffered (ping-pong inside a loop)
-    prefetch: int = 0              # 1 = issued one K-outer iteration ahead (software pipeline)
+    buffers: int = 1               # N >= 2: a ring of N buffers inside a K loop (2 = ping-pong)
+    prefetch: int = 0              # d >= 1: issued d K-outer iterations ahead (software pipeline)
     tma: TmaBox | None = None      # the tensor-map copy (011) and its swizzle (012)
     unit: int = 1                  # floats per unit the threads copy: 4 (float4 / cp.async 16) or 1 (007)
 
@@ -211,7 +208,8 @@ class Stage:
             kind = "Async" + kind
         elif self.copy == "tma":
             kind = "Tma" + kind
-        extra = f", pad={self.pad}" if self.pad else ""
+        extra = f", stages={self.buffers}" if self.buffers > 2 else ""
+        extra += f", pad={self.pad}" if self.pad else ""
         extra += f", {self.tma.text()}" if self.tma else ""
         extra += f", prefetch={self.prefetch}" if self.prefetch else ""
         return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "
@@ -256,7 +254,8 @@ class AtomicAdd:
         return f"{self.tensor}[{format_index(self.index)}] += {format_loop_operand(self.value)}  # atomic"
 
 
-TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop]
+TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop,
+                 Assign]
 
 
 @dataclass(frozen=True)
@@ -306,6 +305,7 @@ class TileKernel(Displayable):
     zero_init: tuple[str, ...] = ()
     split_k: SplitK | None = None
     reduces_for: str = ""          # on 003's reducer: the split kernel whose partials it adds
+    flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (schedule/flash_tile.py)
 
     def register_tile(self, acc: str) -> RegisterTile | None:
         for r in self.register_tiles:
@@ -324,7 +324,7 @@ class TileKernel(Displayable):
 
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
-        lines += [b.text() for b in self.locals]
+        lines += [b.text() for b in self.locals] + ([self.flash.text()] if self.flash is not None else [])
         lines += [r.text() for r in self.register_tiles]
         lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
         lines += [self.split_k.text()] if self.split_k is not None else []

@@ -18,7 +18,8 @@ Tile IR (per kernel)
                      (tma_geometry), any other stage none
   copy-unit          a stage's copy unit (Stage.unit) is the one its rows, pad and copy kind allow
                      (stage_geometry.copy_unit)
-  stage-smem         the stages' buffers fit in the target's static shared memory per block
+  stage-smem         the stages' buffers fit in the shared memory a block may use (the target's
+                     dynamic limit, less 1 KiB: stage_geometry.stage_smem_budget)
   vector-width       an access stamped 4 wide (005) sits in a vector loop of 4 and is still
                      one aligned float4 (deplokit.passes.vector_geometry)
   shared-width       a load from a stage is stamped one shared float4 (Load.shared_width)
@@ -34,7 +35,8 @@ Kernel IR (per function)
                      declared (parameters for buffers) before they are used
   uniform-barriers   no barrier inside a branch or loop whose condition or bounds differ
                      between the threads of a block (they would not all reach it)
-  static-smem        declared shared memory fits the target's static limit per block
+  static-smem        static shared memory fits the static limit per block, static and dynamic
+                     (KernelFunc.dynamic_smem) the target's dynamic limit
 """
 from __future__ import annotations
 
@@ -43,9 +45,9 @@ from ..ir import kernel_ir as K
 from ..ir.index import Affine, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
+from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, copy_unit, smem_bytes
+from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
 from .tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, multiples_of_vector, shared_width
 
@@ -57,13 +59,15 @@ def verify(ir, target=None) -> None:
     simulator runs."""
     limit = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
     if isinstance(ir, TileProgram):
+        stage_limit = stage_smem_budget(target) if target is not None else STATIC_SMEM_PER_BLOCK
         for i, k in enumerate(ir.kernels):
-            _TileChecker(k, ir, limit).run()
+            _TileChecker(k, ir, stage_limit).run()
             if k.split_k is not None:
                 _check_split(k, ir.kernels[i + 1] if i + 1 < len(ir.kernels) else None, ir)
     elif isinstance(ir, KernelProgram):
         for f in ir.kernels:
-            _KernelChecker(f, limit if target is not None else None).run()
+            _KernelChecker(f, limit if target is not None else None,
+                           target.dynamic_smem_per_block if target is not None else None).run()
 
 
 # -- Tile IR -------------------------------------------------------------------------------------
@@ -84,7 +88,8 @@ class _TileChecker:
         tiles = [s for s in kernel.body if isinstance(s, Tile)]
         self.tile = tiles[0] if tiles else None
         body = self.tile.body if self.tile else kernel.body
-        self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)}
+        self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)} | \
+            {s.dst for s in _tile_walk(kernel.body) if isinstance(s, Assign)}     # carried variables
         self.stage_names = {s.name for s in _tile_walk(kernel.body) if isinstance(s, Stage)}
         self.locals = kernel.local_names()
         self.multiples = multiples_of_vector(body)
@@ -103,7 +108,7 @@ class _TileChecker:
                 self.stmt(s, axes, values, stages, ())
         if self.tile is not None and smem_bytes(self.tile) > self.limit:
             self.fail("stage-smem", f"the stages take {smem_bytes(self.tile)} bytes of shared memory, more than "
-                                    f"the {self.limit} bytes a block may declare statically")
+                                    f"the {self.limit} bytes a block may use")
 
     def body(self, body, bound, values, stages, loops):
         for s in body:
@@ -144,7 +149,7 @@ class _TileChecker:
             for a in s.args:
                 if isinstance(a, Affine):
                     self.index((a,), bound, s.text)
-        elif isinstance(s, (Accumulate, Store, AtomicAdd)):
+        elif isinstance(s, (Accumulate, Store, AtomicAdd, Assign)):
             self.reads((s.value,), values, s.text)
         if isinstance(s, Accumulate) and s.index:
             self.index(s.index, bound, s.text)
@@ -223,7 +228,8 @@ class _TileChecker:
             self.fail("register-tiles", f"{where()}: {acc} is indexed but no register tile is stamped for it")
         if len(index) != len(tile.shape):
             self.fail("register-tiles", f"{where()}: {tile.text()} indexed with {len(index)} components")
-        extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and lp.kind == "register"}
+        # a register loop, or an unrolled one (flash attention's dot product over q_reg)
+        extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and (lp.kind == "register" or lp.unroll)}
         for e, n in zip(index, tile.shape):
             names = list(free_vars(e))
             if len(e.terms) != 1 or e.const or len(names) != 1 or extents.get(names[0]) != n:
@@ -243,8 +249,8 @@ _THREAD_SPECIALS = {"tid.x", "tid.y", "tid.z", "lane", "warp"}
 
 
 class _KernelChecker:
-    def __init__(self, func: K.KernelFunc, limit: int):
-        self.f, self.limit = func, limit
+    def __init__(self, func: K.KernelFunc, limit: int, total_limit: int | None = None):
+        self.f, self.limit, self.total_limit = func, limit, total_limit
         self.params = {p.name for p in func.params}
         stmts = list(K.walk_stmts(func.body))
         # shared arrays: declared, or pending a later pass's declaration (kernel_stage.StageCopy)
@@ -260,6 +266,9 @@ class _KernelChecker:
         smem = declared_smem_bytes(self.f)
         if self.limit is not None and smem > self.limit:
             self.fail("static-smem", f"{smem} bytes of shared memory declared, more than {self.limit} per block")
+        if self.total_limit is not None and smem + self.f.dynamic_smem > self.total_limit:
+            self.fail("static-smem", f"{smem} bytes of static and {self.f.dynamic_smem} of dynamic shared memory, "
+                                     f"more than {self.total_limit} per block")
 
     def body(self, body, scope, varying, divergent):
         for s in body:
@@ -364,7 +373,7 @@ def _subexprs(e):
         t = type(x)
         if t is K.Binary:
             stack += (x.a, x.b)
-        elif t is K.Unary:
+        elif t is K.Unary or t is K.Cast:
             stack.append(x.a)
         elif t is K.Call:
             stack.extend(x.args)

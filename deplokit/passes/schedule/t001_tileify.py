@@ -1,14 +1,15 @@
 """001 tileify: lift the kernel's outer free loops to THREAD axes of a Tile.
 
 The perfectly nested free loops at the top of a Loop-IR kernel become the axes of one Tile:
-every iteration is a thread. Later passes decide which threads share a block."""
+every iteration is a thread. Values hoisted between two of them move into the inner one first. Later passes decide which threads share a block."""
 from __future__ import annotations
 
 import dataclasses
 
-from ...ir.loop_ir import Loop, LoopProgram
+from ...ir.loop_ir import Compute, Load, Loop, LoopProgram
 from ...ir.tile_ir import THREAD, Tile, TileAxis, TileKernel, TileProgram
 from ..record import KernelPass, PassContext, Skip
+from .flash_tile import flash_tile
 
 DESCRIPTION = "lift outer free Loops to thread axes"
 
@@ -16,6 +17,8 @@ DESCRIPTION = "lift outer free Loops to thread axes"
 def apply(kernel: TileKernel, pctx: PassContext):
     if any(isinstance(s, Tile) for s in kernel.body):
         return Skip("already tiled")
+    if kernel.flash is not None:       # flash attention: its whole schedule, from the plan fusion recorded
+        return flash_tile(kernel)
     loops = [s for s in kernel.body if isinstance(s, Loop)]
     first = next((i for i, s in enumerate(kernel.body) if isinstance(s, Loop)), len(kernel.body))
     uniform = kernel.body[:first]
@@ -27,16 +30,27 @@ def apply(kernel: TileKernel, pctx: PassContext):
     while len(body) == 1 and isinstance(body[0], Loop) and body[0].kind == "free":
         loop = body[0]
         axes.append(TileAxis(loop.var, loop.extent, THREAD, loop.role))
-        body = loop.body
+        body = _sink_invariants(loop.body)
     # A free loop followed by statements at the same level stays a loop inside the Tile.
     return dataclasses.replace(kernel, body=uniform + (Tile(tuple(axes), body),))
+
+
+def _sink_invariants(body: tuple) -> tuple:
+    """Values hoisted out of a free loop (loop-invariant code motion in fusion), moved into
+    it when it is all that follows them: every iteration becomes a thread, which computes
+    them anyway, instead of the loop staying sequential inside each thread."""
+    if body and isinstance(body[-1], Loop) and body[-1].kind == "free" and len(body) > 1 \
+            and all(isinstance(s, (Load, Compute)) for s in body[:-1]):
+        inner = body[-1]
+        return (dataclasses.replace(inner, body=body[:-1] + inner.body),)
+    return body
 
 
 def as_tile_program(program: LoopProgram) -> TileProgram:
     """Loop IR as Tile IR before any pass: each kernel one thread of one block."""
     return TileProgram(program.buffers, program.written,
-                       tuple(TileKernel(k.name, k.outputs, k.body, locals=k.locals) for k in program.kernels),
+                       tuple(TileKernel(k.name, k.outputs, k.body, locals=k.locals, flash=k.flash) for k in program.kernels),
                        program.outputs)
 
 
-PASS = KernelPass("001_tileify", "tile", DESCRIPTION, apply, prepare=as_tile_program)
+PASS = KernelPass("001_tileify", "tile", DESCRIPTION, apply, prepare=as_tile_program, flash_aware=True)

@@ -7,7 +7,7 @@ completes on an mbarrier the block waits on. The kernel receives a tensor map (a
 CUtensorMap the host encodes: the tensor's dims and strides, the box, the swizzle) per
 staged operand. A stage is eligible when
 
-  * it is double buffered at the head of a K-outer loop (010),
+  * it is buffered (a ring of 2 to 4) at the head of a K-outer loop (010),
   * the tensor is float32 with at most 5 dimensions, and the slab is a box of it: one
     slab axis per tensor dimension, in the tensor's order, rows not padded,
   * the tensor's rows are a multiple of 16 bytes apart, the box's inner row a multiple of
