@@ -17,6 +17,7 @@ from typing import Union
 
 from ..display import Displayable
 from .kernel_text import format_expr, format_kernel, format_stmts  # noqa: F401  (Kernel IR prints as this text)
+from .kernel_tma import TensorMap, TmaTensorLoad  # noqa: F401  (TMA's nodes, kernel_tma.py)
 from .types import ctype_bytes, format_header
 
 # -- expressions -----------------------------------------------------------------------------
@@ -246,22 +247,6 @@ class TmaLoad:
 
 
 @dataclass(frozen=True)
-class TmaTensorLoad:
-    """cp.async.bulk.tensor (sm_90): the box of tensor map `tensor_map` (a TensorMap of the
-    kernel) whose first element is at `coords` (element coordinates, outermost dimension
-    first; elements outside the tensor read 0) into shared `array` at element `dst_offset`,
-    written swizzled as the map says, completing the box's bytes on mbarrier `barrier`.
-    Issued by one thread."""
-    array: str
-    dst_offset: Expr
-    tensor_map: str
-    coords: tuple[Expr, ...]
-    barrier: str
-    slot: Expr | None = None       # which mbarrier of the array `barrier` (a ring's full[slot])
-    expect: bool = True            # the copy announces its own bytes (False: the ring's arrival does)
-
-
-@dataclass(frozen=True)
 class MbarrierInit:
     """`slots` mbarriers called name[0..slots) (one when slots is 1), each completing a phase
     when `count` arrivals have been made and every announced transaction byte has landed."""
@@ -314,25 +299,6 @@ class Param:
     ctype: str = "float"          # element type of the pointed-to buffer: float | int64 | int32
     const: bool = True            # read-only input
     size: int = 0                 # elements
-
-
-@dataclass(frozen=True)
-class TensorMap:
-    """A `const __grid_constant__ CUtensorMap` parameter of a kernel (after its buffers): how
-    TmaTensorLoads copy boxes of global buffer `buffer` (row-major `shape`, float32) into
-    shared memory. The host encodes it for the device buffer (runtime/tensor_map.py)."""
-    name: str
-    buffer: str
-    shape: tuple[int, ...]        # the buffer's dims, outermost first
-    box: tuple[int, ...]          # one copy's extent per dim, outermost first
-    swizzle: int = 0              # bytes (0, 32, 64, 128): deplokit.ir.swizzle
-
-    @property
-    def box_bytes(self) -> int:
-        n = 4
-        for b in self.box:
-            n *= b
-        return n
 
 
 @dataclass(frozen=True)

@@ -170,14 +170,13 @@ class _TileChecker:
             if s.tma:
                 self.fail("tma-stamp", f"stage {s.name} is copied by {s.copy} but stamped with {s.tma.text()}")
             return
-        t = self.types[s.tensor]
-        want, why = tensor_map_box(s, t.shape, t.dtype)
+        want, why = tensor_map_box(s, self.types[s.tensor].shape, self.types[s.tensor].dtype)
         if s.tma is None or want is None or s.tma.box != want.box:
             self.fail("tma-stamp", f"stage {s.name} is stamped with {s.tma.text() if s.tma else 'no box'}, but "
                                    f"its slab is {want.text() if want else 'no tensor-map box: ' + why}")
-        if s.tma.swizzle and swizzle_for(s.tma)[0] != s.tma.swizzle:
-            self.fail("tma-stamp", f"stage {s.name}: {s.tma.text()}, but the box allows "
-                                   f"{swizzle_for(s.tma)[0] or 'no'} swizzle: {swizzle_for(s.tma)[1]}")
+        allowed, why = swizzle_for(s.tma)
+        if s.tma.swizzle and allowed != s.tma.swizzle:
+            self.fail("tma-stamp", f"stage {s.name}: {s.tma.text()}, but the box allows {allowed or 'no'} swizzle: {why}")
 
     def unit(self, s, bound):
         """The stage's copy unit is the one the schedule's rule gives it here (a pass that
