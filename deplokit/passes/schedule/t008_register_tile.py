@@ -57,44 +57,13 @@ from ...ir.loop_ir import Accumulate, Loop
 from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
                            TileKernel, walk)
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
+from .block_shape import EXTENTS, default_extent, default_extents  # noqa: F401  (re-exported)
 from .register_nest import drop_dead, nest_body
 from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
-EXTENTS = (1, 2, 4, 8)
 LAYOUTS = ("strided", "contiguous", "quads")
 QUAD = 4                                 # floats in one LDS.128
-
-
-def default_extent(size: int) -> int:
-    """Register-block extent along an output axis of `size` elements (16 threads cover it):
-    the largest of 1, 2, 4, 8 whose block tile (16 * extent) the axis fills, so no block
-    row or column is padding; axes under 32 keep one output per thread."""
-    e = 1
-    while e < EXTENTS[-1] and 16 * e * 2 <= size:
-        e *= 2
-    return e
-
-
-def default_extents(size_m: int, size_n: int, sm_count: int) -> tuple[int, int]:
-    """(TM, TN): each axis's largest extent, then the larger of them halved while twice
-    the blocks still fit on the SMs one each: an 8 x 8 block (64 FFMA per 16 bytes of
-    shared loads) keeps the K loop FFMA-bound, but with b blocks on more than 2b SMs,
-    halving the block finishes in half the time. Past that, some SM runs two half blocks,
-    as long as one whole one, in a less efficient loop. A thread keeps at least 16 outputs
-    (below that its K loop is bound by shared loads, not FFMA): a grid still too small is
-    003's to fill, by splitting K."""
-    tm, tn = default_extent(size_m), default_extent(size_n)
-
-    def blocks(tm, tn):
-        return -(-size_m // (16 * tm)) * -(-size_n // (16 * tn))
-
-    while 2 * blocks(tm, tn) <= sm_count and tm * tn >= 32:
-        if tn >= tm:
-            tn //= 2
-        else:
-            tm //= 2
-    return tm, tn
 
 
 def role_pair(tile: Tile, role: str):
@@ -109,20 +78,22 @@ def role_pair(tile: Tile, role: str):
     return None
 
 
-def _role_size(kernel: TileKernel, role: str) -> int:
+def _role_size(kernel: TileKernel, role: str) -> tuple[int, int]:
+    """(elements, threads) of the output axis of `role` (1, 16 when blockify did not split it)."""
     try:
         tile = kernel.tile()
     except ValueError:
-        return 1
+        return 1, 16
     pair = role_pair(tile, role)
     if pair is None:
-        return 1
+        return 1, 16
     t, b = pair
-    return t.extent * b.extent
+    return t.extent * b.extent, t.extent
 
 
 def _default(kernel, target, axis: int) -> int:
-    return default_extents(_role_size(kernel, "M"), _role_size(kernel, "N"), target.sm_count or 1)[axis]
+    (m, t_m), (n, t_n) = _role_size(kernel, "M"), _role_size(kernel, "N")
+    return default_extents(m, n, target.sm_count or 1, (t_m, t_n))[axis]
 
 
 KNOBS = (
