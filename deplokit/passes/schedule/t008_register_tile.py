@@ -52,18 +52,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import floordiv, mod, var
+from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Loop
 from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
                            TileKernel, walk)
-from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
+from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from .block_shape import EXTENTS, default_extent, default_extents  # noqa: F401  (re-exported)
 from .register_nest import drop_dead, nest_body
+from .slot_maps import slot_index, warp_lanes, warp_slot_map
 from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
-LAYOUTS = ("strided", "contiguous", "quads")
-QUAD = 4                                 # floats in one LDS.128
+LAYOUTS = ("strided", "contiguous", "quads", "warps")
 
 
 def role_pair(tile: Tile, role: str):
@@ -100,7 +100,8 @@ KNOBS = (
     Knob("tm", EXTENTS, lambda k, t: _default(k, t, 0), "register-block rows (M) per thread"),
     Knob("tn", EXTENTS, lambda k, t: _default(k, t, 1), "register-block columns (N) per thread"),
     Knob("layout", LAYOUTS, lambda k, t: "quads",
-         "which outputs a thread's slots are: r*16 + t, t*TR + r, or N in quads of 4 adjacent columns"),
+         "which outputs a thread's slots are: r*16 + t, t*TR + r, N in quads of 4 adjacent columns, "
+         "or quads inside each warp's own sub-tile"),
 )
 
 
@@ -116,7 +117,10 @@ def apply(kernel: TileKernel, pctx: PassContext):
         return Skip("already register-tiled")
     if any(isinstance(s, (StridedLoop, Combine)) for s, _ in walk(tile.body)):
         return Skip("threads share a reduction: no output block to replicate")
-    layout = pctx.knobs["layout"]
+    layout, note = pctx.knobs["layout"], ""
+    if layout == "warps":
+        note = _warps_reason(tile)
+        layout = "quads" if note else layout
     plan, reasons = [], []
     for role, want in (("M", pctx.knobs["tm"]), ("N", pctx.knobs["tn"])):
         if want == 1:
@@ -139,7 +143,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
         if need <= pctx.target.static_smem_per_block:
-            return out
+            return Noted(out, f"warps layout not used ({note}): quads") if note else out
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]
         plan[big] = (role, t, b, n // 2)
@@ -147,6 +151,26 @@ def apply(kernel: TileKernel, pctx: PassContext):
             return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
                         f"more than {pctx.target.static_smem_per_block}")
 
+
+
+def _warps_reason(tile: Tile) -> str:
+    """'' when the block's threads split into whole warps of 4 x 8 (or 8 x 4) lanes over
+    the M x N threads, else why not."""
+    pairs = [role_pair(tile, role) for role in ("M", "N")]
+    threads = [a for a in tile.axes if a.kind == THREAD]
+    if None in pairs or threads != [pairs[0][0], pairs[1][0]]:
+        return "the block's threads are not one M and one N axis, both split into blocks"
+    t_m, t_n = pairs[0][0].extent, pairs[1][0].extent
+    if warp_lanes(t_m, t_n) is None:
+        return f"{t_m} x {t_n} threads are not whole warps of 4 x 8 or 8 x 4 lanes"
+    return ""
+
+
+def _k_major(tile: Tile, t_var: str) -> bool:
+    """Whether a stage holds the slab along `t_var` innermost (007 stored A k-major): its
+    slots then read 4 adjacent floats, one LDS.128, when they are quads."""
+    return any(isinstance(s, Stage) and len(s.slab) > 1 and s.slab[-1].var == t_var
+               for s, _ in walk(tile.body))
 
 
 def _smem_bytes(kernel: TileKernel) -> int:
@@ -166,15 +190,23 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     plan = [p for p in plan if p[3] > 1]
     used = used_vars(kernel.body)
     mapping, ranges, regs, slab_of = {}, {}, [], {}
+    slots = {}
     for role, t, b, n in plan:
         r = fresh_name(t.var[:-1] + "r", used)
         used.add(r)
         nb = -(-b.extent // n)
-        mapping[t.var] = _slot_index(layout, role, var(t.var), t.extent, var(r), n, ranges | {r: n})
+        mapping[t.var] = slot_index(layout, role, var(t.var), t.extent, var(r), n, ranges | {r: n},
+                                    m_quads=_k_major(tile, t.var))
         mapping[b.var] = var(b.var) * n
         ranges.update({t.var: t.extent, r: n, b.var: nb})
         regs.append(Loop(r, n, "register", (), role, True))
         slab_of[t.var] = (t.var[:-1], t.extent * n)
+        slots[role] = (r, n)
+    if layout == "warps":
+        (tm, _), (tn, _) = role_pair(tile, "M"), role_pair(tile, "N")
+        ranges.update({tm.var: tm.extent, tn.var: tn.extent})
+        mapping.update(warp_slot_map((tm.var, tm.extent) + slots.get("M", (None, 1)),
+                                     (tn.var, tn.extent) + slots.get("N", (None, 1)), ranges))
     body = substitute_body(tile.body, mapping, ranges)
     body = tuple(_resize_slab(s, slab_of) if isinstance(s, Stage) else s for s in body)
     body = _map_stages(body, slab_of)
@@ -187,17 +219,6 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     shape = tuple(lp.extent for lp in regs)          # each accumulator: one register per slot
     return dataclasses.replace(replace_tile(kernel, new_tile),
                                register_tiles=tuple(RegisterTile(a, shape) for a in accs))
-
-
-def _slot_index(layout, role, t, threads, r, n, ranges):
-    """The output element (within the block tile) slot r of thread t owns."""
-    if layout == "strided" or (layout == "quads" and role == "M"):
-        return r * threads + t
-    if layout == "contiguous" or n <= QUAD:
-        return t * n + r
-    # quads: lanes of one slot read adjacent 16-byte quads (one conflict-free LDS.128 per
-    # quarter warp); a thread's quads lie threads*4 apart
-    return t * QUAD + floordiv(r, QUAD, ranges) * (threads * QUAD) + mod(r, QUAD, ranges)
 
 
 def _resize_slab(stage: Stage, slab_of) -> Stage:

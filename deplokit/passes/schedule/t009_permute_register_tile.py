@@ -74,6 +74,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
             regs.setdefault(s.var, s)
     if not regs:
         return Skip("no register tile (008 did not apply)")
+    if _warp_tiled(tile):
+        return Skip("warps register layout: a lane's slots are quads of its warp's sub-tile, "
+                    "each one float4 load (a rotation would split them)")
     if any(_has_mod_of(tile, r) for r in regs):
         return Skip("register strip already permuted")
     contiguous = []
@@ -106,6 +109,17 @@ def apply(kernel: TileKernel, pctx: PassContext):
     if best is kernel:
         return Skip(f"no rotation of the register strip lowers its bank conflicts ({base} wavefronts)")
     return best
+
+
+def _warp_tiled(tile: Tile) -> bool:
+    """008's warps layout: an index mixes the M and N thread variables (a lane's place in its
+    warp depends on both)."""
+    pairs = [role_pair(tile, role) for role in ("M", "N")]
+    if None in pairs:
+        return False
+    both = {pairs[0][0].var, pairs[1][0].var}
+    return any(both <= free_vars(e) for s, _ in walk(tile.body) if isinstance(s, (Load, Store, AtomicAdd))
+               for e in s.index)
 
 
 def _has_mod_of(tile: Tile, r: str) -> bool:
