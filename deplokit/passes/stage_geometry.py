@@ -45,6 +45,12 @@ def dim_multipliers(slab) -> tuple[int, ...]:
     return tuple(mult)
 
 
+def transposed(stage) -> bool:
+    """The slab's axes run in another order than the tensor's dimensions (007's k-major A):
+    its copy is by the threads, not cp.async or TMA, which move rows as they are."""
+    return any(a.dim > b.dim for a, b in zip(stage.slab, stage.slab[1:]))
+
+
 def row_major_strides(shape) -> tuple[int, ...]:
     out, s = [], 1
     for n in reversed(shape):

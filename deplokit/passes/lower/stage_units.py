@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.tile_ir import Stage
-from ..stage_geometry import VECTOR, dim_multipliers, row_major_strides, rows
+from ..stage_geometry import VECTOR, dim_multipliers, row_major_strides, rows, transposed
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
 from .stage_plan import StagePlan, mbarrier_name, ranges_in, tma_runs
@@ -135,6 +135,9 @@ def _vector(m, s: Stage, p: StagePlan) -> bool:
 
 def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     """The block's threads copy one stage (sync or cp.async) for one iteration."""
+    if transposed(s) and p.kind != "async":
+        from .stage_transpose import copy_transposed    # built on this module's units
+        return copy_transposed(m, s, p, it)
     origin, base, ranges = stage_at(m, s, p, it)
     unit = VECTOR if _vector(m, s, p) else 1
     i = f"{s.name}_i"

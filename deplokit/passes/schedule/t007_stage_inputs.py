@@ -6,19 +6,28 @@ each index component is a block-uniform origin plus at most one of the block's l
 thread variables (plus a vector loop's variable riding on it: a2 + a2v, 4 elements of a
 vectorised phase). The slab is copied once by all threads; the loads then read the copy.
 A kernel's locals are on chip already: never staged, and their rows count against the
-shared-memory budget."""
+shared-memory budget.
+
+`a_k_major` stores a matmul's A slab transposed, [k][m] (its slab axes and its loads'
+indices reversed): 008 then gives the M slots quads, so a thread's A fragment for one k is
+one LDS.128, as B's is. A row of the stage is then a column of A: TMA, which copies rows
+as they are, does not take it (011); cp.async copies it in 4-byte units (013), a copy by
+the threads loads float4 along A's rows and stores them down a column
+(passes/lower/stage_transpose.py)."""
 from __future__ import annotations
 
 from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
-from ..record import KernelPass, PassContext, Skip, flag_knob, fresh_name, replace_tile
+from ..record import KernelPass, Knob, PassContext, Skip, flag_knob, fresh_name, replace_tile
 from .knobs import combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
 
 
-KNOBS = (flag_knob("stage", "stage hot input slabs in shared memory", "staging"),)
+KNOBS = (flag_knob("stage", "stage hot input slabs in shared memory", "staging"),
+         Knob("a_k_major", (False, True), lambda k, t: False,
+              "store a matmul's A slab k-major ([k][m], transposed on its way in: a synchronous copy)"))
 
 
 def apply(kernel: TileKernel, pctx: PassContext):
@@ -66,9 +75,11 @@ def apply(kernel: TileKernel, pctx: PassContext):
         used += 4 * size
         name = fresh_name(f"{tensor}_smem", names, "_")
         names.append(name)
-        stages.setdefault(scope_id, []).append(Stage(name, tensor, origin, loads[0][1]))
+        slab = loads[0][1]
+        flip = pctx.knobs.get("a_k_major", False) and k_major_eligible(slab, tile, scope)
+        stages.setdefault(scope_id, []).append(Stage(name, tensor, origin, slab[::-1] if flip else slab))
         for load, _, _, index in loads:
-            rewrites[id(load)] = Load(load.dst, name, index)
+            rewrites[id(load)] = Load(load.dst, name, index[::-1] if flip else index)
     if not stages:
         return Skip("; ".join(reasons) or "no input is read more than once per block")
     def rewrite(s):
@@ -79,6 +90,18 @@ def apply(kernel: TileKernel, pctx: PassContext):
     body = _place(tile.body, stages, rewrite)
     new_tile = Tile(tile.axes, tuple(stages.get(id(None), ())) + body)
     return replace_tile(kernel, new_tile)
+
+
+def k_major_eligible(slab, tile: Tile, scope) -> bool:
+    """A matmul's A slab: [m][k], its rows along an M thread axis and its columns along the
+    K loop inside the stage's scope. Stored k-major, a thread's M slots (in quads) read 4
+    adjacent floats of one k: one LDS.128."""
+    if len(slab) != 2:
+        return False
+    m_threads = {a.var for a in tile.axes if a.kind == THREAD and a.role == "M"}
+    k_loops = {s.var for s, _ in walk(scope.body if scope is not None else tile.body)
+               if isinstance(s, Loop) and s.role == "K"}
+    return slab[0].var in m_threads and slab[1].var in k_loops and slab[0].dim < slab[1].dim
 
 
 def _place(body, stages, rewrite):
