@@ -1,0 +1,92 @@
+"""Register quads -> shared float4 loads: 4 slots of a register loop that read 4 adjacent,
+16-byte aligned floats of a staged slab (008's quads and warps layouts, a k-major A) are one
+LDS.128, spelled as such in Kernel IR.
+
+nvcc would merge the 4 scalar loads of the unrolled loop by itself where it can prove the
+alignment; spelling the float4 makes it independent of that proof and lets the simulator
+count the load as the hardware serves it (8 lanes a phase: its bank conflicts are those of
+the LDS.128, runtime/sim/banks.py).
+
+    for a1r in 0..8:  # register (N)                for a1rq in 0..2:  (unrolled)
+        in1 = load b_smem[a2i, a1t * 4            ->    in1_x, in1_y, in1_z, in1_w = shared float4 b_smem[...a1rq...]
+                  + (a1r // 4) * 64 + a1r % 4]          for a1rv in 0..4:  (unrolled)
+        ...                                                 int a1r = a1rq * 4 + a1rv
+                                                            float in1 = a1rv == 0 ? in1_x : (a1rv == 1 ? in1_y : ...)
+                                                            ...
+"""
+from __future__ import annotations
+
+from ...ir import kernel_ir as K
+from ...ir.index import Var, substitute, var
+from ...ir.loop_ir import Load, Loop
+from ..stage_geometry import VECTOR, row_major_strides
+from .kernel_expr import affine_expr
+from .smem_layout import smem_offset, smem_size
+
+LANES = "xyzw"
+
+
+def quad_loads(m, loop: Loop) -> list[Load]:
+    """The loads right in `loop`'s body (a register loop) whose 4 slots r = 4q .. 4q+3 read 4
+    adjacent floats of a stage, the first 16-byte aligned."""
+    if loop.kind != "register" or loop.extent % VECTOR:
+        return []
+    return [s for s in loop.body if isinstance(s, Load) and s.tensor in m.stages
+            and _is_quad(m, m.stages[s.tensor], s, loop)]
+
+
+def _word(stage, index):
+    shape = [ax.extent for ax in stage.slab]
+    shape[-1] += stage.pad
+    word = None
+    for e, st in zip(index, row_major_strides(shape)):
+        word = e * st if word is None else word + e * st
+    return word
+
+
+def _is_quad(m, stage, load: Load, loop: Loop) -> bool:
+    if len(load.index) != len(stage.slab):
+        return False
+    q, v = f"{loop.var}q", f"{loop.var}v"
+    ranges = dict(m.ranges) | {q: loop.extent // VECTOR, v: VECTOR}
+    whole = substitute(_word(stage, load.index), {loop.var: var(q) * VECTOR + var(v)}, ranges)
+    first = substitute(_word(stage, load.index), {loop.var: var(q) * VECTOR}, ranges)
+    step = whole - first
+    if step.const or step.terms != ((Var(v), 1),):
+        return False                          # not 4 adjacent floats, one per slot
+    if getattr(stage, "base", None) is not None and smem_size(stage) % VECTOR:
+        return False                          # the second buffer would start unaligned
+    return first.const % VECTOR == 0 and all(c % VECTOR == 0 for _, c in first.terms)
+
+
+def lower_quads(m, loop: Loop, loads: list[Load]) -> list:
+    """The register loop as an unrolled loop over its quads: the quad loads as shared float4
+    loads, then the 4 slots, each taking its component."""
+    q, v = f"{loop.var}q", f"{loop.var}v"
+    m.ranges[q], m.ranges[v] = loop.extent // VECTOR, VECTOR
+    head = []
+    for s in loads:
+        index = [substitute(e, {loop.var: var(q) * VECTOR}, m.ranges) for e in s.index]
+        stage = m.stages[s.tensor]
+        head.append(K.VectorLoad(tuple(f"{s.dst}_{c}" for c in LANES), "shared", stage.name,
+                                 smem_offset([affine_expr(e) for e in index], stage)))
+    picks = {s.dst: _component(s.dst, v) for s in loads}
+    m.quad_picks.update(picks)
+    try:
+        body = m.stmts(loop.body)
+    finally:
+        for name in picks:
+            del m.quad_picks[name]
+    slot = K.Declare(loop.var, "int", K.Binary("+", K.Binary("*", K.Var(q), K.Const(VECTOR, "int")), K.Var(v)))
+    m.ranges[loop.var] = loop.extent
+    inner = K.For(v, K.Const(0, "int"), K.Const(VECTOR, "int"), K.Const(1, "int"), (slot,) + tuple(body), True)
+    return [K.For(q, K.Const(0, "int"), K.Const(loop.extent // VECTOR, "int"), K.Const(1, "int"),
+                  tuple(head) + (inner,), True)]
+
+
+def _component(dst: str, v: str) -> K.Expr:
+    """Component v (0..3, a compile-time constant once unrolled) of the float4 dst_x..dst_w."""
+    out: K.Expr = K.Var(f"{dst}_w")
+    for i in (2, 1, 0):
+        out = K.Select(K.Binary("==", K.Var(v), K.Const(i, "int")), K.Var(f"{dst}_{LANES[i]}"), out)
+    return out
