@@ -64,7 +64,6 @@ class Materializer(LoweringState):
         self.local_rows = LocalRows(kernel, self.tile, flat_offset, affine_expr)   # row fusion's on-chip rows
         self.vector_multiples = multiples_of_vector(self.tile.body)
         self.body_loop = None                    # (Tile Loop, depth of its statement) whose body is lowered
-        self.quad_picks: dict = {}               # load dst -> its component of a shared float4
 
     def run(self) -> KernelFunc:
         body: list = []
@@ -174,8 +173,8 @@ class Materializer(LoweringState):
     def load(self, s: Load) -> list:
         if s.tensor in self.local_rows:
             return self.local_rows.load(s)
-        if s.dst in self.quad_picks:         # a component of a shared float4 (register_quads.py)
-            return [K.Declare(s.dst, "float", self.quad_picks[s.dst])]
+        if s.dst in self.quad_picks:         # read in place: a component of a shared float4 (register_quads.py)
+            return []
         if s.tensor in self.stages:
             stage = self.stages[s.tensor]
             offset = smem_offset([affine_expr(e) for e in s.index], stage)

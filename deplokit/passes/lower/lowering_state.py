@@ -34,6 +34,7 @@ class LoweringState:
         self.writes: list[str] = []               # global tensors written, in order
         self.loop_depth = 0                       # loops enclosing the statement being lowered
         self.shared: set[str] = set()             # shared arrays declared so far
+        self.quad_picks: dict[str, K.Expr] = {}   # a load's value: its component of a shared float4
         self._names = 0
 
     # -- the kernel's parameters ---------------------------------------------------------------
@@ -91,7 +92,7 @@ class LoweringState:
 
     def operand(self, a) -> K.Expr:
         if isinstance(a, str):
-            return K.Var(a)
+            return self.quad_picks.get(a) or K.Var(a)
         if isinstance(a, Affine):
             return affine_expr(a)
         return K.Const(float(a))

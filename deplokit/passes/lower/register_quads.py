@@ -17,8 +17,9 @@ the LDS.128, runtime/sim/banks.py).
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
-from ...ir.index import Var, substitute, var
+from ...ir.index import Var, const, substitute, var
 from ...ir.loop_ir import Load, Loop
+from ..schedule.rewrite import substitute_body
 from ..stage_geometry import VECTOR, row_major_strides
 from .kernel_expr import affine_expr
 from .smem_layout import smem_offset, smem_size
@@ -63,25 +64,26 @@ def lower_quads(m, loop: Loop, loads: list[Load]) -> list:
     """The register loop as an unrolled loop over its quads: the quad loads as shared float4
     loads, then the 4 slots, each taking its component."""
     q, v = f"{loop.var}q", f"{loop.var}v"
-    m.ranges[q], m.ranges[v] = loop.extent // VECTOR, VECTOR
+    quads = loop.extent // VECTOR
+    m.ranges[q], m.ranges[v] = quads, VECTOR
+    first = var(q) * VECTOR if quads > 1 else const(0)       # slot 4q (one quad: no q loop)
     head = []
     for s in loads:
-        index = [substitute(e, {loop.var: var(q) * VECTOR}, m.ranges) for e in s.index]
+        index = [substitute(e, {loop.var: first}, m.ranges) for e in s.index]
         stage = m.stages[s.tensor]
         head.append(K.VectorLoad(tuple(f"{s.dst}_{c}" for c in LANES), "shared", stage.name,
                                  smem_offset([affine_expr(e) for e in index], stage)))
     picks = {s.dst: _component(s.dst, v) for s in loads}
     m.quad_picks.update(picks)
-    try:
-        body = m.stmts(loop.body)
+    try:                                 # slot r is 4q + v in every index of the body
+        body = m.stmts(substitute_body(loop.body, {loop.var: first + var(v)}, m.ranges))
     finally:
         for name in picks:
             del m.quad_picks[name]
-    slot = K.Declare(loop.var, "int", K.Binary("+", K.Binary("*", K.Var(q), K.Const(VECTOR, "int")), K.Var(v)))
-    m.ranges[loop.var] = loop.extent
-    inner = K.For(v, K.Const(0, "int"), K.Const(VECTOR, "int"), K.Const(1, "int"), (slot,) + tuple(body), True)
-    return [K.For(q, K.Const(0, "int"), K.Const(loop.extent // VECTOR, "int"), K.Const(1, "int"),
-                  tuple(head) + (inner,), True)]
+    inner = K.For(v, K.Const(0, "int"), K.Const(VECTOR, "int"), K.Const(1, "int"), tuple(body), True)
+    if quads == 1:
+        return head + [inner]
+    return [K.For(q, K.Const(0, "int"), K.Const(quads, "int"), K.Const(1, "int"), tuple(head) + (inner,), True)]
 
 
 def _component(dst: str, v: str) -> K.Expr:

@@ -6,7 +6,8 @@ The shared-memory loads of a thread's K loop are TM/4 + TN/4 LDS.128 per k (A re
 4 steps merged; B in quads) for TM * TN FFMA: a larger register block is cheaper per FFMA.
 So the thread shape is chosen for the register block it allows: a narrow M (32 tokens)
 with 16 threads along M leaves 2 rows per thread (0.16 LDS per FFMA), with 8 threads 4 rows
-(0.125). Among the shapes of at least 128 threads (4 warps: latency cover) the one whose
+(0.125). Among the shapes of at least 128 threads (4 warps: latency cover) and at most 16 along
+either axis the one whose
 default register block costs the fewest shared loads per FFMA wins; ties go to the shape
 whose grid puts more warps on the SMs (up to 8 each), then to more threads, then to the order of THREAD_SHAPES
 (16 x 16 first: the article's). An output too small for 128 threads takes the most threads
@@ -18,6 +19,9 @@ from .knobs import pow2_at_least
 THREAD_SHAPES = ("16x16", "8x16", "16x8", "8x32", "32x8", "4x32", "32x4", "8x8", "4x16", "16x4")
 EXTENTS = (1, 2, 4, 8)
 MIN_DEFAULT_THREADS = 128
+MAX_DEFAULT_SIDE = 16      # 32 lanes along one axis put an operand's rows of [n][k] (nn.Linear's
+                           # weight) 4 rows apart per lane: 4-way conflicts, and ptxas spills under
+                           # 009's rotation; the tuner may still pick 8 x 32 or 32 x 8
 
 
 def parse_shape(shape: str) -> tuple[int, int]:
@@ -67,10 +71,11 @@ def loads_per_ffma(regs: tuple[int, int]) -> float:
 
 def default_thread_shape(size_m: int, size_n: int, sm_count: int) -> str:
     """The thread shape (a THREAD_SHAPES entry) for a size_m x size_n output: see the module."""
-    fitted = [_fitted(parse_shape(shape), size_m, size_n) for shape in THREAD_SHAPES]
+    shapes = [s for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE]
+    fitted = [_fitted(parse_shape(shape), size_m, size_n) for shape in shapes]
     least = min(MIN_DEFAULT_THREADS, max(t[0] * t[1] for t in fitted))    # small outputs: what they allow
-    best, best_key = THREAD_SHAPES[0], None
-    for order, (shape, t) in enumerate(zip(THREAD_SHAPES, fitted)):
+    best, best_key = shapes[0], None
+    for order, (shape, t) in enumerate(zip(shapes, fitted)):
         if t[0] * t[1] < least:
             continue
         regs = default_extents(size_m, size_n, sm_count, t)
@@ -83,5 +88,5 @@ def default_thread_shape(size_m: int, size_n: int, sm_count: int) -> str:
 
 
 def _fitted(threads: tuple[int, int], size_m: int, size_n: int) -> tuple[int, int]:
-    """Threads blockify gives each axis: no more than the axis's extent (rounded up to 2^k)."""
-    return min(threads[0], pow2_at_least(size_m)), min(threads[1], pow2_at_least(size_n))
+    """Threads blockify gives each axis: all of an axis its threads cover, else `threads`."""
+    return tuple(size if pow2_at_least(size) <= t else t for t, size in zip(threads, (size_m, size_n)))
