@@ -1,7 +1,7 @@
 """`deplokit.compile` and the Compilation it returns: every IR, the trace, and execution."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 
 import numpy as np
 import torch
@@ -62,7 +62,11 @@ class CheckResult(Displayable):
 
 class Compilation(Displayable):
     """One program lowered once, for one target and config: its IRs and the trace. Not
-    changed after it is built: recompile makes a new one; nvcc returns what it finds."""
+    changed after it is built (assigning an attribute raises FrozenInstanceError): recompile
+    makes a new one; nvcc returns what it finds. Only the caches in _CACHES (the loaded CuPy
+    kernels) are filled in later."""
+
+    _CACHES = ("_cupy",)
 
     def __init__(self, source, example_inputs, captured, ctx: Context):
         stages, trace = lower(captured.program, ctx)
@@ -86,6 +90,17 @@ class Compilation(Displayable):
         self.cuda = stages["cuda"]
         self.trace = trace
         self._cupy = None
+        self._frozen = True
+
+    def __setattr__(self, name, value):
+        if getattr(self, "_frozen", False) and name not in self._CACHES:
+            raise FrozenInstanceError(
+                f"cannot assign {name}: a Compilation is not changed after it is built "
+                f"(recompile(config) makes a new one)")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        raise FrozenInstanceError(f"cannot delete {name}: a Compilation is not changed after it is built")
 
     # -- execution ------------------------------------------------------------------------
     def run(self, *inputs, backend: str = "auto"):

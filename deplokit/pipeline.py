@@ -9,6 +9,7 @@ from __future__ import annotations
 from .passes.decompose import decompose
 from .passes.dedup import dedup
 from .passes.fuse import fuse_kernels
+from .passes.fuse.lift import lift
 from .passes.fuse.rows import fuse_rows
 from .passes.lower import LOWERING
 from .passes.lower.cuda import render_cuda
@@ -25,8 +26,14 @@ def _decompose(program, pctx):
     return decompose(program, pctx.compile)
 
 
+def _lift(program, pctx):
+    return lift(program)
+
+
 def _fuse(program, pctx):
-    return Noted(*fuse_kernels(program))
+    if program.graph is None:
+        return Skip("not a lifted program: no Tensor-IR graph to fuse by")
+    return Noted(*fuse_kernels(program.graph))
 
 
 def _fuse_rows(program, pctx):
@@ -49,7 +56,8 @@ def _render(program, pctx):
 
 PIPELINE = (
     Pass("decompose", "tensor", "rewrite each Torch op into Tensor-IR nodes", _decompose),
-    Pass("fuse", "loop", "lift Tensor-IR nodes to loop nests and fuse producers into consumers", _fuse),
+    Pass("lift", "loop", "lift every Tensor-IR node to a loop nest of its own (nothing fused yet)", _lift),
+    Pass("fuse", "loop", "fuse producers into their consumers' loop nests; store only what the guard keeps", _fuse),
     Pass("fuse_rows", "loop", "merge attention's kernels so that no scores row leaves the chip", _fuse_rows,
          (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),
           flag_knob("by_cost", "fuse only where the fusion guard counts fewer bytes moved and no more work"))),

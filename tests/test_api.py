@@ -36,24 +36,46 @@ def test_trace_records_every_step_in_order():
     from deplokit.passes.schedule import SCHEDULE
     c = deplokit.compile(nn.RMSNorm(64), torch.randn(2, 64))
     assert [(s.stage, s.name) for s in c.trace] == (
-        [("torch", "capture"), ("tensor", "decompose"), ("loop", "fuse"), ("loop", "fuse_rows"),
+        [("torch", "capture"), ("tensor", "decompose"), ("loop", "lift"), ("loop", "fuse"), ("loop", "fuse_rows"),
          ("loop", "split_reduce"), ("loop", "dedup")]
         + [("tile", m.name) for m in SCHEDULE] + [("kernel", p.name) for p in LOWERING] + [("cuda", "render")])
     assert [p.name for p in LOWERING] == ["001_materialize", "002_stage_copies", "003_zero_init", "004_unclash_names"]
     assert c.trace[1].before is c.torch_ir and c.trace[1].after is c.tensor_ir
-    assert c.trace[2].after is c.loop_ir and c.trace[2].changed
+    # lift: one loop nest per Tensor-IR node, every intermediate stored; fuse merges them
+    lifted = c.trace[2].after
+    assert c.trace[2].before is c.tensor_ir and len(lifted.kernels) == len(c.tensor_ir.nodes)
+    assert c.trace[3].before is lifted and c.trace[3].after is c.loop_ir and len(c.loop_ir.kernels) == 1
     # no attention, rows too short to split, no dedup
-    assert not any(c.trace[i].changed for i in (3, 4, 5)) and c.trace[5].after is c.loop_ir
-    assert c.trace[21].after is c.tile_ir and c.trace[-2].after is c.kernel_ir and c.trace[-1].after is c.cuda
-    assert c.trace[22].before is c.tile_ir     # the lowering passes follow one another
-    for before, after in zip(c.trace[6:], c.trace[7:]):    # from 001 on (001 starts from the Loop IR as Tile IR)
+    assert not any(c.trace[i].changed for i in (4, 5, 6)) and c.trace[6].after is c.loop_ir
+    assert c.trace[22].after is c.tile_ir and c.trace[-2].after is c.kernel_ir and c.trace[-1].after is c.cuda
+    assert c.trace[23].before is c.tile_ir     # the lowering passes follow one another
+    for before, after in zip(c.trace[7:], c.trace[8:]):    # from 001 on (001 starts from the Loop IR as Tile IR)
         assert after.before is before.after      # each step starts where the last one ended
 
 
 def test_check_detects_a_mismatch():
-    c = deplokit.compile(lambda x: x * 2, torch.randn(4))
-    c.source = lambda x: x * 3    # eager now disagrees
+    factor = [2]
+    c = deplokit.compile(lambda x: x * factor[0], torch.randn(4))     # captured with x * 2
+    factor[0] = 3    # eager now disagrees
     assert not c.check().ok
+
+
+def test_a_compilation_is_not_changed_after_it_is_built():
+    import dataclasses
+    c = deplokit.compile(lambda x: x * 2, torch.randn(4))
+    kernel_ir = c.kernel_ir
+    for name in ("kernel_ir", "cuda", "source", "new_field"):
+        with pytest.raises(dataclasses.FrozenInstanceError, match=f"cannot assign {name}"):
+            setattr(c, name, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del c.tile_ir
+    assert c.kernel_ir is kernel_ir
+    # nvcc and recompile leave it as it was; recompile makes a new, equally frozen one
+    again = c.recompile({})
+    assert again is not c and str(again.cuda) == str(c.cuda) and c.kernel_ir is kernel_ir
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        again.kernel_ir = kernel_ir
+    c._cupy = None      # the one cache filled in on first use (the loaded CuPy kernels)
 
 
 def _texts(seed):

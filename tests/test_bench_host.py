@@ -154,3 +154,45 @@ def test_bench_rejects_bad_arguments_before_needing_a_gpu():
         c.bench(compare=("speed",))
     with pytest.raises(deplokit.DeplokitError, match="repeats >= 1"):
         c.bench(repeats=0)
+
+
+class DriverSaysNothing:
+    """A loaded executor whose driver queries fail (an old driver, a stand-in)."""
+
+    def function_attributes(self, name):
+        raise RuntimeError("no driver attributes")
+
+    def occupancy(self, name):
+        raise RuntimeError("no driver occupancy")
+
+
+def test_kernel_resources_fall_back_on_ptxas_figures(monkeypatch):
+    # where the driver cannot say, the profile reads ptxas's registers and shared memory from
+    # Compilation.nvcc()'s stats (compiled once for all kernels), and the occupancy model
+    from deplokit.analysis.occupancy import occupancy
+    from deplokit.runtime import bench
+    from deplokit.runtime.launch_plan import build_plan
+    from deplokit.runtime.nvcc import nvcc_available
+    torch.manual_seed(0)
+    c = deplokit.compile(nn.RMSNorm(256), torch.randn(8, 256))
+    (launch,) = build_plan(c.kernel_ir, c.input_names, c.target, c.launches, c.loop_ir).launches
+    calls = []
+    real_nvcc = type(c).nvcc
+
+    def counted(self, *a, **k):
+        calls.append(1)
+        return real_nvcc(self, *a, **k)
+    monkeypatch.setattr(type(c), "nvcc", counted)
+    if nvcc_available():
+        ptxas = bench.PtxasStats(c)
+        regs, smem, occ = bench._kernel_resources(c, DriverSaysNothing(), launch, ptxas)
+        stats = real_nvcc(c).stats[launch.name]
+        assert (regs, smem) == (stats.registers, stats.smem_bytes) and regs > 0
+        assert occ == occupancy(c.target, launch.threads, regs, smem).fraction
+        bench._kernel_resources(c, DriverSaysNothing(), launch, ptxas)
+        assert len(calls) == 1                   # nvcc ran once for the whole profile
+    # without nvcc: no register figure (never a made-up one), the launch plan's shared memory
+    monkeypatch.setattr(bench, "nvcc_available", lambda: False)
+    regs, smem, occ = bench._kernel_resources(c, DriverSaysNothing(), launch, bench.PtxasStats(c))
+    assert regs is None and smem == launch.static_smem
+    assert occ == occupancy(c.target, launch.threads, None, smem).fraction

@@ -127,3 +127,28 @@ def test_llama_layer_kernel_inventory():
     consts = {b.name for b in c.torch_ir.buffers if b.kind == "const"}
     assert {"cos_1", "sin_1"} <= consts      # renamed: cos and sin are C math functions (every tensor becomes a kernel parameter)
     assert not any(op.op in ("cos", "sin") for op in c.torch_ir.ops)
+
+
+def test_lift_is_its_own_step_one_kernel_per_node_and_fuse_merges_them():
+    # lift writes every Tensor-IR node as its own loop nest (every intermediate stored): an
+    # executable Loop IR that computes what eager does; fuse then makes the kernels the
+    # pipeline schedules, and `-vv` shows each as its own diff
+    import numpy as np
+    from deplokit.runtime.loop_interp import run_loop_ir
+    from deplokit.trace import format_step
+    torch.manual_seed(0)
+    x = torch.randn(3, 40)
+    c = deplokit.compile(nn.RMSNorm(40), x)
+    (lift,) = [s for s in c.trace if s.name == "lift"]
+    (fuse,) = [s for s in c.trace if s.name == "fuse"]
+    lifted = lift.after
+    assert lift.before is c.tensor_ir and fuse.before is lifted and fuse.after is c.loop_ir
+    assert [k.name for k in lifted.kernels] == [n.name for n in c.tensor_ir.nodes]
+    assert {b.name for b in lifted.written} == {n.name for n in c.tensor_ir.nodes}
+    assert len(c.loop_ir.kernels) == 1 and fuse.notes and not lift.notes
+    env = dict(c.values)
+    env.update(c._bind((x,)))
+    (got,) = run_loop_ir(lifted, env)
+    np.testing.assert_allclose(np.asarray(got), nn.RMSNorm(40)(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    text = "\n".join(format_step(lift))
+    assert text.startswith(">>> t:loop:lift") and "+=== ss -> ss ===" in text

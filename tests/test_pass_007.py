@@ -1,95 +1,91 @@
-"""Pass 007 (stage inputs) on one kernel: the Tile IR it is given and the Tile IR it must
-return, as text. A template for the other scheduling passes: pick a small program whose
-kernel shows the pass's decision, pin the IR before it (so the example stays the one meant)
-and the IR expected after it, and check the knob that turns it off and the simulator.
+"""Pass 007 stage_inputs alone: the Tile IR it is given, the Tile IR it must return, as text.
 
-The kernel: softmax over rows of 256, times a weight row. Each thread reads its part of the
-row `x` three times (max, sum, output), so 007 stages the block's row of `x` in shared memory
-once and the three loops read it from there (no longer as float4 global loads: the stage's
-copy moves the row); `w` is read once per element and stays a float4 global load.
-"""
+The pattern for testing one scheduling pass (copy this file for another): build the kernel
+as the earlier passes leave it (here a 32x64 @ 64x32 matmul after 001..006: 16x16 threads,
+2x2 blocks, K chunked by 16), pin its text (so the example stays the one meant), run the
+pass record alone with explicit knobs, compare the printed Tile IR with the text expected,
+check the decisions it stamps, the knob that turns it off, and (through the pipeline, on a
+program the pass changes) that the simulator still gets PyTorch's numbers. Nothing before
+the pass runs, so a change elsewhere cannot move this test."""
 import torch
 
 import deplokit
+from deplokit.ir.index import var
+from deplokit.ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from deplokit.ir.tile_ir import BLOCK, THREAD, Stage, Tile, TileAxis, TileKernel, walk
+from deplokit.ir.types import TensorType
+from deplokit.passes.record import Skip
+from deplokit.passes.schedule.t007_stage_inputs import PASS
+from deplokit.target import get_target
+
+TYPES = {"a": TensorType((32, 64), "float32"), "b": TensorType((64, 32), "float32"),
+         "matmul": TensorType((32, 32), "float32")}
 
 BEFORE = """\
-=== merged_mul -> mul ===
-Tile(axes=(a4:32=THREAD, a0:4=BLOCK)):
-    StridedLoop(a1 = a4 * 4; < 256; += 128):  # reduce
-        for a1v in 0..4:  # vector
-            in0 = load x[a0, a1 + a1v]  # float4
-            acc0 <- max(acc0, in0)
-    Combine(acc0, max, over=(a4,))
-    StridedLoop(a2 = a4 * 4; < 256; += 128):  # reduce
-        for a2v in 0..4:  # vector
-            in1 = load x[a0, a2 + a2v]  # float4
-            v0 = subtract(in1, acc0)
-            v1 = exp(v0)
-            acc1 <- add(acc1, v1)
-    Combine(acc1, add, over=(a4,))
-    StridedLoop(a3 = a4 * 4; < 256; += 128):  # free
-        for a3v in 0..4:  # vector
-            in2 = load x[a0, a3 + a3v]  # float4
-            in3 = load w[a3 + a3v]  # float4
-            v2 = subtract(in2, acc0)
-            v3 = exp(v2)
-            v4 = divide(v3, acc1)
-            v5 = multiply(v4, in3)
-            mul[a0, a3 + a3v] = v5  # float4"""
+=== merged_matmul -> matmul ===
+Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):2=BLOCK)):
+    for a2o in 0..4:  # reduce (K)
+        for a2i in 0..16:  # reduce (K)
+            in0 = load a[a0b * 16 + a0t, a2o * 16 + a2i]
+            in1 = load b[a2o * 16 + a2i, a1b * 16 + a1t]
+            v0 = multiply(in0, in1)
+            acc0 <- add(acc0, v0)
+    matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0"""
 
+# Each block reads a 16 x 16 slab of a and of b per K chunk, every element 16 times (once
+# per thread of a row or column): both are staged at the head of the K-outer loop, and the
+# loads read the slabs with block-relative indices.
 EXPECTED = """\
-=== merged_mul -> mul ===
-Tile(axes=(a4:32=THREAD, a0:4=BLOCK)):
-    x_smem = Stage(x, origin=(a0, 0), slab=(a1:256@1))
-    StridedLoop(a1 = a4 * 4; < 256; += 128):  # reduce
-        for a1v in 0..4:  # vector
-            in0 = load x_smem[a1 + a1v]
-            acc0 <- max(acc0, in0)
-    Combine(acc0, max, over=(a4,))
-    StridedLoop(a2 = a4 * 4; < 256; += 128):  # reduce
-        for a2v in 0..4:  # vector
-            in1 = load x_smem[a2 + a2v]
-            v0 = subtract(in1, acc0)
-            v1 = exp(v0)
-            acc1 <- add(acc1, v1)
-    Combine(acc1, add, over=(a4,))
-    StridedLoop(a3 = a4 * 4; < 256; += 128):  # free
-        for a3v in 0..4:  # vector
-            in2 = load x_smem[a3 + a3v]
-            in3 = load w[a3 + a3v]  # float4
-            v2 = subtract(in2, acc0)
-            v3 = exp(v2)
-            v4 = divide(v3, acc1)
-            v5 = multiply(v4, in3)
-            mul[a0, a3 + a3v] = v5  # float4"""
-
-PASS = "007_stage_inputs"
+=== merged_matmul -> matmul ===
+Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):2=BLOCK)):
+    for a2o in 0..4:  # reduce (K)
+        a_smem = Stage(a, origin=(a0b * 16, a2o * 16), slab=(a0t:16@0, a2i:16@1))
+        b_smem = Stage(b, origin=(a2o * 16, a1b * 16), slab=(a2i:16@0, a1t:16@1))
+        for a2i in 0..16:  # reduce (K)
+            in0 = load a_smem[a0t, a2i]
+            in1 = load b_smem[a2i, a1t]
+            v0 = multiply(in0, in1)
+            acc0 <- add(acc0, v0)
+    matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0"""
 
 
-def _compile(config=None):
-    torch.manual_seed(0)
-    return deplokit.compile(lambda x, w: torch.softmax(x, -1) * w, torch.randn(4, 256), torch.randn(256),
-                            config=config)
+def matmul_kernel() -> TileKernel:
+    m, n, k = var("a0b") * 16 + var("a0t"), var("a1b") * 16 + var("a1t"), var("a2o") * 16 + var("a2i")
+    inner = Loop("a2i", 16, "reduce", (Load("in0", "a", (m, k)), Load("in1", "b", (k, n)),
+                                       Compute("v0", "multiply", ("in0", "in1")),
+                                       Accumulate("acc0", "sum", "v0")), "K")
+    axes = (TileAxis("a0t", 16, THREAD, "M"), TileAxis("a1t", 16, THREAD, "N"),
+            TileAxis("a0b", 2, BLOCK, "M"), TileAxis("a1b", 2, BLOCK, "N"))
+    tile = Tile(axes, (Loop("a2o", 4, "reduce", (inner,), "K"), Store("matmul", (m, n), "acc0")))
+    return TileKernel("merged_matmul", ("matmul",), (tile,))
 
 
-def _step(c):
-    (step,) = [s for s in c.trace if s.name == PASS]
-    return step
+def test_007_stages_the_matmul_operands():
+    kernel = matmul_kernel()
+    assert str(kernel) == BEFORE
+    after, note = PASS.apply_to(kernel, get_target("sm_90"), {"stage": True}, TYPES)
+    assert str(after) == EXPECTED and note == ""
+    assert after.knobs == (("007_stage_inputs.stage", True),)     # the choice is recorded on the kernel
+    # how the threads copy each slab is stamped for the lowering (not printed): rows of 16
+    # floats at 16-byte aligned columns of both tensors, so float4 units
+    assert {(s.name, s.unit) for s, _ in walk(after.body) if isinstance(s, Stage)} == {("a_smem", 4), ("b_smem", 4)}
 
 
-def test_007_stages_the_row_read_three_times_and_leaves_the_weight_global():
-    step = _step(_compile())
-    assert str(step.before).strip() == BEFORE
-    assert str(step.after).strip() == EXPECTED
-
-
-def test_007_turned_off_leaves_the_tile_ir_as_it_was():
-    step = _step(_compile({f"{PASS}.stage": False}))
-    assert str(step.before).strip() == BEFORE
-    assert str(step.after).strip() == BEFORE
+def test_007_off_by_its_knob_and_on_a_staged_kernel():
+    kernel = matmul_kernel()
+    off, _ = PASS.apply_to(kernel, get_target("sm_90"), {"stage": False}, TYPES)
+    assert off == Skip("staging disabled by the knob")
+    after, _ = PASS.apply_to(kernel, get_target("sm_90"), {"stage": True}, TYPES)
+    again, _ = PASS.apply_to(after, get_target("sm_90"), {"stage": True}, TYPES)
+    assert again == Skip("already staged")
 
 
 def test_007_keeps_the_meaning_on_the_simulator():
-    c = _compile()
-    (check,) = [p for p in c.check_passes() if p.name == PASS]
+    # softmax(x) * w reads each row of x three times: 007 stages it (check_passes runs the
+    # Tile IR after every pass on the simulator against PyTorch)
+    torch.manual_seed(0)
+    c = deplokit.compile(lambda x, w: torch.softmax(x, -1) * w, torch.randn(4, 256), torch.randn(256))
+    (check,) = [p for p in c.check_passes() if p.name == PASS.name]
     assert not check.skipped and check.result.ok
+    (step,) = [s for s in c.trace if s.name == PASS.name]
+    assert "    x_smem = Stage(x, origin=(a0, 0), slab=(a1:256@1))\n" in str(step.after)

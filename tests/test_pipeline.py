@@ -20,8 +20,8 @@ def _relu():
 def test_the_pipeline_is_one_flat_tuple_of_pass_records():
     assert all(isinstance(p, (Pass, KernelPass)) for p in PIPELINE)
     names = [p.name for p in PIPELINE]
-    assert names[:5] == ["decompose", "fuse", "fuse_rows", "split_reduce", "dedup"] and names[-1] == "render"
-    assert names[5:21] == [p.name for p in SCHEDULE] and len(set(names)) == len(names)
+    assert names[:6] == ["decompose", "lift", "fuse", "fuse_rows", "split_reduce", "dedup"] and names[-1] == "render"
+    assert names[6:22] == [p.name for p in SCHEDULE] and len(set(names)) == len(names)
     assert STAGES == ("torch", "tensor", "loop", "tile", "kernel", "cuda")
 
 

@@ -111,20 +111,30 @@ def test_tma_stages_only_on_sm_90():
             assert all("has no TMA" in d.skipped for d in st.decisions)
 
 
-def test_tma_kernel_ir_one_mbarrier_counting_every_bulk_copy():
+def test_tma_kernel_ir_full_and_empty_mbarrier_rings():
     c = build("relu_matmul_seed", "sm_90")
     (kernel,) = c.kernel_ir.kernels
-    (init,) = nodes(kernel.body, K.MbarrierInit)
-    i = kernel.body.index(init)
-    assert isinstance(kernel.body[i + 1], K.Barrier)                # other threads use it after a barrier
+    full, empty = nodes(kernel.body, K.MbarrierInit)
+    # full[s]: the producer's one arrive.expect_tx; empty[s]: every thread when done reading
+    assert (full.name, full.count, full.slots) == ("a2o_full", 1, 2)
+    assert (empty.name, empty.count, empty.slots) == ("a2o_empty", 256, 2)
+    i = kernel.body.index(empty)
+    assert isinstance(kernel.body[i + 1], K.Barrier)                # other threads use them after a barrier
     prologue = [s for s in kernel.body[i:] if isinstance(s, K.If)][0]
+    arrive, *_ = prologue.then
     loads = list(nodes(prologue.then, K.TmaLoad))
     # x: 16 rows of 16 floats (its rows are 64 floats apart); bias: one row; w (64 x 16):
     # the slab spans w's full width, so its 16 rows are one contiguous 256-float copy
     assert [(t.array, t.count) for t in loads] == [("x_smem", 16), ("bias_smem", 16), ("w_smem", 256)]
-    assert init.count == 16 + 1 + 1
-    waits = list(nodes(kernel.body, K.MbarrierWait))
-    assert len(waits) == 1 and waits[0].phase == K.Var("a2o")
+    assert {(t.barrier, t.slot, t.expect) for t in loads} == {("a2o_full", K.Const(0, "int"), False)}
+    assert isinstance(arrive, K.MbarrierArrive) and arrive.expect_tx == 4 * (16 * 16 + 16 + 256)
+    loop = k_loop(kernel)
+    # consumers wait full[ko % 2] for round ko / 2; the producer waits empty[slot] before a refill;
+    # the loop ends with every thread's arrival on empty[ko % 2]; no block-wide barrier in the loop
+    waits = [K.format_expr(w.slot) + " " + K.format_expr(w.phase) for w in nodes(loop.body, K.MbarrierWait)]
+    assert waits == ["(a2o % 2) (a2o / 2)", "((a2o + 1) % 2) (((a2o + 1) / 2) + 1)"]
+    assert isinstance(loop.body[-1], K.MbarrierArrive) and loop.body[-1].name == "a2o_empty"
+    assert not list(nodes(loop.body, K.Barrier))
     assert c.check(backend="sim").ok
 
 
@@ -238,11 +248,12 @@ def test_pipeline_rotates_the_k_loop(target):
     assert list(nodes(prologue, issue))                             # tile 0 issued before the loop
     head = loop.body
     wait = K.MbarrierWait if tma else K.CpAsyncWait
-    assert isinstance(head[0], wait) and isinstance(head[1], K.Barrier)
+    assert isinstance(head[0], wait) and isinstance(head[1], K.Barrier) != tma
     guard = next(s for s in head if isinstance(s, K.If))
     assert K.format_expr(guard.cond) == "((a2o + 1) < 4)"          # the last iteration issues nothing
     assert list(nodes(guard.then, issue))
-    assert len(top_level(head, K.Barrier)) == 1                      # one barrier per iteration
+    # one barrier per iteration; none with TMA alone (its full/empty mbarriers order the slots)
+    assert len(top_level(head, K.Barrier)) == (0 if tma else 1)
     assert c.check(backend="sim").ok
 
 
@@ -327,9 +338,11 @@ def test_pipelined_loop_waits_before_its_prefetching_stages(target):
     assert str(st.after).count("AsyncWait(") == 1
     head = k_loop(c.kernel_ir.kernels[0]).body
     wait = K.MbarrierWait if target == "sm_90" else K.CpAsyncWait
-    # the AsyncWait: the wait, then the barrier (tile ko visible; buffer (ko + 1) % 2 free);
-    # the stages: the guarded issue of tile ko + 1
-    assert [type(s) for s in head[:4]] == [wait, K.Barrier, K.Comment, K.If]
+    # the AsyncWait: the wait, then (cp.async) the barrier (tile ko visible; buffer (ko + 1) % 2
+    # free; TMA: the producer waits for the slot's empty mbarrier instead); the stages: the
+    # guarded issue of tile ko + 1
+    sync = [] if target == "sm_90" else [K.Barrier]
+    assert [type(s) for s in head[:4 - (target == "sm_90")]] == [wait] + sync + [K.Comment, K.If]
     assert c.check(backend="sim").ok
 
 
@@ -410,10 +423,10 @@ def test_the_race_checker_sees_a_missing_barrier():
 def test_padded_tma_rows(pad):
     # 014 may pad a stage after 011 chose TMA: a pad of whole 16-byte units (4 floats) keeps
     # the rows bulk copies (one per row, at the padded stride); a pad of 1 (rows of 17 floats)
-    # cannot be a bulk copy: the stage is restamped as 014 does (stage_geometry.restamp_tma),
+    # cannot be a bulk copy: the stage is restamped as 014 does (stage_geometry.restamp),
     # which falls back to cp.async in the same pipelined schedule, and materialize spells it
     from deplokit.ir.tile_ir import map_body
-    from deplokit.passes.stage_geometry import restamp_tma, scope_ranges
+    from deplokit.passes.stage_geometry import restamp, scope_ranges
     c = build("relu_matmul_seed", "sm_90")
     tile = c.tile_ir
     whys = []
@@ -424,7 +437,7 @@ def test_padded_tma_rows(pad):
 
         def pad_x(s):
             if isinstance(s, Stage) and s.name == "x_smem":
-                s, why = restamp_tma(dataclasses.replace(s, pad=pad), c.tile_ir.types()["x"].shape, ranges)
+                s, why = restamp(dataclasses.replace(s, pad=pad), c.tile_ir.types()["x"], ranges)
                 whys.append(why)
             return s
         return dataclasses.replace(k, body=map_body(k.body, pad_x))

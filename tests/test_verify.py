@@ -134,6 +134,38 @@ def test_the_tma_stamp_is_the_plan_the_stage_allows():
     caught(stamp(lambda s: dataclasses.replace(s, copy="async")), "tma-stamp")
 
 
+def test_the_copy_unit_is_stamped_and_read():
+    # 007 stamps how the threads copy a stage (013 restamps it for cp.async): relu_matmul's
+    # three stages have 16-byte aligned rows, 16-byte cp.async each
+    fn, inputs = PROGRAMS["relu_matmul_seed"]
+    c = deplokit.compile(fn, *inputs, target="sm_80")
+    tile = c.tile_ir
+    assert {(s.name, s.copy, s.unit) for s in all_stages(tile)} == \
+        {("x_smem", "async", 4), ("bias_smem", "async", 4), ("w_smem", "async", 4)}
+
+    def stamp(fn_):
+        return rewrite(tile, lambda s: fn_(s) if isinstance(s, Stage) and s.name == "x_smem" else s)
+
+    def cp_bytes(program, array):
+        return {x.nbytes for x in K.walk_stmts(materialize(program).kernels[0].body)
+                if isinstance(x, K.CpAsync) and x.array == array}
+    assert cp_bytes(tile, "x_smem") == {16}
+    # the lowering spells the stamp, it does not re-derive it: a scalar stamp, 4-byte copies
+    scalar = stamp(lambda s: dataclasses.replace(s, unit=1))
+    assert cp_bytes(scalar, "x_smem") == {4}
+    assert "x_smem is stamped to copy units of 1 floats, but its rows, pad and copy kind give 4" in \
+        str(caught(scalar, "copy-unit"))
+    # a pad of 1 changed without restamping: a 16-byte cp.async into rows of 17 floats
+    caught(stamp(lambda s: dataclasses.replace(s, pad=1)), "copy-unit")
+    # restamped as 014 does, the same stage copies 4-byte units and verifies
+    from deplokit.passes.stage_geometry import restamp, scope_ranges
+    k = tile.kernels[0]
+    ranges = scope_ranges(k.tile(), [s for s in k.tile().body if isinstance(s, Loop)][:1])
+    padded = stamp(lambda s: restamp(dataclasses.replace(s, pad=1), tile.types()["x"], ranges)[0])
+    verify(padded, H100)
+    assert cp_bytes(padded, "x_smem") == {4}
+
+
 def all_stages(tile):
     from deplokit.ir.tile_ir import walk
     return [s for k in tile.kernels for s, _ in walk(k.body) if isinstance(s, Stage)]
@@ -206,6 +238,6 @@ def test_check_passes_verifies_each_step():
     broken = rewrite(c.tile_ir, lambda s: None if isinstance(s, Load) else s)
     steps = tuple(dataclasses.replace(s, after=broken, skipped_reason="") if s.name == "016_mark_unroll" else s
                   for s in c.trace)
-    object.__setattr__(c, "trace", steps) if dataclasses.is_dataclass(c) else setattr(c, "trace", steps)
+    object.__setattr__(c, "trace", steps)      # a frozen Compilation, broken on purpose past its guard
     with pytest.raises(IRInvariantError):
         c.check_passes()

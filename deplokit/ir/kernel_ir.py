@@ -213,25 +213,49 @@ class CpAsyncWait:
 @dataclass(frozen=True)
 class TmaLoad:
     """Bulk copy of a contiguous run of `count` floats from global to shared, completing on
-    mbarrier `barrier` (sm_90 cp.async.bulk). Issued by one thread."""
+    mbarrier `barrier` (sm_90 cp.async.bulk): its bytes count down the barrier's expected
+    transaction count (complete_tx). Issued by one thread. `slot`: which mbarrier of the
+    array `barrier` names (a stage ring's full barrier; None: a single mbarrier). `expect`:
+    the issuing thread also arrives on the barrier announcing the copy's bytes
+    (arrive.expect_tx); False when an MbarrierArrive with expect_tx announced the bytes of
+    the whole group (passes/lower/stage_plan.py SlotBarrier)."""
     array: str
     dst_offset: Expr
     buffer: str
     src_offset: Expr
     count: int
     barrier: str
+    slot: Expr | None = None
+    expect: bool = True
 
 
 @dataclass(frozen=True)
 class MbarrierInit:
+    """`slots` mbarriers called name[0..slots) (one when slots is 1), each completing a phase
+    when `count` arrivals have been made and every announced transaction byte has landed."""
     name: str
     count: int = 1
+    slots: int = 1
+
+
+@dataclass(frozen=True)
+class MbarrierArrive:
+    """Every thread that runs it arrives once on mbarrier name[slot]. expect_tx > 0: the
+    arrival also announces that many bytes of copies completing on this phase
+    (mbarrier.arrive.expect_tx; one thread makes it)."""
+    name: str
+    slot: Expr | None = None
+    expect_tx: int = 0
 
 
 @dataclass(frozen=True)
 class MbarrierWait:
+    """Wait until the phase of mbarrier name[slot] whose parity is `phase & 1` has completed
+    (mbarrier.try_wait.parity: it returns once the barrier's current phase has the other
+    parity; a barrier that never completed a phase counts parity 1 as completed)."""
     name: str
     phase: Expr
+    slot: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -240,7 +264,8 @@ class Comment:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierWait, Comment]
+             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierArrive,
+             MbarrierWait, Comment]
 
 
 @dataclass(frozen=True)
@@ -309,10 +334,10 @@ def walk_stmts(body):
 def declared_smem_bytes(func: "KernelFunc") -> int:
     """Static shared memory the kernel declares: each shared float array rounded up to its
     alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is `smem_bytes`)."""
-    total, barriers = 0, set()
+    total, barriers = 0, {}
     for s in walk_stmts(func.body):
         if isinstance(s, SharedArray):
             total += -(-4 * s.size // s.align) * s.align
         elif isinstance(s, MbarrierInit):
-            barriers.add(s.name)
-    return total + 8 * len(barriers)
+            barriers.setdefault(s.name, s.slots)
+    return total + 8 * sum(barriers.values())

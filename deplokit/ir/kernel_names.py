@@ -22,6 +22,7 @@ _LOCAL_FIELDS = {
     K.SharedArray: ("name",), K.SharedLoad: ("array",), K.RegLoad: ("array",),
     K.SharedStore: ("array",), K.For: ("var",), K.CpAsync: ("array",),
     K.TmaLoad: ("array", "barrier"), K.MbarrierInit: ("name",), K.MbarrierWait: ("name",),
+    K.MbarrierArrive: ("name",),
 }
 
 

@@ -28,18 +28,36 @@ def format_expr(e) -> str:
     if kind == "Select":
         return f"select({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
     if kind == "GlobalLoad":
-        return f"global {e.buffer}[{_strip(format_expr(e.offset))}]"
+        return f"global {_at(e.buffer, e.offset)}"
     if kind == "SharedLoad":
-        return f"shared {e.array}[{_strip(format_expr(e.offset))}]"
+        return f"shared {_at(e.array, e.offset)}"
     if kind == "Shuffle":
         return f"shfl_xor({format_expr(e.value)}, {e.lane_mask})"
     if kind == "RegLoad":
-        return f"{e.array}[{_strip(format_expr(e.index))}]"
+        return _at(e.array, e.index)
     raise TypeError(e)
 
 
 def _strip(text: str) -> str:
     return text[1:-1] if text.startswith("(") and text.endswith(")") and text.count("(") == 1 else text
+
+
+def _e(e) -> str:
+    return _strip(format_expr(e))
+
+
+def _at(array: str, offset) -> str:
+    """array[offset], as every memory access prints."""
+    return f"{array}[{_e(offset)}]"
+
+
+def _copy(s) -> str:
+    """What an asynchronous copy moves (cp.async, TMA): shared X[dst] <- global Y[src]."""
+    return f"shared {_at(s.array, s.dst_offset)} <- global {_at(s.buffer, s.src_offset)}"
+
+
+def _mbar(name: str, slot) -> str:
+    return name if slot is None else f"{name}[{_e(slot)}]"
 
 
 def format_stmts(body, depth: int, lines: list[str]) -> None:
@@ -57,17 +75,16 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
         elif kind == "SharedArray":
             lines.append(f"{pad}shared float {s.name}[{s.size}]")
         elif kind == "GlobalStore":
-            lines.append(f"{pad}global {s.buffer}[{_strip(format_expr(s.offset))}] = {_strip(format_expr(s.value))}")
+            lines.append(f"{pad}global {_at(s.buffer, s.offset)} = {_e(s.value)}")
         elif kind == "AtomicAdd":
-            lines.append(f"{pad}atomic global {s.buffer}[{_strip(format_expr(s.offset))}] += "
-                         f"{_strip(format_expr(s.value))}")
+            lines.append(f"{pad}atomic global {_at(s.buffer, s.offset)} += {_e(s.value)}")
         elif kind == "SharedStore":
-            lines.append(f"{pad}shared {s.array}[{_strip(format_expr(s.offset))}] = {_strip(format_expr(s.value))}")
+            lines.append(f"{pad}shared {_at(s.array, s.offset)} = {_e(s.value)}")
         elif kind == "VectorLoad":
-            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {s.source}[{_strip(format_expr(s.offset))}]")
+            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {_at(s.source, s.offset)}")
         elif kind == "VectorStore":
             vals = ", ".join(format_expr(v) for v in s.values)
-            lines.append(f"{pad}{s.space} float4 {s.target}[{_strip(format_expr(s.offset))}] = ({vals})")
+            lines.append(f"{pad}{s.space} float4 {_at(s.target, s.offset)} = ({vals})")
         elif kind == "For":
             unroll = "  # unroll" if s.unroll else ""
             lines.append(f"{pad}for {s.var} = {_strip(format_expr(s.start))}; < {_strip(format_expr(s.stop))}; "
@@ -82,19 +99,21 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
         elif kind == "Barrier":
             lines.append(f"{pad}barrier")
         elif kind == "CpAsync":
-            lines.append(f"{pad}cp.async {s.nbytes}B shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
-                         f"global {s.buffer}[{_strip(format_expr(s.src_offset))}]")
+            lines.append(f"{pad}cp.async {s.nbytes}B {_copy(s)}")
         elif kind == "CpAsyncCommit":
             lines.append(f"{pad}cp.async.commit")
         elif kind == "CpAsyncWait":
             lines.append(f"{pad}cp.async.wait {s.pending}")
         elif kind == "TmaLoad":
-            lines.append(f"{pad}tma {s.count} floats shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
-                         f"global {s.buffer}[{_strip(format_expr(s.src_offset))}] on {s.barrier}")
+            lines.append(f"{pad}tma {s.count} floats {_copy(s)} on {_mbar(s.barrier, s.slot)}")
         elif kind == "MbarrierInit":
-            lines.append(f"{pad}mbarrier.init {s.name} count {s.count}")
+            slots = f"[{s.slots}]" if s.slots != 1 else ""
+            lines.append(f"{pad}mbarrier.init {s.name}{slots} count {s.count}")
+        elif kind == "MbarrierArrive":
+            tx = f" expect_tx {s.expect_tx} bytes" if s.expect_tx else ""
+            lines.append(f"{pad}mbarrier.arrive {_mbar(s.name, s.slot)}{tx}")
         elif kind == "MbarrierWait":
-            lines.append(f"{pad}mbarrier.wait {s.name} phase {format_expr(s.phase)}")
+            lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
         elif kind == "Comment":
             lines.append(f"{pad}// {s.text}")
         elif callable(getattr(s, "text", None)):      # a statement pending a later pass (kernel_stage.py)

@@ -19,7 +19,7 @@ they never reach global memory (attention's scores; see passes/fuse/rows.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 from ..display import Displayable
@@ -196,6 +196,9 @@ class LoopProgram(Displayable):
     # kernel each of its launches runs with which tensors. None and () before.
     whole: LoopProgram | None = None
     launches: tuple = ()
+    # After lift (passes/fuse/lift.py): the Tensor-IR program whose nodes the kernels are,
+    # one each, which fuse merges by; None once fused.
+    graph: object = field(default=None, compare=False, repr=False)
 
     def types(self):
         return {b.name: b.type for b in self.buffers + self.written}

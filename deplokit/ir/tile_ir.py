@@ -96,9 +96,8 @@ matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). No atomics: the
 bit-identical run to run. (AtomicAdd and `zero-init` remain in the IR for hand-built
 kernels; no pass emits them.)
 
-A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors
-it keeps on chip one row at a time: loads and stores of them become shared-memory accesses
-when the kernel is materialised (passes/lower/local_rows.py).
+A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it
+keeps on chip one row at a time, in shared memory once materialised (passes/lower/local_rows.py).
 
 A store or load whose index can leave its tensor (an axis rounded up to whole blocks) is
 guarded when the kernel is materialised; the Tile IR does not spell the guards out.
@@ -204,6 +203,7 @@ class Stage:
     buffers: int = 1               # 2 = double buffered (ping-pong inside a loop)
     prefetch: int = 0              # 1 = issued one K-outer iteration ahead (software pipeline)
     tma: tuple[int, ...] = ()      # TMA bulk copies (011): (floats each, slab axes spanned, copies)
+    unit: int = 1                  # floats per unit the threads copy: 4 (float4 / cp.async 16) or 1 (007)
 
     def text(self) -> str:
         kind = "Stage" if self.buffers == 1 else "BufferedStage"

@@ -1,8 +1,10 @@
 """Where a Stage's slab lies in its global tensor, and which copy units it allows.
 
-Shared by the scheduling passes that choose how a stage is copied (010 double_buffer,
-011 tma_copy, 012 split_inner_for_swizzle, 013 async_copy, 015 pipeline_k_outer) and by the
-materialiser that spells the copy, so that a pass only promises what the copy can keep.
+Read by the scheduling passes only (and the verifier): they decide how a stage is copied
+and stamp it on the stage, which the lowering spells without re-deriving it. Stage.unit
+(the threads' copy unit) is stamped by 007 stage_inputs and restamped (`restamp`,
+`restamp_stages`) by every pass that changes a stage's origin, slab, pad or copy kind (008,
+009, 011, 012, 013, 014); Stage.tma (the bulk copies) by 011 tma_copy, kept true by 012/014.
 
 A slab is a box: element (c_0, .., c_n-1) of the slab (one coordinate per slab axis) is
 element origin[d] + sum(c_k * mult_k for the axes k along d) of the tensor, where mult_k is
@@ -28,35 +30,12 @@ from dataclasses import dataclass
 
 from ..ir.index import Affine, bounds, var
 from ..ir.loop_ir import Loop
-from ..ir.tile_ir import AsyncWait, Stage, StridedLoop, Tile, walk
+from ..ir.stages import (dim_multipliers, head_length, head_stages, in_tensor_order,  # noqa: F401  (re-exported)
+                         row_major_strides, transposed)
+from ..ir.tile_ir import Stage, StridedLoop, Tile, walk
+from ..target import VECTOR
 
-VECTOR = 4                   # floats in a 16-byte unit (float4, cp.async 16, TMA granule)
 SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom
-
-
-def dim_multipliers(slab) -> tuple[int, ...]:
-    """Per slab axis, its step along its tensor dimension."""
-    mult = [1] * len(slab)
-    seen: dict[int, int] = {}
-    for k in reversed(range(len(slab))):
-        d = slab[k].dim
-        mult[k] = seen.get(d, 1)
-        seen[d] = mult[k] * slab[k].extent
-    return tuple(mult)
-
-
-def transposed(stage) -> bool:
-    """The slab's axes run in another order than the tensor's dimensions (007's k-major A):
-    its copy is by the threads, not cp.async or TMA, which move rows as they are."""
-    return any(a.dim > b.dim for a, b in zip(stage.slab, stage.slab[1:]))
-
-
-def row_major_strides(shape) -> tuple[int, ...]:
-    out, s = [], 1
-    for n in reversed(shape):
-        out.append(s)
-        s *= n
-    return tuple(reversed(out))
 
 
 def dim_spans(slab, ndim) -> list[int]:
@@ -229,15 +208,56 @@ def tma_stamp(stage, shape, ranges) -> tuple[tuple[int, int, int], str]:
     return (run, axes, n), ""
 
 
-def restamp_tma(stage, shape, ranges):
-    """(stage, why): a TMA stage with its plan recomputed after a pass changed its slab or
-    pad; where no bulk copy fits any more, the stage falls back to cp.async, and why says so."""
-    if stage.copy != "tma":
-        return stage, ""
-    plan, why = tma_stamp(stage, shape, ranges)
-    if why:
-        return dataclasses.replace(stage, copy="async", tma=()), f"{stage.name}: cp.async, not TMA: {why}"
-    return dataclasses.replace(stage, tma=plan), ""
+def copy_unit(stage, ttype, ranges) -> int:
+    """Floats per unit the block's threads copy the stage in (Stage.unit): VECTOR (a float4,
+    or a 16-byte cp.async, which also needs 16-byte aligned padded shared rows) where the
+    rows allow it, else 1. A TMA stage's unit is the one of its cp.async fallback."""
+    if transposed(stage):
+        # 007's k-major A: cp.async moves each float by itself; the threads read float4
+        # along the tensor's rows and store them down the stage's columns
+        if stage.copy != "sync" or ttype.dtype != "float32":
+            return 1
+        return VECTOR if rows(in_tensor_order(stage), ttype.shape, ranges).vector else 1
+    if ttype.dtype != "float32" or not rows(stage, ttype.shape, ranges).vector:
+        return 1
+    if stage.copy != "sync" and (stage.slab[-1].extent + stage.pad) % VECTOR:
+        return 1
+    return VECTOR
+
+
+def restamp(stage, ttype, ranges):
+    """(stage, why): the stage with its copy stamps recomputed after a pass changed its
+    slab, origin, pad or copy kind: its copy unit, and a TMA stage's plan; where no bulk copy
+    fits a TMA stage any more, it falls back to cp.async, and why says so."""
+    why = ""
+    if stage.copy == "tma":
+        plan, why = tma_stamp(stage, ttype.shape, ranges)
+        if why:
+            stage, why = dataclasses.replace(stage, copy="async", tma=()), f"{stage.name}: cp.async, not TMA: {why}"
+        else:
+            stage = dataclasses.replace(stage, tma=plan)
+    return dataclasses.replace(stage, unit=copy_unit(stage, ttype, ranges)), why
+
+
+def restamp_stages(kernel, types):
+    """The kernel with every Stage's copy unit (and TMA plan) recomputed in its scope."""
+    return dataclasses.replace(kernel, body=_restamp_body(kernel.body, types, {}))
+
+
+def _restamp_body(body, types, ranges):
+    out = []
+    for s in body:
+        if isinstance(s, Stage):
+            s, _ = restamp(s, types[s.tensor], ranges)
+        elif isinstance(s, (Loop, StridedLoop, Tile)):
+            inner = dict(ranges)
+            if isinstance(s, Tile):
+                inner.update((a.var, a.extent) for a in s.axes)
+            else:
+                inner[s.var] = s.extent if isinstance(s, Loop) else s.stop
+            s = dataclasses.replace(s, body=_restamp_body(s.body, types, inner))
+        out.append(s)
+    return tuple(out)
 
 
 def scope_ranges(tile: Tile, loops) -> dict[str, int]:
@@ -259,28 +279,6 @@ def k_outer_loops(tile: Tile):
         if isinstance(s, Loop) and s.role == "K" and any(isinstance(c, Loop) and c.role == "K" for c in s.body):
             out.append(s)
     return out
-
-
-def head_stages(loop) -> tuple:
-    """The Stages at the head of the loop's body, before its first other statement; the
-    AsyncWait among them (after them, or before them once 015 pipelined the loop) is passed
-    over."""
-    out = []
-    for s in loop.body:
-        if isinstance(s, AsyncWait):
-            continue
-        if not isinstance(s, Stage):
-            break
-        out.append(s)
-    return tuple(out)
-
-
-def head_length(loop) -> int:
-    """How many statements the head of the loop's body holds: its Stages and AsyncWaits."""
-    n = 0
-    while n < len(loop.body) and isinstance(loop.body[n], (Stage, AsyncWait)):
-        n += 1
-    return n
 
 
 def smem_bytes(tile: Tile) -> int:

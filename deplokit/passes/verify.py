@@ -16,6 +16,8 @@ Tile IR (per kernel)
   loop-vars-bound    every index variable is a tile axis or an enclosing loop's variable
   tma-stamp          a TMA stage carries the bulk copies its slab allows (stage_geometry.tma_stamp),
                      any other stage none
+  copy-unit          a stage's copy unit (Stage.unit) is the one its rows, pad and copy kind allow
+                     (stage_geometry.copy_unit)
   stage-smem         the stages' buffers fit in the target's static shared memory per block
   vector-width       an access stamped 4 wide (005) sits in a vector loop of 4 and is still
                      one aligned float4 (deplokit.passes.vector_geometry)
@@ -40,7 +42,7 @@ from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, smem_bytes, tma_stamp
+from .stage_geometry import VECTOR, copy_unit, smem_bytes, tma_stamp
 from .vector_geometry import float4_reason, multiples_of_vector
 
 
@@ -116,6 +118,7 @@ class _TileChecker:
                 self.fail("tensors-known", f"stage {s.name} copies {s.tensor}, which is no buffer of the program")
             self.index(s.origin, bound, lambda: f"the origin of stage {s.name}")
             self.tma(s, bound)
+            self.unit(s, bound)
             stages.add(s.name)
             return
         if isinstance(s, (Load, Store, AtomicAdd)):
@@ -160,6 +163,14 @@ class _TileChecker:
         if s.tma != want:
             self.fail("tma-stamp", f"stage {s.name} is stamped with TMA runs {s.tma}, but its slab allows "
                                    f"{want or 'no bulk copy: ' + why}")
+
+    def unit(self, s, bound):
+        """The stage's copy unit is the one the schedule's rule gives it here (a pass that
+        changed the stage without restamping it would copy misaligned float4s, or lose them)."""
+        want = copy_unit(s, self.types[s.tensor], bound)
+        if s.unit != want:
+            self.fail("copy-unit", f"stage {s.name} is stamped to copy units of {s.unit} floats, but its rows, "
+                                   f"pad and copy kind give {want}")
 
     # `where` (the statement's text, say) is a callable: the text is only made for a failure
     def reads(self, operands, values, where):
@@ -265,8 +276,8 @@ class _KernelChecker:
             self.buffer(s.buffer)
             if isinstance(s, K.TmaLoad) and s.barrier not in self.mbarriers:
                 self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
-        elif isinstance(s, K.MbarrierWait) and s.name not in self.mbarriers:
-            self.fail("names-declared", f"waits on mbarrier {s.name}, which is never initialised")
+        elif isinstance(s, (K.MbarrierWait, K.MbarrierArrive)) and s.name not in self.mbarriers:
+            self.fail("names-declared", f"waits or arrives on mbarrier {s.name}, which is never initialised")
         elif isinstance(s, K.Barrier) and divergent:
             self.fail("uniform-barriers", f"a barrier inside {divergent}: threads that skip it hang the block")
         elif isinstance(s, K.For):
@@ -309,7 +320,7 @@ def _exprs(s):
     if isinstance(s, K.If):
         return (s.cond,)
     out = []
-    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase"):
+    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase", "slot"):
         e = getattr(s, name, None)
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)

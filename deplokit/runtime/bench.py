@@ -21,6 +21,7 @@ from ..errors import DeplokitError
 from ..frontend.capture import as_module
 from .bench_report import BenchReport, KernelProfile
 from .device import require_gpu
+from .nvcc import nvcc_available
 
 MIN_FLUSH_BYTES = 64 << 20
 
@@ -256,24 +257,42 @@ def _profile(c, exe, bufs, clock, warmup, repeats, flush) -> tuple[KernelProfile
     times = time_kernels(lambda between: exe.launch(bufs, between), len(launches), clock,
                          warmup=warmup, repeats=repeats, flush=flush)
     costs = {k.name: k for k in program_kernel_costs(c.kernel_ir, c.loop_ir)}
-    out = []
+    out, ptxas = [], PtxasStats(c)
     for ln, ts in zip(launches, times):
-        regs, smem, occ = _kernel_resources(c, exe, ln)
+        regs, smem, occ = _kernel_resources(c, exe, ln, ptxas)
         cost = costs[ln.name]
         out.append(KernelProfile(ln.name, statistics.median(ts), 1, cost.bytes, cost.flops, regs, smem, occ))
     return tuple(out)
 
 
-def _kernel_resources(c, exe, launch):
+class PtxasStats:
+    """ptxas's figures per kernel (registers, shared memory, spills: runtime.nvcc.KernelStats)
+    from Compilation.nvcc(), compiled on first use, once; {} without nvcc or when it fails."""
+
+    def __init__(self, compilation):
+        self.compilation, self._stats = compilation, None
+
+    def get(self, kernel: str):
+        if self._stats is None:
+            self._stats = {}
+            if nvcc_available():
+                try:
+                    self._stats = dict(self.compilation.nvcc().stats)
+                except DeplokitError:
+                    pass
+        return self._stats.get(kernel)
+
+
+def _kernel_resources(c, exe, launch, ptxas: PtxasStats):
     """(registers, static smem bytes, occupancy) of a loaded kernel: the driver's figures;
-    where the driver cannot say, ptxas's (after Compilation.nvcc()) and the occupancy
+    where the driver cannot say, ptxas's (None registers without nvcc) and the occupancy
     calculator's."""
     try:
         attrs = exe.function_attributes(launch.name)
         regs, smem = attrs["registers"], attrs["smem_bytes"]
     except Exception:
-        kf = next(k for k in c.kernel_ir.kernels if k.name == launch.name)
-        regs, smem = kf.registers, launch.static_smem
+        st = ptxas.get(launch.name)
+        regs, smem = (st.registers, st.smem_bytes) if st is not None else (None, launch.static_smem)
     try:
         occ = exe.occupancy(launch.name)
     except Exception:

@@ -47,7 +47,8 @@ OVERHEAD = {
 }
 # statement -> (what it counts as, its OVERHEAD entry)
 SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.Barrier: ("barriers", ""),
-                 K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait")}
+                 K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait"),
+                 K.MbarrierArrive: ("barriers", "")}
 FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
 SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "sigmoid": 4, "pow": 8,
               "sin": 6, "cos": 6, "reciprocal": 3, "divide": 6}

@@ -1,4 +1,5 @@
-"""Tensor IR → Loop IR: lift every node to a loop nest and fuse producers into consumers.
+"""Tensor IR → Loop IR: fuse producers into consumers (the `fuse` pass, after `lift`,
+lift.py, which made every node a loop nest of its own).
 
 Graph outputs are stored. Every other node is inlined into the kernels that read it (a
 pointwise producer as a prologue, a reduction as a reduce phase) until the guard

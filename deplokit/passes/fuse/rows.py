@@ -25,10 +25,11 @@ one dim each, and the locals' rows must fit ROW_BUDGET bytes; otherwise the trac
 """
 from __future__ import annotations
 
-from ...ir.index import Affine, free_vars, substitute, var
+from ...ir.index import free_vars, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, LocalBuffer, Load, Loop, LoopProgram, Store, walk
 from .guard import fusion_pays
 from .row_cost import row_fused_traffic, unfused_traffic
+from .tidy import print_order_names, rename_body
 
 # Bytes of on-chip memory the local rows of one kernel may take (shared memory also holds
 # staged inputs and reduction partials: Target.static_smem_per_block in all).
@@ -233,59 +234,11 @@ def _prefixed(body, prefix: str, names: dict) -> list:
     `names`, and loop roles dropped (the merged kernel is a row kernel, not a matmul)."""
     names = dict(names)
     _defined(body, names, prefix)
-    return list(_rewrite(body, names))
-
-
-def _rewrite(body, names: dict, loop_vars: dict | None = None) -> tuple:
-    """Every name renamed by `names`; in indices, loop variables only (loop_vars: old -> new
-    as Affine, built once: a statement's values never appear in an index)."""
-    if loop_vars is None:
-        loops = {s.var for s, _ in walk(body) if isinstance(s, Loop)}
-        loops |= {old for old, new in names.items() if new.startswith("%row")}   # the row loops, outside
-        loop_vars = {old: var(names[old]) for old in loops if old in names}
-
-    def operand(a):
-        if isinstance(a, str):
-            return names.get(a, a)
-        if isinstance(a, Affine):
-            return substitute(a, loop_vars)
-        return a
-
-    def index(ix):
-        return tuple(substitute(e, loop_vars) for e in ix)
-
-    out = []
-    for s in body:
-        if isinstance(s, Loop):
-            out.append(Loop(names[s.var], s.extent, s.kind, _rewrite(s.body, names, loop_vars)))
-        elif isinstance(s, Load):
-            out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
-        elif isinstance(s, Compute):
-            out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args), s.note))
-        elif isinstance(s, Accumulate):
-            out.append(Accumulate(names[s.acc], s.reduction, operand(s.value)))
-        else:
-            out.append(Store(s.tensor, index(s.index), operand(s.value)))
-    return tuple(out)
+    loops = {s.var for s, _ in walk(body) if isinstance(s, Loop)}
+    loops |= {old for old, new in names.items() if new.startswith("%row")}   # the row loops, outside
+    return list(rename_body(body, names, loops, roles=False))
 
 
 def _renumber(body) -> tuple:
     """Stable names in print order, as fusion gives them: a0.., in0.., v0.., acc0.."""
-    names: dict[str, str] = {}
-    counters = {"a": 0, "in": 0, "v": 0, "acc": 0}
-
-    def fresh(old, cls):
-        if old not in names:
-            names[old] = f"{cls}{counters[cls]}"
-            counters[cls] += 1
-
-    for s, _ in walk(body):
-        if isinstance(s, Loop):
-            fresh(s.var, "a")
-        elif isinstance(s, Load):
-            fresh(s.dst, "in")
-        elif isinstance(s, Compute):
-            fresh(s.dst, "v")
-        elif isinstance(s, Accumulate):
-            fresh(s.acc, "acc")
-    return _rewrite(body, names)
+    return rename_body(body, print_order_names(body))

@@ -4,7 +4,7 @@ how often each Tensor-IR node is evaluated (the fusion guard's recompute count).
 from __future__ import annotations
 
 from ...ir.index import Affine, rename
-from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store, walk
 
 
 def annotate_roles(body, roles):
@@ -35,33 +35,42 @@ def loads_first(body):
 
 def rename_in_print_order(body):
     """Stable names in print order: loop vars a0.., loads in0.., values v0.., accs acc0..
-    Compute notes (the Tensor-IR origin) are kept aside for counting, then rewritten."""
+    Compute notes (the Tensor-IR origin) are kept aside for counting, then dropped."""
+    # Accumulators are printed where they accumulate, which is after the values they fold;
+    # numbering them by first appearance keeps acc0 the first reduction of the kernel.
+    names = print_order_names(body)
+    origins = {names[s.dst]: s.note for s, _ in walk(body) if isinstance(s, Compute)}
+    return rename_body(body, names, notes=False), origins, names
+
+
+def print_order_names(body) -> dict[str, str]:
+    """old name -> its stable name in print order: a0.. (loop variables), in0.. (loads),
+    v0.. (values), acc0.. (accumulators, by first appearance)."""
     names: dict[str, str] = {}
     counters = {"a": 0, "in": 0, "v": 0, "acc": 0}
-    origins: dict[str, str] = {}
-
-    def fresh(old, cls):
+    for s, _ in walk(body):
+        if isinstance(s, Loop):
+            old, cls = s.var, "a"
+        elif isinstance(s, (Load, Compute)):
+            old, cls = s.dst, "in" if isinstance(s, Load) else "v"
+        elif isinstance(s, Accumulate):
+            old, cls = s.acc, "acc"
+        else:
+            continue
         if old not in names:
             names[old] = f"{cls}{counters[cls]}"
             counters[cls] += 1
-        return names[old]
+    return names
 
-    def assign(stmts):
-        for s in stmts:
-            if isinstance(s, Loop):
-                fresh(s.var, "a")
-                assign(s.body)
-            elif isinstance(s, Load):
-                fresh(s.dst, "in")
-            elif isinstance(s, Compute):
-                fresh(s.dst, "v")
-            elif isinstance(s, Accumulate):
-                fresh(s.acc, "acc")
 
-    # Accumulators are printed where they accumulate, which is after the values they fold;
-    # numbering them by first appearance keeps acc0 the first reduction of the kernel.
-    assign(body)
-    var_names = {k: v for k, v in names.items() if k.startswith(("%o", "%r"))}
+def rename_body(body, names: dict[str, str], loop_vars=None, notes: bool = True, roles: bool = True) -> tuple:
+    """Every name the body defines renamed by `names`; in indices (and Affine operands) the
+    loop variables only: `loop_vars` (old names; default the body's own loops; a
+    statement's values never appear in an index). notes / roles False: Compute notes / loop
+    roles dropped."""
+    if loop_vars is None:
+        loop_vars = {s.var for s, _ in walk(body) if isinstance(s, Loop)}
+    var_names = {old: names[old] for old in loop_vars if old in names}
 
     def operand(a):
         if isinstance(a, str):
@@ -77,19 +86,18 @@ def rename_in_print_order(body):
         out = []
         for s in stmts:
             if isinstance(s, Loop):
-                out.append(Loop(names[s.var], s.extent, s.kind, rewrite(s.body), s.role))
+                out.append(Loop(names[s.var], s.extent, s.kind, rewrite(s.body), s.role if roles else ""))
             elif isinstance(s, Load):
                 out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
             elif isinstance(s, Compute):
-                origins[names[s.dst]] = s.note
-                out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args)))
+                out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args), s.note if notes else ""))
             elif isinstance(s, Accumulate):
                 out.append(Accumulate(names[s.acc], s.reduction, operand(s.value)))
             else:
                 out.append(Store(s.tensor, index(s.index), operand(s.value)))
         return tuple(out)
 
-    return rewrite(body), origins, names
+    return rewrite(body)
 
 
 def article_notes(body):

@@ -5,7 +5,8 @@ cp.async (sm_80+), TMA bulk copies and mbarriers (sm_90+), and float atomicAdd.
 """
 from __future__ import annotations
 
-from ...ir.kernel_ir import AtomicAdd, Const, CpAsync, CpAsyncWait, MbarrierInit, MbarrierWait, TmaLoad
+from ...ir.kernel_ir import (AtomicAdd, Const, CpAsync, CpAsyncWait, MbarrierArrive, MbarrierInit, MbarrierWait,
+                             TmaLoad)
 from .cuda_expr import _PARAM_VALUE_TYPE, _PREC, INDENT, _Scope
 
 
@@ -87,10 +88,16 @@ class PtxRenderer:
             raise self.err(f"atomicAdd into {s.buffer!r}, a buffer of {p.ctype}")
         self.emit(f"atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], {self.expr(s.value, scope)});")
 
-    def mbarrier(self, name: str) -> str:
+    def mbarrier(self, name: str, slot=None, scope=None) -> str:
+        """The shared address of mbarrier `name` (of name[slot] in an array of them)."""
         if name not in self.mbarriers:
             raise self.err(f"mbarrier {name!r} is used but no MbarrierInit declares it")
-        return self.mbarriers[name]
+        addr = self.mbarriers[name]
+        if slot is None or (isinstance(slot, Const) and int(slot.value) == 0):
+            return addr
+        if isinstance(slot, Const):
+            return f"{addr} + {8 * int(slot.value)}"
+        return f"{addr} + 8 * ({self.expr(slot, scope)})"
 
     def tma_load(self, s: TmaLoad, scope: _Scope) -> None:
         self.need_sm(90, "TMA (cp.async.bulk)")
@@ -101,13 +108,14 @@ class PtxRenderer:
         p = self.param(s.buffer)
         if _PARAM_VALUE_TYPE[p.ctype] != "float":
             raise self.err(f"TMA copy from {s.buffer!r}, a buffer of {p.ctype}")
-        bar = self.mbarrier(s.barrier)
+        bar = self.mbarrier(s.barrier, s.slot, scope)
         dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
         src = f"&{s.buffer}[{self.expr(s.src_offset, scope)}]"
         opened = self.guarded("one thread issues the bulk copy")
-        self.emit(f"// {s.barrier} expects {nbytes} more bytes this phase; the copy completes them")
-        self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
-                      [f'"r"({bar})', f'"r"({nbytes})'])
+        if s.expect:
+            self.emit(f"// {s.barrier} expects {nbytes} more bytes this phase; the copy completes them")
+            self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
+                          [f'"r"({bar})', f'"r"({nbytes})'])
         self.emit_asm(["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"],
                       [f'"r"({dst})', f'"l"({src})', f'"r"({nbytes})', f'"r"({bar})'])
         self.close_guard(opened)
@@ -116,16 +124,38 @@ class PtxRenderer:
         self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
         if not (isinstance(s.count, int) and s.count >= 1):
             raise self.err(f"mbarrier {s.name!r}: arrival count {s.count!r} must be >= 1")
+        if not (isinstance(s.slots, int) and s.slots >= 1):
+            raise self.err(f"mbarrier {s.name!r}: {s.slots!r} slots; must be >= 1")
         bar = self.mbarrier(s.name)
-        opened = self.guarded("one thread initialises the mbarrier")
-        self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar})', f'"r"({s.count})'])
+        opened = self.guarded("one thread initialises the mbarrier" + ("s" if s.slots > 1 else ""))
+        if s.slots == 1:
+            self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar})', f'"r"({s.count})'])
+        else:
+            i = self.fresh("slot")
+            self.emit(f"for (int {i} = 0; {i} < {s.slots}; ++{i}) {{")
+            self.depth += 1
+            self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar} + 8 * {i})', f'"r"({s.count})'])
+            self.depth -= 1
+            self.emit("}")
         self.emit("// make the initialised mbarrier visible to the async proxy (the TMA unit)")
         self.emit_asm(["fence.proxy.async.shared::cta;"], [])
         self.close_guard(opened)
 
+    def mbarrier_arrive(self, s: MbarrierArrive, scope: _Scope) -> None:
+        self.need_sm(90, "mbarrier.arrive")
+        bar = self.mbarrier(s.name, s.slot, scope)
+        if not s.expect_tx:
+            self.emit_asm(["mbarrier.arrive.shared.b64 _, [%0];"], [f'"r"({bar})'])
+            return
+        if not (isinstance(s.expect_tx, int) and 0 < s.expect_tx < (1 << 20)):
+            raise self.err(f"mbarrier {s.name!r}: expect_tx {s.expect_tx!r} bytes; must be in 1..2^20-1")
+        self.emit(f"// {s.name} expects {s.expect_tx} bytes of copies this phase; they complete them")
+        self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
+                      [f'"r"({bar})', f'"r"({s.expect_tx})'])
+
     def mbarrier_wait(self, s: MbarrierWait, scope: _Scope) -> None:
         self.need_sm(90, "mbarrier.try_wait")
-        bar = self.mbarrier(s.name)
+        bar = self.mbarrier(s.name, s.slot, scope)
         if isinstance(s.phase, Const):
             parity = str(int(s.phase.value) & 1)
         else:

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
-                             KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
+                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
                              SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
@@ -81,7 +81,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         self.lane = self.fresh("lane") if "lane" in self.specials else None
         self.warp = self.fresh("warp") if "warp" in self.specials else None
         one_d = k.block[1] == 1 and k.block[2] == 1
-        self.needs_election = any(isinstance(n, (TmaLoad, MbarrierInit)) for n in _walk(k.body))
+        self.needs_election = any(isinstance(n, (TmaLoad, MbarrierInit, MbarrierArrive)) for n in _walk(k.body))
         self.tid: str | None = None
         if one_d:
             self.flat_tid = "threadIdx.x"
@@ -158,6 +158,8 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.tma_load(s, scope)
         elif isinstance(s, MbarrierInit):
             self.mbarrier_init(s)
+        elif isinstance(s, MbarrierArrive):
+            self.mbarrier_arrive(s, scope)
         elif isinstance(s, MbarrierWait):
             self.mbarrier_wait(s, scope)
         elif isinstance(s, Comment):
@@ -319,17 +321,21 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.emit(f"const int {self.lane} = {self.flat_tid} & 31;")
         if self.warp:
             self.emit(f"const int {self.warp} = {self.flat_tid} >> 5;")
-        inits = []
+        inits: dict[str, int] = {}
         for n in _walk(k.body):
             if isinstance(n, MbarrierInit) and n.name not in self.mbarriers:
                 self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
                 addr = self.fresh(f"{n.name}_addr")
                 self.mbarriers[n.name] = addr
-                inits.append(n.name)
-        self.smem_bytes = 8 * len(inits)          # declared first, before any float array
-        for name in inits:
-            self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
-            self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name)};")
+                inits[n.name] = n.slots
+        self.smem_bytes = 8 * sum(inits.values())     # declared first, before any float array
+        for name, slots in inits.items():
+            if slots == 1:
+                self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
+                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name)};")
+            else:
+                self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
+                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name + '[0]')};")
             scope.declare(name, "mbarrier")
         body_scope = _Scope(scope)
         for s in k.body:

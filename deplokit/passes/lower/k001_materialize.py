@@ -32,7 +32,7 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
 from ..record import Pass
-from ..stage_geometry import head_stages
+from ...ir.stages import head_stages
 from ..vector_geometry import multiples_of_vector
 from .combine import COMBINE_OPS, lower_combine
 from .kernel_expr import affine_expr, flat_offset

@@ -6,8 +6,8 @@ where the Tile IR had a Stage, an AsyncWait, a K loop with stages at its head; t
 replaces them.
 
 The consecutive Stages of one body are copied together and share their barriers. How each
-stage is copied follows its Tile-IR fields (see deplokit.ir.tile_ir.Stage) and what its
-rows allow (deplokit.passes.stage_geometry). A group only issues its copies: the wait for
+stage is copied follows its Tile-IR fields (see deplokit.ir.tile_ir.Stage), its copy unit
+(Stage.unit) and TMA runs (Stage.tma) as the schedule stamped them. A group only issues its copies: the wait for
 its asynchronous copies and the barrier that makes them visible are emitted at the
 AsyncWait that names its stages (right after the group, or, in a pipelined K loop, before
 it); an asynchronous stage no AsyncWait waits for is an error.
@@ -59,9 +59,10 @@ from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ..record import Pass
-from ..stage_geometry import head_stages
+from ...ir.stages import head_stages
 from .smem_layout import smem_size
-from .stage_plan import StagePlan, is_pipelined, mbarrier_name, plan_stage, tma_runs
+from .stage_plan import (StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined, mbarrier_name,
+                         plan_stage, round_of, slot_of)
 from .stage_units import copy_stage, issue_tma
 
 
@@ -92,6 +93,7 @@ class StageCopier:
     def __init__(self, func: K.KernelFunc, types):
         self.func, self.types = func, types
         self.declared: set[str] = set()          # shared arrays declared so far
+        self.rings: dict[str, int] = {}          # K loops whose slots full/empty mbarriers guard -> slots
         self.by_name: dict[str, StageCopy] = {}
         for s in K.walk_stmts(func.body):
             if isinstance(s, StageCopy):
@@ -127,7 +129,10 @@ class StageCopier:
             elif isinstance(s, StagePrologue):
                 out += self.prologue(s)
             elif isinstance(s, K.For):
-                out.append(dataclasses.replace(s, body=self.body(s.body)))
+                inner = self.body(s.body)
+                if s.var in self.rings:
+                    inner += tuple(self.release(s.var))
+                out.append(dataclasses.replace(s, body=inner))
             elif isinstance(s, K.If):
                 out.append(dataclasses.replace(s, then=self.body(s.then), orelse=self.body(s.orelse)))
             else:
@@ -142,11 +147,11 @@ class StageCopier:
         return self.by_name[name]
 
     def _declare(self, s, p: StagePlan) -> list:
-        """The stage's shared array, the first time (both buffers when double buffered)."""
+        """The stage's shared array, the first time (every slot of its ring)."""
         if s.name in self.declared:
             return []
         self.declared.add(s.name)
-        return [K.SharedArray(s.name, smem_size(s) * (2 if p.buffered else 1))]
+        return [K.SharedArray(s.name, smem_size(s) * p.slots)]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:
@@ -198,35 +203,46 @@ class StageCopier:
                              f"AsyncWait {where} in the same body waits for the copies")
 
     def wait(self, w: StageWait, body, i, unsynced: bool) -> list:
-        """Where the copies of w's stages have landed: cp.async.wait_group 0 for cp.async
-        stages, an mbarrier wait (phase: the loop variable) for TMA stages, then a barrier
-        that makes copies the threads made visible to every thread. Before a pipelined K
-        loop's head stages the barrier is kept even for TMA copies alone: it also tells that
-        every thread is done reading the buffer those stages refill."""
-        kinds, bars = set(), []
-        for name in w.wait.stages:
-            p = self.plan(self._lookup(name))
-            kinds.add(p.kind)
-            if p.kind == "tma" and all(p.loop is not b for b in bars):
-                bars.append(p.loop)
+        """Where the copies of w's stages have landed: cp.async.wait_group for cp.async stages
+        (0, or slots - 2 before a pipelined ring's refill: the newer groups may stay in
+        flight), an mbarrier wait for TMA stages (a ring's full[ko % slots], parity of the
+        round ko / slots; else the loop's mbarrier, phase ko), then a barrier that makes the
+        copies the threads made visible to every thread. Before a pipelined K loop's head
+        stages the barrier is kept even for TMA copies alone (it also tells that every thread
+        is done reading the slot those stages refill) unless the group is an mbarrier ring,
+        whose empty barriers tell it."""
+        kinds, bars, pending = set(), [], 0
         j = i + 1
         while j < len(body) and isinstance(body[j], StageCopy):
             j += 1
         nxt = body[i + 1:j]
+        nxt_plans = [self.plan(c) for c in nxt]
         refill = bool(nxt) and any(c.stage.name in w.wait.stages for c in nxt) and \
-            is_pipelined([c.stage for c in nxt], [self.plan(c) for c in nxt])
+            is_pipelined([c.stage for c in nxt], nxt_plans)
+        ring = refill and is_mbarrier_ring([c.stage for c in nxt], nxt_plans)
+        for name in w.wait.stages:
+            c = self._lookup(name)
+            p = self.plan(c)
+            kinds.add(p.kind)
+            if refill and p.kind == "async":
+                pending = max(pending, p.slots - 2)
+            if p.kind == "tma":
+                pipelined = is_pipelined([c.stage], [p])
+                wait = K.MbarrierWait(full_name(p.loop), round_of(p, "cur"), slot_of(p, "cur")) if pipelined \
+                    else K.MbarrierWait(mbarrier_name(p.loop), K.Var(p.loop.var))
+                if wait not in bars:
+                    bars.append(wait)
         out: list = []
         if "async" in kinds:
-            out.append(K.CpAsyncWait(0))
-        for loop in bars:
-            out.append(K.MbarrierWait(mbarrier_name(loop), K.Var(loop.var)))
-        if refill or kinds & {"async", "sync"} or unsynced:
+            out.append(K.CpAsyncWait(pending))
+        out += bars
+        if (refill and not ring) or kinds & {"async", "sync"} or unsynced:
             out.append(K.Barrier())
         return out
 
     def prologue(self, pro: StagePrologue) -> list:
-        """Before a K loop: the mbarrier of its TMA stages and, when pipelined, the first
-        tile's copies."""
+        """Before a K loop: the mbarriers of its TMA stages and, when pipelined, the copies
+        of the first `prefetch` tiles (one cp.async group each)."""
         loop = pro.loop
         stages = head_stages(loop)
         if not stages:
@@ -240,31 +256,65 @@ class StageCopier:
             for s, p in zip(stages, plans):
                 out += self._declare(s, p)
         if tma:
-            count = sum(tma_runs(m, s, p)[2] for s, p in tma)
-            out += [K.MbarrierInit(mbarrier_name(loop), count), K.Barrier()]
+            slots = plans[0].slots
+            if not ahead:
+                out.append(K.MbarrierInit(mbarrier_name(loop), 1))
+            else:
+                out.append(K.MbarrierInit(full_name(loop), 1, slots))
+            if is_mbarrier_ring(stages, plans):
+                # every thread arrives on empty[s] when done reading slot s
+                out.append(K.MbarrierInit(empty_name(loop), m.threads, slots))
+                self.rings[loop.var] = slots
+            out.append(K.Barrier())
         if ahead:
-            out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = 0"))
-            out += self._issue(m, stages, plans, "zero")
+            depth = min(plans[0].prefetch, loop.extent)
+            for t in range(depth):
+                out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = {t}"))
+                out += self._issue(m, stages, plans, t)
+            if plans[0].slots > 2 and any(p.kind == "async" for p in plans):
+                out += [K.CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
         return out
+
+    def release(self, var: str) -> list:
+        """The end of an mbarrier ring's iteration ko: every thread is done reading slot
+        ko % slots and arrives on its empty barrier (the producer waits for it before the
+        slot's next fill)."""
+        slots = self.rings[var]
+        return [K.Comment(f"every thread is done reading slot {var} % {slots}: release it to the producer"),
+                K.MbarrierArrive(f"{var}_empty", K.Binary("%", K.Var(var), K.Const(slots, "int")))]
 
     def _steady(self, m, stages, plans) -> list:
         """The pipelined head of iteration ko, after its AsyncWait (tile ko has landed, the
-        barrier passed): issue tile ko + 1."""
-        loop = plans[0].loop
+        barrier passed): issue tile ko + prefetch into slot (ko + prefetch) % slots. With
+        more than two slots the cp.async group is committed even when empty, so that
+        wait_group slots - 2 always counts the same groups."""
+        p = plans[0]
+        loop, d = p.loop, p.prefetch
         out: list = []
-        nxt = K.Binary("<", K.Binary("+", K.Var(loop.var), K.Const(1, "int")), K.Const(loop.extent, "int"))
-        out.append(K.Comment(f"steady state: issue K tile {loop.var} + 1 while tile {loop.var} computes"))
-        out.append(K.If(nxt, tuple(self._issue(m, stages, plans, "next"))))
+        nxt = K.Binary("<", K.Binary("+", K.Var(loop.var), K.Const(d, "int")), K.Const(loop.extent, "int"))
+        ahead = f"{loop.var} + {d}"
+        out.append(K.Comment(f"steady state: issue K tile {ahead} while tile {loop.var} computes"))
+        uniform_commit = p.slots > 2 and any(q.kind == "async" for q in plans)
+        out.append(K.If(nxt, tuple(self._issue(m, stages, plans, "next", commit=not uniform_commit))))
+        if uniform_commit:
+            out.append(K.CpAsyncCommit())
         return out
 
-    def _issue(self, m, stages, plans, it) -> list:
+    def _issue(self, m, stages, plans, it, commit=True) -> list:
         out: list = []
         tma = [(s, p) for s, p in zip(stages, plans) if p.kind == "tma"]
         if tma:
-            out += issue_tma(m, tma, it)
+            before = []
+            if it == "next" and is_mbarrier_ring(stages, plans):
+                # the slot's previous tile was read by every thread: wait for its release
+                # (phase round - 1 of empty[slot]; before its first fill parity 1 passes at once)
+                p = tma[0][1]
+                phase = K.Binary("+", round_of(p, it), K.Const(1, "int"))
+                before.append(K.MbarrierWait(empty_name(p.loop), phase, slot_of(p, it)))
+            out += issue_tma(m, tma, it, before)
         asyncs = [(s, p) for s, p in zip(stages, plans) if p.kind == "async"]
         for s, p in asyncs:
             out += copy_stage(m, s, p, it)
-        if asyncs:
+        if asyncs and commit:
             out.append(K.CpAsyncCommit())
         return out

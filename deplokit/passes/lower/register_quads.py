@@ -20,7 +20,8 @@ from ...ir import kernel_ir as K
 from ...ir.index import Var, const, substitute, var
 from ...ir.loop_ir import Load, Loop
 from ..schedule.rewrite import substitute_body
-from ..stage_geometry import VECTOR, row_major_strides
+from ...ir.stages import row_major_strides
+from ...target import VECTOR
 from .kernel_expr import affine_expr
 from .smem_layout import smem_offset, smem_size
 

@@ -6,7 +6,7 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.tile_ir import Stage
-from ..stage_geometry import row_major_strides
+from ...ir.stages import row_major_strides
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """How one Stage is copied, as the lowering settles it from the Tile IR's fields: the copy
-kind (sync, async, tma), whether it ping-pongs between two buffers, the K loop it sits in.
+kind (sync, async, tma), the ring of buffers it cycles through (010's stages), how far its
+copies run ahead (015's prefetch), the K loop it sits in; which slot and phase one
+iteration's copy is, and the mbarrier a TMA group's copies complete on (SlotBarrier, the
+seam with the copy issue).
 
 The schedule chose the kind (011 tma_copy, 013 async_copy) and the buffering (010); the
 lowering only narrows what the kernel as it stands cannot keep: a non-float32 tensor is
@@ -10,15 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...ir import kernel_ir as K
 from ...ir.tile_ir import Stage
 
 
 @dataclasses.dataclass(frozen=True)
 class StagePlan:
     kind: str                 # sync | async | tma, after the lowering's checks
-    buffered: bool            # two buffers, ping-pong on the loop variable
+    buffered: bool            # a ring of `slots` buffers, iteration ko in slot ko % slots
     loop: object              # the enclosing Loop (None at the top of the tile)
     top: bool                 # the loop statement is at the top of the tile (runs once)
+    slots: int = 1            # buffers of the ring (Stage.buffers when buffered, else 1)
+    prefetch: int = 0         # K tiles the copies run ahead (Stage.prefetch: slots - 1 when pipelined)
 
 
 def ranges_in(m, loop) -> dict:
@@ -36,25 +42,132 @@ def plan_stage(m, s: Stage, loop_info) -> StagePlan:
     t = m.types[s.tensor]
     loop, depth = loop_info if loop_info else (None, None)
     top = loop is not None and depth == 0
-    buffered = s.buffers == 2 and top
+    buffered = s.buffers >= 2 and top
     kind = s.copy
     if t.dtype != "float32":
         kind = "sync"
     if kind == "tma" and (not buffered or not s.tma):
         kind = "async"
-    return StagePlan(kind, buffered, loop, top)
+    return StagePlan(kind, buffered, loop, top, s.buffers if buffered else 1, s.prefetch if buffered else 0)
 
 
 def is_pipelined(stages, plans) -> bool:
-    """The group is a pipelined K loop's head (015): its copies run one iteration ahead."""
+    """The group is a pipelined K loop's head (015): its copies run `prefetch` iterations ahead."""
     return all(s.prefetch and p.buffered and p.kind in ("async", "tma") and p.loop.extent >= 2
                for s, p in zip(stages, plans))
+
+
+def is_mbarrier_ring(stages, plans) -> bool:
+    """A pipelined group of TMA stages alone: its slots are guarded by a full and an empty
+    mbarrier each (no block-wide barrier before a refill); a group with cp.async or
+    synchronous copies keeps the block's barrier, which also makes those copies visible."""
+    return is_pipelined(stages, plans) and all(p.kind == "tma" for p in plans)
 
 
 def mbarrier_name(loop) -> str:
     return f"{loop.var}_mbar"
 
 
+def full_name(loop) -> str:
+    """The ring's full barriers: full[s] completes when the copies of slot s have landed."""
+    return f"{loop.var}_full"
+
+
+def empty_name(loop) -> str:
+    """The ring's empty barriers: empty[s] completes when every thread is done reading slot s."""
+    return f"{loop.var}_empty"
+
+
 def tma_runs(m, s: Stage, p: StagePlan) -> tuple[int, int, int]:
     """(run floats, merged axes, runs per copy) of a TMA stage: the schedule's stamp."""
     return s.tma
+
+
+def tma_bytes(m, s: Stage, p: StagePlan) -> int:
+    """Bytes the TMA copies of stage s bring into one slot (what they complete_tx on their
+    mbarrier): every run of the stamp, whole (a run past an outer end is clamped, not cut)."""
+    run, _, copies = tma_runs(m, s, p)
+    return 4 * run * copies
+
+
+# -- the ring's position of one iteration's copy ----------------------------------------------
+#
+# `it` names which K tile a copy is for: "cur" (tile ko, the loop variable), an int t (tile t,
+# issued before the loop: the prologue of a pipelined loop issues tiles 0 .. prefetch - 1;
+# "zero" is tile 0), "next" (tile ko + prefetch, issued during iteration ko under
+# ko + prefetch < n), None (a stage outside any loop).
+
+def tile_offset(p: StagePlan, it) -> int | None:
+    """The K tile of `it` relative to ko ("cur" 0, "next" prefetch), or None for a prologue tile."""
+    if it == "cur":
+        return 0
+    if it == "next":
+        return max(p.prefetch, 1)
+    return None
+
+
+def prologue_tile(it) -> int | None:
+    if it == "zero":
+        return 0
+    return it if isinstance(it, int) else None
+
+
+def slot_of(p: StagePlan, it):
+    """Which buffer of the ring the copy for `it` fills, as a Kernel-IR int expression
+    (tile % slots), or None when the stage has one buffer."""
+    if not p.buffered or it is None or p.loop is None:
+        return None
+    t = prologue_tile(it)
+    if t is not None:
+        return K.Const(t % p.slots, "int")
+    ko: object = K.Var(p.loop.var)
+    d = tile_offset(p, it)
+    if d:
+        ko = K.Binary("+", ko, K.Const(d, "int"))
+    return K.Binary("%", ko, K.Const(p.slots, "int"))
+
+
+def round_of(p: StagePlan, it):
+    """How many times the slot of `it`'s tile was filled before it (tile // slots): the
+    phase of the slot's mbarriers that this tile's fill is, as a Kernel-IR expression."""
+    t = prologue_tile(it)
+    if t is not None:
+        return K.Const(t // p.slots, "int")
+    ko: object = K.Var(p.loop.var)
+    d = tile_offset(p, it)
+    if d:
+        ko = K.Binary("+", ko, K.Const(d, "int"))
+    return K.Binary("/", ko, K.Const(p.slots, "int"))
+
+
+# -- the seam between the ring's barriers and the copy issue ----------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class SlotBarrier:
+    """The mbarrier that one group's TMA copies into one slot complete on.
+
+    The stage ring owns its mbarriers (declaration, init, arrival counts, the producer's
+    arrive.expect_tx, the waits and their phases, the slot index expressions); the copy issue
+    (stage_units.tma_copies) owns the copy instructions, and names this barrier in each:
+    `K.TmaLoad(..., barrier=bar.name, slot=bar.slot, expect=False)` (or a tensor copy with
+    the same two fields). The issuing thread runs `bar.arrive()` before its copies: one
+    arrival announcing `expect_bytes`, which must equal the bytes the copies bring (the
+    simulator fails a phase that never completes)."""
+    name: str                 # the mbarrier (array) the copies complete on
+    slot: object              # K.Expr: which mbarrier of the array; None: a single mbarrier
+    expect_bytes: int         # the bytes every copy of the group into this slot brings, together
+
+    def arrive(self) -> K.MbarrierArrive:
+        return K.MbarrierArrive(self.name, self.slot, self.expect_bytes)
+
+
+def slot_barrier(m, tma, it) -> SlotBarrier:
+    """The barrier the copies of `tma` ((stage, plan) pairs of one group, all TMA) for
+    iteration `it` complete on: the ring's full[slot] in a pipelined K loop, else the loop's
+    single mbarrier."""
+    stages, plans = [s for s, _ in tma], [p for _, p in tma]
+    p = plans[0]
+    nbytes = sum(tma_bytes(m, s, q) for s, q in tma)
+    if is_pipelined(stages, plans):
+        return SlotBarrier(full_name(p.loop), slot_of(p, it), nbytes)
+    return SlotBarrier(mbarrier_name(p.loop), None, nbytes)

@@ -9,14 +9,13 @@ in the stage's own order instead, stage_units.copy_stage: each float lands where
 the shared writes consecutive; TMA moves whole rows and does not take such a stage.)"""
 from __future__ import annotations
 
-import dataclasses
-
 from ...ir import kernel_ir as K
 from ...ir.index import const
+from ...ir.stages import in_tensor_order, row_major_strides
 from ...ir.tile_ir import Stage
-from ..stage_geometry import VECTOR, row_major_strides, rows
+from ...target import VECTOR
 from .kernel_expr import affine_expr, plus
-from .stage_plan import StagePlan, ranges_in
+from .stage_plan import StagePlan
 from .stage_units import _cooperative, _global, _units, stage_at
 
 
@@ -24,11 +23,8 @@ def copy_transposed(m, s: Stage, p: StagePlan, it) -> list:
     """The block's threads copy one transposed stage: global units in the tensor's order,
     stored float by float at the stage's (transposed) shared offsets."""
     origin, base, ranges = stage_at(m, s, p, it)
-    order = sorted(range(len(s.slab)), key=lambda k: s.slab[k].dim)
-    in_order = dataclasses.replace(s, slab=tuple(s.slab[k] for k in order), pad=0)
-    t = m.types[s.tensor]
-    vector = t.dtype == "float32" and rows(in_order, t.shape, ranges_in(m, p.loop)).vector
-    unit = VECTOR if vector else 1
+    in_order = in_tensor_order(s)
+    unit = s.unit                        # stamped by the schedule: float4 along the tensor's rows, or 1
     i = f"{s.name}_i"
     count, _, g, unit_ext, ranges = _units(m, in_order, origin, ranges, unit, 1, i)
     src, cond = _global(m, in_order, g, unit_ext, ranges)
@@ -39,7 +35,8 @@ def copy_transposed(m, s: Stage, p: StagePlan, it) -> list:
     for k, ax in enumerate(s.slab):         # the unit's slab coordinates at the stage's strides
         word = word + (g[ax.dim] - origin[ax.dim]) * strides[k]
     dst = plus(base, affine_expr(word))
-    step = strides[order[-1]]              # the unit's floats lie a row of the layout apart
+    inner = in_order.slab[-1].dim          # the unit's floats lie a row of the layout apart
+    step = strides[next(k for k, ax in enumerate(s.slab) if ax.dim == inner)]
     zero = K.Const(0.0)
     if unit == 1:
         value = K.GlobalLoad(s.tensor, src, "float")

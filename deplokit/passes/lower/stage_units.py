@@ -3,18 +3,20 @@ cp.async), or whole rows (TMA bulk copies), dealt out to the block's threads (se
 k002_stage_copies.py for when copies are issued and which barriers surround them).
 
 `m` is the kernel's LoweringState (types, ranges, threads); `p` a stage_plan.StagePlan;
-`it` which iteration of the stage's K loop the copy is for: cur (the loop variable), zero
-(the prologue, before the loop), next (ko + 1, issued under ko + 1 < n), None (a stage
-outside any loop)."""
+`it` which iteration of the stage's K loop the copy is for: cur (the loop variable), a tile
+number t (the prologue, before the loop; "zero" is 0), next (ko + prefetch, issued under
+ko + prefetch < n), None (a stage outside any loop); stage_plan says which slot of the ring
+that is."""
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
+from ...ir.stages import dim_multipliers, row_major_strides, transposed
 from ...ir.tile_ir import Stage
-from ..stage_geometry import VECTOR, dim_multipliers, row_major_strides, rows, transposed
+from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
-from .stage_plan import StagePlan, mbarrier_name, ranges_in, tma_runs
+from .stage_plan import StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset, tma_runs
 
 
 def _tid0():
@@ -42,23 +44,27 @@ def _cooperative(i: str, count: int, threads: int, body) -> list:
 
 
 def stage_at(m, s: Stage, p: StagePlan, it):
-    """(origin, buffer base or None, ranges) of the copy for iteration `it` of the loop."""
+    """(origin, buffer base or None, ranges) of the copy for iteration `it` of the loop
+    (stage_plan: "cur", "next", a prologue tile, None): the origin at that K tile, the
+    slot's base offset slot * size in the ring."""
     loop = p.loop
     ranges = ranges_in(m, loop)
-    size = smem_size(s)
     if it is None or loop is None:
         return s.origin, None, ranges
     ko = loop.var
-    if it == "cur":
-        base = K.Binary("*", K.Binary("%", K.Var(ko), K.Const(2, "int")), K.Const(size, "int"))
-        return s.origin, (base if p.buffered else None), ranges
-    if it == "zero":
-        return tuple(substitute(o, {ko: const(0)}) for o in s.origin), None, ranges
-    ranges[ko] = loop.extent - 1           # ko + 1 < n
-    origin = tuple(substitute(o, {ko: var(ko) + 1}) for o in s.origin)
-    base = K.Binary("*", K.Binary("%", K.Binary("+", K.Var(ko), K.Const(1, "int")), K.Const(2, "int")),
-                    K.Const(size, "int"))
-    return origin, (base if p.buffered else None), ranges
+    slot = slot_of(p, it)
+    base = None if slot is None else K.Binary("*", slot, K.Const(smem_size(s), "int"))
+    if isinstance(slot, K.Const):
+        base = K.Const(int(slot.value) * smem_size(s), "int") if slot.value else None
+    t = prologue_tile(it)
+    if t is not None:
+        return tuple(substitute(o, {ko: const(t)}) for o in s.origin), base, ranges
+    d = tile_offset(p, it)
+    if d:
+        ranges[ko] = loop.extent - d           # ko + d < n
+        origin = tuple(substitute(o, {ko: var(ko) + d}) for o in s.origin)
+        return origin, base, ranges
+    return s.origin, base, ranges
 
 
 def _units(m, s: Stage, origin, ranges, unit: int, merged: int, flat: str):
@@ -124,22 +130,14 @@ def _global(m, s: Stage, g, unit_ext, ranges):
     return flat_offset(exprs, shape), cond
 
 
-def _vector(m, s: Stage, p: StagePlan) -> bool:
-    """16-byte units: float4 for a sync copy, cp.async 16 (which also needs 16-byte
-    aligned shared rows) for an async one."""
-    t = m.types[s.tensor]
-    if t.dtype != "float32" or not rows(s, t.shape, ranges_in(m, p.loop)).vector:
-        return False
-    return p.kind != "async" or (s.slab[-1].extent + s.pad) % VECTOR == 0
-
-
 def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
-    """The block's threads copy one stage (sync or cp.async) for one iteration."""
+    """The block's threads copy one stage (sync or cp.async) for one iteration, in the units
+    the schedule stamped on it (Stage.unit: float4 / cp.async 16, or one float)."""
     if transposed(s) and p.kind != "async":
         from .stage_transpose import copy_transposed    # built on this module's units
         return copy_transposed(m, s, p, it)
     origin, base, ranges = stage_at(m, s, p, it)
-    unit = VECTOR if _vector(m, s, p) else 1
+    unit = s.unit
     i = f"{s.name}_i"
     count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, unit, 1, i)
     src, cond = _global(m, s, g, unit_ext, ranges)
@@ -168,8 +166,10 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     return _cooperative(i, count, m.threads, body)
 
 
-def issue_tma(m, tma, it) -> list:
-    """Thread 0 issues one bulk copy per run of every TMA stage in `tma` ((stage, plan) pairs)."""
+def tma_copies(m, tma, it, bar) -> list:
+    """The copies of every TMA stage in `tma` ((stage, plan) pairs) for iteration `it`, one
+    bulk copy per run, each completing on `bar` (stage_plan.SlotBarrier: the ring owns the
+    barrier and the arrival announcing its bytes). Run by the one issuing thread."""
     body: list = []
     for s, p in tma:
         run, axes, _ = tma_runs(m, s, p)
@@ -178,7 +178,15 @@ def issue_tma(m, tma, it) -> list:
         count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, run, axes, r)
         src, _ = _global(m, s, g, unit_ext, ranges)     # runs past the end: clamped
         dst = plus(base, affine_expr(smem))
-        load = K.TmaLoad(s.name, dst, s.tensor, src, run, mbarrier_name(p.loop))
+        load = K.TmaLoad(s.name, dst, s.tensor, src, run, bar.name, bar.slot, expect=False)
         body.append(load if count == 1 else K.For(r, K.Const(0, "int"), K.Const(count, "int"),
                                                   K.Const(1, "int"), (load,)))
-    return [K.If(_tid0(), tuple(body))]
+    return body
+
+
+def issue_tma(m, tma, it, before=()) -> list:
+    """Thread 0 issues the copies of the TMA stages in `tma` for iteration `it`: `before`
+    (the ring's wait for the slot to be empty), the arrival announcing their bytes on the
+    slot's barrier, the copies."""
+    bar = slot_barrier(m, tma, it)
+    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)))]

@@ -23,7 +23,8 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, const, free_vars, substitute
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ..stage_geometry import VECTOR, row_major_strides
+from ...ir.stages import row_major_strides
+from ...target import VECTOR
 from ..vector_geometry import is_multiple, split_lane, varies
 from .kernel_expr import affine_expr, flat_offset
 from .smem_layout import smem_offset, smem_size

@@ -4,7 +4,8 @@ A global tensor is staged when the block reads its elements more than once (in s
 phases, as RMSNorm reads x twice, or by several threads) and the slab it reads is a box:
 each index component is a block-uniform origin plus at most one of the block's loop or
 thread variables (plus a vector loop's variable riding on it: a2 + a2v, 4 elements of a
-vectorised phase). The slab is copied once by all threads; the loads then read the copy.
+vectorised phase). The slab is copied once by all threads; the loads then read the copy. Each stage is stamped
+with the unit its copy moves (Stage.unit: float4 where its rows allow, else one float).
 A kernel's locals are on chip already: never staged, and their rows count against the
 shared-memory budget.
 
@@ -20,6 +21,7 @@ from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, Knob, PassContext, Skip, flag_knob, fresh_name, replace_tile
+from ..stage_geometry import restamp_stages
 from .knobs import combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
@@ -89,7 +91,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
 
     body = _place(tile.body, stages, rewrite)
     new_tile = Tile(tile.axes, tuple(stages.get(id(None), ())) + body)
-    return replace_tile(kernel, new_tile)
+    # how the threads copy each stage (float4 or scalar units), stamped for the lowering
+    return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
 
 
 def k_major_eligible(slab, tile: Tile, scope) -> bool:

@@ -57,6 +57,7 @@ from ...ir.loop_ir import Accumulate, Loop
 from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
                            TileKernel, walk)
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
+from ..stage_geometry import restamp_stages
 from .block_shape import EXTENTS, default_extent, default_extents  # noqa: F401  (re-exported)
 from .register_nest import drop_dead, nest_body
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
@@ -143,6 +144,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
         if need <= pctx.target.static_smem_per_block:
+            out = restamp_stages(out, pctx.types)      # grown slabs, new origins: copy units restamped
             return Noted(out, f"warps layout not used ({note}): quads") if note else out
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Tile
-from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, scope_ranges, tma_stamp
+from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads, scope_ranges, tma_stamp
 from ..record import KernelPass, Knob, Needs, PassContext, Skip, flag_knob, replace_tile
 from .rewrite import await_copies
 
@@ -93,7 +93,8 @@ def apply(kernel, pctx: PassContext):
                              if s.name in chosen else s)
     tile = kernel.tile()
     new_tile = Tile(tile.axes, await_copies(tile.body, chosen))
-    return replace_tile(kernel, new_tile)
+    # a TMA stage's thread copy unit is its cp.async fallback's (16-byte aligned shared rows)
+    return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
 
 
 PASS = KernelPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("tma", "TMA (bulk copies need sm_90)"),))

@@ -33,7 +33,7 @@ import dataclasses
 from ...ir.index import Affine, FloorDiv, Mod
 from ...ir.loop_ir import Load
 from ...ir.tile_ir import SlabAxis, Stage, Tile, map_body, walk
-from ..stage_geometry import restamp_tma, rows, scope_ranges
+from ..stage_geometry import restamp, rows, scope_ranges
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 
 DESCRIPTION = "split the inner axis of a TMA stage into copy atoms where a bulk copy needs it"
@@ -75,8 +75,7 @@ def apply(kernel, pctx: PassContext):
             slab = st.slab[:-1] + (SlabAxis(f"{last.var}o", last.extent // a, last.dim),
                                    SlabAxis(f"{last.var}i", a, last.dim))
             # the same runs as 011 planned (atoms): the stamp is recomputed from the new slab
-            split, _ = restamp_tma(dataclasses.replace(st, slab=slab), pctx.types[st.tensor].shape,
-                                   ranges[st.name])
+            split, _ = restamp(dataclasses.replace(st, slab=slab), pctx.types[st.tensor], ranges[st.name])
             return split
         if isinstance(st, Load) and st.tensor in splits:
             a = splits[st.tensor]

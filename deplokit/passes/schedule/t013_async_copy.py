@@ -5,9 +5,8 @@ the stages of a K tail loop, the row stages of reductions such as RMSNorm's x_sm
 copied with cp.async: each thread issues copies global -> shared that bypass its registers
 (and, at 16 bytes, the L1: cp.async.cg) and commits them as one group. A copy moves 16
 bytes where the slab's rows and the tensor's rows are 16-byte aligned and contiguous (and
-the padded shared rows stay aligned), else 4 bytes (materialize decides per stage, with the
-tensor's shape); a unit past the tensor's end stores zeros with an ordinary store, as the
-synchronous copy does.
+the padded shared rows stay aligned), else 4 bytes (the pass restamps Stage.unit); a unit
+past the tensor's end stores zeros with an ordinary store, as the synchronous copy does.
 
 The pass puts an AsyncWait right after every group of stages it narrowed (in the same
 body): there each thread waits for its copies (cp.async.wait_group 0) and the block's
@@ -30,6 +29,7 @@ import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, map_body, walk
 from ..record import KernelPass, Needs, PassContext, Skip, flag_knob, replace_tile
+from ..stage_geometry import restamp_stages
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow the remaining stages to cp.async copies (sm_80+)"
@@ -57,7 +57,8 @@ def apply(kernel, pctx: PassContext):
         return st
 
     new_tile = Tile(tile.axes, await_copies(map_body(tile.body, narrow), chosen))
-    return replace_tile(kernel, new_tile)
+    # a 16-byte cp.async also needs 16-byte aligned shared rows: the copy units are restamped
+    return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
 
 
 PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),))

@@ -29,7 +29,7 @@ import dataclasses
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
-from ..stage_geometry import restamp_tma, scope_ranges
+from ..stage_geometry import restamp, scope_ranges
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
@@ -128,12 +128,11 @@ def apply(kernel: TileKernel, pctx: PassContext):
     def pad_stage(s):
         if isinstance(s, Stage) and s.name in plan:
             # a pad ends a TMA stage's merged run (rows are no longer contiguous in shared
-            # memory): its bulk copies are planned again, or it falls back to cp.async here
-            s = dataclasses.replace(s, pad=plan[s.name])
-            if s.copy == "tma":
-                s, why = restamp_tma(s, pctx.types[s.tensor].shape, ranges[s.name])
-                if why:
-                    notes.append(why)
+            # memory): its bulk copies are planned again, or it falls back to cp.async here;
+            # a pad of 1 leaves no 16-byte aligned shared row for a cp.async 16: units restamped
+            s, why = restamp(dataclasses.replace(s, pad=plan[s.name]), pctx.types[s.tensor], ranges[s.name])
+            if why:
+                notes.append(why)
         return s
 
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))

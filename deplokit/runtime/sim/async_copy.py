@@ -1,5 +1,7 @@
 """Asynchronous copies into shared memory: cp.async with its commit groups and waits, and TMA
-loads completed by mbarrier waits (phase parity, deadlock checks). A mixin of _Chunk
+loads completing on mbarriers: arrivals, expected transaction bytes, phases and their
+parity waits, and the ring protocol's checks (a deadlocking wait, a missing arrive, a read
+of a slot whose copy has not completed, a copy overwriting a slot still being read). A mixin of _Chunk
 (exec.py); the data lands immediately and is marked in flight in the shared array's table."""
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import numpy as np
 
 from ...ir import kernel_ir as K
 from .memory import _MBar
+
+MBAR_IDS = 1024                 # mbarriers (slots) a kernel may have: the in-flight tag's radix
 from .values import F32, I64, _cast
 
 
@@ -47,32 +51,11 @@ class _AsyncCopies:
                 p[(p > 0) & (p <= done)] = 0
                 sh.has_pending = bool(p.any())
 
-    def mbar_name(self, ident):
-        for name, mb in self.mbars.items():
-            if mb.id == ident:
-                return name
-        return f"#{ident}"
-
-    def s_mbar_init(self, s: K.MbarrierInit, mask):
-        mb = self.mbars.get(s.name)
-        if mb is None:
-            self.mbars[s.name] = _MBar(len(self.mbars), s.count, self.nb)
-        else:
-            rows = self.block_rows(mask)
-            mb.phase[rows] = 0
-            mb.inflight[rows] = False
-
-    def block_rows(self, mask):
-        if mask is None:
-            return np.ones(self.nb, dtype=bool)
-        return np.broadcast_to(np.broadcast_to(mask, (mask.shape[0], self.T)).any(axis=1), (self.nb,))
-
     def s_tma_load(self, s: K.TmaLoad, mask):
         mb = self.mbars.get(s.barrier)
         if mb is None:
             self.fail(f"TmaLoad on mbarrier {s.barrier!r}, which is not initialised (MbarrierInit)")
-        act = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
-        rows, tids = np.nonzero(act)
+        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "TmaLoad")
         if rows.size == 0:
             return
         per_block = np.bincount(rows, minlength=self.nb)
@@ -105,46 +88,159 @@ class _AsyncCopies:
                     self.race_flat(sh, "TmaLoad", keys.reshape(-1), lanes, w, bad, "already written")
             self.fold_reads(sh)
             if sh.lr_dirty:
-                r_ = sh.lr.reshape(-1)[keys].reshape(-1)
-                bad = (r_ == -2) | ((r_ >= 0) & (r_ != issuer.reshape(-1)))
-                if bad.any():
-                    self.race_flat(sh, "TmaLoad", keys.reshape(-1), lanes, r_, bad, "read")
+                self.check_slot_released(sh, keys, rows, tids, issuer)
+        if s.expect:                  # the issuer's own arrive.expect_tx, then its bytes land
+            self.mbar_arrive(mb, rows, tids, sl, 4 * c)
         sh.flat[keys] = _cast(buf[src[:, None] + span], F32)
-        self.mark_pending(sh, keys.reshape(-1), 1, -(mb.id + 1))
-        mb.inflight[rows] = True
+        tags = -(1 + mb.id + sl + MBAR_IDS * mb.phase[rows, sl])
+        if sh.pend is None:
+            sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)
+        sh.pend.reshape(-1)[keys] = np.broadcast_to(tags[:, None], keys.shape).astype(np.int32)
+        sh.has_pending = True
+        np.add.at(mb.tx, (rows, sl), -4 * c)          # complete_tx: the copy's bytes landed
+        self.mbar_complete(mb, rows, sl)
         self.stats.global_bytes_loaded += keys.size * 4
         self.stats.shared_bytes_stored += keys.size * 4
 
-    def s_mbar_wait(self, s: K.MbarrierWait, mask):
+    def check_slot_released(self, sh, keys, rows, tids, issuer):
+        """A copy may overwrite what other threads read only once their reads are ordered
+        before it: by a Barrier (which clears the read table) or by an mbarrier phase every
+        thread arrived on after reading (a ring's empty barrier) that the issuer waited for."""
+        r_ = sh.lr.reshape(-1)[keys]
+        bad = (r_ == -2) | ((r_ >= 0) & (r_ != issuer))
+        if not bad.any():
+            return
+        got = np.full(rows.size, -1, dtype=I64) if self.acquired is None else self.acquired[rows, tids]
+        bad &= sh.rt.reshape(-1)[keys] > got[:, None]
+        if bad.any():
+            i, j = (int(x[0]) for x in np.nonzero(bad))
+            w = int(r_[i, j])
+            who = "several threads" if w == -2 else f"thread {self.thread_index(w)}"
+            self.fail(f"TmaLoad by thread {self.thread_index(int(tids[i]))} of block "
+                      f"{self.block_index(int(rows[i]))} overwrites element {int(keys[i, j]) % sh.size} of "
+                      f"shared array {sh.name}, read by {who} and not yet released: the slot is still "
+                      f"being read (wait for its empty mbarrier's phase, or a Barrier, before refilling it)")
+
+    # -- mbarriers ------------------------------------------------------------------------------
+    #
+    # Every mbarrier (each slot of an array) has an id; a TMA copy in flight marks the shared
+    # elements it wrote with the tag -(1 + id + MBAR_IDS * phase), the phase of that barrier
+    # its bytes complete, and a wait that observes that phase clears the mark for its block.
+    # A phase completes when `count` arrivals were made and every announced transaction
+    # byte landed (copies land when issued: the data is written at once, marked in flight).
+    # try_wait.parity P passes when the barrier's last completed phase has parity P (a fresh
+    # barrier counts parity 1 as done); otherwise the phase would have to complete while the
+    # block waits, which in the simulator's lockstep execution nobody can make happen:
+    # a deadlock (a missing arrive, missing bytes, or a wait for the wrong phase).
+
+    def mbar_name(self, tag_value):
+        ident = tag_value % MBAR_IDS
+        for name, mb in self.mbars.items():
+            if mb.id <= ident < mb.id + mb.slots:
+                return name if mb.slots == 1 else f"{name}[{ident - mb.id}]"
+        return f"#{ident}"
+
+    def s_mbar_init(self, s: K.MbarrierInit, mask):
         mb = self.mbars.get(s.name)
         if mb is None:
-            self.fail(f"MbarrierWait on {s.name!r}, which is not initialised (MbarrierInit)")
+            base = sum(m.slots for m in self.mbars.values())
+            if base + s.slots > MBAR_IDS:
+                self.fail(f"more than {MBAR_IDS} mbarriers in one kernel")
+            self.mbars[s.name] = _MBar(base, s.name, int(s.count), int(s.slots), self.nb, self.T)
+            return
+        if mb.slots != s.slots or mb.count != s.count:
+            self.fail(f"mbarrier {s.name} initialised twice with different counts or slots")
         rows = self.block_rows(mask)
-        phase = self.ev_int(s.phase, mask)
-        want = (mb.phase & 1).reshape(self.nb, 1)
-        bad = (phase & 1) != want
-        if mask is not None:
-            bad = bad & mask
-        if np.any(bad):
-            r = int(np.nonzero(np.broadcast_to(bad, self.shape))[0][0])
-            self.fail(f"MbarrierWait on {s.name} waits for phase parity "
-                      f"{int(np.broadcast_to(phase, self.shape)[np.broadcast_to(bad, self.shape)][0]) & 1}"
-                      f" but block {self.block_index(r)} is in phase {int(mb.phase[r])} "
+        for table, v in ((mb.phase, 0), (mb.arrived, 0), (mb.tx, 0), (mb.first, -1), (mb.released, -1)):
+            table[rows] = v
+        mb.who[rows] = False
+
+    def block_rows(self, mask):
+        if mask is None:
+            return np.ones(self.nb, dtype=bool)
+        return np.broadcast_to(np.broadcast_to(mask, (mask.shape[0], self.T)).any(axis=1), (self.nb,))
+
+    def mbar(self, name, kind) -> _MBar:
+        mb = self.mbars.get(name)
+        if mb is None:
+            self.fail(f"{kind} on mbarrier {name!r}, which is not initialised (MbarrierInit)")
+        return mb
+
+    def mbar_threads(self, mb: _MBar, slot, mask, kind):
+        """(rows, thread ids, slots) of the active threads for a statement on mb[slot]."""
+        act = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
+        rows, tids = np.nonzero(act)
+        if slot is None:
+            return rows, tids, np.zeros(rows.size, dtype=I64)
+        sl = np.broadcast_to(self.ev_int(slot, mask), self.shape)[rows, tids].astype(I64)
+        bad = (sl < 0) | (sl >= mb.slots)
+        if bad.any():
+            self.fail(f"{kind} on mbarrier {mb.name}[{int(sl[bad][0])}], which has {mb.slots} slots "
+                      f"(thread {self.thread_index(int(tids[bad][0]))} of block "
+                      f"{self.block_index(int(rows[bad][0]))})")
+        return rows, tids, sl
+
+    def mbar_arrive(self, mb: _MBar, rows, tids, sl, expect_tx=0):
+        self.tick += 1
+        np.add.at(mb.arrived, (rows, sl), 1)
+        if expect_tx:
+            np.add.at(mb.tx, (rows, sl), int(expect_tx))
+        mb.who[rows, sl, tids] = True
+        first = mb.first[rows, sl]
+        mb.first[rows, sl] = np.where(first < 0, self.tick, first)
+        self.mbar_complete(mb, rows, sl)
+
+    def mbar_complete(self, mb: _MBar, rows, sl):
+        """Complete the current phase of every touched mb[slot] whose arrivals and bytes are in."""
+        done = (mb.arrived[rows, sl] >= mb.count) & (mb.tx[rows, sl] == 0)
+        if not done.any():
+            return
+        r, q = rows[done], sl[done]
+        every = mb.who[r, q].all(axis=-1)
+        mb.released[r, q] = np.where(every, mb.first[r, q], -1)
+        mb.phase[r, q] += 1
+        mb.arrived[r, q] = 0
+        mb.who[r, q] = False
+        mb.first[r, q] = -1
+
+    def s_mbar_arrive(self, s: K.MbarrierArrive, mask):
+        mb = self.mbar(s.name, "MbarrierArrive")
+        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "MbarrierArrive")
+        if rows.size:
+            self.mbar_arrive(mb, rows, tids, sl, s.expect_tx)
+
+    def s_mbar_wait(self, s: K.MbarrierWait, mask):
+        mb = self.mbar(s.name, "MbarrierWait")
+        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "MbarrierWait")
+        if rows.size == 0:
+            return
+        want = np.broadcast_to(self.ev_int(s.phase, mask), self.shape)[rows, tids].astype(I64) & 1
+        c = mb.phase[rows, sl]
+        ok = np.where(c >= 1, ((c - 1) & 1) == want, want == 1)
+        if not ok.all():
+            i = int(np.nonzero(~ok)[0][0])
+            r, q = int(rows[i]), int(sl[i])
+            name = s.name if mb.slots == 1 else f"{s.name}[{q}]"
+            self.fail(f"MbarrierWait on {name} waits for phase parity {int(want[i])} but block "
+                      f"{self.block_index(r)} is in phase {int(c[i])} ({int(mb.arrived[r, q])} of {mb.count} "
+                      f"arrivals, {int(mb.tx[r, q])} transaction bytes outstanding), which never completes "
+                      f"while the block waits: a missing arrive or copy, or a wait for the wrong phase "
                       f"(stale or deadlocking wait)")
-        idle = rows & ~mb.inflight
-        if idle.any():
-            r = int(np.nonzero(idle)[0][0])
-            self.fail(f"MbarrierWait on {s.name} in block {self.block_index(r)} with no TmaLoad in "
-                      f"flight: the phase never completes (deadlock)")
-        tag = -(mb.id + 1)
+        # the wait observes phase c - 1: its copies are visible to the waiters' blocks, and
+        # the reads released by its arrivals are ordered before the waiters' next accesses
+        seen = np.full(self.nb, -1, dtype=I64)
+        ident = np.full(self.nb, -1, dtype=I64)
+        seen[rows] = c - 1
+        ident[rows] = mb.id + sl
         for sh in self.shared.values():
             if sh.has_pending:
-                hit = (sh.pend == tag) & rows[:, None]
+                v = -sh.pend.astype(I64) - 1
+                hit = (sh.pend < 0) & (v % MBAR_IDS == ident[:, None]) & (v // MBAR_IDS <= seen[:, None])
                 if hit.any():
                     sh.pend[hit] = 0
                     if sh.lw is not None:     # completed TMA data is visible to every waiter
                         sh.lw[hit] = -1
                     sh.has_pending = bool(sh.pend.any())
-        mb.phase[rows] += 1
-        mb.inflight[rows] = False
-
+        if self.acquired is None:
+            self.acquired = np.full((self.nb, self.T), -1, dtype=I64)
+        np.maximum.at(self.acquired, (rows, tids), mb.released[rows, sl])

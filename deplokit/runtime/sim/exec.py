@@ -53,6 +53,8 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         self.scopes: list[dict] = []
         self.shared: dict[str, _Shared] = {}
         self.mbars: dict[str, _MBar] = {}
+        self.tick = 0                # orders shared reads and mbarrier arrivals (ring releases)
+        self.acquired = None         # (blocks, threads): the latest release tick each thread waited for
         self.cp_open = 1            # id of the cp.async group being filled
         self.cp_committed = 0       # groups 1..cp_committed are committed
         self.exec = {
@@ -65,6 +67,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
             K.CpAsyncWait: self.s_cp_wait, K.TmaLoad: self.s_tma_load,
             K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
+            K.MbarrierArrive: self.s_mbar_arrive,
             K.Comment: lambda s, mask: None,
         }
         self.eval = {

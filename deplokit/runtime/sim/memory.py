@@ -17,7 +17,7 @@ class _Reg:
 
 
 class _Shared:
-    __slots__ = ("name", "size", "data", "flat", "lw", "dirty", "lr", "lr_dirty", "reads",
+    __slots__ = ("name", "size", "data", "flat", "lw", "dirty", "lr", "lr_dirty", "reads", "rt",
                  "pend", "has_pending", "scratch")
 
     def __init__(self, name, size, nb):
@@ -28,16 +28,26 @@ class _Shared:
         self.dirty = False      # any write since the last barrier
         self.lr = None          # (nb, size) int32 reader since the last barrier, -2 several
         self.lr_dirty = False
-        self.reads = []         # logged reads not yet folded into lr: (offset, mask, n)
+        self.reads = []         # logged reads not yet folded into lr: (offset, mask, n, tick)
+        self.rt = None          # (nb, size) int64 tick of the last read (ring slot releases)
         self.pend = None        # (nb, size) int32: >0 cp.async group, <0 -(mbarrier id + 1)
         self.has_pending = False
         self.scratch = None     # (nb * size,) int64: duplicate-address detection
 
 
 class _MBar:
-    __slots__ = ("id", "count", "phase", "inflight")
+    """`slots` mbarriers per block (an array name[slots], or one): per (block, slot) the phases
+    completed so far, the arrivals and the transaction bytes the current phase still waits
+    for, which threads arrived, and when the last completed phase was released (the tick
+    of its first arrival when every thread of the block arrived in it, else -1: reads made
+    before that tick by any thread are ordered before whoever waits on the phase)."""
+    __slots__ = ("id", "name", "count", "slots", "phase", "arrived", "tx", "who", "first", "released")
 
-    def __init__(self, ident, count, nb):
-        self.id, self.count = ident, count
-        self.phase = np.zeros(nb, dtype=I64)
-        self.inflight = np.zeros(nb, dtype=bool)
+    def __init__(self, ident, name, count, slots, nb, threads):
+        self.id, self.name, self.count, self.slots = ident, name, count, slots
+        self.phase = np.zeros((nb, slots), dtype=I64)     # completed phases
+        self.arrived = np.zeros((nb, slots), dtype=I64)   # arrivals in the current phase
+        self.tx = np.zeros((nb, slots), dtype=I64)        # transaction bytes still to land
+        self.who = np.zeros((nb, slots, threads), dtype=bool)
+        self.first = np.full((nb, slots), -1, dtype=I64)
+        self.released = np.full((nb, slots), -1, dtype=I64)

@@ -57,7 +57,8 @@ class _SharedMemory:
                         bad = bad & mask
                     if bad.any():
                         self.race(sh, kind, off + j, w, bad, "written")
-            sh.reads.append((off, mask, n))
+            self.tick += 1
+            sh.reads.append((off, mask, n, self.tick))
         self.stats.shared_bytes_loaded += self.count(mask) * 4 * n
         fronts, phases = wavefronts(off, n, mask, self.shape)
         self.stats.shared_load_wavefronts += fronts
@@ -80,8 +81,9 @@ class _SharedMemory:
             return
         if sh.lr is None:
             sh.lr = np.full((self.nb, sh.size), -1, dtype=np.int32)
-        lrf = sh.lr.reshape(-1)
-        for off, mask, n in sh.reads:
+            sh.rt = np.full((self.nb, sh.size), -1, dtype=I64)
+        lrf, rtf = sh.lr.reshape(-1), sh.rt.reshape(-1)
+        for off, mask, n, tick in sh.reads:
             keys = self.active(self.rows * sh.size + off, mask)
             tids = self.active(self.tid, mask).astype(np.int32)
             for j in range(n):
@@ -90,6 +92,7 @@ class _SharedMemory:
                 new = np.where((cur == -1) | (cur == tids), tids, np.int32(-2))
                 lrf[kj] = new
                 lrf[kj[lrf[kj] != new]] = -2
+                rtf[kj] = tick
         sh.reads.clear()
         sh.lr_dirty = True
 

@@ -1,0 +1,65 @@
+"""Where a Stage's elements lie, and which stages head a loop: the plain facts about
+Tile-IR stages that the scheduling passes (stage_geometry), the lowering and the analyses
+all read. No decision is made here: how a stage is copied is stamped on it by the schedule
+(Stage.unit, Stage.tma)."""
+from __future__ import annotations
+
+import dataclasses
+
+from .tile_ir import AsyncWait, Stage
+
+
+def dim_multipliers(slab) -> tuple[int, ...]:
+    """Per slab axis, its step along its tensor dimension (1 for the innermost axis along a
+    dimension; an axis split by 012 steps by the extent of its inner part)."""
+    mult = [1] * len(slab)
+    seen: dict[int, int] = {}
+    for k in reversed(range(len(slab))):
+        d = slab[k].dim
+        mult[k] = seen.get(d, 1)
+        seen[d] = mult[k] * slab[k].extent
+    return tuple(mult)
+
+
+def row_major_strides(shape) -> tuple[int, ...]:
+    """Elements between neighbours along each dimension of a row-major array."""
+    out, s = [], 1
+    for n in reversed(shape):
+        out.append(s)
+        s *= n
+    return tuple(reversed(out))
+
+
+def transposed(stage) -> bool:
+    """The slab's axes run in another order than the tensor's dimensions (007's k-major A):
+    a row of the stage is not a row of the tensor."""
+    return any(a.dim > b.dim for a, b in zip(stage.slab, stage.slab[1:]))
+
+
+def in_tensor_order(stage):
+    """The stage with its slab axes in the order of the tensor's dimensions (and no pad):
+    the box a transposed stage's copy reads, row by row of the tensor."""
+    order = sorted(range(len(stage.slab)), key=lambda k: stage.slab[k].dim)
+    return dataclasses.replace(stage, slab=tuple(stage.slab[k] for k in order), pad=0)
+
+
+def head_stages(loop) -> tuple:
+    """The Stages at the head of the loop's body, before its first other statement; the
+    AsyncWait among them (after them, or before them once 015 pipelined the loop) is passed
+    over."""
+    out = []
+    for s in loop.body:
+        if isinstance(s, AsyncWait):
+            continue
+        if not isinstance(s, Stage):
+            break
+        out.append(s)
+    return tuple(out)
+
+
+def head_length(loop) -> int:
+    """How many statements the head of the loop's body holds: its Stages and AsyncWaits."""
+    n = 0
+    while n < len(loop.body) and isinstance(loop.body[n], (Stage, AsyncWait)):
+        n += 1
+    return n
