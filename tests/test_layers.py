@@ -50,7 +50,8 @@ FORBIDDEN = {
                          "deplokit.bench"),
     "deplokit.tune": ("deplokit.notebook", "deplokit.cli", "deplokit.bench"),
     # the schedule decides how data moves and stamps it on Tile IR; the lowering reads the stamps
-    "deplokit.passes.lower": ("deplokit.passes.stage_geometry", "deplokit.passes.schedule"),
+    "deplokit.passes.lower": ("deplokit.passes.stage_geometry", "deplokit.passes.vector_geometry",
+                              "deplokit.passes.schedule"),
     "deplokit.frontend": ("deplokit.passes", "deplokit.runtime", "deplokit.tune", "deplokit.notebook", "deplokit.cli",
                           "deplokit.compilation", "deplokit.pipeline"),
 }

@@ -16,7 +16,7 @@ from deplokit.ir.loop_ir import Accumulate, Load, Loop
 from deplokit.ir.tile_ir import BLOCK, Stage, walk
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
-from deplokit.passes.record import PassContext, program_types
+from deplokit.passes.record import PassContext
 from deplokit.passes.schedule.t008_register_tile import default_extents
 from deplokit.passes.schedule import t014_pad_smem
 from deplokit.analysis.banks import conflict_degree, smem_loads
@@ -227,19 +227,19 @@ def test_pad_smem_breaks_the_column_conflict_of_a_linear_weight_tile():
     assert degrees(k) == {"input_smem": 1, "p_weight_smem": 8}
     figures = {}
     for pad in (1, 4):
-        out = t014_pad_smem.apply(k, PassContext(c.target, {"pad": pad}, program_types(c.tile_ir)))
+        out = t014_pad_smem.apply(k, PassContext(c.target, {"pad": pad}, c.tile_ir.types()))
         assert stage(out, "p_weight_smem").pad == pad and stage(out, "input_smem").pad == 0
         figures[pad] = degrees(out)["p_weight_smem"]
     assert figures == {1: 1, 4: 2}
     assert t014_pad_smem._default_pad(k, c.target) == 1
-    skip = t014_pad_smem.apply(k, PassContext(c.target, {"pad": 0}, program_types(c.tile_ir)))
+    skip = t014_pad_smem.apply(k, PassContext(c.target, {"pad": 0}, c.tile_ir.types()))
     assert skip.reason == "padding disabled by the knob (pad=0)"
 
 
 def test_pad_smem_is_honoured_by_the_materialiser():
     c = compiled("linear_bias", **NO_REGISTER_TILE)
     s9 = step(c, "009_permute_register_tile")
-    padded = t014_pad_smem.apply(s9.after.kernels[0], PassContext(c.target, {"pad": 1}, program_types(s9.after)))
+    padded = t014_pad_smem.apply(s9.after.kernels[0], PassContext(c.target, {"pad": 1}, s9.after.types()))
     assert stage(padded, "p_weight_smem").pad == 1
     prog = materialize(dataclasses.replace(s9.after, kernels=(padded,) + s9.after.kernels[1:]))
     arrays = {s.name: s.size for s in all_stmts(prog.kernels[0].body) if isinstance(s, K.SharedArray)}

@@ -13,9 +13,11 @@ import torch.nn.functional as F
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.index import const, var
 from deplokit.ir.kernel_ir import KernelProgram
-from deplokit.ir.loop_ir import Loop
-from deplokit.ir.tile_ir import StridedLoop, walk
+from deplokit.ir.loop_ir import Load, Loop
+from deplokit.ir.tile_ir import SlabAxis, Stage, StridedLoop, walk
+from deplokit.passes.vector_geometry import shared_width
 from deplokit.runtime.sim import SimulationError, simulate_program
 
 SCALAR = {"005_blockify_launch.vector_width": 1}
@@ -173,6 +175,26 @@ def test_long_rows_vectorise_their_chunked_head_and_tail():
     free = [s for s in tile.body if isinstance(s, StridedLoop) and s.kind == "free"]
     assert len(free) == 2 and all(isinstance(s.body[0], Loop) and s.body[0].kind == "vector" for s in free)
     assert c.check(backend="sim").ok
+
+
+def test_shared_float4_rule_follows_the_slab_pad_and_buffers():
+    # the schedule's rule (stamped as Load.shared_width): 4 lanes of one padded shared row,
+    # 16-byte aligned, for every value of the other index components
+    stage = Stage("x_smem", "x", (const(0), const(0)), (SlabAxis("r", 6, 0), SlabAxis("c", 64, 1)))
+    row, col = Load("in0", "x_smem", (var("r"), var("c") * 4 + var("cv"))), var("c") * 4 + var("cv")
+    assert shared_width(row, stage, "cv") == 4
+    padded = dataclasses.replace(stage, pad=1)                # rows of 65 floats: row r starts at 65 r
+    assert shared_width(row, padded, "cv") == 1
+    assert shared_width(Load("in0", "x_smem", (var("r") * 4, col)), padded, "cv") == 4
+    assert shared_width(Load("in0", "x_smem", (var("q"), col)), padded, "cv", {"q"}) == 4   # q steps by 4
+    assert shared_width(Load("in0", "x_smem", (var("r"), col + 2)), stage, "cv") == 1       # off by 2 floats
+    assert shared_width(Load("in0", "x_smem", (var("cv"), var("c"))), stage, "cv") == 1     # down a column
+    assert shared_width(Load("in0", "x_smem", (var("r"), var("c"))), stage, "cv") == 1      # every lane alike
+    # a second buffer starts 6 * 66 = 396 floats on (aligned), 6 * 65 = 390 (not)
+    every_fourth = Load("in0", "x_smem", (var("r") * 4, col))
+    assert shared_width(every_fourth, dataclasses.replace(stage, pad=2, buffers=2), "cv") == 4
+    assert shared_width(every_fourth, dataclasses.replace(stage, pad=1), "cv") == 4
+    assert shared_width(every_fourth, dataclasses.replace(stage, pad=1, buffers=2), "cv") == 1
 
 
 def test_row_kernel_with_unaligned_rows_keeps_scalar_free_phase():

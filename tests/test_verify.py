@@ -2,6 +2,7 @@
 invariant, and IR broken in each way is caught, naming the invariant it breaks."""
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -165,6 +166,63 @@ def test_the_copy_unit_is_stamped_and_read():
     padded = stamp(lambda s: restamp(dataclasses.replace(s, pad=1), tile.types()["x"], ranges)[0])
     verify(padded, H100)
     assert cp_bytes(padded, "x_smem") == {4}
+
+
+def test_the_shared_float4_read_is_stamped_with_the_stage_and_read():
+    # a vector loop's loads from RMSNorm's staged row are one aligned shared float4 each,
+    # decided in the schedule with the stage's copy (Load.shared_width), not in the lowering
+    from deplokit.ir.index import Affine, FloorDiv, Mod
+    from deplokit.ir.tile_ir import SlabAxis
+    from deplokit.passes.stage_geometry import restamp, restamp_loads
+    fn, inputs = PROGRAMS["rms_norm_seed"]
+    c = deplokit.compile(fn, *inputs, target="sm_80")
+    tile = c.tile_ir
+    staged = [s for s in all_loads(tile) if s.tensor == "x_smem"]
+    assert [s.shared_width for s in staged] == [4, 4]
+    assert all(s.shared_width == 1 for s in all_loads(tile) if s.tensor != "x_smem")
+
+    def shared_reads(program):
+        return [x for x in K.walk_stmts(materialize(program).kernels[0].body)
+                if isinstance(x, K.VectorLoad) and x.space == "shared"]
+    assert len(shared_reads(tile)) == 2
+    # the lowering spells the stamp, it does not re-derive it: stamped 1, read lane by lane
+    scalar = rewrite(tile, lambda s: dataclasses.replace(s, shared_width=1) if isinstance(s, Load)
+                     and s.tensor == "x_smem" else s)
+    assert not shared_reads(scalar)
+    assert "in0 = load x_smem[a1 + a1v]: stamped to read 1 floats of shared memory at once, but its stage's " \
+           "slab, pad and buffers give 4" in str(caught(scalar, "shared-width"))
+    # a pass that splits the row into atoms of 4 (as 012 does) and restamps the stage but
+    # not its loads is caught: the split slab is read lane by lane
+    k = tile.kernels[0]
+    ranges = {a.var: a.extent for a in k.tile().axes}
+
+    def split(s):
+        if isinstance(s, Stage):
+            last = s.slab[-1]
+            slab = (SlabAxis(f"{last.var}o", last.extent // 4, last.dim), SlabAxis(f"{last.var}i", 4, last.dim))
+            return restamp(dataclasses.replace(s, slab=slab), tile.types()["x"], ranges)[0]
+        if isinstance(s, Load) and s.tensor == "x_smem":
+            e = s.index[-1]
+            return dataclasses.replace(s, index=(Affine(((FloorDiv(e, 4), 1),)), Affine(((Mod(e, 4), 1),))))
+        return s
+    stale = rewrite(tile, split)
+    caught(stale, "shared-width")
+    fixed = with_kernel(tile, restamp_loads(stale.kernels[0]))
+    verify(fixed, c.target)
+    assert [s.shared_width for s in all_loads(fixed) if s.tensor == "x_smem"] == [1, 1]
+    assert not shared_reads(fixed)
+    from deplokit.runtime.sim import simulate_program
+    env = dict(c.values)
+    env.update(c._bind(inputs))
+    assert np.array_equal(simulate_program(materialize(fixed), env)[0], simulate_program(materialize(tile), env)[0])
+    # a stamp outside a vector loop, or on a load from a global tensor, is caught too
+    caught(rewrite(tile, lambda s: dataclasses.replace(s, shared_width=4) if isinstance(s, Load)
+                   and s.tensor == "p_weight" else s), "shared-width")
+
+
+def all_loads(tile):
+    from deplokit.ir.tile_ir import walk
+    return [s for k in tile.kernels for s, _ in walk(k.body) if isinstance(s, Load)]
 
 
 def all_stages(tile):

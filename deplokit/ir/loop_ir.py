@@ -46,6 +46,11 @@ class Load:
     # Tile IR: elements one access moves inside a vector loop; 4 = one float4, stamped by
     # 005 blockify_launch where the access is aligned and contiguous (1 in Loop IR).
     width: int = 1
+    # Tile IR, a load from a stage inside a vector loop: 4 = the 4 lanes read one 16-byte
+    # aligned float4 of the shared slab (its rows, pad and buffer base keep it aligned),
+    # stamped with the stage's copy stamps (stage_geometry.restamp_stages); else 1. Not
+    # printed: it follows from the Stage line and the index, which are.
+    shared_width: int = 1
 
     def text(self) -> str:
         pad = "" if self.pad is None else f" pad {format_scalar(self.pad)}"

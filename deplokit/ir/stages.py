@@ -1,7 +1,7 @@
 """Where a Stage's elements lie, and which stages head a loop: the plain facts about
 Tile-IR stages that the scheduling passes (stage_geometry), the lowering and the analyses
 all read. No decision is made here: how a stage is copied is stamped on it by the schedule
-(Stage.unit, Stage.tma)."""
+(Stage.unit, Stage.tma), and how a vector loop reads it on its loads (Load.shared_width)."""
 from __future__ import annotations
 
 import dataclasses
@@ -41,6 +41,22 @@ def in_tensor_order(stage):
     the box a transposed stage's copy reads, row by row of the tensor."""
     order = sorted(range(len(stage.slab)), key=lambda k: stage.slab[k].dim)
     return dataclasses.replace(stage, slab=tuple(stage.slab[k] for k in order), pad=0)
+
+
+def shared_strides(stage) -> tuple[int, ...]:
+    """Floats between neighbours along each slab axis in the stage's shared buffer: row-major
+    over the slab axes, each row of the innermost axis followed by Stage.pad floats."""
+    shape = [ax.extent for ax in stage.slab]
+    shape[-1] += stage.pad
+    return row_major_strides(shape)
+
+
+def buffer_floats(stage) -> int:
+    """Floats one buffer of the stage takes in shared memory (its rows padded)."""
+    n = stage.slab[-1].extent + stage.pad
+    for ax in stage.slab[:-1]:
+        n *= ax.extent
+    return n
 
 
 def head_stages(loop) -> tuple:

@@ -5,6 +5,10 @@ and stamp it on the stage, which the lowering spells without re-deriving it. Sta
 (the threads' copy unit) is stamped by 007 stage_inputs and restamped (`restamp`,
 `restamp_stages`) by every pass that changes a stage's origin, slab, pad or copy kind (008,
 009, 011, 012, 013, 014); Stage.tma (the bulk copies) by 011 tma_copy, kept true by 012/014.
+`restamp_loads` (called by `restamp_stages` and `rewrite_k_heads`) stamps each vector
+loop's load from a stage with whether it is one aligned shared float4 (Load.shared_width):
+a pass that changes a stage's layout in place (`restamp`: 012, 014) ends with it, so its
+loads follow.
 
 A slab is a box: element (c_0, .., c_n-1) of the slab (one coordinate per slab axis) is
 element origin[d] + sum(c_k * mult_k for the axes k along d) of the tensor, where mult_k is
@@ -29,11 +33,12 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..ir.index import Affine, bounds, var
-from ..ir.loop_ir import Loop
-from ..ir.stages import (dim_multipliers, head_length, head_stages, in_tensor_order,  # noqa: F401  (re-exported)
-                         row_major_strides, transposed)
+from ..ir.loop_ir import Load, Loop
+from ..ir.stages import (buffer_floats, dim_multipliers, head_length, head_stages,  # noqa: F401  (re-exported)
+                         in_tensor_order, row_major_strides, transposed)
 from ..ir.tile_ir import Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
+from .vector_geometry import multiples_of_vector, shared_width
 
 SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom
 
@@ -240,8 +245,9 @@ def restamp(stage, ttype, ranges):
 
 
 def restamp_stages(kernel, types):
-    """The kernel with every Stage's copy unit (and TMA plan) recomputed in its scope."""
-    return dataclasses.replace(kernel, body=_restamp_body(kernel.body, types, {}))
+    """The kernel with every Stage's copy unit (and TMA plan) recomputed in its scope, and
+    its loads from stages restamped (restamp_loads)."""
+    return restamp_loads(dataclasses.replace(kernel, body=_restamp_body(kernel.body, types, {})))
 
 
 def _restamp_body(body, types, ranges):
@@ -256,6 +262,29 @@ def _restamp_body(body, types, ranges):
             else:
                 inner[s.var] = s.extent if isinstance(s, Loop) else s.stop
             s = dataclasses.replace(s, body=_restamp_body(s.body, types, inner))
+        out.append(s)
+    return tuple(out)
+
+
+def restamp_loads(kernel):
+    """The kernel with every load a vector loop makes from a stage stamped with whether its
+    4 lanes read one aligned shared float4 (Load.shared_width, vector_geometry.shared_width),
+    which the stage's slab, pad and buffers decide; every other load 1."""
+    multiples = multiples_of_vector(kernel.body)
+    return dataclasses.replace(kernel, body=_restamp_loads(kernel.body, {}, None, multiples))
+
+
+def _restamp_loads(body, stages, lane, multiples):
+    out, stages = [], dict(stages)
+    for s in body:
+        if isinstance(s, Stage):
+            stages[s.name] = s
+        elif isinstance(s, Load) and (s.tensor in stages or s.shared_width != 1):
+            width = shared_width(s, stages[s.tensor], lane, multiples) if lane and s.tensor in stages else 1
+            s = dataclasses.replace(s, shared_width=width)
+        elif isinstance(s, (Loop, StridedLoop, Tile)):
+            vector = isinstance(s, Loop) and s.kind == "vector" and s.extent == VECTOR
+            s = dataclasses.replace(s, body=_restamp_loads(s.body, stages, s.var if vector else None, multiples))
         out.append(s)
     return tuple(out)
 
@@ -286,10 +315,7 @@ def smem_bytes(tile: Tile) -> int:
     total = 0
     for s, _ in walk(tile.body):
         if isinstance(s, Stage):
-            n = s.slab[-1].extent + s.pad
-            for ax in s.slab[:-1]:
-                n *= ax.extent
-            total += 4 * n * s.buffers
+            total += 4 * buffer_floats(s) * s.buffers
     return total
 
 
@@ -306,4 +332,6 @@ def rewrite_k_heads(kernel, fn):
             s = dataclasses.replace(s, body=new)
         body.append(s)
     new_tile = Tile(tile.axes, tuple(body))
-    return dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s for s in kernel.body))
+    # a stage's buffers decide where its second buffer starts: its loads are restamped
+    return restamp_loads(dataclasses.replace(kernel, body=tuple(new_tile if isinstance(s, Tile) else s
+                                                                for s in kernel.body)))

@@ -18,51 +18,29 @@ Used by 005 blockify_launch, which vectorises a loop only when every global acce
 qualifies (otherwise it records why) and stamps each access's width on it (Load.width,
 Store.width: 4 = one float4), and by the IR verifier, which checks that a stamped width still
 holds after the passes that follow. The lowering reads the stamp.
+
+A load from a staged slab (007) reads shared memory: it is one float4 when the 4 floats
+are consecutive and 16-byte aligned in the slab's shared layout (`shared_width`: unit
+stride along the innermost slab axis, an offset that is a multiple of 4, each outer index
+component a multiple of 4 wherever its padded row stride is not, a double buffer's size a
+multiple of 4). stage_geometry.restamp_stages stamps it on
+the load (Load.shared_width) whenever it stamps the stage's copy, so it follows the stage's
+slab and pad through 007..014; the verifier checks it.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from ..ir.index import Affine, Var, free_vars
+from ..ir.index import free_vars
+from ..ir.lanes import is_multiple, multiples_of, split_lane, varies
 from ..ir.loop_ir import Accumulate, Compute, Load, Store
-from ..ir.tile_ir import StridedLoop, walk
-from .stage_geometry import VECTOR
-
-
-def is_multiple(e: Affine, n: int, multiples=frozenset()) -> bool:
-    """e is a multiple of n for every value of its variables (`multiples`: variables known
-    to be multiples of n)."""
-    if e.const % n:
-        return False
-    return all(c % n == 0 or (isinstance(atom, Var) and atom.name in multiples) for atom, c in e.terms)
+from ..ir.stages import buffer_floats, shared_strides
+from ..target import VECTOR
 
 
 def multiples_of_vector(body) -> frozenset[str]:
-    """Loop variables that only take multiples of 4: strided loops whose start is one and
-    whose step is one (a vectorised row phase: a2 = a3 * 4; += 1024)."""
-    out: set[str] = set()
-    for s, _ in walk(body):
-        if isinstance(s, StridedLoop) and s.step % VECTOR == 0 and is_multiple(s.start, VECTOR, out):
-            out.add(s.var)
-    return frozenset(out)
-
-
-def split_lane(e: Affine, lane: str) -> tuple[int, Affine] | None:
-    """(coefficient of the variable `lane`, e without it), or None when `lane` also hides
-    inside a `//`, `%` or gather of e."""
-    coef, rest = 0, []
-    for atom, c in e.terms:
-        if isinstance(atom, Var) and atom.name == lane:
-            coef = c
-        elif lane in free_vars(Affine(((atom, 1),), 0)):
-            return None
-        else:
-            rest.append((atom, c))
-    return coef, Affine(tuple(rest), e.const)
-
-
-def varies(index, lane: str) -> bool:
-    return any(lane in free_vars(e) for e in index)
+    """Loop variables of `body` that only take multiples of 4 (ir.lanes.multiples_of)."""
+    return multiples_of(body, VECTOR)
 
 
 def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -> str:
@@ -119,3 +97,22 @@ def body_reason(body, lane: str, types, multiples=frozenset()) -> str:
         if why:
             return why
     return ""
+
+
+def shared_width(load, stage, lane: str, multiples=frozenset()) -> int:
+    """VECTOR when `load` (in the vector loop over `lane`) reads one 16-byte aligned float4
+    of `stage`'s shared slab over its 4 lanes, else 1 (spelled lane by lane)."""
+    index, slab = load.index, stage.slab
+    if not varies(index, lane) or len(index) != len(slab) or len({ax.dim for ax in slab}) != len(slab):
+        return 1             # a slab split by 012 (two axes along one dimension) is read lane by lane
+    if any(lane in free_vars(e) for e in index[:-1]):
+        return 1
+    parts = split_lane(index[-1], lane)
+    if parts is None or parts[0] != 1 or not is_multiple(parts[1], VECTOR, multiples):
+        return 1
+    for e, stride in zip(index[:-1], shared_strides(stage)[:-1]):
+        if stride % VECTOR and not is_multiple(e, VECTOR, multiples):
+            return 1
+    if stage.buffers >= 2 and buffer_floats(stage) % VECTOR:
+        return 1             # buffer b starts at b * buffer_floats: off the 16-byte grid
+    return VECTOR

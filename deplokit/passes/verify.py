@@ -21,6 +21,9 @@ Tile IR (per kernel)
   stage-smem         the stages' buffers fit in the target's static shared memory per block
   vector-width       an access stamped 4 wide (005) sits in a vector loop of 4 and is still
                      one aligned float4 (deplokit.passes.vector_geometry)
+  shared-width       a load from a stage is stamped one shared float4 (Load.shared_width)
+                     exactly where it sits in a vector loop of 4 and the stage's slab, pad and
+                     buffers keep its 4 floats aligned (vector_geometry.shared_width)
   register-tiles     an indexed accumulator has a register tile stamped (008) whose rank and
                      extents match the register loops indexing it
   zero-init          a tensor a split-K kernel adds into is stamped for zero-init (003)
@@ -43,7 +46,7 @@ from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, tma_stamp
-from .vector_geometry import float4_reason, multiples_of_vector
+from .vector_geometry import float4_reason, multiples_of_vector, shared_width
 
 
 def verify(ir, target=None) -> None:
@@ -91,10 +94,10 @@ class _TileChecker:
     def run(self):
         axes = {a.var: a.extent for a in self.tile.axes} if self.tile else {}
         values = set(self.accs)
-        stages = set()
+        stages = {}                               # name -> Stage in scope
         for s in self.k.body:
             if isinstance(s, Tile):
-                self.body(s.body, dict(axes), set(values), set(stages), ())
+                self.body(s.body, dict(axes), set(values), dict(stages), ())
             else:
                 self.stmt(s, axes, values, stages, ())
         if self.tile is not None and smem_bytes(self.tile) > self.limit:
@@ -111,7 +114,7 @@ class _TileChecker:
                 self.index((s.start,), bound, lambda: f"the start of loop {s.var}")
             inner = dict(bound)
             inner[s.var] = s.extent if isinstance(s, Loop) else s.stop
-            self.body(s.body, inner, set(values), set(stages), loops + (s,))
+            self.body(s.body, inner, set(values), dict(stages), loops + (s,))
             return
         if isinstance(s, Stage):
             if s.tensor not in self.types:
@@ -119,7 +122,7 @@ class _TileChecker:
             self.index(s.origin, bound, lambda: f"the origin of stage {s.name}")
             self.tma(s, bound)
             self.unit(s, bound)
-            stages.add(s.name)
+            stages[s.name] = s
             return
         if isinstance(s, (Load, Store, AtomicAdd)):
             known = s.tensor in self.types or s.tensor in self.locals or s.tensor in stages or \
@@ -131,6 +134,8 @@ class _TileChecker:
                 self.register_index(s.tensor, s.index, loops, s.text)
             if isinstance(s, (Load, Store)) and s.width != 1:
                 self.width(s, loops)
+            if isinstance(s, Load):
+                self.shared(s, stages, loops)
             if isinstance(s, AtomicAdd) and s.tensor not in self.k.zero_init:
                 self.fail("zero-init", f"{s.text()}: {s.tensor} is not stamped for zero-init before the kernel")
         if isinstance(s, Compute):
@@ -195,6 +200,17 @@ class _TileChecker:
             if s.tensor in self.types else f"{s.tensor} is not a global tensor"
         if why:
             self.fail("vector-width", f"stamped float4 but {why}")
+
+    def shared(self, s, stages, loops):
+        """A load's shared float4 stamp is the one its stage's layout gives it here (a pass
+        that changed a stage without restamping its loads would read misaligned float4s)."""
+        lane = loops[-1] if loops else None
+        want = 1
+        if s.tensor in stages and isinstance(lane, Loop) and lane.kind == "vector" and lane.extent == VECTOR:
+            want = shared_width(s, stages[s.tensor], lane.var, self.multiples)
+        if s.shared_width != want:
+            self.fail("shared-width", f"{s.text()}: stamped to read {s.shared_width} floats of shared memory at "
+                                      f"once, but its stage's slab, pad and buffers give {want}")
 
     def register_index(self, acc, index, loops, where):
         tile = self.k.register_tile(acc)

@@ -16,7 +16,8 @@ so each element index is a compile-time constant and the array stays in register
 
 A register loop whose slots read a staged slab in quads (4 adjacent aligned floats) loads each
 quad with one shared float4 (register_quads.py). A vector loop (005 blockify_launch) is unrolled into per-lane registers, with a float4 for
-each access 005 stamped 4 wide (vector_access.py).
+each access 005 stamped 4 wide and each load from a stage stamped one shared float4
+(Load.shared_width) (vector_access.py).
 
 Split-K (003): AtomicAdd becomes an atomicAdd guarded like a store; the tensors the kernel
 adds into (TileKernel.zero_init) are carried on the function for k003_zero_init.
@@ -32,8 +33,9 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
 from ..record import Pass
+from ...ir.lanes import multiples_of
 from ...ir.stages import head_stages
-from ..vector_geometry import multiples_of_vector
+from ...target import VECTOR
 from .combine import COMBINE_OPS, lower_combine
 from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
@@ -62,7 +64,7 @@ class Materializer(LoweringState):
         self.accs: set[str] = set()              # accumulators declared so far
         self.in_reduce = False
         self.local_rows = LocalRows(kernel, self.tile, flat_offset, affine_expr)   # row fusion's on-chip rows
-        self.vector_multiples = multiples_of_vector(self.tile.body)
+        self.vector_multiples = multiples_of(self.tile.body, VECTOR)   # bounds of float4 runs
         self.body_loop = None                    # (Tile Loop, depth of its statement) whose body is lowered
 
     def run(self) -> KernelFunc:

@@ -6,7 +6,7 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.tile_ir import Stage
-from ...ir.stages import row_major_strides
+from ...ir.stages import buffer_floats, row_major_strides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,10 +21,7 @@ class PlacedStage(Stage):
 
 
 def smem_size(s: Stage) -> int:
-    n = s.slab[-1].extent + s.pad
-    for ax in s.slab[:-1]:
-        n *= ax.extent
-    return n
+    return buffer_floats(s)
 
 
 def smem_offset(exprs, s: Stage) -> K.Expr:

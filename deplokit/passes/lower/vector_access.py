@@ -6,8 +6,10 @@ after float4's components), a value that does not is computed once, and an accum
 folds the 4 lanes' values in order. Each global load or store 005 stamped 4 wide
 (`# float4`: its 4 elements are one aligned float4, deplokit.passes.vector_geometry; the IR
 verifier checks the stamp still holds) becomes a VectorLoad / VectorStore; a load from a
-staged slab is one shared float4 where the slab's rows keep the 4 floats 16-byte aligned
-(a fact of the shared layout, smem_layout.py); any other access is spelled lane by lane.
+staged slab stamped 4 wide in shared memory (Load.shared_width: the slab's rows keep the 4
+floats 16-byte aligned, stamped with the stage's copy by stage_geometry.restamp_stages)
+becomes a shared VectorLoad; any other access is spelled lane by lane. Nothing here
+decides a width: the lowering reads the stamps.
 
 Bounds: the last extent and the first lane's offset are multiples of 4, so the 4 elements
 are wholly inside or wholly outside the tensor and one guard, on the first, covers them
@@ -23,11 +25,10 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, const, free_vars, substitute
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.stages import row_major_strides
+from ...ir.lanes import varies
 from ...target import VECTOR
-from ..vector_geometry import is_multiple, split_lane, varies
 from .kernel_expr import affine_expr, flat_offset
-from .smem_layout import smem_offset, smem_size
+from .smem_layout import smem_offset
 
 LANE_NAMES = "xyzw"
 
@@ -125,23 +126,11 @@ class _VectorLowering:
         return out
 
     def _shared_load(self, s: Load, dsts) -> list | None:
-        """A float4 from the staged slab when its rows keep the 4 floats 16-byte aligned."""
+        """One float4 from the staged slab where the schedule stamped the load so (its rows
+        keep the 4 floats 16-byte aligned: Load.shared_width, the verifier checks it)."""
+        if s.shared_width != VECTOR:
+            return None
         stage = self.m.stages[s.tensor]
-        if len(s.index) != len(stage.slab) or len({ax.dim for ax in stage.slab}) != len(stage.slab):
-            return None
-        if any(self.lane in free_vars(e) for e in s.index[:-1]):
-            return None
-        parts = split_lane(s.index[-1], self.lane)
-        if parts is None or parts[0] != 1 or not is_multiple(parts[1], VECTOR, self.multiples):
-            return None
-        shape = [ax.extent for ax in stage.slab]
-        shape[-1] += stage.pad
-        strides = row_major_strides(shape)
-        for e, st in zip(s.index[:-1], strides[:-1]):
-            if st % VECTOR and not is_multiple(e, VECTOR, self.multiples):
-                return None
-        if getattr(stage, "base", None) is not None and smem_size(stage) % VECTOR:
-            return None
         offset = smem_offset([affine_expr(self._at(e, 0)) for e in s.index], stage)
         return [K.VectorLoad(dsts, "shared", stage.name, offset)]
 

@@ -33,7 +33,7 @@ import dataclasses
 from ...ir.index import Affine, FloorDiv, Mod
 from ...ir.loop_ir import Load
 from ...ir.tile_ir import SlabAxis, Stage, Tile, map_body, walk
-from ..stage_geometry import restamp, rows, scope_ranges
+from ..stage_geometry import restamp, restamp_loads, rows, scope_ranges
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 
 DESCRIPTION = "split the inner axis of a TMA stage into copy atoms where a bulk copy needs it"
@@ -85,7 +85,7 @@ def apply(kernel, pctx: PassContext):
         return st
 
     new_tile = Tile(tile.axes, map_body(tile.body, rewrite))
-    return replace_tile(kernel, new_tile)
+    return restamp_loads(replace_tile(kernel, new_tile))    # the split loads' shared reads too
 
 
 PASS = KernelPass("012_split_inner_for_swizzle", "tile", DESCRIPTION, apply, KNOBS)

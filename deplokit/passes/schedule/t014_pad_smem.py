@@ -29,7 +29,7 @@ import dataclasses
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
-from ..stage_geometry import restamp, scope_ranges
+from ..stage_geometry import restamp, restamp_loads, scope_ranges
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
@@ -136,7 +136,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
         return s
 
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
-    kernel = replace_tile(kernel, new_tile)
+    # a padded stage's loads are restamped too (a pad of 1 moves rows off the 16-byte grid)
+    kernel = restamp_loads(replace_tile(kernel, new_tile))
     return Noted(kernel, tuple(notes)) if notes else kernel
 
 
