@@ -38,7 +38,7 @@ from ..ir.stages import (buffer_floats, dim_multipliers, head_length, head_stage
                          in_tensor_order, row_major_strides, transposed)
 from ..ir.tile_ir import Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
-from .vector_geometry import multiples_of_vector, shared_width
+from .vector_geometry import load_shared_width, multiples_of_vector
 
 SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom
 
@@ -267,24 +267,25 @@ def _restamp_body(body, types, ranges):
 
 
 def restamp_loads(kernel):
-    """The kernel with every load a vector loop makes from a stage stamped with whether its
-    4 lanes read one aligned shared float4 (Load.shared_width, vector_geometry.shared_width),
-    which the stage's slab, pad and buffers decide; every other load 1."""
+    """The kernel with every load a vector loop (or a register loop's quads) makes from a
+    stage stamped with whether its 4 lanes (slots) read one aligned shared float4
+    (Load.shared_width, vector_geometry.load_shared_width), which the stage's slab, pad and
+    buffers decide; every other load 1."""
     multiples = multiples_of_vector(kernel.body)
     return dataclasses.replace(kernel, body=_restamp_loads(kernel.body, {}, None, multiples))
 
 
-def _restamp_loads(body, stages, lane, multiples):
+def _restamp_loads(body, stages, loop, multiples):
     out, stages = [], dict(stages)
     for s in body:
         if isinstance(s, Stage):
             stages[s.name] = s
         elif isinstance(s, Load) and (s.tensor in stages or s.shared_width != 1):
-            width = shared_width(s, stages[s.tensor], lane, multiples) if lane and s.tensor in stages else 1
+            width = load_shared_width(s, stages[s.tensor], loop, multiples) if s.tensor in stages else 1
             s = dataclasses.replace(s, shared_width=width)
         elif isinstance(s, (Loop, StridedLoop, Tile)):
-            vector = isinstance(s, Loop) and s.kind == "vector" and s.extent == VECTOR
-            s = dataclasses.replace(s, body=_restamp_loads(s.body, stages, s.var if vector else None, multiples))
+            s = dataclasses.replace(s, body=_restamp_loads(s.body, stages, s if isinstance(s, Loop) else None,
+                                                           multiples))
         out.append(s)
     return tuple(out)
 

@@ -1,6 +1,7 @@
 """Register quads -> shared float4 loads: 4 slots of a register loop that read 4 adjacent,
 16-byte aligned floats of a staged slab (008's quads and warps layouts, a k-major A) are one
-LDS.128, spelled as such in Kernel IR.
+LDS.128, spelled as such in Kernel IR. The schedule decides which (Load.shared_width,
+stamped with the stage's copy: stage_geometry.restamp_loads); this module spells it.
 
 nvcc would merge the 4 scalar loads of the unrolled loop by itself where it can prove the
 alignment; spelling the float4 makes it independent of that proof and lets the simulator
@@ -17,48 +18,22 @@ the LDS.128, runtime/sim/banks.py).
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
-from ...ir.index import Var, const, substitute, var
+from ...ir.index import const, substitute, var
 from ...ir.loop_ir import Load, Loop
 from ..schedule.rewrite import substitute_body
-from ...ir.stages import row_major_strides
 from ...target import VECTOR
 from .kernel_expr import affine_expr
-from .smem_layout import smem_offset, smem_size
+from .smem_layout import smem_offset
 
 LANES = "xyzw"
 
 
 def quad_loads(m, loop: Loop) -> list[Load]:
-    """The loads right in `loop`'s body (a register loop) whose 4 slots r = 4q .. 4q+3 read 4
-    adjacent floats of a stage, the first 16-byte aligned."""
+    """The loads right in `loop`'s body (a register loop) that the schedule stamped one
+    shared float4 per 4 slots (Load.shared_width, vector_geometry.register_quad_width)."""
     if loop.kind != "register" or loop.extent % VECTOR:
         return []
-    return [s for s in loop.body if isinstance(s, Load) and s.tensor in m.stages
-            and _is_quad(m, m.stages[s.tensor], s, loop)]
-
-
-def _word(stage, index):
-    shape = [ax.extent for ax in stage.slab]
-    shape[-1] += stage.pad
-    word = None
-    for e, st in zip(index, row_major_strides(shape)):
-        word = e * st if word is None else word + e * st
-    return word
-
-
-def _is_quad(m, stage, load: Load, loop: Loop) -> bool:
-    if len(load.index) != len(stage.slab):
-        return False
-    q, v = f"{loop.var}q", f"{loop.var}v"
-    ranges = dict(m.ranges) | {q: loop.extent // VECTOR, v: VECTOR}
-    whole = substitute(_word(stage, load.index), {loop.var: var(q) * VECTOR + var(v)}, ranges)
-    first = substitute(_word(stage, load.index), {loop.var: var(q) * VECTOR}, ranges)
-    step = whole - first
-    if step.const or step.terms != ((Var(v), 1),):
-        return False                          # not 4 adjacent floats, one per slot
-    if getattr(stage, "base", None) is not None and smem_size(stage) % VECTOR:
-        return False                          # the second buffer would start unaligned
-    return first.const % VECTOR == 0 and all(c % VECTOR == 0 for _, c in first.terms)
+    return [s for s in loop.body if isinstance(s, Load) and s.tensor in m.stages and s.shared_width == VECTOR]
 
 
 def lower_quads(m, loop: Loop, loads: list[Load]) -> list:

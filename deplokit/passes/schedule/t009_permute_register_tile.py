@@ -34,6 +34,7 @@ from ...ir.index import Affine, Mod, Var, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
 from ...ir.tile_ir import AtomicAdd, StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
+from ..stage_geometry import restamp_loads
 from .rewrite import substitute_body
 from .t008_register_tile import role_pair
 
@@ -108,7 +109,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
             d *= 2
     if best is kernel:
         return Skip(f"no rotation of the register strip lowers its bank conflicts ({base} wavefronts)")
-    return best
+    return restamp_loads(best)          # a rotated strip's slots are no longer quads of one float4
 
 
 def _warp_tiled(tile: Tile) -> bool:
