@@ -122,7 +122,8 @@ class Compilation(Displayable):
         # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
         program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
         return simulate_program(program, env, launches=self.launches, whole=self.loop_ir if self.launches else None,
-                                max_block_threads=limit)
+                                max_block_threads=limit,
+                                max_smem_per_block=self.target.dynamic_smem_per_block if limit else None)
 
     @property
     def missing_weights(self) -> tuple[str, ...]:

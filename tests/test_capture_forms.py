@@ -61,9 +61,12 @@ def test_shape_only_tensors_fold_into_constants():
     assert c.check(fresh, backend="tensor").ok
 
 
-def test_argmax_of_integers_is_refused_clearly():
-    with pytest.raises(UnsupportedOpError, match="argmax of float32 tensors"):
-        deplokit.compile(lambda i: i.argmax(-1), torch.randint(0, 2**40, (3, 5)))
+def test_argmax_of_integers_compares_them_exactly():
+    # 2**40 + 1 and 2**40 are one float32: the argmax must compare the int64 values
+    i = torch.tensor([[2**40, 2**40 + 1, 5, 2**40 + 1, 0], [-3, -2**40, 7, 7, -1], [1, 2, 3, 4, 2**62]])
+    c = deplokit.compile(lambda i: i.argmax(-1), i)
+    for backend in ("tensor", "loop", "sim"):
+        assert torch.equal(c.run(i, backend=backend), i.argmax(-1)), backend
 
 
 def test_integer_bitwise_ops_are_refused_clearly():

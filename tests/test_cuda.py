@@ -10,6 +10,7 @@ from deplokit.ir.kernel_ir import (Assign, Barrier, Binary, Call, Comment, Const
                                    KernelFunc, KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad,
                                    Select, SharedArray, SharedLoad, SharedStore, Shuffle, Special, TmaLoad,
                                    Unary, Var, VectorLoad, VectorStore)
+from deplokit.ir.types import ctype_bytes
 from deplokit.passes.lower.cuda import format_float, render_kernel, render_program
 from deplokit.runtime import nvcc
 from deplokit.runtime.nvcc import (KernelStats, NvccError, compile_cuda, nvcc_available, parse_ptxas_log,
@@ -195,7 +196,7 @@ def declared_smem(k):
     walk(k.body)
     total = 8 * len(mbarriers)
     for a in arrays:
-        total = -(-total // a.align) * a.align + 4 * a.size
+        total = -(-total // a.align) * a.align + ctype_bytes(a.ctype) * a.size
     return total
 
 

@@ -69,7 +69,7 @@ class _Module:
             # CuPy types grid and block as `tuple` (a list raises TypeError) and passes each
             # array as its bare data pointer: the dtype must be what the C parameter points to
             assert type(grid) is tuple and type(block) is tuple
-            assert (grid, block, shared_mem) == (tuple(kernel.grid), tuple(kernel.block), 0)
+            assert (grid, block, shared_mem) == (tuple(kernel.grid), tuple(kernel.block), kernel.dynamic_smem)
             assert len(args) == len(kernel.params)
             for p, a in zip(kernel.params, args):
                 assert a.dtype == np.dtype(CTYPE_DTYPE[p.ctype]), (name, p.name, a.dtype, p.ctype)
@@ -203,8 +203,8 @@ def test_executor_runs_a_deduplicated_program_launch_by_launch():
     assert result.ok, str(result)
     assert len(fake.launches) >= len(c.launches) > len(c.kernel_ir.kernels)
 def test_dynamic_smem_above_48k_is_opted_in_before_launch():
-    """deplokit's kernels declare their shared memory statically (<= 48 KiB); a launch that
-    asked for more dynamic shared memory must raise the kernel's maximum first."""
+    """A kernel with static shared memory alone (<= 48 KiB) opts nothing in; a launch that
+    asks for more dynamic shared memory must raise the kernel's maximum first."""
     import dataclasses
     fn, inputs = CASES["two_outputs"]
     c = deplokit.compile(fn, *inputs)
@@ -215,6 +215,22 @@ def test_dynamic_smem_above_48k_is_opted_in_before_launch():
     exe.plan = dataclasses.replace(exe.plan, launches=(dataclasses.replace(first, dynamic_smem=96 * 1024), *rest))
     exe._opt_in_dynamic_smem()
     assert fake.attributes == [(exe.functions[first.name].ptr, 8, 96 * 1024)]
+
+
+def test_a_ring_in_dynamic_shared_memory_raises_the_limit_and_launches_with_its_bytes():
+    """A stage ring above 48 KiB lives in dynamic shared memory: the executor raises the
+    kernel's maximum to the plan's bytes before the first launch and launches with them."""
+    x, w = torch.randn(64, 256), torch.randn(256, 64)
+    c = deplokit.compile(torch.matmul, x, w, config={"002_chunk_matmul_k.k_chunk": 32, "010_double_buffer.stages": 3})
+    kernel = next(k for k in c.kernel_ir.kernels if k.dynamic_smem)
+    assert kernel.dynamic_smem > 48 * 1024
+    fake = StandInCupy(c.kernel_ir)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    ptr = c._cupy.functions[kernel.name].ptr
+    assert fake.attributes == [(ptr, 8, kernel.dynamic_smem)]
+    result = c.check(backend="cupy")
+    assert result.ok, str(result)
+    assert kernel.name in fake.launches
 
 
 def test_device_outputs_cross_dlpack_in_their_types():

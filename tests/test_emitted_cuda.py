@@ -4,6 +4,7 @@ import pytest
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.types import ctype_bytes
 from deplokit.runtime.nvcc import annotate_program, nvcc_available
 from programs import config_of, corpus
 
@@ -26,7 +27,7 @@ def test_emitted_cuda_compiles(name, target):
         assert k.spills == 0, (k.name, k.spills)
         arrays = list(_shared_arrays(k.body))
         mbarriers = {s.name for s in _walk(k.body) if isinstance(s, K.MbarrierInit)}
-        declared = sum(4 * s.size for s in arrays) + 8 * len(mbarriers)     # an mbarrier is 8 bytes
+        declared = sum(ctype_bytes(s.ctype) * s.size for s in arrays) + 8 * len(mbarriers)   # an mbarrier: 8 bytes
         # each array is 16-byte aligned, so ptxas may count up to 12 bytes of padding per array
         assert declared <= k.smem_bytes <= declared + 12 * len(arrays), (k.name, k.smem_bytes, declared)
 

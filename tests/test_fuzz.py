@@ -53,6 +53,28 @@ def test_reference_measures_ill_conditioning():
     assert spread[0] < 1e-5
 
 
+def test_reference_sees_rounding_inside_the_chain():
+    """A constant row made by expand (every copy moved alike by an input perturbation) is as
+    ill-conditioned under a norm; modules with float32 weights run in float64 too."""
+    from deplokit.fuzz.runner import reference
+    x = torch.randn(31, 1)
+    _, spread = reference(lambda x: torch.nn.functional.layer_norm(x.expand(31, 3), (3,)), (x,))
+    assert spread[0] > 1e-5
+    lin = torch.nn.Linear(33, 3)
+    _, spread = reference(lambda x: lin(x), (torch.randn(5, 33),))
+    assert spread[0] is not None and spread[0] < 1e-5
+
+
+def test_fuzzer_tolerance_sees_a_wrong_last_digit():
+    """1e-4 off on O(1) values of a well-conditioned output is a finding (the fuzzer's old
+    30 x atol let 3e-4 pass), one rounding of the largest value is not."""
+    from deplokit.compilation import default_atol
+    e = [torch.tensor([1.0, -2.0, 0.5])]
+    atol = default_atol(e)
+    assert "values off" in mismatch(e, [1e-7], [torch.tensor([1.0, -2.0, 0.5001])], 1e-5, atol)
+    assert mismatch(e, [1e-7], [torch.tensor([1.0, -2.0 + 2.4e-7, 0.5])], 1e-5, atol) == ""
+
+
 def test_failure_classes_mask_names_and_numbers():
     assert mask("KeyError: 'relu'") == mask("KeyError: 'add'")
     assert mask("kernel merged_mm: variable 'in0' is used") == mask("kernel merged_mm2: variable 'in3' is used")

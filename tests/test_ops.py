@@ -715,6 +715,9 @@ case("min(dim,keepdim)", "(5,37)", lambda x: torch.min(x, 0, keepdim=True), rand
 case("max(all)", "(5,37)", lambda x: x.max() - x.min(), randn(5, 37), tol=EXACT)
 case("cumsum(float)", "(3,37)", lambda x: x.cumsum(-1), randn(3, 37), tol=REDUCE)
 case("cumsum(bool,dim 0)", "(37,3)", lambda x: (x > 0).cumsum(0), randn(37, 3), tol=EXACT)
+case("floor_divide/remainder(int64)", "(3,37)", lambda i: (i // 7) * 100 + i % -5 + torch.div(i, 3, rounding_mode="trunc"),
+     lambda g: torch.randint(-2 ** 40, 2 ** 40, (3, 37), generator=g), tol=EXACT)
+case("floor_divide/remainder(float)", "(3,37)", lambda x: x // 0.75 + x % -1.5, randn(3, 37, scale=4.0), tol=EXACT)
 COVERAGE_CASES = tuple(c.id for c in CASES[_FIRST_COVERAGE:])
 
 

@@ -104,3 +104,15 @@ def test_split_kernels_compile_with_nvcc(target):
     c = deplokit.compile(lambda x, w: F.log_softmax(x, -1) @ w + x.amax(-1, keepdim=True), x, w, target=target)
     assert any("_part0" in k for k in _kernels(c))
     c.nvcc()
+
+
+def test_forced_splits_keep_a_warp_per_chunk():
+    """split_reduce.splits forced high on short reductions (cumsum's 32-long chunk sums over
+    50k rows) split nothing rather than launch one block per element (a fuzz timeout)."""
+    x = torch.randn(49999)
+    c = deplokit.compile(lambda t: torch.cumsum(t, 0), x, config={"split_reduce.splits": 256})
+    assert max(k.grid[0] * k.grid[1] * k.grid[2] for k in c.kernel_ir.kernels) <= 49999
+    torch.testing.assert_close(c.run(x, backend="sim"), torch.cumsum(x, 0), rtol=1e-4, atol=1e-3)
+    rows = torch.randn(2, 4096)
+    split = deplokit.compile(lambda t: t.sum(-1), rows, config={"split_reduce.splits": 256})
+    assert any("_part0" in k.name for k in split.kernel_ir.kernels)          # 128 chunks of 32: still split

@@ -43,6 +43,7 @@ class KernelWork:
     atomics: float              # atomic adds of all threads
     stage_bytes: int            # shared memory the kernel's stages take (double buffers twice)
     pipelined: bool = False     # copies overlap compute (double buffered or prefetched stages)
+    prefetch: int = 0           # K tiles the stages are fetched ahead of their use (015: stages - 1)
 
     @property
     def coalescing(self) -> float:
@@ -74,6 +75,7 @@ class _Counter:
         self.wavefronts = self.barriers = self.atomics = 0.0
         self.stage_bytes = 0
         self.pipelined = False
+        self.prefetch = 0
         self.vector = 1             # elements per access inside a vector loop
 
     # -- helpers -----------------------------------------------------------------------------
@@ -168,6 +170,7 @@ class _Counter:
         per_chunk = {"sync": 2, "async": 1}.get(s.copy, 0)
         self.instr += per_block * (-(-s.size // (WARP * vector)) * per_chunk if per_chunk else rows / WARP)
         self.pipelined |= s.prefetch > 0 or s.buffers > 1
+        self.prefetch = max(self.prefetch, s.prefetch)
         self.stage_bytes += (s.size + s.pad * rows) * 4 * s.buffers
         if s.copy == "sync":
             self.barriers += per_block / self.blocks
@@ -180,4 +183,4 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
     compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
-                      c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes, c.pipelined)
+                      c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes, c.pipelined, c.prefetch)

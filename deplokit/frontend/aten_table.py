@@ -169,15 +169,22 @@ for _name in ("silu", "relu", "sigmoid", "tanh", "exp", "log", "abs", "rsqrt", "
 for _aten, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"),
                    ("rsub", "rsub"), ("maximum", "maximum"), ("minimum", "minimum"),
                    ("gt", "gt"), ("lt", "lt"), ("ge", "ge"), ("le", "le"), ("eq", "eq"),
-                   ("ne", "ne"), ("logical_and", "logical_and"), ("logical_or", "logical_or")):
+                   ("ne", "ne"), ("logical_and", "logical_and"), ("logical_or", "logical_or"),
+                   ("floor_divide", "floor_divide"), ("remainder", "remainder")):
     ATEN_OPS[f"{_aten}.Tensor"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.default"] = (_op, _binary)
+
+# torch.div(a, b, rounding_mode=...): "floor" is floor_divide; "trunc" rounds toward zero
+for _mode in ("Tensor_mode", "Scalar_mode"):
+    ATEN_OPS[f"div.{_mode}"] = ("div", _positional(("rounding_mode",), {"rounding_mode": None}, 2))
 
 ATEN_OPS.update({
     "to.device": ("to", _copy),
     "index.Tensor": ("index", lambda a, k: _index(a, k)),
     "gather.default": ("gather", lambda a, k: ((a[0], a[2]), (("dim", a[1]),))),
+    # x.index_select(d, idx) is x[:, ..., idx] with idx on axis d
+    "index_select.default": ("index", lambda a, k: ((a[0], a[2]), (("dims", (a[1],)),))),
     "stack.default": ("stack", lambda a, k: (tuple(a[0]), (("dim", a[1] if len(a) > 1 else k.get("dim", 0)),))),
     "unflatten.int": ("unflatten", _positional(("dim", "sizes"), {}, 1)),
     "narrow.default": ("slice", lambda a, k: ((a[0],), (("dim", a[1]), ("start", a[2]), ("end", a[2] + a[3])))),
@@ -216,6 +223,7 @@ for _aten, _op in (("__and__", "bitwise_and"), ("bitwise_and", "bitwise_and"), (
                    ("logical_xor", "bitwise_xor")):
     ATEN_OPS[f"{_aten}.Tensor"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
+ATEN_OPS["logical_xor.default"] = ("bitwise_xor", _binary)     # torch.logical_xor(a, b)
 ATEN_OPS["__invert__.default"] = ("bitwise_not", _unary)
 ATEN_OPS["bitwise_not.default"] = ("bitwise_not", _unary)
 

@@ -116,12 +116,13 @@ def _tensor_type(val, where: str, empty_ok: bool = True) -> TensorType:
                            f"tensors of at least one element")
     if numel > MAX_ELEMENTS:
         raise CaptureError(f"{where} has shape {tuple(shape)}: {numel} elements, more than {MAX_ELEMENTS} "
-                           f"(2**31 - 1); the kernels index with 32-bit integers")
+                           f"(2**48); deplokit compiles tensors up to 2**48 elements")
     return TensorType(tuple(shape), _check_dtype(val.dtype, where))
 
 
-# Kernels compute offsets in 32-bit int: a tensor of more elements would overflow them.
-MAX_ELEMENTS = 2**31 - 1
+# Kernels index a tensor of 2**31 elements or more with 64-bit offsets (passes/lower/
+# index_width.py); past 2**48 elements (1 PiB of floats) no device holds the tensor anyway.
+MAX_ELEMENTS = 2**48
 
 
 def _convert(ep) -> Captured:

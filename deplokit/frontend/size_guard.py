@@ -3,7 +3,8 @@
 `-c` text (and a model file) is evaluated eagerly once to find the inputs and the output;
 `x.expand(2**16, 2**15) * 2` would allocate 8.6 GB there before capture could refuse it.
 Under `size_guard()` every torch op is first run on meta tensors (shapes only); an op
-whose result would have more elements than the kernels can index raises ExpressionError.
+whose result would have 2**31 elements or more raises ExpressionError (deplokit.compile,
+which captures shapes only, compiles such programs: their kernels index in 64 bits).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from ..errors import ExpressionError
 
-MAX_ELEMENTS = 2**31 - 1     # as capture.MAX_ELEMENTS: 32-bit offsets
+MAX_ELEMENTS = 2**31 - 1     # 8 GiB of float32: more than an eager evaluation should allocate
 
 
 def _meta(x):
@@ -34,8 +35,9 @@ class _SizeGuard(TorchDispatchMode):
         for t in tree_flatten(shapes)[0]:
             if isinstance(t, torch.Tensor) and t.numel() > MAX_ELEMENTS:
                 raise ExpressionError(f"{func.__name__} would make a tensor of shape {tuple(t.shape)}: "
-                                      f"{t.numel()} elements, more than {MAX_ELEMENTS} (2**31 - 1), which "
-                                      f"deplokit's 32-bit kernel offsets cannot index; refused before computing it")
+                                      f"{t.numel()} elements, more than {MAX_ELEMENTS} (2**31 - 1), which the "
+                                      f"eager evaluation of the expression would allocate; refused before "
+                                      f"computing it (deplokit.compile from Python captures shapes only)")
         return func(*args, **kwargs)
 
 

@@ -259,3 +259,99 @@ def sdpa(rng, shape, inp):
     causal = rng.random() < 0.5
     k, v = inp(shape), inp(shape)
     return f"F.scaled_dot_product_attention({{x}}, {k}, {v}, is_causal={causal})", shape
+
+
+def _index_input(inp, shape, lo, hi):
+    dims = "".join(f"{e}," for e in shape)
+    return inp(shape, f"torch.randint({lo}, {hi}, ({dims}))")
+
+
+def argext(which):
+    """argmax/argmin over a dim (kept or not) or the whole tensor, as float positions."""
+    def make(rng, shape, inp):
+        if not shape:
+            return None
+        if rng.random() < 0.25:
+            return f"torch.{which}({{x}}).float()", ()
+        d = dim(rng, shape)
+        keep = rng.random() < 0.5
+        out = shape[:d] + ((1,) if keep else ()) + shape[d + 1:]
+        return f"torch.{which}({{x}}, {d - len(shape)}, keepdim={keep}).float()", out
+    return make
+
+
+def pick_by_argmax(rng, shape, inp):
+    """gather at argmax/argmin positions (the value of the max, via its index), or the
+    flattened tensor indexed at its argmax."""
+    if not shape:
+        return None
+    which = rng.choice(("argmax", "argmin"))
+    if rng.random() < 0.3:
+        return f"{{x}}.flatten()[{{x}}.{which}().unsqueeze(0)] - {{x}}", shape
+    d = dim(rng, shape)
+    return f"torch.gather({{x}}, {d}, {{x}}.{which}({d}, keepdim=True))", shape[:d] + (1,) + shape[d + 1:]
+
+
+def gather(rng, shape, inp):
+    """torch.gather along d with a random index no larger than x elsewhere."""
+    if not shape:
+        return None
+    d = dim(rng, shape)
+    out = tuple(rng.choice(ODD[:5]) if p == d else rng.choice((1, e)) if rng.random() < 0.3 else e
+                for p, e in enumerate(shape))
+    if numel(out) > MAX_NUMEL:
+        return None
+    return f"torch.gather({{x}}, {d}, {_index_input(inp, out, 0, shape[d])})", out
+
+
+def index_first(rng, shape, inp):
+    """x[idx]: idx of rank 1 or 2 (negative entries count from the end)."""
+    if not shape:
+        return None
+    ishape = tuple(rng.choice(ODD[:5]) for _ in range(rng.choice((1, 1, 2))))
+    out = ishape + shape[1:]
+    if numel(out) > MAX_NUMEL:
+        return None
+    return f"{{x}}[{_index_input(inp, ishape, -shape[0], shape[0])}]", out
+
+
+def index_second(rng, shape, inp):
+    """x[:, idx] (and x[..., idx] on the last axis)."""
+    if len(shape) < 2:
+        return None
+    n = rng.choice(ODD[:5])
+    last = rng.random() < 0.5
+    d = len(shape) - 1 if last else 1
+    out = shape[:d] + (n,) + shape[d + 1:]
+    if numel(out) > MAX_NUMEL:
+        return None
+    at = "..., " if last else ":, "
+    return f"{{x}}[{at}{_index_input(inp, (n,), -shape[d], shape[d])}]", out
+
+
+def index_select(rng, shape, inp):
+    if not shape:
+        return None
+    d = dim(rng, shape)
+    n = rng.choice(ODD[:5])
+    out = shape[:d] + (n,) + shape[d + 1:]
+    if numel(out) > MAX_NUMEL:
+        return None
+    return f"{{x}}.index_select({d - len(shape)}, {_index_input(inp, (n,), 0, shape[d])})", out
+
+
+def bool_xor(rng, shape, inp):
+    """A mask combined with ^ (and logical_xor), broadcasting against a second input."""
+    other = tuple(1 if rng.random() < 0.3 else e for e in shape)[rng.randrange(len(shape) + 1):] if shape else ()
+    y = inp(other)
+    xor = rng.choice(("({x} > 0) ^ ({y} < 0.5)", "torch.logical_xor({x} > 0, {y} > 0)",
+                      "torch.bitwise_xor({x} < 0, ~({y} > 1))"))
+    return f"torch.where({xor.replace('{y}', y)}, {{x}}, -{{x}})", shape
+
+
+def position_ids(rng, shape, inp):
+    """transformers' position ids from a padding mask: an int64 cumsum, masked, then float."""
+    if not shape:
+        return None
+    d = dim(rng, shape) - len(shape)
+    return f"(({{x}} > 0).long().cumsum({d}) - 1).masked_fill({{x}} <= 0, 1).float() * {{x}}", shape

@@ -74,6 +74,7 @@ TEMPLATES = (
     Template("tril", ("tril",), mk.tri("tril")),
     Template("triu", ("triu",), mk.tri("triu")),
     Template("cumsum", ("cumsum",), mk.cumsum),
+    Template("position_ids", ("cumsum", "gt", "le", "to", "sub", "masked_fill", "mul"), mk.position_ids),
     Template("stack", ("stack",), mk.stack),
     Template("unflatten", ("unflatten",), mk.unflatten),
     Template("repeat", ("repeat",), mk.repeat),
@@ -153,6 +154,15 @@ TEMPLATES = (
     Template("nn_linear", ("linear",), mk.module("linear")),
     Template("nn_layer_norm", ("layer_norm",), mk.module("layer_norm")),
     Template("nn_rms_norm", ("rms_norm",), mk.module("rms_norm")),
+    Template("argmax", ("argmax", "to"), mk.argext("argmax")),
+    Template("argmin", ("argmin", "to"), mk.argext("argmin")),
+    Template("pick_by_argmax", ("argmax", "argmin", "gather", "index", "sub", "unsqueeze", "flatten"),
+             mk.pick_by_argmax),
+    Template("gather", ("gather",), mk.gather),
+    Template("index", ("index",), mk.index_first),
+    Template("index_dim", ("index",), mk.index_second),
+    Template("index_select", ("index",), mk.index_select),
+    Template("bitwise_xor", ("bitwise_xor", "bitwise_not", "where", "gt", "lt", "neg"), mk.bool_xor),
 )
 
 

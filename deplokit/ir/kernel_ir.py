@@ -5,8 +5,10 @@ barriers, warp shuffles, cp.async groups, TMA with mbarriers, 128-bit vector acc
 unroll hints. The CUDA renderer prints it; the SIMT simulator executes it with numpy,
 every thread of every block at once. Every variable is per-thread (a register).
 
-Index arithmetic is int, values are float (or bool for predicates); global buffers are
-flat arrays addressed by element offset.
+Index arithmetic is int (32-bit, or 64-bit in a kernel stamped `index_bits=64`); a value is
+held at its dtype (float, int64, int32 or bool: ir/types.DTYPE_CTYPE), integers exactly, with
+an explicit Cast where floats and integers meet; global buffers are flat arrays addressed by
+element offset.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Union
 
 from ..display import Displayable
 from .kernel_text import format_expr, format_kernel, format_stmts  # noqa: F401  (Kernel IR prints as this text)
-from .types import format_header
+from .types import ctype_bytes, format_header
 
 # -- expressions -----------------------------------------------------------------------------
 
@@ -28,7 +30,15 @@ class Var:
 @dataclass(frozen=True)
 class Const:
     value: float | int | bool
-    ctype: str = "float"          # float | int | bool
+    ctype: str = "float"          # float | int | int64 | int32 | bool
+
+
+@dataclass(frozen=True)
+class Cast:
+    """a converted to `ctype` as C converts it: float -> integer truncates toward zero, an
+    integer -> float rounds to nearest, int64 -> int32 wraps."""
+    ctype: str                    # float | int | int64 | int32 | bool
+    a: "Expr"
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,7 @@ class Select:
 class GlobalLoad:
     buffer: str                   # a kernel parameter
     offset: "Expr"                # element offset into the flat buffer
-    ctype: str = "float"          # float | int (index tensors: int64/int32 read as int)
+    ctype: str = "float"          # float | int64 | int32 | bool (a value), int (an index read as int)
 
 
 @dataclass(frozen=True)
@@ -92,7 +102,7 @@ class RegLoad:
     index: "Expr"
 
 
-Expr = Union[Var, Const, Special, Binary, Unary, Call, Select, GlobalLoad, SharedLoad, Shuffle, RegLoad]
+Expr = Union[Var, Const, Cast, Special, Binary, Unary, Call, Select, GlobalLoad, SharedLoad, Shuffle, RegLoad]
 
 # -- statements ------------------------------------------------------------------------------
 
@@ -100,7 +110,7 @@ Expr = Union[Var, Const, Special, Binary, Unary, Call, Select, GlobalLoad, Share
 @dataclass(frozen=True)
 class Declare:
     name: str
-    ctype: str                    # float | int | bool
+    ctype: str                    # float | int (an index) | int64 | int32 | bool
     init: Expr | None = None
 
 
@@ -109,7 +119,8 @@ class DeclareArray:
     """A per-thread register array (register tiles): float name[size] = {init,...}."""
     name: str
     size: int
-    init: float = 0.0
+    init: float | int = 0.0
+    ctype: str = "float"          # an integer contraction's tile holds its integers exactly
 
 
 @dataclass(frozen=True)
@@ -122,8 +133,13 @@ class Assign:
 @dataclass(frozen=True)
 class SharedArray:
     name: str
-    size: int                     # elements (float)
+    size: int                     # elements
     align: int = 16
+    ctype: str = "float"          # the element type (an integer reduction's partials stay exact)
+    # byte offset in the kernel's dynamic shared memory (KernelFunc.dynamic_smem), where a
+    # kernel needing more than a block may declare statically carves its arrays; None:
+    # a static __shared__ array
+    offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +265,14 @@ class MbarrierArrive:
 
 
 @dataclass(frozen=True)
+class ProxyFence:
+    """fence.proxy.async.shared::cta: the shared-memory stores the thread made as ordinary
+    stores (the generic proxy) are ordered before its later operations of the async proxy
+    (TMA copies) on the same shared memory; each thread that stored fences before the
+    barrier that hands the memory to the copy's issuer."""
+
+
+@dataclass(frozen=True)
 class MbarrierWait:
     """Wait until the phase of mbarrier name[slot] whose parity is `phase & 1` has completed
     (mbarrier.try_wait.parity: it returns once the barrier's current phase has the other
@@ -265,7 +289,7 @@ class Comment:
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
              For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierArrive,
-             MbarrierWait, Comment]
+             MbarrierWait, ProxyFence, Comment]
 
 
 @dataclass(frozen=True)
@@ -294,6 +318,13 @@ class KernelFunc(Displayable):
     # Split-K without atomics (003): on the reducer, the kernel whose workspace of partial
     # sums it adds up; it runs just after each launch of that kernel (runtime/launches.py).
     reduces_for: str = ""
+    # Bytes of dynamic shared memory the launch gives the kernel (its SharedArrays with an
+    # offset live there: k002 carves them when a block's arrays exceed the static limit).
+    dynamic_smem: int = 0
+    # Width of the index arithmetic (offsets, thread/block decomposition, loop variables):
+    # 64 where an offset can pass 2**31 - 1 (k001 decides it from the tensors' sizes and the
+    # launch), 32 elsewhere (faster).
+    index_bits: int = 32
 
     @property
     def threads(self) -> int:
@@ -332,12 +363,13 @@ def walk_stmts(body):
 
 
 def declared_smem_bytes(func: "KernelFunc") -> int:
-    """Static shared memory the kernel declares: each shared float array rounded up to its
-    alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is `smem_bytes`)."""
+    """Static shared memory the kernel declares: each static shared float array rounded up
+    to its alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is
+    `smem_bytes`); arrays carved from dynamic shared memory count in `func.dynamic_smem`."""
     total, barriers = 0, {}
     for s in walk_stmts(func.body):
-        if isinstance(s, SharedArray):
-            total += -(-4 * s.size // s.align) * s.align
+        if isinstance(s, SharedArray) and s.offset is None:
+            total += -(-ctype_bytes(s.ctype) * s.size // s.align) * s.align
         elif isinstance(s, MbarrierInit):
             barriers.setdefault(s.name, s.slots)
     return total + 8 * sum(barriers.values())

@@ -21,6 +21,8 @@ def format_expr(e) -> str:
         if e.op in _INFIX:
             return f"({format_expr(e.a)} {e.op} {format_expr(e.b)})"
         return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
+    if kind == "Cast":
+        return f"{e.ctype}({_strip(format_expr(e.a))})"
     if kind == "Unary":
         return f"{e.op}({format_expr(e.a)})"
     if kind == "Call":
@@ -68,12 +70,13 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             init = "" if s.init is None else f" = {_strip(format_expr(s.init))}"
             lines.append(f"{pad}{s.ctype} {s.name}{init}")
         elif kind == "DeclareArray":
-            lines.append(f"{pad}float {s.name}[{s.size}] = {{{s.init}}}")
+            lines.append(f"{pad}{s.ctype} {s.name}[{s.size}] = {{{s.init}}}")
         elif kind == "Assign":
             idx = "" if s.index is None else f"[{_strip(format_expr(s.index))}]"
             lines.append(f"{pad}{s.name}{idx} = {_strip(format_expr(s.value))}")
         elif kind == "SharedArray":
-            lines.append(f"{pad}shared float {s.name}[{s.size}]")
+            where = f"  # dynamic smem + {s.offset}" if s.offset is not None else ""
+            lines.append(f"{pad}shared {s.ctype} {s.name}[{s.size}]{where}")
         elif kind == "GlobalStore":
             lines.append(f"{pad}global {_at(s.buffer, s.offset)} = {_e(s.value)}")
         elif kind == "AtomicAdd":
@@ -112,6 +115,8 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
         elif kind == "MbarrierArrive":
             tx = f" expect_tx {s.expect_tx} bytes" if s.expect_tx else ""
             lines.append(f"{pad}mbarrier.arrive {_mbar(s.name, s.slot)}{tx}")
+        elif kind == "ProxyFence":
+            lines.append(f"{pad}fence.proxy.async")
         elif kind == "MbarrierWait":
             lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
         elif kind == "Comment":
@@ -124,10 +129,14 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
 
 def format_kernel(k: KernelFunc) -> str:
     lines = [f"=== {k.name} grid={k.grid} block={k.block} ==="]
+    if k.index_bits != 32:
+        lines.append(f"# {k.index_bits}-bit index arithmetic")
     if k.zero_init_for:
         lines.append(f"# zero-init for {k.zero_init_for}")
     if k.reduces_for:
         lines.append(f"# adds up the split-K partial sums of {k.reduces_for}")
+    if k.dynamic_smem:
+        lines.append(f"# dynamic shared memory: {k.dynamic_smem} bytes")
     for p in k.params:
         lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
     if k.registers is not None:

@@ -63,9 +63,12 @@ class Compute:
     op: str
     args: tuple[LoopOperand, ...]
     note: str = ""
+    # The dtype of the value (the Tensor-IR node's): integers are computed exactly at their
+    # width by every backend; printed only when it is not float32.
+    dtype: str = "float32"
 
     def text(self) -> str:
-        return f"{self.dst} = {self.op}({', '.join(format_loop_operand(a) for a in self.args)})"
+        return f"{self.dst} = {self.op}({', '.join(format_loop_operand(a) for a in self.args)}){_dtype_note(self.dtype)}"
 
 
 # The op an accumulator prints with, by reduction.
@@ -80,10 +83,15 @@ class Accumulate:
     # Tile IR register tiles (008 register_tile): the element of the thread's register block
     # this accumulate folds into, one index per enclosing register loop; () for a scalar.
     index: tuple[Affine, ...] = ()
+    dtype: str = "float32"            # the accumulator's (a sum of int64 stays int64)
 
     def text(self) -> str:
         acc = f"{self.acc}[{format_index(self.index)}]" if self.index else self.acc
-        return f"{acc} <- {_COMBINE_TEXT[self.reduction]}({acc}, {self.value})"
+        return f"{acc} <- {_COMBINE_TEXT[self.reduction]}({acc}, {self.value}){_dtype_note(self.dtype)}"
+
+
+def _dtype_note(dtype: str) -> str:
+    return "" if dtype == "float32" else f" -> {dtype}"
 
 
 @dataclass(frozen=True)

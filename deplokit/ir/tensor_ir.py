@@ -18,16 +18,28 @@ from .types import Buffer, TensorType, format_header, format_scalar
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
              "sigmoid", "relu", "sin", "cos", "logical_not", "trunc")
-BINARY_OPS = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "pow",
+BINARY_OPS = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "maximum", "minimum", "pow",
               "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
               "logical_and", "logical_or")
 TERNARY_OPS = ("where",)
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + TERNARY_OPS
+# Ops whose result is float32 whatever their operands (torch: exp of an int64 tensor is float).
+FLOAT_RESULT_OPS = ("divide", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf", "sigmoid", "sin", "cos")
 COMPARISON_OPS = ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                   "logical_and", "logical_or", "logical_not")
 REDUCTION_OPS = ("sum", "max", "min")
 # The value an accumulator starts from.
 REDUCTION_IDENTITY = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
+_INT_LIMITS = {"int64": (-2 ** 63, 2 ** 63 - 1), "int32": (-2 ** 31, 2 ** 31 - 1), "bool": (0, 1)}
+
+
+def reduction_identity(op: str, dtype: str) -> float | int:
+    """The identity of reduction `op` in `dtype`: +-inf for floats, the extreme values of an
+    integer type (an int64 max starts from -2**63, never from a float)."""
+    if dtype not in _INT_LIMITS:
+        return REDUCTION_IDENTITY[op]
+    lo, hi = _INT_LIMITS[dtype]
+    return {"sum": 0, "max": lo, "min": hi}[op]
 # The elementwise op that folds one value into an accumulator.
 REDUCTION_COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 

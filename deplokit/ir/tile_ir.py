@@ -188,20 +188,19 @@ class Stage:
     How the copy is made: `copy` sync (the block's threads load and store, float4 where the
     rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (bulk copies
     of whole rows issued by one thread, completing on an mbarrier); an asynchronous copy is
-    only issued here, and lands at the AsyncWait that names the stage. `buffers` 2
-    (BufferedStage, a stage first in a K-outer loop): iteration ko fills buffer ko % 2 and
-    computes from it, so the next iteration's copy never overwrites data still being read. `prefetch` 1 (015
-    pipeline_k_outer): the copy of iteration ko + 1 is issued during iteration ko (the first
-    one before the loop), so it overlaps iteration ko's compute; the AsyncWait before the
-    stage in the loop body waits for tile ko, issued one iteration earlier."""
+    only issued here, and lands at the AsyncWait that names the stage. `buffers` N >= 2
+    (BufferedStage, first in a K-outer loop; stages=N above 2): a ring, iteration ko fills
+    slot ko % N and computes from it. `prefetch` N - 1 (015 pipeline_k_outer): the copy of
+    tile ko + N - 1 is issued during iteration ko (the first N - 1 before the loop), so it
+    overlaps the compute before it; the AsyncWait before the stage waits for tile ko."""
     name: str
     tensor: str
     origin: tuple[Affine, ...]     # the slab's first element, per tensor dimension
     slab: tuple[SlabAxis, ...]
     pad: int = 0                   # extra floats after each row of the innermost slab axis
     copy: str = "sync"             # sync | async (cp.async) | tma
-    buffers: int = 1               # 2 = double buffered (ping-pong inside a loop)
-    prefetch: int = 0              # 1 = issued one K-outer iteration ahead (software pipeline)
+    buffers: int = 1               # N >= 2: a ring of N buffers inside a K loop (2 = ping-pong)
+    prefetch: int = 0              # d >= 1: issued d K-outer iterations ahead (software pipeline)
     tma: tuple[int, ...] = ()      # TMA bulk copies (011): (floats each, slab axes spanned, copies)
     unit: int = 1                  # floats per unit the threads copy: 4 (float4 / cp.async 16) or 1 (007)
 
@@ -211,7 +210,8 @@ class Stage:
             kind = "Async" + kind
         elif self.copy == "tma":
             kind = "Tma" + kind
-        extra = f", pad={self.pad}" if self.pad else ""
+        extra = f", stages={self.buffers}" if self.buffers > 2 else ""
+        extra += f", pad={self.pad}" if self.pad else ""
         extra += f", bulk={self.tma[2]}x{self.tma[0]}" if self.tma else ""     # copies x floats
         extra += f", prefetch={self.prefetch}" if self.prefetch else ""
         return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "

@@ -3,14 +3,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Element types deplokit computes with. float32 is the compute type; integer tensors
-# only index (embedding ids), bool only selects (masks, where).
+# Element types deplokit computes with: float32 for arithmetic, int64/int32 computed exactly at
+# their width (ids, positions, counts), bool for masks.
 DTYPES = ("float32", "int64", "int32", "bool")
 # Bytes one element of each dtype takes in memory: the one table every byte count reads.
 DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
 # Kernel IR's element types (Param.ctype, loads' ctype) as dtypes.
 CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32",
                "bool": "bool"}
+# The Kernel-IR scalar type a value of each dtype is held in (a local's Declare, a load's ctype):
+# the one table the lowering reads. "int" stays the type of index arithmetic (32-bit, or 64-bit
+# in a kernel stamped wide); int32 values are "int32" so that the two are never confused.
+DTYPE_CTYPE = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
+INTEGER_DTYPES = ("int64", "int32")
+
+
+def shared_ctype(dtype: str) -> str:
+    """The element type of a shared array holding a tensor of `dtype`: integers their own
+    (exact), bool and float32 as float (0.0/1.0 are exact, 4-byte words as the bank model counts)."""
+    return DTYPE_CTYPE[dtype] if dtype in INTEGER_DTYPES else "float"
 
 
 def ctype_bytes(ctype: str) -> int:

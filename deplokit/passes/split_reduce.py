@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ..ir.index import Affine, floordiv, free_vars, gathers, mod, var
 from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store, walk
+from ..ir.tensor_ir import reduction_identity
 from ..ir.types import Buffer, TensorType
 from .record import Knob, Noted, Pass, Skip
 from .schedule.rewrite import substitute_body
@@ -36,7 +37,6 @@ MIN_CHUNK_K = 256      # ... in a matmul's K (each element is a row of the outpu
                        # enough splits that 003 split_matmul_k finds the grid full (no atomics)
 DOT_OUTPUTS = 256      # a matmul with fewer outputs reduces each one as a row (see _Shape)
 CHUNK_ALIGN = 32       # chunks are whole warps of elements
-_IDENTITY = {"sum": 0.0, "max": float("-inf"), "min": float("inf")}
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
 
 
@@ -192,9 +192,10 @@ def _chunked(red: Loop, s: str, c: str, C: int, names: _Names, types) -> Loop:
                 out.append(Load(st.dst, st.tensor, st.index, pad))
             elif isinstance(st, Accumulate) and id(st) in guard:
                 inside, kept = names(f"{c}_in"), names(f"{st.value}_g")
-                out += [Compute(inside, "less", (at, L)),
-                        Compute(kept, "where", (inside, st.value, _IDENTITY[st.reduction]))]
-                out.append(Accumulate(st.acc, st.reduction, kept, st.index))
+                out += [Compute(inside, "less", (at, L), dtype="bool"),
+                        Compute(kept, "where", (inside, st.value, reduction_identity(st.reduction, st.dtype)),
+                                dtype=st.dtype)]
+                out.append(Accumulate(st.acc, st.reduction, kept, st.index, st.dtype))
             else:
                 out.append(st)
         return tuple(out)
@@ -233,7 +234,7 @@ def split_kernel(kernel: Kernel, shape: _Shape, S: int, types: dict, taken: _Nam
         for a in accs:
             ws, n = parts[a.acc]
             t, p = names("t"), names(f"{a.acc}_part")
-            out.append(Loop(t, n, "reduce", (Load(p, ws, (var(t),) + row_index), Accumulate(a.acc, a.reduction, p))))
+            out.append(Loop(t, n, "reduce", (Load(p, ws, (var(t),) + row_index), Accumulate(a.acc, a.reduction, p, dtype=a.dtype))))
         return out
 
     done: list[Accumulate] = []
@@ -249,7 +250,7 @@ def split_kernel(kernel: Kernel, shape: _Shape, S: int, types: dict, taken: _Nam
         outputs = []
         for a in accs:
             ws = taken(f"{kernel.outputs[0]}_{a.acc}_part")
-            buffers.append(Buffer(ws, TensorType((n,) + row_shape), "temp"))
+            buffers.append(Buffer(ws, TensorType((n,) + row_shape, a.dtype), "temp"))
             parts[a.acc] = (ws, n)
             outputs.append(ws)
             body.append(Store(ws, (var(s),) + row_index, a.acc))
@@ -266,7 +267,7 @@ def split_kernel(kernel: Kernel, shape: _Shape, S: int, types: dict, taken: _Nam
         stats, loads = [], []
         for a in done:
             st = taken(f"{kernel.outputs[0]}_{a.acc}")
-            buffers.append(Buffer(st, TensorType(row_shape or (1,)), "temp"))
+            buffers.append(Buffer(st, TensorType(row_shape or (1,), a.dtype), "temp"))
             stats.append(Store(st, row_index or (Affine(),), a.acc))
             loads.append(Load(a.acc, st, row_index or (Affine(),)))
         kernels.append(Kernel(taken(f"{kernel.name}_stats"), tuple(x.tensor for x in stats),
@@ -293,8 +294,12 @@ def split_reduce(program: LoopProgram, pctx):
             kernels.append(k)
             continue
         S = default_splits(shape, pctx.target) if forced == "auto" else forced
-        S = min(S, min(r.extent for r in shape.reduces))
+        # a forced count still leaves every chunk a warp of elements or more: a 32-long
+        # reduction in 32 chunks of one is as many blocks as elements (cumsum's 50k rows)
+        S = min(S, min(r.extent for r in shape.reduces) // CHUNK_ALIGN)
         if S <= 1:
+            if forced not in ("auto", 1):
+                notes.append(f"{k.name}: not split (a reduction shorter than 2 x {CHUNK_ALIGN})")
             kernels.append(k)
             continue
         new, buffers, note = split_kernel(k, shape, S, types, taken)

@@ -311,6 +311,14 @@ def k_outer_loops(tile: Tile):
     return out
 
 
+def stage_smem_budget(target) -> int:
+    """Bytes of shared memory a kernel's stages may take: the target's dynamic shared memory
+    per block (a kernel above the 48 KiB a block declares statically carves its arrays from
+    dynamic shared memory: passes/lower/dynamic_smem.py), less 1 KiB for its mbarriers and
+    other small arrays."""
+    return target.dynamic_smem_per_block - 1024
+
+
 def smem_bytes(tile: Tile) -> int:
     """Bytes of shared memory the tile's stages declare (padded rows, every buffer)."""
     total = 0

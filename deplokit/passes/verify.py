@@ -18,7 +18,8 @@ Tile IR (per kernel)
                      any other stage none
   copy-unit          a stage's copy unit (Stage.unit) is the one its rows, pad and copy kind allow
                      (stage_geometry.copy_unit)
-  stage-smem         the stages' buffers fit in the target's static shared memory per block
+  stage-smem         the stages' buffers fit in the shared memory a block may use (the target's
+                     dynamic limit, less 1 KiB: stage_geometry.stage_smem_budget)
   vector-width       an access stamped 4 wide (005) sits in a vector loop of 4 and is still
                      one aligned float4 (deplokit.passes.vector_geometry)
   shared-width       a load from a stage is stamped one shared float4 (Load.shared_width)
@@ -34,7 +35,8 @@ Kernel IR (per function)
                      declared (parameters for buffers) before they are used
   uniform-barriers   no barrier inside a branch or loop whose condition or bounds differ
                      between the threads of a block (they would not all reach it)
-  static-smem        declared shared memory fits the target's static limit per block
+  static-smem        static shared memory fits the static limit per block, static and dynamic
+                     (KernelFunc.dynamic_smem) the target's dynamic limit
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, copy_unit, smem_bytes, tma_stamp
+from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget, tma_stamp
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
 
 
@@ -56,13 +58,15 @@ def verify(ir, target=None) -> None:
     simulator runs."""
     limit = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
     if isinstance(ir, TileProgram):
+        stage_limit = stage_smem_budget(target) if target is not None else STATIC_SMEM_PER_BLOCK
         for i, k in enumerate(ir.kernels):
-            _TileChecker(k, ir, limit).run()
+            _TileChecker(k, ir, stage_limit).run()
             if k.split_k is not None:
                 _check_split(k, ir.kernels[i + 1] if i + 1 < len(ir.kernels) else None, ir)
     elif isinstance(ir, KernelProgram):
         for f in ir.kernels:
-            _KernelChecker(f, limit if target is not None else None).run()
+            _KernelChecker(f, limit if target is not None else None,
+                           target.dynamic_smem_per_block if target is not None else None).run()
 
 
 # -- Tile IR -------------------------------------------------------------------------------------
@@ -102,7 +106,7 @@ class _TileChecker:
                 self.stmt(s, axes, values, stages, ())
         if self.tile is not None and smem_bytes(self.tile) > self.limit:
             self.fail("stage-smem", f"the stages take {smem_bytes(self.tile)} bytes of shared memory, more than "
-                                    f"the {self.limit} bytes a block may declare statically")
+                                    f"the {self.limit} bytes a block may use")
 
     def body(self, body, bound, values, stages, loops):
         for s in body:
@@ -236,8 +240,8 @@ _THREAD_SPECIALS = {"tid.x", "tid.y", "tid.z", "lane", "warp"}
 
 
 class _KernelChecker:
-    def __init__(self, func: K.KernelFunc, limit: int):
-        self.f, self.limit = func, limit
+    def __init__(self, func: K.KernelFunc, limit: int, total_limit: int | None = None):
+        self.f, self.limit, self.total_limit = func, limit, total_limit
         self.params = {p.name for p in func.params}
         stmts = list(K.walk_stmts(func.body))
         # shared arrays: declared, or pending a later pass's declaration (kernel_stage.StageCopy)
@@ -253,6 +257,9 @@ class _KernelChecker:
         smem = declared_smem_bytes(self.f)
         if self.limit is not None and smem > self.limit:
             self.fail("static-smem", f"{smem} bytes of shared memory declared, more than {self.limit} per block")
+        if self.total_limit is not None and smem + self.f.dynamic_smem > self.total_limit:
+            self.fail("static-smem", f"{smem} bytes of static and {self.f.dynamic_smem} of dynamic shared memory, "
+                                     f"more than {self.total_limit} per block")
 
     def body(self, body, scope, varying, divergent):
         for s in body:
@@ -351,7 +358,7 @@ def _subexprs(e):
         t = type(x)
         if t is K.Binary:
             stack += (x.a, x.b)
-        elif t is K.Unary:
+        elif t is K.Unary or t is K.Cast:
             stack.append(x.a)
         elif t is K.Call:
             stack.extend(x.args)

@@ -16,7 +16,6 @@ import torch
 
 from ..errors import ExecutionError
 from .device import require_gpu
-from .int_range import refuse_inexact_integers
 from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
 from .nvcc import compile_cuda, nvcc_available
 from .nvrtc import compile_nvrtc, nvrtc_available
@@ -92,10 +91,10 @@ class CupyExecutor:
                           for name, v in values.items() if name in used}
 
     def _opt_in_dynamic_smem(self) -> None:
-        """A launch with more than 48 KiB of dynamic shared memory fails unless the kernel's
-        maximum was raised first (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
+        """A launch whose static and dynamic shared memory exceed 48 KiB fails unless the
+        kernel's maximum was raised first (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
         for ln in self.plan.launches:
-            if ln.dynamic_smem > STATIC_SMEM_LIMIT:
+            if ln.dynamic_smem and ln.dynamic_smem + ln.static_smem > STATIC_SMEM_LIMIT:
                 driver = self.cupy.cuda.driver
                 driver.funcSetAttribute(self.functions[ln.name].ptr,
                                         driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, ln.dynamic_smem)
@@ -180,14 +179,10 @@ class CupyExecutor:
         on_device = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
         if on_device:
             torch.cuda.synchronize()        # inputs written on torch's stream are complete
-        refuse_inexact_integers(((f"#{i}", t.detach().cpu().numpy()) for i, t in enumerate(inputs)
-                                 if isinstance(t, torch.Tensor) and not t.is_floating_point()), "cupy", "input")
         bufs = self.prepare(inputs)
         self.launch(bufs)
         self.cupy.cuda.get_current_stream().synchronize()
         outs = self.outputs(bufs, on_device)
-        refuse_inexact_integers(((f"#{i}", t.detach().cpu().numpy()) for i, t in enumerate(outs)
-                                 if not t.is_floating_point()), "cupy", "output")
         return outs
 
     # -- what the driver says about each kernel ---------------------------------------------

@@ -59,7 +59,8 @@ class KernelLaunch:
     block: tuple[int, int, int]
     args: tuple[str, ...]       # buffer names, in the kernel's parameter order
     static_smem: int            # bytes of __shared__ the kernel declares
-    dynamic_smem: int = 0       # deplokit kernels declare all their shared memory statically
+    dynamic_smem: int = 0       # bytes of dynamic shared memory the launch gives it (KernelFunc.dynamic_smem:
+                                # a kernel above the static limit carves its arrays from it)
     params: tuple[str, ...] = ()  # the kernel's parameter names (a deduplicated launch binds
                                   # other buffers to them); () when they are the buffers' names
 
@@ -123,9 +124,10 @@ def check_launch(kernel: K.KernelFunc, target) -> None:
     if smem > STATIC_SMEM_LIMIT:
         raise LaunchPlanError(f"{where}: {smem} bytes of static shared memory; a kernel may declare at most "
                               f"{STATIC_SMEM_LIMIT} statically (more needs dynamic shared memory)")
-    if target is not None and smem > target.dynamic_smem_per_block:
-        raise LaunchPlanError(f"{where}: {smem} bytes of shared memory; {target.name} allows "
-                              f"{target.dynamic_smem_per_block} per block")
+    total = smem + kernel.dynamic_smem
+    if target is not None and total > target.dynamic_smem_per_block:
+        raise LaunchPlanError(f"{where}: {total} bytes of shared memory ({smem} static, {kernel.dynamic_smem} "
+                              f"dynamic); {target.name} allows {target.dynamic_smem_per_block} per block")
 
 
 def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), whole=None) -> LaunchPlan:
@@ -163,7 +165,7 @@ def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), 
             lives.setdefault(name, [i, i])[1] = i
         params = tuple(p.name for p in k.params)
         plan_launches.append(KernelLaunch(k.name, tuple(k.grid), tuple(k.block), args, static_smem_bytes(k),
-                                          params=params if params != args else ()))
+                                          k.dynamic_smem, params=params if params != args else ()))
     launches = plan_launches
     for name in input_names:
         if name not in types:

@@ -12,12 +12,11 @@ import numpy as np
 
 from ..ir.index import Affine, evaluate, gathers
 from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store
-from .numpy_ops import REDUCE, apply
+from .numpy_ops import NP_DTYPES, REDUCE, apply
 
 # Largest number of elements a vectorised statement may span before loops are chunked.
 MAX_ELEMENTS = 1 << 22
 
-_NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
 
 
 def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -26,9 +25,9 @@ def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.
     for k in program.kernels:
         for out in k.outputs:
             t = types[out]
-            buffers[out] = np.zeros(t.shape, dtype=_NP_DTYPES[t.dtype])
+            buffers[out] = np.zeros(t.shape, dtype=NP_DTYPES[t.dtype])
         for b in k.locals:     # on chip a row at a time; here whole, as the loops are vectorised
-            buffers[b.name] = np.zeros(b.type.shape, dtype=_NP_DTYPES[b.type.dtype])
+            buffers[b.name] = np.zeros(b.type.shape, dtype=NP_DTYPES[b.type.dtype])
         run_kernel(k, buffers)
     return [buffers[o] for o in program.outputs]
 
@@ -60,7 +59,7 @@ class _Runner:
             if isinstance(s, Load):
                 ctx[s.dst] = self.load(s, ctx)
             elif isinstance(s, Compute):
-                ctx[s.dst] = apply(s.op, [self.operand(a, ctx) for a in s.args])
+                ctx[s.dst] = apply(s.op, [self.operand(a, ctx) for a in s.args], s.dtype)
             elif isinstance(s, Accumulate):
                 self.accumulate(s, ctx, reduce_axes)
             elif isinstance(s, Store):

@@ -7,9 +7,8 @@ import numpy as np
 
 from ..ir.index import DIM_NAMES, evaluate
 from ..ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorProgram
-from .numpy_ops import REDUCE, apply
+from .numpy_ops import NP_DTYPES, REDUCE, apply
 
-_NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
 
 
 def axis_grid(shape: tuple[int, ...]) -> dict[str, np.ndarray]:
@@ -35,7 +34,7 @@ def run_tensor_ir(program: TensorProgram, env: Mapping[str, np.ndarray]) -> list
                     args.append(axis_grid(shape)[DIM_NAMES[a.dim]])
                 else:
                     args.append(a)
-            out = np.broadcast_to(apply(node.op, args), shape)
+            out = np.broadcast_to(apply(node.op, args, node.type.dtype), shape)
         elif isinstance(node, Reduction):
             out = REDUCE[node.op](vals[node.src], axis=node.axes, keepdims=True)
         elif isinstance(node, IndexMap):
@@ -44,7 +43,7 @@ def run_tensor_ir(program: TensorProgram, env: Mapping[str, np.ndarray]) -> list
             raise TypeError(node)
         # The node's own dtype, as the loop interpreter stores it (numpy would sum bools to
         # int64, or widen int arithmetic); reshape, as ascontiguousarray turns 0-d into (1,).
-        vals[node.name] = np.ascontiguousarray(out, dtype=_NP_DTYPES[node.type.dtype]).reshape(shape)
+        vals[node.name] = np.ascontiguousarray(out, dtype=NP_DTYPES[node.type.dtype]).reshape(shape)
     return [vals[o] for o in program.outputs]
 
 

@@ -127,16 +127,17 @@ class LoopTime:
     bound: str                # issue | smem | latency
 
 
-def main_loop_time(loop: MainLoop, threads: int, per_sm: int, waves: int, clock: float, pipelined: bool,
+def main_loop_time(loop: MainLoop, threads: int, per_sm: int, waves: int, clock: float, pipelined: bool | int,
                    constants: CostConstants = CostConstants()) -> LoopTime:
     """Every wave runs `loop.passes` passes on each SM with `per_sm` resident blocks: a pass
     takes the SM the longest of its warps' issue slots (4 schedulers), their wavefronts (one a
-    clock) and a stage's latency not covered by the passes it was fetched ahead of."""
+    clock) and a stage's latency not covered by the passes it was fetched ahead of
+    (`pipelined`: that many passes, 015's prefetch distance; True is one)."""
     warps = per_sm * -(-threads // 32)
     issue = warps * loop.issue / 4
     smem = warps * loop.wavefronts
     compute = max(issue, smem)
-    ahead = 1 if pipelined else 0          # passes a stage is fetched ahead of its use
+    ahead = int(pipelined)                 # passes a stage is fetched ahead of its use (True: one)
     cover = ahead * compute / constants.latency_cycles
     # Without a prefetch a block waits a whole latency per stage; the SM's other blocks fill it.
     latency = constants.latency_cycles / ahead if ahead else constants.latency_cycles + compute / per_sm
@@ -168,8 +169,8 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     tail = work.blocks / (waves * sms * per_sm)
     # A main loop of multiply-adds off shared memory (a matmul's K loop) is priced as nvcc
     # issues it; other kernels keep the Tile-IR counts above.
-    looped = main_loop_time(loop, work.threads, min(per_sm, -(-work.blocks // sms)), waves, clock, work.pipelined,
-                            c) if loop is not None and loop.ffma and loop.shared_loads else None
+    looped = main_loop_time(loop, work.threads, min(per_sm, -(-work.blocks // sms)), waves, clock,
+                            work.prefetch or work.pipelined, c) if loop is not None and loop.ffma and loop.shared_loads else None
     if looped is not None:
         sm_us = looped.us
     barrier_us = work.barriers * c.barrier_cycles * waves / clock * 1e6

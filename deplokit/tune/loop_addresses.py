@@ -35,6 +35,8 @@ def compile_int(e):
     if isinstance(e, K.Select):
         c, a, b = compile_int(e.cond), compile_int(e.a), compile_int(e.b)
         return lambda env: a(env) if c(env) else b(env)
+    if isinstance(e, K.Cast) and e.ctype != "float":
+        return compile_int(e.a)
     return lambda env: 0          # a float, a load: not an index
 
 

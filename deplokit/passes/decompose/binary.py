@@ -1,22 +1,42 @@
 """Arithmetic and comparisons of two operands (tensors or scalars), broadcast explicitly."""
 from __future__ import annotations
 
+from ...errors import UnsupportedOpError
 from .builder import Builder
 from .registry import rule
 
 _DIRECT = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide",
            "maximum": "maximum", "minimum": "minimum", "gt": "greater", "lt": "less",
            "ge": "greater_equal", "le": "less_equal", "eq": "equal", "ne": "not_equal",
-           "logical_and": "logical_and", "logical_or": "logical_or"}
+           "logical_and": "logical_and", "logical_or": "logical_or",
+           "floor_divide": "floor_divide", "remainder": "remainder"}   # // and % round to the floor, as torch
 
 
 @rule(*_DIRECT)
 def decompose_binary(op, b: Builder) -> str:
     lhs, rhs = op.args[0], op.args[1]
+    mode = op.attr("rounding_mode", None)
+    if op.op == "div" and mode is not None:
+        return _rounded_division(op, b, lhs, rhs, mode)
     alpha = op.attr("alpha", 1)
     if alpha != 1:   # add/sub with alpha scale the second operand
         rhs = b.elementwise("multiply", rhs, float(alpha)) if isinstance(rhs, str) else rhs * alpha
     return b.elementwise(_DIRECT[op.op], lhs, rhs)
+
+
+def _rounded_division(op, b: Builder, lhs, rhs, mode: str) -> str:
+    """div(a, b, rounding_mode): floor is floor_divide; trunc of integers is the floor
+    quotient moved one up where it is negative and inexact (C's division, computed exactly)."""
+    if mode == "floor":
+        return b.elementwise("floor_divide", lhs, rhs)
+    if mode == "trunc" and op.type.dtype in ("int64", "int32"):
+        q = b.elementwise("floor_divide", lhs, rhs, hint="quot")
+        r = b.elementwise("remainder", lhs, rhs, hint="rem")
+        up = b.elementwise("logical_and", b.elementwise("not_equal", r, 0, hint="inexact"),
+                           b.elementwise("less", q, 0, hint="negative"), hint="up")
+        return b.elementwise("where", up, b.elementwise("add", q, 1, hint="quot_up"), q)
+    raise UnsupportedOpError(f"div (node {op.name}) with rounding_mode={mode!r} on {op.type.dtype}; deplokit "
+                             f"supports rounding_mode='floor', and 'trunc' on integer tensors")
 
 
 @rule("rsub")

@@ -11,7 +11,7 @@ from dataclasses import replace
 from ...errors import UnsupportedOpError
 from ...ir.c_names import c_safe
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
-from ...ir.tensor_ir import (COMPARISON_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
+from ...ir.tensor_ir import (COMPARISON_OPS, FLOAT_RESULT_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
                              TensorNode)
 from ...ir.types import TensorType
 
@@ -69,8 +69,10 @@ class Builder:
             shape = broadcast_shapes(*[self.shape(a) for a in tensors])
         if dtype is None:   # given only where the op changes type (trunc: float to int)
             dtype = "bool" if op in COMPARISON_OPS else self._result_dtype(op, args[1:] if op == "where" else args)
-        # Integer arithmetic keeps integer scalars (ids + 1 stays int64, as in torch).
-        keep_int = dtype in ("int64", "int32")
+        # Integer arithmetic keeps integer scalars (ids + 1 stays int64, as in torch), and so
+        # does a comparison of integers (ids > 2**60 + 1 compares int64s, not floats).
+        operands = self._result_dtype(op, args) if op in COMPARISON_OPS else dtype
+        keep_int = operands in ("int64", "int32")
         args = tuple(self.broadcast_to(a, shape) if isinstance(a, str) else _scalar(a, keep_int) for a in args)
         return self._add(Elementwise(self.fresh(hint or op), op, args, TensorType(tuple(shape), dtype)))
 
@@ -79,7 +81,7 @@ class Builder:
         integers (and bools with integer scalars) stay integer, except under true division."""
         dtypes = {self.type(a).dtype for a in values if isinstance(a, str)}
         scalars = [a for a in values if not isinstance(a, (str, Axis))]
-        if "float32" in dtypes or op == "divide" or any(isinstance(a, float) for a in scalars):
+        if "float32" in dtypes or op in FLOAT_RESULT_OPS or any(isinstance(a, float) for a in scalars):
             return "float32"
         if not dtypes and not scalars:
             return "float32"

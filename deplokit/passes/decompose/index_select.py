@@ -31,8 +31,9 @@ def _read(idx: str, shape: tuple[int, ...], out_dims: tuple[int, ...], b: Builde
 def decompose_index(op, b: Builder) -> str:
     """x[i0, :, i2]: the index tensors broadcast together to one block of output axes, in
     place of the axes they index when those are adjacent, else first (torch's rule)."""
-    x, indices, dims = op.args[0], op.args[1:], op.attr("dims")
+    x, indices = op.args[0], op.args[1:]
     shape = b.shape(x)
+    dims = tuple(d % len(shape) for d in op.attr("dims"))      # index_select(-1, idx)
     bshape = broadcast_shapes(*[b.shape(i) for i in indices])
     start = dims[0] if dims == tuple(range(dims[0], dims[0] + len(dims))) else 0
     kept = [p for p in range(len(shape)) if p not in dims]

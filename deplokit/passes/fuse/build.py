@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ...ir.index import DIM_NAMES, Affine, bounds, const, free_vars, gathers, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store
 from ...ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorNode
-from .expr import EAcc, ELoad, EOp, ExprTable
+from .expr import EAcc, ELoad, EOp, ExprTable, IntConst
 from .tidy import annotate_roles, article_notes, count_evaluations, loads_first, rename_in_print_order
 
 
@@ -100,9 +100,11 @@ class KernelBuilder:
                     args.append(self.value(a, index))
                 elif isinstance(a, Axis):
                     args.append(index[a.dim])
+                elif isinstance(a, int) and not isinstance(a, bool):
+                    args.append(IntConst(a))       # integer arithmetic keeps its constants exact
                 else:
                     args.append(float(a))
-            return self.table.add(EOp(node.op, tuple(args), node.name))
+            return self.table.add(EOp(node.op, tuple(args), node.name, node.type.dtype))
         if isinstance(node, IndexMap):
             mapping = {DIM_NAMES[k]: ix for k, ix in enumerate(index)}
             new = tuple(substitute(e, mapping, self.ranges) for e in node.index)
@@ -123,9 +125,9 @@ class KernelBuilder:
             if b is not None and b[0] >= 0 and b[1] < extent:
                 continue
             if b is None or b[0] < 0:
-                conds.append(self.table.add(EOp("greater_equal", (ix, 0.0), node.name)))
+                conds.append(self.table.add(EOp("greater_equal", (ix, 0.0), node.name, "bool")))
             if b is None or b[1] >= extent:
-                conds.append(self.table.add(EOp("less", (ix, float(extent)), node.name)))
+                conds.append(self.table.add(EOp("less", (ix, float(extent)), node.name, "bool")))
         self.masked += 1
         try:
             inner = self.value(node.src, index)
@@ -136,8 +138,8 @@ class KernelBuilder:
             return inner
         cond = conds[0]
         for c in conds[1:]:
-            cond = self.table.add(EOp("logical_and", (cond, c), node.name))
-        return self.table.add(EOp("where", (cond, inner, float(node.pad)), node.name))
+            cond = self.table.add(EOp("logical_and", (cond, c), node.name, "bool"))
+        return self.table.add(EOp("where", (cond, inner, float(node.pad)), node.name, node.type.dtype))
 
     def _reduction(self, red: Reduction, index):
         used = set()
@@ -206,7 +208,7 @@ class KernelBuilder:
                 self._open(v, e, "reduce")
             value = self._emit(inst.body)
             acc = self._fresh("acc")
-            self.frames[-1].stmts.append(Accumulate(acc, inst.red.op, value))
+            self.frames[-1].stmts.append(Accumulate(acc, inst.red.op, value, dtype=inst.red.type.dtype))
             for _ in inst.reduce_vars:
                 self._close()
             self.acc_names[i] = acc
@@ -248,6 +250,8 @@ class KernelBuilder:
     def _emit(self, e):
         if isinstance(e, (float, Affine)):
             return e
+        if isinstance(e, IntConst):
+            return e.value
         for f in reversed(self.frames):
             if e in f.memo:
                 return f.memo[e]
@@ -261,9 +265,9 @@ class KernelBuilder:
             dst = self._fresh("in")
             stmt = Load(dst, ex.tensor, ex.index, ex.pad)
         else:
-            args = tuple(self._emit(a) if isinstance(a, int) else a for a in ex.args)
+            args = tuple(self._emit(a) if isinstance(a, (int, IntConst)) else a for a in ex.args)
             dst = self._fresh("v")
-            stmt = Compute(dst, ex.op, args, note=ex.origin)
+            stmt = Compute(dst, ex.op, args, note=ex.origin, dtype=ex.dtype)
         self.frames[depth].stmts.append(stmt)
         self.frames[depth].memo[e] = dst
         return dst

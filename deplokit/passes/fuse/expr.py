@@ -17,10 +17,18 @@ class ELoad:
 
 
 @dataclass(frozen=True)
+class IntConst:
+    """An integer constant operand, told apart from an expression id and kept exact (2**60 + 1
+    is no float)."""
+    value: int
+
+
+@dataclass(frozen=True)
 class EOp:
     op: str
-    args: tuple        # ints (expression ids), floats, or Affine index values
+    args: tuple        # ints (expression ids), floats, IntConsts, or Affine index values
     origin: str        # the Tensor-IR node it computes
+    dtype: str = "float32"   # its value's (the Tensor-IR node's, bool for a padded map's tests)
 
 
 @dataclass(frozen=True)

@@ -90,9 +90,10 @@ def rename_body(body, names: dict[str, str], loop_vars=None, notes: bool = True,
             elif isinstance(s, Load):
                 out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
             elif isinstance(s, Compute):
-                out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args), s.note if notes else ""))
+                out.append(Compute(names[s.dst], s.op, tuple(operand(a) for a in s.args), s.note if notes else "",
+                                   s.dtype))
             elif isinstance(s, Accumulate):
-                out.append(Accumulate(names[s.acc], s.reduction, operand(s.value)))
+                out.append(Accumulate(names[s.acc], s.reduction, operand(s.value), dtype=s.dtype))
             else:
                 out.append(Store(s.tensor, index(s.index), operand(s.value)))
         return tuple(out)
@@ -112,14 +113,14 @@ def article_notes(body):
                 computes = [c for c in inner if isinstance(c, Compute)]
                 if len(computes) > 1:
                     first = computes[0]
-                    inner = tuple(Compute(c.dst, c.op, c.args, "prologue (inside reduce)") if c is first else c
+                    inner = tuple(Compute(c.dst, c.op, c.args, "prologue (inside reduce)", c.dtype) if c is first else c
                                   for c in inner)
                 after_k = True
             else:
                 inner = article_notes(inner)
             s = Loop(s.var, s.extent, s.kind, inner, s.role)
         elif isinstance(s, Compute) and after_k:
-            s = Compute(s.dst, s.op, s.args, "epilogue (outside reduce)")
+            s = Compute(s.dst, s.op, s.args, "epilogue (outside reduce)", s.dtype)
             after_k = False
         out.append(s)
     return tuple(out)

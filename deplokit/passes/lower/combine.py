@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.tile_ir import Combine
+from ...ir.types import shared_ctype
 from ...target import WARP_SIZE
-
-# Kernel-IR call of each reduction.
-COMBINE_OPS = {"sum": "add", "max": "maximum", "min": "minimum"}
+from .value_expr import combine_expr
 
 
 def lower_combine(state, s: Combine) -> list:
@@ -19,11 +18,15 @@ def lower_combine(state, s: Combine) -> list:
     if thread_axes[-1].var != axis_var:
         raise ValueError(f"{state.kernel.name}: Combine over {axis_var}, which is not the fastest THREAD axis")
     extent = thread_axes[-1].extent
-    op = COMBINE_OPS[s.reduction]
+    dtype = state.dtypes.get(s.acc, "float32")     # an integer sum combines exactly, as an integer
+
+    def fold(other):
+        return K.Assign(s.acc, combine_expr(s.reduction, K.Var(s.acc), other, dtype))
+
     out: list = []
     off = min(WARP_SIZE // 2, extent // 2)
     while off >= 1:
-        out.append(K.Assign(s.acc, K.Call(op, (K.Var(s.acc), K.Shuffle(K.Var(s.acc), off)))))
+        out.append(fold(K.Shuffle(K.Var(s.acc), off)))
         off //= 2
     if extent > WARP_SIZE:
         warps = extent // WARP_SIZE
@@ -35,12 +38,12 @@ def lower_combine(state, s: Combine) -> list:
         slot = K.Binary("/", K.Var(axis_var), K.Const(WARP_SIZE, "int"))
         if groups > 1:
             slot = K.Binary("+", base, slot)
-        out += [K.SharedArray(arr, warps * groups),
+        out += [K.SharedArray(arr, warps * groups, ctype=shared_ctype(dtype)),
                 K.If(K.Binary("==", lane, K.Const(0, "int")), (K.SharedStore(arr, slot, K.Var(s.acc)),)),
                 K.Barrier(),
                 K.Assign(s.acc, K.SharedLoad(arr, base))]
         w = f"{s.acc}_w"
         at = K.Var(w) if groups == 1 else K.Binary("+", base, K.Var(w))
         out.append(K.For(w, K.Const(1, "int"), K.Const(warps, "int"), K.Const(1, "int"),
-                         (K.Assign(s.acc, K.Call(op, (K.Var(s.acc), K.SharedLoad(arr, at)))),), True))
+                         (fold(K.SharedLoad(arr, at)),), True))
     return out

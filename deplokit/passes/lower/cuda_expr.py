@@ -9,19 +9,23 @@ import math
 
 import numpy as np
 
-from ...ir.kernel_ir import (Binary, Call, Const, GlobalLoad, Param, RegLoad, Select, SharedLoad, Shuffle,
+from ...ir.kernel_ir import (Binary, Call, Cast, Const, GlobalLoad, Param, RegLoad, Select, SharedLoad, Shuffle,
                              Special, Unary, Var)
 
 INDENT = "    "
 
-# C element type of a buffer parameter, and of a scalar variable.
+# C element type of a buffer parameter, and of a scalar variable ("int", the type of index
+# arithmetic, is `long long` in a kernel stamped index_bits=64: _Renderer.c_type).
 PARAM_CTYPES = {"float": "float", "float32": "float", "int64": "long long", "int32": "int",
                 "int": "int", "bool": "bool"}
 SCALAR_CTYPES = {"float": "float", "int": "int", "bool": "bool", "int64": "long long",
                  "int32": "int"}
 # The Kernel-IR type of a value read from a buffer of each parameter ctype.
-_PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int", "int32": "int",
-                     "int": "int", "bool": "bool"}
+_PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int64", "int32": "int32",
+                     "int": "int32", "bool": "bool"}
+_VALUE_TYPES = ("float", "int", "int64", "int32", "bool")
+# Integer types by width, for the type of a mixed expression (C's usual conversions).
+_INT_RANK = {"bool": 0, "int32": 1, "int": 1, "int64": 2}
 
 SPECIALS = {
     "tid.x": "threadIdx.x", "tid.y": "threadIdx.y", "tid.z": "threadIdx.z",
@@ -49,9 +53,11 @@ def format_float(value: float) -> str:
     return text + "f"
 
 
-def _format_int(value: int) -> str:
+def _format_int(value: int, wide: bool = False) -> str:
     value = int(value)
-    if -2**31 <= value < 2**31:
+    if value == -2 ** 63:               # 9223372036854775808LL itself does not fit a long long
+        return "(-9223372036854775807LL - 1)"
+    if -2**31 <= value < 2**31 and not wide:
         return str(value)
     return f"{value}LL"
 
@@ -89,7 +95,7 @@ def _join_types(a: str, b: str) -> str:
         return "float"
     if a == b:
         return a
-    return "int"
+    return max((a, b), key=lambda t: _INT_RANK.get(t, 1))
 
 
 class _Scope:
@@ -118,9 +124,11 @@ class ExprRenderer:
     def type_of(self, e, scope: _Scope) -> str:
         if isinstance(e, Var):
             t = scope.lookup(e.name)
-            return t if t in ("float", "int", "bool") else "float"
+            return t if t in _VALUE_TYPES else "float"
         if isinstance(e, Const):
-            return e.ctype if e.ctype in ("float", "int", "bool") else "float"
+            return e.ctype if e.ctype in _VALUE_TYPES else "float"
+        if isinstance(e, Cast):
+            return e.ctype
         if isinstance(e, Special):
             return "int"
         if isinstance(e, Binary):
@@ -146,11 +154,15 @@ class ExprRenderer:
         if isinstance(e, Select):
             return _join_types(self.type_of(e.a, scope), self.type_of(e.b, scope))
         if isinstance(e, GlobalLoad):
-            return e.ctype if e.ctype in ("float", "int", "bool") else "float"
+            return e.ctype if e.ctype in _VALUE_TYPES else "float"
         if isinstance(e, Shuffle):
             return self.type_of(e.value, scope)
-        if isinstance(e, (SharedLoad, RegLoad)):
-            return "float"
+        if isinstance(e, SharedLoad):
+            kind = scope.lookup(e.array) or ""
+            return kind.split(":", 1)[1] if kind.startswith("shared:") else "float"
+        if isinstance(e, RegLoad):
+            kind = scope.lookup(e.array) or ""
+            return kind.split(":", 1)[1] if kind.startswith("regs:") else "float"
         raise self.err(f"not a Kernel-IR expression: {e!r}")
 
     def expr(self, e, scope: _Scope) -> str:
@@ -186,10 +198,10 @@ class ExprRenderer:
         if isinstance(e, Const):
             if e.ctype == "bool" or isinstance(e.value, bool):
                 return ("true" if e.value else "false"), _P_PRIMARY, None
-            if e.ctype == "int":
-                if float(e.value) != int(e.value):
+            if e.ctype in ("int", "int64", "int32"):
+                if isinstance(e.value, float) and not e.value.is_integer():
                     raise self.err(f"int constant {e.value!r} is not an integer")
-                t = _format_int(int(e.value))
+                t = _format_int(int(e.value), wide=self.c_type(e.ctype) == "long long")
             elif e.ctype == "float":
                 t = format_float(e.value)
             else:
@@ -197,6 +209,11 @@ class ExprRenderer:
             return t, (_P_UNARY if t.startswith("-") else _P_PRIMARY), None
         if isinstance(e, Special):
             return self.special(e.name, bare=False)
+        if isinstance(e, Cast):
+            if e.ctype not in _VALUE_TYPES:
+                raise self.err(f"cast to unknown type {e.ctype!r}; supported: {', '.join(_VALUE_TYPES)}")
+            inner = self._sub(e.a, scope, _P_UNARY, None, True)
+            return f"({self.c_type(e.ctype)}){inner}", _P_UNARY, None
         if isinstance(e, Binary):
             return self.binary(e, scope)
         if isinstance(e, Unary):
@@ -212,10 +229,9 @@ class ExprRenderer:
         if isinstance(e, GlobalLoad):
             p = self.param(e.buffer)
             text = f"{e.buffer}[{self.expr(e.offset, scope)}]"
-            have = _PARAM_VALUE_TYPE[p.ctype]
-            want = e.ctype if e.ctype in ("float", "int", "bool") else "float"
-            if want != have or p.ctype == "int64":
-                return f"({SCALAR_CTYPES[want]}){text}", _P_UNARY, None
+            want = self.c_type(e.ctype if e.ctype in _VALUE_TYPES else "float")
+            if want != PARAM_CTYPES[p.ctype]:      # an index read from an int64 tensor, say
+                return f"({want}){text}", _P_UNARY, None
             return text, _P_PRIMARY, None
         if isinstance(e, SharedLoad):
             return f"{e.array}[{self.expr(e.offset, scope)}]", _P_PRIMARY, None
@@ -236,7 +252,7 @@ class ExprRenderer:
         builtin = SPECIALS[name]
         if bare:
             return builtin, _P_PRIMARY, None
-        return f"(int){builtin}", _P_UNARY, None
+        return f"({self.c_type('int')}){builtin}", _P_UNARY, None
 
     def _neg(self, a, scope: _Scope) -> tuple[str, int, None]:
         inner = self._sub(a, scope, _P_UNARY, None, True)
@@ -253,11 +269,13 @@ class ExprRenderer:
     def binary(self, e: Binary, scope: _Scope) -> tuple[str, int, str | None]:
         op = e.op
         if op in ("min", "max"):
-            if self.type_of(e, scope) == "float":
-                fn = "fminf" if op == "min" else "fmaxf"
-            else:
-                fn = op
-            return f"{fn}({self.expr(e.a, scope)}, {self.expr(e.b, scope)})", _P_PRIMARY, None
+            t = self.type_of(e, scope)
+            if t == "float":
+                return (f"{'fminf' if op == 'min' else 'fmaxf'}({self.expr(e.a, scope)}, {self.expr(e.b, scope)})",
+                        _P_PRIMARY, None)
+            # CUDA's integer min/max overloads take two operands of one type: convert the other
+            args = [self._as_c_type(x, t, scope) for x in (e.a, e.b)]
+            return f"{op}({args[0]}, {args[1]})", _P_PRIMARY, None
         if op not in _PREC:
             raise self.err(f"unknown binary operator {op!r}; supported: "
                            f"{' '.join(list(_PREC) + ['min', 'max'])}")
@@ -269,6 +287,20 @@ class ExprRenderer:
         if op == "%" and floating:
             return f"fmodf({self.expr(e.a, scope)}, {self.expr(e.b, scope)})", _P_PRIMARY, None
         return self._binary(op, e.a, e.b, scope)
+
+    def c_type(self, ctype: str) -> str:
+        """The C spelling of a Kernel-IR scalar type in this kernel."""
+        if ctype == "int" and getattr(self.k, "index_bits", 32) == 64:
+            return "long long"
+        return SCALAR_CTYPES[ctype]
+
+    def _as_c_type(self, e, t: str, scope: _Scope) -> str:
+        """e's text as C type t (an int64 literal with its LL suffix, other values cast)."""
+        if self.c_type(self.type_of(e, scope)) == self.c_type(t):
+            return self.expr(e, scope)
+        if isinstance(e, Const) and self.c_type(t) == "long long":
+            return _format_int(int(e.value), wide=True)
+        return f"({self.c_type(t)}){self._sub(e, scope, _P_UNARY, None, True)}"
 
     def call(self, e: Call, scope: _Scope) -> tuple[str, int, str | None]:
         fn, args = e.fn, e.args
@@ -293,7 +325,7 @@ class ExprRenderer:
             return f"1.0f / (1.0f + expf({inner}))", _PREC["/"], "/"
         if fn == "relu":
             return f"fmaxf({self.expr(args[0], scope)}, 0.0f)", _P_PRIMARY, None
-        if fn == "abs" and self.type_of(args[0], scope) == "int":
+        if fn == "abs" and self.type_of(args[0], scope) != "float":
             return f"abs({self.expr(args[0], scope)})", _P_PRIMARY, None
         cfn = _FLOAT_FUNCS[fn]
         return f"{cfn}({', '.join(self.expr(a, scope) for a in args)})", _P_PRIMARY, None

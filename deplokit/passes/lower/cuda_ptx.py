@@ -6,14 +6,16 @@ cp.async (sm_80+), TMA bulk copies and mbarriers (sm_90+), and float atomicAdd.
 from __future__ import annotations
 
 from ...ir.kernel_ir import (AtomicAdd, Const, CpAsync, CpAsyncWait, MbarrierArrive, MbarrierInit, MbarrierWait,
-                             TmaLoad)
+                             SharedArray, TmaLoad, walk_stmts)
+from ...ir.types import ctype_bytes
 from .cuda_expr import _PARAM_VALUE_TYPE, _PREC, INDENT, _Scope
 
 
 class PtxRenderer:
     """The asynchronous-copy, mbarrier and atomic statements of `_Renderer`
     (deplokit.passes.lower.cuda_render), a mixin: it uses the renderer's `sm`, `depth`,
-    `if_depth`, `flat_tid`, `mbarriers`, `emit`, `fresh`, `err` and the expression printer."""
+    `if_depth`, `flat_tid`, `mbarriers`, `dynamic_smem`, `k`, `emit`, `fresh`, `err` and the
+    expression printer."""
 
     def emit_asm(self, template: list[str], inputs: list[str], outputs: list[str] = ()) -> None:
         """`asm volatile(...)` with a "memory" clobber, wrapped one operand a line when long."""
@@ -87,6 +89,35 @@ class PtxRenderer:
         if _PARAM_VALUE_TYPE[p.ctype] != "float":
             raise self.err(f"atomicAdd into {s.buffer!r}, a buffer of {p.ctype}")
         self.emit(f"atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], {self.expr(s.value, scope)});")
+
+    def declare_mbarriers(self, scope: _Scope) -> None:
+        """The preamble's mbarriers (an array of them for a ring's slots), before any float
+        array, each with a variable holding its shared address."""
+        inits: dict[str, int] = {}
+        for n in walk_stmts(self.k.body):
+            if isinstance(n, MbarrierInit) and n.name not in self.mbarriers:
+                self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
+                self.mbarriers[n.name] = self.fresh(f"{n.name}_addr")
+                inits[n.name] = n.slots
+        self.smem_bytes = 8 * sum(inits.values())
+        for name, slots in inits.items():
+            if slots == 1:
+                self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
+                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name)};")
+            else:
+                self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
+                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name + '[0]')};")
+            scope.declare(name, "mbarrier")
+
+    def dynamic_array(self, s: SharedArray) -> None:
+        """A shared array carved from the kernel's dynamic shared memory at its fixed offset."""
+        nbytes, ctype = ctype_bytes(s.ctype) * s.size, self.c_type(s.ctype)
+        if s.offset < 0 or s.offset % s.align or s.offset + nbytes > self.k.dynamic_smem:
+            raise self.err(f"shared array {s.name!r} at dynamic offset {s.offset} ({nbytes} bytes, "
+                           f"alignment {s.align}) is outside the kernel's {self.k.dynamic_smem} bytes of "
+                           f"dynamic shared memory or misaligned")
+        self.emit(f"{ctype}* const {s.name} = reinterpret_cast<{ctype}*>({self.dynamic_smem} + {s.offset});"
+                  f"  // {nbytes} bytes")
 
     def mbarrier(self, name: str, slot=None, scope=None) -> str:
         """The shared address of mbarrier `name` (of name[slot] in an array of them)."""

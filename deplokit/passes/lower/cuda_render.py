@@ -14,12 +14,13 @@ from typing import Iterator
 
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
-                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, RegLoad, SharedArray,
+                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad, SharedArray,
                              SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
+from ...ir.types import ctype_bytes
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
-                        _Scope, format_float)
+                        _format_int, _Scope, format_float)
 from .cuda_ptx import PtxRenderer
 
 __all__ = ["render_kernel", "render_program"]
@@ -83,6 +84,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         one_d = k.block[1] == 1 and k.block[2] == 1
         self.needs_election = any(isinstance(n, (TmaLoad, MbarrierInit, MbarrierArrive)) for n in _walk(k.body))
         self.tid: str | None = None
+        self.dynamic_smem = self.fresh("dyn_smem") if k.dynamic_smem else None
         if one_d:
             self.flat_tid = "threadIdx.x"
         elif self.lane or self.warp or self.needs_election:
@@ -112,13 +114,14 @@ class _Renderer(ExprRenderer, PtxRenderer):
     def stmt(self, s, scope: _Scope) -> None:
         if isinstance(s, Declare):
             if s.ctype not in SCALAR_CTYPES:
-                raise self.err(f"variable {s.name!r} has unknown type {s.ctype!r}; supported: float, int, bool")
-            ctype = SCALAR_CTYPES[s.ctype]
+                raise self.err(f"variable {s.name!r} has unknown type {s.ctype!r}; supported: "
+                               f"{', '.join(SCALAR_CTYPES)}")
+            ctype = self.c_type(s.ctype)
             if s.init is None:
                 self.emit(f"{ctype} {s.name};")
             else:
                 self.emit(f"{ctype} {s.name} = {self.init_expr(s.init, scope)};")
-            scope.declare(s.name, s.ctype if s.ctype in ("float", "int", "bool") else "int")
+            scope.declare(s.name, s.ctype)
         elif isinstance(s, DeclareArray):
             self.declare_array(s, scope)
         elif isinstance(s, Assign):
@@ -128,9 +131,14 @@ class _Renderer(ExprRenderer, PtxRenderer):
                 raise self.err(f"shared array {s.name!r} has size {s.size}")
             if s.align < 4 or s.align & (s.align - 1):
                 raise self.err(f"shared array {s.name!r}: alignment {s.align} is not a power of two >= 4")
-            self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + 4 * s.size
-            self.emit(f"__shared__ __align__({s.align}) float {s.name}[{s.size}];")
-            scope.declare(s.name, "shared")
+            if s.ctype not in SCALAR_CTYPES:
+                raise self.err(f"shared array {s.name!r} has unknown element type {s.ctype!r}")
+            if s.offset is not None:
+                self.dynamic_array(s)
+            else:
+                self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + ctype_bytes(s.ctype) * s.size
+                self.emit(f"__shared__ __align__({s.align}) {self.c_type(s.ctype)} {s.name}[{s.size}];")
+            scope.declare(s.name, f"shared:{s.ctype}")
         elif isinstance(s, GlobalStore):
             self.param(s.buffer, write=True)
             self.emit(f"{s.buffer}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
@@ -158,6 +166,9 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.tma_load(s, scope)
         elif isinstance(s, MbarrierInit):
             self.mbarrier_init(s)
+        elif isinstance(s, ProxyFence):
+            self.need_sm(90, "fence.proxy.async")
+            self.emit_asm(["fence.proxy.async.shared::cta;"], [])
         elif isinstance(s, MbarrierArrive):
             self.mbarrier_arrive(s, scope)
         elif isinstance(s, MbarrierWait):
@@ -171,18 +182,23 @@ class _Renderer(ExprRenderer, PtxRenderer):
     def declare_array(self, s: DeclareArray, scope: _Scope) -> None:
         if s.size <= 0:
             raise self.err(f"register array {s.name!r} has size {s.size}")
-        init = float(s.init)
-        if init == 0.0 and math.copysign(1.0, init) > 0:
-            self.emit(f"float {s.name}[{s.size}] = {{}};  // all 0.0f")
+        if s.ctype not in SCALAR_CTYPES:
+            raise self.err(f"register array {s.name!r} has unknown element type {s.ctype!r}")
+        ctype = self.c_type(s.ctype)
+        floating = s.ctype == "float"
+        init = float(s.init) if floating else int(s.init)
+        literal = format_float(init) if floating else _format_int(init)
+        if init == 0 and (not floating or math.copysign(1.0, init) > 0):
+            self.emit(f"{ctype} {s.name}[{s.size}] = {{}};  // all {literal}")
         elif s.size <= 8:
-            values = ", ".join([format_float(init)] * s.size)
-            self.emit(f"float {s.name}[{s.size}] = {{{values}}};")
+            values = ", ".join([literal] * s.size)
+            self.emit(f"{ctype} {s.name}[{s.size}] = {{{values}}};")
         else:
             i = self.fresh("i")
-            self.emit(f"float {s.name}[{s.size}];")
+            self.emit(f"{ctype} {s.name}[{s.size}];")
             self.emit("#pragma unroll")
-            self.emit(f"for (int {i} = 0; {i} < {s.size}; ++{i}) {s.name}[{i}] = {format_float(init)};")
-        scope.declare(s.name, "regs")
+            self.emit(f"for (int {i} = 0; {i} < {s.size}; ++{i}) {s.name}[{i}] = {literal};")
+        scope.declare(s.name, f"regs:{s.ctype}")
 
     def assign(self, s: Assign, scope: _Scope) -> None:
         target = s.name if s.index is None else f"{s.name}[{self.expr(s.index, scope)}]"
@@ -263,7 +279,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         cmp = ">" if isinstance(s.step, Const) and s.step.value < 0 else "<"
         if s.unroll:
             self.emit("#pragma unroll")
-        self.emit(f"for (int {s.var} = {start}; {s.var} {cmp} {stop}; {step}) {{")
+        self.emit(f"for ({self.c_type('int')} {s.var} = {start}; {s.var} {cmp} {stop}; {step}) {{")
         self.depth += 1
         for st in s.body:
             self.stmt(st, inner)
@@ -321,22 +337,10 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.emit(f"const int {self.lane} = {self.flat_tid} & 31;")
         if self.warp:
             self.emit(f"const int {self.warp} = {self.flat_tid} >> 5;")
-        inits: dict[str, int] = {}
-        for n in _walk(k.body):
-            if isinstance(n, MbarrierInit) and n.name not in self.mbarriers:
-                self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
-                addr = self.fresh(f"{n.name}_addr")
-                self.mbarriers[n.name] = addr
-                inits[n.name] = n.slots
-        self.smem_bytes = 8 * sum(inits.values())     # declared first, before any float array
-        for name, slots in inits.items():
-            if slots == 1:
-                self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
-                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name)};")
-            else:
-                self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
-                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name + '[0]')};")
-            scope.declare(name, "mbarrier")
+        self.declare_mbarriers(scope)
+        if self.dynamic_smem:
+            self.emit(f"extern __shared__ __align__(1024) unsigned char {self.dynamic_smem}[];  "
+                      f"// {k.dynamic_smem} bytes at launch")
         body_scope = _Scope(scope)
         for s in k.body:
             self.stmt(s, body_scope)
@@ -381,7 +385,8 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     header = [
         f"// Generated by deplokit from Kernel IR for sm_{sm}: "
         f"{len(p.kernels)} kernel{'s' if len(p.kernels) != 1 else ''}, launched in this order.",
-        "// Indices are non-negative ints, so C's truncating / and % are floor division and modulo.",
+        "// Indices are non-negative ints, so C's truncating / and % are floor division and modulo;",
+        "// integer values are computed exactly at their width (long long, int), casts explicit.",
         f"// Build: nvcc -cubin -arch=sm_{sm} -O3 <this file>",
     ]
     if p.outputs:

@@ -28,21 +28,24 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelFunc, KernelProgram
+from ...ir.index import Affine
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tensor_ir import COMPARISON_OPS, REDUCTION_IDENTITY
+from ...ir.tensor_ir import reduction_identity
+from ...ir.types import DTYPE_CTYPE, shared_ctype
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
 from ..record import Pass
 from ...ir.lanes import multiples_of
 from ...ir.stages import head_stages
 from ...target import VECTOR
-from .combine import COMBINE_OPS, lower_combine
+from .combine import lower_combine
 from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .smem_layout import PlacedStage, smem_offset, smem_size
-from .stage_plan import plan_stage
 from .register_quads import lower_quads, quad_loads
+from .stage_plan import plan_stage, slot_of
+from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop
 
 def apply(program: TileProgram, pctx=None) -> KernelProgram:
@@ -75,7 +78,8 @@ class Materializer(LoweringState):
         body += self.stmts(self.uniform)
         body += self.stmts(self.tile.body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
-                          zero_init=self.kernel.zero_init, reduces_for=self.kernel.reduces_for)
+                          zero_init=self.kernel.zero_init, reduces_for=self.kernel.reduces_for,
+                          index_bits=self.index_bits)
 
     # -- statements ----------------------------------------------------------------------------
     def stmts(self, body) -> list:
@@ -92,21 +96,24 @@ class Materializer(LoweringState):
     def stmt(self, s) -> list:
         if isinstance(s, Load):
             if self.kernel.register_tile(s.tensor) is not None:
-                return [K.Declare(s.dst, "float", K.RegLoad(s.tensor, self.register_index(s.tensor, s.index)))]
+                dtype = self.dtypes.get(s.tensor, "float32")
+                self.dtypes[s.dst] = dtype
+                return [K.Declare(s.dst, DTYPE_CTYPE[dtype], K.RegLoad(s.tensor, self.register_index(s.tensor, s.index)))]
             return self.load(s)
         if isinstance(s, Compute):
-            ctype = "bool" if s.op in COMPARISON_OPS else "float"
-            if s.op == "where":
-                a, b, c = (self.operand(x) for x in s.args)
-                return [K.Declare(s.dst, "float", K.Select(a, b, c))]
-            return [K.Declare(s.dst, ctype, K.Call(s.op, tuple(self.operand(a) for a in s.args)))]
+            self.dtypes[s.dst] = s.dtype            # a vector loop's per-lane values too
+            # a position may be a gathered id (a tril mask read through x[ids]): loaded first
+            pre: list = []
+            width = "int32" if self.index_bits == 32 else "int64"
+            args = [(self.index_exprs((a,), pre)[0], width) if isinstance(a, Affine) else self.typed_operand(a)
+                    for a in s.args]
+            return pre + lower_value(s.dst, s.op, args, s.dtype, self.fresh)
         if isinstance(s, Accumulate):
+            value = self.value_as(s.value, s.dtype)
             if s.index:
                 idx = self.register_index(s.acc, s.index)
-                value = K.Call(COMBINE_OPS[s.reduction], (K.RegLoad(s.acc, idx), self.operand(s.value)))
-                return [K.Assign(s.acc, value, idx)]
-            value = K.Call(COMBINE_OPS[s.reduction], (K.Var(s.acc), self.operand(s.value)))
-            return [K.Assign(s.acc, value)]
+                return [K.Assign(s.acc, combine_expr(s.reduction, K.RegLoad(s.acc, idx), value, s.dtype), idx)]
+            return [K.Assign(s.acc, combine_expr(s.reduction, K.Var(s.acc), value, s.dtype))]
         if isinstance(s, AtomicAdd):
             return self.write(s, K.AtomicAdd)
         if isinstance(s, Store):
@@ -134,10 +141,11 @@ class Materializer(LoweringState):
                 if acc not in self.accs:
                     self.accs.add(acc)
                     tile = self.kernel.register_tile(acc)
+                    dtype = self.dtypes.get(acc, "float32")
                     if tile is not None:
-                        pre.append(K.DeclareArray(acc, tile.size, float(REDUCTION_IDENTITY[red])))
+                        pre.append(K.DeclareArray(acc, tile.size, reduction_identity(red, dtype), DTYPE_CTYPE[dtype]))
                     else:
-                        pre.append(K.Declare(acc, "float", K.Const(REDUCTION_IDENTITY[red])))
+                        pre.append(K.Declare(acc, DTYPE_CTYPE[dtype], constant(reduction_identity(red, dtype), dtype)))
         outer_reduce, outer_loop = self.in_reduce, self.body_loop
         self.in_reduce = outer_reduce or s.kind == "reduce"
         self.body_loop = (s, self.loop_depth) if isinstance(s, Loop) else None
@@ -166,8 +174,8 @@ class Materializer(LoweringState):
         plan = plan_stage(self, s, self.body_loop)
         self.note_read(s.tensor)
         base = None
-        if plan.buffered:
-            base = K.Binary("*", K.Binary("%", K.Var(plan.loop.var), K.Const(2, "int")), K.Const(smem_size(s), "int"))
+        if plan.buffered:                      # the slot ko % buffers of its ring
+            base = K.Binary("*", slot_of(plan, "cur"), K.Const(smem_size(s), "int"))
         self.stages[s.name] = PlacedStage.of(s, base)
         return [StageCopy(s, self.body_loop, self.loop_depth, tuple(self.ranges.items()))]
 
@@ -180,17 +188,21 @@ class Materializer(LoweringState):
         if s.tensor in self.stages:
             stage = self.stages[s.tensor]
             offset = smem_offset([affine_expr(e) for e in s.index], stage)
-            return [K.Declare(s.dst, "float", K.SharedLoad(stage.name, offset))]
+            dtype = self.types[stage.tensor].dtype
+            ctype = shared_ctype(dtype)
+            self.dtypes[s.dst] = dtype if ctype != "float" else "float32"
+            return [K.Declare(s.dst, ctype, K.SharedLoad(stage.name, offset))]
         out: list = []
         shape = self.types[s.tensor].shape
         exprs = self.index_exprs(s.index, out)
         self.note_read(s.tensor)
-        ctype = {"float32": "float", "bool": "bool"}.get(self.types[s.tensor].dtype, "int")
+        dtype = self.types[s.tensor].dtype
+        self.dtypes[s.dst] = dtype
         cond, safe = self.guard(s.index, exprs, shape)
-        value = K.GlobalLoad(s.tensor, flat_offset(safe, shape), ctype)
+        value = K.GlobalLoad(s.tensor, flat_offset(safe, shape), DTYPE_CTYPE[dtype])
         if cond is not None:
-            value = K.Select(cond, value, K.Const(float(s.pad or 0.0)) if ctype == "float" else K.Const(0, "int"))
-        out.append(K.Declare(s.dst, "float" if ctype == "float" else ctype, value))
+            value = K.Select(cond, value, constant(s.pad or 0, dtype))
+        out.append(K.Declare(s.dst, DTYPE_CTYPE[dtype], value))
         return out
 
     def write(self, s, make) -> list:
@@ -200,7 +212,7 @@ class Materializer(LoweringState):
         exprs = self.index_exprs(s.index, out)
         self.note_write(s.tensor)
         cond, _ = self.guard(s.index, exprs, shape)
-        write = make(s.tensor, flat_offset(exprs, shape), self.operand(s.value))
+        write = make(s.tensor, flat_offset(exprs, shape), self.value_as(s.value, self.types[s.tensor].dtype))
         out.append(write if cond is None else K.If(cond, (write,)))
         return out
 

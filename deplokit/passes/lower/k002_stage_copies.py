@@ -20,33 +20,43 @@ it); an asynchronous stage no AsyncWait waits for is an error.
          else of 4 bytes; an element past the end stores 0 with an ordinary store. The
          copies form one group: commit; the AsyncWait waits for it (wait_group 0).
   tma    thread 0 issues one bulk copy per row (or per run of whole rows, when the slab spans
-         the tensor's full width), all completing on one mbarrier per K loop whose arrival
-         count is the number of copies per iteration; the AsyncWait waits on the mbarrier
-         (phase: the loop variable). A row past the end of an outer dimension is clamped
-         onto the last row (its values only reach outputs that are never stored). The runs
-         are the plan stamped on the stage (Stage.tma: 011, kept true by 012 and 014, which
-         switches a stage its pad breaks to cp.async); only a TMA stage outside a
-         double-buffered K loop falls back to cp.async here.
+         the tensor's full width), after one arrive.expect_tx announcing the bytes of all
+         the group's copies; they complete on the mbarrier stage_plan.slot_barrier names (the
+         seam with the copy issue: a ring's full[slot], else the loop's one mbarrier, phase
+         ko). A row past the end of an outer dimension is clamped onto the last row (its
+         values only reach outputs that are never stored). The runs are the plan stamped on
+         the stage (Stage.tma: 011, kept true by 012 and 014, which switches a stage its pad
+         breaks to cp.async); only a TMA stage outside a buffered K loop falls back to
+         cp.async here.
 
 Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: ...]:
 
   single buffer   [barrier if in a loop: the previous iteration's readers are done]
                   copies; [AsyncWait: wait]; barrier (the copies are visible: the
                   AsyncWait's, or the group's own when it has no asynchronous copy)
-  double buffer   iteration ko fills buffer ko % 2 (loads add (ko % 2) * size): the readers
-                  of that buffer ran in iteration ko - 2, before iteration ko - 1's barrier,
-                  so the barrier before the copy goes: one barrier per iteration. TMA keeps
-                  it (no barrier follows a TMA copy: the mbarrier wait at the AsyncWait makes
-                  it visible to each thread that waits), so that buffer reuse and mbarrier
-                  phases stay ordered.
-  pipelined       (AsyncWait before the prefetch=1 stages.) Prologue (before the loop):
-                  [mbarrier init; barrier]; issue tile 0 into buffer 0. Steady state,
-                  iteration ko: [AsyncWait: wait for tile ko (cp.async.wait 0 / mbarrier
-                  wait, phase ko); barrier (tile ko is visible to every thread, and every
-                  thread is done reading buffer (ko + 1) % 2 in iteration ko - 1)]; the
-                  stages: if ko + 1 < n: issue tile ko + 1 into buffer (ko + 1) % 2; compute
-                  tile ko while the copy of tile ko + 1 is in flight. Epilogue: the last
-                  iteration issues nothing. One barrier per iteration.
+  ring of N       (010's stages) iteration ko fills slot ko % N (loads add the slot's base):
+                  the readers of that slot ran in iteration ko - N, before iteration ko - 1's
+                  barrier, so the barrier before the copy goes: one barrier per iteration.
+                  TMA keeps it (no barrier follows a TMA copy: the mbarrier wait at the
+                  AsyncWait makes it visible to each thread that waits), so that slot reuse
+                  and mbarrier phases stay ordered.
+  pipelined       (AsyncWait before the prefetch=N-1 stages.) Prologue: [mbarrier init;
+                  barrier]; issue tiles 0 .. N-2 into slots 0 .. N-2 (a loop of their own
+                  when more than one; one cp.async group each). Iteration ko: [AsyncWait:
+                  wait for tile ko (cp.async.wait_group N-2 / full[ko % N], parity of the
+                  round ko / N); barrier (tile ko is visible to every thread, and every
+                  thread is done reading slot (ko - 1) % N)]; the stages: if ko + N - 1 < n:
+                  issue tile ko + N - 1 into slot (ko + N - 1) % N (cp.async with N > 2:
+                  commit every iteration, even an empty group, so wait_group counts alike);
+                  compute tile ko. The last N - 1 iterations issue nothing.
+  mbarrier ring   (a pipelined group of TMA stages alone) no block-wide barrier: full[s]
+                  (count 1: the producer's arrive.expect_tx; the copies complete_tx) and
+                  empty[s] (count: the block's threads). Consumers wait full[ko % N] with
+                  parity (ko / N) & 1 and arrive on empty[ko % N] at the end of the
+                  iteration; before refilling slot s with round r the producer (thread 0)
+                  waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a fresh
+                  mbarrier). In SASS nvcc computes the copies' operands after that wait in
+                  ordinary registers (an R2UR each): cheap with one tensor copy per operand.
 
 A synchronous stage in a group right before an AsyncWait leaves its visibility barrier to
 the AsyncWait's (one barrier for the whole group, after the waits).
@@ -58,17 +68,23 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from ...ir.types import shared_ctype
 from ..record import Pass
 from ...ir.stages import head_stages
+from ...target import STATIC_SMEM_PER_BLOCK
+from .dynamic_smem import carve
+from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size
-from .stage_plan import (StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined, mbarrier_name,
-                         plan_stage, round_of, slot_of)
+from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined,
+                         mbarrier_name, plan_stage, round_of, slot_of)
 from .stage_units import copy_stage, issue_tma
 
 
 def apply(program: KernelProgram, pctx=None) -> KernelProgram:
     types = {b.name: b.type for b in tuple(program.buffers) + tuple(program.written)}
-    kernels = tuple(StageCopier(f, types).run() for f in program.kernels)
+    target = getattr(pctx, "target", None)
+    static = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
+    kernels = tuple(carve(fence_generic_stores(StageCopier(f, types).run()), static) for f in program.kernels)
     if kernels == program.kernels:
         return program
     return dataclasses.replace(program, kernels=kernels)
@@ -130,8 +146,9 @@ class StageCopier:
                 out += self.prologue(s)
             elif isinstance(s, K.For):
                 inner = self.body(s.body)
-                if s.var in self.rings:
+                if s.var in self.rings:        # the ring's K loop (its prologue came just before)
                     inner += tuple(self.release(s.var))
+                    del self.rings[s.var]
                 out.append(dataclasses.replace(s, body=inner))
             elif isinstance(s, K.If):
                 out.append(dataclasses.replace(s, then=self.body(s.then), orelse=self.body(s.orelse)))
@@ -151,7 +168,7 @@ class StageCopier:
         if s.name in self.declared:
             return []
         self.declared.add(s.name)
-        return [K.SharedArray(s.name, smem_size(s) * p.slots)]
+        return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=shared_ctype(self.types[s.tensor].dtype))]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:
@@ -268,9 +285,14 @@ class StageCopier:
             out.append(K.Barrier())
         if ahead:
             depth = min(plans[0].prefetch, loop.extent)
-            for t in range(depth):
-                out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = {t}"))
-                out += self._issue(m, stages, plans, t)
+            if depth == 1:
+                out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = 0"))
+                out += self._issue(m, stages, plans, 0)
+            else:                      # tiles 0 .. depth - 1 into slots 0 .. depth - 1
+                tiles = PrologueTiles(f"{loop.var}_pre", depth)
+                out.append(K.Comment(f"prologue: issue the copies of K tiles {loop.var} = 0 .. {depth - 1}"))
+                out.append(K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"),
+                                 tuple(self._issue(m, stages, plans, tiles)), True))
             if plans[0].slots > 2 and any(p.kind == "async" for p in plans):
                 out += [K.CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
         return out

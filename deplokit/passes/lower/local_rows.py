@@ -17,6 +17,7 @@ from ...ir import kernel_ir as K
 from ...ir.index import Var
 from ...ir.loop_ir import Load, Store
 from ...ir.tile_ir import THREAD, StridedLoop, walk
+from ...ir.types import shared_ctype
 
 
 class LocalRows:
@@ -47,7 +48,8 @@ class LocalRows:
         return f"{tensor}_smem"
 
     def declarations(self) -> list:
-        return [K.SharedArray(self.array(t), max(1, self._size(t))) for t in self.dims]
+        return [K.SharedArray(self.array(t), max(1, self._size(t)), ctype=shared_ctype(self.locals[t].type.dtype))
+                for t in self.dims]
 
     def _size(self, tensor) -> int:
         n = 1
@@ -61,7 +63,8 @@ class LocalRows:
         return self._flat([self._affine(index[d]) for d in kept], [shape[d] for d in kept])
 
     def load(self, s: Load) -> list:
-        return [K.Declare(s.dst, "float", K.SharedLoad(self.array(s.tensor), self._offset(s.tensor, s.index)))]
+        ctype = shared_ctype(self.locals[s.tensor].type.dtype)
+        return [K.Declare(s.dst, ctype, K.SharedLoad(self.array(s.tensor), self._offset(s.tensor, s.index)))]
 
     def store(self, s: Store, value: K.Expr) -> list:
         """A store outside the lanes' strided loops: every lane holds the same value (a row of

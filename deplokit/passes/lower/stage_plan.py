@@ -94,8 +94,9 @@ def tma_bytes(m, s: Stage, p: StagePlan) -> int:
 #
 # `it` names which K tile a copy is for: "cur" (tile ko, the loop variable), an int t (tile t,
 # issued before the loop: the prologue of a pipelined loop issues tiles 0 .. prefetch - 1;
-# "zero" is tile 0), "next" (tile ko + prefetch, issued during iteration ko under
-# ko + prefetch < n), None (a stage outside any loop).
+# "zero" is tile 0), PrologueTiles (those tiles, in a loop of their own), "next" (tile
+# ko + prefetch, issued during iteration ko under ko + prefetch < n), None (a stage outside
+# any loop).
 
 def tile_offset(p: StagePlan, it) -> int | None:
     """The K tile of `it` relative to ko ("cur" 0, "next" prefetch), or None for a prologue tile."""
@@ -104,6 +105,14 @@ def tile_offset(p: StagePlan, it) -> int | None:
     if it == "next":
         return max(p.prefetch, 1)
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class PrologueTiles:
+    """`it` of the copies a pipelined loop's prologue issues in a loop of its own: tile `var`
+    for var in 0..count (count < slots, so tile t fills slot t in the slots' first round)."""
+    var: str
+    count: int
 
 
 def prologue_tile(it) -> int | None:
@@ -117,6 +126,8 @@ def slot_of(p: StagePlan, it):
     (tile % slots), or None when the stage has one buffer."""
     if not p.buffered or it is None or p.loop is None:
         return None
+    if isinstance(it, PrologueTiles):
+        return K.Var(it.var)
     t = prologue_tile(it)
     if t is not None:
         return K.Const(t % p.slots, "int")
@@ -130,6 +141,8 @@ def slot_of(p: StagePlan, it):
 def round_of(p: StagePlan, it):
     """How many times the slot of `it`'s tile was filled before it (tile // slots): the
     phase of the slot's mbarriers that this tile's fill is, as a Kernel-IR expression."""
+    if isinstance(it, PrologueTiles):
+        return K.Const(0, "int")
     t = prologue_tile(it)
     if t is not None:
         return K.Const(t // p.slots, "int")

@@ -13,10 +13,11 @@ from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.stages import dim_multipliers, row_major_strides, transposed
 from ...ir.tile_ir import Stage
+from ...ir.types import shared_ctype
 from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
-from .stage_plan import StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset, tma_runs
+from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset, tma_runs
 
 
 def _tid0():
@@ -56,6 +57,9 @@ def stage_at(m, s: Stage, p: StagePlan, it):
     base = None if slot is None else K.Binary("*", slot, K.Const(smem_size(s), "int"))
     if isinstance(slot, K.Const):
         base = K.Const(int(slot.value) * smem_size(s), "int") if slot.value else None
+    if isinstance(it, PrologueTiles):
+        ranges[it.var] = it.count
+        return tuple(substitute(o, {ko: var(it.var)}) for o in s.origin), base, ranges
     t = prologue_tile(it)
     if t is not None:
         return tuple(substitute(o, {ko: const(t)}) for o in s.origin), base, ranges
@@ -142,7 +146,8 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, unit, 1, i)
     src, cond = _global(m, s, g, unit_ext, ranges)
     dst = plus(base, affine_expr(smem))
-    zero = K.Const(0.0)
+    ctype = shared_ctype(m.types[s.tensor].dtype)      # an integer stage stays exact (sync copies)
+    zero = K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
     if p.kind == "async":
         body = [K.CpAsync(s.name, dst, s.tensor, src, 4 * unit)]
         if cond is not None:       # past the end: an ordinary store of zeros
@@ -150,7 +155,7 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
                 [K.VectorStore("shared", s.name, dst, (zero,) * 4)]
             body = [K.If(cond, tuple(body), tuple(zeros))]
     elif unit == 1:
-        value = K.GlobalLoad(s.tensor, src, "float")
+        value = K.GlobalLoad(s.tensor, src, ctype)
         if cond is not None:
             value = K.Select(cond, value, zero)
         body = [K.SharedStore(s.name, dst, value)]

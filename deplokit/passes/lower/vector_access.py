@@ -59,7 +59,7 @@ class _VectorLowering:
             elif isinstance(s, Compute):
                 out += self._compute(s)
             elif isinstance(s, Accumulate):      # the 4 values folded in in order, as the loop would
-                out += self._per_lane(lambda i, s=s: Accumulate(s.acc, s.reduction, self._operand(s.value, i)))
+                out += self._per_lane(lambda i, s=s: Accumulate(s.acc, s.reduction, self._operand(s.value, i), dtype=s.dtype))
             else:
                 out += self._store(s)
         return out
@@ -93,7 +93,7 @@ class _VectorLowering:
             return self.m.stmt(s)
         self.varying.add(s.dst)
         return self._per_lane(lambda i: Compute(self._name(s.dst, i), s.op,
-                                                tuple(self._operand(a, i) for a in s.args), s.note))
+                                                tuple(self._operand(a, i) for a in s.args), s.note, s.dtype))
 
     def _load(self, s: Load) -> list:
         if not varies(s.index, self.lane):

@@ -140,8 +140,8 @@ def _reads(run, acc) -> bool:
 
 
 def _rename(s, read, index):
-    if isinstance(s, Accumulate):
-        return dataclasses.replace(s, index=index)
+    if isinstance(s, Accumulate):      # may fold an earlier accumulator (a sum of a matmul's results)
+        return dataclasses.replace(s, index=index, value=read.get(s.value, s.value))
     if not read:
         return s
     if isinstance(s, Compute):

@@ -28,8 +28,8 @@ def substitute_body(body, mapping: dict, ranges: dict):
         elif isinstance(s, Accumulate) and s.index:
             s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index))
         elif isinstance(s, Compute):
-            s = Compute(s.dst, s.op, tuple(_sub(a, mapping, ranges) if isinstance(a, Affine) else a for a in s.args),
-                        s.note)
+            s = dataclasses.replace(s, args=tuple(_sub(a, mapping, ranges) if isinstance(a, Affine) else a
+                                                  for a in s.args))
         elif isinstance(s, Loop):
             s = Loop(s.var, s.extent, s.kind, substitute_body(s.body, mapping, ranges), s.role, s.unroll)
         elif isinstance(s, StridedLoop):

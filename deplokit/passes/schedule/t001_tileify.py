@@ -1,12 +1,12 @@
 """001 tileify: lift the kernel's outer free loops to THREAD axes of a Tile.
 
 The perfectly nested free loops at the top of a Loop-IR kernel become the axes of one Tile:
-every iteration is a thread. Later passes decide which threads share a block."""
+every iteration is a thread. Values hoisted between two of them move into the inner one first. Later passes decide which threads share a block."""
 from __future__ import annotations
 
 import dataclasses
 
-from ...ir.loop_ir import Loop, LoopProgram
+from ...ir.loop_ir import Compute, Load, Loop, LoopProgram
 from ...ir.tile_ir import THREAD, Tile, TileAxis, TileKernel, TileProgram
 from ..record import KernelPass, PassContext, Skip
 
@@ -27,9 +27,20 @@ def apply(kernel: TileKernel, pctx: PassContext):
     while len(body) == 1 and isinstance(body[0], Loop) and body[0].kind == "free":
         loop = body[0]
         axes.append(TileAxis(loop.var, loop.extent, THREAD, loop.role))
-        body = loop.body
+        body = _sink_invariants(loop.body)
     # A free loop followed by statements at the same level stays a loop inside the Tile.
     return dataclasses.replace(kernel, body=uniform + (Tile(tuple(axes), body),))
+
+
+def _sink_invariants(body: tuple) -> tuple:
+    """Values hoisted out of a free loop (loop-invariant code motion in fusion), moved into
+    it when it is all that follows them: every iteration becomes a thread, which computes
+    them anyway, instead of the loop staying sequential inside each thread."""
+    if body and isinstance(body[-1], Loop) and body[-1].kind == "free" and len(body) > 1 \
+            and all(isinstance(s, (Load, Compute)) for s in body[:-1]):
+        inner = body[-1]
+        return (dataclasses.replace(inner, body=body[:-1] + inner.body),)
+    return body
 
 
 def as_tile_program(program: LoopProgram) -> TileProgram:

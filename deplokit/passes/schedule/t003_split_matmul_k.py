@@ -199,6 +199,8 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
     # the K % BK tail first (a K loop: later passes treat what follows as its epilogue), then
     # the partials in split order, then the tail's sum: one fixed order of float adds
     body, total = list(mm.prologue) + list(mm.tail), None
+    dtype = next((a.dtype for a, _ in walk(before.body) if isinstance(a, Accumulate) and a.acc == mm.acc),
+                 "float32")       # an integer matmul's partials add up as integers
     for s in range(split.splits):
         part = fresh_name(f"{mm.acc}_p{s}", taken)
         taken.add(part)
@@ -206,12 +208,12 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
         if total is not None:
             summed = fresh_name(f"{mm.acc}_s{s}", taken)
             taken.add(summed)
-            body.append(Compute(summed, "add", (total, part)))
+            body.append(Compute(summed, "add", (total, part), dtype=dtype))
             part = summed
         total = part
     if mm.tail:
         summed = fresh_name(f"{mm.acc}_sum", taken)
-        body.append(Compute(summed, "add", (total, mm.acc)))
+        body.append(Compute(summed, "add", (total, mm.acc), dtype=dtype))
         total = summed
     body += [_rename(s, mm.acc, total) for s in mm.epilogue]
     tile = Tile(mm.tile.axes, tuple(body))

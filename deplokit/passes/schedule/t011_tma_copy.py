@@ -7,7 +7,7 @@ registers, and the copies complete on an mbarrier the block waits on. A bulk cop
 contiguous run of 16-byte units between 16-byte aligned addresses, so a stage is eligible
 when
 
-  * it is double buffered at the head of a K-outer loop (010),
+  * it is buffered (a ring of 2 to 4) at the head of a K-outer loop (010),
   * the tensor is float32 and the slab's innermost axis runs along its last dimension,
   * every row starts at a multiple of 4 floats (row stride and origin alike) and is a
     multiple of 4 floats long, or the slab spans the tensor's full width (rows of 13 floats
@@ -77,7 +77,7 @@ def plan(stage, loop, tile, types, max_copies: int = 1 << 30) -> tuple[tuple[int
 def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     loops = k_outer_loops(tile)
-    candidates = [(s, lp) for lp in loops for s in head_stages(lp) if s.buffers == 2 and s.copy == "sync"]
+    candidates = [(s, lp) for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]
     if not candidates:
         return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
     reasons, chosen = [], {}

@@ -29,7 +29,7 @@ import dataclasses
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
-from ..stage_geometry import restamp, restamp_loads, scope_ranges
+from ..stage_geometry import restamp, restamp_loads, scope_ranges, stage_smem_budget
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
@@ -117,9 +117,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
     if not plan:
         return Skip("; ".join(reasons) or "no stage's loads conflict on shared-memory banks")
     total = sum(_smem_floats(s, plan.get(s.name, s.pad)) for s in stages)
-    if 4 * total > pctx.target.static_smem_per_block:
+    if 4 * total > stage_smem_budget(pctx.target):
         return Skip(f"padding would need {4 * total} bytes of shared memory, "
-                    f"more than {pctx.target.static_smem_per_block}")
+                    f"more than {stage_smem_budget(pctx.target)}")
 
     tile = kernel.tile()
     ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}

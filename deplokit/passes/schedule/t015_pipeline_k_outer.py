@@ -1,21 +1,27 @@
 """015 pipeline_k_outer: rotate the K-outer loop into prologue / steady state / epilogue.
 
-With double-buffered asynchronous stages (cp.async or TMA) the copy of K tile ko + 1 can
-be in flight while tile ko computes. The pass marks the stages `prefetch=1` and moves the
-loop's AsyncWait (011 / 013 put it after the stages) before them, so that the body reads in
-execution order: wait for tile ko; issue the copies of tile ko + 1; compute tile ko. The
-materialiser rotates the loop:
+With a ring of N asynchronous stages (010's stages; cp.async or TMA) the copies of K tiles
+ko + 1 .. ko + N - 1 can be in flight while tile ko computes. The pass marks the stages
+`prefetch=N-1` and moves the loop's AsyncWait (011 / 013 put it after the stages) before
+them, so that the body reads in execution order: wait for tile ko; issue the copies of tile
+ko + N - 1; compute tile ko. The materialiser rotates the loop:
 
-    prologue       (before the loop)  [mbarrier init; barrier]; issue tile 0 into buffer 0
+    prologue       (before the loop)  [mbarrier init; barrier]; issue tiles 0 .. N - 2 into
+                                      slots 0 .. N - 2 (one cp.async group each)
     steady state   for ko in 0..n:
-      AsyncWait                       wait for tile ko (cp.async.wait 0 / mbarrier wait)
+      AsyncWait                       wait for tile ko (cp.async.wait_group N - 2: the N - 2
+                                      newer groups may stay in flight / full[ko % N] parity
+                                      (ko / N) & 1)
                                       barrier: tile ko is visible to every thread, and every
-                                               thread is done reading buffer (ko + 1) % 2
-      prefetching stages              if ko + 1 < n: issue tile ko + 1 into buffer (ko + 1) % 2
-      the rest of the body            compute tile ko from buffer ko % 2
-    epilogue       the last iteration issues nothing and computes the last tile
+                                               thread is done reading slot (ko - 1) % N
+                                      (TMA alone: no barrier; the producer waits empty[slot])
+      prefetching stages              if ko + N - 1 < n: issue tile ko + N - 1 into slot
+                                      (ko + N - 1) % N (cp.async: commit, even empty)
+      the rest of the body            compute tile ko from slot ko % N
+                                      (TMA alone: every thread arrives on empty[ko % N])
+    epilogue       the last N - 1 iterations issue nothing and compute the last tiles
 
-one barrier per iteration; each copy has a whole tile's compute to land.
+at most one barrier per iteration; each copy has N - 1 tiles' compute to land.
 
     for a2o in 0..4:  # reduce (K)
         x_smem = AsyncBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
@@ -27,8 +33,9 @@ one barrier per iteration; each copy has a whole tile's compute to land.
         x_smem = AsyncBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1), prefetch=1)
         for a2i in 0..16:  # reduce (K)
 
-It applies to a K-outer loop whose head stages are all double buffered and asynchronous: a
-synchronous copy is made by the threads that compute, so it cannot run ahead of them."""
+It applies to a K-outer loop whose head stages are all buffered (a ring of N >= 2) and
+asynchronous: a synchronous copy is made by the threads that compute, so it cannot run
+ahead of them."""
 from __future__ import annotations
 
 import dataclasses
@@ -40,7 +47,8 @@ from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 DESCRIPTION = "rotate the K-outer loop into prologue / steady state / epilogue (cp.async + TMA)"
 
 
-KNOBS = (flag_knob("enable", "issue the copies of K tile ko + 1 during tile ko (software pipeline)", "pipelining"),)
+KNOBS = (flag_knob("enable", "issue the copies of K tile ko + stages - 1 during tile ko (software pipeline)",
+                   "pipelining"),)
 
 
 def apply(kernel, pctx: PassContext):
@@ -57,10 +65,10 @@ def apply(kernel, pctx: PassContext):
         if all(s.prefetch for s in heads):
             reasons.append(f"K loop {lp.var} is already pipelined")
             continue
-        blocking = [s for s in heads if s.buffers != 2 or s.copy not in ("async", "tma")]
+        blocking = [s for s in heads if s.buffers < 2 or s.copy not in ("async", "tma")]
         if blocking:
             s = blocking[0]
-            what = "single-buffered" if s.buffers != 2 else "synchronous"
+            what = "single-buffered" if s.buffers < 2 else "synchronous"
             reasons.append(f"{s.name} at the head of K loop {lp.var} is {what}: its copy cannot run ahead "
                            f"of the compute")
             continue
@@ -78,10 +86,12 @@ def apply(kernel, pctx: PassContext):
 
 
 def _pipeline(loop):
-    """The loop's head stages marked prefetch=1, after the AsyncWait that waits for them."""
+    """The loop's head stages marked prefetch = ring size - 1 (one ring per loop: 010 gives
+    its stages the same buffers), after the AsyncWait that waits for them."""
     n = head_length(loop)
     head = loop.body[:n]
-    stages = tuple(dataclasses.replace(s, prefetch=1) for s in head if isinstance(s, Stage))
+    depth = min(s.buffers for s in head if isinstance(s, Stage)) - 1
+    stages = tuple(dataclasses.replace(s, prefetch=depth) for s in head if isinstance(s, Stage))
     names: list[str] = []
     for w in head:
         if isinstance(w, AsyncWait):

@@ -37,8 +37,18 @@ Hazards are reported, never silently tolerated, as SimulationError (a DeplokitEr
   * a Shuffle whose source lane is inactive (undefined in CUDA) or outside the block;
   * reading shared data whose cp.async group has not been waited for (CpAsyncCommit closes
     a group, CpAsyncWait(n) completes all committed groups but the newest n), or whose TMA
-    load has not completed (MbarrierWait on its barrier, waiting for the right phase
-    parity; a wait with no TMA in flight would deadlock and is reported);
+    load has not completed (an MbarrierWait that observed the phase of its barrier / slot
+    that the copy's bytes completed);
+  * the mbarrier protocol (async_copy.py): per barrier and slot, the phases completed, the
+    arrivals (MbarrierArrive, a TmaLoad's own arrive.expect_tx) and transaction bytes
+    (expect_tx, a copy's complete_tx) of the current one; a wait for a parity whose phase
+    never completes while the block waits (a missing arrive or copy, the wrong phase) is a
+    deadlock; a TMA copy overwriting elements other threads read, unless a Barrier or an
+    mbarrier phase every thread arrived on after reading (a ring's empty barrier) and that
+    the issuer waited for ordered the reads before it; a TMA copy over ordinary stores not
+    followed by a ProxyFence of their thread;
+  * a kernel above the target's shared memory per block (static and dynamic, when the
+    caller passes the limit) or whose arrays carved from dynamic shared memory overlap;
   * float4 (VectorLoad/VectorStore) offsets that are not 16-byte aligned, cp.async offsets
     not aligned to their size, TMA offsets/counts not multiples of 16 bytes.
 

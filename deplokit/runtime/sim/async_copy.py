@@ -89,6 +89,7 @@ class _AsyncCopies:
             self.fold_reads(sh)
             if sh.lr_dirty:
                 self.check_slot_released(sh, keys, rows, tids, issuer)
+        self.check_proxy_fenced(sh, keys, rows, tids)
         if s.expect:                  # the issuer's own arrive.expect_tx, then its bytes land
             self.mbar_arrive(mb, rows, tids, sl, 4 * c)
         sh.flat[keys] = _cast(buf[src[:, None] + span], F32)
@@ -101,6 +102,33 @@ class _AsyncCopies:
         self.mbar_complete(mb, rows, sl)
         self.stats.global_bytes_loaded += keys.size * 4
         self.stats.shared_bytes_stored += keys.size * 4
+
+    def note_generic(self, sh, keys, tids, n):
+        """Ordinary stores at flat keys (+0..n-1) by threads tids: not yet proxy-fenced."""
+        if sh.gw is None:
+            sh.gw = np.full((self.nb, sh.size), -1, dtype=np.int32)
+        gwf = sh.gw.reshape(-1)
+        for j in range(n):
+            gwf[keys + j] = tids
+
+    def s_proxy_fence(self, s, mask):
+        act = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
+        for sh in self.shared.values():
+            if sh.gw is not None:
+                rows = np.arange(self.nb)[:, None]
+                sh.gw[(sh.gw >= 0) & act[rows, np.maximum(sh.gw, 0)]] = -1
+
+    def check_proxy_fenced(self, sh, keys, rows, tids):
+        """An async-proxy copy may not meet ordinary stores to its shared memory that their
+        threads did not order before it with fence.proxy.async."""
+        if sh.gw is None:
+            return
+        w = sh.gw.reshape(-1)[keys]
+        if (w >= 0).any():
+            i, j = (int(x[0]) for x in np.nonzero(w >= 0))
+            self.fail(f"TmaLoad (async proxy) into element {int(keys[i, j]) % sh.size} of shared array {sh.name} "
+                      f"in block {self.block_index(int(rows[i]))}, which thread {self.thread_index(int(w[i, j]))} "
+                      f"wrote with an ordinary store not followed by fence.proxy.async (ProxyFence)")
 
     def check_slot_released(self, sh, keys, rows, tids, issuer):
         """A copy may overwrite what other threads read only once their reads are ordered

@@ -19,6 +19,7 @@ from .values import (
 )
 
 MAX_LOOP_ITERATIONS = 10_000_000
+_INT32_MAX = 2 ** 31 - 1
 
 
 class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
@@ -55,6 +56,8 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         self.mbars: dict[str, _MBar] = {}
         self.tick = 0                # orders shared reads and mbarrier arrivals (ring releases)
         self.acquired = None         # (blocks, threads): the latest release tick each thread waited for
+        # ordinary stores not yet fenced before an async-proxy copy (kernels with TMA copies only)
+        self.proxy_watch = any(isinstance(s, K.TmaLoad) for s in K.walk_stmts(k.body))
         self.cp_open = 1            # id of the cp.async group being filled
         self.cp_committed = 0       # groups 1..cp_committed are committed
         self.exec = {
@@ -67,11 +70,11 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
             K.CpAsyncWait: self.s_cp_wait, K.TmaLoad: self.s_tma_load,
             K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
-            K.MbarrierArrive: self.s_mbar_arrive,
+            K.MbarrierArrive: self.s_mbar_arrive, K.ProxyFence: self.s_proxy_fence,
             K.Comment: lambda s, mask: None,
         }
         self.eval = {
-            K.Var: self.e_var, K.Const: self.e_const, K.Special: self.e_special,
+            K.Var: self.e_var, K.Const: self.e_const, K.Cast: self.e_cast, K.Special: self.e_special,
             K.Binary: self.e_binary, K.Unary: self.e_unary, K.Call: self.e_call,
             K.Select: self.e_select, K.GlobalLoad: self.e_global_load,
             K.SharedLoad: self.e_shared_load, K.Shuffle: self.e_shuffle, K.RegLoad: self.e_reg_load,
@@ -134,11 +137,29 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
 
     def s_declare(self, s: K.Declare, mask):
         dt = _dtype_of(s.ctype)
-        v = dt(0) if s.init is None else _cast(np.asarray(self.ev(s.init, mask)), dt)
+        v = dt(0) if s.init is None else np.asarray(self.ev(s.init, mask))
+        if s.ctype == "int" and self.k.index_bits == 32:
+            self.check_index_range(s.name, v, mask)
+        v = _cast(v, dt)
         self.scopes[-1][s.name] = [dt, _own(v)]
 
+    def check_index_range(self, name, v, mask):
+        """A 32-bit kernel's index variable must hold its value in an int: one that does not
+        would wrap on a GPU (k001 stamps index_bits=64 on kernels that need more)."""
+        if v.dtype.kind not in "iu" or not v.size:
+            return
+        if int(v.max()) <= _INT32_MAX and int(v.min()) >= -_INT32_MAX - 1:
+            return
+        bad = (v > _INT32_MAX) | (v < -_INT32_MAX - 1)
+        if mask is not None:
+            bad = bad & mask
+        if np.any(bad):
+            i = int(np.broadcast_to(v, self.shape)[np.broadcast_to(bad, self.shape)][0])
+            self.fail(f"index variable {name} = {i} overflows the kernel's 32-bit index arithmetic "
+                      f"({self.where(bad)})")
+
     def s_declare_array(self, s: K.DeclareArray, mask):
-        self.scopes[-1][s.name] = _Reg(np.full((s.size,) + self.shape, s.init, dtype=F32))
+        self.scopes[-1][s.name] = _Reg(np.full((s.size,) + self.shape, s.init, dtype=_dtype_of(s.ctype)))
 
     def s_assign(self, s: K.Assign, mask):
         scope = self.lookup(s.name)
@@ -147,7 +168,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         if isinstance(entry, _Reg):
             if s.index is None:
                 self.fail(f"assignment to register array {s.name} needs an index")
-            self.reg_store(s.name, entry, self.ev_int(s.index, mask), _cast(value, F32), mask)
+            self.reg_store(s.name, entry, self.ev_int(s.index, mask), _cast(value, entry.data.dtype), mask)
             return
         if s.index is not None:
             self.fail(f"{s.name} is a scalar register, not an array")
@@ -212,6 +233,9 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         if e.ctype == "bool" or isinstance(e.value, bool):
             return np.bool_(e.value)
         return _dtype_of(e.ctype)(e.value)
+
+    def e_cast(self, e: K.Cast, mask):
+        return _cast(np.asarray(self.ev(e.a, mask)), _dtype_of(e.ctype))
 
     def e_special(self, e: K.Special, mask):
         v = self.specials.get(e.name)

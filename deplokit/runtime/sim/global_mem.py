@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import kernel_ir as K
-from .values import F32, I64, _cast, _last_per_key
+from .values import I64, _cast, _dtype_of, _last_per_key
 
 
 class _GlobalMemory:
@@ -47,7 +47,7 @@ class _GlobalMemory:
         v = np.take(buf, off)
         self.stats.global_bytes_loaded += self.count(mask) * buf.itemsize
         self.stats.global_loads += self.count(mask)
-        return _cast(v, I64) if e.ctype == "int" else _cast(v, F32) if e.ctype == "float" else v
+        return _cast(v, _dtype_of(e.ctype))
 
     def global_write(self, name, kind, off, values, mask, align=1):
         p = self.params[name] if name in self.params else None

@@ -18,11 +18,12 @@ class _Reg:
 
 class _Shared:
     __slots__ = ("name", "size", "data", "flat", "lw", "dirty", "lr", "lr_dirty", "reads", "rt",
-                 "pend", "has_pending", "scratch")
+                 "pend", "has_pending", "scratch", "gw")
 
-    def __init__(self, name, size, nb):
+    def __init__(self, name, size, nb, dtype=F32):
         self.name, self.size = name, size
-        self.data = np.full((nb, size), np.nan, dtype=F32)   # garbage until written
+        # garbage until written: NaN, or for integers a value no kernel computes by chance
+        self.data = np.full((nb, size), np.nan if dtype == F32 else -0x5EED, dtype=dtype)
         self.flat = self.data.reshape(-1)
         self.lw = None          # (nb, size) int32 last writer since the last barrier, -1 none
         self.dirty = False      # any write since the last barrier
@@ -33,6 +34,7 @@ class _Shared:
         self.pend = None        # (nb, size) int32: >0 cp.async group, <0 -(mbarrier id + 1)
         self.has_pending = False
         self.scratch = None     # (nb * size,) int64: duplicate-address detection
+        self.gw = None          # (nb, size) int32 thread of an ordinary store not yet proxy-fenced, -1 none
 
 
 class _MBar:

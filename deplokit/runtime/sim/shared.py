@@ -9,7 +9,7 @@ import numpy as np
 from ...ir import kernel_ir as K
 from .banks import wavefronts
 from .memory import _Shared
-from .values import F32, I64, _cast, _last_per_key
+from .values import I64, _cast, _dtype_of, _last_per_key
 
 
 class _SharedMemory:
@@ -18,7 +18,7 @@ class _SharedMemory:
     def s_shared_array(self, s: K.SharedArray, mask):
         sh = self.shared.get(s.name)
         if sh is None:
-            self.shared[s.name] = _Shared(s.name, int(s.size), self.nb)
+            self.shared[s.name] = _Shared(s.name, int(s.size), self.nb, _dtype_of(s.ctype))
         elif sh.size != s.size:
             self.fail(f"shared array {s.name} declared twice with sizes {sh.size} and {s.size}")
 
@@ -108,7 +108,7 @@ class _SharedMemory:
         if keys.size == 0:
             return
         lanes = self.active(self.lanes.reshape(self.shape), mask)
-        vals = [_cast(self.active(v, mask), F32) for v in values]
+        vals = [_cast(self.active(v, mask), sh.data.dtype) for v in values]
         if sh.scratch is None:
             sh.scratch = np.empty(sh.flat.size, dtype=I64)
         sh.scratch[keys] = lanes
@@ -153,6 +153,8 @@ class _SharedMemory:
             sh.flat[keys + j] = v
         if pend_tag:
             self.mark_pending(sh, keys, n, pend_tag)
+        elif self.proxy_watch:
+            self.note_generic(sh, keys, tids, n)
         self.stats.shared_bytes_stored += keys.size * 4 * n
 
     def shared_write_cols(self, sh: _Shared, off, values, mask, kind, pend_tag):
@@ -167,7 +169,7 @@ class _SharedMemory:
         tids = np.arange(T, dtype=np.int32) if act is None else np.nonzero(act)[0].astype(np.int32)
         vals = []
         for v in values:
-            v = _cast(np.asarray(v), F32)
+            v = _cast(np.asarray(v), sh.data.dtype)
             if np.ndim(v) == 0:
                 vals.append(v)
             else:
@@ -209,6 +211,9 @@ class _SharedMemory:
             sh.dirty = True
         for j, v in enumerate(vals):
             sh.data[:, cols + j] = v
+        if not pend_tag and self.proxy_watch:
+            keys = (np.arange(self.nb, dtype=I64)[:, None] * sh.size + cols).reshape(-1)
+            self.note_generic(sh, keys, np.broadcast_to(tids, (self.nb, tids.size)).reshape(-1), n)
         if pend_tag:
             if sh.pend is None:
                 sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)

@@ -1,6 +1,8 @@
 """Per-thread values: numpy arrays in their smallest broadcast shape over (blocks, threads).
 Dtypes and casts, active masks (None = every thread, _NONE = no thread), and C-style
-arithmetic on int64 / float32 operands."""
+arithmetic on int64 / float32 operands. Integer values are exact: int64 locals are numpy
+int64, int32 locals numpy int32 (a value assigned to one wraps, as C's conversion does); index
+arithmetic ("int") is computed in int64 and checked against the kernel's index width."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,9 +15,14 @@ I64 = np.int64
 _NONE = object()   # an empty mask: no thread active
 
 
+I32 = np.int32
+
+
 def _dtype_of(ctype: str):
     if ctype == "bool":
         return np.bool_
+    if ctype == "int32":
+        return I32
     if "int" in ctype or ctype in ("long", "size_t", "unsigned"):
         return I64
     return F32
@@ -23,7 +30,7 @@ def _dtype_of(ctype: str):
 
 def _cast(v, dtype):
     if v.dtype != dtype:
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             return v.astype(dtype)
     return v
 

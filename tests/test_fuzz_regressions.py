@@ -1,0 +1,74 @@
+"""Failure classes the long fuzz runs found (python -m deplokit.fuzz --seed S), each as the
+smallest program that showed it, replayed through the fuzzer's own check (every backend
+against eager, NaN-poisoned outputs, NVRTC where available) and nvcc."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import deplokit
+
+from deplokit.fuzz.programs import Case
+from deplokit.fuzz.runner import compile_case, run_case
+from deplokit.runtime.nvcc import nvcc_available
+
+CASES = {
+    # seed 24 case 259: a matmul's register tile summed again in the same kernel (a sum over
+    # an axis the matmul's result is broadcast along): the epilogue's reduce loop folded the
+    # register array acc0 as a scalar ("register array acc0 used as a scalar")
+    "matmul then sum over a size-1 axis": ("x0 = torch.randn(127, 3)\nx1 = torch.randn(3, 31)\n"
+                                           "(x0 @ x1).unsqueeze(0).sum(0)", "sm_90", {}),
+    "matmul then amax over a broadcast axis": ("x0 = torch.randn(127, 3)\nx1 = torch.randn(3, 31)\n"
+                                               "(x0 @ x1).unsqueeze(0).expand(3, 127, 31).amax(0) * 2", "sm_80",
+                                               {"008_register_tile.tn": 2}),
+    "attention heads summed": ("x0 = torch.randn(127, 31)\nx1 = torch.randn(1, 2, 3, 31)\nx2 = torch.randn(1, 2, 3, 31)\n"
+                               "F.scaled_dot_product_attention(x0.unsqueeze(0).unsqueeze(0).expand(1, 4, 127, 31), "
+                               "x1, x2, enable_gqa=True).sum(-4)", "sm_120",
+                               {"005_blockify_launch.block_threads": 512, "008_register_tile.tn": 2}),
+    # seed 26 case 213: softplus(x) = log(1 + exp(x)) was 0 once 1 + exp(x) rounded to 1
+    # (x < -16.6; torch: log1p, 6e-8), and a mask (softplus(x) > 0) flipped
+    "softplus near zero decides a mask": ("x0 = torch.randn(127, 33)\nx1 = torch.randn(33, 3)\nv1 = F.softplus(x0 @ x1)\n"
+                                          "((v1 > 0).long().cumsum(-1) - 1).masked_fill(v1 <= 0, 1).float() * v1",
+                                          "sm_120", {"008_register_tile.tm": 4}),
+}
+
+
+def test_softplus_keeps_its_relative_accuracy_below_zero():
+    x = torch.tensor([-100.0, -30.0, -17.0, -16.5, -10.0, -1.0, -1e-3, 0.0, 1.0, 19.9, 20.5])
+    for fn in (F.softplus, lambda t: F.softplus(t, beta=2.0, threshold=5.0), F.mish):
+        c = deplokit.compile(fn, x)
+        for backend in ("tensor", "loop", "sim"):
+            got, want = c.run(x, backend=backend), fn(x)
+            assert float(((got - want).abs() / want.abs().clamp(min=1e-38)).max()) < 1e-6, backend
+
+
+def test_values_hoisted_between_free_loops_do_not_serialise_the_kernel():
+    """seed 25 case 37 (a timeout, 81 s on the simulator): attention, unsqueeze, then cat on
+    the new axis. The pad guard less(a0, 3) was hoisted between the free loops, so 001
+    tileify lifted only a0: one block of 4 threads, each running 33 x 129 attention rows.
+    Every output is now a thread's (or one of a thread's register tile of <= 16)."""
+    q, k, v, extra = torch.randn(3, 33, 129), torch.randn(3, 33, 129), torch.randn(3, 33, 129), torch.randn(1, 1, 33, 129)
+    fn = lambda q, k, v, e: torch.cat([F.scaled_dot_product_attention(q, k, v).unsqueeze(0), e], 1)  # noqa: E731
+    c = deplokit.compile(fn, q, k, v, extra)
+    padded = next(k for k in c.kernel_ir.kernels if k.name == "merged_unsqueeze_pad")
+    assert padded.grid[0] * padded.grid[1] * padded.grid[2] * padded.threads >= 4 * 33 * 129 // 16
+    torch.testing.assert_close(c.run(q, k, v, extra, backend="sim"), fn(q, k, v, extra), rtol=1e-4, atol=1e-5)
+    # the chain hoisted out of the inner loop stays hoisted in Loop IR (fusion's decision)
+    chain = deplokit.compile(lambda a, b: torch.sigmoid(torch.sin(a))[:, None] * b[None, :], torch.randn(64),
+                             torch.randn(1000))
+    tiled = chain.kernel_ir.kernels[0]
+    assert tiled.grid[0] * tiled.grid[1] * tiled.grid[2] * tiled.threads >= 64 * 1000 // 16
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_fuzz_finding_stays_fixed(name):
+    text, target, config = CASES[name]
+    out = run_case(Case(0, 0, text, (name,), target, config), timeout=120.0, twice=True)
+    assert out.status == "ok", f"{out.stage}: {out.message}"
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+@pytest.mark.parametrize("name", list(CASES)[:2])
+def test_fuzz_finding_passes_nvcc(name):
+    text, target, config = CASES[name]
+    c, _ = compile_case(Case(0, 0, text, (name,), target, config))
+    c.nvcc()
