@@ -5,7 +5,8 @@ heads, seq 128, head_dim 64, causal), compiled twice: with row fusion off
 (config {"fuse_rows.enable": False}: scores -> softmax -> P @ V as three kernels, the scores
 and probabilities stored in global memory) and forced on ({"fuse_rows.by_cost": False}: one
 kernel per query row that keeps both rows in shared memory; the fusion guard alone keeps the
-three kernels at this shape). Then issue 16's targets on a Qwen2.5-7B-shaped causal GQA
+three kernels at this shape), and flash attention (passes/fuse/attention.py, the guard's
+choice: one kernel, query tiles sharing staged K/V tiles, online softmax). Then issue 16's targets on a Qwen2.5-7B-shaped causal GQA
 attention (28 query heads, 4 kv heads, head_dim 128; seq 64 by default, `--seq N`): global
 bytes loaded (simulator) against 3x the compulsory bytes of q, k, v and the output, and float
 multiplies executed (simulator) against 0.6x the non-causal multiply-add count. Prints, for each: kernels, global temporaries, the *compulsory*
@@ -86,13 +87,16 @@ def main() -> None:
               torch.randn(BATCH, KV_HEADS, SEQ, HEAD_DIM, generator=g))
     print(f"sdpa q {tuple(inputs[0].shape)}, k and v {tuple(inputs[1].shape)}, causal, GQA "
           f"{HEADS // KV_HEADS} query heads per kv head")
-    report("row fusion off", deplokit.compile(attention, *inputs, config={"fuse_rows.enable": False}), inputs)
+    report("three kernels (before)", deplokit.compile(attention, *inputs, config=UNFUSED), inputs)
     report("row fusion forced", deplokit.compile(attention, *inputs, config=FORCED), inputs)
+    report("flash attention (after; the guard's choice)", deplokit.compile(attention, *inputs), inputs)
     targets(int(sys.argv[sys.argv.index("--seq") + 1]) if "--seq" in sys.argv else 64)
     layer_figures()
 
 
-FORCED = {"fuse_rows.by_cost": False}
+NO_FLASH = {"fuse_attention.enable": False}
+UNFUSED = {**NO_FLASH, "fuse_rows.enable": False}
+FORCED = {**NO_FLASH, "fuse_rows.by_cost": False}
 
 
 def targets(seq: int, heads: int = 28, kv_heads: int = 4, dim: int = 128) -> None:
@@ -105,7 +109,8 @@ def targets(seq: int, heads: int = 28, kv_heads: int = 4, dim: int = 128) -> Non
     print(f"Qwen2.5-7B-shaped causal GQA attention, q (1, {heads}, {seq}, {dim}), kv (1, {kv_heads}, {seq}, {dim}):")
     print(f"  targets: global bytes loaded <= {3 * compulsory} (3x compulsory {compulsory}); "
           f"multiplies <= {int(0.6 * macs)} (0.6x non-causal {macs})")
-    for label, config in (("guard's choice", {}), ("row fusion forced", FORCED)):
+    for label, config in (("before: three kernels", UNFUSED), ("row fusion forced", FORCED),
+                          ("after: flash attention (the guard's choice)", {})):
         c = deplokit.compile(attention, *inputs, config=config)
         env = dict(c.values)
         env.update(c._bind(inputs))
@@ -124,7 +129,7 @@ def layer_figures() -> None:
     layer = LlamaLayer(hidden=2048, heads=HEADS, kv_heads=KV_HEADS, intermediate=5632)
     x = torch.randn(BATCH, SEQ, 2048)
     print(f"Llama decoder layer (hidden 2048, {HEADS}/{KV_HEADS} heads, intermediate 5632, seq {SEQ}):")
-    for label, config in (("row fusion off", {"fuse_rows.enable": False}), ("row fusion forced", FORCED)):
+    for label, config in (("unfused", UNFUSED), ("row fusion forced", FORCED), ("flash attention", {})):
         c = deplokit.compile(layer, x, config=config)
         temps = sum(4 * b.type.numel for b in c.loop_ir.written if b.kind == "temp")
         print(f"  {label}: {len(c.loop_ir.kernels)} Loop-IR kernels ({len(c.kernel_ir.kernels)} launches with split-K "

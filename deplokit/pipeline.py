@@ -9,6 +9,7 @@ from __future__ import annotations
 from .passes.decompose import decompose
 from .passes.dedup import dedup
 from .passes.fuse import fuse_kernels
+from .passes.fuse.attention import fuse_attention
 from .passes.fuse.lift import lift
 from .passes.fuse.rows import fuse_rows
 from .passes.lower import LOWERING
@@ -36,6 +37,13 @@ def _fuse(program, pctx):
     return Noted(*fuse_kernels(program.graph))
 
 
+def _fuse_attention(program, pctx):
+    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"])
+    if loop == program:
+        return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
+    return Noted(loop, notes)
+
+
 def _fuse_rows(program, pctx):
     loop, notes = fuse_rows(program, by_cost=pctx.knobs["by_cost"])
     if loop == program:
@@ -58,6 +66,10 @@ PIPELINE = (
     Pass("decompose", "tensor", "rewrite each Torch op into Tensor-IR nodes", _decompose),
     Pass("lift", "loop", "lift every Tensor-IR node to a loop nest of its own (nothing fused yet)", _lift),
     Pass("fuse", "loop", "fuse producers into their consumers' loop nests; store only what the guard keeps", _fuse),
+    Pass("fuse_attention", "loop", "attention's kernels become one flash-attention kernel (online softmax)",
+         _fuse_attention,
+         (flag_knob("enable", "fuse attention into one kernel over key tiles, the softmax online", "attention fusion"),
+          flag_knob("by_cost", "fuse only where the guard counts fewer bytes moved and little more work"))),
     Pass("fuse_rows", "loop", "merge attention's kernels so that no scores row leaves the chip", _fuse_rows,
          (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),
           flag_knob("by_cost", "fuse only where the fusion guard counts fewer bytes moved and no more work"))),

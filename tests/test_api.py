@@ -36,8 +36,8 @@ def test_trace_records_every_step_in_order():
     from deplokit.passes.schedule import SCHEDULE
     c = deplokit.compile(nn.RMSNorm(64), torch.randn(2, 64))
     assert [(s.stage, s.name) for s in c.trace] == (
-        [("torch", "capture"), ("tensor", "decompose"), ("loop", "lift"), ("loop", "fuse"), ("loop", "fuse_rows"),
-         ("loop", "split_reduce"), ("loop", "dedup")]
+        [("torch", "capture"), ("tensor", "decompose"), ("loop", "lift"), ("loop", "fuse"), ("loop", "fuse_attention"),
+         ("loop", "fuse_rows"), ("loop", "split_reduce"), ("loop", "dedup")]
         + [("tile", m.name) for m in SCHEDULE] + [("kernel", p.name) for p in LOWERING] + [("cuda", "render")])
     assert [p.name for p in LOWERING] == ["001_materialize", "002_stage_copies", "003_zero_init", "004_unclash_names"]
     assert c.trace[1].before is c.torch_ir and c.trace[1].after is c.tensor_ir
@@ -46,10 +46,10 @@ def test_trace_records_every_step_in_order():
     assert c.trace[2].before is c.tensor_ir and len(lifted.kernels) == len(c.tensor_ir.nodes)
     assert c.trace[3].before is lifted and c.trace[3].after is c.loop_ir and len(c.loop_ir.kernels) == 1
     # no attention, rows too short to split, no dedup
-    assert not any(c.trace[i].changed for i in (4, 5, 6)) and c.trace[6].after is c.loop_ir
-    assert c.trace[22].after is c.tile_ir and c.trace[-2].after is c.kernel_ir and c.trace[-1].after is c.cuda
-    assert c.trace[23].before is c.tile_ir     # the lowering passes follow one another
-    for before, after in zip(c.trace[7:], c.trace[8:]):    # from 001 on (001 starts from the Loop IR as Tile IR)
+    assert not any(c.trace[i].changed for i in (4, 5, 6, 7)) and c.trace[7].after is c.loop_ir
+    assert c.trace[23].after is c.tile_ir and c.trace[-2].after is c.kernel_ir and c.trace[-1].after is c.cuda
+    assert c.trace[24].before is c.tile_ir     # the lowering passes follow one another
+    for before, after in zip(c.trace[8:], c.trace[9:]):    # from 001 on (001 starts from the Loop IR as Tile IR)
         assert after.before is before.after      # each step starts where the last one ended
 
 

@@ -22,7 +22,7 @@ SMALL = sorted(n for n in ATTENTION if n != "sdpa_tinyllama_seq128")   # fast en
 
 # The row-fused schedule itself, on shapes where the guard alone would keep three kernels
 # (query rows that share K/V re-read them once per row): its cost check is switched off.
-ROWS = {"fuse_rows.by_cost": False}
+ROWS = {"fuse_rows.by_cost": False, "fuse_attention.enable": False}
 
 
 @lru_cache(maxsize=None)

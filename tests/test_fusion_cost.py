@@ -11,6 +11,9 @@ from deplokit.runtime.nvcc import nvcc_available
 from programs import corpus
 
 
+# Row fusion's own guard: attention fusion (test_flash_attention.py), tried first, is off.
+ROWS_ONLY = {"fuse_attention.enable": False}
+
 def _causal_gqa(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
@@ -35,7 +38,7 @@ def test_qwen_causal_gqa_at_seq_512_is_not_row_fused():
     """One block per query row would re-read K and V (512 x 128 each) for each of the
     28 x 512 query rows: 7.5 GB against the unfused kernels' compulsory traffic."""
     heads, kv_heads, seq, dim = 28, 4, 512, 128
-    c = deplokit.compile(_causal_gqa, *_qkv(heads, kv_heads, seq, seq))
+    c = deplokit.compile(_causal_gqa, *_qkv(heads, kv_heads, seq, seq), config=ROWS_ONLY)
     assert len(c.loop_ir.kernels) == 3 and not any(k.locals for k in c.loop_ir.kernels)
     step = _rows_step(c)
     assert not step.changed
@@ -49,7 +52,8 @@ def test_qwen_causal_gqa_at_seq_512_is_not_row_fused():
 def test_decode_without_shared_kv_is_row_fused_and_says_why():
     """S = 1 and one query head per KV head: every K/V row is read by one query row only, so
     the fused kernel moves less than the unfused ones (no scores round trip)."""
-    c = deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), *_qkv(4, 4, 1, 64, 32))
+    c = deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), *_qkv(4, 4, 1, 64, 32),
+                         config=ROWS_ONLY)
     assert len(c.loop_ir.kernels) == 1 and c.loop_ir.kernels[0].locals
     notes = _rows_step(c).notes
     assert any(n.startswith("rows: cost: one block per row moves") for n in notes), notes
@@ -58,10 +62,10 @@ def test_decode_without_shared_kv_is_row_fused_and_says_why():
 
 def test_the_knob_fuses_regardless_and_the_trace_says_so():
     inputs = _qkv(4, 2, 9, 9, 16)
-    c = deplokit.compile(_causal_gqa, *inputs, config={"fuse_rows.by_cost": False})
+    c = deplokit.compile(_causal_gqa, *inputs, config={**ROWS_ONLY, "fuse_rows.by_cost": False})
     assert len(c.loop_ir.kernels) == 1
     assert any("fused without the cost check (fuse_rows.by_cost)" in n for n in _rows_step(c).notes)
-    default = deplokit.compile(_causal_gqa, *inputs)
+    default = deplokit.compile(_causal_gqa, *inputs, config=ROWS_ONLY)
     assert len(default.loop_ir.kernels) == 3
     for backend in ("loop", "sim"):
         assert default.check(backend=backend, rtol=1e-4, atol=1e-5).ok, backend
@@ -87,7 +91,7 @@ def test_the_guards_choice_matches_eager(name, backend):
     """Whatever the guard decides (row-fused or three kernels), the program is correct; the
     decision is in the trace either way."""
     fn, inputs = ATTENTION[name]
-    c = deplokit.compile(fn, *inputs)
+    c = deplokit.compile(fn, *inputs, config=ROWS_ONLY)
     step = _rows_step(c)
     said = " ".join(step.notes) if step.changed else step.skipped_reason
     assert ("cost: one block per row" in said) == step.changed or "more than the" in said, said
@@ -98,6 +102,6 @@ def test_the_guards_choice_matches_eager(name, backend):
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_120"])
 def test_both_choices_compile_with_nvcc(target):
     inputs = _qkv(4, 2, 9, 9, 16)
-    for config in ({}, {"fuse_rows.by_cost": False}):
+    for config in (ROWS_ONLY, {**ROWS_ONLY, "fuse_rows.by_cost": False}):
         c = deplokit.compile(_causal_gqa, *inputs, target=target, config=config)
         assert set(c.nvcc().stats) == set(c.cuda.kernels)

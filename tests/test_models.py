@@ -173,8 +173,8 @@ def test_cli_compiles_a_layer_and_prints_the_inventory_on_stderr(capsys):
     out, err = capsys.readouterr()
     assert out.startswith("=== ") and "kernel inventory" not in out
     assert err.startswith(f"# {TINYLLAMA} (transformers, weights on meta) seq 16 layer 2: kernel inventory\n")
-    # attention as three kernels (fuse_rows.by_cost) and swiglu its own kernel (the prologue guard)
-    assert "total: 15 launches" in err
+    # attention as one flash-attention kernel (fuse_attention) and swiglu its own kernel (the prologue guard)
+    assert "total: 13 launches" in err and "flash_scaled_dot_product_attention" in err
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -38,8 +38,8 @@ def relu_matmul():
 
 @pytest.fixture(scope="module")
 def sdpa():
-    fn, inputs = corpus()["sdpa_causal_gqa"]       # three kernels without attention's row fusion
-    return deplokit.compile(fn, *inputs, config={"fuse_rows.enable": False})
+    fn, inputs = corpus()["sdpa_causal_gqa"]       # three kernels without attention's fusions
+    return deplokit.compile(fn, *inputs, config={"fuse_rows.enable": False, "fuse_attention.enable": False})
 
 
 @pytest.mark.parametrize("stage", ["torch", "tensor", "loop", "tile", "kernel", "cuda"])

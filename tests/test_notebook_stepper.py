@@ -25,8 +25,8 @@ def rms():
 
 @pytest.fixture(scope="module")
 def sdpa():
-    fn, inputs = corpus()["sdpa_causal_gqa"]       # three kernels without attention's row fusion
-    return deplokit.compile(fn, *inputs, config={"fuse_rows.enable": False})
+    fn, inputs = corpus()["sdpa_causal_gqa"]       # three kernels without attention's fusions
+    return deplokit.compile(fn, *inputs, config={"fuse_rows.enable": False, "fuse_attention.enable": False})
 
 
 STEPS = len(SCHEDULE) + len(LOWERING)

@@ -20,8 +20,9 @@ def _relu():
 def test_the_pipeline_is_one_flat_tuple_of_pass_records():
     assert all(isinstance(p, (Pass, KernelPass)) for p in PIPELINE)
     names = [p.name for p in PIPELINE]
-    assert names[:6] == ["decompose", "lift", "fuse", "fuse_rows", "split_reduce", "dedup"] and names[-1] == "render"
-    assert names[6:22] == [p.name for p in SCHEDULE] and len(set(names)) == len(names)
+    assert names[:7] == ["decompose", "lift", "fuse", "fuse_attention", "fuse_rows", "split_reduce", "dedup"]
+    assert names[-1] == "render"
+    assert names[7:23] == [p.name for p in SCHEDULE] and len(set(names)) == len(names)
     assert STAGES == ("torch", "tensor", "loop", "tile", "kernel", "cuda")
 
 
@@ -114,7 +115,7 @@ def test_every_scheduling_pass_keeps_a_kernels_locals():
     survive all 16 passes because each pass replaces only what it changes."""
     q = torch.randn(1, 2, 8, 16)
     c = deplokit.compile(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), q, q, q,
-                         config={"fuse_rows.by_cost": False})
+                         config={"fuse_rows.by_cost": False, "fuse_attention.enable": False})
     with_locals = {k.name: k.locals for k in c.loop_ir.kernels if k.locals}
     assert with_locals
     for step in (s for s in c.trace if s.stage == "tile"):

@@ -58,7 +58,7 @@ def test_temporaries_are_not_program_traffic_but_are_kernel_traffic():
     q, k, v = torch.randn(1, 4, 16, 8), torch.randn(1, 4, 16, 8), torch.randn(1, 4, 16, 8)
     # row fusion off: the scores and probabilities are global temporaries between kernels
     c = deplokit.compile(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v, q, k, v,
-                         config={"fuse_rows.enable": False})
+                         config={"fuse_rows.enable": False, "fuse_attention.enable": False})
     total = program_cost(c.loop_ir)
     assert total.bytes == 4 * (3 * 4 * 16 * 8 + 4 * 16 * 8)
     kernel_bytes = sum(x.bytes for x in program_kernel_costs(c.kernel_ir, c.loop_ir))

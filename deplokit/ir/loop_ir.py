@@ -105,6 +105,21 @@ class Store:
         return f"{self.tensor}[{format_index(self.index)}] = {format_loop_operand(self.value)}{_width_note(self.width)}"
 
 
+@dataclass(frozen=True)
+class Assign:
+    """Tile IR only: dst := value, a per-thread variable carried from one iteration of a serial loop to the
+    next (an online reduction's running state: flash attention's running max, sum and output
+    row). The first Assign of a name declares it; with an index, dst is a register array
+    (its shape stamped on the kernel, `register dst[n]`) and the index a register loop's var."""
+    dst: str
+    value: "str | float | Affine"
+    index: tuple[Affine, ...] = ()
+
+    def text(self) -> str:
+        dst = f"{self.dst}[{format_index(self.index)}]" if self.index else self.dst
+        return f"{dst} := {format_loop_operand(self.value)}"
+
+
 def _width_note(width: int) -> str:
     return "  # float4" if width == 4 else (f"  # {width} wide" if width > 1 else "")
 
@@ -113,7 +128,9 @@ def _width_note(width: int) -> str:
 class Loop:
     var: str
     extent: int
-    kind: str                         # free | reduce (Tile IR adds register and vector loops)
+    # free | reduce | serial (iterations in order, each reading what the previous one stored
+    # in the kernel's locals: flash attention's online softmax); Tile IR adds register and vector
+    kind: str
     body: tuple["Stmt", ...]
     role: str = ""                    # M, N or K in a matmul-like kernel
     unroll: bool = False              # a scheduling hint (Tile IR's mark_unroll)
@@ -164,11 +181,36 @@ class LocalBuffer:
 
 
 @dataclass(frozen=True)
+class FlashPlan:
+    """How flash attention (passes/fuse/attention.py) shares work: a block owns `query_tile`
+    rows of `query` for `group` heads of `heads` (the query heads of one kv head), and reads
+    keys and values in tiles of `key_tile` rows, each staged once per block; `causal`: the
+    tiles above the diagonal are skipped (the key loop starts at the query tile's diagonal)."""
+    query: str
+    heads: str
+    group: int
+    query_tile: int
+    key_tile: int
+    causal: bool
+    query_registers: bool = True    # each thread's query row in registers, else the block's in shared memory
+    lanes: int = 1                  # threads sharing one query row (each 1/lanes of head_dim and columns)
+
+    def text(self) -> str:
+        heads = f" x {self.group} heads" if self.group > 1 else ""
+        skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
+        where = "registers" if self.query_registers else "shared memory"
+        where += f", {self.lanes} threads a row" if self.lanes > 1 else ""
+        return (f"flash: a block owns {self.query_tile} query rows{heads} (in {where}), keys and values in "
+                f"staged tiles of {self.key_tile}{skip}")
+
+
+@dataclass(frozen=True)
 class Kernel(Displayable):
     name: str
     outputs: tuple[str, ...]
     body: tuple[Stmt, ...]
     locals: tuple[LocalBuffer, ...] = ()   # tensors kept on chip (row fusion)
+    flash: FlashPlan | None = None         # flash attention's online softmax (passes/fuse/attention.py)
 
     def inputs(self) -> tuple[str, ...]:
         """Global tensors the kernel reads, in order of first read (not its locals)."""
@@ -186,6 +228,7 @@ class Kernel(Displayable):
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals]
+        lines += [self.flash.text()] if self.flash is not None else []
         _format_body(self.body, 0, lines)
         return "\n".join(lines)
 

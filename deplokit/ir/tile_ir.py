@@ -96,11 +96,9 @@ matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). No atomics: the
 bit-identical run to run. (AtomicAdd and `zero-init` remain in the IR for hand-built
 kernels; no pass emits them.)
 
-A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it
-keeps on chip one row at a time, in shared memory once materialised (passes/lower/local_rows.py).
-
-A store or load whose index can leave its tensor (an axis rounded up to whole blocks) is
-guarded when the kernel is materialised; the Tile IR does not spell the guards out.
+A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it keeps on chip one row
+at a time, in shared memory once materialised (passes/lower/local_rows.py). A store or load whose index can leave
+its tensor (an axis rounded up to whole blocks) is guarded when materialised; the Tile IR does not spell guards out.
 """
 from __future__ import annotations
 
@@ -109,7 +107,7 @@ from typing import Union
 
 from ..display import Displayable
 from .index import Affine, format_index
-from .loop_ir import Accumulate, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Tile IR reuses Loop IR's statements)
+from .loop_ir import Accumulate, Assign, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Loop IR's statements)
 from .loop_ir import format_loop_operand
 from .types import Buffer, format_header
 
@@ -256,7 +254,8 @@ class AtomicAdd:
         return f"{self.tensor}[{format_index(self.index)}] += {format_loop_operand(self.value)}  # atomic"
 
 
-TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop]
+TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop,
+                 Assign]
 
 
 @dataclass(frozen=True)
@@ -306,6 +305,7 @@ class TileKernel(Displayable):
     zero_init: tuple[str, ...] = ()
     split_k: SplitK | None = None
     reduces_for: str = ""          # on 003's reducer: the split kernel whose partials it adds
+    flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (schedule/flash_tile.py)
 
     def register_tile(self, acc: str) -> RegisterTile | None:
         for r in self.register_tiles:
@@ -324,7 +324,7 @@ class TileKernel(Displayable):
 
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
-        lines += [b.text() for b in self.locals]
+        lines += [b.text() for b in self.locals] + ([self.flash.text()] if self.flash is not None else [])
         lines += [r.text() for r in self.register_tiles]
         lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
         lines += [self.split_k.text()] if self.split_k is not None else []

@@ -145,6 +145,7 @@ class KernelPass:
     needs: tuple[Needs, ...] = ()
     prepare: Callable[[Any], Any] | None = None
     stamp_knobs: bool = True
+    flash_aware: bool = False     # applies to flash attention's kernels (scheduled whole by 001)
 
     @property
     def tag(self) -> str:
@@ -162,6 +163,8 @@ class KernelPass:
         for need in self.needs:
             if need.missing(target):
                 return Skip(need.missing(target)), ""
+        if getattr(kernel, "flash", None) is not None and self.stage == "tile" and not self.flash_aware:
+            return Skip("flash attention: 001 tileify (its plan), 007 stage_inputs and 013 async_copy schedule it"), ""
         off = switched_off(self.knobs, knobs)
         if off is not None:
             return off, ""

@@ -45,7 +45,7 @@ from ..ir import kernel_ir as K
 from ..ir.index import Affine, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ..ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
+from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget, tma_stamp
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
@@ -87,7 +87,8 @@ class _TileChecker:
         tiles = [s for s in kernel.body if isinstance(s, Tile)]
         self.tile = tiles[0] if tiles else None
         body = self.tile.body if self.tile else kernel.body
-        self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)}
+        self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)} | \
+            {s.dst for s in _tile_walk(kernel.body) if isinstance(s, Assign)}     # carried variables
         self.stage_names = {s.name for s in _tile_walk(kernel.body) if isinstance(s, Stage)}
         self.locals = kernel.local_names()
         self.multiples = multiples_of_vector(body)
@@ -147,7 +148,7 @@ class _TileChecker:
             for a in s.args:
                 if isinstance(a, Affine):
                     self.index((a,), bound, s.text)
-        elif isinstance(s, (Accumulate, Store, AtomicAdd)):
+        elif isinstance(s, (Accumulate, Store, AtomicAdd, Assign)):
             self.reads((s.value,), values, s.text)
         if isinstance(s, Accumulate) and s.index:
             self.index(s.index, bound, s.text)
@@ -220,7 +221,8 @@ class _TileChecker:
             self.fail("register-tiles", f"{where()}: {acc} is indexed but no register tile is stamped for it")
         if len(index) != len(tile.shape):
             self.fail("register-tiles", f"{where()}: {tile.text()} indexed with {len(index)} components")
-        extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and lp.kind == "register"}
+        # a register loop, or an unrolled one (flash attention's dot product over q_reg)
+        extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and (lp.kind == "register" or lp.unroll)}
         for e, n in zip(index, tile.shape):
             names = list(free_vars(e))
             if len(e.terms) != 1 or e.const or len(names) != 1 or extents.get(names[0]) != n:

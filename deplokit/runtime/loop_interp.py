@@ -118,6 +118,8 @@ class _Runner:
                 self.accs[acc] = None               # so an integer sum or max stays exact
         per_iter = max(1, size * _volume(s) // s.extent)
         chunk = max(1, min(s.extent, MAX_ELEMENTS // per_iter))
+        if s.kind == "serial":   # each iteration reads what the previous one stored
+            chunk = 1
         axes = reduce_axes + (axis,) if s.kind == "reduce" else reduce_axes
         for start in range(0, s.extent, chunk):
             n = min(chunk, s.extent - start)

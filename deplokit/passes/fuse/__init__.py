@@ -4,24 +4,31 @@ lift.py, which made every node a loop nest of its own).
 Graph outputs are stored. Every other node is inlined into the kernels that read it (a
 pointwise producer as a prologue, a reduction as a reduce phase) until the guard
 (guard.py) or the structure says no; then it is stored and read back by its consumers.
-Repeats until no kernel objects, so every decision is explained in `decisions`. Row fusion
-(rows.py, the pipeline's next pass) then merges attention's kernels so that no scores row
-leaves the chip; `fuse` runs both, for callers outside the pipeline."""
+Repeats until no kernel objects, so every decision is explained in `decisions`. Attention
+fusion (attention.py, the pipeline's next pass) then makes attention's kernels one flash-
+attention kernel where that pays, and row fusion (rows.py) merges what remains so that no
+scores row leaves the chip; `fuse` runs all three, for callers outside the pipeline."""
 from __future__ import annotations
 
 from ...ir.loop_ir import LoopProgram
 from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
 from ...ir.types import Buffer
+from .attention import fuse_attention
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise
 from .guard import compounding_copies, judge
 from .rows import fuse_rows
 
 
-def fuse(program: TensorProgram, row_fusion: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
-    """fuse_kernels, then (with `row_fusion`) fuse_rows: the Loop IR the pipeline makes."""
+def fuse(program: TensorProgram, row_fusion: bool = True,
+         attention: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
+    """fuse_kernels, then (with `attention`) fuse_attention and (with `row_fusion`) fuse_rows:
+    the Loop IR the pipeline makes."""
     loop, decisions = fuse_kernels(program)
+    flash: tuple[str, ...] = ()
+    if attention:
+        loop, flash = fuse_attention(loop)
     loop, rows = fuse_rows(loop, enabled=row_fusion)
-    return loop, decisions + rows
+    return loop, decisions + flash + rows
 
 
 def fuse_kernels(program: TensorProgram) -> tuple[LoopProgram, tuple[str, ...]]:

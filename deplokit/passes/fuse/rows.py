@@ -79,9 +79,15 @@ def fuse_rows(program: LoopProgram, enabled: bool = True, by_cost: bool = True) 
         i += 1
     if len(kernels) == len(program.kernels):
         return program, tuple(notes)
+    return with_kernels(program, kernels), tuple(notes)
+
+
+def with_kernels(program: LoopProgram, kernels) -> LoopProgram:
+    """The program running `kernels` (a merged kernel in place of its chain): temporaries no
+    kernel writes any more are dropped."""
     kept = {n for k in kernels for n in k.outputs}
     written = tuple(b for b in program.written if b.name in kept)
-    return LoopProgram(program.buffers, written, tuple(kernels), program.outputs), tuple(notes)
+    return LoopProgram(program.buffers, written, tuple(kernels), program.outputs)
 
 
 # -- which chains qualify --------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import reduction_identity
 from ...ir.types import DTYPE_CTYPE, shared_ctype
-from ...ir.tile_ir import AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators
+from ...ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators, walk
 from ..record import Pass
 from ...ir.lanes import multiples_of
 from ...ir.stages import head_stages
@@ -75,6 +75,8 @@ class Materializer(LoweringState):
         body += _decompose("tid", K.Special("tid.x"), self.thread_axes)
         body += _decompose("bid", K.Special("bid.x"), self.block_axes)
         body += self.local_rows.declarations()
+        carried = {a.dst for a, _ in walk(self.tile.body) if isinstance(a, Assign) and a.index}
+        body += [K.DeclareArray(r.acc, r.size) for r in self.kernel.register_tiles if r.acc in carried]
         body += self.stmts(self.uniform)
         body += self.stmts(self.tile.body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
@@ -114,6 +116,15 @@ class Materializer(LoweringState):
                 idx = self.register_index(s.acc, s.index)
                 return [K.Assign(s.acc, combine_expr(s.reduction, K.RegLoad(s.acc, idx), value, s.dtype), idx)]
             return [K.Assign(s.acc, combine_expr(s.reduction, K.Var(s.acc), value, s.dtype))]
+        if isinstance(s, Assign):       # a carried variable (float32): the first Assign declares it
+            value = self.value_as(s.value, "float32")
+            self.dtypes[s.dst] = "float32"
+            if s.index:
+                return [K.Assign(s.dst, value, self.register_index(s.dst, s.index))]
+            if s.dst in self.accs:
+                return [K.Assign(s.dst, value)]
+            self.accs.add(s.dst)
+            return [K.Declare(s.dst, "float", value)]
         if isinstance(s, AtomicAdd):
             return self.write(s, K.AtomicAdd)
         if isinstance(s, Store):

@@ -9,6 +9,7 @@ import dataclasses
 from ...ir.loop_ir import Compute, Load, Loop, LoopProgram
 from ...ir.tile_ir import THREAD, Tile, TileAxis, TileKernel, TileProgram
 from ..record import KernelPass, PassContext, Skip
+from .flash_tile import flash_tile
 
 DESCRIPTION = "lift outer free Loops to thread axes"
 
@@ -16,6 +17,8 @@ DESCRIPTION = "lift outer free Loops to thread axes"
 def apply(kernel: TileKernel, pctx: PassContext):
     if any(isinstance(s, Tile) for s in kernel.body):
         return Skip("already tiled")
+    if kernel.flash is not None:       # flash attention: its whole schedule, from the plan fusion recorded
+        return flash_tile(kernel)
     loops = [s for s in kernel.body if isinstance(s, Loop)]
     first = next((i for i, s in enumerate(kernel.body) if isinstance(s, Loop)), len(kernel.body))
     uniform = kernel.body[:first]
@@ -46,8 +49,8 @@ def _sink_invariants(body: tuple) -> tuple:
 def as_tile_program(program: LoopProgram) -> TileProgram:
     """Loop IR as Tile IR before any pass: each kernel one thread of one block."""
     return TileProgram(program.buffers, program.written,
-                       tuple(TileKernel(k.name, k.outputs, k.body, locals=k.locals) for k in program.kernels),
+                       tuple(TileKernel(k.name, k.outputs, k.body, locals=k.locals, flash=k.flash) for k in program.kernels),
                        program.outputs)
 
 
-PASS = KernelPass("001_tileify", "tile", DESCRIPTION, apply, prepare=as_tile_program)
+PASS = KernelPass("001_tileify", "tile", DESCRIPTION, apply, prepare=as_tile_program, flash_aware=True)

@@ -22,6 +22,7 @@ from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, Knob, PassContext, Skip, flag_knob, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
+from .flash_stage import stage_key_tiles
 from .knobs import combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
@@ -33,6 +34,9 @@ KNOBS = (flag_knob("stage", "stage hot input slabs in shared memory", "staging")
 
 
 def apply(kernel: TileKernel, pctx: PassContext):
+    if kernel.flash is not None:           # the key and value tiles (flash_stage.py)
+        staged = stage_key_tiles(kernel, pctx.types)
+        return staged if isinstance(staged, Skip) else restamp_stages(staged, pctx.types)
     tile = kernel.tile()
     if any(isinstance(s, Stage) for s, _ in walk(tile.body)):
         return Skip("already staged")
@@ -173,4 +177,4 @@ def _slab(load: Load, uniform, varying, riders=frozenset()):
     return tuple(origin), tuple(axes), tuple(index)
 
 
-PASS = KernelPass("007_stage_inputs", "tile", DESCRIPTION, apply, KNOBS)
+PASS = KernelPass("007_stage_inputs", "tile", DESCRIPTION, apply, KNOBS, flash_aware=True)

@@ -61,4 +61,5 @@ def apply(kernel, pctx: PassContext):
     return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
 
 
-PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),))
+PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),),
+                  flash_aware=True)

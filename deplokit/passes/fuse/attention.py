@@ -1,0 +1,79 @@
+"""Attention fusion: scores -> softmax -> P @ V become one flash-attention kernel, by cost.
+
+For every chain of kernels that row fusion would merge (rows.py: a contraction, a softmax,
+a contraction over the same rows), the merged row body is matched against attention
+(attention_match.py) and rebuilt as one pass over the keys with an online softmax
+(attention_loop.py). Its plan (attention_plan.py: the query rows and heads a block owns,
+the key tile, causal tiles skipped) is recorded on the kernel, and 001 tileify schedules it
+(schedule/flash_tile.py). The fusion goes ahead when the guard's count says it wins: it
+moves no more bytes than the three kernels it replaces and its work (the online rescale
+adds a multiply per output element and key; causal skipping removes tiles) stays within
+FLASH_WORK_BUDGET times theirs. Otherwise the chain is left to row fusion, and the trace
+says why.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ...ir.loop_ir import LoopProgram
+from .attention_loop import flash_kernel
+from .attention_match import match_attention
+from .attention_plan import flash_traffic, plan_flash
+from .guard import Traffic, fusion_pays
+from .row_cost import unfused_traffic
+from .rows import _Facts, _merge, _plan, with_kernels
+
+FLASH_WORK_BUDGET = 1.5
+
+
+def fuse_attention(program: LoopProgram, by_cost: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
+    """Every attention chain replaced by its flash kernel where that pays; one note per chain."""
+    kernels = list(program.kernels)
+    temps = {b.name for b in program.written if b.kind == "temp"}
+    types = program.types()
+    taken = set(types) | {b.name for k in kernels for b in k.locals}
+    notes: list[str] = []
+    facts = _Facts()
+    i = 0
+    while i + 2 < len(kernels):
+        chain = kernels[i:i + 3]
+        plan = _plan(chain, kernels, temps, types, facts)
+        if isinstance(plan, str):
+            if plan:
+                notes.append(f"attention: {', '.join(k.name for k in chain)} stay separate kernels: {plan}")
+            i += 1
+            continue
+        names = ", ".join(k.name for k in chain)
+        parts = match_attention(_merge(chain, *plan), plan[0])
+        if isinstance(parts, str):
+            notes.append(f"attention: {names} are not flash attention: {parts}")
+            i += 1
+            continue
+        last = chain[-1]
+        flash = flash_kernel(parts, f"flash_{last.outputs[0]}", last.outputs, taken)
+        schedule = plan_flash(flash, types)
+        if isinstance(schedule, str):
+            notes.append(f"attention: {names} are not flash attention: {schedule}")
+            i += 1
+            continue
+        fused = flash_traffic(flash, schedule, types)
+        unfused = unfused_traffic(chain, types)
+        wins, why = flash_pays(fused, unfused)
+        if by_cost and not wins:
+            notes.append(f"attention: {names} stay separate kernels: {why}")
+            i += 1
+            continue
+        kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]
+        notes.append(f"attention: kernel {flash.name} fuses {names} with an online softmax; {schedule.text()}")
+        notes.append(f"attention: {'cost: ' + why if wins else 'fused without the cost check: ' + why}")
+        i += 1
+    if len(kernels) == len(program.kernels):
+        return program, tuple(notes)
+    return with_kernels(program, kernels), tuple(notes)
+
+
+def flash_pays(fused: Traffic, unfused: Traffic) -> tuple[bool, str]:
+    """No more bytes than the kernels it replaces, and work within FLASH_WORK_BUDGET x theirs."""
+    _, verdict = fusion_pays("flash attention", fused, unfused)
+    wins = fused.bytes <= unfused.bytes and fused.flops <= FLASH_WORK_BUDGET * unfused.flops
+    return wins, f"{verdict}; work budget {FLASH_WORK_BUDGET:g}x"

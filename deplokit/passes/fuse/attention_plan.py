@@ -1,0 +1,153 @@
+"""Where flash attention's work goes: which rows a block owns, how keys are tiled, and what
+that costs in bytes and work (the fusion guard's inputs).
+
+A block owns a tile of query rows and, with grouped-query attention, the query heads that
+share one kv head (their keys read `k[.., h // g, ..]`): every key and value tile it stages
+serves all of them. Keys come in tiles small enough that a key tile and a value tile fit
+in 32 KiB of shared memory. When the mask is causal (`where(key > query, -inf, x)`) and the
+query tile equals the key tile, the tiles above the diagonal are skipped.
+"""
+from __future__ import annotations
+
+from ...analysis.traffic import loop_kernel_flops
+from ...ir.index import FloorDiv, Var, as_affine, free_vars, var
+from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
+from .guard import Traffic
+
+STAGE_BUDGET = 32 * 1024     # bytes of one key tile and one value tile in shared memory
+# floats of a thread's registers for its query row, output row and the tile's scores; beyond,
+# the query rows are staged in shared memory instead (head_dim 128: 128 + 128 + 16 would spill)
+REGISTER_BUDGET = 192
+SHARED_BUDGET = 40 * 1024    # bytes of staged query rows, key tile and value tile
+MAX_KEY_TILE = 16     # small tiles: fewer causal pairs computed, the diagonal tile's waste halved
+
+
+def _pow2_at_most(n: int) -> int:
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
+def flash_parts(kernel: Kernel):
+    """(row loops, the serial key loop, the dot product's loop, q load, k load, v load)."""
+    rows, body = [], kernel.body
+    while len(body) == 1 and isinstance(body[0], Loop) and body[0].kind == "free":
+        rows.append(body[0])
+        body = body[0].body
+    keys = next(s for s in body if isinstance(s, Loop) and s.kind == "serial")
+    dot = next(s for s in keys.body if isinstance(s, Loop) and s.kind == "reduce")
+    loads = [s for s in dot.body if isinstance(s, Load)]
+    q = [s for s in loads if keys.var not in _uses(s.index)]
+    k = [s for s in loads if keys.var in _uses(s.index)]
+    col = [s for s in keys.body if isinstance(s, Loop)][-1]
+    local = {b.name for b in kernel.locals}
+    v = [s for s in col.body if isinstance(s, Load) and s.tensor not in local]
+    if len(q) != 1 or len(k) != 1 or len(v) != 1:
+        raise ValueError("not one query, one key and one value load")
+    return tuple(rows), keys, dot, q[0], k[0], v[0]
+
+
+def stride_one(e, name: str) -> bool:
+    """e = name + (terms of other variables): the dimension a stage's slab axis can run along."""
+    return any(a == Var(name) and c == 1 for a, c in e.terms) and \
+        not any(name in free_vars(as_affine(a)) for a, _ in e.terms if a != Var(name))
+
+
+def _uses(index) -> frozenset[str]:
+    return frozenset().union(*(free_vars(e) for e in index)) if index else frozenset()
+
+
+def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
+    """The plan for a flash kernel (attention_loop.py), or why it cannot be scheduled so."""
+    try:
+        rows, keys, dot, q, k, v = flash_parts(kernel)
+    except (StopIteration, ValueError) as e:
+        return f"its online softmax has an unexpected shape ({e or 'missing loop'})"
+    col = [s for s in keys.body if isinstance(s, Loop)][-1]
+    for load, inner in ((k, dot.var), (v, col.var)):
+        for name in (keys.var, inner):
+            if sum(name in free_vars(e) for e in load.index) != 1 or not any(stride_one(e, name) for e in load.index):
+                return (f"{load.tensor}[{', '.join(map(str, load.index))}] is not a tile of keys x one axis "
+                        f"(a stage needs {name} alone in one dimension)")
+    query = rows[-1].var if rows else ""
+    if query not in _uses(q.index) or query in _uses(k.index) or query in _uses(v.index):
+        query = ""          # one query row (decode): the row loops are batch and heads
+    heads, group = "", 1
+    for lp in rows if not query else rows[:-1]:
+        if lp.var not in _uses(q.index):
+            continue
+        atoms = [a for e in k.index for a, _ in e.terms]
+        if Var(lp.var) in atoms:
+            heads, group = lp.var, 1
+        elif any(isinstance(a, FloorDiv) and a.expr.terms == ((Var(lp.var), 1),) and a.expr.const == 0
+                 for a in atoms):
+            g = next(a.divisor for a in atoms if isinstance(a, FloorDiv) and a.expr.terms == ((Var(lp.var), 1),))
+            if lp.extent % g == 0 and g <= 32:
+                heads, group = lp.var, g
+        elif lp.var not in _uses(k.index) and lp.extent <= 32:   # one kv head for every query head (MQA)
+            heads, group = lp.var, lp.extent
+    d, dv = dot.extent, [s for s in keys.body if isinstance(s, Loop)][-1].extent
+    seq, n_keys = rows[-1].extent if query else 1, keys.extent
+    key_tile = min(MAX_KEY_TILE, _pow2_at_most(max(1, STAGE_BUDGET // (4 * (d + dv)))), _pow2_at_least(n_keys))
+    causal = bool(query) and _is_causal(keys, query) and seq <= n_keys and group * key_tile <= 1024
+    # causal: the query tile is the key tile, so that the diagonal is one tile; otherwise as many
+    # rows as 256 threads hold (each key and value tile is read once per query tile)
+    query_tile = key_tile if causal else min(_pow2_at_least(seq), max(1, _pow2_at_most(256 // group)), 64)
+    # too many floats for one thread: a row's head_dim and output columns dealt to `lanes`
+    # neighbouring threads (their partial dot products added by a warp shuffle)
+    lanes = 1
+    while (d + dv) // lanes + key_tile > REGISTER_BUDGET and d % (2 * lanes) == 0 and dv % (2 * lanes) == 0 \
+            and group * query_tile * lanes * 2 <= 1024:
+        lanes *= 2
+    registers = (d + dv) // lanes + key_tile <= REGISTER_BUDGET
+    if not registers:       # the block's query rows in shared memory (a float of padding per row)
+        def fits(qt, kt):
+            return 4 * (group * qt * (d + 1) + kt * (d + dv)) <= SHARED_BUDGET
+        while not fits(query_tile, key_tile) and query_tile > 1:
+            query_tile //= 2
+            key_tile = query_tile if causal else key_tile
+        if not fits(query_tile, key_tile):
+            return f"{group} query rows of {d} floats and a key tile do not fit {SHARED_BUDGET} bytes"
+    return FlashPlan(query, heads, group, query_tile, key_tile, causal, registers, lanes if registers else 1)
+
+
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _is_causal(keys: Loop, query: str) -> bool:
+    """The score is set to -inf where key > query (sdpa's is_causal, top-left aligned)."""
+    greater = {s.dst for s in keys.body if isinstance(s, Compute) and s.op == "greater"
+               and s.args == (var(keys.var), var(query))}
+    return any(isinstance(s, Compute) and s.op == "where" and s.args[0] in greater and s.args[1] == float("-inf")
+               for s in keys.body)
+
+
+def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
+    """Bytes the flash kernel moves: the key and value tensors once per query tile (a fraction
+    (n + 1) / 2n of them with causal skipping over n tiles), every other access once per
+    element it touches; work as the Loop IR counts it, scaled by the same fraction."""
+    rows, keys, dot, q, k, v = flash_parts(kernel)
+    extents = {lp.var: lp.extent for s, loops in walk(kernel.body) for lp in loops}
+    extents.update({lp.var: lp.extent for lp in rows})
+    tiles = -(-rows[-1].extent // plan.query_tile) if plan.query else 1
+    kept = (tiles + 1) / (2 * tiles) if plan.causal else 1.0
+    local = {b.name for b in kernel.locals}
+    total, seen = 0.0, set()
+    for s, loops in walk(kernel.body):
+        if not isinstance(s, (Load, Store)) or s.tensor in local or (s.tensor, s.index) in seen:
+            continue
+        seen.add((s.tensor, s.index))
+        if s is k or s is v:
+            total += types[s.tensor].numel * types[s.tensor].itemsize * tiles * kept
+            continue
+        used = _uses(s.index)
+        n = 1
+        for name in used:
+            n *= extents.get(name, 1)
+        total += n * types[s.tensor].itemsize * (kept if keys.var in used else 1.0)
+    return Traffic(int(total), int(loop_kernel_flops(kernel) * kept))

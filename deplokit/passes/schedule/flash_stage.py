@@ -1,0 +1,118 @@
+"""007 stage_inputs for flash attention: the key and value tiles into shared memory.
+
+After 001 every thread reads its key tile's keys and values from global memory, each
+element once per query row of the block. Here each becomes one Stage at the top of the
+key-tile loop: the block copies the tile (Tk keys x head_dim) once, and every thread reads
+the copy (all threads read the same key at the same time: a broadcast, no bank conflict).
+
+    for a3o in 0..4:  # serial
+        k_smem = Stage(k, origin=(0, a0b, a3o * 16, 0), slab=(a3i:16@2, a4:128@3))
+        v_smem = Stage(v, origin=(0, a0b, a3o * 16, 0), slab=(a3j:16@2, a5:128@3))
+        ...
+                in1 = load k_smem[a3i, a4]       (was: load k[0, a0b, a3o * 16 + a3i, a4])
+
+A load is staged when, inside one of the key-tile loop's register loops over the keys of
+the tile, it reads a box: the key in one dimension, one inner register loop's variable in
+another, every other dimension fixed for the block. (A mask read per query row is not.)
+A query row read there (head_dim too large for registers, FlashPlan.query_registers) is
+staged once for the whole block, before the key-tile loop: a row per thread, padded.
+"""
+from __future__ import annotations
+
+from ...ir.index import Affine, Var, bounds, free_vars, substitute, var
+from ...ir.loop_ir import Load, Loop
+from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
+from ..fuse.attention_plan import stride_one
+from ..record import Skip, fresh_name, replace_tile
+
+
+def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
+    tile = kernel.tile()
+    outer = next((s for s in tile.body if isinstance(s, (Loop, StridedLoop)) and s.kind == "serial"), None)
+    if outer is None:
+        return Skip("flash attention: no key-tile loop")
+    if any(isinstance(s, Stage) for s in outer.body):
+        return Skip("already staged")
+    uniform = {a.var for a in tile.axes if a.kind == BLOCK} | {outer.var}
+    registers = {r.acc for r in kernel.register_tiles}
+    taken = set(types) | {s.dst for s, _ in walk(tile.body) if isinstance(s, Load)}
+    stages, renamed, rows = [], {}, []
+    threads = [a for a in tile.axes if a.kind == THREAD]
+    lanes = {threads[-1].var: threads[-1].extent} if kernel.flash.lanes > 1 else {}   # a row's threads
+    for key_loop in (s for s in outer.body if isinstance(s, Loop) and s.kind == "register"):
+        for s, loops in walk(key_loop.body):
+            if not isinstance(s, Load) or s.tensor not in types or s.tensor in registers or s.pad is not None:
+                continue
+            slab = _slab(s, key_loop, loops, uniform, lanes)
+            if slab is None:
+                row = _row_stage(s, loops, threads, uniform - {outer.var}, taken)
+                if row is not None:
+                    rows.append(row[0])
+                    taken.add(row[0].name)
+                    renamed[id(s)] = row[1]
+                continue
+            name = fresh_name(f"{s.tensor}_smem", taken)
+            taken.add(name)
+            (kd, ki, tk), (idim, part, extent) = slab
+            origin = tuple(substitute(e, {ki: Affine()}) if d == kd else (e - part if d == idim else e)
+                           for d, e in enumerate(s.index))
+            axis = next(iter(free_vars(part) - set(lanes)))
+            stages.append(Stage(name, s.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(axis, extent, idim))))
+            renamed[id(s)] = Load(s.dst, name, (var(ki), part))
+    if not stages:
+        return Skip("flash attention: no key or value tile to stage")
+
+    def swap(st):
+        return renamed.get(id(st), st)
+
+    new_outer = outer.__class__(**{**outer.__dict__, "body": tuple(stages) + map_body(outer.body, swap)})
+    body = tuple(rows) + tuple(new_outer if st is outer else st for st in tile.body)
+    return replace_tile(kernel, Tile(tile.axes, body))
+
+
+def _row_stage(load: Load, loops, threads, uniform, taken):
+    """(Stage, the load from it) for the block's query rows: each thread reads its own row
+    (the THREAD axes, each in its own dimension) along an inner loop; a float of padding
+    per row keeps the threads' reads on distinct banks. None when the load is not that."""
+    used = set().union(*(free_vars(e) for e in load.index))
+    inner = [lp for lp in loops if isinstance(lp, Loop) and lp.var in used]
+    axes = [a for a in threads if a.var in used]
+    if len(inner) != 1 or not axes or used - uniform - {a.var for a in axes} - {inner[0].var}:
+        return None
+    slab, at = [], []
+    for name, extent in [(a.var, a.extent) for a in axes] + [(inner[0].var, inner[0].extent)]:
+        found = [d for d, e in enumerate(load.index) if name in free_vars(e)]
+        if len(found) != 1 or not stride_one(load.index[found[0]], name):
+            return None
+        slab.append(SlabAxis(name, extent, found[0]))
+        at.append(var(name))
+    if len({ax.dim for ax in slab}) != len(slab) or [ax.dim for ax in slab] != sorted(ax.dim for ax in slab):
+        return None
+    name = fresh_name(f"{load.tensor}_smem", taken)
+    origin = tuple(substitute(e, {ax.var: Affine() for ax in slab}) for e in load.index)
+    return Stage(name, load.tensor, origin, tuple(slab), pad=1), Load(load.dst, name, tuple(at))
+
+
+def _slab(load: Load, key_loop: Loop, loops, uniform, lanes):
+    """((key dim, key var, Tk), (inner dim, the slab-relative index there, extent)) of a box
+    read, else None. The inner dimension may also hold lane variables (THREAD axes a row is
+    dealt to: a4 * 2 + a4l)."""
+    used = set().union(*(free_vars(e) for e in load.index))
+    inner = [lp for lp in loops if isinstance(lp, Loop) and lp.var in used]
+    if len(inner) != 1 or used - uniform - {key_loop.var, inner[0].var} - set(lanes):
+        return None
+    inner = inner[0]
+    kd = [d for d, e in enumerate(load.index) if key_loop.var in free_vars(e)]
+    idim = [d for d, e in enumerate(load.index) if inner.var in free_vars(e)]
+    if len(kd) != 1 or len(idim) != 1 or kd == idim or not stride_one(load.index[kd[0]], key_loop.var):
+        return None
+    if any(free_vars(e) - uniform - {inner.var} - set(lanes) for d, e in enumerate(load.index) if d != kd[0]):
+        return None
+    e = load.index[idim[0]]
+    part = Affine(tuple((a, c) for a, c in e.terms if isinstance(a, Var) and a.name not in uniform))
+    if free_vars(e - part) & (used - uniform):
+        return None
+    span = bounds(part, {inner.var: inner.extent, **lanes})
+    if span is None or span[0] != 0:
+        return None
+    return (kd[0], key_loop.var, key_loop.extent), (idim[0], part, span[1] + 1)

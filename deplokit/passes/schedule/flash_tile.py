@@ -1,0 +1,215 @@
+"""Flash attention's Tile IR: a block owns a tile of query rows, keys and values stream
+through shared memory one tile at a time, and each thread keeps its row's state in registers.
+
+    register q_reg[D]
+    register row_out[Dv]
+    Tile(axes=(a0g:g=THREAD, a1t:QT=THREAD, a0b:H/g=BLOCK, a1b:S/QT=BLOCK)):
+        for a4 in 0..D:  # register                  the thread's query row, read once
+            in0 = load q[0, a0b * g + a0g, a1b * QT + a1t, a4]
+            q_reg[a4] := in0
+        row_max := -inf                              the online softmax's running state
+        row_sum := 0
+        for a2 in 0..Dv:  # register
+            row_out[a2] := 0
+        for a3o in 0..T/Tk:  # serial                (causal: StridedLoop from the diagonal)
+            k_smem = Stage(k, origin=(0, a0b, a3o * Tk, 0), slab=(a3i:Tk@2, a4:D@3))
+            v_smem = Stage(v, ..., slab=(a3i:Tk@2, a5:Dv@3))
+            for a3i in 0..Tk:  # serial              one key: every thread of the block reads it
+                for a4 in 0..D:  # reduce unroll
+                    in0 = load q_reg[a4];  in1 = load k_smem[a3i, a4]  ...
+                ... online softmax: row_max := ..., row_sum := ...
+                for a5 in 0..Dv:  # register
+                    row_out[a5] := row_out[a5] * c + p * v_smem[a3i, a5]
+
+Every key and value tile is read from global memory once per block, for QT x g query rows.
+With the causal plan the key-tile loop runs from the query tile's diagonal tile down to tile
+0 (StridedLoop's start is an index of the block): the tiles above the diagonal are never
+read nor computed, and the diagonal tile is masked by the score's own `where`. Keys past T
+in the last tile (T not a multiple of Tk) score -inf.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ...ir.index import Affine, Var, substitute, var
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.tile_ir import BLOCK, THREAD, Assign, Combine, RegisterTile, StridedLoop, Tile, TileAxis, TileKernel
+from ..fuse.attention_plan import flash_parts
+
+
+def flash_tile(kernel: TileKernel) -> TileKernel:
+    plan = kernel.flash
+    rows, keys, dot, q, k, v = flash_parts(kernel)
+    qt, qb = f"{plan.query}t", f"{plan.query}b"
+    n_q = -(-rows[-1].extent // plan.query_tile)
+    threads, blocks, mapping, ranges = [], [], {}, {}
+    for lp in rows:
+        if lp.var == plan.query:
+            threads.append(TileAxis(qt, plan.query_tile, THREAD))
+            blocks.append(TileAxis(qb, n_q, BLOCK))
+            mapping[lp.var] = var(qb) * plan.query_tile + var(qt)
+            ranges.update({qt: plan.query_tile, qb: n_q})
+        elif lp.var == plan.heads and plan.group > 1:
+            hg, hb = f"{lp.var}g", f"{lp.var}b"
+            threads.insert(0, TileAxis(hg, plan.group, THREAD))
+            blocks.append(TileAxis(hb, lp.extent // plan.group, BLOCK))
+            mapping[lp.var] = var(hb) * plan.group + var(hg)
+            ranges.update({hg: plan.group, hb: lp.extent // plan.group})
+        else:
+            blocks.append(TileAxis(lp.var, lp.extent, BLOCK))
+            ranges[lp.var] = lp.extent
+    lanes = plan.lanes
+    lane = f"{dot.var}l"
+    if lanes > 1:       # the fastest THREAD axis: a row's threads are neighbours in a warp
+        threads.append(TileAxis(lane, lanes, THREAD))
+        ranges[lane] = lanes
+
+    def spread(name):   # element name * lanes + lane: the lanes interleave along head_dim
+        return var(name) * lanes + var(lane) if lanes > 1 else var(name)
+
+    for st in rows[-1].body:        # the output-column loops
+        if isinstance(st, Loop) and st is not keys:
+            mapping[st.var] = spread(st.var)
+    tk, n_keys = plan.key_tile, keys.extent
+    n_tiles = -(-n_keys // tk)
+    ko, ki = f"{keys.var}o", f"{keys.var}i"
+    if plan.causal:     # from the diagonal tile (= the query tile) down to tile 0
+        r = f"{keys.var}r"
+        tile_of = Affine(((Var(r), -1),), n_tiles - 1)
+        ranges[r] = n_tiles
+    else:
+        tile_of = var(ko)
+        ranges[ko] = n_tiles
+    ranges[ki] = tk
+    key_at = tile_of * tk + var(ki)
+
+    def index(ix, extra=None):
+        m = dict(mapping)
+        m.update(extra or {})
+        return tuple(substitute(e, m, ranges) for e in ix)
+
+    local = {b.name for b in kernel.locals}
+    m_name, l_name, o_name = (b.name for b in kernel.locals)
+    q_reg = "q_reg"
+    d = dot.var
+    # the query row into registers, once
+    at_d = {d: spread(d)}
+    head = [Loop(d, dot.extent // lanes, "register", (Load("q_in", q.tensor, index(q.index, at_d)),
+                                                      Assign(q_reg, "q_in", (var(d),))))
+            ] if plan.query_registers else []       # else read from global here, staged by 007
+    col = [s for s in keys.body if isinstance(s, Loop)][-1]
+    kj = f"{keys.var}j"
+    ranges[kj] = tk
+    v_at = index(v.index, {keys.var: tile_of * tk + var(kj), col.var: spread(col.var)})
+    alias: dict[str, str] = {}
+
+    def rewrite(body, at_key: bool) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, Loop):
+                if s is dot:
+                    inner = []
+                    for t in s.body:
+                        if t is q:
+                            t = Load(t.dst, q_reg, (var(d),)) if plan.query_registers else \
+                                Load(t.dst, q.tensor, index(q.index, at_d))
+                        elif t is k:
+                            t = Load(t.dst, k.tensor, index(k.index, {keys.var: key_at, **at_d}))
+                        inner.append(t)
+                    out.append(Loop(s.var, s.extent // lanes, "reduce", tuple(inner), unroll=True))
+                    if lanes > 1:   # each lane summed its part of head_dim
+                        acc = next(t.acc for t in s.body if isinstance(t, Accumulate))
+                        out.append(Combine(acc, "sum", (lane,)))
+                elif s is keys:
+                    out.append(s)
+                else:
+                    out.append(Loop(s.var, s.extent // lanes, "register", rewrite(s.body, at_key)))
+            elif isinstance(s, Load) and s.tensor in local:
+                if s.tensor == o_name:
+                    out.append(Load(s.dst, o_name, (s.index[-1],)))
+                else:
+                    alias[s.dst] = s.tensor
+            elif isinstance(s, Load):
+                out.append(Load(s.dst, s.tensor, index(s.index, {keys.var: key_at} if at_key else None), s.pad))
+            elif isinstance(s, Store) and s.tensor in local:
+                ix = (s.index[-1],) if s.tensor == o_name else ()
+                out.append(Assign(s.tensor, _name(s.value, alias), ix))
+            elif isinstance(s, Store):
+                out.append(Store(s.tensor, index(s.index), _name(s.value, alias)))
+            elif isinstance(s, Compute):
+                args = tuple(_name(a, alias) if isinstance(a, str) else
+                             (substitute(a, {**mapping, keys.var: key_at} if at_key else mapping, ranges)
+                              if isinstance(a, Affine) else a) for a in s.args)
+                out.append(Compute(s.dst, s.op, args, s.note, s.dtype))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    row_body = rows[-1].body
+    before = rewrite(row_body[:row_body.index(keys)], False)
+    after = rewrite(row_body[row_body.index(keys) + 1:], False)
+    first_local = next(i for i, s in enumerate(keys.body) if isinstance(s, Load) and s.tensor in local)
+    x = _score_name(keys.body)
+    score = list(rewrite(keys.body[:first_local], True))
+    if n_keys % tk:     # keys past T in the last tile score -inf
+        score += [Compute("key_ok", "less", (key_at, Affine((), n_keys)), dtype="bool"),
+                  Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf")]
+        x = "score_ok"
+    tile_body = _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col.var, col.extent // lanes, kj,
+                             Load("v_key", v.tensor, v_at))
+    if plan.causal:
+        loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", tile_body)
+    else:
+        loop = Loop(ko, n_tiles, "serial", tile_body)
+    body = tuple(head) + before + (loop,) + after
+    registers = ((RegisterTile(q_reg, (dot.extent // lanes,)),) if plan.query_registers else ()) + \
+        (RegisterTile("s_tile", (tk,)), RegisterTile(o_name, (col.extent // lanes,)))
+    tile = Tile(tuple(threads + blocks), body)
+    return dataclasses.replace(kernel, body=(tile,), locals=(), register_tiles=registers)
+
+
+def _name(a, alias):
+    return alias.get(a, a) if isinstance(a, str) else a
+
+
+def _score_name(step) -> str:
+    """The score: the value the running max is taken of."""
+    for s in step:
+        if isinstance(s, Compute) and s.op == "maximum":
+            return s.args[1]
+    raise ValueError("no running max")
+
+
+def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, columns, kj, v_load) -> tuple:
+    """One key tile of the online softmax: the tile's scores into registers and their max,
+    the running sum and output row rescaled once for the new max, then P @ V."""
+    cs = f"{col}s"
+    scores = Loop(ki, tk, "register", score + (
+        Assign("s_tile", x, (var(ki),)),
+        Compute("tile_max_k", "maximum", ("tile_max", x)),
+        Assign("tile_max", "tile_max_k")))
+    rescale = (
+        Compute("max_new", "maximum", (m_name, "tile_max"), "the running max, this tile included"),
+        Compute("unseen", "equal", ("max_new", float("-inf")), dtype="bool"),
+        Compute("max_base", "where", ("unseen", 0.0, "max_new"), "a row of masked keys keeps exp finite"),
+        Compute("rescale_d", "subtract", (m_name, "max_base")),
+        Compute("rescale", "exp", ("rescale_d",), "what was summed under the old max, rescaled once per tile"),
+        Compute("sum_rescaled", "multiply", (l_name, "rescale")),
+        Assign(l_name, "sum_rescaled"),
+        Loop(cs, columns, "register", (
+            Load("out_old", o_name, (var(cs),)),
+            Compute("out_rescaled", "multiply", ("out_old", "rescale")),
+            Assign(o_name, "out_rescaled", (var(cs),)))))
+    pv = Loop(kj, tk, "register", (
+        Load("s_key", "s_tile", (var(kj),)),
+        Compute("p_d", "subtract", ("s_key", "max_base")),
+        Compute("p_key", "exp", ("p_d",)),
+        Compute("sum_key", "add", (l_name, "p_key")),
+        Assign(l_name, "sum_key"),
+        Loop(col, columns, "register", (
+            Load("out_acc", o_name, (var(col),)),
+            v_load,
+            Compute("pv", "multiply", ("p_key", "v_key")),
+            Compute("out_new", "add", ("out_acc", "pv")),
+            Assign(o_name, "out_new", (var(col),))))))
+    return (Assign("tile_max", float("-inf")), scores) + rescale + (pv, Assign(m_name, "max_new"))
