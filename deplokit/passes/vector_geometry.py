@@ -33,7 +33,7 @@ import dataclasses
 
 from ..ir.index import Affine, Var, free_vars, substitute, var
 from ..ir.lanes import is_multiple, multiples_of, split_lane, varies
-from ..ir.loop_ir import Accumulate, Compute, Load, Store
+from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.stages import buffer_floats, shared_strides
 from ..target import VECTOR
 
@@ -107,7 +107,14 @@ def load_shared_width(load, stage, loop, multiples=frozenset()) -> int:
         return 1
     if loop.kind == "vector":
         return shared_width(load, stage, loop.var, multiples) if loop.extent == VECTOR else 1
+    if not _plain(loop.body):
+        return 1             # the lowering splits the slots (r = 4q + v) in loads, computes, stores only
     return register_quad_width(load, stage, loop)
+
+
+def _plain(body) -> bool:
+    return all(isinstance(s, (Load, Compute, Accumulate, Store)) or
+               (isinstance(s, Loop) and s.kind != "vector" and _plain(s.body)) for s in body)
 
 
 def register_quad_width(load, stage, loop) -> int:
