@@ -12,7 +12,8 @@ from deplokit.runtime.sass import sass_available
 
 needs_sass = pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
 
-BASE = {"008_register_tile.tm": 4, "008_register_tile.tn": 4, "008_register_tile.layout": "strided",
+BASE = {"005_blockify_launch.thread_shape": "16x16", "008_register_tile.tm": 4, "008_register_tile.tn": 4,
+        "008_register_tile.layout": "strided",
         "002_chunk_matmul_k.k_chunk": 16, "011_tma_copy.enable": False, "016_mark_unroll.unroll_k": False,
         "003_split_matmul_k.splits": 1}
 

@@ -87,7 +87,7 @@ def test_calibration_recovers_constants_from_measurements_they_produced():
     for name in ("rms_norm", "rms_norm_odd", "softmax", "matmul_odd"):
         c = compiled(name)
         if name == "matmul_odd":        # one output per thread: the works this fit was tuned on
-            c = c.recompile({"008_register_tile.tm": 1})
+            c = c.recompile({"008_register_tile.tm": 1, "005_blockify_launch.thread_shape": "16x16"})
         works.append(_work(c))
     truth = dataclasses.replace(CostConstants(), launch_us=5.0, l2_bandwidth_ratio=1.5, mem_occupancy=0.6)
     samples = [Sample(w, regs, 0, 0, predict(Sample(w, regs, 0, 0, 1.0), H100, truth))

@@ -116,7 +116,8 @@ def test_stages_larger_than_shared_memory():
 
 def test_the_tma_stamp_is_the_box_the_stage_is():
     fn, inputs = PROGRAMS["relu_matmul_seed"]
-    c = deplokit.compile(fn, *inputs, target="sm_90")
+    # the 16 x 16 block, the one the stamps below describe
+    c = deplokit.compile(fn, *inputs, target="sm_90", config={"005_blockify_launch.thread_shape": "16x16"})
     tile = c.tile_ir
     stamps = {s.name: s.tma for s in all_stages(tile) if s.copy == "tma"}
     assert stamps == {"x_smem": TmaBox((16, 16)), "w_smem": TmaBox((16, 16))}     # reads conflict free: unswizzled

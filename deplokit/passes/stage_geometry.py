@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from ..ir.index import Affine, bounds, var
 from ..ir.loop_ir import Load, Loop
 from ..ir.stages import (buffer_floats, dim_multipliers, head_length, head_stages,  # noqa: F401  (re-exported)
-                         row_major_strides)
+                         in_tensor_order, row_major_strides, transposed)
 from ..ir.tile_ir import Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
 from .tma_geometry import swizzle_for, tensor_map_box
-from .vector_geometry import multiples_of_vector, shared_width
+from .vector_geometry import load_shared_width, multiples_of_vector
 
 SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom
 
@@ -131,6 +131,12 @@ def copy_unit(stage, ttype, ranges) -> int:
     """Floats per unit the block's threads copy the stage in (Stage.unit): VECTOR (a float4,
     or a 16-byte cp.async, which also needs 16-byte aligned padded shared rows) where the
     rows allow it, else 1. A TMA stage's unit is the one of its cp.async fallback."""
+    if transposed(stage):
+        # 007's k-major A: cp.async moves each float by itself; the threads read float4
+        # along the tensor's rows and store them down the stage's columns
+        if stage.copy != "sync" or ttype.dtype != "float32":
+            return 1
+        return VECTOR if rows(in_tensor_order(stage), ttype.shape, ranges).vector else 1
     if ttype.dtype != "float32" or not rows(stage, ttype.shape, ranges).vector:
         return 1
     if stage.copy != "sync" and (stage.slab[-1].extent + stage.pad) % VECTOR:
@@ -177,24 +183,25 @@ def _restamp_body(body, types, ranges):
 
 
 def restamp_loads(kernel):
-    """The kernel with every load a vector loop makes from a stage stamped with whether its
-    4 lanes read one aligned shared float4 (Load.shared_width, vector_geometry.shared_width),
-    which the stage's slab, pad and buffers decide; every other load 1."""
+    """The kernel with every load a vector loop (or a register loop's quads) makes from a
+    stage stamped with whether its 4 lanes (slots) read one aligned shared float4
+    (Load.shared_width, vector_geometry.load_shared_width), which the stage's slab, pad and
+    buffers decide; every other load 1."""
     multiples = multiples_of_vector(kernel.body)
     return dataclasses.replace(kernel, body=_restamp_loads(kernel.body, {}, None, multiples))
 
 
-def _restamp_loads(body, stages, lane, multiples):
+def _restamp_loads(body, stages, loop, multiples):
     out, stages = [], dict(stages)
     for s in body:
         if isinstance(s, Stage):
             stages[s.name] = s
         elif isinstance(s, Load) and (s.tensor in stages or s.shared_width != 1):
-            width = shared_width(s, stages[s.tensor], lane, multiples) if lane and s.tensor in stages else 1
+            width = load_shared_width(s, stages[s.tensor], loop, multiples) if s.tensor in stages else 1
             s = dataclasses.replace(s, shared_width=width)
         elif isinstance(s, (Loop, StridedLoop, Tile)):
-            vector = isinstance(s, Loop) and s.kind == "vector" and s.extent == VECTOR
-            s = dataclasses.replace(s, body=_restamp_loads(s.body, stages, s.var if vector else None, multiples))
+            s = dataclasses.replace(s, body=_restamp_loads(s.body, stages, s if isinstance(s, Loop) else None,
+                                                           multiples))
         out.append(s)
     return tuple(out)
 

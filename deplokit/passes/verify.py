@@ -49,7 +49,7 @@ from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLo
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
 from .tma_geometry import swizzle_for, tensor_map_box
-from .vector_geometry import float4_reason, multiples_of_vector, shared_width
+from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
 
 
 def verify(ir, target=None) -> None:
@@ -213,10 +213,8 @@ class _TileChecker:
     def shared(self, s, stages, loops):
         """A load's shared float4 stamp is the one its stage's layout gives it here (a pass
         that changed a stage without restamping its loads would read misaligned float4s)."""
-        lane = loops[-1] if loops else None
-        want = 1
-        if s.tensor in stages and isinstance(lane, Loop) and lane.kind == "vector" and lane.extent == VECTOR:
-            want = shared_width(s, stages[s.tensor], lane.var, self.multiples)
+        loop = loops[-1] if loops and isinstance(loops[-1], Loop) else None
+        want = load_shared_width(s, stages[s.tensor], loop, self.multiples) if s.tensor in stages else 1
         if s.shared_width != want:
             self.fail("shared-width", f"{s.text()}: stamped to read {s.shared_width} floats of shared memory at "
                                       f"once, but its stage's slab, pad and buffers give {want}")

@@ -270,8 +270,13 @@ class _Iteration:
                 self.add("other", OVERHEAD["global"], mult, share)
 
     def statement(self, s, ctx, mult: float, share: float) -> None:
-        if isinstance(s, K.VectorLoad):
-            self.add("lds128" if s.space == "shared" else "ldg", 1, mult, share)
+        if isinstance(s, K.VectorLoad) and s.space == "shared":
+            # its 4 words join the distinct addresses (nvcc loads a repeated quad once)
+            for j in range(4):
+                offset = K.Binary("+", s.offset, K.Const(j, "int")) if j else s.offset
+                self.loads.append((s.source, offset, tuple(ctx), tuple(self.locals), share))
+        elif isinstance(s, K.VectorLoad):
+            self.add("ldg", 1, mult, share)
         elif isinstance(s, K.VectorStore):
             self.add("sts" if s.space == "shared" else "stg", 1, mult, share)
         elif isinstance(s, K.SharedStore):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
-from ...ir.stages import dim_multipliers, row_major_strides
+from ...ir.stages import dim_multipliers, row_major_strides, transposed
 from ...ir.tile_ir import Stage
 from ...ir.types import shared_ctype
 from ...target import VECTOR
@@ -137,6 +137,9 @@ def _global(m, s: Stage, g, unit_ext, ranges):
 def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     """The block's threads copy one stage (sync or cp.async) for one iteration, in the units
     the schedule stamped on it (Stage.unit: float4 / cp.async 16, or one float)."""
+    if transposed(s) and p.kind != "async":
+        from .stage_transpose import copy_transposed    # built on this module's units
+        return copy_transposed(m, s, p, it)
     origin, base, ranges = stage_at(m, s, p, it)
     unit = s.unit
     i = f"{s.name}_i"
