@@ -49,16 +49,16 @@ def with_tensor_maps(c, fn):
 # -- 012 swizzle_smem -------------------------------------------------------------------------------
 
 def test_swizzle_halves_the_weight_fragment_bank_conflicts():
-    # a Linear's weight box (128 rows of 16 floats): the B-fragment reads walk down a column
+    # a Linear's weight box (64 rows of 16 floats): the B-fragment reads walk down a column
     # of 64-byte rows; the 64-byte swizzle spreads them over 4 chunks
     c = build("llm_projection")
     off = build("llm_projection", config={"012_swizzle_smem.enable": False})
     before, after = stage_cost(off.tile_ir.kernels[0]), stage_cost(c.tile_ir.kernels[0])
-    assert before["p_weight_smem"] == (16, 256) and after["p_weight_smem"] == (8, 128)
+    assert before["p_weight_smem"] == (8, 128) and after["p_weight_smem"] == (4, 64)
     assert before["input_smem"] == after["input_smem"]          # the A fragment: conflict free either way
     st = step(c, "012_swizzle_smem")
-    assert "p_weight_smem: 64-byte swizzle: reads' worst bank conflict 16 -> 8, wavefronts 256 -> 128" in str(st)
-    assert "p_weight_smem = TmaBufferedStage(p_weight" in str(c.tile_ir) and "tmap=128x16,swizzle=64B" in str(c.tile_ir)
+    assert "p_weight_smem: 64-byte swizzle: reads' worst bank conflict 8 -> 4, wavefronts 128 -> 64" in str(st)
+    assert "p_weight_smem = TmaBufferedStage(p_weight" in str(c.tile_ir) and "tmap=64x16,swizzle=64B" in str(c.tile_ir)
     assert "disabled by the knob" in step(off, "012_swizzle_smem").skipped_reason
 
 
@@ -71,7 +71,7 @@ def test_swizzle_span_follows_the_box_inner_row():
     # reads that are conflict free stay unswizzled (the XOR would only cost instructions)
     c = build("matmul_ragged_n")
     assert not step(c, "012_swizzle_smem").changed
-    assert any("a_smem: a 64-byte swizzle would leave its reads' wavefronts at 2 -> 2" in r
+    assert any("a_smem: a 64-byte swizzle would leave its reads' wavefronts at 4 -> 4" in r
                for r in _reasons(c, "012_swizzle_smem"))
 
 
