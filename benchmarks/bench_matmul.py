@@ -3,7 +3,10 @@ emits for sm_90 (the machine code view, `deplokit compile ... --ir sass`), with 
 model's prediction and the first-principles floor. Compile only: nothing is simulated or run.
 
 For each program, its largest kernel (the matmul), default knobs:
-    tile      block tile M x N x K-chunk, threads, register tile TM x TN per thread
+    tile      block tile M x N x K-chunk, threads (005's thread_shape M x N), register tile
+              TM x TN per thread
+    layout    008's register layout (quads, warps: each warp its own sub-tile), and whether
+              007 stored A k-major
     FFMA      FFMA share of the hottest loop's instructions (cuBLAS-class SGEMM: >= 0.85)
     LDS/FFMA  shared loads per FFMA there, and the loads by width (LDS / LDS.64 / LDS.128)
     loop instr  instructions of the hottest loop (static: each once)
@@ -20,7 +23,8 @@ For each program, its largest kernel (the matmul), default knobs:
 
 Needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump): without them the SASS columns
 print as `-`. Run: PYTHONPATH=. python benchmarks/bench_matmul.py [--all] [--filter S]
-(--all: every matmul-shaped entry of the LLM suite, a few minutes).
+[--config PASS.KNOB=VALUE ...] (--all: every matmul-shaped entry of the LLM suite, a few
+minutes; --config: a knob other than its default for every kernel, to compare).
 """
 from __future__ import annotations
 
@@ -70,7 +74,8 @@ def tile_text(tile_kernel) -> str:
     tile = tile_kernel.tile()
     threads = math.prod(a.extent for a in tile.axes if a.kind == THREAD)
     roles = {a.role: a.extent for a in tile.axes if a.kind == THREAD}
-    text = f"{threads}t"
+    shape = "x".join(str(roles[r]) for r in ("M", "N") if r in roles)
+    text = f"{threads}t" + (f" ({shape})" if shape else "")
     regs = {}
     chunk = None
     for s, _ in walk(tile.body):
@@ -85,14 +90,21 @@ def tile_text(tile_kernel) -> str:
     return text + (f" splitK{splits[0]}" if splits else "")
 
 
-def row(name, fn, shapes, target, with_sass: bool) -> list[str]:
+def layout_text(tile_kernel) -> str:
+    """008's register layout, and `A k-major` where 007 stored A's slab transposed."""
+    knobs = dict(tile_kernel.knobs)
+    text = str(knobs.get("008_register_tile.layout", "-"))
+    return text + (" A k-major" if knobs.get("007_stage_inputs.a_k_major") else "")
+
+
+def row(name, fn, shapes, target, with_sass: bool, config=None) -> list[str]:
     inputs = [torch.empty(s) for s in shapes]
-    c = deplokit.compile(fn, *inputs, target=target.name)
+    c = deplokit.compile(fn, *inputs, target=target.name, config=config or {})
     est = estimate(c.tile_ir, c.kernel_ir, target)
     works = [k.work for k in est.kernels if k.work is not None]
     floor = floor_us(works, target)
     main = max(works, key=lambda w: w.flops).name          # the matmul: the most FLOPs
-    cells = [name, tile_text(c.tile_ir.kernel(main))]
+    cells = [name, tile_text(c.tile_ir.kernel(main)), layout_text(c.tile_ir.kernel(main))]
     if with_sass:
         k = c.sass().kernel(main)
         hot = k.hottest.mix if k.hottest else None
@@ -112,7 +124,7 @@ def row(name, fn, shapes, target, with_sass: bool) -> list[str]:
     return cells
 
 
-HEADER = ["program", "tile (block, threads, per thread)", "FFMA", "LDS/FFMA", "LDS/.64/.128", "loop instr",
+HEADER = ["program", "tile (block, threads (M x N), per thread)", "layout", "FFMA", "LDS/FFMA", "LDS/.64/.128", "loop instr",
           "K loop/FFMA", "copies/K", "regs", "spill B", "model instr/slots", "model us", "floor us", "model/fl"]
 
 
@@ -120,7 +132,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all", action="store_true", help="every matmul-shaped entry of the LLM suite")
     ap.add_argument("--filter", action="append", default=[], help="only programs whose name contains this")
+    ap.add_argument("--config", action="append", default=[], metavar="PASS.KNOB=VALUE",
+                    help="a scheduling knob for every kernel instead of its default, e.g. "
+                         "008_register_tile.layout=warps or 007_stage_inputs.a_k_major=True")
     args = ap.parse_args(argv)
+    config = dict(_knob(text) for text in args.config)
     target = get_target(TARGET)
     with_sass = sass_available()
     print(f"matmuls on {target.name} ({target.reference_gpu}: {target.peak_fp32_tflops:g} TFLOP/s FP32, "
@@ -131,12 +147,20 @@ def main(argv=None) -> int:
     for name, fn, shapes in programs(args.all):
         if args.filter and not any(f in name for f in args.filter):
             continue
-        rows.append(row(name, fn, shapes, target, with_sass))
+        rows.append(row(name, fn, shapes, target, with_sass, config))
         print(f"  ... {name} ({time.time() - start:.0f} s)", file=sys.stderr, flush=True)
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
     for r in rows:
-        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        print("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
     return 0
+
+
+def _knob(text: str):
+    """'PASS.KNOB=VALUE' -> (key, value), the value an int, a bool or a string."""
+    key, _, value = text.partition("=")
+    if value in ("True", "False"):
+        return key, value == "True"
+    return key, int(value) if value.lstrip("-").isdigit() else value
 
 
 if __name__ == "__main__":

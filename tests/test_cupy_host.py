@@ -28,6 +28,7 @@ class StandInCupy:
         self.kernels = {k.name: k for k in kernel_program.kernels}
         self.launches = []
         self.loaded = []
+        self.encoded = []               # (TensorMapArgs, address) of every tensor map encoded
         self.uint8 = np.uint8
         outer = self
         function = SimpleNamespace(Module=lambda: _Module(outer))
@@ -38,6 +39,12 @@ class StandInCupy:
                                     driver=driver,
                                     function=function,
                                     get_current_stream=lambda: SimpleNamespace(synchronize=lambda: None))
+
+    def encode_tensor_map(self, args, address):
+        """What the backend would ask the driver to encode: recorded, and passed to the
+        launch in place of the 128 bytes."""
+        self.encoded.append((args, address))
+        return ("tensor map", args, address)
 
     asarray = staticmethod(np.asarray)
     ascontiguousarray = staticmethod(np.ascontiguousarray)
@@ -70,10 +77,17 @@ class _Module:
             # array as its bare data pointer: the dtype must be what the C parameter points to
             assert type(grid) is tuple and type(block) is tuple
             assert (grid, block, shared_mem) == (tuple(kernel.grid), tuple(kernel.block), kernel.dynamic_smem)
-            assert len(args) == len(kernel.params)
+            assert len(args) == len(kernel.params) + len(kernel.tensor_maps)
             for p, a in zip(kernel.params, args):
                 assert a.dtype == np.dtype(CTYPE_DTYPE[p.ctype]), (name, p.name, a.dtype, p.ctype)
                 assert a.flags.c_contiguous and a.ctypes.data % DEVICE_ALIGN == 0, (name, p.name)
+            # each tensor map after the buffers, encoded for the very buffer the kernel's map
+            # names, with the dims, box and swizzle its copies were planned for
+            buffers = dict(zip((p.name for p in kernel.params), args))
+            for t, (tag, margs, address) in zip(kernel.tensor_maps, args[len(kernel.params):]):
+                assert tag == "tensor map" and address == buffers[t.buffer].ctypes.data, (name, t.name)
+                assert (margs.global_dims, margs.box_dims) == (t.shape[::-1], t.box[::-1]), (name, t.name)
+                assert margs.swizzle == {0: 0, 32: 1, 64: 2, 128: 3}[t.swizzle], (name, t.name)
             self.fake.launches.append(name)
             simulate_kernel(kernel, {p.name: a for p, a in zip(kernel.params, args)}, max_block_threads=1024)
         launch.ptr = 0x1000 + list(self.fake.kernels).index(name)        # a CUfunction handle
@@ -96,7 +110,8 @@ def test_executor_runs_the_program_like_eager(name):
     fn, inputs = CASES[name]
     c = deplokit.compile(fn, *inputs)
     fake = StandInCupy(c.kernel_ir)
-    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
+                           encode_tensor_map=fake.encode_tensor_map)
     result = c.check(backend="cupy")
     assert result.ok and result.backend == "cupy", str(result)
     assert fake.launches == [k.name for k in c.kernel_ir.kernels]
@@ -149,7 +164,8 @@ def test_bench_plumbing_on_the_host():
     fn, inputs = CASES["attention"]
     c = deplokit.compile(fn, *inputs)
     fake = StandInCupy(c.kernel_ir)
-    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
+                           encode_tensor_map=fake.encode_tensor_map)
     flushes = []
     device = TimingDevice("stand-in", "cpu", LaunchCountingClock(fake), lambda: flushes.append(1))
     r = bench_compilation(c, inputs, warmup=1, repeats=3, compare=("eager",), profile=True, name="attn",
@@ -198,6 +214,7 @@ def test_executor_runs_a_deduplicated_program_launch_by_launch():
     assert len(c.launches) > len({launch.runs for launch in c.launches})   # some kernel runs twice
     fake = StandInCupy(c.kernel_ir)
     c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
+                           encode_tensor_map=fake.encode_tensor_map,
                            launches=c.launches, whole=c.loop_ir)
     result = c.check(backend="cupy")
     assert result.ok, str(result)
@@ -209,7 +226,8 @@ def test_dynamic_smem_above_48k_is_opted_in_before_launch():
     fn, inputs = CASES["two_outputs"]
     c = deplokit.compile(fn, *inputs)
     fake = StandInCupy(c.kernel_ir)
-    exe = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    exe = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
+                       encode_tensor_map=fake.encode_tensor_map)
     assert fake.attributes == []                     # nothing to opt in: all static
     first, *rest = exe.plan.launches
     exe.plan = dataclasses.replace(exe.plan, launches=(dataclasses.replace(first, dynamic_smem=96 * 1024), *rest))
@@ -221,11 +239,13 @@ def test_a_ring_in_dynamic_shared_memory_raises_the_limit_and_launches_with_its_
     """A stage ring above 48 KiB lives in dynamic shared memory: the executor raises the
     kernel's maximum to the plan's bytes before the first launch and launches with them."""
     x, w = torch.randn(64, 256), torch.randn(256, 64)
-    c = deplokit.compile(torch.matmul, x, w, config={"002_chunk_matmul_k.k_chunk": 32, "010_double_buffer.stages": 3})
+    # (4 stages: TMA boxes are unpadded, so 3 stages of two 8 KiB boxes are exactly 48 KiB)
+    c = deplokit.compile(torch.matmul, x, w, config={"002_chunk_matmul_k.k_chunk": 32, "010_double_buffer.stages": 4})
     kernel = next(k for k in c.kernel_ir.kernels if k.dynamic_smem)
     assert kernel.dynamic_smem > 48 * 1024
     fake = StandInCupy(c.kernel_ir)
-    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
+                           encode_tensor_map=fake.encode_tensor_map)
     ptr = c._cupy.functions[kernel.name].ptr
     assert fake.attributes == [(ptr, 8, kernel.dynamic_smem)]
     result = c.check(backend="cupy")

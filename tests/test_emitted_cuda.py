@@ -28,8 +28,11 @@ def test_emitted_cuda_compiles(name, target):
         arrays = list(_shared_arrays(k.body))
         mbarriers = {s.name for s in _walk(k.body) if isinstance(s, K.MbarrierInit)}
         declared = sum(ctype_bytes(s.ctype) * s.size for s in arrays) + 8 * len(mbarriers)   # an mbarrier: 8 bytes
-        # each array is 16-byte aligned, so ptxas may count up to 12 bytes of padding per array
-        assert declared <= k.smem_bytes <= declared + 12 * len(arrays), (k.name, k.smem_bytes, declared)
+        # each array is aligned (16 bytes, a TMA box's 1024), so ptxas may count up to
+        # align - 4 bytes of padding before each array
+        assert declared <= k.smem_bytes <= declared + sum(s.align - 4 for s in arrays), \
+            (k.name, k.smem_bytes, declared)
+        assert k.smem_bytes <= K.declared_smem_bytes(k), (k.name, k.smem_bytes)    # the plan's bound holds
 
 
 def _walk(body):

@@ -78,9 +78,10 @@ def test_conflict_degree_counts_distinct_words_per_bank():
 # -- 008 register_tile ---------------------------------------------------------------------------
 
 # the article's register block (the tile_ir docstring's example), pinned: the defaults moved on
-OLD_PROJECTION = {"008_register_tile.tm": 1, "008_register_tile.tn": 4, "008_register_tile.layout": "strided"}
-NO_REGISTER_TILE = {"008_register_tile.tm": 1, "008_register_tile.tn": 1}
-STRIDED_2x4 = {"008_register_tile.tm": 2, "008_register_tile.tn": 4, "008_register_tile.layout": "strided"}
+SHAPE_16x16 = {"005_blockify_launch.thread_shape": "16x16"}   # the article's block
+OLD_PROJECTION = {**SHAPE_16x16, "008_register_tile.tm": 1, "008_register_tile.tn": 4, "008_register_tile.layout": "strided"}
+NO_REGISTER_TILE = {**SHAPE_16x16, "008_register_tile.tm": 1, "008_register_tile.tn": 1}
+STRIDED_2x4 = {**SHAPE_16x16, "008_register_tile.tm": 2, "008_register_tile.tn": 4, "008_register_tile.layout": "strided"}
 
 def test_register_tile_replicates_the_thread_tile():
     c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1}, **STRIDED_2x4)
@@ -139,13 +140,16 @@ def test_register_tile_keeps_partial_tiles_guarded():
 
 
 def test_register_tile_defaults_and_knobs():
-    # M = 32 tokens: 2 rows per thread fill the 32 rows; N = 256 takes 8 columns: 2 blocks,
-    # but a thread keeps 16 outputs (003 fills the grid by splitting K instead)
+    # M = 32 tokens: 8 threads along M (4 rows each fill the 32 rows, where 16 threads would
+    # leave 2), 16 along N with 4 columns each: 4 blocks, but a thread keeps 16 outputs (003
+    # fills the grid by splitting K instead)
     c = compiled("llm_projection")
-    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 2, "tn": 8, "layout": "quads"}
+    assert dict(dict(step(c, "005_blockify_launch").params)["merged_linear"])["thread_shape"] == "8x16"
+    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 4, "tn": 4, "layout": "quads"}
     assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32}
     assert c.check(backend="sim").ok
-    assert default_extents(32, 256, 132) == (2, 8)
+    assert default_extents(32, 256, 132) == (2, 8)                 # 16 x 16 threads
+    assert default_extents(32, 256, 132, (8, 32)) == (4, 4)
     assert default_extents(4096, 4096, 132) == (8, 8)          # 1024 blocks: 8 x 8 keeps FFMA-bound
     assert default_extents(512, 3584, 132) == (8, 8)           # 112 blocks: halving gives 224 > 132
     assert default_extents(128, 3584, 132) == (4, 4)           # 28 blocks: halved while 2x fits
@@ -156,9 +160,10 @@ def test_register_tile_defaults_and_knobs():
     assert c.check(backend="sim").ok
     c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 1, "008_register_tile.tn": 1})
     assert step(c, "008_register_tile").skipped_reason.startswith("merged_matmul: tm=1, tn=1: one output per thread")
-    # matmul_odd: N = 13 fits in one block; M = 37 fills a 32-row block tile (2 per thread),
-    # the second block's rows past 37 guarded
+    # matmul_odd: M = 37 fills a 32-row block tile (16 threads along M, 2 rows each), the
+    # second block's rows past 37 guarded; N = 13 takes 8 threads, one column each
     c = compiled("matmul_odd")
+    assert dict(dict(step(c, "005_blockify_launch").params)["merged_matmul"])["thread_shape"] == "16x8"
     assert dict(dict(step(c, "008_register_tile").params)["merged_matmul"])["tm"] == 2
     assert c.check(backend="sim").ok
     with pytest.raises(deplokit.DeplokitError, match="outside its domain"):
@@ -166,7 +171,7 @@ def test_register_tile_defaults_and_knobs():
 
 
 def test_register_tile_hoists_prologue_out_of_the_register_loop():
-    c = compiled("llama_layer_small")
+    c = compiled("llama_layer_small", **SHAPE_16x16)       # M = 16: one row of threads
     k = after(c, "008_register_tile", "merged_add_3")
     k_loop = next(s for s, _ in walk(k.tile().body) if isinstance(s, Loop) and s.var == "a2i")
     # silu(gate) * up is its own kernel now (the fuse guard: recomputed per output column it
@@ -227,7 +232,7 @@ def test_pad_smem_breaks_the_column_conflict_of_a_linear_weight_tile():
         figures[pad] = degrees(out)["p_weight_smem"]
     assert figures == {1: 1, 4: 2}
     assert t014_pad_smem._default_pad(k, c.target) == 1
-    skip = t014_pad_smem.apply(k, PassContext(c.target, {"pad": 0}))
+    skip = t014_pad_smem.apply(k, PassContext(c.target, {"pad": 0}, c.tile_ir.types()))
     assert skip.reason == "padding disabled by the knob (pad=0)"
 
 
@@ -287,10 +292,11 @@ Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):32=BLOCK)):
                           "    acc0_s31 = add(acc0_s30, acc0_p31)", "    linear[0, a0, a1] = acc0_s31"]
     ws = next(b for b in s3.after.written if b.name == "merged_linear_partials")
     assert ws.kind == "temp" and ws.type.shape == (32, 1, 32, 256)
-    # blockify keeps the split axis as the slowest grid axis; stages cover one split's chunk
+    # blockify keeps the split axis as the slowest grid axis (8 x 16 threads: 4 x 16 blocks of
+    # threads); stages cover one split's chunk
     k5 = after(c, "005_blockify_launch")
     assert [(x.var, x.role, x.extent) for x in k5.tile().axes if x.kind == BLOCK] == \
-        [("a2s", "K", 32), ("a0b", "M", 2), ("a1b", "N", 16)]
+        [("a2s", "K", 32), ("a0b", "M", 4), ("a1b", "N", 16)]
     assert str(stage(after(c, "007_stage_inputs"), "p_weight_smem").origin[1]) == "a2s * 64 + a2o * 16"
 
 
@@ -298,8 +304,9 @@ def test_split_k_stores_partials_then_a_reducer_adds_them_without_atomics():
     c = compiled("llm_projection")
     main, red = c.kernel_ir.kernels
     assert (main.name, red.name, red.reduces_for) == ("merged_linear", "merged_linear_reduce", "merged_linear")
-    # 2 blocks of 32 x 128 (008's default) x 32 splits (the most 003 offers at 4 K chunks each)
-    assert main.grid == (2 * 32, 1, 1)
+    # 4 blocks of 32 x 64 (8 x 16 threads, 4 x 4 each) x 32 splits (the most 003 offers at 4 K
+    # chunks each)
+    assert main.grid == (4 * 32, 1, 1)
     assert [p.name for p in red.params] == ["merged_linear_partials", "linear"]
     assert not any(isinstance(s, K.AtomicAdd) for k in c.kernel_ir.kernels for s in all_stmts(k.body))
     text = str(c.cuda)
@@ -355,7 +362,7 @@ def test_split_k_reduces_any_epilogue_and_k_tails_deterministically(fn, shapes):
 
 @pytest.mark.parametrize("fn, shapes, reason", [
     (lambda a, b: torch.where(a @ b > 0, a @ b, 0.0), ((4, 1024), (1024, 64)), "2 K reductions in one kernel"),
-    (lambda a, b: a @ b, ((2048, 128), (128, 2048)), "about 256 blocks already fill the grid"),
+    (lambda a, b: a @ b, ((2048, 128), (128, 2048)), "about 256 blocks of 256 threads already fill the grid"),
 ])
 def test_split_k_skips_with_the_reason(fn, shapes, reason):
     g = torch.Generator().manual_seed(2)
@@ -450,8 +457,9 @@ def test_mark_unroll_unrolls_the_k_loop_of_a_register_tile():
 
 
 def test_copy_units_of_a_whole_number_per_thread_are_an_unrolled_loop():
+    # the threads' copy (cp.async: on sm_90 TMA would copy each box with one instruction)
     c = compiled("matmul_64x256x128", **{"008_register_tile.tm": 8, "008_register_tile.tn": 8,
-                                         "003_split_matmul_k.splits": 1})
+                                         "003_split_matmul_k.splits": 1, "011_tma_copy.enable": False})
     text = str(c.cuda)
     # 16 x 128 floats of B = 512 float4 over 256 threads: two each, in a loop nvcc can count
     loop = re.search(r"#pragma unroll\n\s*for \(int (\w+_smem_i_r) = 0; \1 < 2; \+\+\1\)", text)

@@ -21,7 +21,7 @@ def test_the_sixteen_passes_in_order():
     assert labels == ["001_tileify", "002_chunk_matmul_k", "003_split_matmul_k", "004_cooperative_reduce",
                       "005_blockify_launch", "006_chunk_reduce", "007_stage_inputs", "008_register_tile",
                       "009_permute_register_tile", "010_double_buffer", "011_tma_copy",
-                      "012_split_inner_for_swizzle", "013_async_copy", "014_pad_smem", "015_pipeline_k_outer",
+                      "012_swizzle_smem", "013_async_copy", "014_pad_smem", "015_pipeline_k_outer",
                       "016_mark_unroll"]
     for m in SCHEDULE:
         assert m.description and callable(m.apply) and m.stage == "tile"
@@ -96,10 +96,10 @@ def test_pointwise_rounds_up_to_whole_blocks_and_masks():
 
 def test_matmul_gets_a_16x16_thread_block():
     fn, inputs = PROGRAMS["matmul_odd"]
-    c = deplokit.compile(fn, *inputs)
+    c = deplokit.compile(fn, *inputs, config={"005_blockify_launch.thread_shape": "16x16"})
     tile = c.tile_ir.kernels[0].tile()
-    # M = 37: 16 threads x 2 register rows (008) per block, 2 blocks; split-K 2 fills more
-    # SMs (003); the thread block stays 16 x 13
+    # the article's block (005's thread_shape 16x16): M = 37: 16 threads x 2 register rows
+    # (008) per block, 2 blocks; split-K 2 fills more SMs (003); the thread block stays 16 x 13
     assert sorted((a.role, a.kind, a.extent) for a in tile.axes) == [
         ("K", BLOCK, 2), ("M", BLOCK, 2), ("M", THREAD, 16), ("N", THREAD, 13)]
     assert c.check(backend="sim").ok

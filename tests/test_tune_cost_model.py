@@ -42,7 +42,9 @@ def test_padding_a_conflicting_stage_removes_wavefronts():
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(128, 64, generator=g), torch.randn(64, 256, generator=g)
     cfg = {"008_register_tile.layout": "contiguous", "009_permute_register_tile.permute": False}
-    conflicted = _work(deplokit.compile(lambda a, b: a @ b, a, b, config={**cfg, "014_pad_smem.pad": 0}))
+    # neither padded (014) nor swizzled (012, which would fix A's 2-way conflict on sm_90)
+    conflicted = _work(deplokit.compile(lambda a, b: a @ b, a, b,
+                                        config={**cfg, "014_pad_smem.pad": 0, "012_swizzle_smem.enable": False}))
     permuted = _work(deplokit.compile(lambda a, b: a @ b, a, b,
                                       config={**cfg, "009_permute_register_tile.permute": True}))
     assert permuted.smem_wavefronts < conflicted.smem_wavefronts
@@ -85,7 +87,7 @@ def test_calibration_recovers_constants_from_measurements_they_produced():
     for name in ("rms_norm", "rms_norm_odd", "softmax", "matmul_odd"):
         c = compiled(name)
         if name == "matmul_odd":        # one output per thread: the works this fit was tuned on
-            c = c.recompile({"008_register_tile.tm": 1})
+            c = c.recompile({"008_register_tile.tm": 1, "005_blockify_launch.thread_shape": "16x16"})
         works.append(_work(c))
     truth = dataclasses.replace(CostConstants(), launch_us=5.0, l2_bandwidth_ratio=1.5, mem_occupancy=0.6)
     samples = [Sample(w, regs, 0, 0, predict(Sample(w, regs, 0, 0, 1.0), H100, truth))

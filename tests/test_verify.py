@@ -10,7 +10,7 @@ import deplokit
 from deplokit.errors import DeplokitError
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.loop_ir import Load, Loop, Store
-from deplokit.ir.tile_ir import Stage, map_body
+from deplokit.ir.tile_ir import Stage, TmaBox, map_body
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.verify import IRInvariantError, verify
 from deplokit.target import get_target
@@ -106,32 +106,38 @@ def test_stages_larger_than_shared_memory():
     c = matmul(**{"003_split_matmul_k.splits": 1})
 
     def grow(s):
-        if isinstance(s, Stage):
-            return dataclasses.replace(s, slab=(dataclasses.replace(s.slab[0], extent=4096),) + s.slab[1:])
+        if isinstance(s, Stage):       # (a TMA box of 4096 rows is no box: copied by cp.async here)
+            copy = "async" if s.copy == "tma" else s.copy
+            return dataclasses.replace(s, slab=(dataclasses.replace(s.slab[0], extent=4096),) + s.slab[1:],
+                                       copy=copy, tma=None)
         return s
     caught(rewrite(c.tile_ir, grow), "stage-smem", H100)
 
 
-def test_the_tma_stamp_is_the_plan_the_stage_allows():
+def test_the_tma_stamp_is_the_box_the_stage_is():
     fn, inputs = PROGRAMS["relu_matmul_seed"]
-    c = deplokit.compile(fn, *inputs, target="sm_90")
+    # the 16 x 16 block, the one the stamps below describe
+    c = deplokit.compile(fn, *inputs, target="sm_90", config={"005_blockify_launch.thread_shape": "16x16"})
     tile = c.tile_ir
     stamps = {s.name: s.tma for s in all_stages(tile) if s.copy == "tma"}
-    assert stamps == {"x_smem": (16, 1, 16), "bias_smem": (16, 1, 1), "w_smem": (256, 2, 1)}
-    assert "bulk=1x256" in str(tile)
-    # the lowering spells the stamp: one bulk copy of 256 floats for w
-    assert {t.count for t in K.walk_stmts(c.kernel_ir.kernels[0].body)
-            if isinstance(t, K.TmaLoad) and t.array == "w_smem"} == {256}
+    assert stamps == {"x_smem": TmaBox((16, 16)), "w_smem": TmaBox((16, 16))}     # reads conflict free: unswizzled
+    assert "swizzle=" not in str(tile) and "tmap=16x16" in str(tile)
+    # the lowering spells the stamp: w's tensor map has that box and swizzle
+    assert {(t.buffer, t.box, t.swizzle) for t in c.kernel_ir.kernels[0].tensor_maps} == \
+        {("x", (16, 16), 0), ("w", (16, 16), 0)}
 
     def stamp(fn_):
         return rewrite(tile, lambda s: fn_(s) if isinstance(s, Stage) and s.name == "w_smem" else s)
-    # a stamp that disagrees with the slab (w's rows no longer merged into one run)
-    assert "w_smem is stamped with TMA runs (16, 1, 16)" in str(caught(
-        stamp(lambda s: dataclasses.replace(s, tma=(16, 1, 16))), "tma-stamp"))
-    # a pad changed after the stamp: the merged run no longer exists in shared memory
+    # a box that disagrees with the slab
+    assert "w_smem is stamped with tmap=8x16, but its slab is tmap=16x16" in str(caught(
+        stamp(lambda s: dataclasses.replace(s, tma=TmaBox((8, 16)))), "tma-stamp"))
+    # a swizzle the box's 64-byte rows do not allow
+    assert "allows 64 swizzle" in str(caught(stamp(lambda s: dataclasses.replace(s, tma=TmaBox((16, 16), 128))),
+                                             "tma-stamp"))
+    # a pad changed after the stamp: a box lands unpadded
     caught(stamp(lambda s: dataclasses.replace(s, pad=4)), "tma-stamp")
     # a TMA stage without a stamp, and a cp.async stage with one
-    caught(stamp(lambda s: dataclasses.replace(s, tma=())), "tma-stamp")
+    caught(stamp(lambda s: dataclasses.replace(s, tma=None)), "tma-stamp")
     caught(stamp(lambda s: dataclasses.replace(s, copy="async")), "tma-stamp")
 
 

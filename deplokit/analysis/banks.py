@@ -11,7 +11,8 @@ conflict-free, d means the load takes d wavefronts instead of one.
     conflict_degree([0, 17, 34, 51, ...])        -> 1    the same column with rows padded to 17
 
 On Tile IR, a Load from a Stage reads word `flat(index)` of the stage's shared array (rows
-of the innermost slab axis are `extent + pad` floats long). Its warps are the THREAD axes
+of the innermost slab axis are `extent + pad` floats long), XOR-swizzled where 012 stamped
+a swizzle on a TMA stage (deplokit.ir.swizzle). Its warps are the THREAD axes
 flattened row-major (the last axis fastest); loop variables are uniform across a warp, so
 they only shift every lane's word by the same amount, which leaves the degree unchanged:
 they are taken at 0. Register-loop variables are uniform too, but 009 may skew a register
@@ -37,6 +38,7 @@ import numpy as np
 
 from ..ir.index import Gather, evaluate, free_vars
 from ..ir.loop_ir import Load, Loop
+from ..ir.swizzle import swizzle_word
 from ..ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
 from ..target import WARP_SIZE
 
@@ -80,16 +82,20 @@ def thread_values(tile: Tile) -> dict[str, np.ndarray]:
     return out
 
 
-def stage_word(stage: Stage, index_values, pad: int | None = None) -> np.ndarray:
-    """The shared-array word each lane reads, for slab coordinates `index_values`."""
+def stage_word(stage: Stage, index_values, pad: int | None = None, swizzle: int | None = None) -> np.ndarray:
+    """The shared-array word each lane reads, for slab coordinates `index_values`: row-major
+    with padded rows, then XOR-swizzled as a TMA box written with `swizzle` bytes is
+    (default: the stage's own pad and swizzle)."""
     pad = stage.pad if pad is None else pad
+    if swizzle is None:
+        swizzle = stage.tma.swizzle if stage.tma else 0
     shape = [ax.extent for ax in stage.slab]
     shape[-1] += pad
     word, stride = np.int64(0), 1
     for v, extent in zip(reversed(index_values), reversed(shape)):
         word = word + v * stride
         stride *= extent
-    return word
+    return swizzle_word(word, swizzle)
 
 
 def _warp_worst(words: np.ndarray, threads: int, width: int = 1) -> int:
@@ -102,9 +108,11 @@ def _warp_worst(words: np.ndarray, threads: int, width: int = 1) -> int:
     return max(conflict_degree(runs[p:p + phase].ravel()) for p in range(0, threads, phase))
 
 
-def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None) -> list[SmemLoad]:
+def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None,
+               swizzles: dict[str, int] | None = None) -> list[SmemLoad]:
     """Every Load from a Stage of the kernel, with its bank-conflict degree. `pads` (stage
-    name -> pad) prices a padding other than the one the stages hold."""
+    name -> pad) and `swizzles` (stage name -> swizzle bytes) price a padding or a swizzle
+    other than the one the stages hold."""
     tile = kernel.tile()
     stages = {s.name: s for s, _ in walk(tile.body) if isinstance(s, Stage)}
     lanes = thread_values(tile)
@@ -133,7 +141,8 @@ def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None) -> list[S
         for values in itertools.product(*(range(lp.extent) for lp in registers)):
             env.update({lp.var: np.int64(v) for lp, v in zip(registers, values)})
             idx = [evaluate(e, _defaulted(env, e)) for e in s.index]
-            words.append(np.broadcast_to(stage_word(stage, idx, pad), (threads,)))
+            swz = None if swizzles is None else swizzles.get(stage.name)
+            words.append(np.broadcast_to(stage_word(stage, idx, pad, swz), (threads,)))
         worst, total = 0, 0
         for run, w in _accesses(words, registers, width):
             d = _warp_worst(run, threads, w)
@@ -166,10 +175,11 @@ def _defaulted(env, e):
     return {**env, **{v: np.int64(0) for v in missing}}
 
 
-def stage_cost(kernel: TileKernel, pads: dict[str, int] | None = None) -> dict[str, tuple[int, int]]:
+def stage_cost(kernel: TileKernel, pads: dict[str, int] | None = None,
+               swizzles: dict[str, int] | None = None) -> dict[str, tuple[int, int]]:
     """Stage name -> (worst degree of its loads, wavefronts summed over its loads)."""
     out: dict[str, tuple[int, int]] = {}
-    for ld in smem_loads(kernel, pads):
+    for ld in smem_loads(kernel, pads, swizzles):
         d, w = out.get(ld.stage, (0, 0))
         out[ld.stage] = (max(d, ld.degree), w + ld.wavefronts)
     return out

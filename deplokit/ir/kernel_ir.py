@@ -17,6 +17,7 @@ from typing import Union
 
 from ..display import Displayable
 from .kernel_text import format_expr, format_kernel, format_stmts  # noqa: F401  (Kernel IR prints as this text)
+from .kernel_tma import TensorMap, TmaTensorLoad  # noqa: F401  (TMA's nodes, kernel_tma.py)
 from .types import ctype_bytes, format_header
 
 # -- expressions -----------------------------------------------------------------------------
@@ -288,8 +289,8 @@ class Comment:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, MbarrierInit, MbarrierArrive,
-             MbarrierWait, ProxyFence, Comment]
+             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
+             MbarrierArrive, MbarrierWait, ProxyFence, Comment]
 
 
 @dataclass(frozen=True)
@@ -325,6 +326,14 @@ class KernelFunc(Displayable):
     # 64 where an offset can pass 2**31 - 1 (k001 decides it from the tensors' sizes and the
     # launch), 32 elsewhere (faster).
     index_bits: int = 32
+    # TMA (sm_90): the tensor maps the kernel takes after its buffer parameters.
+    tensor_maps: tuple[TensorMap, ...] = ()
+
+    def tensor_map(self, name: str) -> TensorMap:
+        for t in self.tensor_maps:
+            if t.name == name:
+                return t
+        raise KeyError(name)
 
     @property
     def threads(self) -> int:
@@ -363,13 +372,17 @@ def walk_stmts(body):
 
 
 def declared_smem_bytes(func: "KernelFunc") -> int:
-    """Static shared memory the kernel declares: each static shared float array rounded up
-    to its alignment, and 8 bytes per mbarrier (ptxas's own figure, when known, is
+    """Static shared memory the kernel declares, placed as the renderer declares it: 8 bytes
+    per mbarrier first, then each static shared array at the next multiple of its alignment
+    (16 bytes; a TMA box's 1024), rounded up to 16 bytes (ptxas's own figure, when known, is
     `smem_bytes`); arrays carved from dynamic shared memory count in `func.dynamic_smem`."""
-    total, barriers = 0, {}
+    arrays, barriers = [], {}
     for s in walk_stmts(func.body):
         if isinstance(s, SharedArray) and s.offset is None:
-            total += -(-ctype_bytes(s.ctype) * s.size // s.align) * s.align
+            arrays.append(s)
         elif isinstance(s, MbarrierInit):
             barriers.setdefault(s.name, s.slots)
-    return total + 8 * sum(barriers.values())
+    total = 8 * sum(barriers.values())
+    for s in arrays:
+        total = -(-total // s.align) * s.align + ctype_bytes(s.ctype) * s.size
+    return -(-total // 16) * 16

@@ -21,8 +21,8 @@ _LOCAL_FIELDS = {
     K.Var: ("name",), K.Declare: ("name",), K.DeclareArray: ("name",), K.Assign: ("name",),
     K.SharedArray: ("name",), K.SharedLoad: ("array",), K.RegLoad: ("array",),
     K.SharedStore: ("array",), K.For: ("var",), K.CpAsync: ("array",),
-    K.TmaLoad: ("array", "barrier"), K.MbarrierInit: ("name",), K.MbarrierWait: ("name",),
-    K.MbarrierArrive: ("name",),
+    K.TmaLoad: ("array", "barrier"), K.TmaTensorLoad: ("array", "barrier"), K.MbarrierInit: ("name",),
+    K.MbarrierWait: ("name",), K.MbarrierArrive: ("name",),
 }
 
 
@@ -77,7 +77,7 @@ def _rename(node, mapping: dict[str, str]):
 def unclash_locals(k: K.KernelFunc) -> K.KernelFunc:
     """`k` with every local that C would reject or that meets a parameter's name renamed
     to a free `name_N`; `k` itself when there is none."""
-    outer = {p.name for p in k.params}
+    outer = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
     locals_ = declared_locals(k)
     taken = outer | set(locals_) | {k.name}
     mapping = {}
@@ -101,7 +101,7 @@ def name_problems(k: K.KernelFunc) -> list[str]:
     if why:
         problems.append(f"kernel name {k.name!r} {why}")
     params = set()
-    for p in k.params:
+    for p in tuple(k.params) + tuple(k.tensor_maps):
         why = c_rejects(p.name)
         if why:
             problems.append(f"parameter {p.name!r} {why}")

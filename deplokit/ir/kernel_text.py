@@ -109,6 +109,10 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}cp.async.wait {s.pending}")
         elif kind == "TmaLoad":
             lines.append(f"{pad}tma {s.count} floats {_copy(s)} on {_mbar(s.barrier, s.slot)}")
+        elif kind == "TmaTensorLoad":
+            at = ", ".join(_strip(format_expr(c)) for c in s.coords)
+            lines.append(f"{pad}tma box shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
+                         f"{s.tensor_map}[{at}] on {_mbar(s.barrier, s.slot)}")
         elif kind == "MbarrierInit":
             slots = f"[{s.slots}]" if s.slots != 1 else ""
             lines.append(f"{pad}mbarrier.init {s.name}{slots} count {s.count}")
@@ -139,6 +143,9 @@ def format_kernel(k: KernelFunc) -> str:
         lines.append(f"# dynamic shared memory: {k.dynamic_smem} bytes")
     for p in k.params:
         lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
+    for t in k.tensor_maps:
+        swz = f", swizzle {t.swizzle}B" if t.swizzle else ""
+        lines.append(f"# param {t.name}: tensor map of {t.buffer}{list(t.shape)}, box {list(t.box)}{swz}")
     if k.registers is not None:
         lines.append(f"# ptxas: {k.registers} registers, {k.smem_bytes} bytes smem, {k.spills} bytes spilled")
     format_stmts(k.body, 0, lines)

@@ -4,6 +4,8 @@ all read. No decision is made here: how a stage is copied is stamped on it by th
 (Stage.unit, Stage.tma), and how a vector loop reads it on its loads (Load.shared_width)."""
 from __future__ import annotations
 
+import dataclasses
+
 from .tile_ir import AsyncWait, Stage
 
 
@@ -26,6 +28,19 @@ def row_major_strides(shape) -> tuple[int, ...]:
         out.append(s)
         s *= n
     return tuple(reversed(out))
+
+
+def transposed(stage) -> bool:
+    """The slab's axes run in another order than the tensor's dimensions (007's k-major A):
+    a row of the stage is not a row of the tensor."""
+    return any(a.dim > b.dim for a, b in zip(stage.slab, stage.slab[1:]))
+
+
+def in_tensor_order(stage):
+    """The stage with its slab axes in the order of the tensor's dimensions (and no pad):
+    the box a transposed stage's copy reads, row by row of the tensor."""
+    order = sorted(range(len(stage.slab)), key=lambda k: stage.slab[k].dim)
+    return dataclasses.replace(stage, slab=tuple(stage.slab[k] for k in order), pad=0)
 
 
 def shared_strides(stage) -> tuple[int, ...]:

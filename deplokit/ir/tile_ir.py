@@ -21,9 +21,8 @@ work and memory:
   them across the given THREAD axes so that every thread holds the total.
 - Stage: a slab of a global tensor copied into shared memory by all the block's threads;
   loads from the slab read the copy. BufferedStage double-buffers a stage inside a loop.
-  A stage copied asynchronously (AsyncStage / AsyncBufferedStage: cp.async;
-  TmaBufferedStage: TMA bulk copies) only issues its copies: they are in flight until an
-  AsyncWait names the stage.
+  A stage copied asynchronously (AsyncStage / AsyncBufferedStage: cp.async; TmaBufferedStage:
+  a TMA tensor-map copy) only issues its copies, in flight until an AsyncWait names the stage.
 - AsyncWait(a_smem, b_smem): the point where the listed stages' asynchronous copies have
   landed and are visible to every thread of the block (the materialiser waits for them,
   cp.async.wait_group 0 / mbarrier wait, then puts a block barrier where copies some threads
@@ -109,6 +108,7 @@ from ..display import Displayable
 from .index import Affine, format_index
 from .loop_ir import Accumulate, Assign, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Loop IR's statements)
 from .loop_ir import format_loop_operand
+from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .types import Buffer, format_header
 
 THREAD, BLOCK = "THREAD", "BLOCK"
@@ -184,8 +184,8 @@ class Stage:
     """name[slab] = tensor[origin + slab] in shared memory, for the rest of the scope.
 
     How the copy is made: `copy` sync (the block's threads load and store, float4 where the
-    rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (bulk copies
-    of whole rows issued by one thread, completing on an mbarrier); an asynchronous copy is
+    rows allow, visible after a barrier), async (cp.async, 16 or 4 bytes) or tma (one
+    tensor-map copy of the slab as a box by one thread: TmaBox); an asynchronous copy is
     only issued here, and lands at the AsyncWait that names the stage. `buffers` N >= 2
     (BufferedStage, first in a K-outer loop; stages=N above 2): a ring, iteration ko fills
     slot ko % N and computes from it. `prefetch` N - 1 (015 pipeline_k_outer): the copy of
@@ -199,7 +199,7 @@ class Stage:
     copy: str = "sync"             # sync | async (cp.async) | tma
     buffers: int = 1               # N >= 2: a ring of N buffers inside a K loop (2 = ping-pong)
     prefetch: int = 0              # d >= 1: issued d K-outer iterations ahead (software pipeline)
-    tma: tuple[int, ...] = ()      # TMA bulk copies (011): (floats each, slab axes spanned, copies)
+    tma: TmaBox | None = None      # the tensor-map copy (011) and its swizzle (012)
     unit: int = 1                  # floats per unit the threads copy: 4 (float4 / cp.async 16) or 1 (007)
 
     def text(self) -> str:
@@ -210,7 +210,7 @@ class Stage:
             kind = "Tma" + kind
         extra = f", stages={self.buffers}" if self.buffers > 2 else ""
         extra += f", pad={self.pad}" if self.pad else ""
-        extra += f", bulk={self.tma[2]}x{self.tma[0]}" if self.tma else ""     # copies x floats
+        extra += f", {self.tma.text()}" if self.tma else ""
         extra += f", prefetch={self.prefetch}" if self.prefetch else ""
         return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "
                 f"slab=({', '.join(str(s) for s in self.slab)}){extra})")

@@ -4,21 +4,21 @@ Read by the scheduling passes only (and the verifier): they decide how a stage i
 and stamp it on the stage, which the lowering spells without re-deriving it. Stage.unit
 (the threads' copy unit) is stamped by 007 stage_inputs and restamped (`restamp`,
 `restamp_stages`) by every pass that changes a stage's origin, slab, pad or copy kind (008,
-009, 011, 012, 013, 014); Stage.tma (the bulk copies) by 011 tma_copy, kept true by 012/014.
-`restamp_loads` (called by `restamp_stages` and `rewrite_k_heads`) stamps each vector
-loop's load from a stage with whether it is one aligned shared float4 (Load.shared_width):
-a pass that changes a stage's layout in place (`restamp`: 012, 014) ends with it, so its
-loads follow.
+009, 011, 013, 014); Stage.tma (the tensor-map box, tma_geometry.py) by 011 tma_copy, its
+swizzle by 012. `restamp_loads` (called by `restamp_stages` and `rewrite_k_heads`) stamps
+each vector loop's load from a stage with whether it is one aligned shared float4
+(Load.shared_width): a pass that changes a stage's layout in place (`restamp`: 014) ends
+with it, so its loads follow.
 
 A slab is a box: element (c_0, .., c_n-1) of the slab (one coordinate per slab axis) is
 element origin[d] + sum(c_k * mult_k for the axes k along d) of the tensor, where mult_k is
-1 for the innermost axis along a dimension (an axis split by 012 steps by the extent of
+1 for the innermost axis along a dimension (an axis split in two steps by the extent of
 its inner part). In shared memory the slab is row-major over its axes, each row of the
 innermost axis followed by `pad` floats.
 
-The copy moves *units*: 1 float (a scalar copy or a 4-byte cp.async), 4 floats (float4,
-16-byte cp.async) or a whole row (a TMA bulk copy; whole rows of a slab that spans the
-full width of its tensor merge into one run). A unit wider than one float needs:
+The copy moves *units*: 1 float (a scalar copy or a 4-byte cp.async) or 4 floats (float4,
+16-byte cp.async); a TMA stage is one tensor-map box instead (tma_geometry.py). A unit
+wider than one float needs:
 
 * contiguity: the innermost slab axis runs along the tensor's last dimension;
 * alignment: every unit starts at a flat element offset that is a multiple of 4 (16
@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from ..ir.index import Affine, bounds, var
 from ..ir.loop_ir import Load, Loop
 from ..ir.stages import (buffer_floats, dim_multipliers, head_length, head_stages,  # noqa: F401  (re-exported)
-                         row_major_strides)
+                         in_tensor_order, row_major_strides, transposed)
 from ..ir.tile_ir import Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
-from .vector_geometry import multiples_of_vector, shared_width
+from .tma_geometry import swizzle_for, tensor_map_box
+from .vector_geometry import load_shared_width, multiples_of_vector
 
 SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom
 
@@ -126,97 +127,16 @@ def rows(stage, shape, ranges) -> Rows:
     return Rows(True, aligned, crosses, wholly, clamp_ok, reason)
 
 
-def merged_run(stage, shape, ranges) -> tuple[int, int]:
-    """(floats, axes): the longest contiguous run at the end of the slab that one bulk copy
-    can move. Rows merge while the axes merged so far cover their whole dimension (from the
-    last dimension inwards, one axis per dimension, origin 0) and the axis joining them
-    stays inside the tensor."""
-    slab, origin = stage.slab, stage.origin
-    D = len(shape) - 1
-    n = len(slab)
-    run, axes = slab[-1].extent, 1
-    if stage.pad:
-        return run, axes
-    while axes < n:
-        k = n - axes                      # the axes k..n-1 form the run
-        full = all(slab[j].dim == D - (n - 1 - j) and slab[j].extent == shape[slab[j].dim]
-                   and origin[slab[j].dim].is_const and origin[slab[j].dim].const == 0 for j in range(k, n))
-        if not full:
-            break
-        nxt = slab[k - 1]
-        d = D - axes
-        if nxt.dim != d or any(ax.dim == d for ax in slab[:k - 1]):
-            break
-        hi = _hi(origin[d], ranges)
-        if hi is None or hi + nxt.extent > shape[d]:
-            break
-        run *= nxt.extent
-        axes += 1
-    return run, axes
-
-
-def tma_plan(stage, shape, ranges, split_ok: bool = False) -> tuple[int, int, str]:
-    """(run floats, merged axes, reason): how a TMA stage is copied, one bulk copy per run;
-    reason is '' when every run is a legal bulk copy: 16-byte aligned and sized, wholly inside
-    the tensor or wholly outside it (then clamped onto the last inside run). A slab spanning
-    its tensor's full width is one run even where single rows are not aligned (13 floats).
-    split_ok: rows that cross the tensor's end at 16-byte boundaries are accepted (012 splits
-    them)."""
-    slab = stage.slab
-    D = len(shape) - 1
-    if D < 0 or slab[-1].dim != D:
-        return 0, 0, rows(stage, shape, ranges).reason
-    run, axes = merged_run(stage, shape, ranges)
-    if axes > 1 and run % VECTOR == 0:
-        strides = row_major_strides(shape)
-        mult = dim_multipliers(slab)
-        start = Affine()
-        for d, o in enumerate(stage.origin):
-            start = start + o * strides[d]
-        outer = slab[:len(slab) - axes]
-        for k, ax in enumerate(outer):
-            start = start + var(f"_c{k}") * (mult[k] * strides[ax.dim])
-        span = dim_spans(slab, len(shape))
-        clamp_ok = all(strides[d] % VECTOR == 0 for d in range(len(shape))
-                       if (_hi(stage.origin[d], ranges) is None
-                           or _hi(stage.origin[d], ranges) + span[d] > shape[d]))
-        if _all_multiple(start, VECTOR) and clamp_ok:
-            return run, axes, ""
-    r = rows(stage, shape, ranges)
-    if not (r.contiguous and r.aligned and r.clamp_ok):
-        return 0, 0, r.reason
-    E = slab[-1].extent
-    if (E + stage.pad) % VECTOR:
-        return 0, 0, f"padded shared rows of {E + stage.pad} floats are not 16-byte aligned"
-    if r.crosses_end and r.wholly < (VECTOR if split_ok else E):
-        return 0, 0, (f"rows of {E} floats may run past the end of {stage.tensor}'s last dimension "
-                      f"({shape[-1]} floats) in the middle of a bulk copy")
-    return E, 1, ""
-
-
-def tma_stamp(stage, shape, ranges) -> tuple[tuple[int, int, int], str]:
-    """((run floats, merged axes, bulk copies per iteration), '') : the plan 011 stamps on a TMA
-    stage (Stage.tma), or ((), why) when no bulk copy fits the stage as it stands. Rows that
-    cross the tensor's end at 16-byte boundaries are copied in atoms (012 splits the slab
-    along them; the runs are the same before and after the split)."""
-    run, axes, why = tma_plan(stage, shape, ranges, split_ok=True)
-    if why:
-        return (), why
-    n = 1
-    for ax in stage.slab[:len(stage.slab) - axes]:
-        n *= ax.extent
-    if axes == 1:
-        r = rows(stage, shape, ranges)
-        if r.crosses_end and r.wholly < run:
-            n *= run // r.wholly
-            run = r.wholly
-    return (run, axes, n), ""
-
-
 def copy_unit(stage, ttype, ranges) -> int:
     """Floats per unit the block's threads copy the stage in (Stage.unit): VECTOR (a float4,
     or a 16-byte cp.async, which also needs 16-byte aligned padded shared rows) where the
     rows allow it, else 1. A TMA stage's unit is the one of its cp.async fallback."""
+    if transposed(stage):
+        # 007's k-major A: cp.async moves each float by itself; the threads read float4
+        # along the tensor's rows and store them down the stage's columns
+        if stage.copy != "sync" or ttype.dtype != "float32":
+            return 1
+        return VECTOR if rows(in_tensor_order(stage), ttype.shape, ranges).vector else 1
     if ttype.dtype != "float32" or not rows(stage, ttype.shape, ranges).vector:
         return 1
     if stage.copy != "sync" and (stage.slab[-1].extent + stage.pad) % VECTOR:
@@ -226,15 +146,17 @@ def copy_unit(stage, ttype, ranges) -> int:
 
 def restamp(stage, ttype, ranges):
     """(stage, why): the stage with its copy stamps recomputed after a pass changed its
-    slab, origin, pad or copy kind: its copy unit, and a TMA stage's plan; where no bulk copy
-    fits a TMA stage any more, it falls back to cp.async, and why says so."""
+    slab, origin, pad or copy kind: its copy unit, and a TMA stage's box (its swizzle kept
+    where the box still allows it); where the stage is no tensor-map box any more, it falls
+    back to cp.async, and why says so."""
     why = ""
     if stage.copy == "tma":
-        plan, why = tma_stamp(stage, ttype.shape, ranges)
+        box, why = tensor_map_box(stage, ttype.shape, ttype.dtype)
         if why:
-            stage, why = dataclasses.replace(stage, copy="async", tma=()), f"{stage.name}: cp.async, not TMA: {why}"
+            stage, why = dataclasses.replace(stage, copy="async", tma=None), f"{stage.name}: cp.async, not TMA: {why}"
         else:
-            stage = dataclasses.replace(stage, tma=plan)
+            keep = stage.tma.swizzle if stage.tma and swizzle_for(box)[0] == stage.tma.swizzle else 0
+            stage = dataclasses.replace(stage, tma=dataclasses.replace(box, swizzle=keep))
     return dataclasses.replace(stage, unit=copy_unit(stage, ttype, ranges)), why
 
 
@@ -261,24 +183,25 @@ def _restamp_body(body, types, ranges):
 
 
 def restamp_loads(kernel):
-    """The kernel with every load a vector loop makes from a stage stamped with whether its
-    4 lanes read one aligned shared float4 (Load.shared_width, vector_geometry.shared_width),
-    which the stage's slab, pad and buffers decide; every other load 1."""
+    """The kernel with every load a vector loop (or a register loop's quads) makes from a
+    stage stamped with whether its 4 lanes (slots) read one aligned shared float4
+    (Load.shared_width, vector_geometry.load_shared_width), which the stage's slab, pad and
+    buffers decide; every other load 1."""
     multiples = multiples_of_vector(kernel.body)
     return dataclasses.replace(kernel, body=_restamp_loads(kernel.body, {}, None, multiples))
 
 
-def _restamp_loads(body, stages, lane, multiples):
+def _restamp_loads(body, stages, loop, multiples):
     out, stages = [], dict(stages)
     for s in body:
         if isinstance(s, Stage):
             stages[s.name] = s
         elif isinstance(s, Load) and (s.tensor in stages or s.shared_width != 1):
-            width = shared_width(s, stages[s.tensor], lane, multiples) if lane and s.tensor in stages else 1
+            width = load_shared_width(s, stages[s.tensor], loop, multiples) if s.tensor in stages else 1
             s = dataclasses.replace(s, shared_width=width)
         elif isinstance(s, (Loop, StridedLoop, Tile)):
-            vector = isinstance(s, Loop) and s.kind == "vector" and s.extent == VECTOR
-            s = dataclasses.replace(s, body=_restamp_loads(s.body, stages, s.var if vector else None, multiples))
+            s = dataclasses.replace(s, body=_restamp_loads(s.body, stages, s if isinstance(s, Loop) else None,
+                                                           multiples))
         out.append(s)
     return tuple(out)
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir.index import free_vars
+from ..ir.index import Affine, Var, free_vars, substitute, var
 from ..ir.lanes import is_multiple, multiples_of, split_lane, varies
-from ..ir.loop_ir import Accumulate, Compute, Load, Store
+from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.stages import buffer_floats, shared_strides
 from ..target import VECTOR
 
@@ -97,6 +97,43 @@ def body_reason(body, lane: str, types, multiples=frozenset()) -> str:
         if why:
             return why
     return ""
+
+
+def load_shared_width(load, stage, loop, multiples=frozenset()) -> int:
+    """Load.shared_width of `load`, a load from `stage` right inside `loop` (or None): VECTOR
+    where the 4 lanes of a vector loop, or 4 slots of a register loop (008's quads), read one
+    16-byte aligned float4 of the slab, else 1."""
+    if loop is None or loop.kind not in ("vector", "register") or loop.extent % VECTOR:
+        return 1
+    if loop.kind == "vector":
+        return shared_width(load, stage, loop.var, multiples) if loop.extent == VECTOR else 1
+    if not _plain(loop.body):
+        return 1             # the lowering splits the slots (r = 4q + v) in loads, computes, stores only
+    return register_quad_width(load, stage, loop)
+
+
+def _plain(body) -> bool:
+    return all(isinstance(s, (Load, Compute, Accumulate, Store)) or
+               (isinstance(s, Loop) and s.kind != "vector" and _plain(s.body)) for s in body)
+
+
+def register_quad_width(load, stage, loop) -> int:
+    """VECTOR when slots 4q .. 4q+3 of register loop `loop` read 4 adjacent floats of the
+    slab, the first 16-byte aligned in every buffer, else 1."""
+    if len(load.index) != len(stage.slab):
+        return 1
+    r, q, v = loop.var, f"{loop.var}q", f"{loop.var}v"
+    ranges = {q: loop.extent // VECTOR, v: VECTOR}
+    word = Affine()
+    for e, stride in zip(load.index, shared_strides(stage)):
+        word = word + e * stride
+    first = substitute(word, {r: var(q) * VECTOR}, ranges)
+    step = substitute(word, {r: var(q) * VECTOR + var(v)}, ranges) - first
+    if step.const or step.terms != ((Var(v), 1),):
+        return 1
+    if stage.buffers >= 2 and buffer_floats(stage) % VECTOR:
+        return 1
+    return VECTOR if first.const % VECTOR == 0 and all(c % VECTOR == 0 for _, c in first.terms) else 1
 
 
 def shared_width(load, stage, lane: str, multiples=frozenset()) -> int:

@@ -14,8 +14,8 @@ Tile IR (per kernel)
   tensors-known      every load and store names a program buffer, a local, a stage in scope
                      or an accumulator; a stage copies a program buffer
   loop-vars-bound    every index variable is a tile axis or an enclosing loop's variable
-  tma-stamp          a TMA stage carries the bulk copies its slab allows (stage_geometry.tma_stamp),
-                     any other stage none
+  tma-stamp          a TMA stage carries the box its slab is and a swizzle the box allows
+                     (tma_geometry), any other stage none
   copy-unit          a stage's copy unit (Stage.unit) is the one its rows, pad and copy kind allow
                      (stage_geometry.copy_unit)
   stage-smem         the stages' buffers fit in the shared memory a block may use (the target's
@@ -47,8 +47,9 @@ from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget, tma_stamp
-from .vector_geometry import float4_reason, multiples_of_vector, shared_width
+from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
+from .tma_geometry import swizzle_for, tensor_map_box
+from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
 
 
 def verify(ir, target=None) -> None:
@@ -163,16 +164,19 @@ class _TileChecker:
             values.add(s.dst)
 
     def tma(self, s, bound):
-        """A TMA stage carries the bulk-copy plan its slab allows (the lowering spells the
-        stamp without re-deriving it); any other stage carries none."""
+        """A TMA stage carries the box its slab is (the lowering encodes the stamp without
+        re-deriving it) in a swizzle the box allows; any other stage carries none."""
         if s.copy != "tma":
             if s.tma:
-                self.fail("tma-stamp", f"stage {s.name} is copied by {s.copy} but stamped with TMA runs {s.tma}")
+                self.fail("tma-stamp", f"stage {s.name} is copied by {s.copy} but stamped with {s.tma.text()}")
             return
-        want, why = tma_stamp(s, self.types[s.tensor].shape, bound)
-        if s.tma != want:
-            self.fail("tma-stamp", f"stage {s.name} is stamped with TMA runs {s.tma}, but its slab allows "
-                                   f"{want or 'no bulk copy: ' + why}")
+        want, why = tensor_map_box(s, self.types[s.tensor].shape, self.types[s.tensor].dtype)
+        if s.tma is None or want is None or s.tma.box != want.box:
+            self.fail("tma-stamp", f"stage {s.name} is stamped with {s.tma.text() if s.tma else 'no box'}, but "
+                                   f"its slab is {want.text() if want else 'no tensor-map box: ' + why}")
+        allowed, why = swizzle_for(s.tma)
+        if s.tma.swizzle and allowed != s.tma.swizzle:
+            self.fail("tma-stamp", f"stage {s.name}: {s.tma.text()}, but the box allows {allowed or 'no'} swizzle: {why}")
 
     def unit(self, s, bound):
         """The stage's copy unit is the one the schedule's rule gives it here (a pass that
@@ -209,10 +213,8 @@ class _TileChecker:
     def shared(self, s, stages, loops):
         """A load's shared float4 stamp is the one its stage's layout gives it here (a pass
         that changed a stage without restamping its loads would read misaligned float4s)."""
-        lane = loops[-1] if loops else None
-        want = 1
-        if s.tensor in stages and isinstance(lane, Loop) and lane.kind == "vector" and lane.extent == VECTOR:
-            want = shared_width(s, stages[s.tensor], lane.var, self.multiples)
+        loop = loops[-1] if loops and isinstance(loops[-1], Loop) else None
+        want = load_shared_width(s, stages[s.tensor], loop, self.multiples) if s.tensor in stages else 1
         if s.shared_width != want:
             self.fail("shared-width", f"{s.text()}: stamped to read {s.shared_width} floats of shared memory at "
                                       f"once, but its stage's slab, pad and buffers give {want}")
@@ -301,6 +303,12 @@ class _KernelChecker:
             self.buffer(s.buffer)
             if isinstance(s, K.TmaLoad) and s.barrier not in self.mbarriers:
                 self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
+        elif isinstance(s, K.TmaTensorLoad):
+            self.array(s.array)
+            if s.barrier not in self.mbarriers:
+                self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
+            if s.tensor_map not in {t.name for t in self.f.tensor_maps}:
+                self.fail("names-declared", f"TMA copy through {s.tensor_map}, which is no tensor map of the kernel")
         elif isinstance(s, (K.MbarrierWait, K.MbarrierArrive)) and s.name not in self.mbarriers:
             self.fail("names-declared", f"waits or arrives on mbarrier {s.name}, which is never initialised")
         elif isinstance(s, K.Barrier) and divergent:
@@ -349,7 +357,7 @@ def _exprs(s):
         e = getattr(s, name, None)
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)
-    out += list(getattr(s, "values", ()))
+    out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
     return tuple(out)
 
 

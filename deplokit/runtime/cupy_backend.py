@@ -3,7 +3,8 @@
 The translation unit is compiled by NVRTC (runtime/nvrtc.py; nvcc where libnvrtc is
 missing) for the device's own architecture and loaded as a module; the launch plan (runtime/launch_plan.py), decided on
 the host, says which buffers to allocate, where temporaries sit in one scratch arena and
-each launch's grid, block and arguments. Parameters and constants are uploaded once per
+each launch's grid, block and arguments (a TMA kernel's tensor maps are encoded for the
+device buffers on every run and passed by value after the buffers). Parameters and constants are uploaded once per
 executor; inputs already on the device in the right type are used in place.
 
 Only this module and runtime/bench.py touch CuPy; both import it lazily, so deplokit
@@ -20,11 +21,19 @@ from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
 from .nvcc import compile_cuda, nvcc_available
 from .nvrtc import compile_nvrtc, nvrtc_available
 from .signature import check_plan_matches_source
+from .tensor_map import encode
 
 # Bytes a device buffer's address must be a multiple of: float4 loads and stores, cp.async of
 # 16 bytes and TMA bulk copies (cp.async.bulk) all fault on anything less. Fresh allocations
 # (CuPy's pool, torch's caching allocator) are 256-byte aligned; a view into a tensor may not be.
 DEVICE_ALIGN = 16
+
+
+def device_address(array) -> int:
+    """The address of a device array's first element (CuPy: .data.ptr; the host tests'
+    stand-in arrays are numpy: .ctypes.data)."""
+    ptr = getattr(getattr(array, "data", None), "ptr", None)
+    return int(ptr if ptr is not None else array.ctypes.data)
 
 
 def device_arch(cupy=None) -> tuple[str, int]:
@@ -65,13 +74,14 @@ class CupyExecutor:
     """Loaded kernels plus the device copies of a compilation's parameters and constants."""
 
     def __init__(self, kernel_program, cuda_source: str, input_names, values: dict, target, cupy=None,
-                 launches=(), whole=None):
+                 launches=(), whole=None, encode_tensor_map=encode):
         # `cupy` may be a stand-in with CuPy's interface (the host-side tests run the whole
         # backend with numpy arrays and the simulator for kernels); by default, CuPy itself.
         if cupy is None:
             require_gpu("backend='cupy'")
             import cupy
         self.cupy = cupy
+        self.encode_tensor_map = encode_tensor_map     # (TensorMapArgs, address) -> the map, by value
         # a deduplicated program: `launches` bind its unique kernels to each launch's tensors
         self.plan: LaunchPlan = build_plan(kernel_program, input_names, target, launches, whole)
         check_plan_matches_source(self.plan, cuda_source)
@@ -142,6 +152,9 @@ class CupyExecutor:
             else:   # outputs (and a written buffer no temp slot was planned for); kernels zero what they accumulate
                 bufs[spec.name] = cp.empty(spec.numel, dtype=spec.device_dtype)
         bufs["__arena__"] = arena           # keeps the views' memory alive with the dict
+        bufs["__tensor_maps__"] = {i: tuple(self.encode_tensor_map(t.args, device_address(bufs[t.buffer]))
+                                            for t in ln.tensor_maps)
+                                   for i, ln in enumerate(plan.launches) if ln.tensor_maps}
         return bufs
 
     # -- launches ---------------------------------------------------------------------------
@@ -151,7 +164,8 @@ class CupyExecutor:
         for i, ln in enumerate(self.plan.launches):
             if between is not None:
                 between(i)
-            self.functions[ln.name](ln.grid, ln.block, pack_args(ln, bufs), shared_mem=ln.dynamic_smem)
+            args = pack_args(ln, bufs) + bufs["__tensor_maps__"].get(i, ())
+            self.functions[ln.name](ln.grid, ln.block, args, shared_mem=ln.dynamic_smem)
         if between is not None:
             between(len(self.plan.launches))
 

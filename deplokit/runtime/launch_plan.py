@@ -4,7 +4,8 @@ argument order, checked against CUDA's limits. No GPU and no CuPy needed: the Cu
 (runtime/cupy_backend.py) only follows the plan, and tests check the plan on any machine.
 
 Every kernel parameter is a pointer to a flat buffer, so a launch's arguments are its
-parameters' buffers in declaration order. A buffer is stored with the element type its
+parameters' buffers in declaration order, followed by its tensor maps (TMA, sm_90), which
+the plan records as the driver's encoding arguments for the buffer each maps. A buffer is stored with the element type its
 kernels declare (`float` for masks as well: the simulator reads a bool as 0.0 / 1.0), so a
 bool or integer input may be converted on upload. A temporary lives from the first launch
 that names it to the last; temporaries whose lives do not overlap share arena bytes.
@@ -18,6 +19,7 @@ from ..ir import kernel_ir as K
 from ..ir.types import CTYPE_DTYPE, DTYPE_BYTES
 from ..target import STATIC_SMEM_PER_BLOCK
 from .launches import launch_sequence
+from .tensor_map import TensorMapArgs, tensor_map_args
 
 # CUDA's launch limits (every architecture deplokit targets).
 MAX_BLOCK_THREADS = 1024
@@ -53,6 +55,21 @@ class BufferSpec:
 
 
 @dataclass(frozen=True)
+class TensorMapArg:
+    """A `CUtensorMap` argument of a launch (after its buffers): the kernel's parameter, the
+    buffer it maps, and cuTensorMapEncodeTiled's arguments but the buffer's address (dims,
+    strides, box, swizzle, element type), which the backend encodes for the device buffer."""
+    param: str
+    buffer: str
+    args: TensorMapArgs
+
+    def describe(self) -> str:
+        a = self.args
+        return (f"{self.param} = tensor map of {self.buffer}: dims {a.global_dims} strides {a.global_strides} B "
+                f"box {a.box_dims} swizzle {a.swizzle} type {a.data_type} (innermost first)")
+
+
+@dataclass(frozen=True)
 class KernelLaunch:
     name: str
     grid: tuple[int, int, int]
@@ -63,6 +80,7 @@ class KernelLaunch:
                                 # a kernel above the static limit carves its arrays from it)
     params: tuple[str, ...] = ()  # the kernel's parameter names (a deduplicated launch binds
                                   # other buffers to them); () when they are the buffers' names
+    tensor_maps: tuple[TensorMapArg, ...] = ()   # TMA: passed by value after the buffers
 
     @property
     def threads(self) -> int:
@@ -95,8 +113,10 @@ class LaunchPlan:
             conv = f" (stored as {b.device_dtype})" if b.device_dtype != b.dtype else ""
             lines.append(f"# {b.name}: {b.shape} {b.dtype} {b.kind}{conv}{at}")
         for ln in self.launches:
-            lines.append(f"{ln.name}<<<{ln.grid}, {ln.block}, {ln.dynamic_smem}>>>({', '.join(ln.args)})"
+            args = ", ".join(ln.args + tuple(t.param for t in ln.tensor_maps))
+            lines.append(f"{ln.name}<<<{ln.grid}, {ln.block}, {ln.dynamic_smem}>>>({args})"
                          f"  static smem {ln.static_smem} B")
+            lines += [f"#   {t.describe()}" for t in ln.tensor_maps]
         return "\n".join(lines)
 
 
@@ -165,7 +185,8 @@ def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), 
             lives.setdefault(name, [i, i])[1] = i
         params = tuple(p.name for p in k.params)
         plan_launches.append(KernelLaunch(k.name, tuple(k.grid), tuple(k.block), args, static_smem_bytes(k),
-                                          k.dynamic_smem, params=params if params != args else ()))
+                                          k.dynamic_smem, params=params if params != args else (),
+                                          tensor_maps=_tensor_maps(k, dict(zip(params, args)), types, device)))
     launches = plan_launches
     for name in input_names:
         if name not in types:
@@ -182,6 +203,21 @@ def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), 
     buffers = tuple(BufferSpec(s.name, s.shape, s.dtype, s.device_dtype, s.kind, offsets.get(s.name))
                     for s in specs.values())
     return LaunchPlan(buffers, tuple(launches), tuple(input_names), outputs, scratch)
+
+
+def _tensor_maps(k: K.KernelFunc, bound: dict, types, device) -> tuple[TensorMapArg, ...]:
+    """The launch's tensor maps: each maps the buffer bound to its kernel parameter, whose
+    shape and device type must be the ones the kernel's copies were planned for."""
+    out = []
+    for t in k.tensor_maps:
+        name = bound.get(t.buffer)
+        if name is None:
+            raise LaunchPlanError(f"kernel {k.name}: tensor map {t.name} maps {t.buffer}, which is no parameter")
+        if tuple(types[name].shape) != tuple(t.shape):
+            raise LaunchPlanError(f"kernel {k.name}: tensor map {t.name} was planned for a {t.shape} tensor; "
+                                  f"buffer {name} is {tuple(types[name].shape)}")
+        out.append(TensorMapArg(t.name, name, tensor_map_args(t.shape, device[name], t.box, t.swizzle)))
+    return tuple(out)
 
 
 def place_in_arena(items, align: int = ARENA_ALIGN) -> tuple[dict[str, int], int]:

@@ -21,6 +21,7 @@ POINTEE_DTYPE = {"float": "float32", "long long": "int64", "int": "int32", "bool
 
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(([^)]*)\)')
 _PARAM = re.compile(r"^(?:const\s+)?(?P<type>[A-Za-z_][A-Za-z_ ]*?)\s*\*\s*(?:__restrict__\s+)?(?P<name>\w+)$")
+_TENSOR_MAP = re.compile(r"^const\s+__grid_constant__\s+(?P<type>\w+)\s+(?P<name>\w+)$")
 
 
 @dataclass(frozen=True)
@@ -31,17 +32,31 @@ class KernelParam:
 
 def kernel_signatures(cuda_source: str) -> dict[str, tuple[KernelParam, ...]]:
     """Each `extern "C" __global__` kernel's pointer parameters, by kernel name."""
-    out: dict[str, tuple[KernelParam, ...]] = {}
+    return {name: params for name, (params, _) in _signatures(cuda_source).items()}
+
+
+def kernel_tensor_maps(cuda_source: str) -> dict[str, tuple[str, ...]]:
+    """Each kernel's tensor-map parameters (`const __grid_constant__ T name`, after its
+    pointers), by kernel name."""
+    return {name: maps for name, (_, maps) in _signatures(cuda_source).items()}
+
+
+def _signatures(cuda_source: str):
+    out = {}
     for m in _KERNEL.finditer(cuda_source):
         name, text = m.group(1), " ".join(m.group(2).split())
-        params = []
+        params, maps = [], []
         for part in (p.strip() for p in text.split(",") if p.strip()):
+            tm = _TENSOR_MAP.match(part)
+            if tm is not None:
+                maps.append(tm.group("name"))
+                continue
             pm = _PARAM.match(part)
-            if pm is None:
+            if pm is None or maps:
                 raise LaunchPlanError(f"kernel {name}: parameter {part!r} is not a pointer to a buffer; "
-                                      "deplokit kernels take only buffer pointers")
+                                      "deplokit kernels take buffer pointers, then tensor maps")
             params.append(KernelParam(pm.group("name"), pm.group("type").strip()))
-        out[name] = tuple(params)
+        out[name] = (tuple(params), tuple(maps))
     return out
 
 
@@ -49,6 +64,7 @@ def check_plan_matches_source(plan: LaunchPlan, cuda_source: str) -> None:
     """Raise LaunchPlanError unless each launch of `plan` names a kernel of `cuda_source` and
     passes, parameter by parameter, a buffer whose device type is what the kernel points to."""
     sigs = kernel_signatures(cuda_source)
+    maps = kernel_tensor_maps(cuda_source)
     for ln in plan.launches:
         params = sigs.get(ln.name)
         if params is None:
@@ -66,3 +82,7 @@ def check_plan_matches_source(plan: LaunchPlan, cuda_source: str) -> None:
             if p.name != (ln.params[i] if ln.params else arg) or got != want:
                 raise LaunchPlanError(f"kernel {ln.name}: parameter {i} is {p.pointee}* {p.name} but the launch "
                                       f"passes buffer {arg} stored as {got}")
+        want_maps = tuple(t.param for t in ln.tensor_maps)
+        if maps[ln.name] != want_maps:
+            raise LaunchPlanError(f"kernel {ln.name} takes tensor maps ({', '.join(maps[ln.name]) or 'none'}); "
+                                  f"the launch passes ({', '.join(want_maps) or 'none'})")

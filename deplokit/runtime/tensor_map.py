@@ -7,19 +7,19 @@ written in, what out-of-bounds elements read). The kernel receives it as a
 `const __grid_constant__ CUtensorMap` parameter. `tensor_map_args` turns a row-major shape
 and a box into those arguments and refuses what the driver would refuse (rank, alignment,
 box extents, a swizzle span the box's inner row does not fit); `encode` makes the driver call
-(cuda-python's driver bindings, a device only).
-
-Status (issue 15): the arguments and their checks are here and tested on the host; the
-lowering does not emit tensor-map copies yet (pass 011 still issues 1-D bulk copies), so no
-kernel takes a CUtensorMap parameter today.
+(libcuda's cuTensorMapEncodeTiled through ctypes, a device only). The launch plan records
+these arguments per tensor-map parameter of a kernel (runtime/launch_plan.py TensorMapArg);
+the CuPy backend encodes them for the device buffers and passes each map by value.
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import TensorMapError
+from ..ir.swizzle import swizzle_bytes as swizzle_bytes_of
 from ..ir.types import DTYPE_BYTES
 
 # CUtensorMapDataType values (cuda.h) of the element types deplokit stores
@@ -95,34 +95,59 @@ def tensor_map_args(shape, dtype: str, box, swizzle_bytes: int = 0) -> TensorMap
                          INTERLEAVE_NONE, SWIZZLE[swizzle_bytes], L2_PROMOTION_128B, OOB_FILL_ZERO)
 
 
-def encode(args: TensorMapArgs, address: int):
-    """The 128-byte CUtensorMap for a device buffer at `address` (needs a GPU and
-    cuda-python's driver bindings)."""
+# cuda.h's CUtensorMap: 128 opaque bytes the kernel takes by value (passed to CuPy as this
+# structured numpy scalar; the kernel declares the same layout, 64-byte aligned)
+TENSOR_MAP_DTYPE = np.dtype([("opaque", np.uint64, (16,))])
+
+
+def encode(args: TensorMapArgs, address: int, driver=None):
+    """The CUtensorMap for a device buffer at `address`, as a TENSOR_MAP_DTYPE scalar: the
+    driver's cuTensorMapEncodeTiled (libcuda through ctypes, no other binding needed; a GPU
+    only). `driver`: an object with that entry point (default: libcuda.so.1)."""
     if address % GLOBAL_ALIGN:
         raise TensorMapError(f"tensor map: global address {address:#x} is not {GLOBAL_ALIGN}-byte aligned")
+    lib = driver if driver is not None else _libcuda()
+    out = np.zeros(1, dtype=TENSOR_MAP_DTYPE)
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    err = lib.cuTensorMapEncodeTiled(
+        ctypes.c_void_p(out.ctypes.data), ctypes.c_int(args.data_type), u32(args.rank), ctypes.c_void_p(address),
+        (u64 * args.rank)(*args.global_dims), (u64 * max(args.rank - 1, 1))(*args.global_strides),
+        (u32 * args.rank)(*args.box_dims), (u32 * args.rank)(*args.element_strides),
+        ctypes.c_int(args.interleave), ctypes.c_int(args.swizzle), ctypes.c_int(args.l2_promotion),
+        ctypes.c_int(args.oob_fill))
+    if err:
+        raise TensorMapError(f"cuTensorMapEncodeTiled failed with CUresult {err} for {args}")
+    return out[0]
+
+
+def _libcuda():
     try:
-        from cuda.bindings import driver
-    except ImportError:
-        raise TensorMapError("encoding a tensor map needs cuda-python (pip install cuda-python)") from None
-    err, tmap = driver.cuTensorMapEncodeTiled(
-        driver.CUtensorMapDataType(args.data_type), args.rank, address, list(args.global_dims),
-        list(args.global_strides), list(args.box_dims), list(args.element_strides),
-        driver.CUtensorMapInterleave(args.interleave), driver.CUtensorMapSwizzle(args.swizzle),
-        driver.CUtensorMapL2promotion(args.l2_promotion), driver.CUtensorMapFloatOOBfill(args.oob_fill))
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise TensorMapError(f"cuTensorMapEncodeTiled failed: {err} for {args}")
-    return tmap
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        raise TensorMapError("encoding a tensor map needs the CUDA driver (libcuda.so.1)") from None
 
 
 def swizzle_offset(byte_offset, swizzle_bytes: int):
     """Where the hardware puts the byte at `byte_offset` of a box written with a swizzle span
-    of `swizzle_bytes`: the 16-byte chunk index (bits 4..) XOR the row of 128 bytes (bits 7..),
-    over 2, 4 or 8 chunks for 32, 64, 128 bytes. A shared-memory read of a swizzled box
-    must apply the same XOR. Works on ints and numpy arrays."""
+    of `swizzle_bytes` (deplokit.ir.swizzle: the 16-byte chunk index XOR the row of 128
+    bytes, over 2, 4 or 8 chunks for 32, 64, 128 bytes). A shared-memory read of a swizzled
+    box must apply the same XOR. Works on ints and numpy arrays."""
     if swizzle_bytes not in SWIZZLE:
         raise TensorMapError(f"swizzle {swizzle_bytes} bytes; supported: {', '.join(map(str, SWIZZLE))}")
-    mask = swizzle_bytes // 16 - 1 if swizzle_bytes else 0
-    return byte_offset ^ (((byte_offset >> 7) & mask) << 4)
+    return swizzle_bytes_of(byte_offset, swizzle_bytes)
+
+
+def box_values(flat, shape, box, origins) -> np.ndarray:
+    """The elements of the boxes `box` (outermost first) at `origins` (one row of
+    coordinates per copy) of the row-major tensor `shape` stored in the 1-d array `flat`,
+    row-major per box, elements outside the tensor read as zero: (copies, box elements)."""
+    box, shape = tuple(box), np.asarray(shape, dtype=np.int64)
+    idx = np.indices(box, dtype=np.int64).reshape(len(box), -1)
+    coords = np.asarray(origins, dtype=np.int64).reshape(-1, len(box), 1) + idx[None]
+    inside = np.all((coords >= 0) & (coords < shape.reshape(1, -1, 1)), axis=1)
+    strides = np.concatenate([np.cumprod(shape[::-1])[:-1][::-1], [1]]).reshape(1, -1, 1)
+    at = np.where(inside, (np.clip(coords, 0, None) * strides).sum(axis=1), 0)
+    return np.where(inside, flat[np.minimum(at, flat.size - 1)], np.zeros((), flat.dtype))
 
 
 def copy_box(tensor, origin, args: TensorMapArgs):
@@ -130,14 +155,10 @@ def copy_box(tensor, origin, args: TensorMapArgs):
     `origin` (outermost first) of the numpy `tensor`, elements outside the tensor read as
     zero, laid out row-major and then swizzled (one flat array of the box's elements)."""
     box = args.box_dims[::-1]
-    idx = np.indices(box).reshape(len(box), -1)
-    coords = idx + np.asarray(origin).reshape(-1, 1)
-    inside = np.all((coords >= 0) & (coords < np.asarray(tensor.shape).reshape(-1, 1)), axis=0)
-    values = np.zeros(idx.shape[1], dtype=tensor.dtype)
-    values[inside] = tensor[tuple(c[inside] for c in coords)]
+    values = box_values(tensor.reshape(-1), tensor.shape, box, [origin])[0]
     size = tensor.dtype.itemsize
     span = {v: k for k, v in SWIZZLE.items()}[args.swizzle]
-    at = swizzle_offset(np.arange(idx.shape[1]) * size, span) // size
+    at = swizzle_offset(np.arange(values.size) * size, span) // size
     out = np.empty_like(values)
     out[at] = values
     return out

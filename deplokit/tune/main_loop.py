@@ -38,17 +38,19 @@ FULL_UNROLL = 1024
 PARTIAL_UNROLL = 416
 # Instructions around each operation, besides the operation itself (sm_90, nvcc 13):
 OVERHEAD = {
-    "tma": 12,          # ELECT loop, SYNCS.ARRIVE, uniform address arithmetic around one UBLKCP
+    "tma": 12,          # ELECT loop, SYNCS.ARRIVE, uniform address arithmetic around one UBLKCP / UTMALDG
     "cp_async": 3,      # address arithmetic around one LDGSTS
     "global": 2,        # address arithmetic of a global access that is not an immediate offset
-    "mbarrier_wait": 4,  # try_wait, its branch and the out-of-line retry
+    "mbarrier_wait": 12,  # slot / phase arithmetic, try_wait, its branch, the out-of-line retry loop
+    "mbarrier_arrive": 2,  # the slot's address
     "cp_async_wait": 1,  # LDGDEPBAR / DEPBAR
     "loop": 8,          # counter, compare, branch, buffer index and pointer updates per iteration
 }
 # statement -> (what it counts as, its OVERHEAD entry)
-SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.Barrier: ("barriers", ""),
+SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.TmaTensorLoad: ("copies", "tma"),
+                 K.Barrier: ("barriers", ""),
                  K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait"),
-                 K.MbarrierArrive: ("barriers", "")}
+                 K.MbarrierArrive: ("barriers", "mbarrier_arrive")}
 FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
 SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "sigmoid": 4, "pow": 8,
               "sin": 6, "cos": 6, "reciprocal": 3, "divide": 6}
@@ -268,8 +270,13 @@ class _Iteration:
                 self.add("other", OVERHEAD["global"], mult, share)
 
     def statement(self, s, ctx, mult: float, share: float) -> None:
-        if isinstance(s, K.VectorLoad):
-            self.add("lds128" if s.space == "shared" else "ldg", 1, mult, share)
+        if isinstance(s, K.VectorLoad) and s.space == "shared":
+            # its 4 words join the distinct addresses (nvcc loads a repeated quad once)
+            for j in range(4):
+                offset = K.Binary("+", s.offset, K.Const(j, "int")) if j else s.offset
+                self.loads.append((s.source, offset, tuple(ctx), tuple(self.locals), share))
+        elif isinstance(s, K.VectorLoad):
+            self.add("ldg", 1, mult, share)
         elif isinstance(s, K.VectorStore):
             self.add("sts" if s.space == "shared" else "stg", 1, mult, share)
         elif isinstance(s, K.SharedStore):

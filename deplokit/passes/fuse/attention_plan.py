@@ -100,6 +100,10 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
     while (d + dv) // lanes + key_tile > REGISTER_BUDGET and d % (2 * lanes) == 0 and dv % (2 * lanes) == 0 \
             and group * query_tile * lanes * 2 <= 1024:
         lanes *= 2
+    # decode: a block is the group's few query rows; dealing each row to the lanes of a warp
+    # fills it and keeps a thread's registers small (a whole row of head_dim 64 per thread spilled)
+    while not query and group * lanes < 32 and d % (2 * lanes) == 0 and dv % (2 * lanes) == 0:
+        lanes *= 2
     registers = (d + dv) // lanes + key_tile <= REGISTER_BUDGET
     if not registers:       # the block's query rows in shared memory (a float of padding per row)
         def fits(qt, kt):

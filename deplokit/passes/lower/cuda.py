@@ -30,18 +30,23 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
   as CUDA's `INFINITY`, `-INFINITY`, `NAN`.
 * Asynchronous copies are inline PTX, so the instruction issued is on the page:
   `cp.async.{ca,cg}.shared.global` (sm_80+; `cg`, which bypasses L1, for 16 bytes),
-  `cp.async.commit_group`, `cp.async.wait_group N`; TMA bulk copies
-  `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes` completing on an
+  `cp.async.commit_group`, `cp.async.wait_group N`; TMA tensor-map copies
+  `cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes` (N = the
+  map's rank, coordinates innermost first; the kernel takes each map as a
+  `const __grid_constant__ deplokit_tensor_map` parameter after its buffers, the 128-byte
+  layout of cuda.h's CUtensorMap declared once per translation unit) and 1-D bulk copies
+  `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`, completing on an
   mbarrier (`mbarrier.init` / `mbarrier.arrive.expect_tx` / `mbarrier.try_wait.parity`),
   sm_90+ (plain sm_90, no `sm_90a` needed; sm_120 accepts them too). Rendering one of them
   for a target that lacks it raises ValueError.
 * TMA and mbarrier semantics. Every mbarrier named by an `MbarrierInit` is a shared
-  `unsigned long long`, declared at the top of the kernel. `MbarrierInit` and `TmaLoad` are
-  issued by one thread: where they stand outside any `If` (every thread of the block reaches
+  `unsigned long long`, declared at the top of the kernel. `MbarrierInit`, `TmaLoad` and
+  `TmaTensorLoad` are issued by one thread: where they stand outside any `If` (every thread of the block reaches
   them) the printer guards them with `if (<flat thread id> == 0)`; inside an `If`, that
-  `If`'s condition is the election and must select one thread. Each `TmaLoad` is one arrival
-  (with its byte count as the transaction count), so an mbarrier expects as many arrivals
-  per phase (`MbarrierInit.count`) as TmaLoads complete on it. Other threads may use an
+  `If`'s condition is the election and must select one thread. Each `TmaLoad` and
+  `TmaTensorLoad` is one arrival (with its byte count, the box's for a tensor copy, as the
+  transaction count), so an mbarrier expects as many arrivals per phase
+  (`MbarrierInit.count`) as copies complete on it. Other threads may use an
   mbarrier only after a `Barrier` that follows its `MbarrierInit`. `MbarrierWait` is
   executed by every thread that reaches it; its phase prints as `phase & 1` (the parity).
 * `AtomicAdd` prints as `atomicAdd(&buffer[offset], value);` (float atomics on global
@@ -50,7 +55,7 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
 
 The renderer is split by job: `cuda_expr` (types, literals, operator precedence and the
 function tables; the expression printer), `cuda_ptx` (inline PTX and intrinsics: cp.async,
-TMA bulk copies, mbarriers, atomicAdd) and `cuda_render` (statements, the kernel and the
+TMA copies, mbarriers, atomicAdd) and `cuda_render` (statements, the kernel and the
 program). This module is the public entry.
 """
 from __future__ import annotations

@@ -1,14 +1,25 @@
 """Kernel IR -> CUDA C++, the instructions the renderer spells as inline PTX or a CUDA
 intrinsic (see deplokit.passes.lower.cuda for the whole contract): `asm volatile` blocks,
 shared-memory addresses, the one-thread election, and the statements that use them:
-cp.async (sm_80+), TMA bulk copies and mbarriers (sm_90+), and float atomicAdd.
+cp.async (sm_80+), TMA bulk and tensor-map copies and mbarriers (sm_90+), and float atomicAdd.
 """
 from __future__ import annotations
 
 from ...ir.kernel_ir import (AtomicAdd, Const, CpAsync, CpAsyncWait, MbarrierArrive, MbarrierInit, MbarrierWait,
-                             SharedArray, TmaLoad, walk_stmts)
+                             SharedArray, TmaLoad, TmaTensorLoad, walk_stmts)
 from ...ir.types import ctype_bytes
 from .cuda_expr import _PARAM_VALUE_TYPE, _PREC, INDENT, _Scope
+
+# cuda.h's CUtensorMap (128 opaque bytes, 64-byte aligned), declared here so that the
+# translation unit needs no driver header (NVRTC has none on its include path)
+TENSOR_MAP_TYPE = "deplokit_tensor_map"
+TENSOR_MAP_DECL = (f"// the layout of cuda.h's CUtensorMap: a tensor map the host encodes "
+                   f"(cuTensorMapEncodeTiled), passed by value\n"
+                   f"struct alignas(64) {TENSOR_MAP_TYPE} {{ unsigned long long opaque[16]; }};\n")
+
+
+# statements one elected thread runs (the renderer guards them where every thread reaches them)
+ONE_THREAD = (TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive)
 
 
 class PtxRenderer:
@@ -149,6 +160,38 @@ class PtxRenderer:
                           [f'"r"({bar})', f'"r"({nbytes})'])
         self.emit_asm(["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"],
                       [f'"r"({dst})', f'"l"({src})', f'"r"({nbytes})', f'"r"({bar})'])
+        self.close_guard(opened)
+
+    def tensor_map_params(self, scope: _Scope) -> list[str]:
+        """The kernel's tensor maps as parameters, after its buffers, passed by value."""
+        for t in self.k.tensor_maps:
+            scope.declare(t.name, "param")
+        return [f"const __grid_constant__ {TENSOR_MAP_TYPE} {t.name}" for t in self.k.tensor_maps]
+
+    def tma_tensor_load(self, s: TmaTensorLoad, scope: _Scope) -> None:
+        self.need_sm(90, "TMA (cp.async.bulk.tensor)")
+        try:
+            tmap = self.k.tensor_map(s.tensor_map)
+        except KeyError:
+            raise self.err(f"TMA copy through tensor map {s.tensor_map!r}, which is no tensor-map parameter "
+                           f"of the kernel") from None
+        rank = len(tmap.box)
+        if not 1 <= rank <= 5 or len(s.coords) != rank:
+            raise self.err(f"TMA copy through {s.tensor_map} with {len(s.coords)} coordinates; the map has "
+                           f"rank {rank} (1 to 5)")
+        bar = self.mbarrier(s.barrier, s.slot, scope)
+        dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
+        coords = [self.expr(c, scope) for c in reversed(s.coords)]      # PTX: innermost first
+        opened = self.guarded("one thread issues the tensor-map copy")
+        if s.expect:
+            self.emit(f"// {s.barrier} expects the box's {tmap.box_bytes} bytes this phase; the copy completes them")
+            self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
+                          [f'"r"({bar})', f'"r"({tmap.box_bytes})'])
+        at = ", ".join(f"%{3 + i}" for i in range(rank))
+        self.emit_asm([f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                       f" [%0], [%1, {{{at}}}], [%2];"],
+                      [f'"r"({dst})', f'"l"(reinterpret_cast<unsigned long long>(&{tmap.name}))', f'"r"({bar})']
+                      + [f'"r"({c})' for c in coords])
         self.close_guard(opened)
 
     def mbarrier_init(self, s: MbarrierInit) -> None:

@@ -14,14 +14,15 @@ from typing import Iterator
 
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
-                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad, SharedArray,
-                             SharedLoad, SharedStore, Special, TmaLoad, Var, VectorLoad, VectorStore)
+                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad,
+                             SharedArray, SharedLoad, SharedStore, Special, TmaLoad, TmaTensorLoad, Var, VectorLoad,
+                             VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ...ir.types import ctype_bytes
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
                         _format_int, _Scope, format_float)
-from .cuda_ptx import PtxRenderer
+from .cuda_ptx import ONE_THREAD, TENSOR_MAP_DECL, PtxRenderer
 
 __all__ = ["render_kernel", "render_program"]
 
@@ -40,7 +41,7 @@ def _walk(node) -> Iterator[object]:
 
 
 def _names_in(k: KernelFunc) -> set[str]:
-    names = {p.name for p in k.params}
+    names = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
     for n in _walk(k.body):
         if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit)):
             names.add(n.name)
@@ -82,7 +83,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         self.lane = self.fresh("lane") if "lane" in self.specials else None
         self.warp = self.fresh("warp") if "warp" in self.specials else None
         one_d = k.block[1] == 1 and k.block[2] == 1
-        self.needs_election = any(isinstance(n, (TmaLoad, MbarrierInit, MbarrierArrive)) for n in _walk(k.body))
+        self.needs_election = any(isinstance(n, ONE_THREAD) for n in _walk(k.body))
         self.tid: str | None = None
         self.dynamic_smem = self.fresh("dyn_smem") if k.dynamic_smem else None
         if one_d:
@@ -164,6 +165,8 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.cp_async_wait(s)
         elif isinstance(s, TmaLoad):
             self.tma_load(s, scope)
+        elif isinstance(s, TmaTensorLoad):
+            self.tma_tensor_load(s, scope)
         elif isinstance(s, MbarrierInit):
             self.mbarrier_init(s)
         elif isinstance(s, ProxyFence):
@@ -314,7 +317,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         if k.threads > MAX_THREADS:
             raise self.err(f"{k.threads} threads per block; CUDA allows at most {MAX_THREADS}")
         nodes = list(_walk(k.body))
-        if any(isinstance(n, TmaLoad) for n in nodes):
+        if k.tensor_maps or any(isinstance(n, TmaLoad) for n in nodes):
             self.need_sm(90, "TMA (cp.async.bulk)")
         if any(isinstance(n, (CpAsync, CpAsyncCommit, CpAsyncWait)) for n in nodes):
             self.need_sm(80, "cp.async")
@@ -324,6 +327,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
             const = "const " if p.const else ""
             params.append(f"{const}{PARAM_CTYPES[p.ctype]}* __restrict__ {p.name}")
             scope.declare(p.name, "param")
+        params += self.tensor_map_params(scope)
         # Preamble: the thread coordinates the printer introduces, then the mbarriers.
         bx, by, bz = k.block
         if self.tid:
@@ -391,6 +395,6 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     ]
     if p.outputs:
         header.append(f"// Program outputs: {', '.join(p.outputs)}")
-    parts = ["\n".join(header) + "\n"]
+    parts = ["\n".join(header) + "\n"] + ([TENSOR_MAP_DECL] if any(k.tensor_maps for k in p.kernels) else [])
     parts += [render_kernel(k, sm) for k in p.kernels]
     return "\n".join(parts)

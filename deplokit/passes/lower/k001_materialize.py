@@ -14,7 +14,8 @@ the identity, before the first reduce loop that folds into it; Accumulate -> Ass
 element; `load acc[..]` -> RegLoad), and every register loop becomes a `#pragma unroll` For,
 so each element index is a compile-time constant and the array stays in registers.
 
-A vector loop (005 blockify_launch) is unrolled into per-lane registers, with a float4 for
+A register loop whose slots read a staged slab in quads (4 adjacent aligned floats) loads each
+quad with one shared float4 (register_quads.py). A vector loop (005 blockify_launch) is unrolled into per-lane registers, with a float4 for
 each access 005 stamped 4 wide and each load from a stage stamped one shared float4
 (Load.shared_width) (vector_access.py).
 
@@ -42,6 +43,7 @@ from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .smem_layout import PlacedStage, smem_offset, smem_size
+from .register_quads import lower_quads, quad_loads
 from .stage_plan import plan_stage, slot_of
 from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop
@@ -159,7 +161,10 @@ class Materializer(LoweringState):
         self.in_reduce = outer_reduce or s.kind == "reduce"
         self.body_loop = (s, self.loop_depth) if isinstance(s, Loop) else None
         self.loop_depth += 1
-        if isinstance(s, Loop):
+        quads = quad_loads(self, s) if isinstance(s, Loop) else []
+        if quads:                        # slots 4q .. 4q+3 of a load are one shared float4
+            loop = lower_quads(self, s, quads)
+        elif isinstance(s, Loop):
             self.ranges[s.var] = s.extent
             body = self.stmts(s.body)
             # a register loop is always unrolled: its variable indexes register arrays
@@ -172,7 +177,7 @@ class Materializer(LoweringState):
                          s.unroll)
         self.loop_depth -= 1
         self.in_reduce, self.body_loop = outer_reduce, outer_loop
-        return pre + [loop]
+        return pre + (loop if isinstance(loop, list) else [loop])
 
     def stage(self, s: Stage) -> list:
         """Place the stage (loads from it read the buffer of the current iteration) and leave
@@ -189,6 +194,8 @@ class Materializer(LoweringState):
     def load(self, s: Load) -> list:
         if s.tensor in self.local_rows:
             return self.local_rows.load(s)
+        if s.dst in self.quad_picks:         # read in place: a component of a shared float4 (register_quads.py)
+            return []
         if s.tensor in self.stages:
             stage = self.stages[s.tensor]
             offset = smem_offset([affine_expr(e) for e in s.index], stage)

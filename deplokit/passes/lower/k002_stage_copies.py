@@ -19,15 +19,15 @@ it); an asynchronous stage no AsyncWait waits for is an error.
   async  cp.async of 16 bytes under the same conditions (and 16-byte aligned shared rows),
          else of 4 bytes; an element past the end stores 0 with an ordinary store. The
          copies form one group: commit; the AsyncWait waits for it (wait_group 0).
-  tma    thread 0 issues one bulk copy per row (or per run of whole rows, when the slab spans
-         the tensor's full width), after one arrive.expect_tx announcing the bytes of all
-         the group's copies; they complete on the mbarrier stage_plan.slot_barrier names (the
-         seam with the copy issue: a ring's full[slot], else the loop's one mbarrier, phase
-         ko). A row past the end of an outer dimension is clamped onto the last row (its
-         values only reach outputs that are never stored). The runs are the plan stamped on
-         the stage (Stage.tma: 011, kept true by 012 and 014, which switches a stage its pad
-         breaks to cp.async); only a TMA stage outside a buffered K loop falls back to
-         cp.async here.
+  tma    thread 0 issues one tensor-map copy (cp.async.bulk.tensor) per stage: the box
+         stamped on the stage (Stage.tma: 011, swizzled by 012) at the slab's origin,
+         elements past the tensor's end read as zero; the group's copies complete on the
+         mbarrier of its slot (stage_plan.slot_barrier: one arrive.expect_tx announcing the
+         boxes' bytes, then the copies; a ring's full[slot], else the loop's one mbarrier);
+         the AsyncWait waits on it. The kernel takes one tensor
+         map per distinct (tensor, box, swizzle) (KernelFunc.tensor_maps), its shared array
+         is 1024-byte aligned (a swizzle pattern's repeat); only a TMA stage outside a
+         buffered K loop falls back to cp.async here.
 
 Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: ...]:
 
@@ -90,6 +90,8 @@ def apply(program: KernelProgram, pctx=None) -> KernelProgram:
     return dataclasses.replace(program, kernels=kernels)
 
 
+TMA_ALIGN = 1024      # bytes: a tensor-map box's shared array (the 128-byte swizzle repeats every 1024)
+
 PASS = Pass("002_stage_copies", "kernel", "spell each stage's copy into shared memory (float4, cp.async, TMA; "
             "double buffered, pipelined) with its waits and barriers", apply)
 
@@ -97,10 +99,12 @@ PASS = Pass("002_stage_copies", "kernel", "spell each stage's copy into shared m
 @dataclasses.dataclass
 class _Scope:
     """What the copy of a stage reads about the place it is issued from (stage_plan,
-    stage_units): the tensors' types, the variables in scope, the block's threads."""
+    stage_units): the tensors' types, the variables in scope, the block's threads, and the
+    kernel's tensor-map parameter a TMA stage is copied through."""
     types: dict
     ranges: dict
     threads: int
+    tensor_map: object = None       # Stage -> the name of its tensor-map parameter
 
 
 class StageCopier:
@@ -109,6 +113,7 @@ class StageCopier:
     def __init__(self, func: K.KernelFunc, types):
         self.func, self.types = func, types
         self.declared: set[str] = set()          # shared arrays declared so far
+        self.tensor_maps: dict[tuple, K.TensorMap] = {}   # (tensor, box, swizzle) -> parameter
         self.rings: dict[str, int] = {}          # K loops whose slots full/empty mbarriers guard -> slots
         self.by_name: dict[str, StageCopy] = {}
         for s in K.walk_stmts(func.body):
@@ -119,10 +124,27 @@ class StageCopier:
         pending = (StageCopy, StageWait, StagePrologue)
         if not any(isinstance(s, pending) for s in K.walk_stmts(self.func.body)):
             return self.func
-        return dataclasses.replace(self.func, body=self.body(self.func.body))
+        body = self.body(self.func.body)
+        return dataclasses.replace(self.func, body=body,
+                                   tensor_maps=tuple(self.func.tensor_maps) + tuple(self.tensor_maps.values()))
+
+    def tensor_map(self, s) -> str:
+        """The name of the tensor-map parameter stage s is copied with (one per distinct
+        tensor, box and swizzle), free among the kernel's parameters and buffers."""
+        key = (s.tensor, s.tma.box, s.tma.swizzle)
+        if key not in self.tensor_maps:
+            taken = {p.name for p in self.func.params} | set(self.types) | \
+                {t.name for t in self.tensor_maps.values()}
+            name, n = f"{s.tensor}_tmap", 1
+            while name in taken:
+                n += 1
+                name = f"{s.tensor}_tmap_{n}"
+            self.tensor_maps[key] = K.TensorMap(name, s.tensor, tuple(self.types[s.tensor].shape),
+                                                s.tma.box, s.tma.swizzle)
+        return self.tensor_maps[key].name
 
     def scope(self, ranges) -> _Scope:
-        return _Scope(self.types, dict(ranges), self.func.threads)
+        return _Scope(self.types, dict(ranges), self.func.threads, self.tensor_map)
 
     def plan(self, copy: StageCopy, stage=None) -> StagePlan:
         return plan_stage(self.scope(copy.ranges), stage or copy.stage, copy.loop_info)
@@ -168,7 +190,8 @@ class StageCopier:
         if s.name in self.declared:
             return []
         self.declared.add(s.name)
-        return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=shared_ctype(self.types[s.tensor].dtype))]
+        align = {"align": TMA_ALIGN} if p.kind == "tma" else {}
+        return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=shared_ctype(self.types[s.tensor].dtype), **align)]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:

@@ -34,6 +34,7 @@ class LoweringState:
         self.writes: list[str] = []               # global tensors written, in order
         self.loop_depth = 0                       # loops enclosing the statement being lowered
         self.shared: set[str] = set()             # shared arrays declared so far
+        self.quad_picks: dict[str, K.Expr] = {}   # a load's value: its component of a shared float4
         self._names = 0
         self.dtypes = _value_dtypes(kernel, types)    # Loop-IR value -> its dtype
         # 64 where an offset may pass 2**31 - 1: the kernel's "int"s are then long long
@@ -104,6 +105,8 @@ class LoweringState:
         """(expression, dtype) of a Loop-IR operand; a constant's dtype is None (it takes the
         type of the computation it is in), an index value's is the index width's."""
         if isinstance(a, str):
+            if a in self.quad_picks:          # a component of a shared float4 (register_quads.py)
+                return self.quad_picks[a], self.dtypes.get(a, "float32")
             return K.Var(a), self.dtypes.get(a, "float32")
         if isinstance(a, Affine):
             return affine_expr(a), "int32" if self.index_bits == 32 else "int64"

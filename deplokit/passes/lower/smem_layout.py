@@ -1,10 +1,12 @@
 """Where a staged slab lives in shared memory: its size (rows padded by Stage.pad) and the
-element a load from it reads (plus the current buffer's base when double buffered)."""
+element a load from it reads (plus the current buffer's base when double buffered; a swizzled
+TMA box's reads apply its XOR within the buffer)."""
 from __future__ import annotations
 
 import dataclasses
 
 from ...ir import kernel_ir as K
+from ...ir.swizzle import swizzle_word
 from ...ir.tile_ir import Stage
 from ...ir.stages import buffer_floats, row_major_strides
 
@@ -24,10 +26,34 @@ def smem_size(s: Stage) -> int:
     return buffer_floats(s)
 
 
+def _sum(terms) -> K.Expr:
+    out = None
+    for e, st in terms:
+        if isinstance(e, K.Const) and e.value == 0:
+            continue
+        t = e if st == 1 else K.Binary("*", e, K.Const(st, "int"))
+        out = t if out is None else K.Binary("+", out, t)
+    return K.Const(0, "int") if out is None else out
+
+
+def swizzled(row: K.Expr, col: K.Expr, span: int) -> K.Expr:
+    """Where a TMA box written with a `span`-byte swizzle holds float `row + col` of its
+    rows of span / 4 floats (`row` a multiple of the row length, 0 <= col < span / 4):
+    deplokit.ir.swizzle.swizzle_word, spelled so that the XOR reads the row alone and moves
+    col's 16-byte chunk, col's float within it added last. Four consecutive floats of a
+    chunk then sit at one base plus 0..3, which nvcc still merges into one LDS.128."""
+    if isinstance(row, K.Const) and isinstance(col, K.Const):
+        return K.Const(int(swizzle_word(int(row.value) + int(col.value), span)), "int")
+    shift = K.Binary("<<", K.Binary("&", K.Binary(">>", row, K.Const(5, "int")), K.Const(span // 16 - 1, "int")),
+                     K.Const(2, "int"))
+    chunk = K.Binary("^", K.Binary("&", col, K.Const(-4, "int")), shift)
+    return K.Binary("+", K.Binary("+", row, chunk), K.Binary("&", col, K.Const(3, "int")))
+
+
 def smem_offset(exprs, s: Stage) -> K.Expr:
-    """The shared-memory element of slab index `exprs` (one expression per slab axis). Two axes
-    of one dimension split by 012 and indexed (x / A, x % A) fold back to x where the
-    layout allows (no pad between them)."""
+    """The shared-memory element of slab index `exprs` (one expression per slab axis),
+    XOR-swizzled where the stage is a swizzled TMA box (012). Two axes of one dimension
+    indexed (x / A, x % A) fold back to x where the layout allows (no pad between them)."""
     shape = [ax.extent for ax in s.slab]
     shape[-1] += s.pad
     strides = row_major_strides(shape)
@@ -44,13 +70,9 @@ def smem_offset(exprs, s: Stage) -> K.Expr:
                 continue
         terms.append((e, strides[k]))
         k += 1
-    out = None
-    for e, st in terms:
-        if isinstance(e, K.Const) and e.value == 0:
-            continue
-        t = e if st == 1 else K.Binary("*", e, K.Const(st, "int"))
-        out = t if out is None else K.Binary("+", out, t)
-    if out is None:
-        out = K.Const(0, "int")
+    if s.tma and s.tma.swizzle:       # a box's rows are one span: the last axis is the column
+        out = swizzled(_sum(terms[:-1]), terms[-1][0], s.tma.swizzle)
+    else:
+        out = _sum(terms)
     base = getattr(s, "base", None)
     return out if base is None else K.Binary("+", base, out)

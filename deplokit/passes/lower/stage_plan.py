@@ -7,14 +7,15 @@ seam with the copy issue).
 The schedule chose the kind (011 tma_copy, 013 async_copy) and the buffering (010); the
 lowering only narrows what the kernel as it stands cannot keep: a non-float32 tensor is
 copied by the threads, a TMA stage outside a double-buffered K loop is copied with cp.async
-in the same schedule. A TMA stage's bulk copies are the plan 011 stamped on it (Stage.tma,
-kept true by 012 and 014; the verifier checks it)."""
+in the same schedule. A TMA stage is one tensor-map copy of the box 011 stamped on it
+(Stage.tma, with 012's swizzle; the verifier checks it)."""
 from __future__ import annotations
 
 import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.tile_ir import Stage
+from ..tma_geometry import box_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,16 +79,11 @@ def empty_name(loop) -> str:
     return f"{loop.var}_empty"
 
 
-def tma_runs(m, s: Stage, p: StagePlan) -> tuple[int, int, int]:
-    """(run floats, merged axes, runs per copy) of a TMA stage: the schedule's stamp."""
-    return s.tma
-
-
 def tma_bytes(m, s: Stage, p: StagePlan) -> int:
-    """Bytes the TMA copies of stage s bring into one slot (what they complete_tx on their
-    mbarrier): every run of the stamp, whole (a run past an outer end is clamped, not cut)."""
-    run, _, copies = tma_runs(m, s, p)
-    return 4 * run * copies
+    """Bytes the TMA copy of stage s brings into one slot (what it completes_tx on its
+    mbarrier): the whole box stamped on it, elements past the tensor's end included (they
+    land as zeros)."""
+    return box_bytes(s.tma.box)
 
 
 # -- the ring's position of one iteration's copy ----------------------------------------------

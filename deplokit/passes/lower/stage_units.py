@@ -1,5 +1,5 @@
-"""The copy of one Stage for one iteration, spelled unit by unit: floats, float4s (a 16-byte
-cp.async), or whole rows (TMA bulk copies), dealt out to the block's threads (see
+"""The copy of one Stage for one iteration, spelled unit by unit: floats or float4s (a 16-byte
+cp.async) dealt out to the block's threads, or one TMA tensor-map copy of the whole box (see
 k002_stage_copies.py for when copies are issued and which barriers surround them).
 
 `m` is the kernel's LoweringState (types, ranges, threads); `p` a stage_plan.StagePlan;
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
-from ...ir.stages import dim_multipliers, row_major_strides
+from ...ir.stages import dim_multipliers, row_major_strides, transposed
 from ...ir.tile_ir import Stage
 from ...ir.types import shared_ctype
 from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset, plus
 from .smem_layout import smem_size
-from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset, tma_runs
+from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
 
 
 def _tid0():
@@ -137,6 +137,9 @@ def _global(m, s: Stage, g, unit_ext, ranges):
 def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     """The block's threads copy one stage (sync or cp.async) for one iteration, in the units
     the schedule stamped on it (Stage.unit: float4 / cp.async 16, or one float)."""
+    if transposed(s) and p.kind != "async":
+        from .stage_transpose import copy_transposed    # built on this module's units
+        return copy_transposed(m, s, p, it)
     origin, base, ranges = stage_at(m, s, p, it)
     unit = s.unit
     i = f"{s.name}_i"
@@ -169,20 +172,17 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
 
 
 def tma_copies(m, tma, it, bar) -> list:
-    """The copies of every TMA stage in `tma` ((stage, plan) pairs) for iteration `it`, one
-    bulk copy per run, each completing on `bar` (stage_plan.SlotBarrier: the ring owns the
-    barrier and the arrival announcing its bytes). Run by the one issuing thread."""
+    """The copies of every TMA stage in `tma` ((stage, plan) pairs) for iteration `it`: one
+    tensor-map copy of the stage's box at its origin for that K tile into the slot's buffer,
+    each completing on `bar` (stage_plan.SlotBarrier: the ring owns the barrier and the
+    arrival announcing their bytes). `m.tensor_map(stage)` names the kernel's tensor-map
+    parameter for the stage. Run by the one issuing thread."""
     body: list = []
     for s, p in tma:
-        run, axes, _ = tma_runs(m, s, p)
-        origin, base, ranges = stage_at(m, s, p, it)
-        r = f"{s.name}_r"
-        count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, run, axes, r)
-        src, _ = _global(m, s, g, unit_ext, ranges)     # runs past the end: clamped
-        dst = plus(base, affine_expr(smem))
-        load = K.TmaLoad(s.name, dst, s.tensor, src, run, bar.name, bar.slot, expect=False)
-        body.append(load if count == 1 else K.For(r, K.Const(0, "int"), K.Const(count, "int"),
-                                                  K.Const(1, "int"), (load,)))
+        origin, base, _ = stage_at(m, s, p, it)
+        coords = tuple(affine_expr(o) for o in origin)
+        dst = base if base is not None else K.Const(0, "int")
+        body.append(K.TmaTensorLoad(s.name, dst, m.tensor_map(s), coords, bar.name, bar.slot, expect=False))
     return body
 
 

@@ -13,7 +13,7 @@ The order lives here, in one flat tuple of pass records, as in the article:
     009 permute_register_tile   reorder the register strip against bank conflicts
     010 double_buffer           promote K-outer Stages to BufferedStage (ping-pong)
     011 tma_copy                narrow BufferedStages to TMA copies (sm_90+)
-    012 split_inner_for_swizzle split the inner axis of a TMA stage for swizzle
+    012 swizzle_smem            swizzle TMA stages' boxes, XOR every read
     013 async_copy              narrow the other stages to cp.async (sm_80+)
     014 pad_smem                pad shared-memory rows to break bank conflicts
     015 pipeline_k_outer        rotate the K-outer loop into prologue / steady state
@@ -29,13 +29,13 @@ from ...trace import Context, TraceStep
 from ..record import run_passes
 from . import (t001_tileify, t002_chunk_matmul_k, t003_split_matmul_k, t004_cooperative_reduce,
                t005_blockify_launch, t006_chunk_reduce, t007_stage_inputs, t008_register_tile,
-               t009_permute_register_tile, t010_double_buffer, t011_tma_copy, t012_split_inner_for_swizzle,
+               t009_permute_register_tile, t010_double_buffer, t011_tma_copy, t012_swizzle_smem,
                t013_async_copy, t014_pad_smem, t015_pipeline_k_outer, t016_mark_unroll)
 
 SCHEDULE = tuple(m.PASS for m in (
     t001_tileify, t002_chunk_matmul_k, t003_split_matmul_k, t004_cooperative_reduce, t005_blockify_launch,
     t006_chunk_reduce, t007_stage_inputs, t008_register_tile, t009_permute_register_tile, t010_double_buffer,
-    t011_tma_copy, t012_split_inner_for_swizzle, t013_async_copy, t014_pad_smem, t015_pipeline_k_outer,
+    t011_tma_copy, t012_swizzle_smem, t013_async_copy, t014_pad_smem, t015_pipeline_k_outer,
     t016_mark_unroll))
 
 initial = t001_tileify.as_tile_program

@@ -46,8 +46,9 @@ scratch arena). Blockify (005) keeps the split axis as the slowest BLOCK axis an
 and N as usual; stage_inputs (007) stages each split's own chunks (origins `a2s * 64 + ...`);
 the reducer is scheduled by the later passes like any elementwise kernel.
 
-Default. splits = 1 when the output tiles fill the GPU's SMs: the 16 x 16-thread tiles
-(after 008's default register block) are counted, and K is split into the fewest splits in
+Default. splits = 1 when the output tiles fill the GPU's SMs: the block tiles of 005's
+default thread shape and 008's default register block are counted (in blocks of 256
+threads: as many warps in flight whatever the shape), and K is split into the fewest splits in
 the domain that bring the grid to at least one block per SM, divide the K chunks evenly and
 leave each split at least MIN_CHUNKS chunks (the most such splits if none reaches the SMs).
 """
@@ -61,12 +62,14 @@ from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, wal
 from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .rewrite import substitute_body, used_vars
-from .t008_register_tile import default_extents
+from .block_shape import default_extents, default_thread_shape, parse_shape
+from .knobs import pow2_at_least
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
 SPLITS = (1, 2, 4, 8, 16, 32)
 GRID_TARGET = 132      # blocks: one per SM of an H100, for a target that does not say
 MIN_CHUNKS = 4         # K chunks each split reduces at least
+FULL_BLOCK = 256       # threads of the blocks GRID_TARGET counts
 
 
 class _Matmul:
@@ -118,8 +121,10 @@ class _Matmul:
         self.acc = next(iter(accs))
 
 
-def _thread_tiles(tile: Tile, sm_count: int) -> int:
-    """Blocks blockify and 008's default register block would launch, roughly."""
+def _thread_tiles(tile: Tile, sm_count: int) -> float:
+    """Blocks blockify and 008's default register block would launch, roughly, counted in
+    blocks of FULL_BLOCK threads (a grid of 128-thread blocks needs twice as many to keep
+    as many warps in flight)."""
     extents = {"M": 1, "N": 1}
     other = 1
     for a in tile.axes:
@@ -129,13 +134,16 @@ def _thread_tiles(tile: Tile, sm_count: int) -> int:
             extents[a.role] *= a.extent
         else:
             other *= a.extent
-    padded = {role: 16 * -(-size // 16) for role, size in extents.items()}
-    regs = dict(zip(("M", "N"), default_extents(padded["M"], padded["N"], sm_count)))
+    shape = default_thread_shape(extents["M"], extents["N"], sm_count)
+    threads = dict(zip(("M", "N"), parse_shape(shape)))
+    padded = {role: threads[role] * -(-size // threads[role]) for role, size in extents.items()}
+    regs = dict(zip(("M", "N"), default_extents(padded["M"], padded["N"], sm_count, (threads["M"], threads["N"]))))
     blocks = other
     for role, size in extents.items():
-        if size > 16:
-            blocks *= -(-size // (16 * regs[role]))
-    return blocks
+        if size > threads[role]:
+            blocks *= -(-size // (threads[role] * regs[role]))
+    fitted = min(threads["M"], pow2_at_least(extents["M"])) * min(threads["N"], pow2_at_least(extents["N"]))
+    return blocks * fitted / FULL_BLOCK
 
 
 def _grid_target(target) -> int:
@@ -164,7 +172,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
     if S == 1:
         blocks = _thread_tiles(mm.tile, pctx.target.sm_count or 1)
         if blocks >= _grid_target(pctx.target):
-            return Skip(f"splits=1: about {blocks} blocks already fill the grid")
+            return Skip(f"splits=1: about {blocks:g} blocks of {FULL_BLOCK} threads already fill the grid")
         return Skip(f"splits=1: no split count in {SPLITS[1:]} divides {mm.chunks} K chunks of {mm.bk} into "
                     f"runs of at least {MIN_CHUNKS}")
     if mm.chunks % S:

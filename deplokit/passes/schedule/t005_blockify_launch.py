@@ -2,7 +2,9 @@
 
 A kernel whose threads cooperate on a row (it has a Combine) runs one row per block: every
 other axis becomes BLOCK. Otherwise the innermost axes give their iterations to the block's
-threads (consecutive threads read consecutive elements: coalesced), up to `block_threads`;
+threads (consecutive threads read consecutive elements: coalesced), up to `block_threads`
+(a matmul-like kernel: `thread_shape` threads along M x N, chosen from M, N and the SM
+count by deplokit.passes.schedule.block_shape);
 an axis split in two reads `a = ab * t + at`, and what the rounding adds beyond the axis's
 extent is masked when the kernel is materialised. A split-K axis (003: a BLOCK axis of role
 K) is already a grid axis: it stays, as the slowest BLOCK axis.
@@ -28,6 +30,7 @@ from ...ir.tile_ir import BLOCK, THREAD, Combine, StridedLoop, Tile, TileAxis, T
 from ..stage_geometry import VECTOR
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
 from ..vector_geometry import body_reason, stamp_widths
+from .block_shape import THREAD_SHAPES, default_thread_shape, parse_shape
 from .knobs import pow2_at_least
 from .rewrite import substitute_body
 
@@ -42,10 +45,30 @@ def _default_width(kernel: TileKernel, target) -> int:
     return VECTOR          # vectorise wherever the accesses allow it
 
 
+def _role_sizes(kernel: TileKernel) -> dict[str, int]:
+    """Output extent per role (M, N) of a matmul-like kernel before blockify."""
+    try:
+        tile = kernel.tile()
+    except ValueError:
+        return {}
+    sizes: dict[str, int] = {}
+    for a in tile.axes:
+        if a.role in ("M", "N"):
+            sizes[a.role] = sizes.get(a.role, 1) * a.extent
+    return sizes
+
+
+def _default_shape(kernel: TileKernel, target) -> str:
+    sizes = _role_sizes(kernel)
+    return default_thread_shape(sizes.get("M", 1), sizes.get("N", 1), target.sm_count or 1)
+
+
 KNOBS = (Knob("block_threads", (64, 128, 256, 512, 1024), _default_threads,
-              "threads per block when free axes are split"),
+              "threads per block when free axes are split (not a matmul's: thread_shape)"),
          Knob("vector_width", (1, VECTOR), _default_width,
-              "consecutive innermost elements a thread moves with one float4 (where alignment allows)"))
+              "consecutive innermost elements a thread moves with one float4 (where alignment allows)"),
+         Knob("thread_shape", THREAD_SHAPES, _default_shape,
+              "a matmul's threads along M x N (the block tile is this times 008's register block)"))
 
 
 def _cooperative(tile: Tile) -> bool:
@@ -67,8 +90,13 @@ def apply(kernel: TileKernel, pctx: PassContext):
             body, why = _vector_phases(tile.body, pctx.types)
         return _noted(replace_tile(kernel, Tile(tuple(lanes) + rows, body)), why)   # one row per block
     budget = pctx.knobs["block_threads"]
-    # A matmul-like kernel gives each output axis at most 16 threads (a 16 x 16 block tile).
-    per_axis = 16 if any(a.role for a in tile.axes) else budget
+    per_role = {}
+    if any(a.role for a in tile.axes):
+        # a matmul-like kernel: thread_shape's threads along M and N; another axis (a batch)
+        # takes up to 16 of the threads block_threads leaves
+        t_m, t_n = parse_shape(pctx.knobs["thread_shape"])
+        per_role, budget = {"M": t_m, "N": t_n}, max(budget, t_m * t_n)
+    per_axis = 16 if per_role else budget
     threads, blocks, mapping, ranges = [], [], {}, {}
     inner = tuple(a for a in tile.axes if a not in splits)
     vector, why = None, ""
@@ -79,7 +107,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if a is vector:
             budget = _split_vector(a, budget, threads, blocks, mapping, ranges)
             continue
-        t = min(pow2_at_least(a.extent), per_axis, budget)
+        t = min(pow2_at_least(a.extent), per_role.get(a.role, per_axis), budget)
         if t <= 1:
             blocks.append(TileAxis(a.var, a.extent, BLOCK, a.role))
             continue

@@ -7,13 +7,20 @@ thread variables (plus a vector loop's variable riding on it: a2 + a2v, 4 elemen
 vectorised phase). The slab is copied once by all threads; the loads then read the copy. Each stage is stamped
 with the unit its copy moves (Stage.unit: float4 where its rows allow, else one float).
 A kernel's locals are on chip already: never staged, and their rows count against the
-shared-memory budget."""
+shared-memory budget.
+
+`a_k_major` stores a matmul's A slab transposed, [k][m] (its slab axes and its loads'
+indices reversed): 008 then gives the M slots quads, so a thread's A fragment for one k is
+one LDS.128, as B's is. A row of the stage is then a column of A: TMA, which copies rows
+as they are, does not take it (011); cp.async copies it in 4-byte units (013), a copy by
+the threads loads float4 along A's rows and stores them down a column
+(passes/lower/stage_transpose.py)."""
 from __future__ import annotations
 
 from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
-from ..record import KernelPass, PassContext, Skip, flag_knob, fresh_name, replace_tile
+from ..record import KernelPass, Knob, PassContext, Skip, flag_knob, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
 from .flash_stage import stage_key_tiles
 from .knobs import combine_smem, local_smem
@@ -21,7 +28,9 @@ from .knobs import combine_smem, local_smem
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
 
 
-KNOBS = (flag_knob("stage", "stage hot input slabs in shared memory", "staging"),)
+KNOBS = (flag_knob("stage", "stage hot input slabs in shared memory", "staging"),
+         Knob("a_k_major", (False, True), lambda k, t: False,
+              "store a matmul's A slab k-major ([k][m], transposed on its way in: a synchronous copy)"))
 
 
 def apply(kernel: TileKernel, pctx: PassContext):
@@ -72,9 +81,11 @@ def apply(kernel: TileKernel, pctx: PassContext):
         used += 4 * size
         name = fresh_name(f"{tensor}_smem", names, "_")
         names.append(name)
-        stages.setdefault(scope_id, []).append(Stage(name, tensor, origin, loads[0][1]))
+        slab = loads[0][1]
+        flip = pctx.knobs.get("a_k_major", False) and k_major_eligible(slab, tile, scope)
+        stages.setdefault(scope_id, []).append(Stage(name, tensor, origin, slab[::-1] if flip else slab))
         for load, _, _, index in loads:
-            rewrites[id(load)] = Load(load.dst, name, index)
+            rewrites[id(load)] = Load(load.dst, name, index[::-1] if flip else index)
     if not stages:
         return Skip("; ".join(reasons) or "no input is read more than once per block")
     def rewrite(s):
@@ -86,6 +97,18 @@ def apply(kernel: TileKernel, pctx: PassContext):
     new_tile = Tile(tile.axes, tuple(stages.get(id(None), ())) + body)
     # how the threads copy each stage (float4 or scalar units), stamped for the lowering
     return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+
+
+def k_major_eligible(slab, tile: Tile, scope) -> bool:
+    """A matmul's A slab: [m][k], its rows along an M thread axis and its columns along the
+    K loop inside the stage's scope. Stored k-major, a thread's M slots (in quads) read 4
+    adjacent floats of one k: one LDS.128."""
+    if len(slab) != 2:
+        return False
+    m_threads = {a.var for a in tile.axes if a.kind == THREAD and a.role == "M"}
+    k_loops = {s.var for s, _ in walk(scope.body if scope is not None else tile.body)
+               if isinstance(s, Loop) and s.role == "K"}
+    return slab[0].var in m_threads and slab[1].var in k_loops and slab[0].dim < slab[1].dim
 
 
 def _place(body, stages, rewrite):

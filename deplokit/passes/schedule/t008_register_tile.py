@@ -52,50 +52,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import floordiv, mod, var
+from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Loop
 from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
                            TileKernel, walk)
-from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
+from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
+from .block_shape import EXTENTS, default_extent, default_extents  # noqa: F401  (re-exported)
 from .register_nest import drop_dead, nest_body
+from .slot_maps import slot_index, warp_lanes, warp_slot_map
 from .rewrite import substitute_body, used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
-EXTENTS = (1, 2, 4, 8)
-LAYOUTS = ("strided", "contiguous", "quads")
-QUAD = 4                                 # floats in one LDS.128
-
-
-def default_extent(size: int) -> int:
-    """Register-block extent along an output axis of `size` elements (16 threads cover it):
-    the largest of 1, 2, 4, 8 whose block tile (16 * extent) the axis fills, so no block
-    row or column is padding; axes under 32 keep one output per thread."""
-    e = 1
-    while e < EXTENTS[-1] and 16 * e * 2 <= size:
-        e *= 2
-    return e
-
-
-def default_extents(size_m: int, size_n: int, sm_count: int) -> tuple[int, int]:
-    """(TM, TN): each axis's largest extent, then the larger of them halved while twice
-    the blocks still fit on the SMs one each: an 8 x 8 block (64 FFMA per 16 bytes of
-    shared loads) keeps the K loop FFMA-bound, but with b blocks on more than 2b SMs,
-    halving the block finishes in half the time. Past that, some SM runs two half blocks,
-    as long as one whole one, in a less efficient loop. A thread keeps at least 16 outputs
-    (below that its K loop is bound by shared loads, not FFMA): a grid still too small is
-    003's to fill, by splitting K."""
-    tm, tn = default_extent(size_m), default_extent(size_n)
-
-    def blocks(tm, tn):
-        return -(-size_m // (16 * tm)) * -(-size_n // (16 * tn))
-
-    while 2 * blocks(tm, tn) <= sm_count and tm * tn >= 32:
-        if tn >= tm:
-            tn //= 2
-        else:
-            tm //= 2
-    return tm, tn
+LAYOUTS = ("strided", "contiguous", "quads", "warps")
 
 
 def role_pair(tile: Tile, role: str):
@@ -110,27 +79,30 @@ def role_pair(tile: Tile, role: str):
     return None
 
 
-def _role_size(kernel: TileKernel, role: str) -> int:
+def _role_size(kernel: TileKernel, role: str) -> tuple[int, int]:
+    """(elements, threads) of the output axis of `role` (1, 16 when blockify did not split it)."""
     try:
         tile = kernel.tile()
     except ValueError:
-        return 1
+        return 1, 16
     pair = role_pair(tile, role)
     if pair is None:
-        return 1
+        return 1, 16
     t, b = pair
-    return t.extent * b.extent
+    return t.extent * b.extent, t.extent
 
 
 def _default(kernel, target, axis: int) -> int:
-    return default_extents(_role_size(kernel, "M"), _role_size(kernel, "N"), target.sm_count or 1)[axis]
+    (m, t_m), (n, t_n) = _role_size(kernel, "M"), _role_size(kernel, "N")
+    return default_extents(m, n, target.sm_count or 1, (t_m, t_n))[axis]
 
 
 KNOBS = (
     Knob("tm", EXTENTS, lambda k, t: _default(k, t, 0), "register-block rows (M) per thread"),
     Knob("tn", EXTENTS, lambda k, t: _default(k, t, 1), "register-block columns (N) per thread"),
     Knob("layout", LAYOUTS, lambda k, t: "quads",
-         "which outputs a thread's slots are: r*16 + t, t*TR + r, or N in quads of 4 adjacent columns"),
+         "which outputs a thread's slots are: r*16 + t, t*TR + r, N in quads of 4 adjacent columns, "
+         "or quads inside each warp's own sub-tile"),
 )
 
 
@@ -146,7 +118,10 @@ def apply(kernel: TileKernel, pctx: PassContext):
         return Skip("already register-tiled")
     if any(isinstance(s, (StridedLoop, Combine)) for s, _ in walk(tile.body)):
         return Skip("threads share a reduction: no output block to replicate")
-    layout = pctx.knobs["layout"]
+    layout, note = pctx.knobs["layout"], ""
+    if layout == "warps":
+        note = _warps_reason(tile)
+        layout = "quads" if note else layout
     plan, reasons = [], []
     for role, want in (("M", pctx.knobs["tm"]), ("N", pctx.knobs["tn"])):
         if want == 1:
@@ -169,7 +144,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
         if need <= pctx.target.static_smem_per_block:
-            return restamp_stages(out, pctx.types)     # grown slabs, new origins: copy units restamped
+            out = restamp_stages(out, pctx.types)      # grown slabs, new origins: copy units restamped
+            return Noted(out, f"warps layout not used ({note}): quads") if note else out
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]
         plan[big] = (role, t, b, n // 2)
@@ -177,6 +153,26 @@ def apply(kernel: TileKernel, pctx: PassContext):
             return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
                         f"more than {pctx.target.static_smem_per_block}")
 
+
+
+def _warps_reason(tile: Tile) -> str:
+    """'' when the block's threads split into whole warps of 4 x 8 (or 8 x 4) lanes over
+    the M x N threads, else why not."""
+    pairs = [role_pair(tile, role) for role in ("M", "N")]
+    threads = [a for a in tile.axes if a.kind == THREAD]
+    if None in pairs or threads != [pairs[0][0], pairs[1][0]]:
+        return "the block's threads are not one M and one N axis, both split into blocks"
+    t_m, t_n = pairs[0][0].extent, pairs[1][0].extent
+    if warp_lanes(t_m, t_n) is None:
+        return f"{t_m} x {t_n} threads are not whole warps of 4 x 8 or 8 x 4 lanes"
+    return ""
+
+
+def _k_major(tile: Tile, t_var: str) -> bool:
+    """Whether a stage holds the slab along `t_var` innermost (007 stored A k-major): its
+    slots then read 4 adjacent floats, one LDS.128, when they are quads."""
+    return any(isinstance(s, Stage) and len(s.slab) > 1 and s.slab[-1].var == t_var
+               for s, _ in walk(tile.body))
 
 
 def _smem_bytes(kernel: TileKernel) -> int:
@@ -196,15 +192,23 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     plan = [p for p in plan if p[3] > 1]
     used = used_vars(kernel.body)
     mapping, ranges, regs, slab_of = {}, {}, [], {}
+    slots = {}
     for role, t, b, n in plan:
         r = fresh_name(t.var[:-1] + "r", used)
         used.add(r)
         nb = -(-b.extent // n)
-        mapping[t.var] = _slot_index(layout, role, var(t.var), t.extent, var(r), n, ranges | {r: n})
+        mapping[t.var] = slot_index(layout, role, var(t.var), t.extent, var(r), n, ranges | {r: n},
+                                    m_quads=_k_major(tile, t.var))
         mapping[b.var] = var(b.var) * n
         ranges.update({t.var: t.extent, r: n, b.var: nb})
         regs.append(Loop(r, n, "register", (), role, True))
         slab_of[t.var] = (t.var[:-1], t.extent * n)
+        slots[role] = (r, n)
+    if layout == "warps":
+        (tm, _), (tn, _) = role_pair(tile, "M"), role_pair(tile, "N")
+        ranges.update({tm.var: tm.extent, tn.var: tn.extent})
+        mapping.update(warp_slot_map((tm.var, tm.extent) + slots.get("M", (None, 1)),
+                                     (tn.var, tn.extent) + slots.get("N", (None, 1)), ranges))
     body = substitute_body(tile.body, mapping, ranges)
     body = tuple(_resize_slab(s, slab_of) if isinstance(s, Stage) else s for s in body)
     body = _map_stages(body, slab_of)
@@ -217,17 +221,6 @@ def _register_tile(kernel: TileKernel, plan, layout) -> TileKernel:
     shape = tuple(lp.extent for lp in regs)          # each accumulator: one register per slot
     return dataclasses.replace(replace_tile(kernel, new_tile),
                                register_tiles=tuple(RegisterTile(a, shape) for a in accs))
-
-
-def _slot_index(layout, role, t, threads, r, n, ranges):
-    """The output element (within the block tile) slot r of thread t owns."""
-    if layout == "strided" or (layout == "quads" and role == "M"):
-        return r * threads + t
-    if layout == "contiguous" or n <= QUAD:
-        return t * n + r
-    # quads: lanes of one slot read adjacent 16-byte quads (one conflict-free LDS.128 per
-    # quarter warp); a thread's quads lie threads*4 apart
-    return t * QUAD + floordiv(r, QUAD, ranges) * (threads * QUAD) + mod(r, QUAD, ranges)
 
 
 def _resize_slab(stage: Stage, slab_of) -> Stage:

@@ -34,6 +34,7 @@ from ...ir.index import Affine, Mod, Var, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
 from ...ir.tile_ir import AtomicAdd, StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
+from ..stage_geometry import restamp_loads
 from .rewrite import substitute_body
 from .t008_register_tile import role_pair
 
@@ -74,6 +75,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
             regs.setdefault(s.var, s)
     if not regs:
         return Skip("no register tile (008 did not apply)")
+    if _warp_tiled(tile):
+        return Skip("warps register layout: a lane's slots are quads of its warp's sub-tile, "
+                    "each one float4 load (a rotation would split them)")
     if any(_has_mod_of(tile, r) for r in regs):
         return Skip("register strip already permuted")
     contiguous = []
@@ -105,7 +109,18 @@ def apply(kernel: TileKernel, pctx: PassContext):
             d *= 2
     if best is kernel:
         return Skip(f"no rotation of the register strip lowers its bank conflicts ({base} wavefronts)")
-    return best
+    return restamp_loads(best)          # a rotated strip's slots are no longer quads of one float4
+
+
+def _warp_tiled(tile: Tile) -> bool:
+    """008's warps layout: an index mixes the M and N thread variables (a lane's place in its
+    warp depends on both)."""
+    pairs = [role_pair(tile, role) for role in ("M", "N")]
+    if None in pairs:
+        return False
+    both = {pairs[0][0].var, pairs[1][0].var}
+    return any(both <= free_vars(e) for s, _ in walk(tile.body) if isinstance(s, (Load, Store, AtomicAdd))
+               for e in s.index)
 
 
 def _has_mod_of(tile: Tile, r: str) -> bool:

@@ -1,38 +1,34 @@
 """011 tma_copy: narrow eligible BufferedStages to TmaBufferedStage (sm_90+).
 
-A TMA stage is copied by bulk copies (cp.async.bulk, the tensor memory accelerator's 1-D
-form): one thread issues one copy per row of the slab (one copy for the whole slab when it
-spans its tensor's full width), the TMA unit moves the bytes without any thread's
-registers, and the copies complete on an mbarrier the block waits on. A bulk copy moves a
-contiguous run of 16-byte units between 16-byte aligned addresses, so a stage is eligible
-when
+A TMA stage is filled by one tensor-map copy (cp.async.bulk.tensor, the tensor memory
+accelerator's tiled form): one elected thread issues one instruction per stage per K
+iteration, the TMA unit moves the whole box without any thread's registers, and the copy
+completes on an mbarrier the block waits on. The kernel receives a tensor map (a
+CUtensorMap the host encodes: the tensor's dims and strides, the box, the swizzle) per
+staged operand. A stage is eligible when
 
   * it is buffered (a ring of 2 to 4) at the head of a K-outer loop (010),
-  * the tensor is float32 and the slab's innermost axis runs along its last dimension,
-  * every row starts at a multiple of 4 floats (row stride and origin alike) and is a
-    multiple of 4 floats long, or the slab spans the tensor's full width (rows of 13 floats
-    included): then it is one contiguous run, one bulk copy,
-  * a row that may run past the end of the tensor's last dimension does so only at 16-byte
-    unit boundaries (012 then splits the row so that every bulk copy is wholly inside or
-    wholly outside the tensor); rows past an outer dimension's end are clamped;
-  * it needs at most `max_copies` bulk copies per iteration: one thread issues them one
-    after another (an mbarrier arrival and a copy each) while the other threads compute,
-    so a slab of many short rows (a Linear's weight tile: 64 rows of 64 bytes) is left to
-    cp.async, whose copies every thread issues at once (and which 014 may pad).
+  * the tensor is float32 with at most 5 dimensions, and the slab is a box of it: one
+    slab axis per tensor dimension, in the tensor's order, rows not padded,
+  * the tensor's rows are a multiple of 16 bytes apart, the box's inner row a multiple of
+    16 bytes, each box extent at most 256 (passes/tma_geometry.py).
+
+Where the slab crosses the tensor's end (odd M, N or K tails) the copy reads zeros, so
+stages whose rows would end in the middle of a 16-byte unit are eligible as long as the
+tensor's row stride is aligned.
 
 The copies are asynchronous: the pass puts an AsyncWait naming the stages it narrowed right
 after their group at the head of the K loop (the point where the mbarrier wait lets every
 thread read them; 013 widens it with the group's cp.async stages, 015 moves it before the
-stages when it pipelines the loop). The plan is stamped on the stage (Stage.tma, printed as
-bulk=COPIESxFLOATS): the lowering spells exactly these copies, and 012/014, which change the
-stage after this pass, keep the stamp true.
+stages when it pipelines the loop). The box is stamped on the stage (Stage.tma, printed
+tmap=BOXxBOX); 012 adds the swizzle it is written in.
 
     for a2o in 0..4:  # reduce (K)
         x_smem = BufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
         for a2i in 0..16:  # reduce (K)
   ->
     for a2o in 0..4:  # reduce (K)
-        x_smem = TmaBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1), bulk=16x16)
+        x_smem = TmaBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1), tmap=16x16)
         AsyncWait(x_smem)
         for a2i in 0..16:  # reduce (K)
 """
@@ -41,52 +37,30 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Tile
-from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads, scope_ranges, tma_stamp
-from ..record import KernelPass, Knob, Needs, PassContext, Skip, flag_knob, replace_tile
+from ..record import KernelPass, Needs, Noted, PassContext, Skip, flag_knob, replace_tile
+from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
+from ..tma_geometry import tensor_map_box
 from .rewrite import await_copies
 
-DESCRIPTION = "narrow eligible BufferedStages to TMA copies (sm_90+)"
+DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"
 
-
-def _default_max_copies(kernel, target) -> int:
-    # a register-tiled matmul's K loop is FFMA-bound: one thread issuing a row copy after
-    # another (about 12 instructions each) costs it more issue slots than every thread's
-    # one or two cp.async
-    return 8 if kernel.register_tiles else 32
-
-
-KNOBS = (flag_knob("enable", "copy eligible BufferedStages with TMA bulk copies", "TMA copies"),
-         Knob("max_copies", (8, 16, 32, 64, 128), _default_max_copies,
-              "most bulk copies (one per row) a TMA stage may issue per K iteration"))
-
-
-def plan(stage, loop, tile, types, max_copies: int = 1 << 30) -> tuple[tuple[int, ...], str]:
-    """(the stage's TMA plan, ''), the plan stamped on it (Stage.tma), or ((), why not)."""
-    t = types[stage.tensor]
-    if t.dtype != "float32":
-        return (), f"{stage.name}: {stage.tensor} is {t.dtype}, not float32"
-    stamp, why = tma_stamp(stage, t.shape, scope_ranges(tile, (loop,)))
-    if why:
-        return (), f"{stage.name}: {why}"
-    if stamp[2] > max_copies:
-        return (), (f"{stage.name}: {stamp[2]} bulk copies per iteration, more than max_copies={max_copies} "
-                    f"one thread should issue (cp.async instead)")
-    return stamp, ""
+KNOBS = (flag_knob("enable", "copy eligible BufferedStages with one TMA tensor-map copy each", "TMA copies"),)
 
 
 def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     loops = k_outer_loops(tile)
-    candidates = [(s, lp) for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]
+    candidates = [s for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]
     if not candidates:
         return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
     reasons, chosen = [], {}
-    for s, lp in candidates:
-        stamp, why = plan(s, lp, tile, pctx.types, pctx.knobs["max_copies"])
+    for s in candidates:
+        t = pctx.types[s.tensor]
+        box, why = tensor_map_box(s, t.shape, t.dtype)
         if why:
-            reasons.append(why)
+            reasons.append(f"{s.name}: {why}")
         else:
-            chosen[s.name] = stamp
+            chosen[s.name] = box
     if not chosen:
         return Skip("; ".join(reasons))
     kernel = rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, copy="tma", tma=chosen[s.name])
@@ -94,7 +68,10 @@ def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     new_tile = Tile(tile.axes, await_copies(tile.body, chosen))
     # a TMA stage's thread copy unit is its cp.async fallback's (16-byte aligned shared rows)
-    return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    kernel = restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    # the stages left to cp.async, and why
+    return Noted(kernel, tuple(f"{r} (cp.async instead)" for r in reasons)) if reasons else kernel
 
 
-PASS = KernelPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("tma", "TMA (bulk copies need sm_90)"),))
+PASS = KernelPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS,
+                  needs=(Needs("tma", "TMA (bulk copies need sm_90)"),))

@@ -18,9 +18,9 @@ conflict (banks.smem_loads: worst warp, every register slot) and for which the k
 lowers the count is padded; others are left alone. Pad 1 removes the conflict entirely but
 rows stop being 16-byte aligned, which float4 / 16-byte cp.async copies need; pad 4 keeps
 the alignment and leaves a 2-way conflict. The default takes the pad that removes the most
-wavefronts, the smaller on a tie; a stage copied asynchronously (cp.async from 013, or TMA
-bulk copies from 011, one per row) is only offered pads that keep its rows whole multiples
-of 16 bytes (pad 4 for 16-float rows), which those copies need.
+wavefronts, the smaller on a tie; a stage copied by cp.async (013) is only offered pads
+that keep its rows whole multiples of 16 bytes (pad 4 for 16-float rows), which those
+copies need; a TMA stage is never padded (its box lands unpadded; 012 swizzles it).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import dataclasses
 
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
-from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
+from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 from ..stage_geometry import restamp, restamp_loads, scope_ranges, stage_smem_budget
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
@@ -54,9 +54,10 @@ def _eligible(stage: Stage, pad: int) -> str | None:
         return f"{stage.name}: already padded"
     if len(stage.slab) < 2:
         return f"{stage.name}: one row, nothing to pad"
-    if stage.copy in ("async", "tma") and (stage.slab[-1].extent + pad) % 4:
-        kind = "cp.async" if stage.copy == "async" else "TMA bulk"
-        return f"{stage.name}: pad {pad} would break the 16-byte rows its {kind} copies need"
+    if stage.copy == "tma":
+        return f"{stage.name}: a TMA box lands unpadded (012 swizzles it instead)"
+    if stage.copy == "async" and (stage.slab[-1].extent + pad) % 4:
+        return f"{stage.name}: pad {pad} would break the 16-byte rows its cp.async copies need"
     return None
 
 
@@ -123,22 +124,16 @@ def apply(kernel: TileKernel, pctx: PassContext):
 
     tile = kernel.tile()
     ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}
-    notes = []
 
     def pad_stage(s):
         if isinstance(s, Stage) and s.name in plan:
-            # a pad ends a TMA stage's merged run (rows are no longer contiguous in shared
-            # memory): its bulk copies are planned again, or it falls back to cp.async here;
             # a pad of 1 leaves no 16-byte aligned shared row for a cp.async 16: units restamped
-            s, why = restamp(dataclasses.replace(s, pad=plan[s.name]), pctx.types[s.tensor], ranges[s.name])
-            if why:
-                notes.append(why)
+            s, _ = restamp(dataclasses.replace(s, pad=plan[s.name]), pctx.types[s.tensor], ranges[s.name])
         return s
 
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))
     # a padded stage's loads are restamped too (a pad of 1 moves rows off the 16-byte grid)
-    kernel = restamp_loads(replace_tile(kernel, new_tile))
-    return Noted(kernel, tuple(notes)) if notes else kernel
+    return restamp_loads(replace_tile(kernel, new_tile))
 
 
 PASS = KernelPass("014_pad_smem", "tile", DESCRIPTION, apply, KNOBS)

@@ -1,5 +1,5 @@
 """Asynchronous copies into shared memory: cp.async with its commit groups and waits, and TMA
-loads completing on mbarriers: arrivals, expected transaction bytes, phases and their
+copies (1-D bulk runs; tensor-map boxes with zero fill and swizzle) completing on mbarriers: arrivals, expected transaction bytes, phases and their
 parity waits, and the ring protocol's checks (a deadlocking wait, a missing arrive, a read
 of a slot whose copy has not completed, a copy overwriting a slot still being read). A mixin of _Chunk
 (exec.py); the data lands immediately and is marked in flight in the shared array's table."""
@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.swizzle import REPEAT, swizzle_word
+from ..tensor_map import box_values
 from .memory import _MBar
 
 MBAR_IDS = 1024                 # mbarriers (slots) a kernel may have: the in-flight tag's radix
@@ -51,18 +53,19 @@ class _AsyncCopies:
                 p[(p > 0) & (p <= done)] = 0
                 sh.has_pending = bool(p.any())
 
-    def s_tma_load(self, s: K.TmaLoad, mask):
-        mb = self.mbars.get(s.barrier)
-        if mb is None:
-            self.fail(f"TmaLoad on mbarrier {s.barrier!r}, which is not initialised (MbarrierInit)")
-        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "TmaLoad")
-        if rows.size == 0:
-            return
+    def _one_issuer(self, rows, what):
         per_block = np.bincount(rows, minlength=self.nb)
         if per_block.max() > 1:
             r = int(np.argmax(per_block))
-            self.fail(f"TmaLoad into {s.array} issued by {int(per_block[r])} threads of block "
+            self.fail(f"{what} issued by {int(per_block[r])} threads of block "
                       f"{self.block_index(r)}; a TMA copy is issued by one thread")
+
+    def s_tma_load(self, s: K.TmaLoad, mask):
+        mb = self.mbar(s.barrier, "TmaLoad")
+        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "TmaLoad")
+        if rows.size == 0:
+            return
+        self._one_issuer(rows, f"TmaLoad into {s.array}")
         c = int(s.count)
         if c <= 0 or c % 4:
             self.fail(f"TmaLoad of {c} floats: the size must be a positive multiple of 16 bytes")
@@ -76,29 +79,66 @@ class _AsyncCopies:
         dst = np.broadcast_to(dst, self.shape)[rows, tids]
         span = np.arange(c, dtype=I64)
         keys = (rows * sh.size + dst)[:, None] + span
+        self._land(sh, "TmaLoad", s.expect, mb, rows, tids, sl, keys, _cast(buf[src[:, None] + span], F32))
+
+    def s_tma_tensor_load(self, s: K.TmaTensorLoad, mask):
+        """The box of the tensor map at the issuing thread's coordinates, elements outside the
+        tensor zero, written row-major and swizzled as the map says (where the bytes land:
+        a read with another XOR reads other elements)."""
+        mb = self.mbar(s.barrier, "TmaTensorLoad")
+        try:
+            tmap = self.k.tensor_map(s.tensor_map)
+        except KeyError:
+            self.fail(f"TmaTensorLoad through {s.tensor_map!r}, which is no tensor map of the kernel")
+        if len(s.coords) != len(tmap.box) or len(tmap.box) != len(tmap.shape):
+            self.fail(f"TmaTensorLoad through {tmap.name}: {len(s.coords)} coordinates for a box of rank "
+                      f"{len(tmap.box)} over a tensor of rank {len(tmap.shape)}")
+        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "TmaTensorLoad")
+        if rows.size == 0:
+            return
+        self._one_issuer(rows, f"TmaTensorLoad into {s.array}")
+        buf = self.gbuf(tmap.buffer, "TmaTensorLoad")
+        if buf.size != int(np.prod(tmap.shape)):
+            self.fail(f"tensor map {tmap.name} describes {tmap.buffer} as {tmap.shape}, but it holds {buf.size} elements")
+        sh = self.sarr(s.array, "TmaTensorLoad")
+        n = tmap.box_bytes // 4
+        line = max(128, REPEAT[tmap.swizzle])          # where a box (and its swizzle pattern) may start
+        dst = self.check_bounds(self.ev_int(s.dst_offset, mask), n, sh.size, mask,
+                                f"shared array {sh.name}", "TmaTensorLoad", align=line // 4)
+        dst = np.broadcast_to(dst, self.shape)[rows, tids]
+        origins = np.stack([np.broadcast_to(self.ev_int(c, mask), self.shape)[rows, tids] for c in s.coords], axis=1)
+        values = _cast(box_values(buf, tmap.shape, tmap.box, origins), F32)
+        keys = (rows * sh.size + dst)[:, None] + swizzle_word(np.arange(n, dtype=I64), tmap.swizzle)
+        self._land(sh, "TmaTensorLoad", s.expect, mb, rows, tids, sl, keys, values)
+
+    def _land(self, sh, kind, expect, mb, rows, tids, sl, keys, values):
+        """A TMA copy's `values` written at shared `keys` (one row per issuing thread), in
+        flight on mb[sl] until a wait observes the phase its bytes complete, after the
+        pending-copy and race checks; `expect`: the copy announces its own bytes."""
         issuer = np.broadcast_to(tids.astype(np.int32)[:, None], keys.shape)
         if sh.has_pending and (sh.pend.reshape(-1)[keys] != 0).any():
-            self.fail(f"TmaLoad into shared array {sh.name} overwrites an async copy still in flight")
+            self.fail(f"{kind} into shared array {sh.name} overwrites an async copy still in flight")
         if self.check:
             lanes = np.broadcast_to((rows * self.T + tids)[:, None], keys.shape).reshape(-1)
             if sh.dirty:
                 w = sh.lw.reshape(-1)[keys].reshape(-1)
                 bad = (w >= 0) & (w != issuer.reshape(-1))
                 if bad.any():
-                    self.race_flat(sh, "TmaLoad", keys.reshape(-1), lanes, w, bad, "already written")
+                    self.race_flat(sh, kind, keys.reshape(-1), lanes, w, bad, "already written")
             self.fold_reads(sh)
             if sh.lr_dirty:
                 self.check_slot_released(sh, keys, rows, tids, issuer)
         self.check_proxy_fenced(sh, keys, rows, tids)
-        if s.expect:                  # the issuer's own arrive.expect_tx, then its bytes land
-            self.mbar_arrive(mb, rows, tids, sl, 4 * c)
-        sh.flat[keys] = _cast(buf[src[:, None] + span], F32)
+        nbytes = 4 * keys.shape[1]
+        if expect:                    # the issuer's own arrive.expect_tx, then its bytes land
+            self.mbar_arrive(mb, rows, tids, sl, nbytes)
+        sh.flat[keys] = values
         tags = -(1 + mb.id + sl + MBAR_IDS * mb.phase[rows, sl])
         if sh.pend is None:
             sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)
         sh.pend.reshape(-1)[keys] = np.broadcast_to(tags[:, None], keys.shape).astype(np.int32)
         sh.has_pending = True
-        np.add.at(mb.tx, (rows, sl), -4 * c)          # complete_tx: the copy's bytes landed
+        np.add.at(mb.tx, (rows, sl), -nbytes)          # complete_tx: the copy's bytes landed
         self.mbar_complete(mb, rows, sl)
         self.stats.global_bytes_loaded += keys.size * 4
         self.stats.shared_bytes_stored += keys.size * 4
@@ -144,7 +184,7 @@ class _AsyncCopies:
             i, j = (int(x[0]) for x in np.nonzero(bad))
             w = int(r_[i, j])
             who = "several threads" if w == -2 else f"thread {self.thread_index(w)}"
-            self.fail(f"TmaLoad by thread {self.thread_index(int(tids[i]))} of block "
+            self.fail(f"TMA copy by thread {self.thread_index(int(tids[i]))} of block "
                       f"{self.block_index(int(rows[i]))} overwrites element {int(keys[i, j]) % sh.size} of "
                       f"shared array {sh.name}, read by {who} and not yet released: the slot is still "
                       f"being read (wait for its empty mbarrier's phase, or a Barrier, before refilling it)")

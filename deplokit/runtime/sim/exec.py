@@ -69,6 +69,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
             K.CpAsyncWait: self.s_cp_wait, K.TmaLoad: self.s_tma_load,
+            K.TmaTensorLoad: self.s_tma_tensor_load,
             K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
             K.MbarrierArrive: self.s_mbar_arrive, K.ProxyFence: self.s_proxy_fence,
             K.Comment: lambda s, mask: None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import kernel_ir as K
+from .banks import wavefronts
 from .memory import _Shared
 from .values import I64, _cast, _dtype_of, _last_per_key
 
@@ -59,6 +60,9 @@ class _SharedMemory:
             self.tick += 1
             sh.reads.append((off, mask, n, self.tick))
         self.stats.shared_bytes_loaded += self.count(mask) * 4 * n
+        fronts, phases = wavefronts(off, n, mask, self.shape)
+        self.stats.shared_load_wavefronts += fronts
+        self.stats.shared_load_phases += phases
         return [self.gather(sh.data, off + j) for j in range(n)]
 
     def race(self, sh, kind, off, other, bad, how):

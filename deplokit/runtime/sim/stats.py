@@ -20,4 +20,6 @@ class SimStats:
     global_stores: int = 0          # a float4 counts once, so it shows 128-bit accesses at work
     shared_bytes_loaded: int = 0
     shared_bytes_stored: int = 0
+    shared_load_wavefronts: int = 0  # wavefronts of the shared loads (runtime/sim/banks.py)
+    shared_load_phases: int = 0      # ... were they conflict-free: the excess is bank conflicts
     float_multiplies: int = 0       # float `*` of active threads (each multiply-add of a contraction is one)
