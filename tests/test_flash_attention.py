@@ -213,3 +213,14 @@ def test_pipelined_flash_cuda_compiles(target):
     assert "steady state: issue K tile" in str(c.cuda)      # 015: tile ko + 1 issued while tile ko computes
     stats = c.nvcc().stats
     assert all(s.registers > 0 for s in stats.values())
+
+
+@pytest.mark.parametrize("name", ["causal_gqa_hd80_t70", "sdpa_noncausal_hd64_odd"])
+def test_key_reads_along_head_dim_are_16_bytes(name):
+    """A row per thread: the score's head_dim loop runs 4 elements at a time (d = dq * 4 + dv)
+    and each thread reads its key 16 bytes at once from the staged tile (one LDS.128)."""
+    c = _compiled(name)
+    (k,) = c.tile_ir.kernels
+    widths = {s.tensor: s.shared_width for s, _ in walk(k.body) if getattr(s, "tensor", "") == "k_smem"}
+    assert widths == {"k_smem": 4}, str(k)
+    assert "reinterpret_cast<const float4*>(&k_smem[" in str(c.cuda)

@@ -56,7 +56,7 @@ def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
             (kd, ki, tk), (idim, part, extent) = slab
             origin = tuple(substitute(e, {ki: Affine()}) if d == kd else (e - part if d == idim else e)
                            for d, e in enumerate(s.index))
-            axis = next(iter(free_vars(part) - set(lanes)))
+            axis = next(lp.var for lp in loops if isinstance(lp, Loop) and lp.var in free_vars(part))
             stages.append(Stage(name, s.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(axis, extent, idim))))
             renamed[id(s)] = Load(s.dst, name, (var(ki), part))
     if not stages:
@@ -98,21 +98,21 @@ def _slab(load: Load, key_loop: Loop, loops, uniform, lanes):
     read, else None. The inner dimension may also hold lane variables (THREAD axes a row is
     dealt to: a4 * 2 + a4l)."""
     used = set().union(*(free_vars(e) for e in load.index))
-    inner = [lp for lp in loops if isinstance(lp, Loop) and lp.var in used]
-    if len(inner) != 1 or used - uniform - {key_loop.var, inner[0].var} - set(lanes):
+    # the loop along the inner dimension, or loops splitting it (the score's d = dq * 4 + dv)
+    inner = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and lp.var in used and lp is not key_loop}
+    if not inner or used - uniform - {key_loop.var} - set(inner) - set(lanes):
         return None
-    inner = inner[0]
     kd = [d for d, e in enumerate(load.index) if key_loop.var in free_vars(e)]
-    idim = [d for d, e in enumerate(load.index) if inner.var in free_vars(e)]
+    idim = [d for d, e in enumerate(load.index) if free_vars(e) & set(inner)]
     if len(kd) != 1 or len(idim) != 1 or kd == idim or not stride_one(load.index[kd[0]], key_loop.var):
         return None
-    if any(free_vars(e) - uniform - {inner.var} - set(lanes) for d, e in enumerate(load.index) if d != kd[0]):
+    if any(free_vars(e) - uniform - set(inner) - set(lanes) for d, e in enumerate(load.index) if d != kd[0]):
         return None
     e = load.index[idim[0]]
     part = Affine(tuple((a, c) for a, c in e.terms if isinstance(a, Var) and a.name not in uniform))
     if free_vars(e - part) & (used - uniform):
         return None
-    span = bounds(part, {inner.var: inner.extent, **lanes})
+    span = bounds(part, {**inner, **lanes})
     if span is None or span[0] != 0:
         return None
     return (kd[0], key_loop.var, key_loop.extent), (idim[0], part, span[1] + 1)

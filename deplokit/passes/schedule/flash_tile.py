@@ -34,7 +34,9 @@ import dataclasses
 from ...ir.index import Affine, Var, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, Assign, Combine, RegisterTile, StridedLoop, Tile, TileAxis, TileKernel
+from ...target import VECTOR
 from ..fuse.attention_plan import flash_parts
+from .rewrite import substitute_body
 
 
 def flash_tile(kernel: TileKernel) -> TileKernel:
@@ -116,7 +118,8 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                         elif t is k:
                             t = Load(t.dst, k.tensor, index(k.index, {keys.var: key_at, **at_d}))
                         inner.append(t)
-                    out.append(Loop(s.var, s.extent // lanes, "reduce", tuple(inner), unroll=True))
+                    out.append(_dot_loop(s.var, s.extent // lanes, tuple(inner), ranges,
+                                         lanes == 1 and plan.query_registers))
                     if lanes > 1:   # each lane summed its part of head_dim
                         acc = next(t.acc for t in s.body if isinstance(t, Accumulate))
                         out.append(Combine(acc, "sum", (lane,)))
@@ -213,3 +216,15 @@ def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, columns, kj, v_l
             Compute("out_new", "add", ("out_acc", "pv")),
             Assign(o_name, "out_new", (var(col),))))))
     return (Assign("tile_max", float("-inf")), scores) + rescale + (pv, Assign(m_name, "max_new"))
+
+
+def _dot_loop(d: str, extent: int, body: tuple, ranges: dict, quads: bool) -> Loop:
+    """The score's loop over head_dim. With a row per thread, 4 elements at a time: a register
+    loop of 4 inside (d = dq * 4 + dv), whose key loads the lowering makes one 16-byte shared
+    read each once 007 stages the key tile (vector_geometry.register_quad_width)."""
+    if not quads or extent % VECTOR or extent == VECTOR:
+        return Loop(d, extent, "reduce", body, unroll=True)
+    dq, dv = f"{d}q", f"{d}v"
+    ranges.update({dq: extent // VECTOR, dv: VECTOR})
+    inner = Loop(dv, VECTOR, "register", substitute_body(body, {d: var(dq) * VECTOR + var(dv)}, ranges))
+    return Loop(dq, extent // VECTOR, "reduce", (inner,), unroll=True)
