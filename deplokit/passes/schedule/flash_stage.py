@@ -3,7 +3,8 @@
 After 001 every thread reads its key tile's keys and values from global memory, each
 element once per query row of the block. Here each becomes one Stage at the top of the
 key-tile loop: the block copies the tile (Tk keys x head_dim) once, and every thread reads
-the copy (all threads read the same key at the same time: a broadcast, no bank conflict).
+the copy (all threads read the same key at the same time: a broadcast, no bank conflict;
+16 bytes at a time where 001 split head_dim by 4, a4q * 4 + a4v).
 
     for a3o in 0..4:  # serial
         k_smem = Stage(k, origin=(0, a0b, a3o * 16, 0), slab=(a3i:16@2, a4:128@3))
