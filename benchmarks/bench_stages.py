@@ -16,7 +16,7 @@ For each program, its largest kernel (the matmul), default knobs but `stages`:
 
 Needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump). Run:
     PYTHONPATH=. python benchmarks/bench_stages.py [--all] [--filter S] [--stages 2 3 4]
-        [--config 011_tma_copy.max_copies=128]   (TMA stages: full/empty mbarrier rings)
+        [--config 011_tma_copy.enable=False]   (cp.async stages instead of tensor-map rings)
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stages", type=int, nargs="+", default=[2, 3, 4],
                     help="ring sizes to compare (0: the default, e.g. on a deplokit without the knob)")
     ap.add_argument("--config", action="append", default=[], metavar="PASS.KNOB=VALUE",
-                    help="another knob for every compile, e.g. 011_tma_copy.max_copies=128 (TMA stages)")
+                    help="another knob for every compile, e.g. 011_tma_copy.enable=False (cp.async stages)")
     args = ap.parse_args(argv)
     extra = {}
     for item in args.config:

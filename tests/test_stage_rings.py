@@ -10,6 +10,7 @@ import torch
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_tma import TmaTensorLoad
 from deplokit.ir.tile_ir import Stage, walk
 from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
@@ -112,10 +113,9 @@ def test_default_stages_follow_the_k_loop_and_the_shared_memory():
 # -- TMA: full / empty mbarrier rings ----------------------------------------------------------
 
 def tma_ring(n=3):
-    # x (16 rows of 16 floats) is TMA under max_copies=16; every head stage TMA: an mbarrier ring
+    # x (16 rows of 16 floats) and w are one tensor-map box each; every head stage TMA: an mbarrier ring
     c = matmul(16, 128, 16, "sm_90", stages=n, **{"002_chunk_matmul_k__k_chunk": 16,
-                                                  "008_register_tile__tm": 1, "008_register_tile__tn": 1,
-                                                  "011_tma_copy__max_copies": 16})
+                                                  "008_register_tile__tm": 1, "008_register_tile__tn": 1})
     assert {s.copy for s in stages(c)} == {"tma"}
     return c
 
@@ -135,7 +135,8 @@ def test_tma_ring_waits_full_with_parity_and_releases_empty():
     assert isinstance(release, K.MbarrierArrive) and release.name == f"{ko}_empty" and not release.expect_tx
     # the producer announces the bytes of every copy into the slot once; the copies complete them
     arrive = next(a for a in nodes(loop.body, K.MbarrierArrive) if a.expect_tx)
-    copies = [t for t in nodes(loop.body, K.TmaLoad)]
+    copies = [t for t in nodes(loop.body, TmaTensorLoad)]       # one tensor-map box per operand
+    assert len(copies) == 2
     assert all(t.barrier == f"{ko}_full" and not t.expect for t in copies)
     cuda = str(c.cuda)
     assert "mbarrier.arrive.expect_tx.shared.b64" in cuda and "mbarrier.try_wait.parity" in cuda
@@ -238,7 +239,7 @@ def deep_ring(target="sm_90", n=3):
 
 
 def test_a_ring_above_48k_lives_in_dynamic_shared_memory():
-    c = deep_ring()
+    c = deep_ring(n=4)          # 4 x 16 KiB (tensor-map boxes are never padded: 3 are exactly 48 KiB)
     kernel = c.kernel_ir.kernels[0]
     arrays = [s for s in nodes(kernel.body, K.SharedArray)]
     assert kernel.dynamic_smem >= sum(4 * a.size for a in arrays) > 48 * 1024

@@ -29,7 +29,7 @@ from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, S
 from ..ir.tensor_ir import reduction_identity
 from ..ir.types import Buffer, TensorType
 from .record import Knob, Noted, Pass, Skip
-from .schedule.rewrite import substitute_body
+from ..ir.substitute import substitute_body
 
 MIN_LENGTH = 4096      # reduce loops shorter than this are not worth a second kernel
 MIN_CHUNK = 1024       # elements each split reduces at least

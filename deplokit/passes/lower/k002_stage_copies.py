@@ -70,14 +70,23 @@ from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.types import shared_ctype
 from ..record import Pass
-from ...ir.stages import head_stages
+from ...ir.stages import head_stages, transposed
 from ...target import STATIC_SMEM_PER_BLOCK
 from .dynamic_smem import carve
 from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size
 from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined,
                          mbarrier_name, plan_stage, round_of, slot_of)
-from .stage_units import copy_stage, issue_tma
+from .stage_transpose import copy_transposed
+from .stage_units import copy_stage as copy_in_order, issue_tma
+
+
+def copy_stage(m, s, p, it) -> list:
+    """One iteration's copy of a thread-copied stage: a transposed (k-major) slab in the
+    tensor's order, stored down the columns; any other in the stage's own order."""
+    if transposed(s) and p.kind != "async":
+        return copy_transposed(m, s, p, it)
+    return copy_in_order(m, s, p, it)
 
 
 def apply(program: KernelProgram, pctx=None) -> KernelProgram:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import const, substitute, var
 from ...ir.loop_ir import Load, Loop
-from ..schedule.rewrite import substitute_body
+from ...ir.substitute import substitute_body
 from ...target import VECTOR
 from .kernel_expr import affine_expr
 from .smem_layout import smem_offset

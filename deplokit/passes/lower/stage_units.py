@@ -137,9 +137,7 @@ def _global(m, s: Stage, g, unit_ext, ranges):
 def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     """The block's threads copy one stage (sync or cp.async) for one iteration, in the units
     the schedule stamped on it (Stage.unit: float4 / cp.async 16, or one float)."""
-    if transposed(s) and p.kind != "async":
-        from .stage_transpose import copy_transposed    # built on this module's units
-        return copy_transposed(m, s, p, it)
+    assert not (transposed(s) and p.kind != "async"), "k002 copies a transposed stage (stage_transpose.py)"
     origin, base, ranges = stage_at(m, s, p, it)
     unit = s.unit
     i = f"{s.name}_i"

@@ -1,46 +1,13 @@
-"""Helpers the scheduling passes share: substitute index variables through a statement
-tree, list the variables in use, wait for the stages a pass made asynchronous."""
+"""Helpers the scheduling passes share: list the variables in use, wait for the stages a
+pass made asynchronous. (Substituting index variables is a plain IR rewrite:
+ir/substitute.py.)"""
 from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import Affine, free_vars, substitute
-from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.index import free_vars
+from ...ir.loop_ir import Load, Loop, Store
 from ...ir.tile_ir import AsyncWait, AtomicAdd, Stage, StridedLoop, Tile, walk
-
-
-def _sub(e: Affine, mapping, ranges) -> Affine:
-    return substitute(e, mapping, ranges)
-
-
-def substitute_body(body, mapping: dict, ranges: dict):
-    """Replace index variables (by Affine expressions) in every index, operand and bound."""
-    out = []
-    for s in body:
-        if isinstance(s, Load):
-            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index))
-        elif isinstance(s, Store):
-            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index),
-                                    value=_sub(s.value, mapping, ranges) if isinstance(s.value, Affine) else s.value)
-        elif isinstance(s, AtomicAdd):
-            s = AtomicAdd(s.tensor, tuple(_sub(e, mapping, ranges) for e in s.index),
-                          _sub(s.value, mapping, ranges) if isinstance(s.value, Affine) else s.value)
-        elif isinstance(s, Accumulate) and s.index:
-            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index))
-        elif isinstance(s, Compute):
-            s = dataclasses.replace(s, args=tuple(_sub(a, mapping, ranges) if isinstance(a, Affine) else a
-                                                  for a in s.args))
-        elif isinstance(s, Loop):
-            s = Loop(s.var, s.extent, s.kind, substitute_body(s.body, mapping, ranges), s.role, s.unroll)
-        elif isinstance(s, StridedLoop):
-            s = StridedLoop(s.var, _sub(s.start, mapping, ranges), s.stop, s.step, s.kind,
-                            substitute_body(s.body, mapping, ranges), s.role, s.unroll)
-        elif isinstance(s, Tile):
-            s = Tile(s.axes, substitute_body(s.body, mapping, ranges))
-        elif isinstance(s, Stage):
-            s = dataclasses.replace(s, origin=tuple(_sub(e, mapping, ranges) for e in s.origin))
-        out.append(s)
-    return tuple(out)
 
 
 def used_vars(body) -> set[str]:

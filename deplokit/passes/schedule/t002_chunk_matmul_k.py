@@ -10,7 +10,7 @@ from ...ir.index import var
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import Tile, TileKernel
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
-from .rewrite import substitute_body
+from ...ir.substitute import substitute_body
 
 DESCRIPTION = "chunk the K reduce into K-outer x K-inner (intra-CTA)"
 

@@ -61,7 +61,8 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
 from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
-from .rewrite import substitute_body, used_vars
+from ...ir.substitute import substitute_body
+from .rewrite import used_vars
 from .block_shape import default_extents, default_thread_shape, parse_shape
 from .knobs import pow2_at_least
 

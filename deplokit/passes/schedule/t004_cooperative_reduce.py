@@ -12,7 +12,8 @@ from ...ir.loop_ir import Loop
 from ...ir.tile_ir import THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, accumulators
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .knobs import pow2_at_least
-from .rewrite import substitute_body, used_vars
+from ...ir.substitute import substitute_body
+from .rewrite import used_vars
 
 DESCRIPTION = "let multiple threads share one reduce; tree-merge with Combine"
 

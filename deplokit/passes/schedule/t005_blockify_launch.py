@@ -32,7 +32,7 @@ from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
 from ..vector_geometry import body_reason, stamp_widths
 from .block_shape import THREAD_SHAPES, default_thread_shape, parse_shape
 from .knobs import pow2_at_least
-from .rewrite import substitute_body
+from ...ir.substitute import substitute_body
 
 DESCRIPTION = "pick block extents; partition free axes into BLOCK and THREAD"
 

@@ -18,7 +18,7 @@ from ...ir.tile_ir import StridedLoop, Tile, TileKernel, walk
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 from .knobs import combine_smem, local_smem
-from .rewrite import substitute_body
+from ...ir.substitute import substitute_body
 
 DESCRIPTION = "chunk non-matmul reduces so their Loads fit in shared memory"
 

@@ -61,7 +61,8 @@ from ..stage_geometry import restamp_stages
 from .block_shape import EXTENTS, default_extent, default_extents  # noqa: F401  (re-exported)
 from .register_nest import drop_dead, nest_body
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
-from .rewrite import substitute_body, used_vars
+from ...ir.substitute import substitute_body
+from .rewrite import used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 LAYOUTS = ("strided", "contiguous", "quads", "warps")
