@@ -304,3 +304,16 @@ def _eval_atom(atom: Atom, env, tensors):
 
 def format_index(index: tuple[Affine, ...]) -> str:
     return ", ".join(str(e) for e in index)
+
+
+def covers_once(e, extents: dict, n: int) -> bool:
+    """`e` takes each of 0 .. n-1 once over the unrolled loops it names: one loop of n, or
+    loops split mixed-radix (q * 4 + v: v of 4, q of n / 4)."""
+    if e.const or not e.terms or any(not isinstance(a, Var) or a.name not in extents for a, _ in e.terms):
+        return False
+    size = 1
+    for a, c in sorted(e.terms, key=lambda t: t[1]):
+        if c != size:
+            return False
+        size *= extents[a.name]
+    return size == n

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from ..errors import IRInvariantError
 from ..ir import kernel_ir as K
-from ..ir.index import Affine, Var, free_vars, gathers
+from ..ir.index import Affine, covers_once, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
@@ -228,21 +228,8 @@ class _TileChecker:
         # a register loop, or an unrolled one (flash attention's dot product over q_reg)
         extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and (lp.kind == "register" or lp.unroll)}
         for e, n in zip(index, tile.shape):
-            if not _covers_once(e, extents, n):
+            if not covers_once(e, extents, n):
                 self.fail("register-tiles", f"{where()}: {e} is not a register loop of {n} ({tile.text()})")
-
-
-def _covers_once(e, extents: dict, n: int) -> bool:
-    """`e` takes each of 0 .. n-1 once over the unrolled loops it names: one loop of n, or
-    loops split mixed-radix (q * 4 + v: v of 4, q of n / 4)."""
-    if e.const or not e.terms or any(not isinstance(a, Var) or a.name not in extents for a, _ in e.terms):
-        return False
-    size = 1
-    for a, c in sorted(e.terms, key=lambda t: t[1]):
-        if c != size:
-            return False
-        size *= extents[a.name]
-    return size == n
 
 
 def _tile_walk(body):
