@@ -224,3 +224,17 @@ def test_key_reads_along_head_dim_are_16_bytes(name):
     widths = {s.tensor: s.shared_width for s, _ in walk(k.body) if getattr(s, "tensor", "") == "k_smem"}
     assert widths == {"k_smem": 4}, str(k)
     assert "reinterpret_cast<const float4*>(&k_smem[" in str(c.cuda)
+
+
+def test_keys_read_through_a_gather_stay_three_kernels():
+    """K rows chosen by data (a cache read at gathered positions, as Falcon's does) are no
+    tile a stage can copy: attention fusion declines with a reason, and the result is right."""
+    def gathered(q, k, v, pos):
+        return F.scaled_dot_product_attention(q, k[:, :, pos], v[:, :, pos])
+    q, k, v = _r(1, 2, 5, 16), _r(1, 2, 9, 16), _r(1, 2, 9, 16)
+    pos = torch.tensor([8, 0, 3, 3, 7, 1])
+    c = deplokit.compile(gathered, q, k, v, pos)
+    assert not any(kn.name.startswith("flash") for kn in c.kernel_ir.kernels)
+    step = next(s for s in c.trace if s.name == "fuse_attention")
+    assert "a gather" in step.skipped_reason
+    assert c.check(backend="sim").ok and c.check(backend="loop").ok

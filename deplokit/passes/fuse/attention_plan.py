@@ -10,7 +10,7 @@ query tile equals the key tile, the tiles above the diagonal are skipped.
 from __future__ import annotations
 
 from ...analysis.traffic import loop_kernel_flops
-from ...ir.index import FloorDiv, Var, as_affine, free_vars, var
+from ...ir.index import FloorDiv, Gather, Var, as_affine, free_vars, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
 from .guard import Traffic
 
@@ -65,6 +65,10 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
     except (StopIteration, ValueError) as e:
         return f"its online softmax has an unexpected shape ({e or 'missing loop'})"
     col = [s for s in keys.body if isinstance(s, Loop)][-1]
+    for load in (q, k, v):
+        if any(isinstance(atom, Gather) for e in load.index for atom, _ in e.terms):
+            return (f"{load.tensor}[{', '.join(map(str, load.index))}] reads rows chosen by data (a gather): "
+                    f"not a tile a stage can copy")
     for load, inner in ((k, dot.var), (v, col.var)):
         for name in (keys.var, inner):
             if sum(name in free_vars(e) for e in load.index) != 1 or not any(stride_one(e, name) for e in load.index):
