@@ -23,9 +23,13 @@ from programs import corpus
 PROGRAMS = corpus()
 
 
+TMA_ON = {"011_tma_copy.enable": True}
+
+
 def build(name, target="sm_90", config=None):
     fn, inputs = PROGRAMS[name]
-    return deplokit.compile(fn, *inputs, target=target, config=config or {})
+    # TMA forced where 011 would leave a small register block on cp.async (its default)
+    return deplokit.compile(fn, *inputs, target=target, config={**TMA_ON, **(config or {})})
 
 
 def step(c, label):
@@ -274,8 +278,8 @@ def test_swizzle_fixes_the_a_fragment_conflict_of_a_contiguous_register_tile():
     a, b = torch.randn(128, 64, generator=g), torch.randn(64, 256, generator=g)
     cfg = {"008_register_tile.layout": "contiguous", "009_permute_register_tile.permute": False,
            "014_pad_smem.pad": 0}
-    before = deplokit.compile(lambda a, b: a @ b, a, b, config={**cfg, "012_swizzle_smem.enable": False})
-    after = deplokit.compile(lambda a, b: a @ b, a, b, config=cfg)
+    before = deplokit.compile(lambda a, b: a @ b, a, b, config={**TMA_ON, **cfg, "012_swizzle_smem.enable": False})
+    after = deplokit.compile(lambda a, b: a @ b, a, b, config={**TMA_ON, **cfg})
     assert stage_cost(before.tile_ir.kernels[0])["a_smem"] == (2, 8)
     assert stage_cost(after.tile_ir.kernels[0])["a_smem"] == (1, 4)
     assert "a_smem: 64-byte swizzle: reads' worst bank conflict 2 -> 1, wavefronts 8 -> 4" in str(
@@ -291,7 +295,7 @@ def test_the_access_view_sees_the_swizzled_words():
     x, w = torch.randn(64, 256), torch.randn(128, 256)
     degrees = {}
     for swizzle in (False, True):
-        c = deplokit.compile(F.linear, x, w, config={"012_swizzle_smem.enable": swizzle})
+        c = deplokit.compile(F.linear, x, w, config={**TMA_ON, "012_swizzle_smem.enable": swizzle})
         assert "TmaBufferedStage(x1" in str(c.tile_ir)
         degrees[swizzle] = memory_access(c, "x1_smem").degree
     assert degrees == {False: 8, True: 4}
