@@ -15,36 +15,10 @@ from deplokit.ir.tile_ir import Stage, walk
 from deplokit.passes.lower.materialize import materialize
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import SimulationError, simulate_program
-from programs import corpus
+from stage_helpers import TMA_ON, build, nodes, stages, step
 
-PROGRAMS = corpus()
 TARGETS = ["sm_80", "sm_90", "sm_120"]
 ONLY_010 = {"011_tma_copy.enable": False, "013_async_copy.enable": False, "015_pipeline_k_outer.enable": False}
-
-
-TMA_ON = {"011_tma_copy.enable": True}
-
-
-def build(name, target="sm_90", config=None):
-    fn, inputs = PROGRAMS[name]
-    # TMA forced where 011 would leave a small register block on cp.async (its default)
-    return deplokit.compile(fn, *inputs, target=target, config={**TMA_ON, **(config or {})})
-
-
-def step(c, label):
-    return next(s for s in c.trace if s.stage == "tile" and s.name == label)
-
-
-def stages(c):
-    return [s for k in c.tile_ir.kernels for s, _ in walk(k.body) if isinstance(s, Stage)]
-
-
-def nodes(body, kind):
-    for s in body:
-        if isinstance(s, kind):
-            yield s
-        for child in ("body", "then", "orelse"):
-            yield from nodes(getattr(s, child, ()), kind)
 
 
 def k_loop(kernel, var="a2o"):

@@ -17,24 +17,13 @@ from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sim import SimulationError
 from deplokit.runtime.sim.launch import simulate_kernel
 from deplokit.target import get_target
+from stage_helpers import nodes, stages, step
 
 
 def matmul(m, k, n, target, **config):
     torch.manual_seed(0)
     cfg = {f"010_double_buffer.{a}" if a == "stages" else a.replace("__", "."): v for a, v in config.items()}
     return deplokit.compile(torch.matmul, torch.randn(m, k), torch.randn(k, n), target=target, config=cfg)
-
-
-def stages(c):
-    return [s for k in c.tile_ir.kernels for s, _ in walk(k.body) if isinstance(s, Stage)]
-
-
-def nodes(body, kind):
-    for s in body:
-        if isinstance(s, kind):
-            yield s
-        for child in ("body", "then", "orelse"):
-            yield from nodes(getattr(s, child, ()), kind)
 
 
 def k_loop(kernel):
@@ -54,11 +43,8 @@ def edit(body, fn):
     return tuple(out)
 
 
-def step(c, name):
-    return next(s for s in c.trace if s.stage == "tile" and s.name == name)
-
-
 # -- 010 stages / 015 prefetch ---------------------------------------------------------------
+
 
 def test_stages_knob_makes_a_ring_and_015_prefetches_stages_minus_one():
     c = matmul(64, 256, 64, "sm_80", stages=3, **{"002_chunk_matmul_k__k_chunk": 16})

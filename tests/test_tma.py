@@ -18,22 +18,8 @@ from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
 from deplokit.runtime.tensor_map import TENSOR_MAP_DTYPE, encode
-from programs import corpus
+from stage_helpers import TMA_ON, build, step
 
-PROGRAMS = corpus()
-
-
-TMA_ON = {"011_tma_copy.enable": True}
-
-
-def build(name, target="sm_90", config=None):
-    fn, inputs = PROGRAMS[name]
-    # TMA forced where 011 would leave a small register block on cp.async (its default)
-    return deplokit.compile(fn, *inputs, target=target, config={**TMA_ON, **(config or {})})
-
-
-def step(c, label):
-    return next(s for s in c.trace if s.stage == "tile" and s.name == label)
 
 
 def simulate(c, program):
