@@ -70,13 +70,14 @@ from ...ir.kernel_ir import KernelProgram
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.types import shared_ctype
 from ..record import Pass
-from ...ir.stages import head_stages, transposed
+from ...ir.stages import head_stages, loop_start, loop_stop, transposed
 from ...target import STATIC_SMEM_PER_BLOCK
 from .dynamic_smem import carve
 from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size
-from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined,
-                         mbarrier_name, plan_stage, round_of, slot_of)
+from .kernel_expr import affine_expr
+from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined, iteration,
+                         mbarrier_name, plan_stage, round_of, slot_of, variable_start)
 from .stage_transpose import copy_transposed
 from .stage_units import copy_stage as copy_in_order, issue_tma
 
@@ -123,7 +124,7 @@ class StageCopier:
         self.func, self.types = func, types
         self.declared: set[str] = set()          # shared arrays declared so far
         self.tensor_maps: dict[tuple, K.TensorMap] = {}   # (tensor, box, swizzle) -> parameter
-        self.rings: dict[str, int] = {}          # K loops whose slots full/empty mbarriers guard -> slots
+        self.rings: dict[str, StagePlan] = {}    # K loops whose slots full/empty mbarriers guard -> a plan
         self.by_name: dict[str, StageCopy] = {}
         for s in K.walk_stmts(func.body):
             if isinstance(s, StageCopy):
@@ -278,7 +279,7 @@ class StageCopier:
             if p.kind == "tma":
                 pipelined = is_pipelined([c.stage], [p])
                 wait = K.MbarrierWait(full_name(p.loop), round_of(p, "cur"), slot_of(p, "cur")) if pipelined \
-                    else K.MbarrierWait(mbarrier_name(p.loop), K.Var(p.loop.var))
+                    else K.MbarrierWait(mbarrier_name(p.loop), iteration(p))
                 if wait not in bars:
                     bars.append(wait)
         out: list = []
@@ -313,10 +314,12 @@ class StageCopier:
             if is_mbarrier_ring(stages, plans):
                 # every thread arrives on empty[s] when done reading slot s
                 out.append(K.MbarrierInit(empty_name(loop), m.threads, slots))
-                self.rings[loop.var] = slots
+                self.rings[loop.var] = plans[0]
             out.append(K.Barrier())
-        if ahead:
-            depth = min(plans[0].prefetch, loop.extent)
+        if ahead and variable_start(loop):
+            out += self._guarded_prologue(m, stages, plans)
+        elif ahead:
+            depth = min(plans[0].prefetch, loop_stop(loop) - loop_start(loop).const)
             if depth == 1:
                 out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = 0"))
                 out += self._issue(m, stages, plans, 0)
@@ -329,13 +332,35 @@ class StageCopier:
                 out += [K.CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
         return out
 
+    def _guarded_prologue(self, m, stages, plans) -> list:
+        """A ring whose loop starts at an index of the block (causal keys: n = stop - start
+        trips): tile j < prefetch issued where j < n, min(prefetch, n) slots filled; every
+        tile commits a cp.async group, even empty, so wait_group counts alike in every block."""
+        p = plans[0]
+        loop, depth = p.loop, p.prefetch
+        start = affine_expr(loop_start(loop))
+        commit = any(q.kind == "async" for q in plans)
+        tiles = PrologueTiles(f"{loop.var}_pre", depth) if depth > 1 else 0
+        j = K.Var(tiles.var) if depth > 1 else K.Const(0, "int")
+        first = K.Binary("+", start, j) if depth > 1 else start
+        issue = K.If(K.Binary("<", first, K.Const(loop_stop(loop), "int")),
+                     tuple(self._issue(m, stages, plans, tiles, commit=False)))
+        body = (issue,) + ((K.CpAsyncCommit(),) if commit else ())
+        what = f"K tiles {loop.var} = {loop_start(loop)} + 0 .. {depth - 1}" if depth > 1 else \
+            f"K tile {loop.var} = {loop_start(loop)}"
+        out: list = [K.Comment(f"prologue: issue the copies of {what} (those before {loop_stop(loop)})")]
+        if depth == 1:
+            return out + list(body)
+        return out + [K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"), body, True)]
+
     def release(self, var: str) -> list:
-        """The end of an mbarrier ring's iteration ko: every thread is done reading slot
-        ko % slots and arrives on its empty barrier (the producer waits for it before the
+        """The end of an mbarrier ring's iteration j: every thread is done reading slot
+        j % slots and arrives on its empty barrier (the producer waits for it before the
         slot's next fill)."""
-        slots = self.rings[var]
+        p = self.rings[var]
+        slots = p.slots
         return [K.Comment(f"every thread is done reading slot {var} % {slots}: release it to the producer"),
-                K.MbarrierArrive(f"{var}_empty", K.Binary("%", K.Var(var), K.Const(slots, "int")))]
+                K.MbarrierArrive(f"{var}_empty", K.Binary("%", iteration(p), K.Const(slots, "int")))]
 
     def _steady(self, m, stages, plans) -> list:
         """The pipelined head of iteration ko, after its AsyncWait (tile ko has landed, the
@@ -345,7 +370,7 @@ class StageCopier:
         p = plans[0]
         loop, d = p.loop, p.prefetch
         out: list = []
-        nxt = K.Binary("<", K.Binary("+", K.Var(loop.var), K.Const(d, "int")), K.Const(loop.extent, "int"))
+        nxt = K.Binary("<", K.Binary("+", K.Var(loop.var), K.Const(d, "int")), K.Const(loop_stop(loop), "int"))
         ahead = f"{loop.var} + {d}"
         out.append(K.Comment(f"steady state: issue K tile {ahead} while tile {loop.var} computes"))
         uniform_commit = p.slots > 2 and any(q.kind == "async" for q in plans)

@@ -120,12 +120,12 @@ def _slab(load: Load, key_loop: Loop, loops, uniform, lanes):
 
 
 def key_loop_skip(kernel) -> str:
-    """Why 010 / 015 leave a flash kernel's key tiles in one buffer ('' for any other kernel):
-    a causal key loop starts at the block's diagonal tile, a variable start the ring's
-    prologue (tiles 0 .. stages - 2 into slots 0 .. stages - 2) does not express."""
+    """Why 010 / 015 find no key-tile loop to give a ring in a flash kernel ('' for any
+    other kernel): a key loop from tile 0 and a causal one from the block's diagonal tile
+    (a StridedLoop of step 1 whose start is an index of the block) both have one."""
     if getattr(kernel, "flash", None) is None:
         return ""
     if any(isinstance(s, StridedLoop) and s.kind == "serial" for s in kernel.tile().body):
-        return ("flash attention: the causal key loop starts at the block's diagonal tile (a variable start); "
+        return ("flash attention: the key loop's start is not an index of the block, or its step is not 1: "
                 "its K/V tiles keep one buffer")
     return "flash attention: no key-tile loop"

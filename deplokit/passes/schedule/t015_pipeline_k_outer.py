@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import AsyncWait, Stage, Tile
-from ..stage_geometry import head_length, head_stages, k_outer_loops
+from ..stage_geometry import head_length, head_stages, k_outer_loops, trips
 from .flash_stage import key_loop_skip
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 
@@ -73,7 +73,7 @@ def apply(kernel, pctx: PassContext):
             reasons.append(f"{s.name} at the head of K loop {lp.var} is {what}: its copy cannot run ahead "
                            f"of the compute")
             continue
-        if lp.extent < 2:
+        if trips(tile, lp) < 2:
             reasons.append(f"K loop {lp.var} runs once")
             continue
         chosen.add(lp.var)
