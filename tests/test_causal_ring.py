@@ -69,7 +69,11 @@ def test_ring_matches_eager(name, target, stages):
     c = _compiled(name, target, stages)
     loop = _key_loop(c)
     heads = [s for s in loop.body if isinstance(s, Stage)]
-    assert heads and all(s.buffers >= 2 and s.prefetch == s.buffers - 1 for s in heads), str(c.tile_ir)
+    if CASES[name][2][2] > 16:      # more than one key tile: a ring, pipelined
+        assert heads and all(s.buffers >= 2 and s.prefetch == s.buffers - 1 for s in heads), str(c.tile_ir)
+    else:                           # one tile: nothing to overlap, and 010 says so
+        assert heads and all(s.buffers == 1 for s in heads)
+        assert "runs once" in next(s for s in c.trace if s.name == "010_double_buffer").skipped_reason
     assert isinstance(loop, StridedLoop) == CASES[name][0]          # causal: from the diagonal tile
     res = c.check(backend="sim", rtol=1e-4, atol=1e-5)
     assert res.ok, str(res)
