@@ -234,3 +234,24 @@ def test_causal_ring_cuda_compiles(target):
     assert "prologue: issue the copies" in src and "steady state: issue K tile" in src
     stats = c.nvcc().stats
     assert all(s.registers > 0 and s.spills == 0 for s in stats.values()), stats
+
+
+def _hf_repeat_kv(x, n_rep):
+    """transformers' repeat_kv: K/V heads repeated by an expand and a reshape."""
+    b, kv, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, kv, n_rep, s, d).reshape(b, kv * n_rep, s, d)
+
+
+def test_kv_through_expand_and_reshape_is_gqa_flash_with_the_ring():
+    """The expand + reshape reads k at (h * S * D + s * D + d) // (n_rep * S * D): simplified
+    to h // n_rep (ir/index.py), it is a GQA group of 4 query heads per block."""
+    def attn(q, k, v):
+        return F.scaled_dot_product_attention(q, _hf_repeat_kv(k, 4), _hf_repeat_kv(v, 4), is_causal=True)
+    inputs = (_r(1, 8, 40, 32), _r(1, 2, 40, 32), _r(1, 2, 40, 32))
+    c = deplokit.compile(attn, *inputs, config={**FLASH, "010_double_buffer.stages": 3})
+    (k,) = c.loop_ir.kernels
+    assert k.flash is not None and k.flash.group == 4, str(c.loop_ir)
+    assert "load k[0, a0 // 4, " in str(c.loop_ir)
+    assert all(s.buffers == 3 for s in _key_loop(c).body if isinstance(s, Stage))
+    res = c.check(backend="sim", rtol=1e-4, atol=1e-5)
+    assert res.ok, str(res)

@@ -48,7 +48,9 @@ Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: 
                   thread is done reading slot (ko - 1) % N)]; the stages: if ko + N - 1 < n:
                   issue tile ko + N - 1 into slot (ko + N - 1) % N (cp.async with N > 2:
                   commit every iteration, even an empty group, so wait_group counts alike);
-                  compute tile ko. The last N - 1 iterations issue nothing.
+                  compute tile ko. The last N - 1 iterations issue nothing. A loop from an
+                  index of the block (causal keys) counts j = ko - start for ko, and issues
+                  prologue tile j only where j < its trips (stage_plan.iteration).
   mbarrier ring   (a pipelined group of TMA stages alone) no block-wide barrier: full[s]
                   (count 1: the producer's arrive.expect_tx; the copies complete_tx) and
                   empty[s] (count: the block's threads). Consumers wait full[ko % N] with
@@ -67,6 +69,7 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
+from ...ir.index import var
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.types import shared_ctype
 from ..record import Pass
@@ -336,22 +339,18 @@ class StageCopier:
         """A ring whose loop starts at an index of the block (causal keys: n = stop - start
         trips): tile j < prefetch issued where j < n, min(prefetch, n) slots filled; every
         tile commits a cp.async group, even empty, so wait_group counts alike in every block."""
-        p = plans[0]
-        loop, depth = p.loop, p.prefetch
-        start = affine_expr(loop_start(loop))
-        commit = any(q.kind == "async" for q in plans)
+        loop, depth = plans[0].loop, plans[0].prefetch
+        start = loop_start(loop)
         tiles = PrologueTiles(f"{loop.var}_pre", depth) if depth > 1 else 0
-        j = K.Var(tiles.var) if depth > 1 else K.Const(0, "int")
-        first = K.Binary("+", start, j) if depth > 1 else start
-        issue = K.If(K.Binary("<", first, K.Const(loop_stop(loop), "int")),
-                     tuple(self._issue(m, stages, plans, tiles, commit=False)))
-        body = (issue,) + ((K.CpAsyncCommit(),) if commit else ())
-        what = f"K tiles {loop.var} = {loop_start(loop)} + 0 .. {depth - 1}" if depth > 1 else \
-            f"K tile {loop.var} = {loop_start(loop)}"
-        out: list = [K.Comment(f"prologue: issue the copies of {what} (those before {loop_stop(loop)})")]
-        if depth == 1:
-            return out + list(body)
-        return out + [K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"), body, True)]
+        first = start + var(tiles.var) if depth > 1 else start
+        body = (K.If(K.Binary("<", affine_expr(first), K.Const(loop_stop(loop), "int")),
+                     tuple(self._issue(m, stages, plans, tiles, commit=False))),)
+        body += (K.CpAsyncCommit(),) if any(q.kind == "async" for q in plans) else ()
+        if depth > 1:
+            body = (K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"), body, True),)
+        what = f"the first {depth} K tiles" if depth > 1 else "the first K tile"
+        return [K.Comment(f"prologue: issue {what} from {loop.var} = {start}, those before {loop_stop(loop)}"),
+                *body]
 
     def release(self, var: str) -> list:
         """The end of an mbarrier ring's iteration j: every thread is done reading slot

@@ -21,7 +21,10 @@ ko + N - 1; compute tile ko. The materialiser rotates the loop:
                                       (TMA alone: every thread arrives on empty[ko % N])
     epilogue       the last N - 1 iterations issue nothing and compute the last tiles
 
-at most one barrier per iteration; each copy has N - 1 tiles' compute to land.
+at most one barrier per iteration; each copy has N - 1 tiles' compute to land. A causal key
+loop (from the block's diagonal tile: its start, and so its trip count n, is the block's)
+counts iterations j = ko - start: the prologue issues tile j < N - 1 only where j < n (each
+a cp.async group, committed even when empty), the waits use slot j % N and phase j / N.
 
     for a2o in 0..4:  # reduce (K)
         x_smem = AsyncBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
