@@ -129,3 +129,25 @@ def key_loop_skip(kernel) -> str:
         return ("flash attention: the causal key loop starts at the block's diagonal tile (a variable start); "
                 "its K/V tiles keep one buffer")
     return "flash attention: no key-tile loop"
+
+
+def flash_tma_skip(kernel) -> str:
+    """Why 011 finds no K/V tile of a flash kernel to copy by tensor map ('' for any other
+    kernel): the tiles are copied by TMA only in a ring (010's buffers)."""
+    if getattr(kernel, "flash", None) is None:
+        return ""
+    return (key_loop_skip(kernel) or "flash attention: no key-tile loop") + \
+        "; a tensor-map copy needs a ring of K/V buffers (cp.async instead)"
+
+
+def flash_tma_notes(kernel, boxes) -> tuple[str, ...]:
+    """011's note on a flash kernel's K/V tiles it copies by tensor map (boxes: stage name ->
+    TmaBox). One elected thread issues one copy per operand per key tile, where cp.async has
+    every thread issue its share (Tk x head_dim / threads 16-byte copies, their addresses
+    and the commit/wait); the key tile's compute (Tk keys x head_dim per query row) hides
+    the producer's ~50 issue slots many times over, so the default is TMA at any size."""
+    if getattr(kernel, "flash", None) is None or not boxes:
+        return ()
+    names = ", ".join(f"{name} ({box.text()})" for name, box in boxes.items())
+    return (f"flash attention: {names}: one tensor-map copy per operand per key tile, issued by one thread "
+            f"into the ring's full mbarrier (keys past T read zeros, which the score masks)",)
