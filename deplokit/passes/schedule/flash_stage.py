@@ -4,7 +4,8 @@ After 001 every thread reads its key tile's keys and values from global memory, 
 element once per query row of the block. Here each becomes one Stage at the top of the
 key-tile loop: the block copies the tile (Tk keys x head_dim) once, and every thread reads
 the copy (all threads read the same key at the same time: a broadcast, no bank conflict;
-16 bytes at a time where 001 split head_dim by 4, a4q * 4 + a4v).
+16 bytes at a time where 001 split head_dim by 4, a4q * 4 + a4v, or a4q * 8 + a4l * 4 + a4v
+where two lanes share a row: each lane's 4 adjacent floats, the lanes' runs side by side).
 
     for a3o in 0..4:  # serial
         k_smem = Stage(k, origin=(0, a0b, a3o * 16, 0), slab=(a3i:16@2, a4:128@3))
@@ -17,6 +18,10 @@ the tile, it reads a box: the key in one dimension, one inner register loop's va
 another, every other dimension fixed for the block. (A mask read per query row is not.)
 A query row read there (head_dim too large for registers, FlashPlan.query_registers) is
 staged once for the whole block, before the key-tile loop: a row per thread, padded.
+
+How the tiles are copied is decided later, as for a matmul's K loop: 010 gives a key loop
+from tile 0 a ring, 011 makes its K and V stages tensor-map copies on sm_90 (one box per
+operand per key tile: flash_tma_notes; flash_tma_skip says why not), 013 cp.async otherwise.
 """
 from __future__ import annotations
 
