@@ -39,6 +39,16 @@ def _naive(q, k, v, m):
     return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + m, dim=-1) @ v
 
 
+def _repeat_kv(q, k, v):
+    """GQA written by hand: K and V repeated per query head."""
+    k, v = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, dim=1)
+    return torch.softmax((q @ k.transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1])), -1) @ v
+
+
+def _by_hand(q, k, v):
+    return torch.softmax(q @ k.transpose(-1, -2) / 8.0, dim=-1) @ v
+
+
 def _bool_mask(s, t):
     m = torch.rand(1, 1, s, t, generator=torch.Generator().manual_seed(7)) > 0.4
     m[..., 2, :] = False            # a fully masked row: NaN, as eager gives
@@ -55,6 +65,8 @@ RING = {
     "dv32_hd64_t20": (_sdpa(), (_r(1, 2, 6, 64), _r(1, 2, 20, 64), _r(1, 2, 20, 32))),
     "bool_mask_t24": (_masked, (_r(1, 2, 6, 32), _r(1, 2, 24, 32), _r(1, 2, 24, 32), _bool_mask(6, 24))),
     "additive_mask_t24": (_naive, (_r(1, 2, 5, 16), _r(1, 2, 24, 16), _r(1, 2, 24, 16), _r(5, 24))),
+    "repeat_interleave_gqa_t40": (_repeat_kv, (_r(2, 6, 11, 16), _r(2, 2, 40, 16), _r(2, 2, 40, 16))),
+    "by_hand_3d_t40": (_by_hand, (_r(3, 7, 32), _r(3, 40, 32), _r(3, 40, 32))),       # a 3-D box
 }
 CAUSAL = {
     "causal_hd64_t37": (_sdpa(True), (_r(1, 2, 37, 64), _r(1, 2, 37, 64), _r(1, 2, 37, 64))),
