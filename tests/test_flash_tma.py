@@ -118,8 +118,9 @@ def test_causal_variants_with_tma_on_match_eager_and_say_how_their_tiles_are_cop
     assert res.ok, str(res)
 
 
-def test_the_simulator_checks_the_tma_ring_after_every_pass():
-    checks = _compiled("dv32_hd64_t20").check_passes()
+@pytest.mark.parametrize("name", ["dv32_hd64_t20", "hd128_lanes_t35"])
+def test_the_simulator_checks_the_tma_ring_after_every_pass(name):
+    checks = _compiled(name).check_passes()
     assert checks and all(ch.result.ok for ch in checks), [str(ch) for ch in checks]
 
 
