@@ -272,6 +272,23 @@ class SplitK:
 
 
 @dataclass(frozen=True)
+class Repack:
+    """011's repack decision: the kernel stages `tensor`, whose rows are not a multiple of 16
+    bytes apart (no tensor map can describe it), from `workspace` instead: the same rows
+    with their innermost extent rounded up to `shape[-1]`, the padding zero (as a tensor
+    map's out-of-bounds reads). The kernel `kernel` (launched just before, schedule/repack.py)
+    copies it there."""
+    tensor: str
+    workspace: str
+    shape: tuple[int, ...]         # the workspace's: the tensor's, its last extent padded
+    kernel: str
+
+    def text(self) -> str:
+        return (f"repack {self.tensor} into {self.workspace}[{', '.join(map(str, self.shape))}] by {self.kernel}"
+                f"  # 16-byte rows: a tensor map")
+
+
+@dataclass(frozen=True)
 class RegisterTile:
     """An accumulator 008 register_tile made a per-thread register array: one element per
     value of the register loops its index names, row-major (`register acc0[2, 4]`)."""
@@ -305,6 +322,8 @@ class TileKernel(Displayable):
     zero_init: tuple[str, ...] = ()
     split_k: SplitK | None = None
     reduces_for: str = ""          # on 003's reducer: the split kernel whose partials it adds
+    repacks: tuple[Repack, ...] = ()   # 011: operands staged from a 16-byte pitched workspace
+    repacks_for: str = ""          # on a repack kernel: the kernel it copies an operand for (runs first)
     flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (schedule/flash_tile.py)
 
     def register_tile(self, acc: str) -> RegisterTile | None:
@@ -329,6 +348,8 @@ class TileKernel(Displayable):
         lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
         lines += [self.split_k.text()] if self.split_k is not None else []
         lines += [f"reduces {self.reduces_for}  # its split-K partial sums, in split order"] if self.reduces_for else []
+        lines += [r.text() for r in self.repacks]
+        lines += [f"repacks for {self.repacks_for}  # runs just before it"] if self.repacks_for else []
         format_body(self.body, 0, lines)
         return "\n".join(lines)
 
