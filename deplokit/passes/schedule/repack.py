@@ -126,6 +126,12 @@ def workspace_buffer(repack: Repack, dtype: str = "float32") -> Buffer:
     return Buffer(repack.workspace, TensorType(repack.shape, dtype), "temp")
 
 
+def with_workspaces(types, kernel) -> dict:
+    """`types` (tensor name -> TensorType) and the workspaces `kernel`'s repacks stage from."""
+    return dict(types, **{r.workspace: TensorType(r.shape, types[r.tensor].dtype)
+                          for r in getattr(kernel, "repacks", ()) if r.workspace not in types})
+
+
 def repack_kernel(repack: Repack, source: TensorType, owner: str, target, types, ctx=None) -> TileKernel:
     """The elementwise kernel workspace[i.., j] = tensor[i.., j] (0 for j past the row),
     scheduled by passes 001 to 010 with their default knobs."""

@@ -40,7 +40,7 @@ from ...ir.tile_ir import Tile
 from ..record import Knob, Needs, Noted, PassContext, Skip, replace_tile
 from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
 from ..tma_geometry import tensor_map_box
-from .repack import RepackingPass, plan_repack
+from .repack import RepackingPass, plan_repack, with_workspaces
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"
@@ -98,10 +98,8 @@ def apply(kernel, pctx: PassContext):
     tile = kernel.tile()
     new_tile = Tile(tile.axes, await_copies(tile.body, chosen))
     kernel = dataclasses.replace(replace_tile(kernel, new_tile), repacks=tuple(dict.fromkeys(repacks.values())))
-    types = dict(pctx.types, **{r.workspace: dataclasses.replace(pctx.types[r.tensor], shape=r.shape)
-                                for r in repacks.values()})
     # a TMA stage's thread copy unit is its cp.async fallback's (16-byte aligned shared rows)
-    kernel = restamp_stages(kernel, types)
+    kernel = restamp_stages(kernel, with_workspaces(pctx.types, kernel))
     # the stages left to cp.async, and why; the operands repacked
     notes += [f"{r} (cp.async instead)" for r in reasons]
     return Noted(kernel, tuple(notes)) if notes else kernel
