@@ -177,3 +177,16 @@ def test_the_repacked_matmul_runs_on_the_gpu():
     c, (a, b) = _matmul(1000, 777, 1531, config={"011_tma_copy.repack": True})
     assert any(k.repacks for k in c.tile_ir.kernels)
     assert c.check(a, b, backend="cupy").ok
+
+
+def test_a_tuner_leaf_that_repacks_runs_after_its_repack_kernels():
+    from deplokit.tune.space import KernelSpace
+    from deplokit.tune.objective import ModelObjective
+    c, _ = _matmul(40, 37, 45, config=FORCED)
+    space = KernelSpace(c.loop_ir, "merged_matmul", c.target,
+                        fixed={f"{p}": v for p, v in c.tile_ir.kernel("merged_matmul").knobs})
+    _, leaf = next(iter(space.leaves(4)))
+    program = space.program_with(leaf)
+    assert [k.name for k in program.kernels] == ["merged_matmul_repack_x0", "merged_matmul_repack_x1", "merged_matmul"]
+    verify(program)
+    assert ModelObjective(c.target, ptxas=False)(space, leaf) > 0
