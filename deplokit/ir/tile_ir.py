@@ -108,6 +108,7 @@ from ..display import Displayable
 from .index import Affine, format_index
 from .loop_ir import Accumulate, Assign, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Loop IR's statements)
 from .loop_ir import format_loop_operand
+from .companions import Repack, SplitK  # noqa: F401  (TileKernel.split_k, .repacks; re-exported)
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .types import Buffer, format_header
 
@@ -256,36 +257,6 @@ class AtomicAdd:
 
 TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop,
                  Assign]
-
-
-@dataclass(frozen=True)
-class SplitK:
-    """003's split-K decision: `splits` blocks share an output tile's K range and store
-    partial sums into `workspace` (splits x the output's shape); the kernel `reducer`
-    (launched right after) adds them up in split order and applies the epilogue."""
-    splits: int
-    workspace: str
-    reducer: str
-
-    def text(self) -> str:
-        return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}  # deterministic"
-
-
-@dataclass(frozen=True)
-class Repack:
-    """011's repack decision: the kernel stages `tensor`, whose rows are not a multiple of 16
-    bytes apart (no tensor map can describe it), from `workspace` instead: the same rows
-    with their innermost extent rounded up to `shape[-1]`, the padding zero (as a tensor
-    map's out-of-bounds reads). The kernel `kernel` (launched just before, schedule/repack.py)
-    copies it there."""
-    tensor: str
-    workspace: str
-    shape: tuple[int, ...]         # the workspace's: the tensor's, its last extent padded
-    kernel: str
-
-    def text(self) -> str:
-        return (f"repack {self.tensor} into {self.workspace}[{', '.join(map(str, self.shape))}] by {self.kernel}"
-                f"  # 16-byte rows: a tensor map")
 
 
 @dataclass(frozen=True)
