@@ -46,9 +46,10 @@ from . import (t001_tileify, t002_chunk_matmul_k, t003_split_matmul_k, t004_coop
                t005_blockify_launch, t006_chunk_reduce, t007_stage_inputs, t008_register_tile,
                t009_permute_register_tile, t010_double_buffer)
 
-COPY_SLOTS = 5      # issue slots of one 4-byte cp.async in the K loop (address, bounds, LDGSTS): sm_90
-                    # SASS of 1000x777 @ 777x1531, 16 per thread and K step, 1272 instructions per
-                    # 1024 FFMA, against 1177 for the same tile on TMA (~90 slots, ~5 per copy)
+COPY_SLOTS = 6      # issue slots of one 4-byte cp.async in the K loop (address, bounds, LDGSTS): sm_90
+                    # SASS of 1000x777 @ 777x1531 issues 1272 instructions per thread and K step of
+                    # 1024 FFMA with 16 of them, 1173 with the same tile on TMA (the producer's
+                    # slots included): ~6 each
 TMA_SLOTS = 25      # one operand's share of the TMA producer's ~50 slots per K step (011)
 LAUNCH_US = 2.5     # one more kernel launch (the cost model's launch_us)
 EARLY_PASSES = tuple(m.PASS for m in (
