@@ -7,7 +7,8 @@ completes on an mbarrier the block waits on. The kernel receives a tensor map (a
 CUtensorMap the host encodes: the tensor's dims and strides, the box, the swizzle) per
 staged operand. A stage is eligible when
 
-  * it is buffered (a ring of 2 to 4) at the head of a K-outer loop (010),
+  * it is buffered (a ring of 2 to 4) at the head of a K-outer loop (010), or of flash
+    attention's key-tile loop (its K and V tiles: flash_stage.py),
   * the tensor is float32 with at most 5 dimensions, and the slab is a box of it: one
     slab axis per tensor dimension, in the tensor's order, rows not padded,
   * the tensor's rows are a multiple of 16 bytes apart, the box's inner row a multiple of
@@ -40,6 +41,7 @@ from ...ir.tile_ir import Tile
 from ..record import Knob, Needs, Noted, PassContext, Skip, replace_tile
 from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
 from ..tma_geometry import tensor_map_box
+from .flash_stage import flash_tma_notes, flash_tma_skip
 from .repack import RepackingPass, plan_repack, with_workspaces
 from .rewrite import await_copies
 
@@ -53,7 +55,10 @@ def _default_enable(kernel, target) -> bool:
     elected thread's copies and the ring's waits cost about 50 issue slots per K step (read
     off sm_90 SASS): an 8 x 8 block's 1024 FFMA per 16-deep step keep 0.87 of the slots, a
     4 x 4 block's 256 drop from 0.78 (cp.async) to 0.67. Smaller blocks stay on cp.async,
-    which every thread issues for its own share; the tuner may still choose TMA."""
+    which every thread issues for its own share; the tuner may still choose TMA. Flash
+    attention's K/V tiles always (flash_stage.flash_tma_notes says why)."""
+    if getattr(kernel, "flash", None) is not None:
+        return True
     sizes = [r.size for r in kernel.register_tiles]
     return not sizes or max(sizes) >= MIN_TMA_BLOCK
 
@@ -73,10 +78,11 @@ def apply(kernel, pctx: PassContext):
         return Skip(f"a register block of {block} outputs per thread (< {MIN_TMA_BLOCK}) is too small to hide "
                     f"the TMA producer's ~50 issue slots per K step: cp.async (enable=True forces TMA)")
     tile = kernel.tile()
-    loops = k_outer_loops(tile)
+    loops = k_outer_loops(tile, kernel.flash is not None)
     candidates = [s for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]
     if not candidates:
-        return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
+        return Skip(flash_tma_skip(kernel) or
+                    "no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
     reasons, chosen, repacks, notes = [], {}, {}, []
     for s in candidates:
         t = pctx.types[s.tensor]
@@ -101,9 +107,9 @@ def apply(kernel, pctx: PassContext):
     # a TMA stage's thread copy unit is its cp.async fallback's (16-byte aligned shared rows)
     kernel = restamp_stages(kernel, with_workspaces(pctx.types, kernel))
     # the stages left to cp.async, and why; the operands repacked
-    notes += [f"{r} (cp.async instead)" for r in reasons]
+    notes += list(flash_tma_notes(kernel, chosen)) + [f"{r} (cp.async instead)" for r in reasons]
     return Noted(kernel, tuple(notes)) if notes else kernel
 
 
 PASS = RepackingPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS,
-                  needs=(Needs("tma", "TMA (bulk copies need sm_90)"),))
+                     needs=(Needs("tma", "TMA (bulk copies need sm_90)"),), flash_aware=True)
