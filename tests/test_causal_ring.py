@@ -2,7 +2,7 @@
 key loop, from the block's diagonal tile down to tile 0: passes/lower/k002_stage_copies.py,
 stage_plan.iteration): exact against eager on the simulator with the ring on, for T not a
 multiple of the tile, one to three tiles, decode and GQA, on sm_80 (cp.async) and sm_90
-(cp.async, and the TMA / mbarrier ring); bit-identical to one buffer for every trip count,
+(the TMA / mbarrier ring); bit-identical to one buffer for every trip count,
 0 included; a missing wait, an uncounted cp.async group and a wrong phase caught by the
 simulator; the CUDA through nvcc."""
 import dataclasses
@@ -15,15 +15,15 @@ import torch.nn.functional as F
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.tile_ir import AsyncWait, Stage, StridedLoop, Tile
+from deplokit.ir.tile_ir import Stage, StridedLoop, Tile
 from deplokit.passes.lower import lower_tiles
 from deplokit.passes.record import replace_tile
-from deplokit.passes.stage_geometry import restamp_stages
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import SimulationError
 from stage_helpers import nodes
 
 FLASH = {"fuse_attention.by_cost": False}
+TARGET_OF = {"async": "sm_80", "tma": "sm_90"}      # how the ring's K/V tiles are copied there
 
 
 def _r(*shape, seed=[100]):
@@ -94,20 +94,6 @@ def _shift_start(program, by):
         for s in body))
 
 
-def _as_tma(program, types):
-    """The key loop's stages copied by tensor maps (the mbarrier ring), restamped."""
-    def swap(body):
-        out = []
-        for s in body:
-            if isinstance(s, StridedLoop):
-                s = dataclasses.replace(s, body=tuple(dataclasses.replace(t, copy="tma") if isinstance(t, Stage)
-                                                      else t for t in s.body))
-            out.append(s)
-        return tuple(out)
-    moved = _retile(program, swap)
-    return dataclasses.replace(moved, kernels=(restamp_stages(moved.kernels[0], types),))
-
-
 def _simulate(c, kernel_ir, inputs):
     env = dict(c.values)
     env.update(c._bind(inputs))
@@ -118,14 +104,14 @@ def _simulate(c, kernel_ir, inputs):
 @pytest.mark.parametrize("copy", ["async", "tma"])
 def test_ring_is_one_buffer_for_every_trip_count(copy, by):
     """Three slots: blocks of 0 (or fewer), 1, 2, ... iterations; each result bit-identical to
-    the single-buffered kernel's (same arithmetic, only the copies differ)."""
+    the single-buffered kernel's (same arithmetic, only the copies differ). cp.async on
+    sm_80, the TMA / mbarrier ring on sm_90."""
     name = "t70_partial_tile_gqa"
-    ring, single = _compiled(name, "sm_90", 3), _compiled(name, "sm_90", 3, ring=False)
+    target = TARGET_OF[copy]
+    ring, single = _compiled(name, target, 3), _compiled(name, target, 3, ring=False)
     tile_ring, tile_single = _shift_start(ring.tile_ir, by), _shift_start(single.tile_ir, by)
-    if copy == "tma":
-        tile_ring = _as_tma(tile_ring, ring.tile_ir.types())
-        stages = [s for s in _key_loop_of(tile_ring).body if isinstance(s, Stage)]
-        assert all(s.copy == "tma" and s.tma is not None for s in stages), stages
+    stages = [s for s in _key_loop_of(tile_ring).body if isinstance(s, Stage)]
+    assert stages and all(s.copy == copy for s in stages), stages
     kir = lower_tiles(tile_ring, ring._ctx)
     loop = _key_for(kir)
     if copy == "tma":       # consumers wait full[j % 3], the producer empty[(j + 2) % 3]
@@ -167,9 +153,8 @@ def _key_for(kir):
 
 
 def _ring_kernel(copy):
-    c = _compiled("t70_partial_tile_gqa", "sm_90", 3)
-    tile = c.tile_ir if copy == "async" else _as_tma(c.tile_ir, c.tile_ir.types())
-    return c, lower_tiles(tile, c._ctx)
+    c = _compiled("t70_partial_tile_gqa", TARGET_OF[copy], 3)
+    return c, c.kernel_ir
 
 
 def _caught(c, kir):

@@ -108,8 +108,8 @@ def test_flash_tile_ir_shares_key_tiles_and_skips_causal_ones():
     c = _compiled("causal_qwen_group7_hd96")
     (k,) = c.tile_ir.kernels
     text = str(k)
-    # 007 stages, 010 rings, 013 copies with cp.async (sm_90), 015 pipelines: causal too
-    assert "k_smem = AsyncBufferedStage(k" in text and "v_smem = AsyncBufferedStage(v" in text
+    # 007 stages, 010 rings, 011 copies by tensor map (sm_90), 015 pipelines: causal too
+    assert "k_smem = TmaBufferedStage(k" in text and "v_smem = TmaBufferedStage(v" in text
     assert "7 heads" in text and "causal diagonal skipped" in text
     assert any(isinstance(s, StridedLoop) for s, _ in walk(k.body))       # the loop starts at the diagonal
     assert {s.dst for s, _ in walk(k.body) if isinstance(s, Assign)} >= {"row_max", "row_sum", "row_out", "s_tile"}
@@ -120,13 +120,13 @@ def test_flash_tile_ir_shares_key_tiles_and_skips_causal_ones():
     # an odd head_dim that does not fit: the block's query rows staged in shared memory, padded
     odd = str(_compiled("causal_hd89_shared_q").tile_ir)
     assert "q_smem = AsyncStage(q" in odd and "pad=1" in odd and "register q_reg" not in odd
-    # 001 tiles, 007 stages the key and value tiles, 010 gives them a ring, 013 copies them
-    # with cp.async, 015 pipelines the key loop; every other tile pass says why it leaves the
+    # 001 tiles, 007 stages the key and value tiles, 010 gives them a ring, 011 copies them by
+    # tensor map, 015 pipelines the key loop; every other tile pass says why it leaves the
     # kernel alone
     steps = {s.name: s for s in c.trace if s.stage == "tile"}
-    applied = {"001_tileify", "007_stage_inputs", "010_double_buffer", "013_async_copy", "015_pipeline_k_outer"}
+    applied = {"001_tileify", "007_stage_inputs", "010_double_buffer", "011_tma_copy", "015_pipeline_k_outer"}
     assert all(steps[n].changed for n in applied)
-    assert all("flash attention" in s.skipped_reason for n, s in steps.items() if n not in applied)
+    assert all(s.skipped_reason for n, s in steps.items() if n not in applied)
     before = str(steps["007_stage_inputs"].before)
     assert "load k[" in before and "k_smem" not in before
 
@@ -189,10 +189,12 @@ def test_flash_cuda_compiles(target):
 @pytest.mark.parametrize("name", ["noncausal_hd24_dv40", "sdpa_noncausal_hd64_odd", "decode_hd128"])
 def test_noncausal_key_tiles_are_double_buffered_and_pipelined(name):
     """010 gives the K/V tiles of a key loop from tile 0 a ring, 015 issues tile ko + stages - 1
-    while tile ko computes (the simulator runs the ring: test_flash_matches_eager)."""
+    while tile ko computes (the simulator runs the ring: test_flash_matches_eager); on sm_90
+    011 copies them by tensor map (test_flash_tma.py), cp.async where the rows forbid it."""
     c = _compiled(name)
     text = str(c.tile_ir)
-    assert "k_smem = AsyncBufferedStage(k" in text and "v_smem = AsyncBufferedStage(v" in text, text
+    assert all(f"{t}_smem = TmaBufferedStage({t}" in text or f"{t}_smem = AsyncBufferedStage({t}" in text
+               for t in "kv"), text
     assert "prefetch=" in text
     steps = {s.name: s for s in c.trace if s.stage == "tile"}
     assert steps["010_double_buffer"].changed and steps["015_pipeline_k_outer"].changed
@@ -221,10 +223,12 @@ def test_pipelined_flash_cuda_compiles(target):
     assert all(s.registers > 0 for s in stats.values())
 
 
-@pytest.mark.parametrize("name", ["causal_gqa_hd80_t70", "sdpa_noncausal_hd64_odd"])
+@pytest.mark.parametrize("name", ["causal_gqa_hd80_t70", "sdpa_noncausal_hd64_odd", "causal_qwen_group7_hd96",
+                                  "decode_hd128"])
 def test_key_reads_along_head_dim_are_16_bytes(name):
-    """A row per thread: the score's head_dim loop runs 4 elements at a time (d = dq * 4 + dv)
-    and each thread reads its key 16 bytes at once from the staged tile (one LDS.128)."""
+    """The score's head_dim loop runs 4 elements at a time (d = dq * 4 + dv) and each thread
+    reads its key 16 bytes at once from the staged tile (one LDS.128), a row per thread or a
+    row dealt to lanes (each lane owns runs of 4 adjacent elements)."""
     c = _compiled(name)
     (k,) = c.tile_ir.kernels
     widths = {s.tensor: s.shared_width for s, _ in walk(k.body) if getattr(s, "tensor", "") == "k_smem"}
