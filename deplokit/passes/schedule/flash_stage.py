@@ -19,9 +19,10 @@ another, every other dimension fixed for the block. (A mask read per query row i
 A query row read there (head_dim too large for registers, FlashPlan.query_registers) is
 staged once for the whole block, before the key-tile loop: a row per thread, padded.
 
-How the tiles are copied is decided later, as for a matmul's K loop: 010 gives a key loop
-from tile 0 a ring, 011 makes its K and V stages tensor-map copies on sm_90 (one box per
-operand per key tile: flash_tma_notes; flash_tma_skip says why not), 013 cp.async otherwise.
+How the tiles are copied is decided later, as for a matmul's K loop: 010 gives the key loop
+(from tile 0, or causal from the diagonal tile) a ring, 011 makes its K and V stages
+tensor-map copies on sm_90 (one box per operand per key tile: flash_tma_notes;
+flash_tma_skip says why not), 013 cp.async otherwise.
 """
 from __future__ import annotations
 
