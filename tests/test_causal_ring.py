@@ -79,6 +79,15 @@ def test_ring_matches_eager(name, target, stages):
     assert res.ok, str(res)
 
 
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_the_simulator_runs_the_causal_ring_after_every_pass(target):
+    """After 010 the ring is copied by the threads (slot j % 3), after 011 (sm_90) one
+    mbarrier's phase j per tile, after 013 / 015 the pipelined ring: each runs and matches."""
+    checks = _compiled("two_tiles_gqa", target, 3).check_passes()
+    assert checks and all(ch.result.ok for ch in checks), [str(ch) for ch in checks]
+    assert {ch.name for ch in checks if not ch.skipped} >= {"010_double_buffer", "015_pipeline_k_outer"}
+
+
 # -- every trip count: the causal loop's start moved later, so that some blocks run 0 (or
 # fewer) iterations, and each block's prologue fills fewer slots than the ring has --------
 
