@@ -189,4 +189,4 @@ def issue_tma(m, tma, it, before=()) -> list:
     (the ring's wait for the slot to be empty), the arrival announcing their bytes on the
     slot's barrier, the copies."""
     bar = slot_barrier(m, tma, it)
-    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)))]
+    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)), elect=True)]
