@@ -95,8 +95,8 @@ class PtxRenderer:
 
     def tma_destinations(self) -> set:
         if not hasattr(self, "_tma_arrays"):
-            self._tma_arrays = {n.array: self.fresh(f"{n.array}_addr") for n in walk_stmts(self.k.body)
-                                if isinstance(n, TmaTensorLoad)}
+            arrays = dict.fromkeys(n.array for n in walk_stmts(self.k.body) if isinstance(n, TmaTensorLoad))
+            self._tma_arrays = {a: self.fresh(f"{a}_addr") for a in arrays}
         return self._tma_arrays
 
     def declare_tma_destination(self, s: SharedArray) -> None:

@@ -15,8 +15,8 @@ from typing import Iterator
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
                              KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad,
-                             SharedArray, SharedLoad, SharedStore, Special, TmaLoad, TmaTensorLoad, Var, VectorLoad,
-                             VectorStore)
+                             SharedArray, SharedLoad, SharedStore, Special, TmaLoad, TmaTensorLoad, Var,
+                             VectorLoad, VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ...ir.types import ctype_bytes
@@ -172,10 +172,8 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.mbarrier_init(s)
         elif isinstance(s, ProxyFence):
             self.proxy_fence()
-        elif isinstance(s, MbarrierArrive):
-            self.mbarrier_arrive(s, scope)
-        elif isinstance(s, MbarrierWait):
-            self.mbarrier_wait(s, scope)
+        elif isinstance(s, (MbarrierArrive, MbarrierWait)):
+            (self.mbarrier_arrive if isinstance(s, MbarrierArrive) else self.mbarrier_wait)(s, scope)
         elif isinstance(s, Comment):
             for line in str(s.text).splitlines() or [""]:
                 self.emit(f"// {line}".rstrip())
