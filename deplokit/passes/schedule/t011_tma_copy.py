@@ -45,17 +45,26 @@ from .rewrite import await_copies
 DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"
 
 
+MIN_TMA_BLOCK = 32    # outputs per thread of the main loop's register block
+
+
 def _default_enable(kernel, target) -> bool:
-    """TMA wherever tensor maps apply (the pass needs sm_90; a stage that is no box stays on
-    cp.async). The producer is one lane warp 0 elects: its empty-slot wait, arrive.expect_tx
-    and one UTMALDG per operand cost that warp 30 to 37 issue slots per K step (sm_90 SASS),
-    shared by the block's warps, while the other warps issue no copy at all. A warp then
-    spends fewer issue slots per K step than with cp.async on the suite's 128-thread 4 x 4
-    and 4 x 8 blocks, as many (within 2 of ~320 and ~600) on the 256-thread 4 x 4 and the
-    8 x 4, and 8 x 8 keeps 0.91 of them for FFMA; every operand takes one copy per K step
-    (benchmarks/bench_matmul.py: copies/K, producer, slots/K). The tuner may still choose
-    cp.async."""
-    return True
+    """TMA where the register block is at least 4 x 8. The producer is one lane warp 0
+    elects: its empty-slot wait, arrive.expect_tx and one UTMALDG per operand cost that warp
+    30 to 37 issue slots per K step (sm_90 SASS), shared by the block's warps, while no other
+    warp issues a copy. A warp's issue slots per K step (benchmarks/bench_matmul.py, slots/K)
+    against cp.async: 4 x 8 598 vs 608, 8 x 4 597 vs 596, 8 x 8 keeps 0.91 of them for FFMA,
+    each with one copy per operand per K step (cp.async: up to 5). A 4 x 4 block breaks even
+    (325 vs 328 with 128 threads, 319 vs 318 with 256) and cp.async copies it with 2 or 3
+    instructions per K step already: it stays on cp.async, which every thread issues for its
+    own share. The tuner may still choose TMA there."""
+    return _small_block(kernel) is None
+
+
+def _small_block(kernel) -> int | None:
+    """The main loop's register block (outputs per thread) when it is under MIN_TMA_BLOCK."""
+    block = max((r.size for r in kernel.register_tiles), default=None)
+    return block if block is not None and block < MIN_TMA_BLOCK else None
 
 
 KNOBS = (Knob("enable", (True, False), _default_enable,
@@ -64,7 +73,11 @@ KNOBS = (Knob("enable", (True, False), _default_enable,
 
 def apply(kernel, pctx: PassContext):
     if not pctx.knobs["enable"]:
-        return Skip("TMA copies disabled by the knob")
+        block = _small_block(kernel)
+        if block is None:
+            return Skip("TMA copies disabled by the knob")
+        return Skip(f"a register block of {block} outputs per thread (< {MIN_TMA_BLOCK}) is too small to hide "
+                    f"the TMA producer's ~35 issue slots per K step: cp.async (enable=True forces TMA)")
     tile = kernel.tile()
     loops = k_outer_loops(tile)
     candidates = [s for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]
