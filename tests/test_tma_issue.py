@@ -118,3 +118,20 @@ def test_issue_split_separates_producer_and_slow_paths():
     assert split.cold == 4
     assert split.consumer == 9
     assert split.slots_per_warp(4) == pytest.approx(10.0)
+
+
+def test_verifier_refuses_an_election_warp_0_may_not_reach_converged():
+    from deplokit.errors import IRInvariantError
+    from deplokit.passes.verify import verify
+    tid = K.Special("tid.x")
+    issue = K.If(K.Binary("==", tid, K.Const(0, "int")), (K.GlobalStore("out", tid, K.Const(1.0)),), elect=True)
+
+    def program(body):
+        func = K.KernelFunc("k", (K.Param("out", const=False, size=64),), (1, 1, 1), (64, 1, 1), tuple(body))
+        return K.KernelProgram((), (), (func,), ())
+
+    uniform = K.For("k", K.Const(0, "int"), K.Const(4, "int"), K.Const(1, "int"), (issue,))
+    verify(program([uniform]))
+    with pytest.raises(IRInvariantError, match="elected issue") as e:
+        verify(program([K.If(K.Binary("<", tid, K.Const(16, "int")), (issue,))]))
+    assert e.value.invariant == "uniform-barriers"
