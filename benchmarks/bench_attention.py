@@ -148,6 +148,9 @@ def targets(seq: int, heads: int = 28, kv_heads: int = 4, dim: int = 128) -> Non
     c = deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), *inputs)
     for line in staging(c):
         print(f"  non-causal: {line}")
+    step = next(s for s in c.trace if s.name == "fuse_attention")
+    for note in (n for n in step.notes or (step.skipped_reason,) if "grid fill" in n):
+        print(f"  non-causal: {'flash' if step.changed else 'three kernels'}, {note[note.index('grid fill'):]}")
 
 
 def layer_figures() -> None:
