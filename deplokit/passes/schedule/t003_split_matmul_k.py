@@ -48,9 +48,15 @@ the reducer is scheduled by the later passes like any elementwise kernel.
 
 Default. splits = 1 when the output tiles fill the GPU's SMs: the block tiles of 005's
 default thread shape and 008's default register block are counted (in blocks of 256
-threads: as many warps in flight whatever the shape), and K is split into the fewest splits in
-the domain that bring the grid to at least one block per SM, divide the K chunks evenly and
-leave each split at least MIN_CHUNKS chunks (the most such splits if none reaches the SMs).
+threads: as many warps in flight whatever the shape). Otherwise the split count, the thread
+shape and the register block are planned together (grid_plan.py): among the splits in the
+domain that divide the K chunks into runs of at least MIN_CHUNKS, and the default thread
+shapes and register blocks, the cheapest grid that launches at least one block per SM, priced
+by its DRAM bytes (the workspace's write and read-back included), the busiest SM's issue,
+latency and the reducer; 005 and 008 then take that plan's shape and block for the split.
+A matmul whose operands are under one bandwidth-delay product (grid_plan.worth_filling: a
+few latencies long on any grid) keeps the default tiles and takes the fewest splits that
+fill the SMs (the most that leave MIN_CHUNKS chunks each if none does).
 """
 from __future__ import annotations
 
@@ -64,13 +70,11 @@ from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_ti
 from ...ir.substitute import substitute_body
 from .rewrite import used_vars
 from .block_shape import default_extents, default_thread_shape, parse_shape
+from .grid_plan import MIN_CHUNKS, SPLITS, plan, sm_count, split_counts
 from .knobs import pow2_at_least
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
-SPLITS = (1, 2, 4, 8, 16, 32)
-GRID_TARGET = 132      # blocks: one per SM of an H100, for a target that does not say
-MIN_CHUNKS = 4         # K chunks each split reduces at least
-FULL_BLOCK = 256       # threads of the blocks GRID_TARGET counts
+FULL_BLOCK = 256       # threads of the blocks the fill check counts
 
 
 class _Matmul:
@@ -122,10 +126,8 @@ class _Matmul:
         self.acc = next(iter(accs))
 
 
-def _thread_tiles(tile: Tile, sm_count: int) -> float:
-    """Blocks blockify and 008's default register block would launch, roughly, counted in
-    blocks of FULL_BLOCK threads (a grid of 128-thread blocks needs twice as many to keep
-    as many warps in flight)."""
+def _extents(tile: Tile) -> tuple[dict, int]:
+    """Output extents per role (M, N) of the Tile's THREAD axes, and the other axes' product."""
     extents = {"M": 1, "N": 1}
     other = 1
     for a in tile.axes:
@@ -135,6 +137,14 @@ def _thread_tiles(tile: Tile, sm_count: int) -> float:
             extents[a.role] *= a.extent
         else:
             other *= a.extent
+    return extents, other
+
+
+def _thread_tiles(tile: Tile, sm_count: int) -> float:
+    """Blocks blockify and 008's default register block would launch without a split,
+    roughly, counted in blocks of FULL_BLOCK threads (a grid of 128-thread blocks needs twice
+    as many to keep as many warps in flight)."""
+    extents, other = _extents(tile)
     shape = default_thread_shape(extents["M"], extents["N"], sm_count)
     threads = dict(zip(("M", "N"), parse_shape(shape)))
     padded = {role: threads[role] * -(-size // threads[role]) for role, size in extents.items()}
@@ -148,18 +158,23 @@ def _thread_tiles(tile: Tile, sm_count: int) -> float:
 
 
 def _grid_target(target) -> int:
-    return getattr(target, "sm_count", 0) or GRID_TARGET
+    return sm_count(target)
 
 
 def _default_splits(kernel: TileKernel, target) -> int:
     mm = _Matmul(kernel)
     if mm.reason:
         return 1
-    blocks, sms = _thread_tiles(mm.tile, target.sm_count or 1), _grid_target(target)
-    if blocks >= sms:
+    if _thread_tiles(mm.tile, target.sm_count or 1) >= _grid_target(target):
         return 1
-    fits = [s for s in SPLITS[1:] if mm.chunks % s == 0 and mm.chunks // s >= MIN_CHUNKS]
-    return next((s for s in fits if blocks * s >= sms), fits[-1] if fits else 1)
+    extents, other = _extents(mm.tile)
+    best = plan(extents["M"], extents["N"], mm.chunks, mm.bk, target, other)
+    if best is not None:
+        return best.splits
+    # too small for a plan: the fewest splits that fill the SMs with 005/008's default tiles
+    blocks = _thread_tiles(mm.tile, target.sm_count or 1)
+    fits = split_counts(mm.chunks, MIN_CHUNKS)
+    return next((s for s in fits if blocks * s >= _grid_target(target)), fits[-1] if fits else 1)
 
 
 KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),)
