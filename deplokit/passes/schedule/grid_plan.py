@@ -9,6 +9,8 @@ output tiles to give every SM a block. Three ways fill the grid, each at a price
     smaller tiles   a smaller register block issues more shared loads per FFMA
                     (block_shape.loads_per_ffma); a tile shorter than M re-reads the weight
     fewer threads   fewer warps to cover a stage's latency on each SM
+    uneven splits   a split count that does not divide the K chunks leaves the rest to the
+                    reducer: M * N * leftover * BK products off L2, one thread per output
 
 `plan` prices every candidate of at least 2 splits (003 splits only a grid its output tiles
 cannot fill) from first principles on the target's peaks, and keeps the cheapest of those
@@ -35,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir.loop_ir import Loop
-from ...ir.tile_ir import BLOCK, Tile, walk
+from ...ir.tile_ir import BLOCK, walk
 from .block_shape import (EXTENTS, MAX_DEFAULT_SIDE, MIN_DEFAULT_THREADS, THREAD_SHAPES, _fitted, default_extent,
                           loads_per_ffma, parse_shape)
 
@@ -81,7 +83,7 @@ def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: i
     MIN_CHUNKS chunks; SHORT_CHUNKS when only those fill the SMs: a K too short for the
     outputs, M = 1 x N = 256 x K = 512) and `threads` (else the default thread shapes); None
     when no split count fits or the matmul is too small to be worth filling the SMs."""
-    if not worth_filling(m, n, chunks * bk, target, other):
+    if not worth_filling(chunks):
         return None
     if splits:
         return _cheapest(m, n, chunks, bk, target, other, (splits,), threads)
@@ -92,18 +94,18 @@ def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: i
     return short if short.blocks >= sm_count(target) else best
 
 
-def worth_filling(m: int, n: int, k: int, target, other: int = 1) -> bool:
-    """Whether the operands are at least one bandwidth-delay product (peak bandwidth x
-    LATENCY_CYCLES): a matmul moving less cannot keep DRAM busy on any grid, its time is a few
-    latencies, and more blocks buy nothing (003 then splits by its simpler rule)."""
-    sms = sm_count(target)
-    clock = target.peak_fp32_tflops * 1e12 / (sms * target.fp32_lanes_per_sm * 2)
-    return other * (m + n) * k * WORD >= target.peak_bandwidth_gbs * 1e9 / clock * LATENCY_CYCLES
+def worth_filling(chunks: int) -> bool:
+    """Whether a K of `chunks` chunks is long enough to plan for: 8 splits of MIN_CHUNKS (K =
+    512 in chunks of 16). A shorter K loop is a few latencies long in any split, more blocks buy
+    little, and 003 keeps its simple rule (the fewest dividing splits that fill the SMs with
+    005's and 008's default tiles)."""
+    return chunks >= 8 * MIN_CHUNKS
 
 
-def split_counts(chunks: int, least: int) -> tuple[int, ...]:
-    """The split counts of SPLITS (2 up) that divide `chunks` into runs of at least `least`."""
-    return tuple(s for s in SPLITS[1:] if chunks % s == 0 and chunks // s >= least)
+def split_counts(chunks: int, least: int, dividing: bool = False) -> tuple[int, ...]:
+    """The split counts of SPLITS (2 up) that leave each split at least `least` of `chunks`
+    (`dividing`: only those that divide them; else the rest goes to the reducer)."""
+    return tuple(s for s in SPLITS[1:] if chunks // s >= least and not (dividing and chunks % s))
 
 
 def _cheapest(m, n, chunks, bk, target, other, counts, threads) -> GridPlan | None:
@@ -154,14 +156,17 @@ def _price(m, n, chunks, bk, target, other, shape, threads, regs, splits) -> Gri
     resident = _resident_blocks(threads[0] * threads[1], regs, target)
     per_sm = -(-blocks // sms)
     waves = -(-per_sm // resident)
-    ffma_per_warp = regs[0] * regs[1] * k / splits
+    ffma_per_warp = regs[0] * regs[1] * (chunks // splits) * bk
     instr_per_warp = ffma_per_warp * (1 + loads_per_ffma(regs))
     issue = max(per_sm * warps * instr_per_warp / 4, waves * instr_per_warp)           # cycles
     stage = (bm + bn) * bk * WORD
     inflight = min(per_sm, resident) * stage * (ring_stages(chunks // splits) - 1)
     pull = dram / min(blocks, sms) * LATENCY_CYCLES / inflight                         # Little's law, cycles
     main = max(dram / bw, (issue + waves * LATENCY_CYCLES) / clock, pull / clock)
-    reducer = (partials + other * m * n * WORD) / bw + _reducer_cycles(splits, other * m * n, target) / clock \
+    # chunks past splits x (chunks // splits) are the reducer's: one thread per output walks
+    # them, an A and a weight element per product from L2 (priced at DRAM's bandwidth)
+    leftover = (chunks % splits) * bk * other * m * n * 2 * WORD
+    reducer = (partials + leftover + other * m * n * WORD) / bw + _reducer_cycles(splits, other * m * n, target) / clock \
         if splits > 1 else 0.0
     seconds = main + reducer
     workspace = 2 * partials
@@ -199,8 +204,14 @@ class SplitGeometry:
     bk: int
 
 
-def split_geometry(tile: Tile) -> SplitGeometry | None:
-    """The geometry of a split-K matmul Tile (003 applied), None for any other Tile."""
+def split_geometry(kernel) -> SplitGeometry | None:
+    """The geometry of a split-K matmul kernel (003 applied), None for any other kernel."""
+    if kernel.split_k is None:
+        return None
+    try:
+        tile = kernel.tile()
+    except ValueError:
+        return None
     splits = [a.extent for a in tile.axes if a.kind == BLOCK and a.role == "K"]
     outer = next((s for s, _ in walk(tile.body) if isinstance(s, Loop) and s.role == "K"
                   and any(isinstance(c, Loop) and c.role == "K" for c in s.body)), None)
@@ -211,4 +222,5 @@ def split_geometry(tile: Tile) -> SplitGeometry | None:
     for a in tile.axes:
         if a.kind != BLOCK or a.role != "K":
             sizes[a.role if a.role in ("M", "N") else ""] *= a.extent
-    return SplitGeometry(sizes["M"], sizes["N"], sizes[""], splits[0], splits[0] * outer.extent, inner.extent)
+    return SplitGeometry(sizes["M"], sizes["N"], sizes[""], splits[0],
+                         splits[0] * outer.extent + kernel.split_k.leftover, inner.extent)

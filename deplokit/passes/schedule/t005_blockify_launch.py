@@ -61,19 +61,13 @@ def _role_sizes(kernel: TileKernel) -> dict[str, int]:
 
 def _default_shape(kernel: TileKernel, target) -> str:
     sizes = _role_sizes(kernel)
-    split = _split(kernel)
+    split = split_geometry(kernel)
     if split is not None:          # split-K (003): the shape of the grid it was planned with
         planned = plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits)
         if planned is not None:
             return planned.shape
     return default_thread_shape(sizes.get("M", 1), sizes.get("N", 1), target.sm_count or 1)
 
-
-def _split(kernel: TileKernel):
-    try:
-        return split_geometry(kernel.tile())
-    except ValueError:
-        return None
 
 
 KNOBS = (Knob("block_threads", (64, 128, 256, 512, 1024), _default_threads,

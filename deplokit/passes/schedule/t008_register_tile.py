@@ -106,13 +106,10 @@ def _default(kernel, target, axis: int) -> int:
 
 def _planned(kernel, target):
     """grid_plan's choice for a split-K kernel's split count and thread counts, else None."""
-    try:
-        tile = kernel.tile()
-    except ValueError:
-        return None
-    split = split_geometry(tile)
+    split = split_geometry(kernel)
     if split is None:
         return None
+    tile = kernel.tile()
     threads = tuple(math.prod(a.extent for a in tile.axes if a.kind == THREAD and a.role == r) for r in "MN")
     return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads)
 
