@@ -142,12 +142,12 @@ def test_register_tile_keeps_partial_tiles_guarded():
 def test_register_tile_defaults_and_knobs():
     # M = 32 tokens: 8 threads along M (4 rows each fill the 32 rows, where 16 threads would
     # leave 2). 4 x 4 per thread gives 4 output tiles: x 32 splits (the most at 4 K chunks each)
-    # only 128 blocks for 132 SMs, so grid_plan narrows the block to 4 x 1 (16 output tiles)
+    # only 128 blocks for 132 SMs, so grid_plan narrows the block to 4 x 2 (8 output tiles)
     c = compiled("llm_projection")
     assert dict(dict(step(c, "005_blockify_launch").params)["merged_linear"])["thread_shape"] == "8x16"
-    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 4, "tn": 1, "layout": "quads"}
+    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 4, "tn": 2, "layout": "quads"}
     assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32}
-    assert c.kernel_ir.kernels[0].grid == (16 * 32, 1, 1)
+    assert c.kernel_ir.kernels[0].grid == (8 * 32, 1, 1)
     assert c.check(backend="sim").ok
     assert default_extents(32, 256, 132) == (2, 8)                 # 16 x 16 threads
     assert default_extents(32, 256, 132, (8, 32)) == (4, 4)
@@ -305,9 +305,9 @@ def test_split_k_stores_partials_then_a_reducer_adds_them_without_atomics():
     c = compiled("llm_projection")
     main, red = c.kernel_ir.kernels
     assert (main.name, red.name, red.reduces_for) == ("merged_linear", "merged_linear_reduce", "merged_linear")
-    # 16 blocks of 32 x 16 (8 x 16 threads, 4 x 1 each) x 32 splits (4 K chunks each): 4 x 4
+    # 8 blocks of 32 x 32 (8 x 16 threads, 4 x 2 each) x 32 splits (4 K chunks each): 4 x 4
     # per thread would leave 128 blocks for 132 SMs (grid_plan.py)
-    assert main.grid == (16 * 32, 1, 1)
+    assert main.grid == (8 * 32, 1, 1)
     assert [p.name for p in red.params] == ["merged_linear_partials", "linear"]
     assert not any(isinstance(s, K.AtomicAdd) for k in c.kernel_ir.kernels for s in all_stmts(k.body))
     text = str(c.cuda)

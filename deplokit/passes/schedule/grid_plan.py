@@ -17,7 +17,9 @@ cannot fill) from first principles on the target's peaks, and keeps the cheapest
 that launch at least one block per SM (the cheapest of all when none does):
 
     dram     (weight + A + output + workspace) bytes / peak bandwidth
-    issue    the busiest SM's warp instructions (FFMA + shared loads) / 4 schedulers
+    issue    the busiest SM's warp instructions (FFMA, shared loads and K_STEP_OVERHEAD per k
+             step) / 4 schedulers, in waves of the blocks an SM holds at once (registers): a
+             partial last wave costs a whole one
     latency  a stage's global-load latency once per block on the busiest SM's turn, and
              Little's law: the bytes an SM keeps in flight (the stages 010's default ring
              for a split's chunks fetches ahead, per resident block) over the latency bound
@@ -26,8 +28,8 @@ that launch at least one block per SM (the cheapest of all when none does):
              splits runs fewer warps (it streams S partials per output: latency-bound, not
              issue-bound, when its resident warps cannot cover LATENCY_CYCLES)
 
-time = max(dram, issue, in-flight limit) + latency. The numbers are lower bounds (peaks, no
-bookkeeping instructions): they rank candidates, they do not predict a time (that is the
+time = max(dram, issue, in-flight limit) + latency. The numbers are lower bounds (peaks,
+hardly any bookkeeping): they rank candidates, they do not predict a time (that is the
 cost model's, tune/cost_model.py). 003 takes the plan's split count, 005 the thread shape
 that plan gives that split count, 008 the register block for that split and thread shape:
 the same argmin over a narrower set, so the three agree whenever the knobs are defaults.
@@ -46,7 +48,9 @@ GRID_TARGET = 132          # SMs of an H100, for a target that does not say
 MIN_CHUNKS = 4             # K chunks a split reduces at least: 010's ring and 015's prologue
 SHORT_CHUNKS = 2           # ... or, where no split of MIN_CHUNKS fills the SMs, at least this
 LATENCY_CYCLES = 800       # a global -> shared copy, issue to arrival (the cost model's figure)
-REDUCER_THREADS = 256
+K_STEP_OVERHEAD = 2        # issue slots per k step besides FFMA and shared loads (index and loop
+                           # bookkeeping: sm_90 SASS of a 4 x 4 block's K loop issues 327 per 16
+                           # k steps = 16 FFMA + 2 LDS.128 + ~2.4 others)
 REG_FILE = 65536           # 32-bit registers per SM (every target deplokit knows)
 WORD = 4                   # bytes of a float32
 
@@ -155,9 +159,10 @@ def _price(m, n, chunks, bk, target, other, shape, threads, regs, splits) -> Gri
     warps = -(-threads[0] * threads[1] // 32)
     resident = _resident_blocks(threads[0] * threads[1], regs, target)
     per_sm = -(-blocks // sms)
-    waves = -(-per_sm // resident)
-    ffma_per_warp = regs[0] * regs[1] * (chunks // splits) * bk
-    instr_per_warp = ffma_per_warp * (1 + loads_per_ffma(regs))
+    waves = -(-blocks // (sms * resident))       # a partial last wave costs a whole one
+    per_sm = waves * min(per_sm, resident)
+    steps = (chunks // splits) * bk
+    instr_per_warp = steps * (regs[0] * regs[1] * (1 + loads_per_ffma(regs)) + K_STEP_OVERHEAD)
     issue = max(per_sm * warps * instr_per_warp / 4, waves * instr_per_warp)           # cycles
     stage = (bm + bn) * bk * WORD
     inflight = min(per_sm, resident) * stage * (ring_stages(chunks // splits) - 1)
