@@ -13,6 +13,12 @@ For each program, its largest kernel (the matmul), default knobs:
     K loop    instructions and FFMA share of the K loop around it (the same loop when nvcc
               unrolled the k steps inside; an inner k loop it kept is the hottest)
     copies    copy instructions (UBLKCP + UTMALDG + LDGSTS) per K step (per pass of the K loop)
+    producer  instructions of the K loop only the elected TMA producer's warp issues (its
+              empty-slot wait, arrive.expect_tx, UTMALDG and their operands; 0 with cp.async)
+    slots/K   issue slots a warp spends on a K step on average: what every warp issues plus the
+              producer's share (producer / warps), out-of-line slow paths (a failed poll's
+              retry after EXIT) left out (analysis/sass_issue.py); and the FFMA share of them.
+              The column to compare TMA with cp.async, whose copies every warp issues
     regs      registers per thread, and spilled bytes (ptxas)
     model instr/slots  the cost model's main loop (tune/main_loop.py): instructions per FFMA
               it predicts for the loop (compare 1 / FFMA share) and issue slots per FFMA
@@ -20,6 +26,8 @@ For each program, its largest kernel (the matmul), default knobs:
     model us  the cost model's predicted time (tune/cost_model.py) of the whole program
     floor     max(FLOPs at 67 TFLOP/s FP32, compulsory bytes at 3.35 TB/s): the H100 bound
     model/fl  how far the prediction is from the floor (1.0 = at the floor)
+    repack MB bytes 011's repack kernels read and write for operands whose rows are not 16 bytes
+              apart (schedule/repack.py: a padded copy a tensor map can read)
 
 Needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump): without them the SASS columns
 print as `-`. Run: PYTHONPATH=. python benchmarks/bench_matmul.py [--all] [--filter S]
@@ -39,6 +47,7 @@ import deplokit
 from deplokit.bench.suite import suite_entries
 from deplokit.ir.loop_ir import Loop
 from deplokit.ir.tile_ir import BLOCK, THREAD, walk
+from deplokit.analysis.sass_issue import issue_split
 from deplokit.runtime.sass import sass_available
 from deplokit.target import get_target
 from deplokit.tune.cost_model import estimate
@@ -58,7 +67,8 @@ def programs(all_entries: bool):
     if not all_entries:
         entries = [e for name in DEFAULT_SUITE for e in entries if e.name == name]
     suite = [(e.name, e.program(), e.shapes) for e in entries]
-    odd = [("matmul 1000x777 @ 777x1531", torch.matmul, ((1000, 777), (777, 1531)))]
+    odd = [(f"matmul {m}x{k} @ {k}x{n}", torch.matmul, ((m, k), (k, n)))
+           for m, k, n in ((1000, 777, 1531), (513, 1000, 999), (4095, 4095, 4095))]
     return square + suite + odd
 
 
@@ -115,17 +125,33 @@ def row(name, fn, shapes, target, with_sass: bool, config=None) -> list[str]:
                   f"{hot.lds}/{hot.lds64}/{hot.lds128}" if hot else "-",
                   f"{hot.instructions}" if hot else "-",
                   f"{loop.mix.instructions}/{loop.mix.ffma_share:.2f}" if loop else "-",
-                  str(copies), str(k.registers), str(k.spills)]
+                  str(copies)]
+        if loop:
+            split = issue_split(k, loop)
+            warps = -(-next(f.threads for f in c.kernel_ir.kernels if f.name == main) // 32)
+            slots = split.slots_per_warp(warps)
+            cells += [str(split.producer), f"{slots:.0f}/{loop.mix.ffma / slots:.2f}"]
+        else:
+            cells += ["-", "-"]
+        cells += [str(k.registers), str(k.spills)]
     else:
-        cells += ["-"] * 8
+        cells += ["-"] * 10
     loop = next((k.loop for k in est.kernels if k.name == main), None)
     cells += [f"{loop.static_per_ffma:.2f}/{loop.slots_per_ffma:.2f}" if loop and loop.ffma else "-",
-              f"{est.time_us:.1f}", f"{floor:.1f}", f"{est.time_us / floor:.2f}"]
+              f"{est.time_us:.1f}", f"{floor:.1f}", f"{est.time_us / floor:.2f}", repack_text(c.tile_ir)]
     return cells
 
 
+def repack_text(tile_ir) -> str:
+    """Megabytes 011's repack kernels read and write (schedule/repack.py), '-' without one."""
+    types = tile_ir.types()
+    moved = sum(4 * (types[r.tensor].numel + math.prod(r.shape)) for k in tile_ir.kernels for r in k.repacks)
+    return f"{moved / 1e6:.1f}" if moved else "-"
+
+
 HEADER = ["program", "tile (block, threads (M x N), per thread)", "layout", "FFMA", "LDS/FFMA", "LDS/.64/.128", "loop instr",
-          "K loop/FFMA", "copies/K", "regs", "spill B", "model instr/slots", "model us", "floor us", "model/fl"]
+          "K loop/FFMA", "copies/K", "producer", "slots/K/FFMA", "regs", "spill B", "model instr/slots",
+          "model us", "floor us", "model/fl", "repack MB"]
 
 
 def main(argv=None) -> int:

@@ -33,8 +33,7 @@ Tile IR (per kernel)
 Kernel IR (per function)
   names-declared     variables, register arrays, shared arrays, mbarriers and buffers are
                      declared (parameters for buffers) before they are used
-  uniform-barriers   no barrier inside a branch or loop whose condition or bounds differ
-                     between the threads of a block (they would not all reach it)
+  uniform-barriers   no barrier (nor an elected issue, If.elect) in a branch or loop some threads skip
   static-smem        static shared memory fits the static limit per block, static and dynamic
                      (KernelFunc.dynamic_smem) the target's dynamic limit
 """
@@ -47,6 +46,7 @@ from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
+from .schedule.repack import check_repacks
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
 from .tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
@@ -64,6 +64,7 @@ def verify(ir, target=None) -> None:
             _TileChecker(k, ir, stage_limit).run()
             if k.split_k is not None:
                 _check_split(k, ir.kernels[i + 1] if i + 1 < len(ir.kernels) else None, ir)
+            check_repacks(k, ir.kernels[:i], ir)      # 011's copies, launched before it
     elif isinstance(ir, KernelProgram):
         for f in ir.kernels:
             _KernelChecker(f, limit if target is not None else None,
@@ -321,6 +322,8 @@ class _KernelChecker:
             self.body(s.body, inner, loop_varying,
                       divergent or (f"loop {s.var}, whose bounds differ between threads" if uneven else ""))
         elif isinstance(s, K.If):
+            if s.elect and divergent:        # elect.sync needs the whole of warp 0
+                self.fail("uniform-barriers", f"an elected issue (elect.sync in warp 0) inside {divergent}")
             branch = divergent or ("a branch on a thread-dependent condition" if _varies(s.cond, varying) else "")
             self.body(s.then, set(scope), set(varying), branch)
             self.body(s.orelse, set(scope), set(varying), branch)
