@@ -12,7 +12,8 @@ output tiles to give every SM a block. Three ways fill the grid, each at a price
     uneven splits   a split count that does not divide the K chunks leaves the rest to the
                     reducer: M * N * leftover * BK products off L2, one thread per output
 
-`plan` prices every candidate of at least 2 splits (003 splits only a grid its output tiles
+`plan` (outputs of at most SKINNY_ROWS rows, K of at least 8 x MIN_CHUNKS chunks) prices
+every candidate of at least 2 splits (003 splits only a grid its output tiles
 cannot fill) from first principles on the target's peaks, and keeps the cheapest of those
 that launch at least one block per SM (the cheapest of all when none does):
 
@@ -45,6 +46,8 @@ from .block_shape import (EXTENTS, MAX_DEFAULT_SIDE, MIN_DEFAULT_THREADS, THREAD
 
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
 GRID_TARGET = 132          # SMs of an H100, for a target that does not say
+SKINNY_ROWS = 256          # outputs of at most two 128-row tiles: the plan's domain; taller ones
+                           # fill the SMs with M tiles and keep 003's simple rule
 MIN_CHUNKS = 4             # K chunks a split reduces at least: 010's ring and 015's prologue
 SHORT_CHUNKS = 2           # ... or, where no split of MIN_CHUNKS fills the SMs, at least this
 LATENCY_CYCLES = 800       # a global -> shared copy, issue to arrival (the cost model's figure)
@@ -86,8 +89,8 @@ def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: i
     of `bk`, among those with `splits` (else any of SPLITS from 2 up that leave each split
     MIN_CHUNKS chunks; SHORT_CHUNKS when only those fill the SMs: a K too short for the
     outputs, M = 1 x N = 256 x K = 512) and `threads` (else the default thread shapes); None
-    when no split count fits or the matmul is too small to be worth filling the SMs."""
-    if not worth_filling(chunks):
+    when no split count fits, M is over SKINNY_ROWS or K too short to be worth planning."""
+    if m > SKINNY_ROWS or not worth_filling(chunks):
         return None
     if splits:
         return _cheapest(m, n, chunks, bk, target, other, (splits,), threads)

@@ -55,8 +55,9 @@ shapes and register blocks, the cheapest grid that launches at least one block p
 by its DRAM bytes (the workspace's write and read-back included), the busiest SM's issue,
 latency and the reducer; 005 and 008 then take that plan's shape and block for the split.
 A split count need not divide the K chunks: the chunks past splits x (chunks // splits) go to
-the reducer with the K tail (`leftover`, priced by the plan). A K loop under 8 x MIN_CHUNKS
-chunks (grid_plan.worth_filling) keeps the default tiles and takes the fewest dividing splits
+the reducer with the K tail (`leftover`, priced by the plan). An output of more than
+SKINNY_ROWS rows, or a K loop under 8 x MIN_CHUNKS chunks (grid_plan.worth_filling), keeps
+the default tiles and takes the fewest dividing splits
 that fill the SMs (the most that leave MIN_CHUNKS chunks each if none does).
 """
 from __future__ import annotations
