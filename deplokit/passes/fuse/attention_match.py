@@ -58,6 +58,8 @@ def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
     rows = tuple(_row_loops(kernel)[:row_depth])
     if len(rows) != row_depth:
         return "its row loops are not perfectly nested"
+    if not rows:
+        return "it computes a single row (no row loop to deal to blocks)"
     body = rows[-1].body
     if len(kernel.locals) != 2:
         return "it keeps more than the scores and probabilities on chip"

@@ -58,8 +58,9 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         self.acquired = None         # (blocks, threads): the latest release tick each thread waited for
         # ordinary stores not yet fenced before an async-proxy copy (kernels with TMA copies only)
         self.proxy_watch = any(isinstance(s, K.TmaLoad) for s in K.walk_stmts(k.body))
-        self.cp_open = 1            # id of the cp.async group being filled
-        self.cp_committed = 0       # groups 1..cp_committed are committed
+        # per block (the commits of a key loop whose trip count depends on the block differ)
+        self.cp_open = np.ones(nb, dtype=np.int32)          # id of the cp.async group being filled
+        self.cp_committed = np.zeros(nb, dtype=np.int32)    # groups 1..cp_committed are committed
         self.exec = {
             K.Declare: self.s_declare, K.DeclareArray: self.s_declare_array,
             K.Assign: self.s_assign, K.SharedArray: self.s_shared_array,
