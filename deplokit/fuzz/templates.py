@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ..passes import decompose  # noqa: F401  (importing the package registers every rule)
 from ..passes.decompose import registry as reg
 from .limits import dim
+from . import integers as ints
 from . import makers as mk
 
 
@@ -163,6 +164,10 @@ TEMPLATES = (
     Template("index_dim", ("index",), mk.index_second),
     Template("index_select", ("index",), mk.index_select),
     Template("bitwise_xor", ("bitwise_xor", "bitwise_not", "where", "gt", "lt", "neg"), mk.bool_xor),
+    Template("int_divmod", ("clamp", "to", "mul", "add", "sub", "abs", "neg", "floor_divide", "remainder"),
+             ints.divmod_),
+    Template("int_reduce", ("clamp", "to", "mul", "sum", "amax", "amin"), ints.reduce),
+    Template("float_divmod", ("mul", "abs", "add", "neg", "floor_divide", "remainder"), ints.float_divmod),
 )
 
 
