@@ -14,9 +14,10 @@ INT_TYPES = ("torch.int32", "torch.long")
 
 
 def _to_int(x, dtype):
-    """x as integers of a few hundred at most (a chain must not overflow int32: torch wraps
-    or saturates differently on each device)."""
-    return f"({x}.clamp(-100, 100) * 8).to({dtype})"
+    """x as integers of a few hundred at most: a chain must not overflow int32, and a NaN
+    must not reach the conversion (torch wraps, saturates or gives INT_MIN differently on
+    each device; CUDA's cvt gives 0)."""
+    return f"(torch.where({x} == {x}, {x}, 0.0).clamp(-100, 100) * 8).to({dtype})"
 
 
 def _operand(rng, shape, inp, nonzero):

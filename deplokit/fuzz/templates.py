@@ -164,9 +164,11 @@ TEMPLATES = (
     Template("index_dim", ("index",), mk.index_second),
     Template("index_select", ("index",), mk.index_select),
     Template("bitwise_xor", ("bitwise_xor", "bitwise_not", "where", "gt", "lt", "neg"), mk.bool_xor),
-    Template("int_divmod", ("clamp", "to", "mul", "add", "sub", "abs", "neg", "floor_divide", "remainder"),
-             ints.divmod_),
-    Template("int_reduce", ("clamp", "to", "mul", "sum", "amax", "amin"), ints.reduce),
+    Template("int_divmod", ("where", "eq", "clamp", "to", "mul", "add", "sub", "abs", "neg", "floor_divide",
+                            "remainder"), ints.divmod_),
+    Template("int_reduce", ("where", "eq", "clamp", "to", "mul", "sum", "amax", "amin"), ints.reduce),
+    Template("nan_inf", ("where", "gt", "lt"),
+             _unary("torch.where({x} > 1.8, float('nan'), torch.where({x} < -2.2, float('-inf'), {x}))")),
     Template("float_divmod", ("mul", "abs", "add", "neg", "floor_divide", "remainder"), ints.float_divmod),
 )
 
