@@ -20,6 +20,8 @@ For each program, its largest kernel (the matmul), default knobs:
     model us  the cost model's predicted time (tune/cost_model.py) of the whole program
     floor     max(FLOPs at 67 TFLOP/s FP32, compulsory bytes at 3.35 TB/s): the H100 bound
     model/fl  how far the prediction is from the floor (1.0 = at the floor)
+    repack MB bytes 011's repack kernels read and write for operands whose rows are not 16 bytes
+              apart (schedule/repack.py: a padded copy a tensor map can read)
 
 Needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump): without them the SASS columns
 print as `-`. Run: PYTHONPATH=. python benchmarks/bench_matmul.py [--all] [--filter S]
@@ -58,7 +60,8 @@ def programs(all_entries: bool):
     if not all_entries:
         entries = [e for name in DEFAULT_SUITE for e in entries if e.name == name]
     suite = [(e.name, e.program(), e.shapes) for e in entries]
-    odd = [("matmul 1000x777 @ 777x1531", torch.matmul, ((1000, 777), (777, 1531)))]
+    odd = [(f"matmul {m}x{k} @ {k}x{n}", torch.matmul, ((m, k), (k, n)))
+           for m, k, n in ((1000, 777, 1531), (513, 1000, 999), (4095, 4095, 4095))]
     return square + suite + odd
 
 
@@ -120,12 +123,20 @@ def row(name, fn, shapes, target, with_sass: bool, config=None) -> list[str]:
         cells += ["-"] * 8
     loop = next((k.loop for k in est.kernels if k.name == main), None)
     cells += [f"{loop.static_per_ffma:.2f}/{loop.slots_per_ffma:.2f}" if loop and loop.ffma else "-",
-              f"{est.time_us:.1f}", f"{floor:.1f}", f"{est.time_us / floor:.2f}"]
+              f"{est.time_us:.1f}", f"{floor:.1f}", f"{est.time_us / floor:.2f}", repack_text(c.tile_ir)]
     return cells
 
 
+def repack_text(tile_ir) -> str:
+    """Megabytes 011's repack kernels read and write (schedule/repack.py), '-' without one."""
+    types = tile_ir.types()
+    moved = sum(4 * (types[r.tensor].numel + math.prod(r.shape)) for k in tile_ir.kernels for r in k.repacks)
+    return f"{moved / 1e6:.1f}" if moved else "-"
+
+
 HEADER = ["program", "tile (block, threads (M x N), per thread)", "layout", "FFMA", "LDS/FFMA", "LDS/.64/.128", "loop instr",
-          "K loop/FFMA", "copies/K", "regs", "spill B", "model instr/slots", "model us", "floor us", "model/fl"]
+          "K loop/FFMA", "copies/K", "regs", "spill B", "model instr/slots", "model us", "floor us", "model/fl",
+          "repack MB"]
 
 
 def main(argv=None) -> int:

@@ -139,6 +139,8 @@ def format_kernel(k: KernelFunc) -> str:
         lines.append(f"# zero-init for {k.zero_init_for}")
     if k.reduces_for:
         lines.append(f"# adds up the split-K partial sums of {k.reduces_for}")
+    if k.repacks_for:
+        lines.append(f"# repacks an operand of {k.repacks_for} into 16-byte rows")
     if k.dynamic_smem:
         lines.append(f"# dynamic shared memory: {k.dynamic_smem} bytes")
     for p in k.params:

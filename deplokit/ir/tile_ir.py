@@ -108,6 +108,7 @@ from ..display import Displayable
 from .index import Affine, format_index
 from .loop_ir import Accumulate, Assign, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Loop IR's statements)
 from .loop_ir import format_loop_operand
+from .companions import Repack, SplitK  # noqa: F401  (TileKernel.split_k, .repacks; re-exported)
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .types import Buffer, format_header
 
@@ -259,19 +260,6 @@ TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Ac
 
 
 @dataclass(frozen=True)
-class SplitK:
-    """003's split-K decision: `splits` blocks share an output tile's K range and store
-    partial sums into `workspace` (splits x the output's shape); the kernel `reducer`
-    (launched right after) adds them up in split order and applies the epilogue."""
-    splits: int
-    workspace: str
-    reducer: str
-
-    def text(self) -> str:
-        return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}  # deterministic"
-
-
-@dataclass(frozen=True)
 class RegisterTile:
     """An accumulator 008 register_tile made a per-thread register array: one element per
     value of the register loops its index names, row-major (`register acc0[2, 4]`)."""
@@ -305,6 +293,8 @@ class TileKernel(Displayable):
     zero_init: tuple[str, ...] = ()
     split_k: SplitK | None = None
     reduces_for: str = ""          # on 003's reducer: the split kernel whose partials it adds
+    repacks: tuple[Repack, ...] = ()   # 011: operands staged from a 16-byte pitched workspace
+    repacks_for: str = ""          # on a repack kernel: the kernel it copies an operand for (runs first)
     flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (schedule/flash_tile.py)
 
     def register_tile(self, acc: str) -> RegisterTile | None:
@@ -329,6 +319,8 @@ class TileKernel(Displayable):
         lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
         lines += [self.split_k.text()] if self.split_k is not None else []
         lines += [f"reduces {self.reduces_for}  # its split-K partial sums, in split order"] if self.reduces_for else []
+        lines += [r.text() for r in self.repacks]
+        lines += [f"repacks for {self.repacks_for}  # runs just before it"] if self.repacks_for else []
         format_body(self.body, 0, lines)
         return "\n".join(lines)
 

@@ -47,6 +47,7 @@ from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
+from .schedule.repack import check_repacks
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
 from .tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
@@ -64,6 +65,7 @@ def verify(ir, target=None) -> None:
             _TileChecker(k, ir, stage_limit).run()
             if k.split_k is not None:
                 _check_split(k, ir.kernels[i + 1] if i + 1 < len(ir.kernels) else None, ir)
+            check_repacks(k, ir.kernels[:i], ir)      # 011's copies, launched before it
     elif isinstance(ir, KernelProgram):
         for f in ir.kernels:
             _KernelChecker(f, limit if target is not None else None,

@@ -6,7 +6,9 @@ kernel's parameters. The simulator and the CuPy launch plan both follow this one
 The Kernel IR holds each unique kernel once; a zero-init kernel (passes/lower/k003_zero_init.py)
 names the kernel it runs for (KernelFunc.zero_init_for) and runs just before each launch of
 it; a split-K reducer (003) names the kernel whose partial sums it adds
-(KernelFunc.reduces_for) and runs just after each launch of it, with the same bindings.
+(KernelFunc.reduces_for) and runs just after each launch of it, with the same bindings; a
+repack kernel (011) names the kernel whose operand it pads (KernelFunc.repacks_for) and runs
+just before each launch of it, with the same bindings.
 """
 from __future__ import annotations
 
@@ -16,14 +18,14 @@ from ..ir import kernel_ir as K
 
 def functions_by_kernel(program: K.KernelProgram, unique: set[str]) -> dict[str, tuple[K.KernelFunc, ...]]:
     """Unique loop-kernel name -> the Kernel-IR functions one of its launches runs, in order:
-    its zero-init kernels, itself, then its split-K reducers."""
+    its zero-init and repack kernels, itself, then its split-K reducers."""
     zero, after = {}, {}
     for f in program.kernels:
-        if f.zero_init_for:
-            zero.setdefault(f.zero_init_for, []).append(f)
+        if f.zero_init_for or f.repacks_for:
+            zero.setdefault(f.zero_init_for or f.repacks_for, []).append(f)
         if f.reduces_for:
             after.setdefault(f.reduces_for, []).append(f)
-    stray = [f.name for f in program.kernels if (f.zero_init_for or f.reduces_for or f.name) not in unique]
+    stray = [f.name for f in program.kernels if (f.zero_init_for or f.reduces_for or f.repacks_for or f.name) not in unique]
     if stray:
         raise ExecutionError(f"kernel functions {', '.join(stray)} belong to no launch")
     return {f.name: tuple(zero.get(f.name, ())) + (f,) + tuple(after.get(f.name, ()))

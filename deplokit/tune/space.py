@@ -28,6 +28,7 @@ from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.record import Skip
 from ..passes.schedule import SCHEDULE, initial
+from ..passes.schedule.repack import repack_kernel, with_workspaces, workspace_buffer as repack_workspace
 from ..passes.schedule.t003_split_matmul_k import workspace_buffer
 
 DEPTH = len(SCHEDULE)
@@ -130,7 +131,7 @@ class KernelSpace:
 
     def _run(self, p, kernel: TileKernel, knobs: dict) -> TileKernel | None:
         try:
-            result, _ = p.apply_to(kernel, self.target, knobs, self.types)
+            result, _ = p.apply_to(kernel, self.target, knobs, with_workspaces(self.types, kernel))
         except DeplokitError:
             return None         # a pass refusing a value outright: not part of the space
         return kernel if isinstance(result, Skip) else result
@@ -228,14 +229,18 @@ class KernelSpace:
         return n
 
     def program_with(self, leaf: Leaf) -> TileProgram:
-        """A Tile program holding only this kernel, scheduled as `leaf` (to materialise it). A
-        split-K leaf writes 003's workspace (declared here); its reducer is not part of it."""
+        """A Tile program holding this kernel, scheduled as `leaf` (to materialise it). A
+        split-K leaf writes 003's workspace (declared here; its reducer is not part of it); a
+        repacking leaf runs after 011's repack kernels, which fill its workspaces (priced too)."""
         written = self.program.written
         split = leaf.kernel.split_k
         if split is not None and split.workspace not in self.types:
             out = self.types[self.program.kernel(self.kernel_name).outputs[0]]
             written += (workspace_buffer(split, out),)
-        return TileProgram(self.program.buffers, written, (leaf.kernel,), self.program.outputs)
+        types, repacks = self.types, [r for r in leaf.kernel.repacks if r.workspace not in self.types]
+        written += tuple(repack_workspace(r, types[r.tensor].dtype) for r in repacks)
+        kernels = tuple(repack_kernel(r, types[r.tensor], leaf.kernel.name, self.target, types) for r in repacks)
+        return TileProgram(self.program.buffers, written, kernels + (leaf.kernel,), self.program.outputs)
 
 
 def kernel_spaces(program: LoopProgram, target) -> list[KernelSpace]:

@@ -81,6 +81,7 @@ class Materializer(LoweringState):
         body += self.stmts(self.tile.body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
                           zero_init=self.kernel.zero_init, reduces_for=self.kernel.reduces_for,
+                          repacks_for=self.kernel.repacks_for,
                           index_bits=self.index_bits)
 
     # -- statements ----------------------------------------------------------------------------

@@ -37,9 +37,10 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Tile
-from ..record import KernelPass, Knob, Needs, Noted, PassContext, Skip, replace_tile
+from ..record import Knob, Needs, Noted, PassContext, Skip, replace_tile
 from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
 from ..tma_geometry import tensor_map_box
+from .repack import RepackingPass, plan_repack, with_workspaces
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"
@@ -58,7 +59,10 @@ def _default_enable(kernel, target) -> bool:
 
 
 KNOBS = (Knob("enable", (True, False), _default_enable,
-              "copy eligible BufferedStages with one TMA tensor-map copy each"),)
+              "copy eligible BufferedStages with one TMA tensor-map copy each"),
+         Knob("repack", ("auto", True, False), lambda kernel, target: "auto",
+              "stage an operand whose rows are not 16 bytes apart from a padded copy (schedule/repack.py): "
+              "auto (where it pays), always, never"))
 
 
 def apply(kernel, pctx: PassContext):
@@ -73,25 +77,33 @@ def apply(kernel, pctx: PassContext):
     candidates = [s for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]
     if not candidates:
         return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
-    reasons, chosen = [], {}
+    reasons, chosen, repacks, notes = [], {}, {}, []
     for s in candidates:
         t = pctx.types[s.tensor]
         box, why = tensor_map_box(s, t.shape, t.dtype)
+        if why:     # rows no tensor map takes: from a 16-byte pitched copy, where it pays
+            repack, box, note = plan_repack(kernel, s, t, pctx)
+            repacks.update({s.name: repack} if repack else {})
+            notes += [note] if repack else []
+            why = "" if repack else "; ".join(filter(None, (why, note)))
         if why:
             reasons.append(f"{s.name}: {why}")
         else:
             chosen[s.name] = box
     if not chosen:
         return Skip("; ".join(reasons))
-    kernel = rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(s, copy="tma", tma=chosen[s.name])
-                             if s.name in chosen else s)
+    kernel = rewrite_k_heads(kernel, lambda s, lp: dataclasses.replace(
+        s, copy="tma", tma=chosen[s.name], tensor=repacks[s.name].workspace if s.name in repacks else s.tensor)
+        if s.name in chosen else s)
     tile = kernel.tile()
     new_tile = Tile(tile.axes, await_copies(tile.body, chosen))
+    kernel = dataclasses.replace(replace_tile(kernel, new_tile), repacks=tuple(dict.fromkeys(repacks.values())))
     # a TMA stage's thread copy unit is its cp.async fallback's (16-byte aligned shared rows)
-    kernel = restamp_stages(replace_tile(kernel, new_tile), pctx.types)
-    # the stages left to cp.async, and why
-    return Noted(kernel, tuple(f"{r} (cp.async instead)" for r in reasons)) if reasons else kernel
+    kernel = restamp_stages(kernel, with_workspaces(pctx.types, kernel))
+    # the stages left to cp.async, and why; the operands repacked
+    notes += [f"{r} (cp.async instead)" for r in reasons]
+    return Noted(kernel, tuple(notes)) if notes else kernel
 
 
-PASS = KernelPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS,
+PASS = RepackingPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS,
                   needs=(Needs("tma", "TMA (bulk copies need sm_90)"),))

@@ -1,0 +1,36 @@
+"""The kernels a scheduled kernel brings along, as the decisions that add them: 003's split-K
+(a reducer launched right after it) and 011's repacks (a copy kernel launched right before
+it). Tile IR stamps them on the kernel (TileKernel.split_k, TileKernel.repacks)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SplitK:
+    """003's split-K decision: `splits` blocks share an output tile's K range and store
+    partial sums into `workspace` (splits x the output's shape); the kernel `reducer`
+    (launched right after) adds them up in split order and applies the epilogue."""
+    splits: int
+    workspace: str
+    reducer: str
+
+    def text(self) -> str:
+        return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}  # deterministic"
+
+
+@dataclass(frozen=True)
+class Repack:
+    """011's repack decision: the kernel stages `tensor`, whose rows are not a multiple of 16
+    bytes apart (no tensor map can describe it), from `workspace` instead: the same rows
+    with their innermost extent rounded up to `shape[-1]`, the padding zero (as a tensor
+    map's out-of-bounds reads). The kernel `kernel` (launched just before, schedule/repack.py)
+    copies it there."""
+    tensor: str
+    workspace: str
+    shape: tuple[int, ...]         # the workspace's: the tensor's, its last extent padded
+    kernel: str
+
+    def text(self) -> str:
+        return (f"repack {self.tensor} into {self.workspace}[{', '.join(map(str, self.shape))}] by {self.kernel}"
+                f"  # 16-byte rows: a tensor map")
