@@ -29,6 +29,11 @@ CASES = {
     "softplus near zero decides a mask": ("x0 = torch.randn(127, 33)\nx1 = torch.randn(33, 3)\nv1 = F.softplus(x0 @ x1)\n"
                                           "((v1 > 0).long().cumsum(-1) - 1).masked_fill(v1 <= 0, 1).float() * v1",
                                           "sm_120", {"008_register_tile.tm": 4}),
+    # seed 38: attention of one query row (scores a vector, no row loop): attention
+    # fusion's matcher indexed the last of zero row loops (IndexError, a traceback); it is
+    # not flash attention's shape, and row fusion keeps it on chip
+    "attention of one query row": ("x0 = torch.randn(33)\nx1 = torch.randn(65, 33)\nx2 = torch.randn(65, 17)\n"
+                                   "torch.softmax(x1 @ x0, -1) @ x2", "sm_90", {}),
 }
 
 
