@@ -13,10 +13,8 @@ from .global_mem import _GlobalMemory
 from .memory import _MBar, _Reg, _Shared
 from .shared import _SharedMemory
 from .vector import _VectorAccesses
-from .values import (
-    C_MINMAX, F32, I64, _BIN_ALIAS, _CALL_ALIAS, _INT_FNS, _LOGICAL_FNS, _NONE, _as_bool, _binary_values, _cast,
-    _dtype_of, _kind, _narrow, _own, _scalar, _unify,
-)
+from .values import (C_MINMAX, F32, I64, _BIN_ALIAS, _CALL_ALIAS, _INT_FNS, _LOGICAL_FNS, _NONE, _as_bool,
+                     _binary_values, _cast, _dtype_of, _kind, _narrow, _own, _scalar, _unify)
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
