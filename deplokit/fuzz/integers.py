@@ -8,7 +8,7 @@ chain continues; int reductions accumulate exactly (int64 for an int32 sum, as t
 """
 from __future__ import annotations
 
-from .limits import dim
+from .limits import broadcast_shape, dim
 
 INT_TYPES = ("torch.int32", "torch.long")
 
@@ -25,7 +25,7 @@ def _operand(rng, shape, inp, nonzero):
     if rng.random() < 0.5:
         v = rng.choice((2, 3, 7, -2, -3, 5) if nonzero else (0, 1, -4, 9))
         return str(v)
-    other = tuple(1 if rng.random() < 0.3 else e for e in shape)[rng.randrange(len(shape) + 1):] if shape else ()
+    other = broadcast_shape(rng, shape)
     y = inp(other)
     dtype = rng.choice(INT_TYPES)
     if nonzero:                     # |y| * 3 + 1 >= 1, then a sign
@@ -65,6 +65,6 @@ def float_divmod(rng, shape, inp):
     if rng.random() < 0.5:
         b = str(rng.choice((0.75, -0.75, 2.5, -3.0)))
     else:
-        other = tuple(1 if rng.random() < 0.3 else e for e in shape)[rng.randrange(len(shape) + 1):] if shape else ()
+        other = broadcast_shape(rng, shape)
         b = f"({rng.choice(('', '-'))}({inp(other)}.abs() + 0.5))"
     return f"torch.{op}({{x}} * 4, {b})", shape

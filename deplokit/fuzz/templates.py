@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..passes import decompose  # noqa: F401  (importing the package registers every rule)
 from ..passes.decompose import registry as reg
-from .limits import dim
+from .limits import broadcast_shape, dim
 from . import integers as ints
 from . import makers as mk
 
@@ -30,7 +30,7 @@ def _unary(expr):
 
 def _binary(expr, scalar_ok=True):
     def make(rng, shape, inp):
-        other = tuple(1 if rng.random() < 0.3 else e for e in shape)[rng.randrange(len(shape) + 1):] if shape else ()
+        other = broadcast_shape(rng, shape)
         tensor = other or rng.random() < 0.5 or not scalar_ok
         y = inp(other) if tensor else str(round(rng.uniform(-2, 2), 3))
         return expr.replace("{y}", y), shape
