@@ -13,7 +13,8 @@ multiplies executed (simulator) against 0.6x the non-causal multiply-add count. 
 global bytes (every global tensor a kernel reads or writes, counted once per kernel: the
 DRAM traffic with perfect caching), the global bytes the SIMT simulator counts (every access
 of every thread: K and V rows re-read by each query row's block mostly hit L1/L2), shared
-memory per block, and the check against torch eager. No GPU timings: none was available.
+memory per block, the check against torch eager, and per flash kernel how its K/V tiles are
+copied (TMA box or cp.async, ring of N) and how wide its K reads are. No GPU timings: none was available.
 Run: .venv/bin/python benchmarks/bench_attention.py"""
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ sys.path.insert(0, os.path.dirname(__file__))    # llama_layer
 
 import deplokit  # noqa: E402
 from deplokit.ir import kernel_ir as K  # noqa: E402
+from deplokit.ir.tile_ir import Stage, walk  # noqa: E402
 from deplokit.runtime.nvcc import nvcc_available  # noqa: E402
 from deplokit.runtime.sim import simulate_program  # noqa: E402
 
@@ -74,10 +76,27 @@ def report(label: str, c, inputs) -> None:
     for k in c.kernel_ir.kernels:
         print(f"    {k.name}: grid {k.grid[0]} x block {k.block[0]}, {shared_bytes(k)} bytes of shared memory")
     print(f"  {c.check(*inputs, backend='sim', rtol=1e-4, atol=1e-5)}")
+    for line in staging(c):
+        print(f"    {line}")
     if nvcc_available():
         found = c.nvcc().stats
         for k in c.kernel_ir.kernels:
             print(f"    ptxas {c.target.name} {k.name}: {found[k.name].registers} registers, {found[k.name].spills} spills")
+
+
+def staging(c) -> list[str]:
+    """How each flash kernel's staged tiles are copied (011 TMA / 013 cp.async, ring or not)
+    and how wide its reads of the key tile are (4 floats: one LDS.128)."""
+    out = []
+    for k in c.tile_ir.kernels:
+        if k.flash is None:
+            continue
+        nodes = [s for s, _ in walk(k.body)]
+        copies = ", ".join(f"{s.name} {s.copy}{' ' + s.tma.text() if s.tma else ''} x{s.buffers}"
+                           for s in nodes if isinstance(s, Stage))
+        widths = sorted({s.shared_width for s in nodes if getattr(s, "tensor", "") == "k_smem"})
+        out.append(f"{k.name} ({c.target.name}): {copies}; k_smem read {'/'.join(map(str, widths))} floats a load")
+    return out
 
 
 def main() -> None:
@@ -120,6 +139,12 @@ def targets(seq: int, heads: int = 28, kv_heads: int = 4, dim: int = 128) -> Non
         muls = sum(s.float_multiplies for s in stats)
         print(f"  {label} ({len(c.kernel_ir.kernels)} kernels): global bytes loaded {loaded} "
               f"({loaded / compulsory:.2f}x compulsory), multiplies {muls} ({muls / macs:.2f}x non-causal)")
+        for line in staging(c):
+            print(f"    {line}")
+    # the same shapes without the causal mask (compile only): its key loop from tile 0 has a ring
+    c = deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), *inputs)
+    for line in staging(c):
+        print(f"  non-causal: {line}")
 
 
 def layer_figures() -> None:

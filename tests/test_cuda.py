@@ -242,7 +242,8 @@ def test_golden_tma_kernel_sm90():
 // k_tma: grid (16, 1, 1), block (256, 1, 1)
 extern "C" __global__ __launch_bounds__(256) void k_tma(const float* __restrict__ x, float* __restrict__ out) {
     __shared__ __align__(8) unsigned long long bar;  // mbarrier
-    const unsigned bar_addr = static_cast<unsigned>(__cvta_generic_to_shared(&bar));
+    unsigned bar_addr;  // its shared address
+    asm("mov.u32 %0, %1;\\n" : "=r"(bar_addr) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(&bar))));
     __shared__ __align__(16) float buf[1024];
     if (threadIdx.x == 0) {  // one thread initialises the mbarrier
         asm volatile("mbarrier.init.shared.b64 [%0], %1;\\n" :: "r"(bar_addr), "r"(1) : "memory");

@@ -187,10 +187,12 @@ def test_flash_cuda_compiles(target):
 @pytest.mark.parametrize("name", ["noncausal_hd24_dv40", "sdpa_noncausal_hd64_odd", "decode_hd128"])
 def test_noncausal_key_tiles_are_double_buffered_and_pipelined(name):
     """010 gives the K/V tiles of a key loop from tile 0 a ring, 015 issues tile ko + stages - 1
-    while tile ko computes (the simulator runs the ring: test_flash_matches_eager)."""
+    while tile ko computes (the simulator runs the ring: test_flash_matches_eager); on sm_90
+    011 copies them by tensor map (test_flash_tma.py), cp.async where the rows forbid it."""
     c = _compiled(name)
     text = str(c.tile_ir)
-    assert "k_smem = AsyncBufferedStage(k" in text and "v_smem = AsyncBufferedStage(v" in text, text
+    assert all(f"{t}_smem = TmaBufferedStage({t}" in text or f"{t}_smem = AsyncBufferedStage({t}" in text
+               for t in "kv"), text
     assert "prefetch=" in text
     steps = {s.name: s for s in c.trace if s.stage == "tile"}
     assert steps["010_double_buffer"].changed and steps["015_pipeline_k_outer"].changed
@@ -215,10 +217,12 @@ def test_pipelined_flash_cuda_compiles(target):
     assert all(s.registers > 0 for s in stats.values())
 
 
-@pytest.mark.parametrize("name", ["causal_gqa_hd80_t70", "sdpa_noncausal_hd64_odd"])
+@pytest.mark.parametrize("name", ["causal_gqa_hd80_t70", "sdpa_noncausal_hd64_odd", "causal_qwen_group7_hd96",
+                                  "decode_hd128"])
 def test_key_reads_along_head_dim_are_16_bytes(name):
-    """A row per thread: the score's head_dim loop runs 4 elements at a time (d = dq * 4 + dv)
-    and each thread reads its key 16 bytes at once from the staged tile (one LDS.128)."""
+    """The score's head_dim loop runs 4 elements at a time (d = dq * 4 + dv) and each thread
+    reads its key 16 bytes at once from the staged tile (one LDS.128), a row per thread or a
+    row dealt to lanes (each lane owns runs of 4 adjacent elements)."""
     c = _compiled(name)
     (k,) = c.tile_ir.kernels
     widths = {s.tensor: s.shared_width for s, _ in walk(k.body) if getattr(s, "tensor", "") == "k_smem"}

@@ -201,6 +201,10 @@ class If:
     cond: Expr
     then: tuple["Stmt", ...]
     orelse: tuple["Stmt", ...] = ()
+    # cond (tid.x == 0) picks the one thread that issues block-uniform work (a TMA producer's
+    # waits, arrivals and copies): sm_90 may elect it (warp 0, elect.sync), which lets ptxas
+    # issue the copies without a loop over the warp's distinct operands
+    elect: bool = False
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ class KernelPass:
             if need.missing(target):
                 return Skip(need.missing(target)), ""
         if getattr(kernel, "flash", None) is not None and self.stage == "tile" and not self.flash_aware:
-            return Skip("flash attention: 001 tileify (its plan), 007, 010, 013 and 015 (its K/V tiles) schedule it"), ""
+            return Skip("flash attention: 001 tileify (its plan), 007, 010, 011, 013 and 015 (its K/V tiles) schedule it"), ""
         off = switched_off(self.knobs, knobs)
         if off is not None:
             return off, ""

@@ -15,14 +15,14 @@ from typing import Iterator
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
                              KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad,
-                             SharedArray, SharedLoad, SharedStore, Special, TmaLoad, TmaTensorLoad, Var, VectorLoad,
-                             VectorStore)
+                             SharedArray, SharedLoad, SharedStore, Special, TmaLoad, TmaTensorLoad, Var,
+                             VectorLoad, VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ...ir.types import ctype_bytes
 from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
                         _format_int, _Scope, format_float, nan_minmax_decls)
-from .cuda_ptx import ONE_THREAD, TENSOR_MAP_DECL, PtxRenderer
+from .cuda_ptx import ELECT_DECL, ONE_THREAD, TENSOR_MAP_DECL, PtxRenderer, elects
 
 __all__ = ["render_kernel", "render_program"]
 
@@ -140,6 +140,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
                 self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + ctype_bytes(s.ctype) * s.size
                 self.emit(f"__shared__ __align__({s.align}) {self.c_type(s.ctype)} {s.name}[{s.size}];")
             scope.declare(s.name, f"shared:{s.ctype}")
+            self.declare_tma_destination(s)
         elif isinstance(s, GlobalStore):
             self.param(s.buffer, write=True)
             self.emit(f"{s.buffer}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
@@ -170,12 +171,9 @@ class _Renderer(ExprRenderer, PtxRenderer):
         elif isinstance(s, MbarrierInit):
             self.mbarrier_init(s)
         elif isinstance(s, ProxyFence):
-            self.need_sm(90, "fence.proxy.async")
-            self.emit_asm(["fence.proxy.async.shared::cta;"], [])
-        elif isinstance(s, MbarrierArrive):
-            self.mbarrier_arrive(s, scope)
-        elif isinstance(s, MbarrierWait):
-            self.mbarrier_wait(s, scope)
+            self.proxy_fence()
+        elif isinstance(s, (MbarrierArrive, MbarrierWait)):
+            (self.mbarrier_arrive if isinstance(s, MbarrierArrive) else self.mbarrier_wait)(s, scope)
         elif isinstance(s, Comment):
             for line in str(s.text).splitlines() or [""]:
                 self.emit(f"// {line}".rstrip())
@@ -290,7 +288,7 @@ class _Renderer(ExprRenderer, PtxRenderer):
         self.emit("}")
 
     def if_stmt(self, s: If, scope: _Scope, prefix: str) -> None:
-        line = f"{prefix} ({self.expr(s.cond, scope)}) {{"
+        line = f"{prefix} ({self.elected_cond(s, scope) if s.elect else self.expr(s.cond, scope)}) {{"
         if prefix == "if":
             self.emit(line)
         else:
@@ -395,6 +393,7 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     ]
     if p.outputs:
         header.append(f"// Program outputs: {', '.join(p.outputs)}")
+    parts = ["\n".join(header) + "\n"] + ([TENSOR_MAP_DECL] if any(k.tensor_maps for k in p.kernels) else [])
+    parts += [ELECT_DECL] if any(elects(k, sm) for k in p.kernels) else []
     kernels = [_Renderer(k, sm).render() for k in p.kernels]      # the min / max helpers declared once
-    maps = [TENSOR_MAP_DECL] if any(k.tensor_maps for k in p.kernels) else []
-    return "\n".join(["\n".join(header) + "\n"] + maps + nan_minmax_decls("".join(kernels)) + kernels)
+    return "\n".join(parts + nan_minmax_decls("".join(kernels)) + kernels)

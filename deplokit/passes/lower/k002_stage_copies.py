@@ -19,14 +19,15 @@ it); an asynchronous stage no AsyncWait waits for is an error.
   async  cp.async of 16 bytes under the same conditions (and 16-byte aligned shared rows),
          else of 4 bytes; an element past the end stores 0 with an ordinary store. The
          copies form one group: commit; the AsyncWait waits for it (wait_group 0).
-  tma    thread 0 issues one tensor-map copy (cp.async.bulk.tensor) per stage: the box
-         stamped on the stage (Stage.tma: 011, swizzled by 012) at the slab's origin,
-         elements past the tensor's end read as zero; the group's copies complete on the
-         mbarrier of its slot (stage_plan.slot_barrier: one arrive.expect_tx announcing the
-         boxes' bytes, then the copies; a ring's full[slot], else the loop's one mbarrier);
-         the AsyncWait waits on it. The kernel takes one tensor
-         map per distinct (tensor, box, swizzle) (KernelFunc.tensor_maps), its shared array
-         is 1024-byte aligned (a swizzle pattern's repeat); only a TMA stage outside a
+  tma    one thread (elected in warp 0: If.elect) issues one tensor-map copy
+         (cp.async.bulk.tensor) per stage: the box stamped on the stage (Stage.tma: 011,
+         swizzled by 012) at the slab's origin, elements past the tensor's end read as
+         zero; the group's copies complete on the mbarrier of its slot
+         (stage_plan.slot_barrier: one arrive.expect_tx announcing the boxes' bytes, then
+         the copies; a ring's full[slot], else the loop's one mbarrier); the AsyncWait
+         waits on it. The kernel takes one tensor map per distinct (tensor, box, swizzle)
+         (KernelFunc.tensor_maps), its shared array is 1024-byte aligned (a swizzle
+         pattern's repeat); only a TMA stage outside a
          buffered K loop falls back to cp.async here.
 
 Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: ...]:
@@ -53,10 +54,11 @@ Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: 
                   (count 1: the producer's arrive.expect_tx; the copies complete_tx) and
                   empty[s] (count: the block's threads). Consumers wait full[ko % N] with
                   parity (ko / N) & 1 and arrive on empty[ko % N] at the end of the
-                  iteration; before refilling slot s with round r the producer (thread 0)
-                  waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a fresh
-                  mbarrier). In SASS nvcc computes the copies' operands after that wait in
-                  ordinary registers (an R2UR each): cheap with one tensor copy per operand.
+                  iteration; before refilling slot s with round r the producer (the elected
+                  thread) waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a
+                  fresh mbarrier). The election is elect.sync in warp 0, so ptxas issues each
+                  copy once (no loop over the warp's distinct operands), and the barriers' and
+                  slots' shared addresses are computed once before the loop (cuda_ptx).
 
 A synchronous stage in a group right before an AsyncWait leaves its visibility barrier to
 the AsyncWait's (one barrier for the whole group, after the waits).

@@ -185,8 +185,8 @@ def tma_copies(m, tma, it, bar) -> list:
 
 
 def issue_tma(m, tma, it, before=()) -> list:
-    """Thread 0 issues the copies of the TMA stages in `tma` for iteration `it`: `before`
-    (the ring's wait for the slot to be empty), the arrival announcing their bytes on the
-    slot's barrier, the copies."""
+    """One thread (tid 0; the If is stamped `elect`: sm_90 elects a lane of warp 0) issues the
+    copies of the TMA stages in `tma` for iteration `it`: `before` (the ring's wait for the
+    slot to be empty), the arrival announcing their bytes on the slot's barrier, the copies."""
     bar = slot_barrier(m, tma, it)
-    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)))]
+    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)), elect=True)]

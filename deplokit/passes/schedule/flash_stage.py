@@ -4,7 +4,8 @@ After 001 every thread reads its key tile's keys and values from global memory, 
 element once per query row of the block. Here each becomes one Stage at the top of the
 key-tile loop: the block copies the tile (Tk keys x head_dim) once, and every thread reads
 the copy (all threads read the same key at the same time: a broadcast, no bank conflict;
-16 bytes at a time where 001 split head_dim by 4, a4q * 4 + a4v).
+16 bytes at a time where 001 split head_dim by 4, a4q * 4 + a4v, or a4q * 8 + a4l * 4 + a4v
+where two lanes share a row: each lane's 4 adjacent floats, the lanes' runs side by side).
 
     for a3o in 0..4:  # serial
         k_smem = Stage(k, origin=(0, a0b, a3o * 16, 0), slab=(a3i:16@2, a4:128@3))
@@ -17,6 +18,10 @@ the tile, it reads a box: the key in one dimension, one inner register loop's va
 another, every other dimension fixed for the block. (A mask read per query row is not.)
 A query row read there (head_dim too large for registers, FlashPlan.query_registers) is
 staged once for the whole block, before the key-tile loop: a row per thread, padded.
+
+How the tiles are copied is decided later, as for a matmul's K loop: 010 gives a key loop
+from tile 0 a ring, 011 makes its K and V stages tensor-map copies on sm_90 (one box per
+operand per key tile: flash_tma_notes; flash_tma_skip says why not), 013 cp.async otherwise.
 """
 from __future__ import annotations
 
@@ -129,3 +134,31 @@ def key_loop_skip(kernel) -> str:
         return ("flash attention: the causal key loop starts at the block's diagonal tile (a variable start); "
                 "its K/V tiles keep one buffer")
     return "flash attention: no key-tile loop"
+
+
+def flash_tma_skip(kernel) -> str:
+    """Why 011 finds no K/V tile of a flash kernel to copy by tensor map ('' for any other
+    kernel): 011 copies them so only in a ring (010's buffers), as it does a matmul's."""
+    if getattr(kernel, "flash", None) is None:
+        return ""
+    outer = next((s for s in kernel.tile().body if isinstance(s, Loop) and s.kind == "serial"), None)
+    if outer is None:
+        why = key_loop_skip(kernel)
+    elif outer.extent == 1:
+        why = "flash attention: every key fits one tile (the key-tile loop runs once): no ring to fill"
+    else:
+        why = "flash attention: 010 left the K/V tiles in one buffer"
+    return why + "; a tensor-map copy needs a ring of K/V buffers (cp.async instead)"
+
+
+def flash_tma_notes(kernel, boxes) -> tuple[str, ...]:
+    """011's note on a flash kernel's K/V tiles it copies by tensor map (boxes: stage name ->
+    TmaBox). One elected thread issues one copy per operand per key tile, where cp.async has
+    every thread issue its share (Tk x head_dim / threads 16-byte copies, their addresses
+    and the commit/wait); the key tile's compute (Tk keys x head_dim per query row) hides
+    the producer's ~50 issue slots many times over, so the default is TMA at any size."""
+    if getattr(kernel, "flash", None) is None or not boxes:
+        return ()
+    names = ", ".join(f"{name} ({box.text()})" for name, box in boxes.items())
+    return (f"flash attention: {names}: one tensor-map copy per operand per key tile, issued by one thread "
+            f"into the ring's full mbarrier (keys past T read zeros, which the score masks)",)

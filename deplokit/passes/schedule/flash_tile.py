@@ -95,10 +95,22 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     q_reg = "q_reg"
     d = dot.var
     # the query row into registers, once
-    at_d = {d: spread(d)}
-    head = [Loop(d, dot.extent // lanes, "register", (Load("q_in", q.tensor, index(q.index, at_d)),
-                                                      Assign(q_reg, "q_in", (var(d),))))
-            ] if plan.query_registers else []       # else read from global here, staged by 007
+    at_d, slot = {d: spread(d)}, var(d)
+    per_lane = dot.extent // lanes
+    quads = plan.query_registers and per_lane % VECTOR == 0 and (per_lane > VECTOR or lanes > 1)
+    if quads:       # register slot 4 dq + dv holds element (dq * lanes + lane) * 4 + dv: 16-byte runs
+        dq, dv = f"{d}q", f"{d}v"
+        ranges.update({dq: per_lane // VECTOR, dv: VECTOR})
+        slot = var(dq) * VECTOR + var(dv)
+        at_d = {d: (var(dq) * lanes + var(lane)) * VECTOR + var(dv) if lanes > 1 else slot}
+    q_row = (Load("q_in", q.tensor, index(q.index, at_d)), Assign(q_reg, "q_in", (slot,)))
+    if not plan.query_registers:
+        head = []       # read from global in the score, staged by 007
+    elif quads and lanes > 1:
+        head = [Loop(dq, per_lane // VECTOR, "register", (Loop(dv, VECTOR, "register", q_row),))]
+    else:
+        head = [Loop(d, per_lane, "register", (Load("q_in", q.tensor, index(q.index, {d: spread(d)})),
+                                               Assign(q_reg, "q_in", (var(d),))))]
     col = [s for s in keys.body if isinstance(s, Loop)][-1]
     kj = f"{keys.var}j"
     ranges[kj] = tk
@@ -113,13 +125,12 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                     inner = []
                     for t in s.body:
                         if t is q:
-                            t = Load(t.dst, q_reg, (var(d),)) if plan.query_registers else \
+                            t = Load(t.dst, q_reg, (slot,)) if plan.query_registers else \
                                 Load(t.dst, q.tensor, index(q.index, at_d))
                         elif t is k:
                             t = Load(t.dst, k.tensor, index(k.index, {keys.var: key_at, **at_d}))
                         inner.append(t)
-                    out.append(_dot_loop(s.var, s.extent // lanes, tuple(inner), ranges,
-                                         lanes == 1 and plan.query_registers))
+                    out.append(_dot_loop(s.var, per_lane, tuple(inner), ranges, quads))
                     if lanes > 1:   # each lane summed its part of head_dim
                         acc = next(t.acc for t in s.body if isinstance(t, Accumulate))
                         out.append(Combine(acc, "sum", (lane,)))
@@ -219,10 +230,12 @@ def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, columns, kj, v_l
 
 
 def _dot_loop(d: str, extent: int, body: tuple, ranges: dict, quads: bool) -> Loop:
-    """The score's loop over head_dim. With a row per thread, 4 elements at a time: a register
-    loop of 4 inside (d = dq * 4 + dv), whose key loads the lowering makes one 16-byte shared
-    read each once 007 stages the key tile (vector_geometry.register_quad_width)."""
-    if not quads or extent % VECTOR or extent == VECTOR:
+    """The score's loop over a thread's part of head_dim. With the query row in registers, 4
+    elements at a time: a register loop of 4 inside (d = dq * 4 + dv), whose key loads the
+    lowering makes one 16-byte shared read each once 007 stages the key tile
+    (vector_geometry.register_quad_width). A row dealt to several lanes gives each lane
+    runs of 4 adjacent elements (the loads' indices say which: flash_tile)."""
+    if not quads:
         return Loop(d, extent, "reduce", body, unroll=True)
     dq, dv = f"{d}q", f"{d}v"
     ranges.update({dq: extent // VECTOR, dv: VECTOR})

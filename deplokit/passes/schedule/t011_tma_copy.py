@@ -7,7 +7,8 @@ completes on an mbarrier the block waits on. The kernel receives a tensor map (a
 CUtensorMap the host encodes: the tensor's dims and strides, the box, the swizzle) per
 staged operand. A stage is eligible when
 
-  * it is buffered (a ring of 2 to 4) at the head of a K-outer loop (010),
+  * it is buffered (a ring of 2 to 4) at the head of a K-outer loop (010), or of flash
+    attention's key-tile loop (its K and V tiles: flash_stage.py),
   * the tensor is float32 with at most 5 dimensions, and the slab is a box of it: one
     slab axis per tensor dimension, in the tensor's order, rows not padded,
   * the tensor's rows are a multiple of 16 bytes apart, the box's inner row a multiple of
@@ -40,22 +41,36 @@ from ...ir.tile_ir import Tile
 from ..record import Knob, Needs, Noted, PassContext, Skip, replace_tile
 from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
 from ..tma_geometry import tensor_map_box
+from .flash_stage import flash_tma_notes, flash_tma_skip
 from .repack import RepackingPass, plan_repack, with_workspaces
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"
 
-MIN_TMA_BLOCK = 64    # outputs per thread of the main loop's register block
+
+MIN_TMA_BLOCK = 32    # outputs per thread of the main loop's register block
 
 
 def _default_enable(kernel, target) -> bool:
-    """TMA where the main loop's register block is big enough to hide the producer. The
-    elected thread's copies and the ring's waits cost about 50 issue slots per K step (read
-    off sm_90 SASS): an 8 x 8 block's 1024 FFMA per 16-deep step keep 0.87 of the slots, a
-    4 x 4 block's 256 drop from 0.78 (cp.async) to 0.67. Smaller blocks stay on cp.async,
-    which every thread issues for its own share; the tuner may still choose TMA."""
-    sizes = [r.size for r in kernel.register_tiles]
-    return not sizes or max(sizes) >= MIN_TMA_BLOCK
+    """TMA where the register block is at least 4 x 8. The producer is one lane warp 0
+    elects: its empty-slot wait, arrive.expect_tx and one UTMALDG per operand cost that warp
+    30 to 37 issue slots per K step (sm_90 SASS), shared by the block's warps, while no other
+    warp issues a copy. A warp's issue slots per K step (benchmarks/bench_matmul.py, slots/K)
+    against cp.async: 4 x 8 598 vs 608, 8 x 4 597 vs 596, 8 x 8 keeps 0.91 of them for FFMA,
+    each with one copy per operand per K step (cp.async: up to 5). A 4 x 4 block breaks even
+    (325 vs 328 with 128 threads, 319 vs 318 with 256) and cp.async copies it with 2 or 3
+    instructions per K step already: it stays on cp.async, which every thread issues for its
+    own share. The tuner may still choose TMA there. Flash attention's K/V tiles always
+    (flash_stage.flash_tma_notes says why)."""
+    if getattr(kernel, "flash", None) is not None:
+        return True
+    return _small_block(kernel) is None
+
+
+def _small_block(kernel) -> int | None:
+    """The main loop's register block (outputs per thread) when it is under MIN_TMA_BLOCK."""
+    block = max((r.size for r in kernel.register_tiles), default=None)
+    return block if block is not None and block < MIN_TMA_BLOCK else None
 
 
 KNOBS = (Knob("enable", (True, False), _default_enable,
@@ -67,16 +82,17 @@ KNOBS = (Knob("enable", (True, False), _default_enable,
 
 def apply(kernel, pctx: PassContext):
     if not pctx.knobs["enable"]:
-        if _default_enable(kernel, pctx.target):
+        block = _small_block(kernel)
+        if block is None or getattr(kernel, "flash", None) is not None:
             return Skip("TMA copies disabled by the knob")
-        block = max(r.size for r in kernel.register_tiles)
         return Skip(f"a register block of {block} outputs per thread (< {MIN_TMA_BLOCK}) is too small to hide "
-                    f"the TMA producer's ~50 issue slots per K step: cp.async (enable=True forces TMA)")
+                    f"the TMA producer's ~35 issue slots per K step: cp.async (enable=True forces TMA)")
     tile = kernel.tile()
-    loops = k_outer_loops(tile)
+    loops = k_outer_loops(tile, kernel.flash is not None)
     candidates = [s for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]
     if not candidates:
-        return Skip("no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
+        return Skip(flash_tma_skip(kernel) or
+                    "no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
     reasons, chosen, repacks, notes = [], {}, {}, []
     for s in candidates:
         t = pctx.types[s.tensor]
@@ -101,9 +117,9 @@ def apply(kernel, pctx: PassContext):
     # a TMA stage's thread copy unit is its cp.async fallback's (16-byte aligned shared rows)
     kernel = restamp_stages(kernel, with_workspaces(pctx.types, kernel))
     # the stages left to cp.async, and why; the operands repacked
-    notes += [f"{r} (cp.async instead)" for r in reasons]
+    notes += list(flash_tma_notes(kernel, chosen)) + [f"{r} (cp.async instead)" for r in reasons]
     return Noted(kernel, tuple(notes)) if notes else kernel
 
 
 PASS = RepackingPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS,
-                  needs=(Needs("tma", "TMA (bulk copies need sm_90)"),))
+                     needs=(Needs("tma", "TMA (bulk copies need sm_90)"),), flash_aware=True)
