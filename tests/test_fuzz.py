@@ -35,7 +35,7 @@ def test_templates_follow_the_decompose_registry():
 def test_knobs_come_from_the_passes():
     keys = dict(declared_knobs())
     assert "003_split_matmul_k.splits" in keys and "split_reduce.splits" in keys
-    assert keys["003_split_matmul_k.splits"] == (1, 2, 4, 8, 16, 32)
+    assert keys["003_split_matmul_k.splits"] == (1, 2, 4, 8, 16, 32, 64)
 
 
 def test_mismatch_sees_nan_and_error_but_allows_ill_conditioning():

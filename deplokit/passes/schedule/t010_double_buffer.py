@@ -29,6 +29,7 @@ import dataclasses
 from ...ir.tile_ir import Stage
 from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, smem_bytes, stage_smem_budget
 from .flash_stage import key_loop_skip
+from .grid_plan import ring_stages
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob
 
 DESCRIPTION = "promote K-outer Stages to BufferedStage (a ring of 2 to 4 buffers)"
@@ -43,10 +44,7 @@ def _default_stages(kernel, target) -> int:
     one = sum(4 * _elements(s) for s, _ in heads)
     # two resident blocks per SM at least: a deeper ring is not worth half the occupancy
     room = min(stage_smem_budget(target), target.smem_per_sm // 2 - 1024 if target.smem_per_sm else 0)
-    for n in (4, 3):
-        if extent >= 4 * n and smem_bytes(tile) + (n - 1) * one <= room:
-            return n
-    return 2
+    return ring_stages(extent, lambda n: smem_bytes(tile) + (n - 1) * one <= room)
 
 
 KNOBS = (flag_knob("enable", "buffer the stages at the head of a matmul K-outer loop in a ring", "double buffering"),
