@@ -17,7 +17,7 @@ from deplokit.ir.tile_ir import BLOCK, Stage, walk
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.record import PassContext
-from deplokit.passes.schedule.t008_register_tile import default_extents
+from deplokit.passes.schedule.block_shape import default_extents
 from deplokit.passes.schedule import t014_pad_smem
 from deplokit.analysis.banks import conflict_degree, smem_loads
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program

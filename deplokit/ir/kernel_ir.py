@@ -64,7 +64,8 @@ class Unary:
 @dataclass(frozen=True)
 class Call:
     """A math function on floats: exp log sqrt rsqrt tanh erf sin cos abs pow sigmoid relu
-    reciprocal fmaxf fminf (the names of deplokit's elementwise ops)."""
+    reciprocal maximum minimum (the names of deplokit's elementwise ops; maximum and minimum
+    propagate a NaN as torch does, C's fmaxf / fminf by those names return the other operand)."""
     fn: str
     args: tuple["Expr", ...]
 

@@ -60,7 +60,7 @@ from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage
                            TileKernel, walk)
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
-from .block_shape import EXTENTS, default_extent, default_extents  # noqa: F401  (re-exported)
+from .block_shape import EXTENTS, default_extents
 from .grid_plan import plan, split_geometry
 from .register_nest import drop_dead, nest_body
 from .slot_maps import slot_index, warp_lanes, warp_slot_map

@@ -13,10 +13,8 @@ from .global_mem import _GlobalMemory
 from .memory import _MBar, _Reg, _Shared
 from .shared import _SharedMemory
 from .vector import _VectorAccesses
-from .values import (
-    F32, I64, _BIN_ALIAS, _CALL_ALIAS, _INT_FNS, _LOGICAL_FNS, _NONE, _as_bool, _binary_values, _cast,
-    _dtype_of, _kind, _narrow, _own, _scalar, _unify,
-)
+from .values import (C_MINMAX, F32, I64, _BIN_ALIAS, _CALL_ALIAS, _INT_FNS, _LOGICAL_FNS, _NONE, _as_bool,
+                     _binary_values, _cast, _dtype_of, _kind, _narrow, _own, _scalar, _unify)
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
@@ -278,6 +276,8 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         return out
 
     def call(self, fn, args):
+        if fn in C_MINMAX:
+            return C_MINMAX[fn](*(_cast(a, F32) for a in args))
         name = _CALL_ALIAS.get(fn, fn)
         if name not in OPS and name.endswith("f") and name[:-1] in OPS:
             name = name[:-1]                     # expf, sqrtf, tanhf, ... -> exp, sqrt, tanh
