@@ -60,8 +60,6 @@ def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
         return "it has no row loops (one query row: no query tiles to spread over blocks)"
     if len(rows) != row_depth:
         return "its row loops are not perfectly nested"
-    if not rows:
-        return "it computes a single row (no row loop to deal to blocks)"
     body = rows[-1].body
     if len(kernel.locals) != 2:
         return "it keeps more than the scores and probabilities on chip"
