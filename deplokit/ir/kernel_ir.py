@@ -208,6 +208,13 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class SyncWarp:
+    """__syncwarp(): the threads of a warp reconverge after a branch only some of them took,
+    before a warp-collective operation (a Shuffle); without it nvcc keeps a divergent
+    fallback of the code that follows (BRA.DIV)."""
+
+
+@dataclass(frozen=True)
 class CpAsync:
     """cp.async of `nbytes` (4, 8 or 16) from global to shared; lands by a later wait."""
     array: str
@@ -289,7 +296,7 @@ class Comment:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
+             For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
              MbarrierArrive, MbarrierWait, ProxyFence, Comment]
 
 

@@ -73,6 +73,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
             K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
             K.MbarrierArrive: self.s_mbar_arrive, K.ProxyFence: self.s_proxy_fence,
             K.Comment: lambda s, mask: None,
+            K.SyncWarp: lambda s, mask: None,     # the simulator runs a warp's lanes in lockstep
         }
         self.eval = {
             K.Var: self.e_var, K.Const: self.e_const, K.Cast: self.e_cast, K.Special: self.e_special,
