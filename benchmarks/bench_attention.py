@@ -139,12 +139,28 @@ def targets(seq: int, heads: int = 28, kv_heads: int = 4, dim: int = 128) -> Non
         muls = sum(s.float_multiplies for s in stats)
         print(f"  {label} ({len(c.kernel_ir.kernels)} kernels): global bytes loaded {loaded} "
               f"({loaded / compulsory:.2f}x compulsory), multiplies {muls} ({muls / macs:.2f}x non-causal)")
-        for line in staging(c):
+        for line in staging(c) + (registers(c) if not config else []):
             print(f"    {line}")
     # the same shapes without the causal mask (compile only): its key loop from tile 0 has a ring
     c = deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), *inputs)
-    for line in staging(c):
+    for line in staging(c) + registers(c):
         print(f"  non-causal: {line}")
+
+
+def registers(c) -> list[str]:
+    """Each flash kernel's plan (rows, lanes, its register estimate against the block's cap)
+    and what ptxas made of it (registers, spill bytes), where nvcc is installed."""
+    found = c.nvcc().stats if nvcc_available() else {}
+    out = []
+    for k in c.kernel_ir.kernels:
+        if not k.name.startswith("flash"):
+            continue
+        plan = next(t.flash for t in c.loop_ir.kernels if t.flash is not None)
+        out.append(f"{k.name}: block {k.block[0]}, {plan.text()}")
+        if k.name in found:
+            out.append(f"ptxas {c.target.name} {k.name}: {found[k.name].registers} registers, "
+                       f"{found[k.name].spills} spills")
+    return out
 
 
 def layer_figures() -> None:
