@@ -141,10 +141,16 @@ def targets(seq: int, heads: int = 28, kv_heads: int = 4, dim: int = 128) -> Non
               f"({loaded / compulsory:.2f}x compulsory), multiplies {muls} ({muls / macs:.2f}x non-causal)")
         for line in staging(c) + (registers(c) if not config else []):
             print(f"    {line}")
+        notes = next(s for s in c.trace if s.name == "fuse_attention").notes
+        for note in (n for n in notes if "grid fill" in n):     # the guard's estimates (fuse/grid_fill.py)
+            print(f"    {note[note.index('grid fill'):]}")
     # the same shapes without the causal mask (compile only): its key loop from tile 0 has a ring
     c = deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), *inputs)
     for line in staging(c) + registers(c):
         print(f"  non-causal: {line}")
+    step = next(s for s in c.trace if s.name == "fuse_attention")
+    for note in (n for n in step.notes or (step.skipped_reason,) if "grid fill" in n):
+        print(f"  non-causal: {'flash' if step.changed else 'three kernels'}, {note[note.index('grid fill'):]}")
 
 
 def registers(c) -> list[str]:

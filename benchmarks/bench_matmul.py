@@ -13,6 +13,12 @@ For each program, its largest kernel (the matmul), default knobs:
     K loop    instructions and FFMA share of the K loop around it (the same loop when nvcc
               unrolled the k steps inside; an inner k loop it kept is the hottest)
     copies    copy instructions (UBLKCP + UTMALDG + LDGSTS) per K step (per pass of the K loop)
+    producer  instructions of the K loop only the elected TMA producer's warp issues (its
+              empty-slot wait, arrive.expect_tx, UTMALDG and their operands; 0 with cp.async)
+    slots/K   issue slots a warp spends on a K step on average: what every warp issues plus the
+              producer's share (producer / warps), out-of-line slow paths (a failed poll's
+              retry after EXIT) left out (analysis/sass_issue.py); and the FFMA share of them.
+              The column to compare TMA with cp.async, whose copies every warp issues
     regs      registers per thread, and spilled bytes (ptxas)
     model instr/slots  the cost model's main loop (tune/main_loop.py): instructions per FFMA
               it predicts for the loop (compare 1 / FFMA share) and issue slots per FFMA
@@ -41,6 +47,7 @@ import deplokit
 from deplokit.bench.suite import suite_entries
 from deplokit.ir.loop_ir import Loop
 from deplokit.ir.tile_ir import BLOCK, THREAD, walk
+from deplokit.analysis.sass_issue import issue_split
 from deplokit.runtime.sass import sass_available
 from deplokit.target import get_target
 from deplokit.tune.cost_model import estimate
@@ -118,9 +125,17 @@ def row(name, fn, shapes, target, with_sass: bool, config=None) -> list[str]:
                   f"{hot.lds}/{hot.lds64}/{hot.lds128}" if hot else "-",
                   f"{hot.instructions}" if hot else "-",
                   f"{loop.mix.instructions}/{loop.mix.ffma_share:.2f}" if loop else "-",
-                  str(copies), str(k.registers), str(k.spills)]
+                  str(copies)]
+        if loop:
+            split = issue_split(k, loop)
+            warps = -(-next(f.threads for f in c.kernel_ir.kernels if f.name == main) // 32)
+            slots = split.slots_per_warp(warps)
+            cells += [str(split.producer), f"{slots:.0f}/{loop.mix.ffma / slots:.2f}"]
+        else:
+            cells += ["-", "-"]
+        cells += [str(k.registers), str(k.spills)]
     else:
-        cells += ["-"] * 8
+        cells += ["-"] * 10
     loop = next((k.loop for k in est.kernels if k.name == main), None)
     cells += [f"{loop.static_per_ffma:.2f}/{loop.slots_per_ffma:.2f}" if loop and loop.ffma else "-",
               f"{est.time_us:.1f}", f"{floor:.1f}", f"{est.time_us / floor:.2f}", repack_text(c.tile_ir)]
@@ -135,8 +150,8 @@ def repack_text(tile_ir) -> str:
 
 
 HEADER = ["program", "tile (block, threads (M x N), per thread)", "layout", "FFMA", "LDS/FFMA", "LDS/.64/.128", "loop instr",
-          "K loop/FFMA", "copies/K", "regs", "spill B", "model instr/slots", "model us", "floor us", "model/fl",
-          "repack MB"]
+          "K loop/FFMA", "copies/K", "producer", "slots/K/FFMA", "regs", "spill B", "model instr/slots",
+          "model us", "floor us", "model/fl", "repack MB"]
 
 
 def main(argv=None) -> int:

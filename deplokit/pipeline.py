@@ -38,7 +38,7 @@ def _fuse(program, pctx):
 
 
 def _fuse_attention(program, pctx):
-    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"])
+    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"], target=pctx.target)
     if loop == program:
         return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
     return Noted(loop, notes)

@@ -220,11 +220,18 @@ def compiled(request):
 
 def test_golden_pointwise_kernel():
     assert render_kernel(pointwise(), 90) == """\
+// maximum as torch computes it: NaN where either operand is NaN (fmaxf returns the other)
+static __device__ __forceinline__ float deplokit_fmaxf(float a, float b) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
 // k_add_relu: grid (4, 1, 1), block (256, 1, 1)
 extern "C" __global__ __launch_bounds__(256) void k_add_relu(const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ out) {
     int i = (int)blockIdx.x * 256 + (int)threadIdx.x;
     if (i < 1000) {
-        out[i] = fmaxf(x[i] + bias[i % 64], 0.0f) * 0.5f;
+        out[i] = deplokit_fmaxf(x[i] + bias[i % 64], 0.0f) * 0.5f;
     }
 }
 """
@@ -235,7 +242,8 @@ def test_golden_tma_kernel_sm90():
 // k_tma: grid (16, 1, 1), block (256, 1, 1)
 extern "C" __global__ __launch_bounds__(256) void k_tma(const float* __restrict__ x, float* __restrict__ out) {
     __shared__ __align__(8) unsigned long long bar;  // mbarrier
-    const unsigned bar_addr = static_cast<unsigned>(__cvta_generic_to_shared(&bar));
+    unsigned bar_addr;  // its shared address
+    asm("mov.u32 %0, %1;\\n" : "=r"(bar_addr) : "r"(static_cast<unsigned>(__cvta_generic_to_shared(&bar))));
     __shared__ __align__(16) float buf[1024];
     if (threadIdx.x == 0) {  // one thread initialises the mbarrier
         asm volatile("mbarrier.init.shared.b64 [%0], %1;\\n" :: "r"(bar_addr), "r"(1) : "memory");
@@ -302,7 +310,7 @@ def test_cp_async_register_and_vector_text():
     reg = render_kernel(register_tile(), 80)
     assert "float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};" in reg
     assert "float s[16];\n    #pragma unroll\n    for (int i = 0; i < 16; ++i) s[i] = 1.0f;" in reg
-    assert "m[c] = fmaxf(m[c], x[r * 65536 + (base + c)]);" in reg
+    assert "m[c] = deplokit_fmaxf(m[c], x[r * 65536 + (base + c)]);" in reg
     assert "s[c] += m[c];" in reg
     vec = render_kernel(vector_scale(), 80)
     assert ("    *reinterpret_cast<float4*>(&stage[(int)threadIdx.x * 4]) =\n"
@@ -367,7 +375,8 @@ def test_expression_printing():
     assert one(mul(add(V("f"), F(2)), F(-0.5)), (f,)) == "(f + 2.0f) * -0.5f"
     assert one(Binary("-", V("f"), F(-1e-6)), (f,)) == "f - -1e-06f"
     assert one(Unary("neg", Unary("neg", V("f"))), (f,)) == "-(-f)"
-    assert one(Binary("max", V("f"), F(0)), (f,)) == "fmaxf(f, 0.0f)"
+    assert one(Binary("max", V("f"), F(0)), (f,)) == "deplokit_fmaxf(f, 0.0f)"
+    assert one(Binary("min", V("f"), F(0)), (f,)) == "deplokit_fminf(f, 0.0f)"
     assert one(Binary("min", V("n"), I(3)), (n,)) == "min(n, 3)"
     assert one(Binary("//", V("f"), F(2)), (f,)) == "floorf(f / 2.0f)"
     assert one(Binary("%", V("f"), F(2)), (f,)) == "fmodf(f, 2.0f)"

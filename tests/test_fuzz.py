@@ -2,6 +2,7 @@
 runs a long one)."""
 import re
 import shlex
+import time
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ from deplokit.fuzz import __main__ as fuzz_cli
 from deplokit.fuzz import covered_templates, fuzz, generate, reproducer, run_case
 from deplokit.fuzz.programs import Case, declared_knobs
 from deplokit.fuzz.templates import TEMPLATES
-from deplokit.fuzz.runner import mask, mismatch
+from deplokit.fuzz.runner import CaseTimeout, mask, mismatch, time_limit
 
 SEED = 13
 CASES = 24
@@ -34,7 +35,7 @@ def test_templates_follow_the_decompose_registry():
 def test_knobs_come_from_the_passes():
     keys = dict(declared_knobs())
     assert "003_split_matmul_k.splits" in keys and "split_reduce.splits" in keys
-    assert keys["003_split_matmul_k.splits"] == (1, 2, 4, 8, 16, 32)
+    assert keys["003_split_matmul_k.splits"] == (1, 2, 4, 8, 16, 32, 64)
 
 
 def test_mismatch_sees_nan_and_error_but_allows_ill_conditioning():
@@ -92,6 +93,17 @@ def test_timeout_is_a_failure_of_its_own():
     case = Case(0, 0, "x0 = torch.randn(3, 1000)\ntorch.softmax(x0, -1) @ x0.t()", ("softmax",))
     out = run_case(case, timeout=0.01)
     assert out.status == "fail" and out.stage == "timeout"
+
+
+def test_timeout_counts_cpu_time_not_a_busy_machine():
+    # a case that waits (another process has the cores) is not a timeout; one that computes is
+    with time_limit(0.3):
+        time.sleep(0.6)
+    with pytest.raises(CaseTimeout, match="of CPU time"):
+        with time_limit(0.3):
+            end = time.process_time() + 2
+            while time.process_time() < end:
+                pass
 
 
 def test_reproducer_replays_the_case(capsys):

@@ -29,6 +29,17 @@ CASES = {
     "softplus near zero decides a mask": ("x0 = torch.randn(127, 33)\nx1 = torch.randn(33, 3)\nv1 = F.softplus(x0 @ x1)\n"
                                           "((v1 > 0).long().cumsum(-1) - 1).masked_fill(v1 <= 0, 1).float() * v1",
                                           "sm_120", {"008_register_tile.tm": 4}),
+    # seed 38: attention of one query row (scores a vector, no row loop): attention
+    # fusion's matcher indexed the last of zero row loops (IndexError, a traceback); it is
+    # not flash attention's shape, and row fusion keeps it on chip
+    "attention of one query row": ("x0 = torch.randn(33)\nx1 = torch.randn(65, 33)\nx2 = torch.randn(65, 17)\n"
+                                   "torch.softmax(x1 @ x0, -1) @ x2", "sm_90", {}),
+    # seed 40: an index tensor (negative positions wrapped: x1_pos = where(x1 < 0, x1 + 2, x1))
+    # read through stack's padded maps: fusion put x1_pos[0] in the pad's bounds test without
+    # storing x1_pos (KeyError in 001 materialize, a traceback); now it is stored, as an index
+    # a load reads is
+    "index positions in a padded map's bounds test": ("x0 = torch.randn(3)\nx1 = torch.randint(-2, 2, (1,))\n"
+                                                     "torch.stack([x0, x0 * 2], 1)[..., x1]", "sm_80", {}),
 }
 
 

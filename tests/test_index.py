@@ -246,3 +246,33 @@ def test_reshape_chains_evaluate_like_numpy(chain):
     env = grid({chr(ord("i") + q): e for q, e in enumerate(out)})
     got = x[tuple(value(e, env) for e in index)] if env else x[tuple(int(e.const) for e in index)]
     np.testing.assert_array_equal(np.broadcast_to(got, out), x.reshape(out))
+
+
+def test_a_whole_multiple_plus_a_smaller_part_drops_the_part():
+    """HF's repeat_kv (expand + reshape) reads k at the flat index of (head, key, column)
+    divided by n_rep x S x D: the key and column part is below the head's multiple, so
+    the division is the head's alone (h // n_rep), and its remainder keeps the part."""
+    ranges = {"h": 8, "s": 40, "d": 32}
+    flat = var("h") * 1280 + var("s") * 32 + var("d")
+    assert str(floordiv(flat, 5120, ranges)) == "h // 4"
+    assert str(mod(flat, 5120, ranges)) == "(h % 4) * 1280 + s * 32 + d"
+    # without the ranges nothing is dropped; where the key part can reach the head's multiple
+    # only the column part (below 32) is
+    assert str(floordiv(flat, 5120)) == "(h * 1280 + s * 32 + d) // 5120"
+    assert str(floordiv(flat, 5120, {"h": 8, "s": 41, "d": 32})) == "(h * 40 + s) // 160"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_common_factors_match_numpy(seed):
+    """m * (a random form) + (a part in [0, m) or not) divided by m * k, and its remainder."""
+    rng = random.Random(100 + seed)
+    for _ in range(200):
+        ranges = {n: rng.randint(1, 7) for n in "ijk"}
+        m, k = rng.randint(2, 12), rng.randint(1, 6)
+        big = _random_affine(rng, "ij")
+        part = var("k") * rng.randint(0, 3) + rng.randint(0, 4)
+        e = big * m + part
+        env = grid(ranges)
+        base = value(e, env)
+        np.testing.assert_array_equal(value(floordiv(e, m * k, ranges), env), base // (m * k), err_msg=f"{e}")
+        np.testing.assert_array_equal(value(mod(e, m * k, ranges), env), base % (m * k), err_msg=f"{e}")

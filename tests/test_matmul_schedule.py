@@ -17,7 +17,7 @@ from deplokit.ir.tile_ir import BLOCK, Stage, walk
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.record import PassContext
-from deplokit.passes.schedule.t008_register_tile import default_extents
+from deplokit.passes.schedule.block_shape import default_extents
 from deplokit.passes.schedule import t014_pad_smem
 from deplokit.analysis.banks import conflict_degree, smem_loads
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
@@ -141,12 +141,13 @@ def test_register_tile_keeps_partial_tiles_guarded():
 
 def test_register_tile_defaults_and_knobs():
     # M = 32 tokens: 8 threads along M (4 rows each fill the 32 rows, where 16 threads would
-    # leave 2), 16 along N with 4 columns each: 4 blocks, but a thread keeps 16 outputs (003
-    # fills the grid by splitting K instead)
+    # leave 2). 4 x 4 per thread gives 4 output tiles: x 32 splits (the most at 4 K chunks each)
+    # only 128 blocks for 132 SMs, so grid_plan narrows the block to 4 x 2 (8 output tiles)
     c = compiled("llm_projection")
     assert dict(dict(step(c, "005_blockify_launch").params)["merged_linear"])["thread_shape"] == "8x16"
-    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 4, "tn": 4, "layout": "quads"}
+    assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {"tm": 4, "tn": 2, "layout": "quads"}
     assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32}
+    assert c.kernel_ir.kernels[0].grid == (8 * 32, 1, 1)
     assert c.check(backend="sim").ok
     assert default_extents(32, 256, 132) == (2, 8)                 # 16 x 16 threads
     assert default_extents(32, 256, 132, (8, 32)) == (4, 4)
@@ -304,9 +305,9 @@ def test_split_k_stores_partials_then_a_reducer_adds_them_without_atomics():
     c = compiled("llm_projection")
     main, red = c.kernel_ir.kernels
     assert (main.name, red.name, red.reduces_for) == ("merged_linear", "merged_linear_reduce", "merged_linear")
-    # 4 blocks of 32 x 64 (8 x 16 threads, 4 x 4 each) x 32 splits (the most 003 offers at 4 K
-    # chunks each)
-    assert main.grid == (4 * 32, 1, 1)
+    # 8 blocks of 32 x 32 (8 x 16 threads, 4 x 2 each) x 32 splits (4 K chunks each): 4 x 4
+    # per thread would leave 128 blocks for 132 SMs (grid_plan.py)
+    assert main.grid == (8 * 32, 1, 1)
     assert [p.name for p in red.params] == ["merged_linear_partials", "linear"]
     assert not any(isinstance(s, K.AtomicAdd) for k in c.kernel_ir.kernels for s in all_stmts(k.body))
     text = str(c.cuda)
@@ -329,8 +330,10 @@ def test_split_k_stores_partials_then_a_reducer_adds_them_without_atomics():
 
 def test_split_k_small_m_long_k_and_the_knob():
     c = compiled("matmul_small_m_long_k")
-    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"]) == {"splits": 32}
-    assert c.kernel_ir.kernels[0].grid == (32, 1, 1)   # one 4 x 64 output tile (008's default) x 32 splits
+    # 4 x 64 outputs: 32 splits of 4 chunks give at most 4 tiles x 32 = 128 blocks for 132 SMs,
+    # so grid_plan takes 64 splits of 2 chunks over 4 tiles of 4 x 16 threads, 1 output each
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"]) == {"splits": 64}
+    assert c.kernel_ir.kernels[0].grid == (4 * 64, 1, 1)
     assert c.check(backend="sim").ok
     c = compiled("matmul_small_m_long_k", **{"003_split_matmul_k.splits": 4})
     assert [(x.var, x.extent) for x in after(c, "003_split_matmul_k").tile().axes if x.kind == BLOCK] == [("a2s", 4)]
@@ -372,15 +375,24 @@ def test_split_k_skips_with_the_reason(fn, shapes, reason):
     assert reason in s.skipped_reason
 
 
-def test_split_k_needs_splits_that_divide_the_chunks():
+def test_split_k_needs_two_chunks_per_split_and_leaves_the_rest_to_the_reducer():
     g = torch.Generator().manual_seed(3)
     c = deplokit.compile(lambda a, b: a @ b, torch.randn(4, 192, generator=g), torch.randn(192, 64, generator=g),
                          config={"003_split_matmul_k.splits": 8})
-    assert step(c, "003_split_matmul_k").skipped_reason == "merged_matmul: 12 K chunks do not divide into 8 splits"
+    assert step(c, "003_split_matmul_k").skipped_reason == "merged_matmul: 12 K chunks do not make 8 splits of 2"
     c = deplokit.compile(lambda a, b: (a @ b) * 0.5, torch.randn(4, 192, generator=g),
                          torch.randn(192, 64, generator=g), config={"003_split_matmul_k.splits": 4})
     assert step(c, "003_split_matmul_k").changed
     assert c.check(backend="sim").ok
+    # 13 chunks of 16 and a tail of 5 in 4 splits of 3: chunk 12 and the tail (21 elements of
+    # K, one loop) are the reducer's, after the partials' order is fixed: bit-identical reruns
+    a, b = torch.randn(4, 213, generator=g), torch.randn(213, 64, generator=g)
+    c = deplokit.compile(lambda a, b: (a @ b) * 0.5, a, b, config={"003_split_matmul_k.splits": 4})
+    main, red = step(c, "003_split_matmul_k").after.kernels
+    assert main.split_k.leftover == 1 and "1 K chunks left to it" in str(main)
+    assert [(s.var, s.extent) for s in red.tile().body if isinstance(s, Loop)] == [("a2t", 21)]
+    assert c.check(backend="sim", atol=1e-4).ok
+    assert torch.equal(c.run(a, b, backend="sim"), c.run(a, b, backend="sim"))
 
 
 # -- every pass, every new corpus program ---------------------------------------------------------

@@ -134,9 +134,12 @@ def test_tma_boxes_cross_the_tensor_end_and_read_zeros():
 
 def test_tma_boxes_follow_the_tensor_rank():
     # a (1, 32, 2048) input is a 3-D tensor map (box 1 x 32 x 16); the Linear weight a 2-D one
+    # (box: the block's N tile, threads along N x 008's tn, x 16)
     c = build("llm_projection", "sm_90")
     boxes = {s.name: s.tma.box for s in stages(c) if s.copy == "tma"}
-    assert boxes == {"input_smem": (1, 32, 16), "p_weight_smem": (64, 16)}
+    threads_n = int(dict(dict(step(c, "005_blockify_launch").params)["merged_linear"])["thread_shape"].split("x")[1])
+    tn = dict(dict(step(c, "008_register_tile").params)["merged_linear"])["tn"]
+    assert boxes == {"input_smem": (1, 32, 16), "p_weight_smem": (threads_n * tn, 16)}
     assert "cp.async.bulk.tensor.3d" in str(c.cuda) and "cp.async.bulk.tensor.2d" in str(c.cuda)
 
 

@@ -13,8 +13,10 @@ A float4 access (005's vector loop) is one 16-byte access per lane; shared memor
 it a quarter-warp (8 lanes, 128 bytes) at a time. The lanes are the THREAD axes flattened
 row-major, as the materialiser numbers threads; loop variables are uniform across a warp
 and taken at 0 (they shift every lane alike), register-loop variables at `slot` (0 by
-default), a strided loop's variable at its thread's start. Bytes and sectors are the same
-model the cost model prices (analysis/work.py); this module shows them lane by lane."""
+default), a strided loop's variable at its thread's start. A vector loop's access is as wide
+as the schedule stamped it (Load.shared_width, Load/Store.width); one stamped 1 is spelled
+lane by lane, one access per value of the vector variable, taken at `slot` too. Bytes and
+sectors are the same model the cost model prices (analysis/work.py); this module shows them lane by lane."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ class Access:
     kind: str               # global load | global store | atomic add | shared load
     tensor: str             # the global tensor, or the stage (shared array) read
     text: str               # the statement as Tile IR prints it
-    width: int = 1          # elements per lane per access: 4 inside a float4 vector loop
+    width: int = 1          # elements per lane per access: the stamp of a vector loop's access (4: float4)
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def summary(w: WarpAccess) -> str:
     """One line: what the access costs and why."""
     if w.shared:
         d = w.degree
-        per = "" if w.phase_lanes == WARP else f" (float4: served {w.phase_lanes} lanes at a time)"
+        vector = "float4" if w.access.width == 4 else f"{w.access.width * w.element_bytes}-byte"
+        per = "" if w.phase_lanes == WARP else f" ({vector}: served {w.phase_lanes} lanes at a time)"
         verdict = "conflict-free" if d <= 1 else f"{d}-way bank conflict, {d} wavefronts instead of 1"
         return f"shared memory{per}: {verdict}"
     n = len(w.sectors)
@@ -136,7 +139,7 @@ def accesses(kernel: TileKernel, types: dict) -> tuple[Access, ...]:
     stages = {s.name for s, _ in walk(tile.body) if isinstance(s, Stage)}
     out = []
     for s, loops in walk(tile.body):
-        width = _vector_width(s, loops)
+        width = _vector_width(s, loops, getattr(s, "tensor", None) in stages)
         if isinstance(s, Load) and s.tensor in stages:
             kind = "shared load"
         elif isinstance(s, Load) and s.tensor in types:
@@ -151,18 +154,23 @@ def accesses(kernel: TileKernel, types: dict) -> tuple[Access, ...]:
     return tuple(out)
 
 
-def _vector_width(s, loops) -> int:
+def _vector_width(s, loops, shared: bool) -> int:
+    """Elements one lane moves per access, as the schedule stamped it and the lowering reads
+    it: a lane-dependent access of a vector loop is Load.shared_width wide in shared memory,
+    Load/Store.width in global memory; 1 (lane by lane) otherwise."""
     index = getattr(s, "index", ())
-    for lp in loops:
-        if isinstance(lp, Loop) and lp.kind == "vector" and any(lp.var in free_vars(e) for e in index):
-            return lp.extent
-    return 1
+    if not isinstance(s, (Load, Store)) or not any(
+            isinstance(lp, Loop) and lp.kind == "vector" and any(lp.var in free_vars(e) for e in index)
+            for lp in loops):
+        return 1
+    return s.shared_width if shared else s.width
 
 
 def warp_access(kernel: TileKernel, types: dict, access: int | str = 0, warp: int = 0,
                 slot: dict | None = None) -> WarpAccess:
     """Warp `warp` of block 0 at access number `access` (or the first access of a tensor or
-    stage by that name). `slot`: register-loop variable -> value (0 for the others)."""
+    stage by that name). `slot`: register-loop (or lane-by-lane vector-loop) variable -> value
+    (0 for the others)."""
     found = accesses(kernel, types)
     if isinstance(access, str):
         match = [a for a in found if a.tensor == access]
@@ -189,8 +197,10 @@ def warp_access(kernel: TileKernel, types: dict, access: int | str = 0, warp: in
         raise DeplokitError(f"access {target.number} ({target.text.strip()}) reads rows chosen by data: "
                             "its addresses are not known before it runs")
     for lp in loops:
-        if isinstance(lp, Loop) and lp.kind == "vector":
-            env[lp.var] = np.arange(lp.extent, dtype=np.int64)[:, None]
+        if isinstance(lp, Loop) and lp.kind == "vector" and target.width > 1:
+            env[lp.var] = np.arange(target.width, dtype=np.int64)[:, None]
+        elif isinstance(lp, Loop) and lp.kind == "vector":     # lane by lane: one access per value
+            env[lp.var] = np.int64((slot or {}).get(lp.var, 0))
         elif isinstance(lp, Loop):
             env[lp.var] = np.int64((slot or {}).get(lp.var, 0) if lp.kind == "register" else 0)
         elif isinstance(lp, StridedLoop):

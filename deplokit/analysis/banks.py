@@ -21,10 +21,14 @@ is the sum of its warp-worst degrees over the slots of the register block (the w
 one execution of the unrolled register nest needs), and load_degree reports the worst slot.
 A strided loop's variable starts at its thread's lane, and is taken there.
 
-A load in a vector loop (005: 4 consecutive floats per thread) is one 128-bit access per
-lane: the hardware serves a warp's float4 loads in 4 phases of 8 lanes (128 bytes each), so
-its degree is the worst phase's, over the 4 words each of its 8 lanes reads; 4 lanes
-reading 4 consecutive floats each are conflict-free. Four register slots in a row (the
+A load in a vector loop (005: 4 consecutive floats per thread) is as wide as the schedule
+stamped it (Load.shared_width, which the lowering reads too). Stamped 4, it is one 128-bit
+access per lane: the hardware serves a warp's float4 loads in 4 phases of 8 lanes (128 bytes
+each; w-float accesses in phases of 32 / w lanes), so its degree is the worst phase's, over
+the 4 words each of its 8 lanes reads; 4 lanes reading 4 consecutive floats each are
+conflict-free. Stamped 1 (rows off the 16-byte grid), it is spelled lane by lane: one
+warp-wide 4-byte load per value of the vector variable, each priced and summed like a
+register slot. Four register slots in a row (the
 innermost register loop's r = 4q .. 4q+3) whose lanes each read 4 consecutive, 16-byte
 aligned words (008's `quads` layout) are one such float4 access: nvcc merges them into an
 LDS.128 once the register nest is unrolled, so they are priced as one.
@@ -32,6 +36,7 @@ LDS.128 once the register nest is unrolled, so they are priced as one.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +69,8 @@ class SmemLoad:
     stage: str
     dst: str
     degree: int          # worst warp, worst register slot
-    wavefronts: int      # summed over the register slots (worst warp each)
+    wavefronts: int      # summed over the register slots (worst warp each), and over the lanes
+                         # of a vector loop whose load is spelled lane by lane
     slots: int           # register slots the load runs for (1 outside register loops)
 
 
@@ -82,11 +88,11 @@ def thread_values(tile: Tile) -> dict[str, np.ndarray]:
     return out
 
 
-def stage_word(stage: Stage, index_values, pad: int | None = None, swizzle: int | None = None) -> np.ndarray:
+def stage_word(stage: Stage, index_values, swizzle: int | None = None) -> np.ndarray:
     """The shared-array word each lane reads, for slab coordinates `index_values`: row-major
     with padded rows, then XOR-swizzled as a TMA box written with `swizzle` bytes is
-    (default: the stage's own pad and swizzle)."""
-    pad = stage.pad if pad is None else pad
+    (default: the stage's own swizzle)."""
+    pad = stage.pad
     if swizzle is None:
         swizzle = stage.tma.swizzle if stage.tma else 0
     shape = [ax.extent for ax in stage.slab]
@@ -108,11 +114,11 @@ def _warp_worst(words: np.ndarray, threads: int, width: int = 1) -> int:
     return max(conflict_degree(runs[p:p + phase].ravel()) for p in range(0, threads, phase))
 
 
-def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None,
-               swizzles: dict[str, int] | None = None) -> list[SmemLoad]:
-    """Every Load from a Stage of the kernel, with its bank-conflict degree. `pads` (stage
-    name -> pad) and `swizzles` (stage name -> swizzle bytes) price a padding or a swizzle
-    other than the one the stages hold."""
+def smem_loads(kernel: TileKernel, swizzles: dict[str, int] | None = None) -> list[SmemLoad]:
+    """Every Load from a Stage of the kernel, with its bank-conflict degree. `swizzles` (stage
+    name -> swizzle bytes) prices a swizzle other than the one the stages hold (a swizzle
+    permutes 16-byte chunks, so the loads' stamped widths still hold; another pad is priced on
+    a kernel padded and restamped, as 014 does)."""
     tile = kernel.tile()
     stages = {s.name: s for s, _ in walk(tile.body) if isinstance(s, Stage)}
     lanes = thread_values(tile)
@@ -129,32 +135,36 @@ def smem_loads(kernel: TileKernel, pads: dict[str, int] | None = None,
         registers, width = [], 1
         for lp in loops:
             if isinstance(lp, Loop) and lp.kind == "vector" and any(lp.var in free_vars(e) for e in s.index):
-                width = lp.extent                      # taken at 0: the run's first word
-            if isinstance(lp, Loop) and lp.kind == "register":
+                if s.shared_width > 1:
+                    width = s.shared_width             # one access: taken at 0, the run's first word
+                    env[lp.var] = np.int64(0)
+                else:
+                    registers.append(lp)               # spelled lane by lane: one scalar load per lane
+            elif isinstance(lp, Loop) and lp.kind == "register":
                 registers.append(lp)
             elif isinstance(lp, Loop):
                 env[lp.var] = np.int64(0)
             elif isinstance(lp, StridedLoop):
                 env[lp.var] = evaluate(lp.start, _defaulted(env, lp.start))
-        pad = None if pads is None else pads.get(stage.name, stage.pad)
         words = []
         for values in itertools.product(*(range(lp.extent) for lp in registers)):
             env.update({lp.var: np.int64(v) for lp, v in zip(registers, values)})
             idx = [evaluate(e, _defaulted(env, e)) for e in s.index]
             swz = None if swizzles is None else swizzles.get(stage.name)
-            words.append(np.broadcast_to(stage_word(stage, idx, pad, swz), (threads,)))
+            words.append(np.broadcast_to(stage_word(stage, idx, swizzle=swz), (threads,)))
         worst, total = 0, 0
         for run, w in _accesses(words, registers, width):
             d = _warp_worst(run, threads, w)
             worst, total = max(worst, d), total + d
-        out.append(SmemLoad(stage.name, s.dst, worst, total, len(words)))
+        slots = len(words) // math.prod(lp.extent for lp in registers if lp.kind == "vector")
+        out.append(SmemLoad(stage.name, s.dst, worst, total, slots))
     return out
 
 
 def _accesses(words, registers, width):
     """(first words, width) of each access the slots' loads make: a run of 4 slots of the
     innermost register loop reading 4 consecutive aligned words per lane is one float4."""
-    inner = registers[-1].extent if registers else 1
+    inner = registers[-1].extent if registers and registers[-1].kind == "register" else 1
     i = 0
     while i < len(words):
         run = words[i:i + 4]
@@ -175,11 +185,10 @@ def _defaulted(env, e):
     return {**env, **{v: np.int64(0) for v in missing}}
 
 
-def stage_cost(kernel: TileKernel, pads: dict[str, int] | None = None,
-               swizzles: dict[str, int] | None = None) -> dict[str, tuple[int, int]]:
+def stage_cost(kernel: TileKernel, swizzles: dict[str, int] | None = None) -> dict[str, tuple[int, int]]:
     """Stage name -> (worst degree of its loads, wavefronts summed over its loads)."""
     out: dict[str, tuple[int, int]] = {}
-    for ld in smem_loads(kernel, pads, swizzles):
+    for ld in smem_loads(kernel, swizzles):
         d, w = out.get(ld.stage, (0, 0))
         out[ld.stage] = (max(d, ld.degree), w + ld.wavefronts)
     return out

@@ -16,3 +16,8 @@ def numel(shape) -> int:
     for e in shape:
         n *= e
     return n
+
+
+def broadcast_shape(rng, shape) -> tuple[int, ...]:
+    """A shape that broadcasts against `shape`: some extents 1, some leading dims dropped."""
+    return tuple(1 if rng.random() < 0.3 else e for e in shape)[rng.randrange(len(shape) + 1):] if shape else ()

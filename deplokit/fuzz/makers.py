@@ -3,7 +3,7 @@ a call as text with `{x}` for the value and the result's shape, or None where it
 apply."""
 from __future__ import annotations
 
-from .limits import MAX_MATMUL, MAX_NUMEL, ODD, dim, numel
+from .limits import MAX_MATMUL, MAX_NUMEL, ODD, broadcast_shape, dim, numel
 
 
 def transpose(rng, shape, inp):
@@ -342,7 +342,7 @@ def index_select(rng, shape, inp):
 
 def bool_xor(rng, shape, inp):
     """A mask combined with ^ (and logical_xor), broadcasting against a second input."""
-    other = tuple(1 if rng.random() < 0.3 else e for e in shape)[rng.randrange(len(shape) + 1):] if shape else ()
+    other = broadcast_shape(rng, shape)
     y = inp(other)
     xor = rng.choice(("({x} > 0) ^ ({y} < 0.5)", "torch.logical_xor({x} > 0, {y} > 0)",
                       "torch.bitwise_xor({x} < 0, ~({y} > 1))"))

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ..passes import decompose  # noqa: F401  (importing the package registers every rule)
 from ..passes.decompose import registry as reg
-from .limits import dim
+from .limits import broadcast_shape, dim
+from . import integers as ints
 from . import makers as mk
 
 
@@ -29,7 +30,7 @@ def _unary(expr):
 
 def _binary(expr, scalar_ok=True):
     def make(rng, shape, inp):
-        other = tuple(1 if rng.random() < 0.3 else e for e in shape)[rng.randrange(len(shape) + 1):] if shape else ()
+        other = broadcast_shape(rng, shape)
         tensor = other or rng.random() < 0.5 or not scalar_ok
         y = inp(other) if tensor else str(round(rng.uniform(-2, 2), 3))
         return expr.replace("{y}", y), shape
@@ -163,6 +164,12 @@ TEMPLATES = (
     Template("index_dim", ("index",), mk.index_second),
     Template("index_select", ("index",), mk.index_select),
     Template("bitwise_xor", ("bitwise_xor", "bitwise_not", "where", "gt", "lt", "neg"), mk.bool_xor),
+    Template("int_divmod", ("where", "eq", "clamp", "to", "mul", "add", "sub", "abs", "neg", "floor_divide",
+                            "remainder"), ints.divmod_),
+    Template("int_reduce", ("where", "eq", "clamp", "to", "mul", "sum", "amax", "amin"), ints.reduce),
+    Template("nan_inf", ("where", "gt", "lt"),
+             _unary("torch.where({x} > 1.8, float('nan'), torch.where({x} < -2.2, float('-inf'), {x}))")),
+    Template("float_divmod", ("mul", "abs", "add", "neg", "floor_divide", "remainder"), ints.float_divmod),
 )
 
 

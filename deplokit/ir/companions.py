@@ -14,9 +14,11 @@ class SplitK:
     splits: int
     workspace: str
     reducer: str
+    leftover: int = 0       # K chunks past splits x (chunks // splits): the reducer's, with the K tail
 
     def text(self) -> str:
-        return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}  # deterministic"
+        rest = f", {self.leftover} K chunks left to it" if self.leftover else ""
+        return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}{rest}  # deterministic"
 
 
 @dataclass(frozen=True)

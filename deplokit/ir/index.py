@@ -6,6 +6,7 @@ when the variable ranges prove them redundant, so `view(view(x))` prints as `x[i
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, Union
 
@@ -211,7 +212,25 @@ def floordiv(e: Affine, d: int, ranges: Ranges = {}) -> Affine:
     if len(r.terms) == 1 and r.const == 0 and r.terms[0][1] == 1 and isinstance(r.terms[0][0], FloorDiv):
         inner = r.terms[0][0]
         return q + floordiv(inner.expr, inner.divisor * d, ranges)
+    common = _common_factor(r, d, ranges)
+    if common is not None:            # (m * a + b) // (m * k) == a // k  where 0 <= b < m
+        m, a, _ = common
+        return q + floordiv(a, d // m, ranges)
     return q + as_affine(FloorDiv(r, d))
+
+
+def _common_factor(r: Affine, d: int, ranges: Ranges):
+    """(m, a, b) with r = m * a + b, m > 1 dividing d and 0 <= b < m over the ranges, the
+    largest such m among the terms' common factors with d; None when there is none. A
+    flat index split by a reshape and recombined (an expand + reshape: HF's repeat_kv gives
+    (h * S * D + s * D + d) // (n_rep * S * D)) is a whole multiple plus a part below m."""
+    for m in sorted({math.gcd(c, d) for _, c in r.terms} - {1, d}, reverse=True):
+        big = tuple((atom, c // m) for atom, c in r.terms if c % m == 0)
+        rest = Affine(tuple((atom, c) for atom, c in r.terms if c % m), r.const % m)
+        b = bounds(rest, ranges)
+        if big and b is not None and 0 <= b[0] and b[1] < m:
+            return m, Affine(big, r.const // m), rest
+    return None
 
 
 def mod(e: Affine, d: int, ranges: Ranges = {}) -> Affine:
@@ -223,6 +242,10 @@ def mod(e: Affine, d: int, ranges: Ranges = {}) -> Affine:
         return r
     if r.is_const:
         return const(r.const % d)
+    common = _common_factor(r, d, ranges)
+    if common is not None:            # (m * a + b) % (m * k) == m * (a % k) + b  where 0 <= b < m
+        m, a, b = common
+        return mod(a, d // m, ranges) * m + b
     return as_affine(Mod(r, d))
 
 

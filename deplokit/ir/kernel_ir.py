@@ -64,7 +64,8 @@ class Unary:
 @dataclass(frozen=True)
 class Call:
     """A math function on floats: exp log sqrt rsqrt tanh erf sin cos abs pow sigmoid relu
-    reciprocal fmaxf fminf (the names of deplokit's elementwise ops)."""
+    reciprocal maximum minimum (the names of deplokit's elementwise ops; maximum and minimum
+    propagate a NaN as torch does, C's fmaxf / fminf by those names return the other operand)."""
     fn: str
     args: tuple["Expr", ...]
 
@@ -200,6 +201,10 @@ class If:
     cond: Expr
     then: tuple["Stmt", ...]
     orelse: tuple["Stmt", ...] = ()
+    # cond (tid.x == 0) picks the one thread that issues block-uniform work (a TMA producer's
+    # waits, arrivals and copies): sm_90 may elect it (warp 0, elect.sync), which lets ptxas
+    # issue the copies without a loop over the warp's distinct operands
+    elect: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,9 +214,7 @@ class Barrier:
 
 @dataclass(frozen=True)
 class SyncWarp:
-    """__syncwarp(): the threads of a warp reconverge after a branch only some of them took,
-    before a warp-collective operation (a Shuffle); without it nvcc keeps a divergent
-    fallback of the code that follows (BRA.DIV)."""
+    """__syncwarp(): a warp reconverges after a branch some lanes skipped, before a Shuffle."""
 
 
 @dataclass(frozen=True)
@@ -382,10 +385,9 @@ def walk_stmts(body):
 
 
 def declared_smem_bytes(func: "KernelFunc") -> int:
-    """Static shared memory the kernel declares, placed as the renderer declares it: 8 bytes
-    per mbarrier first, then each static shared array at the next multiple of its alignment
-    (16 bytes; a TMA box's 1024), rounded up to 16 bytes (ptxas's own figure, when known, is
-    `smem_bytes`); arrays carved from dynamic shared memory count in `func.dynamic_smem`."""
+    """Static shared memory declared, placed as the renderer places it: 8 bytes per mbarrier,
+    then each static shared array at the next multiple of its alignment (16 bytes; a TMA box's
+    1024), rounded up to 16 (ptxas's figure is `smem_bytes`); dynamic arrays: `dynamic_smem`."""
     arrays, barriers = [], {}
     for s in walk_stmts(func.body):
         if isinstance(s, SharedArray) and s.offset is None:

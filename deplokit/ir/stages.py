@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .tile_ir import AsyncWait, Stage
+from .index import Affine, bounds
+from .tile_ir import AsyncWait, Stage, StridedLoop
 
 
 def dim_multipliers(slab) -> tuple[int, ...]:
@@ -79,3 +80,24 @@ def head_length(loop) -> int:
     while n < len(loop.body) and isinstance(loop.body[n], (Stage, AsyncWait)):
         n += 1
     return n
+
+
+def loop_start(loop) -> Affine:
+    """Where a ring's K loop starts: 0 for a Loop, an index of the block for a StridedLoop
+    (flash attention's causal key loop starts at the block's diagonal tile). Its step is 1
+    (stage_geometry.k_outer_loops), so its iteration j = var - start numbers the ring's tiles from 0."""
+    return loop.start if isinstance(loop, StridedLoop) else Affine()
+
+
+def loop_stop(loop) -> int:
+    return loop.stop if isinstance(loop, StridedLoop) else loop.extent
+
+
+def max_trips(loop, ranges) -> int:
+    """The most iterations the loop runs in any block (`ranges`: the block's variables)."""
+    if not isinstance(loop, StridedLoop):
+        return loop.extent
+    b = bounds(loop.start, ranges)
+    low = b[0] if b is not None else 0
+    return max(0, -(-(loop.stop - low) // loop.step))
+

@@ -20,7 +20,8 @@ every load the value comes from pads the same dimension with 0 and the value is 
 a product of such loads (a matmul's K tail).
 
 Knob: `split_reduce.splits` in the config forces the split count (1: off); by default
-("auto") S = min(ceil(SMs / blocks), L // MIN_CHUNK) for each kernel.
+("auto") S = min(ceil(SMs / blocks), L // MIN_CHUNK) for each kernel, except a matmul of
+output tiles (at least DOT_OUTPUTS outputs): 003 split_matmul_k splits its K.
 """
 from __future__ import annotations
 
@@ -33,8 +34,6 @@ from ..ir.substitute import substitute_body
 
 MIN_LENGTH = 4096      # reduce loops shorter than this are not worth a second kernel
 MIN_CHUNK = 1024       # elements each split reduces at least
-MIN_CHUNK_K = 256      # ... in a matmul's K (each element is a row of the output tile's work);
-                       # enough splits that 003 split_matmul_k finds the grid full (no atomics)
 DOT_OUTPUTS = 256      # a matmul with fewer outputs reduces each one as a row (see _Shape)
 CHUNK_ALIGN = 32       # chunks are whole warps of elements
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
@@ -119,8 +118,11 @@ def default_splits(shape: _Shape, target) -> int:
     shortest = min(r.extent for r in shape.reduces)
     if shortest < MIN_LENGTH or 2 * shape.blocks > target.sm_count:
         return 1
-    chunk = MIN_CHUNK_K if any(r.role == "K" for r in shape.reduces) else MIN_CHUNK
-    return max(1, min(-(-target.sm_count // shape.blocks), shortest // chunk))
+    if any(r.role == "K" for r in shape.reduces):
+        # a matmul of output tiles: 003 splits its K and plans the tiles with the splits
+        # (schedule/grid_plan.py); split here, its parts would be tiled as batches
+        return 1
+    return max(1, min(-(-target.sm_count // shape.blocks), shortest // MIN_CHUNK))
 
 
 class _Names:

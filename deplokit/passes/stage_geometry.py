@@ -32,11 +32,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..ir.index import Affine, bounds, var
+from ..ir.index import Affine, bounds, free_vars, var
 from ..ir.loop_ir import Load, Loop
 from ..ir.stages import (buffer_floats, dim_multipliers, head_length, head_stages,  # noqa: F401  (re-exported)
-                         in_tensor_order, row_major_strides, transposed)
-from ..ir.tile_ir import Stage, StridedLoop, Tile, walk
+                         in_tensor_order, max_trips, row_major_strides, transposed)
+from ..ir.tile_ir import BLOCK, Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
 from .tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import load_shared_width, multiples_of_vector
@@ -219,15 +219,25 @@ def scope_ranges(tile: Tile, loops) -> dict[str, int]:
 
 def k_outer_loops(tile: Tile, flash: bool = False):
     """The matmul K-outer loops at the top of the tile (a K loop holding a K loop), with the
-    Stages at the head of their body; with `flash`, flash attention's key-tile loop (serial,
-    from tile 0: a causal one, a StridedLoop from the block's diagonal, is not)."""
+    Stages at the head of their body; with `flash`, flash attention's key-tile loop (serial:
+    from tile 0, or, causal, a StridedLoop of step 1 from the block's diagonal tile, whose
+    start is an index of the block: its ring numbers iterations from that start)."""
+    blocks = {a.var for a in tile.axes if a.kind == BLOCK}
     out = []
     for s in tile.body:
         if isinstance(s, Loop) and s.role == "K" and any(isinstance(c, Loop) and c.role == "K" for c in s.body):
             out.append(s)
         elif flash and isinstance(s, Loop) and s.kind == "serial":
             out.append(s)
+        elif flash and isinstance(s, StridedLoop) and s.kind == "serial" and s.step == 1 and \
+                free_vars(s.start) <= blocks:
+            out.append(s)
     return out
+
+
+def trips(tile: Tile, loop) -> int:
+    """The most iterations a K loop runs in any block of the tile."""
+    return max_trips(loop, {a.var: a.extent for a in tile.axes})
 
 
 def stage_smem_budget(target) -> int:

@@ -33,8 +33,7 @@ Tile IR (per kernel)
 Kernel IR (per function)
   names-declared     variables, register arrays, shared arrays, mbarriers and buffers are
                      declared (parameters for buffers) before they are used
-  uniform-barriers   no barrier inside a branch or loop whose condition or bounds differ
-                     between the threads of a block (they would not all reach it)
+  uniform-barriers   no barrier (nor an elected issue, If.elect) in a branch or loop some threads skip
   static-smem        static shared memory fits the static limit per block, static and dynamic
                      (KernelFunc.dynamic_smem) the target's dynamic limit
 """
@@ -323,6 +322,8 @@ class _KernelChecker:
             self.body(s.body, inner, loop_varying,
                       divergent or (f"loop {s.var}, whose bounds differ between threads" if uneven else ""))
         elif isinstance(s, K.If):
+            if s.elect and divergent:        # elect.sync needs the whole of warp 0
+                self.fail("uniform-barriers", f"an elected issue (elect.sync in warp 0) inside {divergent}")
             branch = divergent or ("a branch on a thread-dependent condition" if _varies(s.cond, varying) else "")
             self.body(s.then, set(scope), set(varying), branch)
             self.body(s.orelse, set(scope), set(varying), branch)

@@ -9,6 +9,8 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
              shared-memory wavefronts (1 per SM per clock: bank conflicts cost here)
     latency  occupancy (resident warps, from threads, registers and shared memory per block)
              hides it: below `mem_occupancy` / `compute_occupancy` the roofs scale down;
+             a kernel whose stage ring keeps bandwidth x `latency_cycles` bytes in flight
+             GPU-wide (Little's law) streams at the full DRAM rate with few warps;
              a grid too small for the GPU or a partial last wave leaves SMs idle
     fixed    a launch per kernel, block barriers
 
@@ -35,6 +37,8 @@ from dataclasses import dataclass, fields
 from ..analysis.occupancy import occupancy as sm_occupancy
 from ..analysis.work import KernelWork, count_work
 from ..ir import kernel_ir as K
+from ..ir.loop_ir import Loop
+from ..ir.tile_ir import walk
 from .main_loop import MainLoop, main_loop
 
 
@@ -89,25 +93,33 @@ class DoesNotFit(Exception):
 
 def estimate_registers(func: K.KernelFunc) -> int:
     """Registers per thread without ptxas: a base for indices and pointers, every register-array
-    element and every scalar float (a rough guide; ptxas's count replaces it when given)."""
+    element and every scalar float (a rough guide; ptxas's count replaces it when given).
+    Scalars are capped at 32 (nvcc reuses them), except the global loads of a loop-free body:
+    nvcc issues them all up front, each into its own register (split-K's reducer: one per
+    split and output)."""
     arrays = scalars = 0
+    loaded = 0
+    looped = any(isinstance(s, K.For) for s in func.body)
 
     def visit(body):
-        nonlocal arrays, scalars
+        nonlocal arrays, scalars, loaded
         for s in body:
             if isinstance(s, K.DeclareArray):
                 arrays += s.size
             elif isinstance(s, K.Declare) and s.ctype == "float":
                 scalars += 1
+                loaded += isinstance(s.init, K.GlobalLoad)
             elif isinstance(s, K.VectorLoad):
                 scalars += 4
+                loaded += 4 * (s.space == "global")
             elif isinstance(s, K.For):
                 visit(s.body)
             elif isinstance(s, K.If):
                 visit(s.then)
                 visit(s.orelse)
     visit(func.body)
-    return min(255, 24 + arrays + min(scalars, 32))
+    live = min(scalars, 32) if looped else max(min(scalars, 32), loaded)
+    return min(255, 24 + arrays + live)
 
 
 def occupancy(target, threads: int, registers: int, smem: int) -> tuple[int, float]:
@@ -147,7 +159,10 @@ def main_loop_time(loop: MainLoop, threads: int, per_sm: int, waves: int, clock:
 
 
 def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int = 0,
-                constants: CostConstants = CostConstants(), loop: MainLoop | None = None) -> KernelEstimate:
+                constants: CostConstants = CostConstants(), loop: MainLoop | None = None,
+                straight: bool = False) -> KernelEstimate:
+    """`straight`: the kernel has no loop, so nvcc issues all of a thread's loads before their
+    first use (split-K's reducer: S partials per output, one register each, all in flight)."""
     c = constants
     sms, lanes, max_warps = target.sm_count, target.fp32_lanes_per_sm, target.max_threads_per_sm // 32
     clock = target.peak_fp32_tflops * 1e12 / (sms * lanes * 2)          # cycles per second
@@ -155,8 +170,12 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     resident = min(work.blocks, sms * per_sm)
     waves = -(-work.blocks // (sms * per_sm))
     gpu_occ = resident * -(-work.threads // 32) / (sms * max_warps)
-    mem_eff = min(1.0, gpu_occ / c.mem_occupancy)
     bandwidth = target.peak_bandwidth_gbs * 1e3                          # bytes per µs
+    # Memory latency is hidden by warps waiting on loads, or (Little's law) by the bytes a
+    # stage ring keeps in flight: bandwidth x latency of them saturate DRAM, however few warps
+    ahead = work.requested_bytes / work.blocks if straight and work.blocks else bytes_in_flight(work)
+    in_flight = resident * ahead / (bandwidth * 1e6 / clock * c.latency_cycles)
+    mem_eff = min(1.0, max(gpu_occ / c.mem_occupancy, in_flight))
     spill_bytes = 2.0 * spills * work.threads * work.blocks
     sectors = work.sector_bytes + spill_bytes + 2 * 4 * work.atomics
     dram = min(work.compulsory_bytes, sectors) + c.l2_miss * max(0.0, sectors - work.compulsory_bytes)
@@ -183,11 +202,26 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
                           loop, looped.us if looped else 0.0, waves, tail, looped.cover if looped else 0.0)
 
 
+def bytes_in_flight(work: KernelWork) -> float:
+    """Global bytes one block has requested ahead of its compute: the stages its ring fetches
+    ahead (015's prefetch distance of stages + 1 slots; a double buffer: one of its two), 0
+    for a kernel without staged copies."""
+    if not work.stage_bytes or not work.pipelined:
+        return 0.0
+    ahead = max(1, work.prefetch)
+    return work.stage_bytes * ahead / (ahead + 1)
+
+
 def _zero_time(func: K.KernelFunc, target, constants: CostConstants) -> KernelEstimate:
     """A kernel with no Tile IR behind it (split-K's zero fill): a plain store stream."""
     n = func.threads * func.grid[0] * func.grid[1] * func.grid[2]
     dram_us = 4 * n / (target.peak_bandwidth_gbs * 1e3 * constants.dram_efficiency)
     return KernelEstimate(func.name, constants.launch_us + dram_us, dram_us, 0.0, 0.0, 0.0, 1.0, 16, 0, "dram", None)
+
+
+def loop_free(kernel) -> bool:
+    """A kernel whose threads run straight-line code (vector loops aside: unrolled)."""
+    return not any(isinstance(s, Loop) and s.kind != "vector" for s, _ in walk(kernel.tile().body))
 
 
 def matmul_like(kernel) -> bool:
@@ -212,7 +246,7 @@ def estimate(tile_program, kernel_program, target, stats: dict | None = None,
         smem = max(s.smem_bytes, K.declared_smem_bytes(func)) if s else K.declared_smem_bytes(func)
         spills = s.spills if s else 0
         loop = main_loop(func) if matmul_like(tiles[func.name]) else None
-        out.append(kernel_time(work, target, registers, smem, spills, constants, loop))
+        out.append(kernel_time(work, target, registers, smem, spills, constants, loop, loop_free(tiles[func.name])))
     return Estimate(tuple(out))
 
 
@@ -222,7 +256,7 @@ def roofline_us(work: KernelWork, target) -> float:
                work.flops / (target.peak_fp32_tflops * 1e6)) if work else 0.0
 
 
-__all__ = ["CostConstants", "Estimate", "KernelEstimate", "DoesNotFit", "estimate", "kernel_time", "main_loop_time",
+__all__ = ["CostConstants", "bytes_in_flight", "Estimate", "KernelEstimate", "DoesNotFit", "estimate", "kernel_time", "main_loop_time",
            "matmul_like",
            "LoopTime",
            "occupancy", "estimate_registers", "roofline_us"]

@@ -8,8 +8,9 @@ the key tile, causal tiles skipped) is recorded on the kernel, and 001 tileify s
 (schedule/flash_tile.py). The fusion goes ahead when the guard's count says it wins: it
 moves no more bytes than the three kernels it replaces and its work (the online rescale
 adds a multiply per output element and key; causal skipping removes tiles) stays within
-FLASH_WORK_BUDGET times theirs. Otherwise the chain is left to row fusion, and the trace
-says why.
+FLASH_WORK_BUDGET times theirs, and, its blocks dealt to the target's SMs, it is estimated
+no slower (grid_fill.py: a flash kernel of few blocks leaves SMs idle). Otherwise the chain
+is left to row fusion, and the trace says why.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import dataclasses
 from ...ir.loop_ir import LoopProgram
 from .attention_loop import flash_kernel
 from .attention_match import match_attention
-from .attention_plan import flash_traffic, plan_flash
+from .attention_plan import flash_blocks, flash_traffic, plan_flash
+from .grid_fill import estimate, unfused_estimate
 from .guard import Traffic, fusion_pays
 from .row_cost import unfused_traffic
 from .rows import _Facts, _merge, _plan, with_kernels
@@ -26,8 +28,9 @@ from .rows import _Facts, _merge, _plan, with_kernels
 FLASH_WORK_BUDGET = 1.5
 
 
-def fuse_attention(program: LoopProgram, by_cost: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
-    """Every attention chain replaced by its flash kernel where that pays; one note per chain."""
+def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> tuple[LoopProgram, tuple[str, ...]]:
+    """Every attention chain replaced by its flash kernel where that pays; one note per chain.
+    With a target, the check also weighs grid fill (grid_fill.py)."""
     kernels = list(program.kernels)
     temps = {b.name for b in program.written if b.kind == "temp"}
     types = program.types()
@@ -58,7 +61,9 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True) -> tuple[LoopProg
             continue
         fused = flash_traffic(flash, schedule, types)
         unfused = unfused_traffic(chain, types)
-        wins, why = flash_pays(fused, unfused)
+        fill = None if target is None else \
+            (estimate(fused, flash_blocks(flash, schedule), target), unfused_estimate(chain, types, target))
+        wins, why = flash_pays(fused, unfused, fill)
         if by_cost and not wins:
             notes.append(f"attention: {names} stay separate kernels: {why}")
             i += 1
@@ -72,8 +77,16 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True) -> tuple[LoopProg
     return with_kernels(program, kernels), tuple(notes)
 
 
-def flash_pays(fused: Traffic, unfused: Traffic) -> tuple[bool, str]:
-    """No more bytes than the kernels it replaces, and work within FLASH_WORK_BUDGET x theirs."""
+def flash_pays(fused: Traffic, unfused: Traffic, fill=None) -> tuple[bool, str]:
+    """No more bytes than the kernels it replaces, work within FLASH_WORK_BUDGET x theirs,
+    and (fill: the (fused, unfused) grid_fill estimates) no slower once its blocks are dealt
+    to the SMs."""
     _, verdict = fusion_pays("flash attention", fused, unfused)
     wins = fused.bytes <= unfused.bytes and fused.flops <= FLASH_WORK_BUDGET * unfused.flops
-    return wins, f"{verdict}; work budget {FLASH_WORK_BUDGET:g}x"
+    why = f"{verdict}; work budget {FLASH_WORK_BUDGET:g}x"
+    if fill is not None:
+        mine, theirs = fill
+        wins = wins and mine.us <= theirs.us
+        why += (f"; grid fill: estimated {mine.text()}, the unfused kernels {theirs.text()} "
+                f"({'no slower' if mine.us <= theirs.us else 'slower: too few blocks for the SMs'})")
+    return wins, why

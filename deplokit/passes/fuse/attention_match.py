@@ -56,6 +56,8 @@ def rename_var(body, old: str, new: str) -> tuple:
 def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
     """The pieces of a row-fused attention kernel, or why it is not one."""
     rows = tuple(_row_loops(kernel)[:row_depth])
+    if not row_depth:
+        return "it has no row loops (one query row: no query tiles to spread over blocks)"
     if len(rows) != row_depth:
         return "its row loops are not perfectly nested"
     body = rows[-1].body

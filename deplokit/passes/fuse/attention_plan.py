@@ -186,3 +186,17 @@ def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
             n *= extents.get(name, 1)
         total += n * types[s.tensor].itemsize * (kept if keys.var in used else 1.0)
     return Traffic(int(total), int(loop_kernel_flops(kernel) * kept))
+
+
+def flash_blocks(kernel: Kernel, plan: FlashPlan) -> int:
+    """Blocks the flash kernel launches: one per query tile of each kv-head group (and of
+    every other row loop), as schedule/flash_tile.py deals them."""
+    blocks = 1
+    for lp in flash_parts(kernel)[0]:
+        if lp.var == plan.query:
+            blocks *= -(-lp.extent // plan.query_tile)
+        elif lp.var == plan.heads:
+            blocks *= lp.extent // plan.group
+        else:
+            blocks *= lp.extent
+    return blocks

@@ -86,10 +86,17 @@ class KernelBuilder:
 
     def _load(self, name, index, pad):
         for ix in index:
-            for g in gathers(ix):
-                if g.tensor in self.nodes and g.tensor not in self.stored:
-                    raise NeedMaterialise(g.tensor, f"{g.tensor} is read as an index and must be in memory")
+            self._in_memory(ix)
         return self.table.add(ELoad(name, index, pad))
+
+    def _in_memory(self, ix: Affine) -> Affine:
+        """ix, once every tensor it gathers from is in memory: a kernel reads an index
+        tensor, it does not compute one (a load's index, a padded map's bounds test, an
+        axis used as a value)."""
+        for g in gathers(ix):
+            if g.tensor in self.nodes and g.tensor not in self.stored:
+                raise NeedMaterialise(g.tensor, f"{g.tensor} is read as an index and must be in memory")
+        return ix
 
     def _compute(self, node: TensorNode, index):
         self.inlined.add(node.name)
@@ -99,7 +106,7 @@ class KernelBuilder:
                 if isinstance(a, str):
                     args.append(self.value(a, index))
                 elif isinstance(a, Axis):
-                    args.append(index[a.dim])
+                    args.append(self._in_memory(index[a.dim]))
                 elif isinstance(a, int) and not isinstance(a, bool):
                     args.append(IntConst(a))       # integer arithmetic keeps its constants exact
                 else:
@@ -125,9 +132,9 @@ class KernelBuilder:
             if b is not None and b[0] >= 0 and b[1] < extent:
                 continue
             if b is None or b[0] < 0:
-                conds.append(self.table.add(EOp("greater_equal", (ix, 0.0), node.name, "bool")))
+                conds.append(self.table.add(EOp("greater_equal", (self._in_memory(ix), 0.0), node.name, "bool")))
             if b is None or b[1] >= extent:
-                conds.append(self.table.add(EOp("less", (ix, float(extent)), node.name, "bool")))
+                conds.append(self.table.add(EOp("less", (self._in_memory(ix), float(extent)), node.name, "bool")))
         self.masked += 1
         try:
             inner = self.value(node.src, index)

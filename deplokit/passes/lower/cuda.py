@@ -18,8 +18,10 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
 * Indices are non-negative: `//` prints as C's `/` and `%` as C's `%` on ints, which
   truncate towards zero and so agree with Python's floor division only for non-negative
   operands, which every index deplokit computes is (`/` of two ints is C's too). On floats,
-  `//` is `floorf(a / b)` and `%` is `fmodf`. `min`/`max` are `min()`/`max()` on ints and
-  `fminf`/`fmaxf` on floats (which, unlike numpy, return the other operand for a NaN).
+  `//` is `floorf(a / b)` and `%` is `fmodf`. `min`/`max` are `min()`/`max()` on ints and, on
+  floats, `deplokit_fminf`/`deplokit_fmaxf` (PTX `min.NaN`/`max.NaN`, declared once where
+  used): NaN where either operand is NaN, as torch's maximum, amax, relu and clamp give,
+  where C's `fminf`/`fmaxf` would return the other operand.
 * Thread coordinates. `tid.x` is `threadIdx.x`, `bid.x` is `blockIdx.x`, `bdim.x` (or
   `ntid.x`) is `blockDim.x`, `gdim.x` (or `nctaid.x`) is `gridDim.x`; these CUDA builtins
   are unsigned, so they print as `(int)threadIdx.x` inside larger expressions.

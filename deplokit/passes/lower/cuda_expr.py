@@ -72,14 +72,31 @@ _BITWISE = {"&", "|", "^", "<<", ">>"}
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 _BOOL_OPS = {"&&", "||"} | _COMPARE
 
+# torch's maximum / minimum (so relu, clamp, amax, a softmax's row max) give NaN where
+# either operand is NaN; C's fmaxf / fminf give the other operand. PTX's max.NaN / min.NaN
+# (sm_80+: every target) propagate it in one instruction, as these helpers do; each is
+# declared once in a translation unit that uses it (nan_minmax_decls).
+NAN_MINMAX = {"max": "deplokit_fmaxf", "min": "deplokit_fminf"}
+
+
+def nan_minmax_decls(text: str) -> list[str]:
+    """The declarations of the NaN-propagating helpers `text` calls."""
+    return [f"// {op}imum as torch computes it: NaN where either operand is NaN (f{op}f returns the other)\n"
+            f"static __device__ __forceinline__ float {fn}(float a, float b) {{\n"
+            f"    float r;\n    asm(\"{op}.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n"
+            f"    return r;\n}}\n" for op, fn in NAN_MINMAX.items() if f"{fn}(" in text]
+
+
 # deplokit elementwise op name -> CUDA single-precision function (unary/binary calls).
 _FLOAT_FUNCS = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
     "erf": "erff", "sin": "sinf", "cos": "cosf", "abs": "fabsf", "pow": "powf",
-    "maximum": "fmaxf", "minimum": "fminf", "floor": "floorf", "ceil": "ceilf",
+    "floor": "floorf", "ceil": "ceilf",
     "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f", "trunc": "truncf",
+    "fmaxf": "fmaxf", "fminf": "fminf",       # C's, by their C names: the other operand for a NaN
 }
 _FLOAT_FUNCS.update({c: c for c in list(_FLOAT_FUNCS.values())})
+_FLOAT_FUNCS.update({"maximum": NAN_MINMAX["max"], "minimum": NAN_MINMAX["min"]})
 _ARITY_2 = {"pow", "powf", "maximum", "fmaxf", "minimum", "fminf"}
 # Elementwise ops that are C operators.
 _INFIX_CALLS = {
@@ -271,8 +288,7 @@ class ExprRenderer:
         if op in ("min", "max"):
             t = self.type_of(e, scope)
             if t == "float":
-                return (f"{'fminf' if op == 'min' else 'fmaxf'}({self.expr(e.a, scope)}, {self.expr(e.b, scope)})",
-                        _P_PRIMARY, None)
+                return f"{NAN_MINMAX[op]}({self.expr(e.a, scope)}, {self.expr(e.b, scope)})", _P_PRIMARY, None
             # CUDA's integer min/max overloads take two operands of one type: convert the other
             args = [self._as_c_type(x, t, scope) for x in (e.a, e.b)]
             return f"{op}({args[0]}, {args[1]})", _P_PRIMARY, None
@@ -324,7 +340,7 @@ class ExprRenderer:
             inner = self._neg(args[0], scope)[0]
             return f"1.0f / (1.0f + expf({inner}))", _PREC["/"], "/"
         if fn == "relu":
-            return f"fmaxf({self.expr(args[0], scope)}, 0.0f)", _P_PRIMARY, None
+            return f"{NAN_MINMAX['max']}({self.expr(args[0], scope)}, 0.0f)", _P_PRIMARY, None
         if fn == "abs" and self.type_of(args[0], scope) != "float":
             return f"abs({self.expr(args[0], scope)})", _P_PRIMARY, None
         cfn = _FLOAT_FUNCS[fn]

@@ -5,8 +5,8 @@ cp.async (sm_80+), TMA bulk and tensor-map copies and mbarriers (sm_90+), and fl
 """
 from __future__ import annotations
 
-from ...ir.kernel_ir import (AtomicAdd, Const, CpAsync, CpAsyncWait, MbarrierArrive, MbarrierInit, MbarrierWait,
-                             SharedArray, TmaLoad, TmaTensorLoad, walk_stmts)
+from ...ir.kernel_ir import (AtomicAdd, Binary, Const, CpAsync, CpAsyncWait, If, MbarrierArrive, MbarrierInit,
+                             MbarrierWait, SharedArray, Special, TmaLoad, TmaTensorLoad, walk_stmts)
 from ...ir.types import ctype_bytes
 from .cuda_expr import _PARAM_VALUE_TYPE, _PREC, INDENT, _Scope
 
@@ -16,6 +16,26 @@ TENSOR_MAP_TYPE = "deplokit_tensor_map"
 TENSOR_MAP_DECL = (f"// the layout of cuda.h's CUtensorMap: a tensor map the host encodes "
                    f"(cuTensorMapEncodeTiled), passed by value\n"
                    f"struct alignas(64) {TENSOR_MAP_TYPE} {{ unsigned long long opaque[16]; }};\n")
+
+
+# the one-thread election of a TMA producer (sm_90): elect.sync in a converged warp 0; ptxas
+# then issues the producer's copies once, with no loop over the warp's distinct operands
+ELECT_DECL = ("// one lane of the calling (converged) warp: the issuer of a TMA producer's copies\n"
+              "__device__ __forceinline__ bool deplokit_elect_one() {\n"
+              "    unsigned elected;\n"
+              '    asm volatile("{\\n .reg .pred e;\\n elect.sync _|e, 0xffffffff;\\n selp.u32 %0, 1, 0, e;\\n}\\n" : "=r"(elected));\n'
+              "    return elected != 0;\n"
+              "}\n")
+
+
+def elects(k, sm: int) -> bool:
+    """Kernel k's one-thread TMA issue is spelled with deplokit_elect_one (ELECT_DECL) on sm."""
+    return sm >= 90 and any(isinstance(s, If) and s.elect for s in walk_stmts(k.body))
+
+
+def _is_tid0(e) -> bool:
+    return (isinstance(e, Binary) and e.op == "==" and e.a == Special("tid.x")
+            and isinstance(e.b, Const) and int(e.b.value) == 0)
 
 
 # statements one elected thread runs (the renderer guards them where every thread reaches them)
@@ -28,10 +48,14 @@ class PtxRenderer:
     `if_depth`, `flat_tid`, `mbarriers`, `dynamic_smem`, `k`, `emit`, `fresh`, `err` and the
     expression printer."""
 
-    def emit_asm(self, template: list[str], inputs: list[str], outputs: list[str] = ()) -> None:
-        """`asm volatile(...)` with a "memory" clobber, wrapped one operand a line when long."""
+    def emit_asm(self, template: list[str], inputs: list[str], outputs: list[str] = (), volatile=True) -> None:
+        """`asm volatile(...)` with a "memory" clobber, wrapped one operand a line when long
+        (volatile=False: a plain asm computing its outputs, no clobber)."""
         tmpl = [f'"{t}\\n"' for t in template]
         outs, ins = ", ".join(outputs), ", ".join(inputs)
+        if not volatile:
+            self.emit(f"asm({tmpl[0]} : {outs} : {ins});")
+            return
         ops = f': {outs} : {ins} : "memory"' if outputs else (f':: {ins} : "memory"' if inputs else '::: "memory"')
         one = f"asm volatile({tmpl[0]} {ops});"
         if len(template) == 1 and len(INDENT * self.depth + one) <= 100:
@@ -54,6 +78,32 @@ class PtxRenderer:
 
     def shared_addr(self, ref: str) -> str:
         return f"static_cast<unsigned>(__cvta_generic_to_shared(&{ref}))"
+
+    def pinned_addr(self, var: str, ref: str, why: str) -> None:
+        """`unsigned var`: the shared address of `ref`, computed once and kept in a register:
+        passed through an (empty) asm so that nvcc cannot recompute it (S2R SR_CgaCtaId and
+        a LEA) at each use in the K loop."""
+        self.emit(f"unsigned {var};  // {why}")
+        self.emit_asm(["mov.u32 %0, %1;"], [f'"r"({self.shared_addr(ref)})'], [f'"=r"({var})'], volatile=False)
+
+    def elected_cond(self, s: If, scope) -> str:
+        """The condition of an If that picks the one issuing thread (If.elect): warp 0 elects
+        one lane on sm_90 (the copies' operands are the same for every thread)."""
+        if self.sm < 90 or not _is_tid0(s.cond):
+            return self.expr(s.cond, scope)
+        return f"{self.flat_tid} < 32 && deplokit_elect_one()"
+
+    def tma_destinations(self) -> set:
+        if not hasattr(self, "_tma_arrays"):
+            arrays = dict.fromkeys(n.array for n in walk_stmts(self.k.body) if isinstance(n, TmaTensorLoad))
+            self._tma_arrays = {a: self.fresh(f"{a}_addr") for a in arrays}
+        return self._tma_arrays
+
+    def declare_tma_destination(self, s: SharedArray) -> None:
+        """After a shared array that tensor-map copies fill: its shared address, kept."""
+        var = self.tma_destinations().get(s.name)
+        if var:
+            self.pinned_addr(var, f"{s.name}[0]", "the shared address tensor-map copies fill from")
 
     def guarded(self, why: str) -> bool:
         """Open `if (thread 0)` around a one-thread statement that every thread reaches."""
@@ -114,10 +164,10 @@ class PtxRenderer:
         for name, slots in inits.items():
             if slots == 1:
                 self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
-                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name)};")
+                self.pinned_addr(self.mbarriers[name], name, "its shared address")
             else:
                 self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
-                self.emit(f"const unsigned {self.mbarriers[name]} = {self.shared_addr(name + '[0]')};")
+                self.pinned_addr(self.mbarriers[name], name + "[0]", "their shared address")
             scope.declare(name, "mbarrier")
 
     def dynamic_array(self, s: SharedArray) -> None:
@@ -180,7 +230,12 @@ class PtxRenderer:
             raise self.err(f"TMA copy through {s.tensor_map} with {len(s.coords)} coordinates; the map has "
                            f"rank {rank} (1 to 5)")
         bar = self.mbarrier(s.barrier, s.slot, scope)
-        dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
+        base = self.tma_destinations()[s.array]
+        nbytes = ctype_bytes((scope.lookup(s.array) or "shared:float").split(":")[-1])
+        if isinstance(s.dst_offset, Const):
+            dst = f"{base} + {nbytes * int(s.dst_offset.value)}" if int(s.dst_offset.value) else base
+        else:
+            dst = f"{base} + {nbytes} * ({self.expr(s.dst_offset, scope)})"
         coords = [self.expr(c, scope) for c in reversed(s.coords)]      # PTX: innermost first
         opened = self.guarded("one thread issues the tensor-map copy")
         if s.expect:
@@ -193,6 +248,10 @@ class PtxRenderer:
                       [f'"r"({dst})', f'"l"(reinterpret_cast<unsigned long long>(&{tmap.name}))', f'"r"({bar})']
                       + [f'"r"({c})' for c in coords])
         self.close_guard(opened)
+
+    def proxy_fence(self) -> None:
+        self.need_sm(90, "fence.proxy.async")
+        self.emit_asm(["fence.proxy.async.shared::cta;"], [])
 
     def mbarrier_init(self, s: MbarrierInit) -> None:
         self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")

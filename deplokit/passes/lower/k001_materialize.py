@@ -89,7 +89,7 @@ class Materializer(LoweringState):
         out: list = []
         local_barriers = self.local_rows.barriers(body)
         for i, s in enumerate(body):
-            if isinstance(s, Loop) and head_stages(s):   # the first tile's copies, an mbarrier
+            if isinstance(s, (Loop, StridedLoop)) and head_stages(s):   # the first tile's copies, an mbarrier
                 out.append(StagePrologue(s, self.loop_depth, tuple(self.ranges.items())))
             if local_barriers[i]:
                 out.append(K.Barrier())              # a local row written by the block is read
@@ -160,7 +160,8 @@ class Materializer(LoweringState):
                         pre.append(K.Declare(acc, DTYPE_CTYPE[dtype], constant(reduction_identity(red, dtype), dtype)))
         outer_reduce, outer_loop = self.in_reduce, self.body_loop
         self.in_reduce = outer_reduce or s.kind == "reduce"
-        self.body_loop = (s, self.loop_depth) if isinstance(s, Loop) else None
+        # the loop a stage in its body is copied for (a causal key loop is a StridedLoop)
+        self.body_loop = (s, self.loop_depth) if isinstance(s, Loop) or s.kind == "serial" else None
         self.loop_depth += 1
         quads = quad_loads(self, s) if isinstance(s, Loop) else []
         if quads:                        # slots 4q .. 4q+3 of a load are one shared float4

@@ -19,14 +19,15 @@ it); an asynchronous stage no AsyncWait waits for is an error.
   async  cp.async of 16 bytes under the same conditions (and 16-byte aligned shared rows),
          else of 4 bytes; an element past the end stores 0 with an ordinary store. The
          copies form one group: commit; the AsyncWait waits for it (wait_group 0).
-  tma    thread 0 issues one tensor-map copy (cp.async.bulk.tensor) per stage: the box
-         stamped on the stage (Stage.tma: 011, swizzled by 012) at the slab's origin,
-         elements past the tensor's end read as zero; the group's copies complete on the
-         mbarrier of its slot (stage_plan.slot_barrier: one arrive.expect_tx announcing the
-         boxes' bytes, then the copies; a ring's full[slot], else the loop's one mbarrier);
-         the AsyncWait waits on it. The kernel takes one tensor
-         map per distinct (tensor, box, swizzle) (KernelFunc.tensor_maps), its shared array
-         is 1024-byte aligned (a swizzle pattern's repeat); only a TMA stage outside a
+  tma    one thread (elected in warp 0: If.elect) issues one tensor-map copy
+         (cp.async.bulk.tensor) per stage: the box stamped on the stage (Stage.tma: 011,
+         swizzled by 012) at the slab's origin, elements past the tensor's end read as
+         zero; the group's copies complete on the mbarrier of its slot
+         (stage_plan.slot_barrier: one arrive.expect_tx announcing the boxes' bytes, then
+         the copies; a ring's full[slot], else the loop's one mbarrier); the AsyncWait
+         waits on it. The kernel takes one tensor map per distinct (tensor, box, swizzle)
+         (KernelFunc.tensor_maps), its shared array is 1024-byte aligned (a swizzle
+         pattern's repeat); only a TMA stage outside a
          buffered K loop falls back to cp.async here.
 
 Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: ...]:
@@ -48,15 +49,18 @@ Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: 
                   thread is done reading slot (ko - 1) % N)]; the stages: if ko + N - 1 < n:
                   issue tile ko + N - 1 into slot (ko + N - 1) % N (cp.async with N > 2:
                   commit every iteration, even an empty group, so wait_group counts alike);
-                  compute tile ko. The last N - 1 iterations issue nothing.
+                  compute tile ko. The last N - 1 iterations issue nothing. A loop from an
+                  index of the block (causal keys) counts j = ko - start for ko, and issues
+                  prologue tile j only where j < its trips (stage_plan.iteration).
   mbarrier ring   (a pipelined group of TMA stages alone) no block-wide barrier: full[s]
                   (count 1: the producer's arrive.expect_tx; the copies complete_tx) and
                   empty[s] (count: the block's threads). Consumers wait full[ko % N] with
                   parity (ko / N) & 1 and arrive on empty[ko % N] at the end of the
-                  iteration; before refilling slot s with round r the producer (thread 0)
-                  waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a fresh
-                  mbarrier). In SASS nvcc computes the copies' operands after that wait in
-                  ordinary registers (an R2UR each): cheap with one tensor copy per operand.
+                  iteration; before refilling slot s with round r the producer (the elected
+                  thread) waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a
+                  fresh mbarrier). The election is elect.sync in warp 0, so ptxas issues each
+                  copy once (no loop over the warp's distinct operands), and the barriers' and
+                  slots' shared addresses are computed once before the loop (cuda_ptx).
 
 A synchronous stage in a group right before an AsyncWait leaves its visibility barrier to
 the AsyncWait's (one barrier for the whole group, after the waits).
@@ -67,16 +71,18 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
+from ...ir.index import var
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.types import shared_ctype
 from ..record import Pass
-from ...ir.stages import head_stages, transposed
+from ...ir.stages import head_stages, loop_start, loop_stop, transposed
 from ...target import STATIC_SMEM_PER_BLOCK
 from .dynamic_smem import carve
 from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size
-from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined,
-                         mbarrier_name, plan_stage, round_of, slot_of)
+from .kernel_expr import affine_expr
+from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined, iteration,
+                         mbarrier_name, plan_stage, round_of, slot_of, variable_start)
 from .stage_transpose import copy_transposed
 from .stage_units import copy_stage as copy_in_order, issue_tma
 
@@ -123,7 +129,7 @@ class StageCopier:
         self.func, self.types = func, types
         self.declared: set[str] = set()          # shared arrays declared so far
         self.tensor_maps: dict[tuple, K.TensorMap] = {}   # (tensor, box, swizzle) -> parameter
-        self.rings: dict[str, int] = {}          # K loops whose slots full/empty mbarriers guard -> slots
+        self.rings: dict[str, StagePlan] = {}    # K loops whose slots full/empty mbarriers guard -> a plan
         self.by_name: dict[str, StageCopy] = {}
         for s in K.walk_stmts(func.body):
             if isinstance(s, StageCopy):
@@ -278,7 +284,7 @@ class StageCopier:
             if p.kind == "tma":
                 pipelined = is_pipelined([c.stage], [p])
                 wait = K.MbarrierWait(full_name(p.loop), round_of(p, "cur"), slot_of(p, "cur")) if pipelined \
-                    else K.MbarrierWait(mbarrier_name(p.loop), K.Var(p.loop.var))
+                    else K.MbarrierWait(mbarrier_name(p.loop), iteration(p))
                 if wait not in bars:
                     bars.append(wait)
         out: list = []
@@ -313,10 +319,12 @@ class StageCopier:
             if is_mbarrier_ring(stages, plans):
                 # every thread arrives on empty[s] when done reading slot s
                 out.append(K.MbarrierInit(empty_name(loop), m.threads, slots))
-                self.rings[loop.var] = slots
+                self.rings[loop.var] = plans[0]
             out.append(K.Barrier())
-        if ahead:
-            depth = min(plans[0].prefetch, loop.extent)
+        if ahead and variable_start(loop):
+            out += self._guarded_prologue(m, stages, plans)
+        elif ahead:
+            depth = min(plans[0].prefetch, loop_stop(loop) - loop_start(loop).const)
             if depth == 1:
                 out.append(K.Comment(f"prologue: issue the copies of K tile {loop.var} = 0"))
                 out += self._issue(m, stages, plans, 0)
@@ -329,13 +337,31 @@ class StageCopier:
                 out += [K.CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
         return out
 
+    def _guarded_prologue(self, m, stages, plans) -> list:
+        """A ring whose loop starts at an index of the block (causal keys: n = stop - start
+        trips): tile j < prefetch issued where j < n, min(prefetch, n) slots filled; every
+        tile commits a cp.async group, even empty, so wait_group counts alike in every block."""
+        loop, depth = plans[0].loop, plans[0].prefetch
+        start = loop_start(loop)
+        tiles = PrologueTiles(f"{loop.var}_pre", depth) if depth > 1 else 0
+        first = start + var(tiles.var) if depth > 1 else start
+        body = (K.If(K.Binary("<", affine_expr(first), K.Const(loop_stop(loop), "int")),
+                     tuple(self._issue(m, stages, plans, tiles, commit=False))),)
+        body += (K.CpAsyncCommit(),) if any(q.kind == "async" for q in plans) else ()
+        if depth > 1:
+            body = (K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"), body, True),)
+        what = f"the first {depth} K tiles" if depth > 1 else "the first K tile"
+        return [K.Comment(f"prologue: issue {what} from {loop.var} = {start}, those before {loop_stop(loop)}"),
+                *body]
+
     def release(self, var: str) -> list:
-        """The end of an mbarrier ring's iteration ko: every thread is done reading slot
-        ko % slots and arrives on its empty barrier (the producer waits for it before the
+        """The end of an mbarrier ring's iteration j: every thread is done reading slot
+        j % slots and arrives on its empty barrier (the producer waits for it before the
         slot's next fill)."""
-        slots = self.rings[var]
+        p = self.rings[var]
+        slots = p.slots
         return [K.Comment(f"every thread is done reading slot {var} % {slots}: release it to the producer"),
-                K.MbarrierArrive(f"{var}_empty", K.Binary("%", K.Var(var), K.Const(slots, "int")))]
+                K.MbarrierArrive(f"{var}_empty", K.Binary("%", iteration(p), K.Const(slots, "int")))]
 
     def _steady(self, m, stages, plans) -> list:
         """The pipelined head of iteration ko, after its AsyncWait (tile ko has landed, the
@@ -345,7 +371,7 @@ class StageCopier:
         p = plans[0]
         loop, d = p.loop, p.prefetch
         out: list = []
-        nxt = K.Binary("<", K.Binary("+", K.Var(loop.var), K.Const(d, "int")), K.Const(loop.extent, "int"))
+        nxt = K.Binary("<", K.Binary("+", K.Var(loop.var), K.Const(d, "int")), K.Const(loop_stop(loop), "int"))
         ahead = f"{loop.var} + {d}"
         out.append(K.Comment(f"steady state: issue K tile {ahead} while tile {loop.var} computes"))
         uniform_commit = p.slots > 2 and any(q.kind == "async" for q in plans)

@@ -14,8 +14,11 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel_ir as K
+from ...ir.index import var
+from ...ir.stages import loop_start, loop_stop
 from ...ir.tile_ir import Stage
 from ..tma_geometry import box_bytes
+from .kernel_expr import affine_expr
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +37,7 @@ def ranges_in(m, loop) -> dict:
     its copy is issued."""
     ranges = dict(m.ranges)
     if loop is not None:
-        ranges[loop.var] = loop.extent
+        ranges[loop.var] = loop_stop(loop)
     return ranges
 
 
@@ -54,7 +57,7 @@ def plan_stage(m, s: Stage, loop_info) -> StagePlan:
 
 def is_pipelined(stages, plans) -> bool:
     """The group is a pipelined K loop's head (015): its copies run `prefetch` iterations ahead."""
-    return all(s.prefetch and p.buffered and p.kind in ("async", "tma") and p.loop.extent >= 2
+    return all(s.prefetch and p.buffered and p.kind in ("async", "tma") and loop_stop(p.loop) >= 2
                for s, p in zip(stages, plans))
 
 
@@ -92,7 +95,18 @@ def tma_bytes(m, s: Stage, p: StagePlan) -> int:
 # issued before the loop: the prologue of a pipelined loop issues tiles 0 .. prefetch - 1;
 # "zero" is tile 0), PrologueTiles (those tiles, in a loop of their own), "next" (tile
 # ko + prefetch, issued during iteration ko under ko + prefetch < n), None (a stage outside
-# any loop).
+# any loop). Tiles are numbered by the loop's iteration j = ko - start (a causal key loop
+# starts at the block's diagonal tile: ir.stages.loop_start), so the ring's slots and phases
+# count from 0 in every block whatever its start and trip count.
+
+def iteration(p: StagePlan, d: int = 0):
+    """Iteration j + d of the ring's loop as a Kernel-IR int expression (j = ko - start)."""
+    return affine_expr(var(p.loop.var) - loop_start(p.loop) + d)
+
+
+def variable_start(loop) -> bool:
+    """The loop starts at an index of the block: its trip count differs between blocks."""
+    return not loop_start(loop).is_const
 
 def tile_offset(p: StagePlan, it) -> int | None:
     """The K tile of `it` relative to ko ("cur" 0, "next" prefetch), or None for a prologue tile."""
@@ -127,11 +141,7 @@ def slot_of(p: StagePlan, it):
     t = prologue_tile(it)
     if t is not None:
         return K.Const(t % p.slots, "int")
-    ko: object = K.Var(p.loop.var)
-    d = tile_offset(p, it)
-    if d:
-        ko = K.Binary("+", ko, K.Const(d, "int"))
-    return K.Binary("%", ko, K.Const(p.slots, "int"))
+    return K.Binary("%", iteration(p, tile_offset(p, it)), K.Const(p.slots, "int"))
 
 
 def round_of(p: StagePlan, it):
@@ -142,11 +152,7 @@ def round_of(p: StagePlan, it):
     t = prologue_tile(it)
     if t is not None:
         return K.Const(t // p.slots, "int")
-    ko: object = K.Var(p.loop.var)
-    d = tile_offset(p, it)
-    if d:
-        ko = K.Binary("+", ko, K.Const(d, "int"))
-    return K.Binary("/", ko, K.Const(p.slots, "int"))
+    return K.Binary("/", iteration(p, tile_offset(p, it)), K.Const(p.slots, "int"))
 
 
 # -- the seam between the ring's barriers and the copy issue ----------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
-from ...ir.stages import dim_multipliers, row_major_strides, transposed
+from ...ir.stages import dim_multipliers, loop_start, loop_stop, row_major_strides, transposed
 from ...ir.tile_ir import Stage
 from ...ir.types import shared_ctype
 from ...target import VECTOR
@@ -57,15 +57,16 @@ def stage_at(m, s: Stage, p: StagePlan, it):
     base = None if slot is None else K.Binary("*", slot, K.Const(smem_size(s), "int"))
     if isinstance(slot, K.Const):
         base = K.Const(int(slot.value) * smem_size(s), "int") if slot.value else None
+    start = loop_start(loop)                  # the prologue's tile j is ko = start + j
     if isinstance(it, PrologueTiles):
         ranges[it.var] = it.count
-        return tuple(substitute(o, {ko: var(it.var)}) for o in s.origin), base, ranges
+        return tuple(substitute(o, {ko: start + var(it.var)}) for o in s.origin), base, ranges
     t = prologue_tile(it)
     if t is not None:
-        return tuple(substitute(o, {ko: const(t)}) for o in s.origin), base, ranges
+        return tuple(substitute(o, {ko: start + const(t)}) for o in s.origin), base, ranges
     d = tile_offset(p, it)
     if d:
-        ranges[ko] = loop.extent - d           # ko + d < n
+        ranges[ko] = loop_stop(loop) - d       # ko + d < stop
         origin = tuple(substitute(o, {ko: var(ko) + d}) for o in s.origin)
         return origin, base, ranges
     return s.origin, base, ranges
@@ -185,8 +186,8 @@ def tma_copies(m, tma, it, bar) -> list:
 
 
 def issue_tma(m, tma, it, before=()) -> list:
-    """Thread 0 issues the copies of the TMA stages in `tma` for iteration `it`: `before`
-    (the ring's wait for the slot to be empty), the arrival announcing their bytes on the
-    slot's barrier, the copies."""
+    """One thread (tid 0; the If is stamped `elect`: sm_90 elects a lane of warp 0) issues the
+    copies of the TMA stages in `tma` for iteration `it`: `before` (the ring's wait for the
+    slot to be empty), the arrival announcing their bytes on the slot's barrier, the copies."""
     bar = slot_barrier(m, tma, it)
-    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)))]
+    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)), elect=True)]

@@ -19,9 +19,10 @@ another, every other dimension fixed for the block. (A mask read per query row i
 A query row read there (head_dim too large for registers, FlashPlan.query_registers) is
 staged once for the whole block, before the key-tile loop: a row per thread, padded.
 
-How the tiles are copied is decided later, as for a matmul's K loop: 010 gives a key loop
-from tile 0 a ring, 011 makes its K and V stages tensor-map copies on sm_90 (one box per
-operand per key tile: flash_tma_notes; flash_tma_skip says why not), 013 cp.async otherwise.
+How the tiles are copied is decided later, as for a matmul's K loop: 010 gives the key loop
+(from tile 0, or causal from the diagonal tile) a ring, 011 makes its K and V stages
+tensor-map copies on sm_90 (one box per operand per key tile: flash_tma_notes;
+flash_tma_skip says why not), 013 cp.async otherwise.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
 from ..fuse.attention_plan import stride_one
 from ..record import Skip, fresh_name, replace_tile
+from ..stage_geometry import k_outer_loops, trips
 
 
 def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
@@ -125,13 +127,13 @@ def _slab(load: Load, key_loop: Loop, loops, uniform, lanes):
 
 
 def key_loop_skip(kernel) -> str:
-    """Why 010 / 015 leave a flash kernel's key tiles in one buffer ('' for any other kernel):
-    a causal key loop starts at the block's diagonal tile, a variable start the ring's
-    prologue (tiles 0 .. stages - 2 into slots 0 .. stages - 2) does not express."""
+    """Why 010 / 015 find no key-tile loop to give a ring in a flash kernel ('' for any
+    other kernel): a key loop from tile 0 and a causal one from the block's diagonal tile
+    (a StridedLoop of step 1 whose start is an index of the block) both have one."""
     if getattr(kernel, "flash", None) is None:
         return ""
     if any(isinstance(s, StridedLoop) and s.kind == "serial" for s in kernel.tile().body):
-        return ("flash attention: the causal key loop starts at the block's diagonal tile (a variable start); "
+        return ("flash attention: the key loop's start is not an index of the block, or its step is not 1: "
                 "its K/V tiles keep one buffer")
     return "flash attention: no key-tile loop"
 
@@ -141,10 +143,11 @@ def flash_tma_skip(kernel) -> str:
     kernel): 011 copies them so only in a ring (010's buffers), as it does a matmul's."""
     if getattr(kernel, "flash", None) is None:
         return ""
-    outer = next((s for s in kernel.tile().body if isinstance(s, Loop) and s.kind == "serial"), None)
+    tile = kernel.tile()
+    outer = next(iter(k_outer_loops(tile, True)), None)     # from tile 0, or causal from the diagonal
     if outer is None:
         why = key_loop_skip(kernel)
-    elif outer.extent == 1:
+    elif trips(tile, outer) == 1:
         why = "flash attention: every key fits one tile (the key-tile loop runs once): no ring to fill"
     else:
         why = "flash attention: 010 left the K/V tiles in one buffer"

@@ -48,9 +48,17 @@ the reducer is scheduled by the later passes like any elementwise kernel.
 
 Default. splits = 1 when the output tiles fill the GPU's SMs: the block tiles of 005's
 default thread shape and 008's default register block are counted (in blocks of 256
-threads: as many warps in flight whatever the shape), and K is split into the fewest splits in
-the domain that bring the grid to at least one block per SM, divide the K chunks evenly and
-leave each split at least MIN_CHUNKS chunks (the most such splits if none reaches the SMs).
+threads: as many warps in flight whatever the shape). Otherwise the split count, the thread
+shape and the register block are planned together (grid_plan.py): among the splits in the
+domain that divide the K chunks into runs of at least MIN_CHUNKS, and the default thread
+shapes and register blocks, the cheapest grid that launches at least one block per SM, priced
+by its DRAM bytes (the workspace's write and read-back included), the busiest SM's issue,
+latency and the reducer; 005 and 008 then take that plan's shape and block for the split.
+A split count need not divide the K chunks: the chunks past splits x (chunks // splits) go to
+the reducer with the K tail (`leftover`, priced by the plan). An output of more than
+SKINNY_ROWS rows, or a K loop under 8 x MIN_CHUNKS chunks (grid_plan.worth_filling), keeps
+the default tiles and takes the fewest dividing splits
+that fill the SMs (the most that leave MIN_CHUNKS chunks each if none does).
 """
 from __future__ import annotations
 
@@ -64,13 +72,11 @@ from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_ti
 from ...ir.substitute import substitute_body
 from .rewrite import used_vars
 from .block_shape import default_extents, default_thread_shape, parse_shape
+from .grid_plan import MIN_CHUNKS, SHORT_CHUNKS, SPLITS, plan, sm_count, split_counts
 from .knobs import pow2_at_least
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
-SPLITS = (1, 2, 4, 8, 16, 32)
-GRID_TARGET = 132      # blocks: one per SM of an H100, for a target that does not say
-MIN_CHUNKS = 4         # K chunks each split reduces at least
-FULL_BLOCK = 256       # threads of the blocks GRID_TARGET counts
+FULL_BLOCK = 256       # threads of the blocks the fill check counts
 
 
 class _Matmul:
@@ -122,10 +128,8 @@ class _Matmul:
         self.acc = next(iter(accs))
 
 
-def _thread_tiles(tile: Tile, sm_count: int) -> float:
-    """Blocks blockify and 008's default register block would launch, roughly, counted in
-    blocks of FULL_BLOCK threads (a grid of 128-thread blocks needs twice as many to keep
-    as many warps in flight)."""
+def _extents(tile: Tile) -> tuple[dict, int]:
+    """Output extents per role (M, N) of the Tile's THREAD axes, and the other axes' product."""
     extents = {"M": 1, "N": 1}
     other = 1
     for a in tile.axes:
@@ -135,6 +139,14 @@ def _thread_tiles(tile: Tile, sm_count: int) -> float:
             extents[a.role] *= a.extent
         else:
             other *= a.extent
+    return extents, other
+
+
+def _thread_tiles(tile: Tile, sm_count: int) -> float:
+    """Blocks blockify and 008's default register block would launch without a split,
+    roughly, counted in blocks of FULL_BLOCK threads (a grid of 128-thread blocks needs twice
+    as many to keep as many warps in flight)."""
+    extents, other = _extents(tile)
     shape = default_thread_shape(extents["M"], extents["N"], sm_count)
     threads = dict(zip(("M", "N"), parse_shape(shape)))
     padded = {role: threads[role] * -(-size // threads[role]) for role, size in extents.items()}
@@ -148,18 +160,23 @@ def _thread_tiles(tile: Tile, sm_count: int) -> float:
 
 
 def _grid_target(target) -> int:
-    return getattr(target, "sm_count", 0) or GRID_TARGET
+    return sm_count(target)
 
 
 def _default_splits(kernel: TileKernel, target) -> int:
     mm = _Matmul(kernel)
     if mm.reason:
         return 1
-    blocks, sms = _thread_tiles(mm.tile, target.sm_count or 1), _grid_target(target)
-    if blocks >= sms:
+    if _thread_tiles(mm.tile, target.sm_count or 1) >= _grid_target(target):
         return 1
-    fits = [s for s in SPLITS[1:] if mm.chunks % s == 0 and mm.chunks // s >= MIN_CHUNKS]
-    return next((s for s in fits if blocks * s >= sms), fits[-1] if fits else 1)
+    extents, other = _extents(mm.tile)
+    best = plan(extents["M"], extents["N"], mm.chunks, mm.bk, target, other)
+    if best is not None:
+        return best.splits
+    # too small for a plan: the fewest splits that fill the SMs with 005/008's default tiles
+    blocks = _thread_tiles(mm.tile, target.sm_count or 1)
+    fits = split_counts(mm.chunks, MIN_CHUNKS, dividing=True)
+    return next((s for s in fits if blocks * s >= _grid_target(target)), fits[-1] if fits else 1)
 
 
 KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),)
@@ -176,8 +193,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
             return Skip(f"splits=1: about {blocks:g} blocks of {FULL_BLOCK} threads already fill the grid")
         return Skip(f"splits=1: no split count in {SPLITS[1:]} divides {mm.chunks} K chunks of {mm.bk} into "
                     f"runs of at least {MIN_CHUNKS}")
-    if mm.chunks % S:
-        return Skip(f"{mm.chunks} K chunks do not divide into {S} splits")
+    if mm.chunks < S * SHORT_CHUNKS:
+        return Skip(f"{mm.chunks} K chunks do not make {S} splits of {SHORT_CHUNKS}")
     tile, outer = mm.tile, mm.outer
     base = outer.var[:-1] if outer.var.endswith("o") else outer.var
     ks = fresh_name(f"{base}s", used_vars(kernel.body))
@@ -188,7 +205,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
     partial = Store(ws, (var(ks),) + tuple(mm.store.index), mm.acc)
     new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(mm.prologue) + (new_outer, partial))
     return dataclasses.replace(replace_tile(kernel, new_tile), outputs=(ws,),
-                               split_k=SplitK(S, ws, f"{kernel.name}_reduce"))
+                               split_k=SplitK(S, ws, f"{kernel.name}_reduce", mm.chunks - S * C))
 
 
 def reducer(before: TileKernel, split: SplitK) -> TileKernel:
@@ -199,7 +216,7 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
     index = tuple(mm.store.index)
     # the K % BK tail first (a K loop: later passes treat what follows as its epilogue), then
     # the partials in split order, then the tail's sum: one fixed order of float adds
-    body, total = list(mm.prologue) + list(mm.tail), None
+    body, total = list(mm.prologue) + _tail(mm, split), None
     dtype = next((a.dtype for a, _ in walk(before.body) if isinstance(a, Accumulate) and a.acc == mm.acc),
                  "float32")       # an integer matmul's partials add up as integers
     for s in range(split.splits):
@@ -212,7 +229,7 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
             body.append(Compute(summed, "add", (total, part), dtype=dtype))
             part = summed
         total = part
-    if mm.tail:
+    if mm.tail or split.leftover:
         summed = fresh_name(f"{mm.acc}_sum", taken)
         body.append(Compute(summed, "add", (total, mm.acc), dtype=dtype))
         total = summed
@@ -220,6 +237,19 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
     tile = Tile(mm.tile.axes, tuple(body))
     return TileKernel(split.reducer, before.outputs, tuple(tile if isinstance(s, Tile) else s for s in before.body),
                       before.knobs, reduces_for=before.name)
+
+
+def _tail(mm: _Matmul, split: SplitK) -> list:
+    """The reducer's K loop: 002's K % BK tail, or with `split.leftover` chunks past the
+    splits' runs, one loop over those chunks' elements and the tail (they are contiguous)."""
+    if not split.leftover:
+        return list(mm.tail)
+    inner = next(c for c in mm.outer.body if isinstance(c, Loop) and c.role == "K")
+    start = mm.chunks - split.leftover
+    tv = mm.tail[0].var if mm.tail else fresh_name(mm.outer.var[:-1] + "t", used_vars(mm.tile.body))
+    extent = split.leftover * mm.bk + sum(lp.extent for lp in mm.tail)
+    body = substitute_body(inner.body, {mm.outer.var: const(start), inner.var: var(tv)}, {tv: extent})
+    return [Loop(tv, extent, "reduce", body, "K")]
 
 
 def workspace_buffer(split: SplitK, out: TensorType) -> Buffer:

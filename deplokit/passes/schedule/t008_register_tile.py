@@ -50,6 +50,8 @@ as before: the index bounds grow with the block tile.
 """
 from __future__ import annotations
 
+import math
+
 import dataclasses
 
 from ...ir.index import var
@@ -58,7 +60,8 @@ from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage
                            TileKernel, walk)
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
-from .block_shape import EXTENTS, default_extent, default_extents  # noqa: F401  (re-exported)
+from .block_shape import EXTENTS, default_extents
+from .grid_plan import plan, split_geometry
 from .register_nest import drop_dead, nest_body
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
 from ...ir.substitute import substitute_body
@@ -95,7 +98,20 @@ def _role_size(kernel: TileKernel, role: str) -> tuple[int, int]:
 
 def _default(kernel, target, axis: int) -> int:
     (m, t_m), (n, t_n) = _role_size(kernel, "M"), _role_size(kernel, "N")
+    planned = _planned(kernel, target)
+    if planned is not None:        # split-K (003): the block of the grid it was planned with
+        return planned.regs[axis]
     return default_extents(m, n, target.sm_count or 1, (t_m, t_n))[axis]
+
+
+def _planned(kernel, target):
+    """grid_plan's choice for a split-K kernel's split count and thread counts, else None."""
+    split = split_geometry(kernel)
+    if split is None:
+        return None
+    tile = kernel.tile()
+    threads = tuple(math.prod(a.extent for a in tile.axes if a.kind == THREAD and a.role == r) for r in "MN")
+    return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads)
 
 
 KNOBS = (

@@ -16,7 +16,11 @@ tiles in flight while one computes.
   (stages=3:  x_smem = BufferedStage(x, ..., stages=3))
 
 Only a K loop at the top of the tile (it runs once per block, so the ring starts at slot 0
-every time it is entered), never more buffers than the loop has iterations. The ring may
+every time it is entered), never more buffers than the loop has iterations. Flash
+attention's causal key loop starts at the block's diagonal tile (a StridedLoop whose start
+is an index of the block): its ring numbers the iterations from that start (j = var -
+start fills slot j % N), and its trip count, different in every block, is at most the
+number of key tiles. The ring may
 take more than the 48 KiB a block declares statically, up to the target's dynamic shared
 memory per block (the kernel then carves it from dynamic shared memory: k005); a ring that
 does not fit keeps fewer stages (the trace says so). The default: 4 stages, or 3, when the
@@ -27,8 +31,9 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Stage
-from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, smem_bytes, stage_smem_budget
+from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, smem_bytes, stage_smem_budget, trips
 from .flash_stage import key_loop_skip
+from .grid_plan import ring_stages
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob
 
 DESCRIPTION = "promote K-outer Stages to BufferedStage (a ring of 2 to 4 buffers)"
@@ -39,14 +44,11 @@ def _default_stages(kernel, target) -> int:
     heads = [(s, lp) for lp in k_outer_loops(tile, kernel.flash is not None) for s in head_stages(lp) if s.buffers == 1]
     if not heads:
         return 2
-    extent = min(lp.extent for _, lp in heads)
+    extent = min(trips(tile, lp) for _, lp in heads)
     one = sum(4 * _elements(s) for s, _ in heads)
     # two resident blocks per SM at least: a deeper ring is not worth half the occupancy
     room = min(stage_smem_budget(target), target.smem_per_sm // 2 - 1024 if target.smem_per_sm else 0)
-    for n in (4, 3):
-        if extent >= 4 * n and smem_bytes(tile) + (n - 1) * one <= room:
-            return n
-    return 2
+    return ring_stages(extent, lambda n: smem_bytes(tile) + (n - 1) * one <= room)
 
 
 KNOBS = (flag_knob("enable", "buffer the stages at the head of a matmul K-outer loop in a ring", "double buffering"),
@@ -64,7 +66,7 @@ def apply(kernel, pctx: PassContext):
         if any(head_stages(lp) for lp in loops):
             return Skip("the K-outer loop's stages are already double buffered")
         return Skip("nothing is staged at the head of the K-outer loop")
-    if all(lp.extent < 2 for _, lp in todo):
+    if all(trips(tile, lp) < 2 for _, lp in todo):
         return Skip("the K-outer loop runs once: nothing to overlap")
     want = pctx.knobs["stages"]
     limit = stage_smem_budget(pctx.target)
@@ -73,15 +75,16 @@ def apply(kernel, pctx: PassContext):
     notes = []
     for lp in loops:
         one = sum(4 * _elements(s) for s in head_stages(lp) if s.buffers == 1)
-        n = min(want, lp.extent)
+        most = trips(tile, lp)
+        n = min(want, most)
         while n >= 2 and base + (n - 1) * one > limit:
             n -= 1
-        if n >= 2 and n < min(want, lp.extent):
+        if n >= 2 and n < min(want, most):
             notes.append(f"K loop {lp.var}: {n} stages, not {want}: {want} buffers need "
                          f"{base + (want - 1) * one} bytes of shared memory, more than the {limit} a block "
                          f"may use on {pctx.target.name}")
         elif n >= 2 and n < want:
-            notes.append(f"K loop {lp.var}: {n} stages, not {want}: the loop runs {lp.extent} times")
+            notes.append(f"K loop {lp.var}: {n} stages, not {want}: the loop runs {most} times")
         if n >= 2:
             stages[lp.var] = n
             base += (n - 1) * one

@@ -47,20 +47,30 @@ from .rewrite import await_copies
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"
 
-MIN_TMA_BLOCK = 64    # outputs per thread of the main loop's register block
+
+MIN_TMA_BLOCK = 32    # outputs per thread of the main loop's register block
 
 
 def _default_enable(kernel, target) -> bool:
-    """TMA where the main loop's register block is big enough to hide the producer. The
-    elected thread's copies and the ring's waits cost about 50 issue slots per K step (read
-    off sm_90 SASS): an 8 x 8 block's 1024 FFMA per 16-deep step keep 0.87 of the slots, a
-    4 x 4 block's 256 drop from 0.78 (cp.async) to 0.67. Smaller blocks stay on cp.async,
-    which every thread issues for its own share; the tuner may still choose TMA. Flash
-    attention's K/V tiles always (flash_stage.flash_tma_notes says why)."""
+    """TMA where the register block is at least 4 x 8. The producer is one lane warp 0
+    elects: its empty-slot wait, arrive.expect_tx and one UTMALDG per operand cost that warp
+    30 to 37 issue slots per K step (sm_90 SASS), shared by the block's warps, while no other
+    warp issues a copy. A warp's issue slots per K step (benchmarks/bench_matmul.py, slots/K)
+    against cp.async: 4 x 8 598 vs 608, 8 x 4 597 vs 596, 8 x 8 keeps 0.91 of them for FFMA,
+    each with one copy per operand per K step (cp.async: up to 5). A 4 x 4 block breaks even
+    (325 vs 328 with 128 threads, 319 vs 318 with 256) and cp.async copies it with 2 or 3
+    instructions per K step already: it stays on cp.async, which every thread issues for its
+    own share. The tuner may still choose TMA there. Flash attention's K/V tiles always
+    (flash_stage.flash_tma_notes says why)."""
     if getattr(kernel, "flash", None) is not None:
         return True
-    sizes = [r.size for r in kernel.register_tiles]
-    return not sizes or max(sizes) >= MIN_TMA_BLOCK
+    return _small_block(kernel) is None
+
+
+def _small_block(kernel) -> int | None:
+    """The main loop's register block (outputs per thread) when it is under MIN_TMA_BLOCK."""
+    block = max((r.size for r in kernel.register_tiles), default=None)
+    return block if block is not None and block < MIN_TMA_BLOCK else None
 
 
 KNOBS = (Knob("enable", (True, False), _default_enable,
@@ -72,11 +82,11 @@ KNOBS = (Knob("enable", (True, False), _default_enable,
 
 def apply(kernel, pctx: PassContext):
     if not pctx.knobs["enable"]:
-        if _default_enable(kernel, pctx.target):
+        block = _small_block(kernel)
+        if block is None or getattr(kernel, "flash", None) is not None:
             return Skip("TMA copies disabled by the knob")
-        block = max(r.size for r in kernel.register_tiles)
         return Skip(f"a register block of {block} outputs per thread (< {MIN_TMA_BLOCK}) is too small to hide "
-                    f"the TMA producer's ~50 issue slots per K step: cp.async (enable=True forces TMA)")
+                    f"the TMA producer's ~35 issue slots per K step: cp.async (enable=True forces TMA)")
     tile = kernel.tile()
     loops = k_outer_loops(tile, kernel.flash is not None)
     candidates = [s for lp in loops for s in head_stages(lp) if s.buffers >= 2 and s.copy == "sync"]

@@ -76,7 +76,7 @@ def _plan(kernel: TileKernel, pad: int):
         plan[stage.name] = pad
     if not plan:
         return plan, 0, reasons
-    after = stage_cost(kernel, plan)
+    after = stage_cost(_padded(kernel, plan))
     saved = 0
     for name in list(plan):
         gain = base[name][1] - after[name][1]
@@ -86,6 +86,15 @@ def _plan(kernel: TileKernel, pad: int):
         else:
             saved += gain
     return plan, saved, reasons
+
+
+def _padded(kernel: TileKernel, plan: dict[str, int]) -> TileKernel:
+    """The kernel with the planned pads, its loads restamped: a pad that moves rows off the
+    16-byte grid turns a vector loop's shared float4 into lane-by-lane loads, priced so."""
+    def pad(s):
+        return dataclasses.replace(s, pad=plan[s.name]) if isinstance(s, Stage) and s.name in plan else s
+    tile = kernel.tile()
+    return restamp_loads(replace_tile(kernel, Tile(tile.axes, map_body(tile.body, pad))))
 
 
 def _default_pad(kernel: TileKernel, target) -> int:

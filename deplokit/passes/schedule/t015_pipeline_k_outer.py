@@ -21,7 +21,10 @@ ko + N - 1; compute tile ko. The materialiser rotates the loop:
                                       (TMA alone: every thread arrives on empty[ko % N])
     epilogue       the last N - 1 iterations issue nothing and compute the last tiles
 
-at most one barrier per iteration; each copy has N - 1 tiles' compute to land.
+at most one barrier per iteration; each copy has N - 1 tiles' compute to land. A causal key
+loop (from the block's diagonal tile: its start, and so its trip count n, is the block's)
+counts iterations j = ko - start: the prologue issues tile j < N - 1 only where j < n (each
+a cp.async group, committed even when empty), the waits use slot j % N and phase j / N.
 
     for a2o in 0..4:  # reduce (K)
         x_smem = AsyncBufferedStage(x, origin=(0, a2o * 16), slab=(a0:16@0, a2i:16@1))
@@ -41,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import AsyncWait, Stage, Tile
-from ..stage_geometry import head_length, head_stages, k_outer_loops
+from ..stage_geometry import head_length, head_stages, k_outer_loops, trips
 from .flash_stage import key_loop_skip
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 
@@ -73,7 +76,7 @@ def apply(kernel, pctx: PassContext):
             reasons.append(f"{s.name} at the head of K loop {lp.var} is {what}: its copy cannot run ahead "
                            f"of the compute")
             continue
-        if lp.extent < 2:
+        if trips(tile, lp) < 2:
             reasons.append(f"K loop {lp.var} runs once")
             continue
         chosen.add(lp.var)

@@ -61,7 +61,9 @@ as NaN (garbage in CUDA). Register arrays are stored as (size, blocks, threads).
 Arithmetic: int is int64 (`/` truncates toward zero as in C, `//` floors, `%` is C's
 remainder), float is float32 (never widened to float64; int operands are converted),
 `Call.fn` is a deplokit elementwise op name (numpy_ops), C spellings like expf / fmaxf are
-accepted too. Known limits: write-write conflicts across different statements or across
+accepted too, with C's meaning: fmaxf / fminf return the other operand of a NaN, where
+maximum / minimum (and Binary max / min) propagate it, as torch and the printed
+deplokit_fmaxf / deplokit_fminf do. Known limits: write-write conflicts across different statements or across
 chunks are not detected; cp.async groups are per chunk, not per thread."""
 from __future__ import annotations
 

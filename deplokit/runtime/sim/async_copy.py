@@ -34,19 +34,39 @@ class _AsyncCopies:
                           pend_tag=self.cp_open)
 
     def mark_pending(self, sh, keys, n, tag):
+        """Flat shared keys (+0..n-1) in flight in cp.async group tag[block] of their block."""
         if sh.pend is None:
             sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)
         pf = sh.pend.reshape(-1)
         for j in range(n):
-            pf[keys + j] = tag
+            pf[keys + j] = tag[(keys + j) // sh.size]
         sh.has_pending = True
 
+    # cp.async groups are counted per block: a block whose key loop runs fewer iterations
+    # (a causal ring's guarded prologue) commits and waits on its own count, so a group it
+    # fails to commit leaves its copies in flight where wait_group lets them be
+
+    def whole_blocks(self, mask, what):
+        """The blocks whose threads all run `what` (a commit or a wait); a block only some of
+        whose threads run it fails: its groups would differ thread by thread."""
+        if mask is None:
+            return np.ones(self.nb, dtype=bool)
+        act = np.broadcast_to(mask, self.shape)
+        some, every = act.any(axis=1), act.all(axis=1)
+        if (some & ~every).any():
+            r = int(np.nonzero(some & ~every)[0][0])
+            self.fail(f"{what} run by some threads of block {self.block_index(r)} only: a cp.async group "
+                      f"count that differs between the threads of a block is not simulated")
+        return every
+
     def s_cp_commit(self, s, mask):
-        self.cp_committed = self.cp_open
-        self.cp_open += 1
+        rows = self.whole_blocks(mask, "cp.async.commit_group")
+        self.cp_committed[rows] = self.cp_open[rows]
+        self.cp_open[rows] += 1
 
     def s_cp_wait(self, s: K.CpAsyncWait, mask):
-        done = self.cp_committed - int(s.pending)
+        rows = self.whole_blocks(mask, "cp.async.wait_group")
+        done = np.where(rows, self.cp_committed - int(s.pending), 0)[:, None]
         for sh in self.shared.values():
             if sh.has_pending:
                 p = sh.pend

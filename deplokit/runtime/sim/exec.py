@@ -13,10 +13,8 @@ from .global_mem import _GlobalMemory
 from .memory import _MBar, _Reg, _Shared
 from .shared import _SharedMemory
 from .vector import _VectorAccesses
-from .values import (
-    F32, I64, _BIN_ALIAS, _CALL_ALIAS, _INT_FNS, _LOGICAL_FNS, _NONE, _as_bool, _binary_values, _cast,
-    _dtype_of, _kind, _narrow, _own, _scalar, _unify,
-)
+from .values import (C_MINMAX, F32, I64, _BIN_ALIAS, _CALL_ALIAS, _INT_FNS, _LOGICAL_FNS, _NONE, _as_bool,
+                     _binary_values, _cast, _dtype_of, _kind, _narrow, _own, _scalar, _unify)
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
@@ -58,8 +56,9 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         self.acquired = None         # (blocks, threads): the latest release tick each thread waited for
         # ordinary stores not yet fenced before an async-proxy copy (kernels with TMA copies only)
         self.proxy_watch = any(isinstance(s, K.TmaLoad) for s in K.walk_stmts(k.body))
-        self.cp_open = 1            # id of the cp.async group being filled
-        self.cp_committed = 0       # groups 1..cp_committed are committed
+        # per block (the commits of a key loop whose trip count depends on the block differ)
+        self.cp_open = np.ones(nb, dtype=np.int32)          # id of the cp.async group being filled
+        self.cp_committed = np.zeros(nb, dtype=np.int32)    # groups 1..cp_committed are committed
         self.exec = {
             K.Declare: self.s_declare, K.DeclareArray: self.s_declare_array,
             K.Assign: self.s_assign, K.SharedArray: self.s_shared_array,
@@ -72,8 +71,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
             K.TmaTensorLoad: self.s_tma_tensor_load,
             K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
             K.MbarrierArrive: self.s_mbar_arrive, K.ProxyFence: self.s_proxy_fence,
-            K.Comment: lambda s, mask: None,
-            K.SyncWarp: lambda s, mask: None,     # the simulator runs a warp's lanes in lockstep
+            K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
         }
         self.eval = {
             K.Var: self.e_var, K.Const: self.e_const, K.Cast: self.e_cast, K.Special: self.e_special,
@@ -278,6 +276,8 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         return out
 
     def call(self, fn, args):
+        if fn in C_MINMAX:
+            return C_MINMAX[fn](*(_cast(a, F32) for a in args))
         name = _CALL_ALIAS.get(fn, fn)
         if name not in OPS and name.endswith("f") and name[:-1] in OPS:
             name = name[:-1]                     # expf, sqrtf, tanhf, ... -> exp, sqrt, tanh

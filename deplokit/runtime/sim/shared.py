@@ -96,9 +96,10 @@ class _SharedMemory:
         sh.reads.clear()
         sh.lr_dirty = True
 
-    def shared_write(self, sh: _Shared, off, values, mask, kind, align=1, pend_tag=0):
+    def shared_write(self, sh: _Shared, off, values, mask, kind, align=1, pend_tag=None):
         """Store values[j] at off+j for every active thread, after the conflict, pending-copy
-        and race checks; pend_tag != 0 marks the elements as an async copy in flight."""
+        and race checks; pend_tag (per block: its open cp.async group) marks the elements as
+        an async copy in flight."""
         n = len(values)
         off = self.check_bounds(off, n, sh.size, mask, f"shared array {sh.name}", kind, align)
         if np.ndim(off) == 0 or off.shape[0] == 1:
@@ -151,7 +152,7 @@ class _SharedMemory:
             sh.dirty = True
         for j, v in enumerate(vals):
             sh.flat[keys + j] = v
-        if pend_tag:
+        if pend_tag is not None:
             self.mark_pending(sh, keys, n, pend_tag)
         elif self.proxy_watch:
             self.note_generic(sh, keys, tids, n)
@@ -211,14 +212,14 @@ class _SharedMemory:
             sh.dirty = True
         for j, v in enumerate(vals):
             sh.data[:, cols + j] = v
-        if not pend_tag and self.proxy_watch:
+        if pend_tag is None and self.proxy_watch:
             keys = (np.arange(self.nb, dtype=I64)[:, None] * sh.size + cols).reshape(-1)
             self.note_generic(sh, keys, np.broadcast_to(tids, (self.nb, tids.size)).reshape(-1), n)
-        if pend_tag:
+        if pend_tag is not None:
             if sh.pend is None:
                 sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)
             for j in range(n):
-                sh.pend[:, cols + j] = pend_tag
+                sh.pend[:, cols + j] = pend_tag[:, None]
             sh.has_pending = True
         self.stats.shared_bytes_stored += self.nb * cols.size * 4 * n
 

@@ -96,10 +96,11 @@ _BIN_ALIAS = {"add": "+", "subtract": "-", "sub": "-", "multiply": "*", "mul": "
               "less_equal": "<=", "greater": ">", "greater_equal": ">=", "equal": "==",
               "not_equal": "!=", "logical_and": "&&", "logical_or": "||", "and": "&&",
               "or": "||"}
-_CALL_ALIAS = {"fmaxf": "maximum", "fminf": "minimum", "fmax": "maximum", "fmin": "minimum",
-               "max": "maximum", "min": "minimum", "fabs": "abs", "fabsf": "abs",
-               "powf": "pow", "rcp": "reciprocal", "__expf": "exp", "__logf": "log",
-               "select": "where"}
+# C's fmaxf / fminf, called by their C names: the other operand where one is NaN (deplokit's
+# maximum / minimum, printed as deplokit_fmaxf / deplokit_fminf, propagate it as torch does)
+C_MINMAX = {"fmaxf": np.fmax, "fmax": np.fmax, "fminf": np.fmin, "fmin": np.fmin}
+_CALL_ALIAS = {"max": "maximum", "min": "minimum", "fabs": "abs", "fabsf": "abs", "powf": "pow",
+               "rcp": "reciprocal", "__expf": "exp", "__logf": "log", "select": "where"}
 _LOGICAL_FNS = {"logical_not", "logical_and", "logical_or"}
 # ops that stay in int64 when every operand is int or bool (index arithmetic spelled as calls)
 _INT_FNS = {"add", "subtract", "multiply", "maximum", "minimum", "greater", "less",
