@@ -14,7 +14,8 @@ global bytes (every global tensor a kernel reads or writes, counted once per ker
 DRAM traffic with perfect caching), the global bytes the SIMT simulator counts (every access
 of every thread: K and V rows re-read by each query row's block mostly hit L1/L2), shared
 memory per block, the check against torch eager, and per flash kernel how its K/V tiles are
-copied (TMA box or cp.async, ring of N) and how wide its K reads are. No GPU timings: none was available.
+copied (TMA box or cp.async, ring of N) and how wide its K reads are, and for the Qwen-shaped
+flash kernels their plan (rows, lanes, register estimate against the cap) and ptxas registers/spills. No GPU timings: none was available.
 Run: .venv/bin/python benchmarks/bench_attention.py"""
 from __future__ import annotations
 
