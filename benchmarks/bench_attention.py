@@ -14,7 +14,8 @@ global bytes (every global tensor a kernel reads or writes, counted once per ker
 DRAM traffic with perfect caching), the global bytes the SIMT simulator counts (every access
 of every thread: K and V rows re-read by each query row's block mostly hit L1/L2), shared
 memory per block, the check against torch eager, and per flash kernel how its K/V tiles are
-copied (TMA box or cp.async, ring of N) and how wide its K reads are. No GPU timings: none was available.
+copied (TMA box or cp.async, ring of N) and how wide its K reads are, and for the Qwen-shaped
+flash kernels their plan (rows, lanes, register estimate against the cap) and ptxas registers/spills. No GPU timings: none was available.
 Run: .venv/bin/python benchmarks/bench_attention.py"""
 from __future__ import annotations
 
@@ -139,18 +140,34 @@ def targets(seq: int, heads: int = 28, kv_heads: int = 4, dim: int = 128) -> Non
         muls = sum(s.float_multiplies for s in stats)
         print(f"  {label} ({len(c.kernel_ir.kernels)} kernels): global bytes loaded {loaded} "
               f"({loaded / compulsory:.2f}x compulsory), multiplies {muls} ({muls / macs:.2f}x non-causal)")
-        for line in staging(c):
+        for line in staging(c) + (registers(c) if not config else []):
             print(f"    {line}")
         notes = next(s for s in c.trace if s.name == "fuse_attention").notes
         for note in (n for n in notes if "grid fill" in n):     # the guard's estimates (fuse/grid_fill.py)
             print(f"    {note[note.index('grid fill'):]}")
     # the same shapes without the causal mask (compile only): its key loop from tile 0 has a ring
     c = deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), *inputs)
-    for line in staging(c):
+    for line in staging(c) + registers(c):
         print(f"  non-causal: {line}")
     step = next(s for s in c.trace if s.name == "fuse_attention")
     for note in (n for n in step.notes or (step.skipped_reason,) if "grid fill" in n):
         print(f"  non-causal: {'flash' if step.changed else 'three kernels'}, {note[note.index('grid fill'):]}")
+
+
+def registers(c) -> list[str]:
+    """Each flash kernel's plan (rows, lanes, its register estimate against the block's cap)
+    and what ptxas made of it (registers, spill bytes), where nvcc is installed."""
+    found = c.nvcc().stats if nvcc_available() else {}
+    out = []
+    for k in c.kernel_ir.kernels:
+        if not k.name.startswith("flash"):
+            continue
+        plan = next(t.flash for t in c.loop_ir.kernels if t.flash is not None)
+        out.append(f"{k.name}: block {k.block[0]}, {plan.text()}")
+        if k.name in found:
+            out.append(f"ptxas {c.target.name} {k.name}: {found[k.name].registers} registers, "
+                       f"{found[k.name].spills} spills")
+    return out
 
 
 def layer_figures() -> None:

@@ -116,7 +116,10 @@ def test_flash_tile_ir_shares_key_tiles_and_skips_causal_ones():
     # head_dim 96: 96 + 96 + 16 floats would crowd one thread's registers: two neighbouring
     # threads share a row (half of head_dim each, their partial scores added by a shuffle)
     assert "register q_reg[48]" in text and "Combine(acc0, add, over=(a4l,))" in text
-    assert "register q_reg[80]" in str(_compiled("causal_gqa_hd80_t70").tile_ir)       # one thread a row
+    # head_dim 80 too (80 + 80 + 16 floats and the ring's addresses spilled at 255 registers on
+    # sm_80: fuse/flash_registers.py); head_dim 64 keeps one thread a row
+    assert "register q_reg[40]" in str(_compiled("causal_gqa_hd80_t70").tile_ir)
+    assert "register q_reg[64]" in str(_compiled("sdpa_noncausal_hd64_odd").tile_ir)
     # an odd head_dim that does not fit: the block's query rows staged in shared memory, padded
     odd = str(_compiled("causal_hd89_shared_q").tile_ir)
     assert "q_smem = AsyncStage(q" in odd and "pad=1" in odd and "register q_reg" not in odd

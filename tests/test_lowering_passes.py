@@ -29,7 +29,7 @@ def pending(program):
 
 
 def test_the_lowering_passes_in_order_each_traced():
-    names = ["001_materialize", "002_stage_copies", "003_zero_init", "004_unclash_names"]
+    names = ["001_materialize", "002_stage_copies", "003_zero_init", "004_unclash_names", "005_reconverge_warps"]
     assert [p.name for p in LOWERING] == names
     c = compiled("relu_matmul_seed")
     kernel_steps = [s for s in c.trace if s.stage == "kernel"]

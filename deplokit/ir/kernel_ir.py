@@ -213,6 +213,11 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class SyncWarp:
+    """__syncwarp(): a warp reconverges after a branch some lanes skipped, before a Shuffle."""
+
+
+@dataclass(frozen=True)
 class CpAsync:
     """cp.async of `nbytes` (4, 8 or 16) from global to shared; lands by a later wait."""
     array: str
@@ -294,7 +299,7 @@ class Comment:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
+             For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
              MbarrierArrive, MbarrierWait, ProxyFence, Comment]
 
 
@@ -380,10 +385,9 @@ def walk_stmts(body):
 
 
 def declared_smem_bytes(func: "KernelFunc") -> int:
-    """Static shared memory the kernel declares, placed as the renderer declares it: 8 bytes
-    per mbarrier first, then each static shared array at the next multiple of its alignment
-    (16 bytes; a TMA box's 1024), rounded up to 16 bytes (ptxas's own figure, when known, is
-    `smem_bytes`); arrays carved from dynamic shared memory count in `func.dynamic_smem`."""
+    """Static shared memory declared, placed as the renderer places it: 8 bytes per mbarrier,
+    then each static shared array at the next multiple of its alignment (16 bytes; a TMA box's
+    1024), rounded up to 16 (ptxas's figure is `smem_bytes`); dynamic arrays: `dynamic_smem`."""
     arrays, barriers = [], {}
     for s in walk_stmts(func.body):
         if isinstance(s, SharedArray) and s.offset is None:

@@ -101,6 +101,8 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
                 format_stmts(s.orelse, depth + 1, lines)
         elif kind == "Barrier":
             lines.append(f"{pad}barrier")
+        elif kind == "SyncWarp":
+            lines.append(f"{pad}syncwarp")
         elif kind == "CpAsync":
             lines.append(f"{pad}cp.async {s.nbytes}B {_copy(s)}")
         elif kind == "CpAsyncCommit":

@@ -194,14 +194,16 @@ class FlashPlan:
     causal: bool
     query_registers: bool = True    # each thread's query row in registers, else the block's in shared memory
     lanes: int = 1                  # threads sharing one query row (each 1/lanes of head_dim and columns)
+    registers: str = ""             # why these rows and lanes: a thread's registers against its block's cap
 
     def text(self) -> str:
         heads = f" x {self.group} heads" if self.group > 1 else ""
         skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
         where = "registers" if self.query_registers else "shared memory"
         where += f", {self.lanes} threads a row" if self.lanes > 1 else ""
+        why = f" ({self.registers})" if self.registers else ""
         return (f"flash: a block owns {self.query_tile} query rows{heads} (in {where}), keys and values in "
-                f"staged tiles of {self.key_tile}{skip}")
+                f"staged tiles of {self.key_tile}{skip}{why}")
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,13 @@ from __future__ import annotations
 from ...analysis.traffic import loop_kernel_flops
 from ...ir.index import FloorDiv, Gather, Var, as_affine, free_vars, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
+from .flash_registers import budget
 from .guard import Traffic
 
 STAGE_BUDGET = 32 * 1024     # bytes of one key tile and one value tile in shared memory
-# floats of a thread's registers for its query row, output row and the tile's scores; beyond,
-# the query rows are staged in shared memory instead (head_dim 128: 128 + 128 + 16 would spill)
-REGISTER_BUDGET = 192
 SHARED_BUDGET = 40 * 1024    # bytes of staged query rows, key tile and value tile
 MAX_KEY_TILE = 16     # small tiles: fewer causal pairs computed, the diagonal tile's waste halved
+MIN_QUERY_TILE = 16   # rows a block keeps before the query rows go to shared memory instead
 
 
 def _pow2_at_most(n: int) -> int:
@@ -98,26 +97,54 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
     # causal: the query tile is the key tile, so that the diagonal is one tile; otherwise as many
     # rows as 256 threads hold (each key and value tile is read once per query tile)
     query_tile = key_tile if causal else min(_pow2_at_least(seq), max(1, _pow2_at_most(256 // group)), 64)
-    # too many floats for one thread: a row's head_dim and output columns dealt to `lanes`
-    # neighbouring threads (their partial dot products added by a warp shuffle)
-    lanes = 1
-    while (d + dv) // lanes + key_tile > REGISTER_BUDGET and d % (2 * lanes) == 0 and dv % (2 * lanes) == 0 \
-            and group * query_tile * lanes * 2 <= 1024:
-        lanes *= 2
-    # decode: a block is the group's few query rows; dealing each row to the lanes of a warp
-    # fills it and keeps a thread's registers small (a whole row of head_dim 64 per thread spilled)
-    while not query and group * lanes < 32 and d % (2 * lanes) == 0 and dv % (2 * lanes) == 0:
-        lanes *= 2
-    registers = (d + dv) // lanes + key_tile <= REGISTER_BUDGET
-    if not registers:       # the block's query rows in shared memory (a float of padding per row)
-        def fits(qt, kt):
-            return 4 * (group * qt * (d + 1) + kt * (d + dv)) <= SHARED_BUDGET
-        while not fits(query_tile, key_tile) and query_tile > 1:
-            query_tile //= 2
-            key_tile = query_tile if causal else key_tile
-        if not fits(query_tile, key_tile):
-            return f"{group} query rows of {d} floats and a key tile do not fit {SHARED_BUDGET} bytes"
-    return FlashPlan(query, heads, group, query_tile, key_tile, causal, registers, lanes if registers else 1)
+    choice = _fit_registers(d, dv, group, query_tile, key_tile, causal, decode=not query)
+    if choice is not None:
+        query_tile, key_tile, lanes, why = choice
+        return FlashPlan(query, heads, group, query_tile, key_tile, causal, True, lanes, why)
+    # no tile fits a thread's registers: the block's query rows in shared memory (a float of
+    # padding per row), a whole row a thread
+    def fits(qt, kt):
+        return 4 * (group * qt * (d + 1) + kt * (d + dv)) <= SHARED_BUDGET
+    while not fits(query_tile, key_tile) and query_tile > 1:
+        query_tile //= 2
+        key_tile = query_tile if causal else key_tile
+    if not fits(query_tile, key_tile):
+        return f"{group} query rows of {d} floats and a key tile do not fit {SHARED_BUDGET} bytes"
+    why = "query rows in shared memory: no tile of rows kept a thread's row within its register cap; " + \
+        budget(d, dv, key_tile, 1, group * query_tile, query_in_registers=False).text()
+    return FlashPlan(query, heads, group, query_tile, key_tile, causal, False, 1, why)
+
+
+def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode):
+    """(query tile, key tile, lanes, why) with the largest query tile (the most rows sharing
+    each staged K/V tile) and the fewest lanes a row whose thread's registers fit the cap its
+    block's thread count implies (flash_registers.py); None when none does. Decode (one query
+    row) deals a row to a warp's lanes anyway: a warp is filled and a thread's share is small.
+    The tile is not halved below MIN_QUERY_TILE rows: fewer rows re-read K and V too often, and
+    staging the query rows in shared memory is the better way out."""
+    first = query_tile
+    while query_tile >= min(first, MIN_QUERY_TILE):
+        kt = query_tile if causal else key_tile
+        lanes = 1
+        while True:
+            threads = group * query_tile * lanes
+            fit = budget(d, dv, kt, lanes, threads)
+            if fit.fits and not (decode and threads < 32 and _splits(d, dv, lanes)):
+                why = fit.text()
+                if query_tile < first:
+                    wider = budget(d, dv, first if causal else key_tile, lanes, group * first * lanes)
+                    why += f" ({first} rows: {wider.text()})"
+                return query_tile, kt, lanes, why
+            if not _splits(d, dv, lanes) or threads * 2 > 1024:
+                break
+            lanes *= 2
+        query_tile //= 2
+    return None
+
+
+def _splits(d: int, dv: int, lanes: int) -> bool:
+    """A row's head_dim and output columns can be dealt to twice as many lanes."""
+    return d % (2 * lanes) == 0 and dv % (2 * lanes) == 0
 
 
 def _pow2_at_least(n: int) -> int:

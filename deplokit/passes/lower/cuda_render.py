@@ -15,7 +15,7 @@ from typing import Iterator
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
                              CpAsyncWait, Declare, DeclareArray, For, GlobalStore, If, KernelFunc,
                              KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad,
-                             SharedArray, SharedLoad, SharedStore, Special, TmaLoad, TmaTensorLoad, Var,
+                             SharedArray, SharedLoad, SharedStore, Special, SyncWarp, TmaLoad, TmaTensorLoad, Var,
                              VectorLoad, VectorStore)
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
@@ -156,8 +156,8 @@ class _Renderer(ExprRenderer, PtxRenderer):
             self.for_loop(s, scope)
         elif isinstance(s, If):
             self.if_stmt(s, scope, prefix="if")
-        elif isinstance(s, Barrier):
-            self.emit("__syncthreads();")
+        elif isinstance(s, (Barrier, SyncWarp)):
+            self.emit("__syncthreads();" if isinstance(s, Barrier) else "__syncwarp();")
         elif isinstance(s, CpAsync):
             self.cp_async(s, scope)
         elif isinstance(s, CpAsyncCommit):

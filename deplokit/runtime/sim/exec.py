@@ -71,7 +71,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
             K.TmaTensorLoad: self.s_tma_tensor_load,
             K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
             K.MbarrierArrive: self.s_mbar_arrive, K.ProxyFence: self.s_proxy_fence,
-            K.Comment: lambda s, mask: None,
+            K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
         }
         self.eval = {
             K.Var: self.e_var, K.Const: self.e_const, K.Cast: self.e_cast, K.Special: self.e_special,

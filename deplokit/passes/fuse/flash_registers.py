@@ -1,0 +1,56 @@
+"""How many registers a flash-attention thread needs, and how many its block lets it have.
+
+A thread of the flash kernel (schedule/flash_tile.py) keeps in registers its slice of the
+query row (D / lanes floats, unless the rows are staged in shared memory), its slice of the
+output accumulator (Dv / lanes), the scores of one key tile, and the online softmax's
+running max and sum; beyond those floats it spends registers on addresses, loop counters
+and the key and value quads in flight. An SM's 65536 registers are shared by the threads
+of a block that must fit on it, so a block of T threads gets at most 65536 / T registers a
+thread (in steps of 8, at most 255): past that, ptxas spills to local memory (512 threads,
+head_dim 128, two lanes a row spilled 800 bytes). The plan (attention_plan.py) picks the
+query tile and lanes whose estimate fits the cap of their thread count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+REGISTER_FILE = 65536        # 32-bit registers of an SM (sm_70 .. sm_120)
+MAX_THREAD_REGISTERS = 255   # what one thread can address
+ALLOCATION_STEP = 8          # ptxas hands out registers per thread in steps of 8
+# registers beyond the row's floats, measured by ptxas -v on sm_80 and sm_90 over head_dim
+# 64..128, causal and not, GQA/MQA/decode: 56..110, the pipelined K/V ring's addresses and
+# lanes' shuffles at the top (head_dim 80 a whole row a thread, 178 floats, spilled 144 bytes)
+ROW_OVERHEAD = 96
+LANE_OVERHEAD = 96
+
+
+@dataclass(frozen=True)
+class RegisterBudget:
+    """A thread's estimated registers against the cap its block's thread count implies."""
+    threads: int
+    estimate: int
+    cap: int
+
+    @property
+    def fits(self) -> bool:
+        return self.estimate <= self.cap
+
+    def text(self) -> str:
+        verdict = "fit" if self.fits else "exceed"
+        return f"about {self.estimate} registers a thread {verdict} the cap of {self.cap} for {self.threads} threads"
+
+
+def register_cap(threads: int) -> int:
+    """Registers a thread may use when a block of `threads` must fit one SM's register file."""
+    per_thread = REGISTER_FILE // max(1, threads) // ALLOCATION_STEP * ALLOCATION_STEP
+    return min(MAX_THREAD_REGISTERS, per_thread)
+
+
+def thread_registers(d: int, dv: int, key_tile: int, lanes: int, query_in_registers: bool = True) -> int:
+    """The estimate: the query slice, the output slice, a key tile's scores, max and sum, overhead."""
+    floats = (d // lanes if query_in_registers else 0) + dv // lanes + key_tile + 2
+    return floats + (LANE_OVERHEAD if lanes > 1 else ROW_OVERHEAD)
+
+
+def budget(d: int, dv: int, key_tile: int, lanes: int, threads: int, query_in_registers: bool = True) -> RegisterBudget:
+    return RegisterBudget(threads, thread_registers(d, dv, key_tile, lanes, query_in_registers), register_cap(threads))

@@ -1,0 +1,101 @@
+"""The flash plan's register budget (passes/fuse/flash_registers.py, attention_plan.py) and the
+warp reconvergence before a lane-split row's shuffle (passes/lower/k005_reconverge_warps.py):
+the rows and lanes a block gets fit the registers its thread count leaves a thread, the trace
+says so, and ptxas spills nothing over a spread of attention shapes on sm_80 and sm_90."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import deplokit
+from deplokit.ir import kernel_ir as K
+from deplokit.passes.fuse.flash_registers import budget, register_cap, thread_registers
+from deplokit.runtime.nvcc import nvcc_available
+
+FLASH = {"fuse_attention.by_cost": False}
+
+
+def _sdpa(causal):
+    return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+
+
+def _compile(heads, kv_heads, seq, keys, d, dv, causal, target="sm_90"):
+    g = torch.Generator().manual_seed(0)
+    inputs = (torch.randn(1, heads, seq, d, generator=g), torch.randn(1, kv_heads, keys, d, generator=g),
+              torch.randn(1, kv_heads, keys, dv, generator=g))
+    return deplokit.compile(_sdpa(causal), *inputs, config=FLASH, target=target)
+
+
+def _flash(c):
+    return next(k for k in c.loop_ir.kernels if k.flash is not None)
+
+
+def test_the_cap_is_the_register_file_shared_by_the_block():
+    assert register_cap(512) == 128 and register_cap(448) == 144     # 65536 / threads, in steps of 8
+    assert register_cap(224) == 255 and register_cap(32) == 255      # a thread addresses at most 255
+    # head_dim 128 dealt to 2 lanes: 64 + 64 query and output floats, 16 scores, max and sum
+    assert thread_registers(128, 128, 16, 2) > register_cap(512)
+    assert budget(128, 128, 16, 2, 224).fits and not budget(128, 128, 16, 2, 448).fits
+    assert thread_registers(128, 128, 16, 2, query_in_registers=False) < thread_registers(128, 128, 16, 2)
+
+
+def test_noncausal_gqa_hd128_block_fits_its_register_cap_and_the_trace_says_why():
+    """Group 4, 64 query rows and 2 lanes a row made 512-thread blocks capped at 128 registers
+    (800 bytes spilled): the plan halves the query tile until a thread's estimate fits."""
+    c = _compile(8, 2, 64, 64, 128, 128, False)
+    plan = _flash(c).flash
+    threads = plan.group * plan.query_tile * plan.lanes
+    fit = budget(128, 128, plan.key_tile, plan.lanes, threads)
+    assert fit.fits and threads <= 256 and plan.query_tile >= 16
+    notes = " ".join(n for s in c.trace for n in s.notes)
+    assert f"about {fit.estimate} registers a thread fit the cap of {fit.cap} for {threads} threads" in notes
+    assert "exceed the cap" in notes        # the larger tile it turned down, and why
+
+
+def test_a_row_that_fits_whole_keeps_one_thread_and_its_tile():
+    plan = _flash(_compile(8, 8, 64, 64, 64, 64, False)).flash      # 64 + 64 + 16 floats: one thread a row
+    assert plan.lanes == 1 and plan.query_tile == 64 and "fit the cap of 255" in plan.text()
+
+
+def test_syncwarp_between_the_copy_branch_and_the_lanes_shuffle():
+    """A lane-split row (head_dim 128, 2 lanes) with its K/V tiles issued by thread 0 inside
+    the key loop: a SyncWarp after that branch, before the shuffle, in the same loop body."""
+    c = _compile(8, 2, 64, 64, 128, 128, False)
+    kernel = c.kernel_ir.kernels[0]
+    loops = [s for s in K.walk_stmts(kernel.body) if isinstance(s, K.For)
+             and any(isinstance(t, K.SyncWarp) for t in s.body)]
+    assert loops, str(c.kernel_ir)
+    body = loops[0].body
+    at = next(i for i, t in enumerate(body) if isinstance(t, K.SyncWarp))
+    assert any(isinstance(t, K.If) for t in body[:at])
+    assert "__syncwarp();" in str(c.cuda)
+    assert any("005_reconverge_warps" == s.name and s.changed for s in c.trace)
+
+
+def test_no_syncwarp_without_a_shuffle():
+    """One thread a row: no warp collective, nothing to reconverge for."""
+    c = _compile(8, 8, 64, 64, 64, 64, False)
+    assert not any(isinstance(s, K.SyncWarp) for k in c.kernel_ir.kernels for s in K.walk_stmts(k.body))
+
+
+SPREAD = {      # heads, kv heads, seq, keys, head_dim, value dim, causal
+    "noncausal_gqa4_hd128_s64": (8, 2, 64, 64, 128, 128, False),
+    "noncausal_gqa7_hd96_s128": (28, 4, 128, 128, 96, 96, False),
+    "causal_gqa7_hd128_s128": (28, 4, 128, 128, 128, 128, True),
+    "noncausal_mqa_hd128_s512": (8, 1, 512, 512, 128, 128, False),
+    "causal_mha_hd80_s64": (4, 4, 64, 64, 80, 80, True),
+    "decode_gqa8_hd128": (32, 4, 1, 256, 128, 128, False),
+    "noncausal_gqa4_dv128_hd64": (8, 2, 128, 128, 64, 128, False),
+    "noncausal_mha_hd64_s256": (4, 4, 256, 256, 64, 64, False),
+}
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(SPREAD))
+def test_flash_kernels_spill_nothing(name, target):
+    c = _compile(*SPREAD[name], target=target)
+    stats = c.nvcc().stats
+    flash = [k.name for k in c.kernel_ir.kernels if k.name.startswith("flash")]
+    assert flash
+    for k in flash:
+        assert stats[k].spills == 0 and stats[k].registers <= 255, (k, stats[k])
