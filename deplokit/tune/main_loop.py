@@ -16,10 +16,14 @@ them in the machine code:
     LDS widths  the distinct shared addresses one unrolled iteration reads, per array, cut
                 into aligned runs of 4 (LDS.128), 2 (LDS.64) and single floats, for every
                 sampled thread and iteration (nvcc must prove the alignment for all)
-    overhead    constants read off sm_90 SASS of deplokit's kernels (OVERHEAD below)
+    overhead    constants read off sm_90 SASS of deplokit's kernels (tune/loop_overhead.py)
+    K step      a main loop nested in a kept K loop (an inner k loop nvcc keeps) also pays its
+                share of the K loop's own step (waits, copies, the TMA producer) per pass
 
 `static` counts every instruction once, as the SASS listing does; `issue` weights a branch
-one thread takes (the TMA issue under `if tid.x == 0`) by the share of warps that run it.
+one thread takes (the TMA producer under an elected `if tid.x == 0`) by the share of warps
+that run it: per K step, what every warp issues plus the producer's slots / warps, as
+analysis/sass_issue.py splits the machine code. `producer` is those slots, unweighted.
 """
 from __future__ import annotations
 
@@ -30,22 +34,9 @@ from ..analysis.sass import SharedLoadCounts
 from ..ir import kernel_ir as K
 from ..ir.tensor_ir import ELEMENTWISE_OPS
 from .loop_addresses import compile_int, evaluate, vector_runs
+from .loop_overhead import OVERHEAD
+from .loop_unroll import FULL_UNROLL, PARTIAL_UNROLL, _const, _exprs, _has, _size, _trip, _walk, unroll_factor, unrolled
 
-# nvcc's unrolling, in _size units, fitted to its sm_90 SASS of deplokit's matmuls: a 4x4
-# register tile's k loop of 16 (832) unrolls fully, of 32 (1664) partly, an 8x4's of 16 by 4
-# (nvcc's choice for an 8x8, none, the model puts at 2).
-FULL_UNROLL = 1024
-PARTIAL_UNROLL = 416
-# Instructions around each operation, besides the operation itself (sm_90, nvcc 13):
-OVERHEAD = {
-    "tma": 12,          # ELECT loop, SYNCS.ARRIVE, uniform address arithmetic around one UBLKCP / UTMALDG
-    "cp_async": 3,      # address arithmetic around one LDGSTS
-    "global": 2,        # address arithmetic of a global access that is not an immediate offset
-    "mbarrier_wait": 12,  # slot / phase arithmetic, try_wait, its branch, the out-of-line retry loop
-    "mbarrier_arrive": 2,  # the slot's address
-    "cp_async_wait": 1,  # LDGDEPBAR / DEPBAR
-    "loop": 8,          # counter, compare, branch, buffer index and pointer updates per iteration
-}
 # statement -> (what it counts as, its OVERHEAD entry)
 SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.TmaTensorLoad: ("copies", "tma"),
                  K.Barrier: ("barriers", ""),
@@ -78,6 +69,9 @@ class MainLoop(SharedLoadCounts):
     static: float               # instructions in the loop's machine code, each once
     issue: float                # instructions a warp issues per pass on average
     wavefronts: int             # shared-memory wavefronts of warp 0's loads in one pass
+    producer: float = 0.0       # slots the elected producer's warp issues per pass (its share in issue)
+    step: float = 0.0           # slots of the K step around a kept main loop, per pass (in issue)
+    per_step: int = 1           # passes in one step of the kept K loop around it (1: it is the K loop)
 
     @property
     def slots_per_ffma(self) -> float:
@@ -85,84 +79,20 @@ class MainLoop(SharedLoadCounts):
         return self.issue / self.ffma if self.ffma else float("inf")
 
     @property
+    def slots_per_k_step(self) -> float:
+        """Issue slots a warp spends on one K step on average, what the SASS view's split of
+        the K loop counts (analysis/sass_issue.py: every warp's, plus the producer's / warps)."""
+        return self.issue * self.per_step
+
+    @property
+    def producer_per_k_step(self) -> float:
+        """Slots the elected producer's warp issues on one K step, unweighted."""
+        return self.producer * self.per_step
+
+    @property
     def static_per_ffma(self) -> float:
         """What the SASS view's FFMA share predicts (its inverse)."""
         return self.static / self.ffma if self.ffma else float("inf")
-
-
-def _const(e) -> int | None:
-    return int(e.value) if isinstance(e, K.Const) else None
-
-
-def _trip(loop: K.For) -> int | None:
-    a, b, s = _const(loop.start), _const(loop.stop), _const(loop.step)
-    return None if None in (a, b, s) or s <= 0 else max(0, -(-(b - a) // s))
-
-
-def _has(body, kinds) -> bool:
-    return any(True for _ in _walk(body, kinds))
-
-
-def _walk(body, kinds):
-    for s in body:
-        if isinstance(s, kinds):
-            yield s
-        if isinstance(s, K.For):
-            yield from _walk(s.body, kinds)
-        elif isinstance(s, K.If):
-            yield from _walk(s.then, kinds)
-            yield from _walk(s.orelse, kinds)
-
-
-def _size(body) -> int:
-    """A rough count of the instructions `body` makes once unrolled (calls, loads, statements)."""
-    n = 0
-    for s in body:
-        if isinstance(s, K.For):
-            n += (_trip(s) or 1) * _size(s.body) if unrolled(s) else _size(s.body)
-        elif isinstance(s, K.If):
-            n += 1 + _size(s.then) + _size(s.orelse)
-        elif isinstance(s, (K.Declare, K.Assign)):
-            value = s.init if isinstance(s, K.Declare) else s.value
-            n += max(1, sum(1 for x in _exprs(value) if isinstance(x, (K.Call, K.SharedLoad, K.GlobalLoad)))
-                     if value is not None else 0)
-        else:
-            n += 1
-    return n
-
-
-def unrolled(loop: K.For) -> bool:
-    """Whether nvcc unrolls `loop` fully into the loop around it: a loop marked unroll, or a
-    constant loop without a barrier whose unrolled body stays under FULL_UNROLL."""
-    trip = _trip(loop)
-    if trip is None:
-        return False
-    if loop.unroll:
-        return True
-    if _has(loop.body, (K.Barrier, K.MbarrierWait, K.CpAsyncWait)):
-        return False
-    return trip * _size(loop.body) <= FULL_UNROLL
-
-
-def unroll_factor(loop: K.For) -> int:
-    """Iterations nvcc puts in one pass of a loop it keeps: up to 4 while under PARTIAL_UNROLL."""
-    size, trip = max(1, _size(loop.body)), _trip(loop)
-    if _has(loop.body, (K.Barrier, K.MbarrierWait, K.CpAsyncWait)):
-        return 1                        # a staged K loop: one stage per pass
-    factor = 1
-    while factor < 4 and 2 * factor * size <= PARTIAL_UNROLL and (trip is None or trip % (2 * factor) == 0):
-        factor *= 2
-    return factor
-
-
-def _exprs(e):
-    yield e
-    for name in ("a", "b", "cond", "offset", "value", "index"):
-        sub = getattr(e, name, None)
-        if sub is not None and not isinstance(sub, (str, int, float, bool)):
-            yield from _exprs(sub)
-    for sub in getattr(e, "args", ()) or ():
-        yield from _exprs(sub)
 
 
 def _float_work(body) -> bool:
@@ -206,10 +136,14 @@ class _Iteration:
         self.locals: list = []
         self.products: set[str] = set()
         self.compiled: dict[int, tuple] = {}   # load index -> its offset and local ints, compiled
+        self.elected = 0.0                # the warp share of the elected branch being walked, 0 outside
+        self.producer = 0.0               # slots the elected producer's warp issues, unweighted
 
     def add(self, key: str, n: float, mult: float, share: float) -> None:
         self.static[key] = self.static.get(key, 0.0) + n * mult
         self.issue[key] = self.issue.get(key, 0.0) + n * mult * share
+        if self.elected:
+            self.producer += n * mult * share / self.elected
 
     def warp_share(self, cond) -> float:
         """Share of a block's warps with a lane for which `cond` holds (loop variables at 0)."""
@@ -241,7 +175,12 @@ class _Iteration:
                     self.walk(s.body, ctx + [(s.var, (start,))], mult, dyn * trip, share)
             elif isinstance(s, K.If):
                 inner = share * self.warp_share(s.cond)
+                self.add("other", OVERHEAD["elect_guard" if s.elect else "branch"], mult, share * dyn)
+                outside, self.elected = self.elected, (inner * dyn if s.elect else self.elected)
+                if s.elect:
+                    self.add("other", OVERHEAD["elect"], mult, inner * dyn)
                 self.walk(s.then, ctx, mult, dyn, inner)
+                self.elected = outside
                 self.walk(s.orelse, ctx, mult, dyn, share)
             elif isinstance(s, (K.Declare, K.Assign)):
                 value = s.init if isinstance(s, K.Declare) else s.value
@@ -290,6 +229,8 @@ class _Iteration:
             counter, overhead = SYNC_AND_COPY[type(s)]
             self.add(counter, 1, mult, share)
             self.add("other", OVERHEAD.get(overhead, 0), mult, share)
+            if isinstance(s, K.MbarrierArrive) and s.expect_tx:
+                self.add("other", OVERHEAD["expect_tx"], mult, share)
 
     def address(self, i: int, point: tuple, env: dict) -> int:
         """Shared offset of load `i` at `point` of its unrolled loops."""
@@ -359,6 +300,21 @@ def _declared_ints(body, loop) -> list:
     return out
 
 
+_ISSUED = ("ffma", "float", "sts", "ldg", "stg", "copies", "barriers", "other", "loop", "lds128")
+
+
+def k_step(func: K.KernelFunc, loop: K.For, around: list) -> tuple[float, float]:
+    """(issue slots a warp spends on one step of the kept K loop around `loop` besides `loop`
+    itself, the producer's share included; the producer's slots), (0, 0) when `loop` is not
+    directly in the body of a kept loop (or holds the whole step)."""
+    if not around or not any(s is loop for s in around[-1].body):
+        return 0.0, 0.0
+    outer = around[-1]
+    it = _Iteration(func, _declared_ints(func.body, outer))
+    it.walk([s for s in outer.body if s is not loop], [(outer.var, (_const(outer.start) or 0,))], 1.0, 1.0, 1.0)
+    return OVERHEAD["loop"] + sum(it.issue.get(k, 0.0) for k in _ISSUED), it.producer
+
+
 def count_iteration(func: K.KernelFunc, loop: K.For, around: list) -> MainLoop:
     it = _Iteration(func, _declared_ints(func.body, loop))
     factor = unroll_factor(loop)
@@ -370,15 +326,19 @@ def count_iteration(func: K.KernelFunc, loop: K.For, around: list) -> MainLoop:
     fixed = OVERHEAD["loop"]
 
     def total(counts, widths) -> float:
-        return (fixed + sum(counts.get(k, 0.0) for k in ("ffma", "float", "sts", "ldg", "stg", "copies", "barriers",
-                                                         "other", "loop", "lds128")) + sum(widths))
+        return fixed + sum(counts.get(k, 0.0) for k in _ISSUED) + sum(widths)
     passes = -(-(_trip(loop) or 1) // factor)
+    nested = bool(around) and any(s is loop for s in around[-1].body)
+    per_step = passes if nested else 1
+    step, step_producer = k_step(func, loop, around)
     for outer in around:
         passes *= _trip(outer) or 1
     return MainLoop(func.name, loop.var, _trip(loop) or 1, factor, passes, int(st.get("ffma", 0)), int(st.get("float", 0)),
                     lds, lds64, lds128, int(st.get("sts", 0)), int(st.get("ldg", 0)), int(st.get("stg", 0)),
                     int(st.get("copies", 0)), int(st.get("barriers", 0)),
-                    total(st, (lds, lds64, lds128)), total(iss, widths_issue), wavefronts + int(st.get("lds128", 0)) * 4)
+                    total(st, (lds, lds64, lds128)), total(iss, widths_issue) + step / per_step,
+                    wavefronts + int(st.get("lds128", 0)) * 4, it.producer + step_producer / per_step, step / per_step,
+                    per_step)
 
 
 def main_loop(func: K.KernelFunc) -> MainLoop | None:
@@ -390,5 +350,5 @@ def main_loop(func: K.KernelFunc) -> MainLoop | None:
     return count_iteration(func, loop, around)
 
 
-__all__ = ["MainLoop", "main_loop", "find_main_loop", "unrolled", "unroll_factor", "evaluate", "OVERHEAD",
+__all__ = ["MainLoop", "main_loop", "find_main_loop", "k_step", "unrolled", "unroll_factor", "evaluate", "OVERHEAD",
            "FULL_UNROLL", "PARTIAL_UNROLL"]
