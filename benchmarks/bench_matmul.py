@@ -18,7 +18,12 @@ For each program, its largest kernel (the matmul), default knobs:
     slots/K   issue slots a warp spends on a K step on average: what every warp issues plus the
               producer's share (producer / warps), out-of-line slow paths (a failed poll's
               retry after EXIT) left out (analysis/sass_issue.py); and the FFMA share of them.
-              The column to compare TMA with cp.async, whose copies every warp issues
+              The column to compare TMA with cp.async, whose copies every warp issues. A k loop
+              nvcc kept inside the K loop (a big register tile) counts once per pass it runs
+              for a K step's FFMA (TM x TN x k chunk, the model's count)
+    model slots/K  the cost model's slots per K step (MainLoop.slots_per_k_step: every warp's,
+              the elected producer's / warps, the K step around a kept inner loop) and the
+              producer's slots per K step (MainLoop.producer_per_k_step), beside the SASS ones
     regs      registers per thread, and spilled bytes (ptxas)
     model instr/slots  the cost model's main loop (tune/main_loop.py): instructions per FFMA
               it predicts for the loop (compare 1 / FFMA share) and issue slots per FFMA
@@ -47,7 +52,7 @@ import deplokit
 from deplokit.bench.suite import suite_entries
 from deplokit.ir.loop_ir import Loop
 from deplokit.ir.tile_ir import BLOCK, THREAD, walk
-from deplokit.analysis.sass_issue import issue_split
+from deplokit.analysis.sass_issue import issue_split, slots_per_k_step
 from deplokit.runtime.sass import sass_available
 from deplokit.target import get_target
 from deplokit.tune.cost_model import estimate
@@ -114,6 +119,7 @@ def row(name, fn, shapes, target, with_sass: bool, config=None) -> list[str]:
     works = [k.work for k in est.kernels if k.work is not None]
     floor = floor_us(works, target)
     main = max(works, key=lambda w: w.flops).name          # the matmul: the most FLOPs
+    model = next((k.loop for k in est.kernels if k.name == main), None)
     cells = [name, tile_text(c.tile_ir.kernel(main)), layout_text(c.tile_ir.kernel(main))]
     if with_sass:
         k = c.sass().kernel(main)
@@ -129,15 +135,16 @@ def row(name, fn, shapes, target, with_sass: bool, config=None) -> list[str]:
         if loop:
             split = issue_split(k, loop)
             warps = -(-next(f.threads for f in c.kernel_ir.kernels if f.name == main) // 32)
-            slots = split.slots_per_warp(warps)
-            cells += [str(split.producer), f"{slots:.0f}/{loop.mix.ffma / slots:.2f}"]
+            ffma = model.ffma * model.per_step if model and model.ffma else loop.mix.ffma
+            slots = slots_per_k_step(k, loop, warps, ffma)
+            cells += [str(split.producer), f"{slots:.0f}/{ffma / slots:.2f}"]
         else:
             cells += ["-", "-"]
         cells += [str(k.registers), str(k.spills)]
     else:
         cells += ["-"] * 10
-    loop = next((k.loop for k in est.kernels if k.name == main), None)
-    cells += [f"{loop.static_per_ffma:.2f}/{loop.slots_per_ffma:.2f}" if loop and loop.ffma else "-",
+    cells.insert(-2, f"{model.slots_per_k_step:.0f}/{model.producer_per_k_step:.0f}" if model and model.ffma else "-")
+    cells += [f"{model.static_per_ffma:.2f}/{model.slots_per_ffma:.2f}" if model and model.ffma else "-",
               f"{est.time_us:.1f}", f"{floor:.1f}", f"{est.time_us / floor:.2f}", repack_text(c.tile_ir)]
     return cells
 
@@ -150,7 +157,7 @@ def repack_text(tile_ir) -> str:
 
 
 HEADER = ["program", "tile (block, threads (M x N), per thread)", "layout", "FFMA", "LDS/FFMA", "LDS/.64/.128", "loop instr",
-          "K loop/FFMA", "copies/K", "producer", "slots/K/FFMA", "regs", "spill B", "model instr/slots",
+          "K loop/FFMA", "copies/K", "producer", "slots/K/FFMA", "model slots/K/prod", "regs", "spill B", "model instr/slots",
           "model us", "floor us", "model/fl", "repack MB"]
 
 

@@ -13,6 +13,8 @@ step whose polls succeed and whose warp 0 is converged issues none of them.
 
 so that a loop whose producer only one warp runs compares with a cp.async loop (no
 producer: every warp issues its own copies) by the issue slots a warp spends on average.
+The split counts each instruction once; where nvcc kept a k loop inside the K loop (a big
+register tile), `slots_per_k_step` runs that loop as many passes as a K step's FFMA take.
 """
 from __future__ import annotations
 
@@ -74,4 +76,17 @@ def issue_split(kernel, loop) -> IssueSplit:
     return IssueSplit(consumer, producer, cold)
 
 
-__all__ = ["IssueSplit", "issue_split"]
+def slots_per_k_step(kernel, loop, warps: int, ffma_per_step: int) -> float:
+    """Issue slots a warp spends on one step of the K loop `loop` on average, the k loops nvcc
+    kept inside it run for the `ffma_per_step` FFMA one thread does per K step (TM x TN x k
+    chunk): a loop inside holding F of the loop's FFMA counts its instructions once per F."""
+    slots = issue_split(kernel, loop).slots_per_warp(warps)
+    inner = [lp for lp in kernel.loops if lp.parent == loop.index and lp.mix.ffma]
+    in_loops = sum(lp.mix.ffma for lp in inner)
+    if in_loops:
+        passes = (ffma_per_step - (loop.mix.ffma - in_loops)) / in_loops     # of every inner loop
+        slots += (passes - 1) * sum(lp.mix.instructions for lp in inner)
+    return slots
+
+
+__all__ = ["IssueSplit", "issue_split", "slots_per_k_step"]
