@@ -205,7 +205,8 @@ class FlashPlan:
 
     def text(self) -> str:
         heads = f" x {self.group} heads" if self.group > 1 else ""
-        heads += f" (of the {self.kv_group} sharing a kv head)" if self.kv_group else ""
+        if self.kv_group:       # a sub-group: the grid filled with blocks of fewer heads
+            heads = f" x {self.group} head{'s' if self.group > 1 else ''} (of the {self.kv_group} sharing a kv head)"
         skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
         where = "registers" if self.query_registers else "shared memory"
         where += f", {self.lanes} threads a row" if self.lanes > 1 else ""
