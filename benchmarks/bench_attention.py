@@ -182,7 +182,7 @@ def layer_figures() -> None:
         c = deplokit.compile(layer, x, config=config)
         temps = sum(4 * b.type.numel for b in c.loop_ir.written if b.kind == "temp")
         print(f"  {label}: {len(c.loop_ir.kernels)} Loop-IR kernels ({len(c.kernel_ir.kernels)} launches with split-K "
-              f"zeroing), global temporaries {temps / 2**20:.2f} MiB, "
+              f"reducers), global temporaries {temps / 2**20:.2f} MiB, "
               f"compulsory global bytes {compulsory_bytes(c.kernel_ir) / 2**20:.2f} MiB")
 
 
