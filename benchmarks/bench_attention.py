@@ -15,7 +15,8 @@ DRAM traffic with perfect caching), the global bytes the SIMT simulator counts (
 of every thread: K and V rows re-read by each query row's block mostly hit L1/L2), shared
 memory per block, the check against torch eager, and per flash kernel how its K/V tiles are
 copied (TMA box or cp.async, ring of N) and how wide its K reads are, and for the Qwen-shaped
-flash kernels their plan (rows, lanes, register estimate against the cap) and ptxas registers/spills. No GPU timings: none was available.
+flash kernels their plan (rows, lanes, register estimate against the cap, how far its grid fill
+went: blocks on the SMs and why no further) and ptxas registers/spills. No GPU timings: none was available.
 Run: .venv/bin/python benchmarks/bench_attention.py"""
 from __future__ import annotations
 
@@ -181,7 +182,7 @@ def layer_figures() -> None:
         c = deplokit.compile(layer, x, config=config)
         temps = sum(4 * b.type.numel for b in c.loop_ir.written if b.kind == "temp")
         print(f"  {label}: {len(c.loop_ir.kernels)} Loop-IR kernels ({len(c.kernel_ir.kernels)} launches with split-K "
-              f"zeroing), global temporaries {temps / 2**20:.2f} MiB, "
+              f"reducers), global temporaries {temps / 2**20:.2f} MiB, "
               f"compulsory global bytes {compulsory_bytes(c.kernel_ir) / 2**20:.2f} MiB")
 
 

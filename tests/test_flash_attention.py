@@ -110,7 +110,9 @@ def test_flash_tile_ir_shares_key_tiles_and_skips_causal_ones():
     text = str(k)
     # 007 stages, 010 rings, 011 copies by tensor map (sm_90), 015 pipelines: causal too
     assert "k_smem = TmaBufferedStage(k" in text and "v_smem = TmaBufferedStage(v" in text
-    assert "7 heads" in text and "causal diagonal skipped" in text
+    # 3 query tiles x 1 kv head: the grid fill (attention_plan._fill) gives each head its blocks
+    assert "16 query rows x 1 head (of the 7 sharing a kv head)" in text and "21 blocks on 132 SMs" in text
+    assert "causal diagonal skipped" in text
     assert any(isinstance(s, StridedLoop) for s, _ in walk(k.body))       # the loop starts at the diagonal
     assert {s.dst for s, _ in walk(k.body) if isinstance(s, Assign)} >= {"row_max", "row_sum", "row_out", "s_tile"}
     # head_dim 96: 96 + 96 + 16 floats would crowd one thread's registers: two neighbouring

@@ -39,19 +39,23 @@ def test_the_trace_gives_both_estimates():
     c = deplokit.compile(_sdpa(True), *inputs)
     assert [k.flash is not None for k in c.loop_ir.kernels] == [True]
     cost = next(n for n in _notes(c) if n.startswith("attention: cost:"))
-    # 2 kv-head groups x 4 query tiles of 16: 8 blocks on an H100's 132 SMs
-    assert "grid fill: estimated" in cost and "8 blocks, fill 0.06" in cost and "the unfused kernels" in cost
+    # 2 kv-head groups x 4 query tiles of 16 (8 blocks), each group's 4 heads dealt to 4 blocks
+    # by the plan's grid fill (attention_plan._fill): 32 blocks on an H100's 132 SMs
+    assert "grid fill: estimated" in cost and "32 blocks, fill 0.24" in cost and "the unfused kernels" in cost
 
 
-def test_one_block_over_many_keys_stays_separate_kernels():
-    """One head, 64 queries, 4096 keys: flash is one block of 64 query rows streaming every
-    key, fewer bytes than the three kernels but one SM of 132 busy; the estimate says the
+def test_few_blocks_that_no_fill_step_can_add_stay_separate_kernels():
+    """Seven query heads on one kv head, 128 queries of head_dim 128, not causal: flash is 8
+    blocks (16 rows x 7 heads), fewer bytes than the three kernels but 8 SMs of 132 busy. The
+    plan's one step, a block per head, would read K and V 7 times over (past 3x the
+    compulsory bytes, attention_plan._fill), so it stays at 8 blocks; the estimate says the
     unfused kernels (scores dealt to many blocks) are faster, and the fusion is declined."""
-    inputs = (_r(1, 1, 64, 64), _r(1, 1, 4096, 64), _r(1, 1, 4096, 64))
+    inputs = (_r(1, 7, 128, 128), _r(1, 1, 128, 128), _r(1, 1, 128, 128))
     c = deplokit.compile(_sdpa(False), *inputs)
     assert all(k.flash is None for k in c.loop_ir.kernels)
     why = " ".join(_notes(c) or (next(s for s in c.trace if s.name == "fuse_attention").skipped_reason,))
-    assert "stay separate kernels" in why and "too few blocks for the SMs" in why and "1 block," in why
+    assert "stay separate kernels" in why and "too few blocks for the SMs" in why and "8 blocks," in why
+    assert "its plan: 8 blocks on 132 SMs; not more: 16 rows x 1 head a block would move" in why
     forced = deplokit.compile(_sdpa(False), *inputs, config={"fuse_attention.by_cost": False})
     assert [k.flash is not None for k in forced.loop_ir.kernels] == [True]
     assert any("fused without the cost check" in n and "too few blocks" in n for n in _notes(forced))

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.passes.fuse.attention_plan import plan_flash
 from deplokit.passes.fuse.flash_registers import budget, register_cap, thread_registers
 from deplokit.runtime.nvcc import nvcc_available
 
@@ -29,6 +30,11 @@ def _flash(c):
     return next(k for k in c.loop_ir.kernels if k.flash is not None)
 
 
+def _unfilled(c):
+    """The plan as registers size it, before the grid fill (no SM count) changes its tile."""
+    return plan_flash(_flash(c), c.loop_ir.types())
+
+
 def test_the_cap_is_the_register_file_shared_by_the_block():
     assert register_cap(512) == 128 and register_cap(448) == 144     # 65536 / threads, in steps of 8
     assert register_cap(224) == 255 and register_cap(32) == 255      # a thread addresses at most 255
@@ -42,17 +48,17 @@ def test_noncausal_gqa_hd128_block_fits_its_register_cap_and_the_trace_says_why(
     """Group 4, 64 query rows and 2 lanes a row made 512-thread blocks capped at 128 registers
     (800 bytes spilled): the plan halves the query tile until a thread's estimate fits."""
     c = _compile(8, 2, 64, 64, 128, 128, False)
-    plan = _flash(c).flash
-    threads = plan.group * plan.query_tile * plan.lanes
-    fit = budget(128, 128, plan.key_tile, plan.lanes, threads)
-    assert fit.fits and threads <= 256 and plan.query_tile >= 16
-    notes = " ".join(n for s in c.trace for n in s.notes)
-    assert f"about {fit.estimate} registers a thread fit the cap of {fit.cap} for {threads} threads" in notes
-    assert "exceed the cap" in notes        # the larger tile it turned down, and why
+    for plan, text in ((_flash(c).flash, " ".join(n for s in c.trace for n in s.notes)),
+                       (_unfilled(c), _unfilled(c).text())):     # with and without the grid fill
+        threads = plan.group * plan.query_tile * plan.lanes
+        fit = budget(128, 128, plan.key_tile, plan.lanes, threads)
+        assert fit.fits and threads <= 256 and plan.query_tile >= 16
+        assert f"about {fit.estimate} registers a thread fit the cap of {fit.cap} for {threads} threads" in text
+    assert "exceed the cap" in text        # the larger tile it turned down, and why
 
 
 def test_a_row_that_fits_whole_keeps_one_thread_and_its_tile():
-    plan = _flash(_compile(8, 8, 64, 64, 64, 64, False)).flash      # 64 + 64 + 16 floats: one thread a row
+    plan = _unfilled(_compile(8, 8, 64, 64, 64, 64, False))      # 64 + 64 + 16 floats: one thread a row
     assert plan.lanes == 1 and plan.query_tile == 64 and "fit the cap of 255" in plan.text()
 
 

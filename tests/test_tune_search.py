@@ -37,6 +37,17 @@ def test_mcts_with_budget_to_spare_evaluates_every_leaf_exactly_once(name):
     assert len(ev.calls) == len(set(ev.calls)) == size
 
 
+def test_frequent_restarts_still_close_the_tree():
+    # after every leaf is evaluated each iteration re-draws an old one: were those counted
+    # as stale, a restart every few iterations would drop the tree before it closed, forever
+    _, space = _space("rms_norm")
+    ev = Counting(space)
+    search = SPMCTS(space, seed=3, restart_after=4)
+    search.run(ev, max_iterations=20_000)
+    assert search.exhausted and search.restarts > 0
+    assert len(ev.calls) == len(set(ev.calls)) == space.size()
+
+
 def test_mcts_stops_on_budget_and_finds_the_exhaustive_best():
     _, space = _space("rms_norm")
     model = ModelObjective(space.target, ptxas=False)

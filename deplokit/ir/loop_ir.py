@@ -195,15 +195,24 @@ class FlashPlan:
     query_registers: bool = True    # each thread's query row in registers, else the block's in shared memory
     lanes: int = 1                  # threads sharing one query row (each 1/lanes of head_dim and columns)
     registers: str = ""             # why these rows and lanes: a thread's registers against its block's cap
+    kv_group: int = 0               # query heads sharing one kv head, when a block serves fewer (`group` of them)
+    fill: str = ""                  # how the grid was filled to the target's SMs (attention_plan.py)
+
+    @property
+    def rereads(self) -> int:
+        """Blocks of one query tile that each stage the same K/V tiles (a sub-grouped GQA group)."""
+        return self.kv_group // self.group if self.kv_group else 1
 
     def text(self) -> str:
         heads = f" x {self.group} heads" if self.group > 1 else ""
+        if self.kv_group:       # a sub-group: the grid filled with blocks of fewer heads
+            heads = f" x {self.group} head{'s' if self.group > 1 else ''} (of the {self.kv_group} sharing a kv head)"
         skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
         where = "registers" if self.query_registers else "shared memory"
         where += f", {self.lanes} threads a row" if self.lanes > 1 else ""
         why = f" ({self.registers})" if self.registers else ""
         return (f"flash: a block owns {self.query_tile} query rows{heads} (in {where}), keys and values in "
-                f"staged tiles of {self.key_tile}{skip}{why}")
+                f"staged tiles of {self.key_tile}{skip}{why}" + (f"; {self.fill}" if self.fill else ""))
 
 
 @dataclass(frozen=True)

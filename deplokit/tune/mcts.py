@@ -14,9 +14,11 @@ distinct outcome. Each iteration
 
 Reward = the reference cost (the first successful trial's) / the trial's cost: 1.0 for the
 default schedule, 2.0 for one twice as fast, 0 for a failed config. Randomized restarts: after
-`restart_after` iterations without a better leaf, the tree is dropped and grown again from
+`restart_after` evaluations without a better leaf, the tree is dropped and grown again from
 the root (the evaluated leaves and the closed subtrees are remembered, so none is run or
-searched twice). The search stops when
+searched twice). Only new evaluations count: an iteration that lands on a leaf already
+evaluated spends nothing, and counting it would drop, every `restart_after` iterations, a
+deep tree that is still closing its last subtrees. The search stops when
 `evaluate` says the budget or patience is spent, or when the whole tree is closed.
 """
 from __future__ import annotations
@@ -49,6 +51,7 @@ class SPMCTS:
         self.reference: float | None = None
         self.restarts = 0
         self.closed: set[tuple] = set()             # configs of closed subtrees, across restarts
+        self.exhausted = False                      # the whole tree closed: every leaf evaluated
 
     def _node(self, pos: Position, config) -> _Node:
         config = list(config)
@@ -71,15 +74,16 @@ class SPMCTS:
                 if child is not node:
                     path.append(child)
                 node = child
-            reward = self._simulate(node, evaluate)
+            reward, fresh = self._simulate(node, evaluate)
             self._backprop(path, reward)
             if reward > best:
                 best, stale = reward, 0
-            else:
+            elif fresh:
                 stale += 1
             if stale >= self.restart_after and not root.closed:
                 root, stale = self._node(self.space.root, ()), 0      # randomized restart
                 self.restarts += 1
+        self.exhausted = root.closed
 
     # -- the four steps ---------------------------------------------------------------------------
     def _select(self, root: _Node) -> list[_Node]:
@@ -115,8 +119,9 @@ class SPMCTS:
         node.children[i] = child
         return child
 
-    def _simulate(self, node: _Node, evaluate) -> float:
-        """Random choices from `node` to a leaf; an already evaluated leaf is re-drawn a few times."""
+    def _simulate(self, node: _Node, evaluate) -> tuple[float, bool]:
+        """Random choices from `node` to a leaf; an already evaluated leaf is re-drawn a few times.
+        Returns the leaf's reward and whether it was evaluated now."""
         for attempt in range(8):
             config, pos = list(node.config), node.pos
             while pos.depth < DEPTH:
@@ -127,12 +132,13 @@ class SPMCTS:
             key = tuple(config)
             if key not in self.rewards or node.pos.depth >= DEPTH or attempt == 7:
                 break
-        if key not in self.rewards:
+        fresh = key not in self.rewards
+        if fresh:
             cost = evaluate(Leaf(key, pos.kernel))
             if cost is not None and self.reference is None:
                 self.reference = cost
             self.rewards[key] = 0.0 if cost is None or cost <= 0 else self.reference / cost
-        return self.rewards[key]
+        return self.rewards[key], fresh
 
     def _backprop(self, path: list[_Node], reward: float) -> None:
         for node in path:

@@ -54,7 +54,7 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
             continue
         last = chain[-1]
         flash = flash_kernel(parts, f"flash_{last.outputs[0]}", last.outputs, taken)
-        schedule = plan_flash(flash, types)
+        schedule = plan_flash(flash, types, target.sm_count if target is not None else 0)
         if isinstance(schedule, str):
             notes.append(f"attention: {names} are not flash attention: {schedule}")
             i += 1
@@ -65,7 +65,8 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
             (estimate(fused, flash_blocks(flash, schedule), target), unfused_estimate(chain, types, target))
         wins, why = flash_pays(fused, unfused, fill)
         if by_cost and not wins:
-            notes.append(f"attention: {names} stay separate kernels: {why}")
+            fill = f"; its plan: {schedule.fill}" if schedule.fill else ""
+            notes.append(f"attention: {names} stay separate kernels: {why}{fill}")
             i += 1
             continue
         kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]

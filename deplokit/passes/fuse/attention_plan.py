@@ -9,6 +9,8 @@ query tile equals the key tile, the tiles above the diagonal are skipped.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ...analysis.traffic import loop_kernel_flops
 from ...ir.index import FloorDiv, Gather, Var, as_affine, free_vars, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
@@ -19,6 +21,7 @@ STAGE_BUDGET = 32 * 1024     # bytes of one key tile and one value tile in share
 SHARED_BUDGET = 40 * 1024    # bytes of staged query rows, key tile and value tile
 MAX_KEY_TILE = 16     # small tiles: fewer causal pairs computed, the diagonal tile's waste halved
 MIN_QUERY_TILE = 16   # rows a block keeps before the query rows go to shared memory instead
+FILL_BYTES = 3        # grid fill re-reads K/V at most until the kernel moves 3x its compulsory bytes
 
 
 def _pow2_at_most(n: int) -> int:
@@ -57,8 +60,9 @@ def _uses(index) -> frozenset[str]:
     return frozenset().union(*(free_vars(e) for e in index)) if index else frozenset()
 
 
-def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
-    """The plan for a flash kernel (attention_loop.py), or why it cannot be scheduled so."""
+def plan_flash(kernel: Kernel, types, sm_count: int = 0) -> FlashPlan | str:
+    """The plan for a flash kernel (attention_loop.py), or why it cannot be scheduled so.
+    With the target's SM count, the grid is filled (_fill)."""
     try:
         rows, keys, dot, q, k, v = flash_parts(kernel)
     except (StopIteration, ValueError) as e:
@@ -97,10 +101,26 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
     # causal: the query tile is the key tile, so that the diagonal is one tile; otherwise as many
     # rows as 256 threads hold (each key and value tile is read once per query tile)
     query_tile = key_tile if causal else min(_pow2_at_least(seq), max(1, _pow2_at_most(256 // group)), 64)
-    choice = _fit_registers(d, dv, group, query_tile, key_tile, causal, decode=not query)
+
+    def sized(heads_a_block: int, rows: int) -> FlashPlan | str:
+        plan = _sized(d, dv, heads_a_block, rows, key_tile, causal, decode=not query)
+        if isinstance(plan, str):
+            return plan
+        return dataclasses.replace(plan, query=query, heads=heads, kv_group=0 if heads_a_block == group else group)
+
+    plan = sized(group, query_tile)
+    if isinstance(plan, str) or not sm_count:
+        return plan
+    return _fill(kernel, plan, types, sm_count, sized)
+
+
+def _sized(d, dv, group, query_tile, key_tile, causal, decode) -> FlashPlan | str:
+    """Rows and lanes for blocks of `group` heads x `query_tile` rows: in registers where a
+    thread's fit its cap (_fit_registers), else the block's query rows in shared memory."""
+    choice = _fit_registers(d, dv, group, query_tile, key_tile, causal, decode)
     if choice is not None:
         query_tile, key_tile, lanes, why = choice
-        return FlashPlan(query, heads, group, query_tile, key_tile, causal, True, lanes, why)
+        return FlashPlan("", "", group, query_tile, key_tile, causal, True, lanes, why)
     # no tile fits a thread's registers: the block's query rows in shared memory (a float of
     # padding per row), a whole row a thread
     def fits(qt, kt):
@@ -112,7 +132,57 @@ def plan_flash(kernel: Kernel, types) -> FlashPlan | str:
         return f"{group} query rows of {d} floats and a key tile do not fit {SHARED_BUDGET} bytes"
     why = "query rows in shared memory: no tile of rows kept a thread's row within its register cap; " + \
         budget(d, dv, key_tile, 1, group * query_tile, query_in_registers=False).text()
-    return FlashPlan(query, heads, group, query_tile, key_tile, causal, False, 1, why)
+    return FlashPlan("", "", group, query_tile, key_tile, causal, False, 1, why)
+
+
+def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized) -> FlashPlan:
+    """While the blocks are fewer than the SMs, the cheapest step (the fewest bytes moved)
+    that adds blocks: half the query tile (not causal, whose query tile is its key tile; not
+    below MIN_QUERY_TILE rows), or blocks serving the next smaller divisor of the GQA group's
+    heads (each sub-group's blocks stage the same K/V tiles again). A step that would move
+    more than FILL_BYTES x the compulsory bytes is not taken: K/V re-read that often costs
+    more than the idle SMs."""
+    blocks = start = flash_blocks(kernel, plan)
+    if blocks >= sm_count:
+        return plan
+    limit = FILL_BYTES * _compulsory_bytes(kernel, types)
+    taken, why = [], "no smaller query tile or head group remains"
+    while blocks < sm_count:
+        steps = []
+        if plan.query and not plan.causal and plan.query_tile // 2 >= MIN_QUERY_TILE:
+            steps.append(sized(plan.group, plan.query_tile // 2))
+        shared = plan.kv_group or plan.group
+        fewer = [g for g in range(plan.group - 1, 0, -1) if shared % g == 0]
+        if plan.heads and fewer:
+            steps.append(sized(fewer[0], plan.query_tile))
+        steps = [p for p in steps if isinstance(p, FlashPlan) and flash_blocks(kernel, p) > blocks]
+        if not steps:
+            break
+        best = min(steps, key=lambda p: flash_traffic(kernel, p, types).bytes)
+        moved = flash_traffic(kernel, best, types).bytes
+        if moved > limit:
+            why = (f"{_shape(best)} would move {moved} bytes, over {FILL_BYTES}x the compulsory "
+                   f"{limit // FILL_BYTES}")
+            break
+        plan, blocks = best, flash_blocks(kernel, best)
+        taken.append(_shape(plan))
+    if blocks >= sm_count:
+        text = f"{blocks} blocks to fill {sm_count} SMs ({' then '.join(taken)}; {start} blocks before)"
+    else:
+        text = f"{blocks} blocks on {sm_count} SMs" + (f" ({' then '.join(taken)})" if taken else "") + \
+            f"; not more: {why}"
+    return dataclasses.replace(plan, fill=text)
+
+
+def _shape(plan: FlashPlan) -> str:
+    return f"{plan.query_tile} rows x {plan.group} head{'s' if plan.group > 1 else ''} a block"
+
+
+def _compulsory_bytes(kernel: Kernel, types) -> int:
+    """Every global tensor the kernel reads or writes, once."""
+    local = {b.name for b in kernel.locals}
+    names = {s.tensor for s, _ in walk(kernel.body) if isinstance(s, (Load, Store)) and s.tensor not in local}
+    return sum(types[n].numel * types[n].itemsize for n in names)
 
 
 def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode):
@@ -163,8 +233,8 @@ def _is_causal(keys: Loop, query: str) -> bool:
 
 
 def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
-    """Bytes the flash kernel moves: the key and value tensors once per query tile (a fraction
-    (n + 1) / 2n of them with causal skipping over n tiles), every other access once per
+    """Bytes the flash kernel moves: the key and value tensors once per query tile and head
+    sub-group (a fraction (n + 1) / 2n of them with causal skipping over n tiles), every other access once per
     element it touches; work as the Loop IR counts it, scaled by the same fraction."""
     rows, keys, dot, q, k, v = flash_parts(kernel)
     extents = {lp.var: lp.extent for s, loops in walk(kernel.body) for lp in loops}
@@ -178,7 +248,7 @@ def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
             continue
         seen.add((s.tensor, s.index))
         if s is k or s is v:
-            total += types[s.tensor].numel * types[s.tensor].itemsize * tiles * kept
+            total += types[s.tensor].numel * types[s.tensor].itemsize * tiles * kept * plan.rereads
             continue
         used = _uses(s.index)
         n = 1
