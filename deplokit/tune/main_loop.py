@@ -35,7 +35,8 @@ from ..ir import kernel_ir as K
 from ..ir.tensor_ir import ELEMENTWISE_OPS
 from .loop_addresses import compile_int, evaluate, vector_runs
 from .loop_overhead import OVERHEAD
-from .loop_unroll import FULL_UNROLL, PARTIAL_UNROLL, _const, _exprs, _has, _size, _trip, _walk, unroll_factor, unrolled
+from .loop_unroll import (FULL_UNROLL, PARTIAL_UNROLL, const_int, sub_expressions, trip_count, unroll_factor,
+                          unrolled, walk_kinds)
 
 # statement -> (what it counts as, its OVERHEAD entry)
 SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.TmaTensorLoad: ("copies", "tma"),
@@ -96,9 +97,9 @@ class MainLoop(SharedLoadCounts):
 
 
 def _float_work(body) -> bool:
-    for s in _walk(body, (K.Declare, K.Assign)):
+    for s in walk_kinds(body, (K.Declare, K.Assign)):
         value = s.init if isinstance(s, K.Declare) else s.value
-        if value is not None and any(isinstance(x, K.Call) and x.fn in FLOAT_CALLS for x in _exprs(value)):
+        if value is not None and any(isinstance(x, K.Call) and x.fn in FLOAT_CALLS for x in sub_expressions(value)):
             return True
     return False
 
@@ -165,9 +166,9 @@ class _Iteration:
         issued); dyn: trips of kept inner loops (issued only); share: warps that run it."""
         for s in body:
             if isinstance(s, K.For):
-                trip = _trip(s) or 1
-                start = _const(s.start) or 0
-                step = _const(s.step) or 1
+                trip = trip_count(s) or 1
+                start = const_int(s.start) or 0
+                step = const_int(s.step) or 1
                 if unrolled(s):
                     self.walk(s.body, ctx + [(s.var, range(start, start + trip * step, step))], mult * trip, dyn, share)
                 else:
@@ -194,7 +195,7 @@ class _Iteration:
                 self.statement(s, ctx, mult, dyn * share)
 
     def expression(self, value, ctx, mult: float, share: float) -> None:
-        for x in _exprs(value):
+        for x in sub_expressions(value):
             if isinstance(x, K.Call) and x.fn in FLOAT_CALLS:
                 fused = x.fn == "add" and any(isinstance(a, K.Var) and a.name in self.products for a in x.args)
                 if fused:
@@ -303,22 +304,27 @@ def _declared_ints(body, loop) -> list:
 _ISSUED = ("ffma", "float", "sts", "ldg", "stg", "copies", "barriers", "other", "loop", "lds128")
 
 
+def _in_k_step(loop: K.For, around: list) -> bool:
+    """Whether `loop` sits directly in the body of the kept loop around it (an inner k loop)."""
+    return bool(around) and any(s is loop for s in around[-1].body)
+
+
 def k_step(func: K.KernelFunc, loop: K.For, around: list) -> tuple[float, float]:
     """(issue slots a warp spends on one step of the kept K loop around `loop` besides `loop`
     itself, the producer's share included; the producer's slots), (0, 0) when `loop` is not
     directly in the body of a kept loop (or holds the whole step)."""
-    if not around or not any(s is loop for s in around[-1].body):
+    if not _in_k_step(loop, around):
         return 0.0, 0.0
     outer = around[-1]
     it = _Iteration(func, _declared_ints(func.body, outer))
-    it.walk([s for s in outer.body if s is not loop], [(outer.var, (_const(outer.start) or 0,))], 1.0, 1.0, 1.0)
+    it.walk([s for s in outer.body if s is not loop], [(outer.var, (const_int(outer.start) or 0,))], 1.0, 1.0, 1.0)
     return OVERHEAD["loop"] + sum(it.issue.get(k, 0.0) for k in _ISSUED), it.producer
 
 
 def count_iteration(func: K.KernelFunc, loop: K.For, around: list) -> MainLoop:
     it = _Iteration(func, _declared_ints(func.body, loop))
     factor = unroll_factor(loop)
-    start, step = _const(loop.start) or 0, _const(loop.step) or 1
+    start, step = const_int(loop.start) or 0, const_int(loop.step) or 1
     it.walk(loop.body, [(loop.var, range(start, start + factor * step, step))], float(factor), 1.0, 1.0)
     (lds, lds64, lds128), widths_issue, wavefronts = it.shared_widths([lp.var for lp in around])
     st, iss = it.static, it.issue
@@ -327,13 +333,12 @@ def count_iteration(func: K.KernelFunc, loop: K.For, around: list) -> MainLoop:
 
     def total(counts, widths) -> float:
         return fixed + sum(counts.get(k, 0.0) for k in _ISSUED) + sum(widths)
-    passes = -(-(_trip(loop) or 1) // factor)
-    nested = bool(around) and any(s is loop for s in around[-1].body)
-    per_step = passes if nested else 1
+    passes = -(-(trip_count(loop) or 1) // factor)
+    per_step = passes if _in_k_step(loop, around) else 1
     step, step_producer = k_step(func, loop, around)
     for outer in around:
-        passes *= _trip(outer) or 1
-    return MainLoop(func.name, loop.var, _trip(loop) or 1, factor, passes, int(st.get("ffma", 0)), int(st.get("float", 0)),
+        passes *= trip_count(outer) or 1
+    return MainLoop(func.name, loop.var, trip_count(loop) or 1, factor, passes, int(st.get("ffma", 0)), int(st.get("float", 0)),
                     lds, lds64, lds128, int(st.get("sts", 0)), int(st.get("ldg", 0)), int(st.get("stg", 0)),
                     int(st.get("copies", 0)), int(st.get("barriers", 0)),
                     total(st, (lds, lds64, lds128)), total(iss, widths_issue) + step / per_step,
