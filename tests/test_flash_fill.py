@@ -62,8 +62,14 @@ def test_subgroup_and_tile_steps_and_their_reasons():
     tile = _flash(_compile(*CASES["noncausal_mha_smaller_tile"])).flash
     # 64 rows (8 blocks) -> 32 rows (16 blocks); 16 rows would read K/V 8 times: over the budget
     assert tile.query_tile == 32 and tile.group == 1 and f"over {FILL_BYTES}x the compulsory" in tile.fill
+    assert "1 head (of the 4 sharing a kv head)" in sub.text()
     decode = _flash(_compile(*CASES["decode_gqa4"])).flash
-    assert (decode.group, decode.kv_group) == (2, 4) and "(of the 4 sharing a kv head)" in decode.text()
+    assert (decode.group, decode.kv_group) == (2, 4)
+    # by cost, the fill stops at the bytes of the three kernels: a decode row's few score bytes
+    # leave no room for any K/V re-read
+    by_cost = _compile(*CASES["decode_gqa4"], config={})
+    kept = [k.flash for k in by_cost.loop_ir.kernels if k.flash is not None]
+    assert len(kept) == 1 and kept[0].kv_group == 0 and "bytes of the kernels it replaces" in kept[0].fill
 
 
 def test_extra_bytes_of_a_subgroup_are_counted():
@@ -110,3 +116,17 @@ def test_filled_kernels_build_without_spills(name, target):
     stats = c.nvcc().stats
     for k in (k.name for k in c.kernel_ir.kernels if k.name.startswith("flash")):
         assert stats[k].spills == 0 and stats[k].registers <= 255, (k, stats[k])
+
+
+def test_the_fill_stops_at_the_bytes_of_the_kernels_flash_replaces():
+    """TinyLlama at seq 16 (32 heads on 4 kv heads, one 16-row tile): 1 head a block would
+    move more than the three kernels, and the guard would then keep them; the fill stops at
+    2 heads a block, under their bytes, and flash attention is chosen by default."""
+    c = _compile(32, 4, 16, 16, 64, True, config={})
+    k = _flash(c)
+    step = next(s for s in c.trace if s.name == "fuse_attention")
+    assert (k.flash.group, k.flash.kv_group) == (2, 8)
+    assert "over the 425984 bytes of the kernels it replaces" in k.flash.fill
+    assert flash_traffic(k, k.flash, c.loop_ir.types()).bytes <= 425984
+    assert any("cost: flash attention moves 393216 bytes" in n for n in step.notes)
+    assert c.check(backend="sim", rtol=1e-4, atol=1e-5).ok

@@ -132,3 +132,19 @@ def test_short_fixed_seed_run():
     assert all(known.values()), report.summary()
     if known:
         pytest.xfail("only outstanding classes: " + "; ".join(sorted(set(known.values()))) + "\n" + report.summary())
+
+
+def test_a_timeout_in_a_fresh_process_does_not_poison_the_next_case():
+    # the first case's limit used to fire inside a first import (sympy, under torch.export),
+    # leaving the module half made: every later case was then "refused"
+    import subprocess
+    import sys
+    script = ("from deplokit.fuzz.runner import run_case, Case\n"
+              "case = Case(0, 0, 'x0 = torch.randn(3, 1000)\\ntorch.softmax(x0, -1) @ x0.t()', ('softmax',))\n"
+              "for limit in (0.01, 0.03, 0.1, 0.3):\n"
+              "    out = run_case(case, timeout=limit)\n"
+              "    print(out.status if out.status == 'ok' else out.stage)\n"
+              "print(run_case(case, timeout=60).status)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    lines = out.stdout.split()
+    assert len(lines) == 5 and set(lines[:4]) <= {"timeout", "ok"} and lines[4] == "ok", out.stdout + out.stderr[-2000:]

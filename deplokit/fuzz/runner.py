@@ -11,6 +11,7 @@ distinct defect once, with the smallest case that shows it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import signal
@@ -154,10 +155,33 @@ def compile_case(case: Case):
     return c, program
 
 
+@functools.cache
+def _warm_up() -> None:
+    """One small compilation and run outside any time limit: the modules torch.export and
+    deplokit import lazily (sympy among them) load here, since a limit that fired inside a
+    first import would leave the module half made and every later case refused."""
+    c, program = compile_case(Case(0, 0, "x0 = torch.randn(2, 8)\ntorch.softmax(x0, -1) @ x0.t()", ("softmax",)))
+    c.run(*program.inputs, backend="loop")
+
+
+def _timed_out(e: BaseException) -> bool:
+    """Whether a CaseTimeout is among the causes of `e` (a tracer that catches everything,
+    torch.export's, may re-raise the limit's signal as its own error)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, CaseTimeout):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float = 1e-5,
              twice: bool = False) -> Outcome:
     """The case's outcome. With `twice`, the simulator runs a second time and must give the
     same bits (no order-dependent sums); the CUDA text is compiled twice always."""
+    if timeout > 0:
+        _warm_up()
     start = time.perf_counter()
     stage = "compile"
     try:
@@ -166,6 +190,8 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
             try:
                 c, program = compile_case(case)
             except DeplokitError as e:
+                if _timed_out(e):          # torch.export wrapped the limit's signal: still a timeout
+                    raise CaseTimeout(f"case ran over {timeout:g} s ({e})") from e
                 if _is_defect(e):          # the compiler caught itself: a finding, not a refusal
                     raise
                 return Outcome(case, "refused", "compile", str(e), time.perf_counter() - start)

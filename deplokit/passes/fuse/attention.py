@@ -54,13 +54,15 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
             continue
         last = chain[-1]
         flash = flash_kernel(parts, f"flash_{last.outputs[0]}", last.outputs, taken)
-        schedule = plan_flash(flash, types, target.sm_count if target is not None else 0)
+        unfused = unfused_traffic(chain, types)
+        # by cost, the fill stops at the unfused kernels' bytes (the guard's first rule)
+        schedule = plan_flash(flash, types, target.sm_count if target is not None else 0,
+                              unfused.bytes if by_cost else None)
         if isinstance(schedule, str):
             notes.append(f"attention: {names} are not flash attention: {schedule}")
             i += 1
             continue
         fused = flash_traffic(flash, schedule, types)
-        unfused = unfused_traffic(chain, types)
         fill = None if target is None else \
             (estimate(fused, flash_blocks(flash, schedule), target), unfused_estimate(chain, types, target))
         wins, why = flash_pays(fused, unfused, fill)

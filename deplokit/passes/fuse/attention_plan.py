@@ -60,9 +60,10 @@ def _uses(index) -> frozenset[str]:
     return frozenset().union(*(free_vars(e) for e in index)) if index else frozenset()
 
 
-def plan_flash(kernel: Kernel, types, sm_count: int = 0) -> FlashPlan | str:
+def plan_flash(kernel: Kernel, types, sm_count: int = 0, byte_limit: int | None = None) -> FlashPlan | str:
     """The plan for a flash kernel (attention_loop.py), or why it cannot be scheduled so.
-    With the target's SM count, the grid is filled (_fill)."""
+    With the target's SM count, the grid is filled (_fill), never past `byte_limit` bytes moved
+    (the kernels flash attention replaces: a fill must not cost it the fusion guard)."""
     try:
         rows, keys, dot, q, k, v = flash_parts(kernel)
     except (StopIteration, ValueError) as e:
@@ -111,7 +112,7 @@ def plan_flash(kernel: Kernel, types, sm_count: int = 0) -> FlashPlan | str:
     plan = sized(group, query_tile)
     if isinstance(plan, str) or not sm_count:
         return plan
-    return _fill(kernel, plan, types, sm_count, sized)
+    return _fill(kernel, plan, types, sm_count, sized, byte_limit)
 
 
 def _sized(d, dv, group, query_tile, key_tile, causal, decode) -> FlashPlan | str:
@@ -135,17 +136,22 @@ def _sized(d, dv, group, query_tile, key_tile, causal, decode) -> FlashPlan | st
     return FlashPlan("", "", group, query_tile, key_tile, causal, False, 1, why)
 
 
-def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized) -> FlashPlan:
+def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized, byte_limit: int | None) -> FlashPlan:
     """While the blocks are fewer than the SMs, the cheapest step (the fewest bytes moved)
     that adds blocks: half the query tile (not causal, whose query tile is its key tile; not
     below MIN_QUERY_TILE rows), or blocks serving the next smaller divisor of the GQA group's
     heads (each sub-group's blocks stage the same K/V tiles again). A step that would move
     more than FILL_BYTES x the compulsory bytes is not taken: K/V re-read that often costs
-    more than the idle SMs."""
+    more than the idle SMs; nor one over `byte_limit` (the unfused kernels' bytes)."""
     blocks = start = flash_blocks(kernel, plan)
     if blocks >= sm_count:
         return plan
-    limit = FILL_BYTES * _compulsory_bytes(kernel, types)
+    compulsory = _compulsory_bytes(kernel, types)
+    limit = FILL_BYTES * compulsory
+    if byte_limit is not None and byte_limit < limit:
+        limit, over = byte_limit, f"the {byte_limit} bytes of the kernels it replaces"
+    else:
+        over = f"{FILL_BYTES}x the compulsory {compulsory}"
     taken, why = [], "no smaller query tile or head group remains"
     while blocks < sm_count:
         steps = []
@@ -161,8 +167,7 @@ def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized) -> Flash
         best = min(steps, key=lambda p: flash_traffic(kernel, p, types).bytes)
         moved = flash_traffic(kernel, best, types).bytes
         if moved > limit:
-            why = (f"{_shape(best)} would move {moved} bytes, over {FILL_BYTES}x the compulsory "
-                   f"{limit // FILL_BYTES}")
+            why = f"{_shape(best)} would move {moved} bytes, over {over}"
             break
         plan, blocks = best, flash_blocks(kernel, best)
         taken.append(_shape(plan))
