@@ -105,3 +105,15 @@ def test_flash_kernels_spill_nothing(name, target):
     assert flash
     for k in flash:
         assert stats[k].spills == 0 and stats[k].registers <= 255, (k, stats[k])
+
+
+def test_without_tma_a_row_needs_more_registers():
+    # sm_80's cp.async ring: head_dim 64 a whole row a thread spilled 24..232 bytes at 255
+    # registers there (37 keys); the estimate deals it to two lanes on sm_80 and not on sm_90
+    assert thread_registers(64, 64, 16, 1, tma=False) > 255 >= thread_registers(64, 64, 16, 1)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 37, 64, generator=g) for _ in range(3))
+    lanes = {t: next(x.flash for x in deplokit.compile(fn, q, k, v, target=t, config=FLASH).loop_ir.kernels
+                     if x.flash is not None).lanes for t in ("sm_80", "sm_90")}
+    assert lanes == {"sm_80": 2, "sm_90": 1}

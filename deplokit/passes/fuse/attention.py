@@ -56,8 +56,7 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
         flash = flash_kernel(parts, f"flash_{last.outputs[0]}", last.outputs, taken)
         unfused = unfused_traffic(chain, types)
         # by cost, the fill stops at the unfused kernels' bytes (the guard's first rule)
-        schedule = plan_flash(flash, types, target.sm_count if target is not None else 0,
-                              unfused.bytes if by_cost else None)
+        schedule = plan_flash(flash, types, target, unfused.bytes if by_cost else None)
         if isinstance(schedule, str):
             notes.append(f"attention: {names} are not flash attention: {schedule}")
             i += 1

@@ -60,10 +60,13 @@ def _uses(index) -> frozenset[str]:
     return frozenset().union(*(free_vars(e) for e in index)) if index else frozenset()
 
 
-def plan_flash(kernel: Kernel, types, sm_count: int = 0, byte_limit: int | None = None) -> FlashPlan | str:
+def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None) -> FlashPlan | str:
     """The plan for a flash kernel (attention_loop.py), or why it cannot be scheduled so.
-    With the target's SM count, the grid is filled (_fill), never past `byte_limit` bytes moved
-    (the kernels flash attention replaces: a fill must not cost it the fusion guard)."""
+    With a target, registers are estimated for its copies (TMA or cp.async) and the grid is
+    filled to its SMs (_fill), never past `byte_limit` bytes moved (the kernels flash
+    attention replaces: a fill must not cost it the fusion guard)."""
+    sm_count = target.sm_count if target is not None else 0
+    tma = target.tma if target is not None else True
     try:
         rows, keys, dot, q, k, v = flash_parts(kernel)
     except (StopIteration, ValueError) as e:
@@ -104,7 +107,7 @@ def plan_flash(kernel: Kernel, types, sm_count: int = 0, byte_limit: int | None 
     query_tile = key_tile if causal else min(_pow2_at_least(seq), max(1, _pow2_at_most(256 // group)), 64)
 
     def sized(heads_a_block: int, rows: int) -> FlashPlan | str:
-        plan = _sized(d, dv, heads_a_block, rows, key_tile, causal, decode=not query)
+        plan = _sized(d, dv, heads_a_block, rows, key_tile, causal, decode=not query, tma=tma)
         if isinstance(plan, str):
             return plan
         return dataclasses.replace(plan, query=query, heads=heads, kv_group=0 if heads_a_block == group else group)
@@ -115,10 +118,10 @@ def plan_flash(kernel: Kernel, types, sm_count: int = 0, byte_limit: int | None 
     return _fill(kernel, plan, types, sm_count, sized, byte_limit)
 
 
-def _sized(d, dv, group, query_tile, key_tile, causal, decode) -> FlashPlan | str:
+def _sized(d, dv, group, query_tile, key_tile, causal, decode, tma=True) -> FlashPlan | str:
     """Rows and lanes for blocks of `group` heads x `query_tile` rows: in registers where a
     thread's fit its cap (_fit_registers), else the block's query rows in shared memory."""
-    choice = _fit_registers(d, dv, group, query_tile, key_tile, causal, decode)
+    choice = _fit_registers(d, dv, group, query_tile, key_tile, causal, decode, tma)
     if choice is not None:
         query_tile, key_tile, lanes, why = choice
         return FlashPlan("", "", group, query_tile, key_tile, causal, True, lanes, why)
@@ -190,7 +193,7 @@ def _compulsory_bytes(kernel: Kernel, types) -> int:
     return sum(types[n].numel * types[n].itemsize for n in names)
 
 
-def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode):
+def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode, tma=True):
     """(query tile, key tile, lanes, why) with the largest query tile (the most rows sharing
     each staged K/V tile) and the fewest lanes a row whose thread's registers fit the cap its
     block's thread count implies (flash_registers.py); None when none does. Decode (one query
@@ -203,11 +206,11 @@ def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode):
         lanes = 1
         while True:
             threads = group * query_tile * lanes
-            fit = budget(d, dv, kt, lanes, threads)
+            fit = budget(d, dv, kt, lanes, threads, tma=tma)
             if fit.fits and not (decode and threads < 32 and _splits(d, dv, lanes)):
                 why = fit.text()
                 if query_tile < first:
-                    wider = budget(d, dv, first if causal else key_tile, lanes, group * first * lanes)
+                    wider = budget(d, dv, first if causal else key_tile, lanes, group * first * lanes, tma=tma)
                     why += f" ({first} rows: {wider.text()})"
                 return query_tile, kt, lanes, why
             if not _splits(d, dv, lanes) or threads * 2 > 1024:

@@ -21,6 +21,9 @@ ALLOCATION_STEP = 8          # ptxas hands out registers per thread in steps of 
 # 64..128, causal and not, GQA/MQA/decode: 56..110, the pipelined K/V ring's addresses and
 # lanes' shuffles at the top (head_dim 80 a whole row a thread, 178 floats, spilled 144 bytes)
 ROW_OVERHEAD = 96
+# without TMA (sm_80's cp.async ring: a thread computes its copies' addresses and bounds) a
+# whole row a thread needs more: head_dim 64, 37 keys spilled 24..232 bytes at 255 registers
+ROW_OVERHEAD_CP_ASYNC = 112
 LANE_OVERHEAD = 96
 
 
@@ -46,11 +49,14 @@ def register_cap(threads: int) -> int:
     return min(MAX_THREAD_REGISTERS, per_thread)
 
 
-def thread_registers(d: int, dv: int, key_tile: int, lanes: int, query_in_registers: bool = True) -> int:
+def thread_registers(d: int, dv: int, key_tile: int, lanes: int, query_in_registers: bool = True,
+                     tma: bool = True) -> int:
     """The estimate: the query slice, the output slice, a key tile's scores, max and sum, overhead."""
     floats = (d // lanes if query_in_registers else 0) + dv // lanes + key_tile + 2
-    return floats + (LANE_OVERHEAD if lanes > 1 else ROW_OVERHEAD)
+    return floats + (LANE_OVERHEAD if lanes > 1 else ROW_OVERHEAD if tma else ROW_OVERHEAD_CP_ASYNC)
 
 
-def budget(d: int, dv: int, key_tile: int, lanes: int, threads: int, query_in_registers: bool = True) -> RegisterBudget:
-    return RegisterBudget(threads, thread_registers(d, dv, key_tile, lanes, query_in_registers), register_cap(threads))
+def budget(d: int, dv: int, key_tile: int, lanes: int, threads: int, query_in_registers: bool = True,
+           tma: bool = True) -> RegisterBudget:
+    return RegisterBudget(threads, thread_registers(d, dv, key_tile, lanes, query_in_registers, tma),
+                          register_cap(threads))
