@@ -92,6 +92,12 @@ SPREAD = {      # heads, kv heads, seq, keys, head_dim, value dim, causal
     "decode_gqa8_hd128": (32, 4, 1, 256, 128, 128, False),
     "noncausal_gqa4_dv128_hd64": (8, 2, 128, 128, 64, 128, False),
     "noncausal_mha_hd64_s256": (4, 4, 256, 256, 64, 64, False),
+    "noncausal_mha_hd64_t37": (2, 2, 37, 37, 64, 64, False),    # spilled on sm_80 a row a thread
+    # plans the grid fill reshaped (test_flash_fill.py): sub-grouped heads, halved query tiles
+    "fill_causal_gqa4_subgrouped": (8, 2, 64, 64, 32, 32, True),
+    "fill_noncausal_mha_smaller_tile": (4, 4, 128, 128, 32, 32, False),
+    "fill_noncausal_gqa4_subgrouped": (8, 2, 64, 64, 32, 32, False),
+    "fill_decode_gqa4": (8, 2, 1, 256, 64, 64, False),
 }
 
 

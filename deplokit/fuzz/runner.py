@@ -164,18 +164,6 @@ def _warm_up() -> None:
     c.run(*program.inputs, backend="loop")
 
 
-def _timed_out(e: BaseException) -> bool:
-    """Whether a CaseTimeout is among the causes of `e` (a tracer that catches everything,
-    torch.export's, may re-raise the limit's signal as its own error)."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, CaseTimeout):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
-
-
 def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float = 1e-5,
              twice: bool = False) -> Outcome:
     """The case's outcome. With `twice`, the simulator runs a second time and must give the
@@ -190,8 +178,6 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
             try:
                 c, program = compile_case(case)
             except DeplokitError as e:
-                if _timed_out(e):          # torch.export wrapped the limit's signal: still a timeout
-                    raise CaseTimeout(f"case ran over {timeout:g} s ({e})") from e
                 if _is_defect(e):          # the compiler caught itself: a finding, not a refusal
                     raise
                 return Outcome(case, "refused", "compile", str(e), time.perf_counter() - start)

@@ -25,14 +25,8 @@ def contains(body, kinds) -> bool:
 
 
 def walk_kinds(body, kinds):
-    for s in body:
-        if isinstance(s, kinds):
-            yield s
-        if isinstance(s, K.For):
-            yield from walk_kinds(s.body, kinds)
-        elif isinstance(s, K.If):
-            yield from walk_kinds(s.then, kinds)
-            yield from walk_kinds(s.orelse, kinds)
+    """The statements of `body` (inside loops and branches too) that are of `kinds`."""
+    return (s for s in K.walk_stmts(body) if isinstance(s, kinds))
 
 
 def unrolled_size(body) -> int:

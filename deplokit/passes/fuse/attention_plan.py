@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...analysis.traffic import loop_kernel_flops
+from ...analysis.traffic import loop_kernel_cost, loop_kernel_flops
 from ...ir.index import FloorDiv, Gather, Var, as_affine, free_vars, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
 from .flash_registers import budget
@@ -149,7 +149,7 @@ def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized, byte_lim
     blocks = start = flash_blocks(kernel, plan)
     if blocks >= sm_count:
         return plan
-    compulsory = _compulsory_bytes(kernel, types)
+    compulsory = loop_kernel_cost(kernel, types).bytes
     limit = FILL_BYTES * compulsory
     if byte_limit is not None and byte_limit < limit:
         limit, over = byte_limit, f"the {byte_limit} bytes of the kernels it replaces"
@@ -184,13 +184,6 @@ def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized, byte_lim
 
 def _shape(plan: FlashPlan) -> str:
     return f"{plan.query_tile} rows x {plan.group} head{'s' if plan.group > 1 else ''} a block"
-
-
-def _compulsory_bytes(kernel: Kernel, types) -> int:
-    """Every global tensor the kernel reads or writes, once."""
-    local = {b.name for b in kernel.locals}
-    names = {s.tensor for s, _ in walk(kernel.body) if isinstance(s, (Load, Store)) and s.tensor not in local}
-    return sum(types[n].numel * types[n].itemsize for n in names)
 
 
 def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode, tma=True):
