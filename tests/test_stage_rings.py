@@ -10,7 +10,7 @@ import torch
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.kernel_tma import TmaTensorLoad
+from deplokit.ir.kernel_ir import TmaTensorLoad
 from deplokit.ir.tile_ir import Stage, walk
 from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available

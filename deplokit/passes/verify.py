@@ -250,7 +250,7 @@ class _KernelChecker:
         self.f, self.limit, self.total_limit = func, limit, total_limit
         self.params = {p.name for p in func.params}
         stmts = list(K.walk_stmts(func.body))
-        # shared arrays: declared, or pending a later pass's declaration (kernel_stage.StageCopy)
+        # shared arrays: declared, or pending a later pass's declaration (kernel_ir.StageCopy)
         self.shared = {s.name for s in stmts if isinstance(s, K.SharedArray)} | \
             {s.shared_array for s in stmts if getattr(s, "shared_array", None)}
         self.mbarriers = {s.name for s in stmts if isinstance(s, K.MbarrierInit)}

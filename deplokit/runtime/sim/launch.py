@@ -7,7 +7,7 @@ from typing import Mapping
 import numpy as np
 
 from ...ir import kernel_ir as K
-from ...ir.kernel_names import name_problems
+from ...ir.kernel_ir import name_problems
 from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..launches import launch_sequence
