@@ -317,7 +317,7 @@ def test_ordinary_stores_before_an_async_copy_need_a_proxy_fence():
     out = np.zeros(64, np.float32)
     simulate_kernel(k, {"x": x, "out": out})
     assert (out == x).all()
-    from deplokit.passes.lower.cuda_render import render_kernel
+    from deplokit.passes.lower.cuda import render_kernel
     assert "fence.proxy.async.shared::cta;" in render_kernel(k, 90)
     # the rings' slots are written by TMA alone: no fence in a generated kernel
     assert not list(nodes(tma_ring(3).kernel_ir.kernels[0].body, K.ProxyFence))

@@ -60,7 +60,7 @@ Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: 
                   thread) waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a
                   fresh mbarrier). The election is elect.sync in warp 0, so ptxas issues each
                   copy once (no loop over the warp's distinct operands), and the barriers' and
-                  slots' shared addresses are computed once before the loop (cuda_ptx).
+                  slots' shared addresses are computed once before the loop (cuda.py).
 
 A synchronous stage in a group right before an AsyncWait leaves its visibility barrier to
 the AsyncWait's (one barrier for the whole group, after the waits).
