@@ -473,6 +473,62 @@ def walk_stmts(body):
             yield from walk_stmts(s.orelse)
 
 
+# thread coordinates that differ between the threads of a block
+THREAD_SPECIALS = {"tid.x", "tid.y", "tid.z", "lane", "warp"}
+
+
+def stmt_exprs(s):
+    """The expressions a statement evaluates itself (not those of nested statements)."""
+    if isinstance(s, For):
+        return (s.start, s.stop, s.step)
+    if isinstance(s, If):
+        return (s.cond,)
+    out = []
+    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase", "slot"):
+        e = getattr(s, name, None)
+        if e is not None and not isinstance(e, (int, float, str)):
+            out.append(e)
+    out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
+    return tuple(out)
+
+
+def subexprs(e):
+    """e and every expression inside it."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        t = type(x)
+        if t is Binary:
+            stack += (x.a, x.b)
+        elif t is Unary or t is Cast:
+            stack.append(x.a)
+        elif t is Call:
+            stack.extend(x.args)
+        elif t is Select:
+            stack += (x.cond, x.a, x.b)
+        elif t is GlobalLoad or t is SharedLoad:
+            stack.append(x.offset)
+        elif t is Shuffle:
+            stack.append(x.value)
+        elif t is RegLoad:
+            stack.append(x.index)
+
+
+def varies(e, varying) -> bool:
+    """Whether expression `e` may differ between the threads of a block."""
+    if e is None:
+        return False
+    for x in subexprs(e):
+        if isinstance(x, Special) and x.name in THREAD_SPECIALS:
+            return True
+        if isinstance(x, Var) and x.name in varying:
+            return True
+        if isinstance(x, (GlobalLoad, SharedLoad, RegLoad, Shuffle)):
+            return True
+    return False
+
+
 def declared_smem_bytes(func: "KernelFunc") -> int:
     """Static shared memory declared, placed as the renderer places it: 8 bytes per mbarrier,
     then each static shared array at the next multiple of its alignment (16 bytes; a TMA box's
