@@ -15,8 +15,26 @@ from ..tensor_map import box_values
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
-from .values import (BIN_ALIAS, C_MINMAX, CALL_ALIAS, F32, I64, INT_FNS, LOGICAL_FNS, NO_THREADS, as_bool,
-                     binary_values, cast, dtype_of, kind_of, last_per_key, narrow, owned, uniform_value, unify)
+from .values import (
+    BIN_ALIAS,
+    C_MINMAX,
+    CALL_ALIAS,
+    F32,
+    I64,
+    INT_FNS,
+    LOGICAL_FNS,
+    NO_THREADS,
+    as_bool,
+    binary_values,
+    cast,
+    dtype_of,
+    kind_of,
+    last_per_key,
+    narrow,
+    owned,
+    uniform_value,
+    unify,
+)
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
