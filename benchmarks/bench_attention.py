@@ -6,10 +6,12 @@ heads, seq 128, head_dim 64, causal), compiled twice: with row fusion off
 and probabilities stored in global memory) and forced on ({"fuse_rows.by_cost": False}: one
 kernel per query row that keeps both rows in shared memory; the fusion guard alone keeps the
 three kernels at this shape), and flash attention (passes/fuse/attention.py, the guard's
-choice: one kernel, query tiles sharing staged K/V tiles, online softmax). Then issue 16's targets on a Qwen2.5-7B-shaped causal GQA
+choice: one kernel, query tiles sharing staged K/V tiles, online softmax). Then issue 16's targets on a
+Qwen2.5-7B-shaped causal GQA
 attention (28 query heads, 4 kv heads, head_dim 128; seq 64 by default, `--seq N`): global
 bytes loaded (simulator) against 3x the compulsory bytes of q, k, v and the output, and float
-multiplies executed (simulator) against 0.6x the non-causal multiply-add count. Prints, for each: kernels, global temporaries, the *compulsory*
+multiplies executed (simulator) against 0.6x the non-causal multiply-add count. Prints, for each: kernels,
+global temporaries, the *compulsory*
 global bytes (every global tensor a kernel reads or writes, counted once per kernel: the
 DRAM traffic with perfect caching), the global bytes the SIMT simulator counts (every access
 of every thread: K and V rows re-read by each query row's block mostly hit L1/L2), shared
@@ -83,7 +85,8 @@ def report(label: str, c, inputs) -> None:
     if nvcc_available():
         found = c.nvcc().stats
         for k in c.kernel_ir.kernels:
-            print(f"    ptxas {c.target.name} {k.name}: {found[k.name].registers} registers, {found[k.name].spills} spills")
+            stats = found[k.name]
+            print(f"    ptxas {c.target.name} {k.name}: {stats.registers} registers, {stats.spills} spills")
 
 
 def staging(c) -> list[str]:

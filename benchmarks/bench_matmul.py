@@ -156,9 +156,27 @@ def repack_text(tile_ir) -> str:
     return f"{moved / 1e6:.1f}" if moved else "-"
 
 
-HEADER = ["program", "tile (block, threads (M x N), per thread)", "layout", "FFMA", "LDS/FFMA", "LDS/.64/.128", "loop instr",
-          "K loop/FFMA", "copies/K", "producer", "slots/K/FFMA", "model slots/K/prod", "regs", "spill B", "model instr/slots",
-          "model us", "floor us", "model/fl", "repack MB"]
+HEADER = [
+    "program",
+    "tile (block, threads (M x N), per thread)",
+    "layout",
+    "FFMA",
+    "LDS/FFMA",
+    "LDS/.64/.128",
+    "loop instr",
+    "K loop/FFMA",
+    "copies/K",
+    "producer",
+    "slots/K/FFMA",
+    "model slots/K/prod",
+    "regs",
+    "spill B",
+    "model instr/slots",
+    "model us",
+    "floor us",
+    "model/fl",
+    "repack MB",
+]
 
 
 def main(argv=None) -> int:

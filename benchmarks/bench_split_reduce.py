@@ -2,7 +2,8 @@
 
 Each program is compiled for sm_90 (132 SMs) twice: with split_reduce off
 (config {"split_reduce.splits": 1}) and on (the default decision). Prints, for each, the
-kernels with their grid (blocks) and block (threads), the SIMT simulator's wall time for one run (a CPU program: the simulator
+kernels with their grid (blocks) and block (threads), the SIMT simulator's wall time for one run (a CPU
+program: the simulator
 steps every thread, so fewer sequential loop iterations per thread run faster), and the
 check against torch eager. No GPU timings: none was available.
 Run: .venv/bin/python benchmarks/bench_split_reduce.py"""

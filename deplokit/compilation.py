@@ -274,7 +274,9 @@ class PassCheck(Displayable):
 
     def __str__(self) -> str:
         mark = "ok" if self.result.ok else "MISMATCH"
-        return f"t:{self.name}: {mark} max error {self.result.max_abs_error:.3g}" + (" (skipped)" if self.skipped else "")
+        return f"t:{self.name}: {mark} max error {self.result.max_abs_error:.3g}" + (
+            " (skipped)" if self.skipped else ""
+        )
 
 
 # Absolute tolerance per unit of output magnitude. A float32 sum of K terms carries rounding

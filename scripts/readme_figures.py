@@ -100,7 +100,9 @@ def main(argv=None) -> int:
         return 1 if changed else 0
     if new != text:
         README.write_text(new, encoding="utf-8")
-    print(f"README.md: {len(changed)} of {len(names)} figures changed" + (f" ({', '.join(changed)})" if changed else ""))
+    print(
+        f"README.md: {len(changed)} of {len(names)} figures changed" + (f" ({', '.join(changed)})" if changed else "")
+    )
     return 0
 
 

@@ -81,11 +81,21 @@ def prepare(workdir: str, notebook: str, theme: str) -> tuple[str, dict]:
 
 
 def start_lab(workdir: str, env: dict, port: int, token: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={workdir}",
-           f"--LabApp.user_settings_dir={env['JUPYTERLAB_SETTINGS_DIR']}", "--ServerApp.open_browser=False",
-           "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--LabApp.expose_app_in_browser=True"] + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--port={port}",
+        "--ip=127.0.0.1",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={workdir}",
+        f"--LabApp.user_settings_dir={env['JUPYTERLAB_SETTINGS_DIR']}",
+        "--ServerApp.open_browser=False",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.expose_app_in_browser=True",
+    ] + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])
     log = open(os.path.join(workdir, "lab.log"), "w")
     proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/api/status?token={token}"

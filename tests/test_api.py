@@ -89,9 +89,11 @@ def test_printed_ir_is_deterministic():
 
 
 def test_printed_ir_is_identical_across_processes():
-    code = ("import torch, deplokit; torch.manual_seed(0);"
-            "c = deplokit.compile(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Softmax(-1)), torch.randn(3, 8));"
-            "print(c.torch_ir); print(c.tensor_ir); print(c.loop_ir)")
+    code = (
+        "import torch, deplokit; torch.manual_seed(0);"
+        "c = deplokit.compile(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Softmax(-1)), torch.randn(3, 8));"
+        "print(c.torch_ir); print(c.tensor_ir); print(c.loop_ir)"
+    )
     outs = []
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed)

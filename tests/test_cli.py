@@ -282,7 +282,10 @@ def test_an_unexpected_error_is_one_line_with_a_hint(capsys, monkeypatch):
 
 
 def test_debug_is_accepted_before_and_after_the_command(capsys):
-    for argv in (["--debug", "compile", "-c", MATMUL, "--ir", "torch"], ["compile", "-c", MATMUL, "--ir", "torch", "--debug"]):
+    for argv in (
+        ["--debug", "compile", "-c", MATMUL, "--ir", "torch"],
+        ["compile", "-c", MATMUL, "--ir", "torch", "--debug"],
+    ):
         code, out, _ = run_cli(capsys, *argv)
         assert code == 0 and " = matmul(" in out
 

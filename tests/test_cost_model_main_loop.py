@@ -39,7 +39,9 @@ def test_register_tile_loop_counts():
 
 
 def test_rotation_stops_vector_loads_and_conflicts_cost_wavefronts():
-    _, plain = the_loop(matmul(**{"008_register_tile__layout": "contiguous", "009_permute_register_tile__permute": False}))
+    _, plain = the_loop(
+        matmul(**{"008_register_tile__layout": "contiguous", "009_permute_register_tile__permute": False})
+    )
     _, rotated = the_loop(matmul(**{"008_register_tile__layout": "contiguous"}))
     # contiguous slots: a thread's 4 B values are adjacent and aligned -> LDS.128 ...
     assert (plain.lds, plain.lds128) == (0, 32)

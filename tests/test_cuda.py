@@ -336,7 +336,9 @@ def test_cp_async_register_and_vector_text():
     assert "#pragma unroll\n    for (int j = 0; j < 4; ++j) {" in cp
     assert "ys[k / 4]" in cp and "tile[(k + 4) % 1024]" in cp
     reg = render_kernel(register_tile(), 80)
-    assert "float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};" in reg
+    assert (
+        "float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};" in reg
+    )
     assert "float s[16];\n    #pragma unroll\n    for (int i = 0; i < 16; ++i) s[i] = 1.0f;" in reg
     assert "m[c] = deplokit_fmaxf(m[c], x[r * 65536 + (base + c)]);" in reg
     assert "s[c] += m[c];" in reg

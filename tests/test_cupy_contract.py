@@ -123,7 +123,9 @@ def test_torch_reference_runs_on_another_device():
     out = cuda_eager(fn, on_meta, "meta")(*on_meta)
     assert out.device.type == "meta" and out.shape == fn(*inputs).shape
     bias = torch.randn(16)
-    out = cuda_eager(lambda x: x + bias, (torch.randn(3, 16, device="meta"),), "meta")(torch.randn(3, 16, device="meta"))
+    out = cuda_eager(lambda x: x + bias, (torch.randn(3, 16, device="meta"),), "meta")(
+        torch.randn(3, 16, device="meta")
+    )
     assert out.device.type == "meta" and out.shape == (3, 16)
 
 

@@ -33,8 +33,10 @@ class StandInCupy:
         outer = self
         function = SimpleNamespace(Module=lambda: _Module(outer))
         self.attributes = []            # (function handle, attribute, value) set through the driver
-        driver = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8,     # CUfunction_attribute
-                                 funcSetAttribute=lambda f, attribute, value: self.attributes.append((f, attribute, value)))
+        driver = SimpleNamespace(
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8,  # CUfunction_attribute
+            funcSetAttribute=lambda f, attribute, value: self.attributes.append((f, attribute, value)),
+        )
         self.cuda = SimpleNamespace(Device=lambda: SimpleNamespace(compute_capability=compute_capability, id=0),
                                     driver=driver,
                                     function=function,

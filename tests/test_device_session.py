@@ -108,8 +108,13 @@ def test_an_unknown_step_is_one_line(tmp_path):
 
 
 def test_the_ncu_programs_compile_on_the_host():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_programs.py"), "--check"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "ncu_programs.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     assert p.returncode == 0, p.stderr
     lines = dict(line.split(" ", 1) for line in p.stdout.strip().splitlines())
     assert set(lines) == {"matmul4096", "proj_s128", "attention_s512"}

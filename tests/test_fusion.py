@@ -127,7 +127,10 @@ def test_llama_layer_kernel_inventory():
     assert names.count("merged_rms_norm") + names.count("merged_rms_norm_1") == 2
     # the folded rotary tables are constants, not computed at run time
     consts = {b.name for b in c.torch_ir.buffers if b.kind == "const"}
-    assert {"cos_1", "sin_1"} <= consts      # renamed: cos and sin are C math functions (every tensor becomes a kernel parameter)
+    assert {
+        "cos_1",
+        "sin_1",
+    } <= consts  # renamed: cos and sin are C math functions (every tensor becomes a kernel parameter)
     assert not any(op.op in ("cos", "sin") for op in c.torch_ir.ops)
 
 

@@ -14,31 +14,48 @@ CASES = {
     # seed 24 case 259: a matmul's register tile summed again in the same kernel (a sum over
     # an axis the matmul's result is broadcast along): the epilogue's reduce loop folded the
     # register array acc0 as a scalar ("register array acc0 used as a scalar")
-    "matmul then sum over a size-1 axis": ("x0 = torch.randn(127, 3)\nx1 = torch.randn(3, 31)\n"
-                                           "(x0 @ x1).unsqueeze(0).sum(0)", "sm_90", {}),
-    "matmul then amax over a broadcast axis": ("x0 = torch.randn(127, 3)\nx1 = torch.randn(3, 31)\n"
-                                               "(x0 @ x1).unsqueeze(0).expand(3, 127, 31).amax(0) * 2", "sm_80",
-                                               {"008_register_tile.tn": 2}),
-    "attention heads summed": ("x0 = torch.randn(127, 31)\nx1 = torch.randn(1, 2, 3, 31)\nx2 = torch.randn(1, 2, 3, 31)\n"
-                               "F.scaled_dot_product_attention(x0.unsqueeze(0).unsqueeze(0).expand(1, 4, 127, 31), "
-                               "x1, x2, enable_gqa=True).sum(-4)", "sm_120",
-                               {"005_blockify_launch.block_threads": 512, "008_register_tile.tn": 2}),
+    "matmul then sum over a size-1 axis": (
+        "x0 = torch.randn(127, 3)\nx1 = torch.randn(3, 31)\n(x0 @ x1).unsqueeze(0).sum(0)",
+        "sm_90",
+        {},
+    ),
+    "matmul then amax over a broadcast axis": (
+        "x0 = torch.randn(127, 3)\nx1 = torch.randn(3, 31)\n(x0 @ x1).unsqueeze(0).expand(3, 127, 31).amax(0) * 2",
+        "sm_80",
+        {"008_register_tile.tn": 2},
+    ),
+    "attention heads summed": (
+        "x0 = torch.randn(127, 31)\nx1 = torch.randn(1, 2, 3, 31)\nx2 = torch.randn(1, 2, 3, 31)\n"
+        "F.scaled_dot_product_attention(x0.unsqueeze(0).unsqueeze(0).expand(1, 4, 127, 31), "
+        "x1, x2, enable_gqa=True).sum(-4)",
+        "sm_120",
+        {"005_blockify_launch.block_threads": 512, "008_register_tile.tn": 2},
+    ),
     # seed 26 case 213: softplus(x) = log(1 + exp(x)) was 0 once 1 + exp(x) rounded to 1
     # (x < -16.6; torch: log1p, 6e-8), and a mask (softplus(x) > 0) flipped
-    "softplus near zero decides a mask": ("x0 = torch.randn(127, 33)\nx1 = torch.randn(33, 3)\nv1 = F.softplus(x0 @ x1)\n"
-                                          "((v1 > 0).long().cumsum(-1) - 1).masked_fill(v1 <= 0, 1).float() * v1",
-                                          "sm_120", {"008_register_tile.tm": 4}),
+    "softplus near zero decides a mask": (
+        "x0 = torch.randn(127, 33)\nx1 = torch.randn(33, 3)\nv1 = F.softplus(x0 @ x1)\n"
+        "((v1 > 0).long().cumsum(-1) - 1).masked_fill(v1 <= 0, 1).float() * v1",
+        "sm_120",
+        {"008_register_tile.tm": 4},
+    ),
     # seed 38: attention of one query row (scores a vector, no row loop): attention
     # fusion's matcher indexed the last of zero row loops (IndexError, a traceback); it is
     # not flash attention's shape, and row fusion keeps it on chip
-    "attention of one query row": ("x0 = torch.randn(33)\nx1 = torch.randn(65, 33)\nx2 = torch.randn(65, 17)\n"
-                                   "torch.softmax(x1 @ x0, -1) @ x2", "sm_90", {}),
+    "attention of one query row": (
+        "x0 = torch.randn(33)\nx1 = torch.randn(65, 33)\nx2 = torch.randn(65, 17)\ntorch.softmax(x1 @ x0, -1) @ x2",
+        "sm_90",
+        {},
+    ),
     # seed 40: an index tensor (negative positions wrapped: x1_pos = where(x1 < 0, x1 + 2, x1))
     # read through stack's padded maps: fusion put x1_pos[0] in the pad's bounds test without
     # storing x1_pos (KeyError in 001 materialize, a traceback); now it is stored, as an index
     # a load reads is
-    "index positions in a padded map's bounds test": ("x0 = torch.randn(3)\nx1 = torch.randint(-2, 2, (1,))\n"
-                                                     "torch.stack([x0, x0 * 2], 1)[..., x1]", "sm_80", {}),
+    "index positions in a padded map's bounds test": (
+        "x0 = torch.randn(3)\nx1 = torch.randint(-2, 2, (1,))\ntorch.stack([x0, x0 * 2], 1)[..., x1]",
+        "sm_80",
+        {},
+    ),
 }
 
 
@@ -56,7 +73,12 @@ def test_values_hoisted_between_free_loops_do_not_serialise_the_kernel():
     the new axis. The pad guard less(a0, 3) was hoisted between the free loops, so 001
     tileify lifted only a0: one block of 4 threads, each running 33 x 129 attention rows.
     Every output is now a thread's (or one of a thread's register tile of <= 16)."""
-    q, k, v, extra = torch.randn(3, 33, 129), torch.randn(3, 33, 129), torch.randn(3, 33, 129), torch.randn(1, 1, 33, 129)
+    q, k, v, extra = (
+        torch.randn(3, 33, 129),
+        torch.randn(3, 33, 129),
+        torch.randn(3, 33, 129),
+        torch.randn(1, 1, 33, 129),
+    )
     fn = lambda q, k, v, e: torch.cat([F.scaled_dot_product_attention(q, k, v).unsqueeze(0), e], 1)  # noqa: E731
     c = deplokit.compile(fn, q, k, v, extra)
     padded = next(k for k in c.kernel_ir.kernels if k.name == "merged_unsqueeze_pad")

@@ -160,7 +160,7 @@ def test_a_2_31_element_output_gets_64_bit_indices():
 
 
 def test_a_gather_from_a_huge_table_gets_64_bit_indices():
-    c = deplokit.compile(lambda t, i: t.expand(2 ** 20, 2 ** 12)[i] + 1, torch.randn(1, 1), torch.tensor([3, 2 ** 20 - 1]))
+    c = deplokit.compile(lambda t, i: t.expand(2**20, 2**12)[i] + 1, torch.randn(1, 1), torch.tensor([3, 2**20 - 1]))
     assert all(k.index_bits == 64 for k in c.kernel_ir.kernels if any(p.size >= 2 ** 31 for p in k.params))
 
 
@@ -171,7 +171,9 @@ def test_small_kernels_keep_32_bit_indices():
 
 
 def _copy_kernel(rows: int, cols: int) -> TileKernel:
-    body = (Loop("a1", cols, "free", (Load("in0", "x", (var("a0"), var("a1"))), Store("y", (var("a0"), var("a1")), "in0"))),)
+    body = (
+        Loop("a1", cols, "free", (Load("in0", "x", (var("a0"), var("a1"))), Store("y", (var("a0"), var("a1")), "in0"))),
+    )
     return TileKernel("copy", ("y",), (Tile((TileAxis("a0", rows, BLOCK),), body),))
 
 

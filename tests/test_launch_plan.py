@@ -77,17 +77,21 @@ def test_matmul_plan_launch_config_and_args():
 def test_plan_runs_correctly_with_shared_arena(case):
     torch.manual_seed(0)
     if case == "attention":
-        fn = lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) * 0.3, -1) @ v
+        def fn(q, k, v):
+            return torch.softmax(q @ k.transpose(-2, -1) * 0.3, -1) @ v
         inputs = (torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16))
     elif case == "chain":
         # two reductions read by later kernels: temporaries whose lives end can be reused
-        fn = lambda x: torch.softmax(torch.softmax(x, -1).sum(0, keepdim=True) * x, -1).sum(-1)
+        def fn(x):
+            return torch.softmax(torch.softmax(x, -1).sum(0, keepdim=True) * x, -1).sum(-1)
         inputs = (torch.randn(16, 32),)
     elif case == "matmul_splitk":
-        fn = lambda a, b: torch.relu(a @ b)
+        def fn(a, b):
+            return torch.relu(a @ b)
         inputs = (torch.randn(4, 2048), torch.randn(2048, 8))
     else:
-        fn = lambda ids, w, m: torch.where(m, torch.nn.functional.embedding(ids, w), -1.0)
+        def fn(ids, w, m):
+            return torch.where(m, torch.nn.functional.embedding(ids, w), -1.0)
         inputs = (torch.randint(0, 10, (6,)), torch.randn(10, 16), torch.rand(6, 16) > 0.5)
     c = deplokit.compile(fn, *inputs)
     plan, outs = run_plan_on_sim(c, inputs)

@@ -79,9 +79,19 @@ def test_conflict_degree_counts_distinct_words_per_bank():
 
 # the article's register block (the tile_ir docstring's example), pinned: the defaults moved on
 SHAPE_16x16 = {"005_blockify_launch.thread_shape": "16x16"}   # the article's block
-OLD_PROJECTION = {**SHAPE_16x16, "008_register_tile.tm": 1, "008_register_tile.tn": 4, "008_register_tile.layout": "strided"}
+OLD_PROJECTION = {
+    **SHAPE_16x16,
+    "008_register_tile.tm": 1,
+    "008_register_tile.tn": 4,
+    "008_register_tile.layout": "strided",
+}
 NO_REGISTER_TILE = {**SHAPE_16x16, "008_register_tile.tm": 1, "008_register_tile.tn": 1}
-STRIDED_2x4 = {**SHAPE_16x16, "008_register_tile.tm": 2, "008_register_tile.tn": 4, "008_register_tile.layout": "strided"}
+STRIDED_2x4 = {
+    **SHAPE_16x16,
+    "008_register_tile.tm": 2,
+    "008_register_tile.tn": 4,
+    "008_register_tile.layout": "strided",
+}
 
 def test_register_tile_replicates_the_thread_tile():
     c = compiled("matmul_64x256x128", **{"003_split_matmul_k.splits": 1}, **STRIDED_2x4)
@@ -262,7 +272,10 @@ def test_pad_smem_skips_what_has_no_conflict():
         "merged_rms_norm: no stage's loads conflict on shared-memory banks"
     k = after(compiled("matmul_64x256x128"), "009_permute_register_tile")
     assert set(degrees(k).values()) == {1}
-    assert t014_pad_smem.apply(k, PassContext(None, {"pad": 1})).reason == "no stage's loads conflict on shared-memory banks"
+    assert (
+        t014_pad_smem.apply(k, PassContext(None, {"pad": 1})).reason
+        == "no stage's loads conflict on shared-memory banks"
+    )
 
 
 # -- 003 split_matmul_k -------------------------------------------------------------------------

@@ -144,7 +144,9 @@ def test_simulator_wavefronts_of_one_access():
 
 def test_k_major_a_stage_is_transposed_and_copied_by_rows_of_a():
     c, a, b = compiled(128, 256, 64, {**WARPS_K_MAJOR, "013_async_copy.enable": False, "011_tma_copy.enable": True})
-    stage = next(s for s, _ in walk(after(c, "007_stage_inputs").tile().body) if isinstance(s, Stage) and s.tensor == "x0")
+    stage = next(
+        s for s, _ in walk(after(c, "007_stage_inputs").tile().body) if isinstance(s, Stage) and s.tensor == "x0"
+    )
     assert [(ax.dim, ax.extent) for ax in stage.slab] == [(1, 16), (0, 16)]       # [k][m]
     # a tensor map copies slabs whose axes follow the tensor's dimensions: A's stays with the threads
     tma_step = next(s for s in c.trace if s.name == "011_tma_copy")

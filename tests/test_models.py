@@ -144,7 +144,10 @@ def test_unsupported_op_names_the_layer():
 
     model.model.layers[1].mlp.act_fn = Cumprod()
     ids = torch.randint(0, preset.vocab, (1, 5))
-    with pytest.raises(UnsupportedOpError, match=r"aten\.cumprod\.default \(node \w+, in model\.layers\.1\.mlp\.act_fn \(Cumprod\)\) is not supported"):
+    with pytest.raises(
+        UnsupportedOpError,
+        match=r"aten\.cumprod\.default \(node \w+, in model\.layers\.1\.mlp\.act_fn \(Cumprod\)\) is not supported",
+    ):
         deplokit.compile(model, ids)
 
 

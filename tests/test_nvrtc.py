@@ -17,7 +17,9 @@ PROGRAMS = {
                                                    torch.randn(1, 2, 16, 32))),
 }
 # the guards decline row fusion; causal_gqa_sdpa itself is one flash-attention kernel
-CONFIGS = {"causal_gqa_sdpa_row_fused": ("causal_gqa_sdpa", {"fuse_rows.by_cost": False, "fuse_attention.enable": False})}
+CONFIGS = {
+    "causal_gqa_sdpa_row_fused": ("causal_gqa_sdpa", {"fuse_rows.by_cost": False, "fuse_attention.enable": False})
+}
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_120"])

@@ -173,8 +173,15 @@ case("mm", "(1,3)x(3,1)", torch.mm, randn(1, 3), randn(3, 1), tol=REDUCE)
 case("bmm", "(3,37,17)x(3,17,13)", torch.bmm, randn(3, 37, 17), randn(3, 17, 13), tol=REDUCE)
 case("bmm", "(1,5,3)x(1,3,7)", torch.bmm, randn(1, 5, 3), randn(1, 3, 7), tol=REDUCE)
 case("addmm", "(13,)+(37,129)x(129,13)", torch.addmm, randn(13), randn(37, 129), randn(129, 13), tol=REDUCE)
-case("addmm(beta=0.5,alpha=2)", "(37,13)+(37,129)x(129,13)",
-     lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), randn(37, 13), randn(37, 129), randn(129, 13), tol=REDUCE)
+case(
+    "addmm(beta=0.5,alpha=2)",
+    "(37,13)+(37,129)x(129,13)",
+    lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+    randn(37, 13),
+    randn(37, 129),
+    randn(129, 13),
+    tol=REDUCE,
+)
 case("addmm(beta=0,alpha=-1.5)", "(1,13)+(5,3)x(3,13)",
      lambda c, a, b: torch.addmm(c, a, b, beta=0.0, alpha=-1.5), randn(1, 13), randn(5, 3), randn(3, 13), tol=REDUCE)
 case("addmm(beta=3)", "(37,1)+(37,7)x(7,5)",
@@ -185,7 +192,13 @@ case("rms_norm(weight)", "(5,129)", module(lambda: nn.RMSNorm(129, eps=1e-6)), r
 case("rms_norm(weight)", "(2,37,64)", module(lambda: nn.RMSNorm(64, eps=1e-5)), randn(2, 37, 64), tol=REDUCE)
 case("rms_norm(no weight,eps default)", "(5,129)", lambda x: F.rms_norm(x, (129,)), randn(5, 129), tol=REDUCE)
 case("rms_norm(no weight,eps default)", "(3,1)", lambda x: F.rms_norm(x, (1,)), randn(3, 1, scale=1e-3), tol=REDUCE)
-case("rms_norm(no weight,eps=0.1)", "(5,129)", lambda x: F.rms_norm(x, (129,), eps=0.1), randn(5, 129, scale=0.3), tol=REDUCE)
+case(
+    "rms_norm(no weight,eps=0.1)",
+    "(5,129)",
+    lambda x: F.rms_norm(x, (129,), eps=0.1),
+    randn(5, 129, scale=0.3),
+    tol=REDUCE,
+)
 case("rms_norm(weight input,last 2)", "(3,7,37)", lambda x, w: F.rms_norm(x, (7, 37), w, 1e-6),
      randn(3, 7, 37), randn(7, 37), tol=REDUCE)
 case("rms_norm(default eps module)", "(4,1000)", module(lambda: nn.RMSNorm(1000)), randn(4, 1000), tol=REDUCE)
@@ -634,8 +647,13 @@ def _falcon_residual(x, y):
 
 case("split", "(3,37)->(3,13)x3", lambda x: [p * (i + 1) for i, p in enumerate(x.split(13, dim=1))], randn(3, 37),
      tol=EXACT)
-case("split_with_sizes", "(5,37)->2|30|5", lambda x: x.split([2, 30, 5], -1)[1] - x.split([2, 30, 5], -1)[2].sum(-1, keepdim=True),
-     randn(5, 37), tol=ARITH)
+case(
+    "split_with_sizes",
+    "(5,37)->2|30|5",
+    lambda x: x.split([2, 30, 5], -1)[1] - x.split([2, 30, 5], -1)[2].sum(-1, keepdim=True),
+    randn(5, 37),
+    tol=ARITH,
+)
 case("chunk", "(2,7,33)->3", lambda x: torch.chunk(x, 3, -1)[2] + torch.chunk(x, 3, -1)[0], randn(2, 7, 33),
      tol=EXACT)
 case("chunk(dim 0,uneven)", "(7,5)->4", lambda x: x.chunk(4)[3] * x.chunk(4)[0][:1], randn(7, 5), tol=EXACT)
@@ -715,8 +733,13 @@ case("min(dim,keepdim)", "(5,37)", lambda x: torch.min(x, 0, keepdim=True), rand
 case("max(all)", "(5,37)", lambda x: x.max() - x.min(), randn(5, 37), tol=EXACT)
 case("cumsum(float)", "(3,37)", lambda x: x.cumsum(-1), randn(3, 37), tol=REDUCE)
 case("cumsum(bool,dim 0)", "(37,3)", lambda x: (x > 0).cumsum(0), randn(37, 3), tol=EXACT)
-case("floor_divide/remainder(int64)", "(3,37)", lambda i: (i // 7) * 100 + i % -5 + torch.div(i, 3, rounding_mode="trunc"),
-     lambda g: torch.randint(-2 ** 40, 2 ** 40, (3, 37), generator=g), tol=EXACT)
+case(
+    "floor_divide/remainder(int64)",
+    "(3,37)",
+    lambda i: (i // 7) * 100 + i % -5 + torch.div(i, 3, rounding_mode="trunc"),
+    lambda g: torch.randint(-(2**40), 2**40, (3, 37), generator=g),
+    tol=EXACT,
+)
 case("floor_divide/remainder(float)", "(3,37)", lambda x: x // 0.75 + x % -1.5, randn(3, 37, scale=4.0), tol=EXACT)
 COVERAGE_CASES = tuple(c.id for c in CASES[_FIRST_COVERAGE:])
 

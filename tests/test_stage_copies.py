@@ -147,7 +147,9 @@ def test_unaligned_rows_skip_tma_with_the_reason():
     c = build("linear_bias", "sm_90")
     st = step(c, "011_tma_copy")
     assert not st.changed
-    assert "input's rows are 516 bytes apart, not a multiple of 16 (a tensor map's strides must be)" in st.skipped_reason
+    assert (
+        "input's rows are 516 bytes apart, not a multiple of 16 (a tensor map's strides must be)" in st.skipped_reason
+    )
 
 
 # -- 013 async_copy -------------------------------------------------------------------------------

@@ -204,7 +204,10 @@ def test_a_copy_overwriting_a_slot_still_being_read():
 
     def no_empty_wait(s):          # the producer refills a slot without waiting for its readers
         return [] if isinstance(s, K.MbarrierWait) and s.name.endswith("_empty") else [s]
-    with pytest.raises(SimulationError, match=r"overwrites element \d+ of shared array \w+, read by .*still being read"):
+
+    with pytest.raises(
+        SimulationError, match=r"overwrites element \d+ of shared array \w+, read by .*still being read"
+    ):
         sim(broken(c, no_empty_wait), c)
 
 

@@ -103,12 +103,17 @@ def _box_kernel(origin=(30, 36), swizzle=32, issuers=1, coords=None):
     pick = K.Const(0, "int")
     for t in range(63, -1, -1):                        # a select chain: thread t reads word read[t]
         pick = K.Select(K.Binary("==", tid, K.Const(t, "int")), K.Const(int(read[t]), "int"), pick)
-    body = (K.SharedArray("box", 64, align=1024),
-            K.If(K.Binary("==", tid, K.Const(0, "int")), (K.MbarrierInit("bar", 1),)),
-            K.Barrier(),
-            K.If(K.Binary("<", tid, K.Const(issuers, "int")), (K.TmaTensorLoad("box", K.Const(0, "int"), "x_tmap", at, "bar"),)),
-            K.MbarrierWait("bar", K.Const(0, "int")),
-            K.GlobalStore("out", tid, K.SharedLoad("box", pick)))
+    body = (
+        K.SharedArray("box", 64, align=1024),
+        K.If(K.Binary("==", tid, K.Const(0, "int")), (K.MbarrierInit("bar", 1),)),
+        K.Barrier(),
+        K.If(
+            K.Binary("<", tid, K.Const(issuers, "int")),
+            (K.TmaTensorLoad("box", K.Const(0, "int"), "x_tmap", at, "bar"),),
+        ),
+        K.MbarrierWait("bar", K.Const(0, "int")),
+        K.GlobalStore("out", tid, K.SharedLoad("box", pick)),
+    )
     return K.KernelFunc("box", (K.Param("x"), K.Param("out", const=False)), (1, 1, 1), (64, 1, 1), body,
                         tensor_maps=(tmap,))
 
@@ -140,7 +145,10 @@ def test_the_kernel_takes_a_grid_constant_tensor_map_per_operand():
     c = build("relu_matmul_seed")
     cuda = str(c.cuda)
     assert "struct alignas(64) deplokit_tensor_map { unsigned long long opaque[16]; };" in cuda
-    assert "const __grid_constant__ deplokit_tensor_map x_tmap, const __grid_constant__ deplokit_tensor_map w_tmap)" in cuda
+    assert (
+        "const __grid_constant__ deplokit_tensor_map x_tmap, const __grid_constant__ deplokit_tensor_map w_tmap)"
+        in cuda
+    )
     # one copy per operand per stage: prologue and steady state issue each map once
     assert cuda.count("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") == 4
     assert "cp.async.bulk.shared::cluster" not in cuda                      # no 1-D bulk copies
@@ -206,7 +214,9 @@ def test_encode_passes_the_plans_arguments_to_the_driver():
     (ln,) = [ln for ln in plan.launches if ln.tensor_maps]
     driver = _RecordingDriver()
     maps = [encode(t.args, 0x7f0000001000 + 4096 * i, driver) for i, t in enumerate(ln.tensor_maps)]
-    assert [m.dtype for m in maps] == [TENSOR_MAP_DTYPE] * 2 and all((m["opaque"] == 0xABABABABABABABAB).all() for m in maps)
+    assert [m.dtype for m in maps] == [TENSOR_MAP_DTYPE] * 2 and all(
+        (m["opaque"] == 0xABABABABABABABAB).all() for m in maps
+    )
     a, b = driver.calls
     assert a == dict(dtype=7, rank=2, address=0x7f0000001000, dims=(64, 48), strides=(256,), box=(16, 32),
                      elem=(1, 1), enums=(0, 0, 2, 0))                       # no swizzle, L2 128B, zero fill

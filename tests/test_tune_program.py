@@ -78,10 +78,16 @@ def test_compile_picks_up_the_tuned_choice_and_the_trace_says_why(tmp_path, caps
     want = _compiled().recompile(chosen)
     assert c.loop_ir == want.loop_ir
     err = capsys.readouterr().err
-    assert "using the tuned program-level choice" in err and f"fuse_attention.enable={chosen['fuse_attention.enable']}" in err
+    assert (
+        "using the tuned program-level choice" in err
+        and f"fuse_attention.enable={chosen['fuse_attention.enable']}" in err
+    )
     step = next(s for s in c.trace if s.name == "fuse_attention")
     said = step.skipped_reason + " ".join(step.notes)
-    assert "the tuner's program-level choice" in said and f"fuse_attention.enable={chosen['fuse_attention.enable']}" in said
+    assert (
+        "the tuner's program-level choice" in said
+        and f"fuse_attention.enable={chosen['fuse_attention.enable']}" in said
+    )
     # a knob the config names wins over the tuned choice
     other = not chosen["fuse_attention.enable"]
     c = deplokit.compile(_causal_gqa, *_inputs(), tuned=TunedLookup(str(tmp_path / "t.db")),

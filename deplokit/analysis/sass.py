@@ -276,5 +276,14 @@ def analyze_sass(text: str, arch: str, tool: str = "", stats: dict | None = None
     return SassReport(arch, tool, tuple(analyze_kernel(n, parsed[n], (stats or {}).get(n)) for n in names))
 
 
-__all__ = ["SharedLoadCounts", "InstructionMix", "SassLoop", "KernelSass", "SassReport", "analyze_sass", "analyze_kernel",
-           "instruction_mix", "shared_width"]
+__all__ = [
+    "SharedLoadCounts",
+    "InstructionMix",
+    "SassLoop",
+    "KernelSass",
+    "SassReport",
+    "analyze_sass",
+    "analyze_kernel",
+    "instruction_mix",
+    "shared_width",
+]

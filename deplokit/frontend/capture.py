@@ -193,7 +193,9 @@ def _convert(ep) -> Captured:
             try:
                 targs, attrs = normalise(args, kwargs)
             except (IndexError, KeyError, TypeError) as e:
-                raise UnsupportedOpError(f"operator aten.{key} (node {node.name}) called in an unsupported form: {e}") from None
+                raise UnsupportedOpError(
+                    f"operator aten.{key} (node {node.name}) called in an unsupported form: {e}"
+                ) from None
             if not isinstance(val, torch.Tensor):
                 raise UnsupportedOpError(f"operator aten.{key} (node {node.name}) returns several values; "
                                          "deplokit supports single-tensor operators")
@@ -310,7 +312,16 @@ def _functional(key: str, node):
 
 
 def _is_random(key: str) -> bool:
-    return key.split(".")[0] in {"rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "uniform"}
+    return key.split(".")[0] in {
+        "rand",
+        "randn",
+        "randint",
+        "rand_like",
+        "randn_like",
+        "bernoulli",
+        "normal",
+        "uniform",
+    }
 
 
 def _map_args(a, names):

@@ -120,7 +120,9 @@ def _is_literal(node: ast.AST) -> bool:
 
 
 def _has_slice(node: ast.AST) -> bool:
-    return isinstance(node, ast.Slice) or (isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts))
+    return isinstance(node, ast.Slice) or (
+        isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts)
+    )
 
 
 # -- analysis -----------------------------------------------------------------------------------
@@ -177,7 +179,8 @@ class _Planner:
             targets = (stmt.targets if isinstance(stmt, ast.Assign)
                        else [] if isinstance(stmt, ast.Expr) else [stmt.target])
             dynamic = self._depends(stmt.value) or (
-                isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in self.dynamic)
+                isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in self.dynamic
+            )
             if dynamic or stmt is tree.body[-1]:
                 stmt._dk_dynamic = True
                 self._mark(stmt.value)

@@ -52,7 +52,9 @@ def evaluate_once(tree: ast.Module, text: str):
 
     wrapped = _Instrument(where).visit(copy.deepcopy(tree))
     last = wrapped.body[-1]
-    wrapped.body[-1] = ast.copy_location(ast.Assign(targets=[ast.Name("_dk_result", ast.Store())], value=last.value), last)
+    wrapped.body[-1] = ast.copy_location(
+        ast.Assign(targets=[ast.Name("_dk_result", ast.Store())], value=last.value), last
+    )
     ast.fix_missing_locations(wrapped)
     env = scope()
     env["_dk_input"], env["_dk_const"] = hook("input"), hook("const")

@@ -35,7 +35,7 @@ from .programs import Case
 from .reference import reference
 
 BACKENDS = ("tensor", "loop", "sim")
-UNKNOWN_SPREAD = 30      # slack (x atol) for an output whose rounding spread is unknown     # the first is the reference the others may match too
+UNKNOWN_SPREAD = 30  # slack (x atol) for an output whose rounding spread is unknown
 
 
 class CaseTimeout(BaseException):

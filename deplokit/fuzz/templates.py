@@ -66,8 +66,11 @@ TEMPLATES = (
     Template("hardswish", ("hardswish",), _unary("F.hardswish({x} * 3)")),
     Template("hardsigmoid", ("hardsigmoid",), _unary("F.hardsigmoid({x} * 3)")),
     Template("clamp_min_max", ("clamp_min", "clamp_max"), _unary("{x}.clamp_min(-1).clamp_max(1)")),
-    Template("bool_ops", ("bitwise_and", "bitwise_or", "bitwise_not", "where", "gt", "lt"),
-             _unary("torch.where(~(({x} > 1) | ({x} < -1)) & ({x} > -0.5), {x}, 0.0)")),
+    Template(
+        "bool_ops",
+        ("bitwise_and", "bitwise_or", "bitwise_not", "where", "gt", "lt"),
+        _unary("torch.where(~(({x} > 1) | ({x} < -1)) & ({x} > -0.5), {x}, 0.0)"),
+    ),
     Template("var", ("var",), _reduce("{x}.var({d}, keepdim={keep})")),
     Template("std", ("std",), _reduce("{x}.std({d}, keepdim={keep})")),
     Template("logsumexp", ("logsumexp",), _reduce("torch.logsumexp({x}, {d}, keepdim={keep})")),
@@ -113,10 +116,16 @@ TEMPLATES = (
     Template("minimum", ("minimum",), _binary("torch.minimum({x}, {y})", scalar_ok=False)),
     Template("where_ge", ("where", "ge"), _binary("torch.where({x} >= {y}, {y}, {x})")),
     Template("where_le", ("where", "le"), _binary("torch.where({x} <= 0.25, {x} * 2, {y})")),
-    Template("where_eq", ("where", "eq", "ne"), _unary("torch.where(torch.logical_or({x} == 0, {x} != {x}), 1.0, {x})")),
-    Template("logical", ("where", "logical_and", "logical_or", "logical_not", "gt", "lt"),
-             _unary("torch.where(torch.logical_or(torch.logical_and({x} > -1, {x} < 1), "
-                    "torch.logical_not({x} < 2)), {x}, 0.5)")),
+    Template(
+        "where_eq", ("where", "eq", "ne"), _unary("torch.where(torch.logical_or({x} == 0, {x} != {x}), 1.0, {x})")
+    ),
+    Template(
+        "logical",
+        ("where", "logical_and", "logical_or", "logical_not", "gt", "lt"),
+        _unary(
+            "torch.where(torch.logical_or(torch.logical_and({x} > -1, {x} < 1), torch.logical_not({x} < 2)), {x}, 0.5)"
+        ),
+    ),
     Template("reuse", ("mul", "relu"), _unary("{x} * torch.relu({x})")),
     Template("reuse_clone", ("mul", "clone", "relu"), _unary("(lambda v: v.clone() * v)(torch.relu({x}))")),
     Template("residual_norm", ("add", "rms_norm"), _rowwise("{x} + F.rms_norm({x}, ({n},))")),
@@ -157,18 +166,25 @@ TEMPLATES = (
     Template("nn_rms_norm", ("rms_norm",), mk.module("rms_norm")),
     Template("argmax", ("argmax", "to"), mk.argext("argmax")),
     Template("argmin", ("argmin", "to"), mk.argext("argmin")),
-    Template("pick_by_argmax", ("argmax", "argmin", "gather", "index", "sub", "unsqueeze", "flatten"),
-             mk.pick_by_argmax),
+    Template(
+        "pick_by_argmax", ("argmax", "argmin", "gather", "index", "sub", "unsqueeze", "flatten"), mk.pick_by_argmax
+    ),
     Template("gather", ("gather",), mk.gather),
     Template("index", ("index",), mk.index_first),
     Template("index_dim", ("index",), mk.index_second),
     Template("index_select", ("index",), mk.index_select),
     Template("bitwise_xor", ("bitwise_xor", "bitwise_not", "where", "gt", "lt", "neg"), mk.bool_xor),
-    Template("int_divmod", ("where", "eq", "clamp", "to", "mul", "add", "sub", "abs", "neg", "floor_divide",
-                            "remainder"), ints.divmod_),
+    Template(
+        "int_divmod",
+        ("where", "eq", "clamp", "to", "mul", "add", "sub", "abs", "neg", "floor_divide", "remainder"),
+        ints.divmod_,
+    ),
     Template("int_reduce", ("where", "eq", "clamp", "to", "mul", "sum", "amax", "amin"), ints.reduce),
-    Template("nan_inf", ("where", "gt", "lt"),
-             _unary("torch.where({x} > 1.8, float('nan'), torch.where({x} < -2.2, float('-inf'), {x}))")),
+    Template(
+        "nan_inf",
+        ("where", "gt", "lt"),
+        _unary("torch.where({x} > 1.8, float('nan'), torch.where({x} < -2.2, float('-inf'), {x}))"),
+    ),
     Template("float_divmod", ("mul", "abs", "add", "neg", "floor_divide", "remainder"), ints.float_divmod),
 )
 

@@ -70,7 +70,9 @@ def _shared_html(w: WarpAccess) -> str:
                 word, readers = served[r]
                 fill = CONFLICT_FILL if len(served) > 1 else FREE_FILL
                 who = f"L{readers[0]}" + ("+" if len(readers) > 1 else "")
-                cells.append(_cell(f"w{word}", who, fill, f"bank {b}: word {word}, lanes {', '.join(map(str, readers))}"))
+                cells.append(
+                    _cell(f"w{word}", who, fill, f"bank {b}: word {word}, lanes {', '.join(map(str, readers))}")
+                )
             rows.append(f'<div style="{ROW}">{_label(f"wave {r + 1}")}{"".join(cells)}</div>')
         if len(w.phases) > 1:
             d = w.phase_degree(lanes)

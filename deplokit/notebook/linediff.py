@@ -68,7 +68,9 @@ def line_diff(before: str, after: str, context: int = 3) -> tuple[DiffRow, ...]:
     rows: list[DiffRow] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
-            rows += [DiffRow("context" if a[i] == b[j] else "indent", b[j]) for i, j in zip(range(i1, i2), range(j1, j2))]
+            rows += [
+                DiffRow("context" if a[i] == b[j] else "indent", b[j]) for i, j in zip(range(i1, i2), range(j1, j2))
+            ]
         elif tag == "delete":
             rows += [DiffRow("remove", line) for line in a[i1:i2]]
         elif tag == "insert":

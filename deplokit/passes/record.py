@@ -168,7 +168,9 @@ class KernelPass:
             if need.missing(target):
                 return Skip(need.missing(target)), ""
         if getattr(kernel, "flash", None) is not None and self.stage == "tile" and not self.flash_aware:
-            return Skip("flash attention: 001 tileify (its plan), 007, 010, 011, 013 and 015 (its K/V tiles) schedule it"), ""
+            return Skip(
+                "flash attention: 001 tileify (its plan), 007, 010, 011, 013 and 015 (its K/V tiles) schedule it"
+            ), ""
         off = switched_off(self.knobs, knobs)
         if off is not None:
             return off, ""
@@ -252,7 +254,9 @@ def validate_config(config: Mapping, passes) -> None:
     by_name = {p.name: p for p in passes}
     for key, value in config.items():
         if not isinstance(key, str) or "." not in key:
-            raise ConfigError(f"config key {key!r} is not of the form PASS.KNOB (e.g. 005_blockify_launch.block_threads)")
+            raise ConfigError(
+                f"config key {key!r} is not of the form PASS.KNOB (e.g. 005_blockify_launch.block_threads)"
+            )
         scoped, _, knob_name = key.rpartition(".")
         kernel, _, pass_name = scoped.rpartition(":")
         p = by_name.get(pass_name)

@@ -236,7 +236,14 @@ def split_kernel(kernel: Kernel, shape: _Shape, S: int, types: dict, taken: _Nam
         for a in accs:
             ws, n = parts[a.acc]
             t, p = names("t"), names(f"{a.acc}_part")
-            out.append(Loop(t, n, "reduce", (Load(p, ws, (var(t),) + row_index), Accumulate(a.acc, a.reduction, p, dtype=a.dtype))))
+            out.append(
+                Loop(
+                    t,
+                    n,
+                    "reduce",
+                    (Load(p, ws, (var(t),) + row_index), Accumulate(a.acc, a.reduction, p, dtype=a.dtype)),
+                )
+            )
         return out
 
     done: list[Accumulate] = []

@@ -48,7 +48,10 @@ def tensor_map_box(stage: Stage, shape, dtype: str = "float32") -> tuple[TmaBox 
     for ax in stage.slab:
         box[ax.dim] = ax.extent
     if any(b > MAX_BOX or b > s for b, s in zip(box, shape)):
-        return None, f"box {tuple(box)} of {stage.tensor} {shape}: each extent must be at most {MAX_BOX} and the tensor's"
+        return (
+            None,
+            f"box {tuple(box)} of {stage.tensor} {shape}: each extent must be at most {MAX_BOX} and the tensor's",
+        )
     if box[-1] * FLOAT % GLOBAL_ALIGN:
         return None, f"the box's inner row is {box[-1] * FLOAT} bytes, not a multiple of {GLOBAL_ALIGN}"
     if len(shape) > 1 and shape[-1] * FLOAT % GLOBAL_ALIGN:

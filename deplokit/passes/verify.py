@@ -176,7 +176,9 @@ class _TileChecker:
                                    f"its slab is {want.text() if want else 'no tensor-map box: ' + why}")
         allowed, why = swizzle_for(s.tma)
         if s.tma.swizzle and allowed != s.tma.swizzle:
-            self.fail("tma-stamp", f"stage {s.name}: {s.tma.text()}, but the box allows {allowed or 'no'} swizzle: {why}")
+            self.fail(
+                "tma-stamp", f"stage {s.name}: {s.tma.text()}, but the box allows {allowed or 'no'} swizzle: {why}"
+            )
 
     def unit(self, s, bound):
         """The stage's copy unit is the one the schedule's rule gives it here (a pass that
@@ -352,6 +354,10 @@ def check_repacks(kernel: TileKernel, earlier, program) -> None:
     types = program.types() if kernel.repacks else {}
     for r in kernel.repacks:
         if r.workspace not in types or tuple(types[r.workspace].shape) != tuple(r.shape):
-            raise IRInvariantError("Tile", "repack", kernel.name, f"the workspace {r.workspace} {r.shape} is not declared")
+            raise IRInvariantError(
+                "Tile", "repack", kernel.name, f"the workspace {r.workspace} {r.shape} is not declared"
+            )
         if not any(e.name == r.kernel and e.repacks_for == kernel.name for e in earlier):
-            raise IRInvariantError("Tile", "repack", kernel.name, f"its repack kernel {r.kernel} does not run before it")
+            raise IRInvariantError(
+                "Tile", "repack", kernel.name, f"its repack kernel {r.kernel} does not run before it"
+            )

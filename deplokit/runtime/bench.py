@@ -186,8 +186,20 @@ def bench_compilation(c, inputs, *, warmup: int = 10, repeats: int = 100, compar
     if profile:
         kernels = _profile(c, exe, bufs, clock, warmup, repeats, flush)
     total = program_cost(c.loop_ir, name or "program")
-    return BenchReport(name or "program", device.name, c.target.name, ours, eager_us, compile_us, total.bytes, total.flops,
-                       c.target.peak_bandwidth_gbs, c.target.peak_fp32_tflops, kernels, tuple(notes))
+    return BenchReport(
+        name or "program",
+        device.name,
+        c.target.name,
+        ours,
+        eager_us,
+        compile_us,
+        total.bytes,
+        total.flops,
+        c.target.peak_bandwidth_gbs,
+        c.target.peak_fp32_tflops,
+        kernels,
+        tuple(notes),
+    )
 
 
 def _first_line(e: Exception) -> str:

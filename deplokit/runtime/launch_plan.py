@@ -5,7 +5,8 @@ argument order, checked against CUDA's limits. No GPU and no CuPy needed: the Cu
 
 Every kernel parameter is a pointer to a flat buffer, so a launch's arguments are its
 parameters' buffers in declaration order, followed by its tensor maps (TMA, sm_90), which
-the plan records as the driver's encoding arguments for the buffer each maps. A buffer is stored with the element type its
+the plan records as the driver's encoding arguments for the buffer each maps. A buffer is stored with the
+element type its
 kernels declare (`float` for masks as well: the simulator reads a bool as 0.0 / 1.0), so a
 bool or integer input may be converted on upload. A temporary lives from the first launch
 that names it to the last; temporaries whose lives do not overlap share arena bytes.

@@ -25,7 +25,9 @@ def functions_by_kernel(program: K.KernelProgram, unique: set[str]) -> dict[str,
             zero.setdefault(f.zero_init_for or f.repacks_for, []).append(f)
         if f.reduces_for:
             after.setdefault(f.reduces_for, []).append(f)
-    stray = [f.name for f in program.kernels if (f.zero_init_for or f.reduces_for or f.repacks_for or f.name) not in unique]
+    stray = [
+        f.name for f in program.kernels if (f.zero_init_for or f.reduces_for or f.repacks_for or f.name) not in unique
+    ]
     if stray:
         raise ExecutionError(f"kernel functions {', '.join(stray)} belong to no launch")
     return {f.name: tuple(zero.get(f.name, ())) + (f,) + tuple(after.get(f.name, ()))

@@ -188,8 +188,13 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     tail = work.blocks / (waves * sms * per_sm)
     # A main loop of multiply-adds off shared memory (a matmul's K loop) is priced as nvcc
     # issues it; other kernels keep the Tile-IR counts above.
-    looped = main_loop_time(loop, work.threads, min(per_sm, -(-work.blocks // sms)), waves, clock,
-                            work.prefetch or work.pipelined, c) if loop is not None and loop.ffma and loop.shared_loads else None
+    looped = (
+        main_loop_time(
+            loop, work.threads, min(per_sm, -(-work.blocks // sms)), waves, clock, work.prefetch or work.pipelined, c
+        )
+        if loop is not None and loop.ffma and loop.shared_loads
+        else None
+    )
     if looped is not None:
         sm_us = looped.us
     barrier_us = work.barriers * c.barrier_cycles * waves / clock * 1e6
@@ -256,7 +261,18 @@ def roofline_us(work: KernelWork, target) -> float:
                work.flops / (target.peak_fp32_tflops * 1e6)) if work else 0.0
 
 
-__all__ = ["CostConstants", "bytes_in_flight", "Estimate", "KernelEstimate", "DoesNotFit", "estimate", "kernel_time", "main_loop_time",
-           "matmul_like",
-           "LoopTime",
-           "occupancy", "estimate_registers", "roofline_us"]
+__all__ = [
+    "CostConstants",
+    "bytes_in_flight",
+    "Estimate",
+    "KernelEstimate",
+    "DoesNotFit",
+    "estimate",
+    "kernel_time",
+    "main_loop_time",
+    "matmul_like",
+    "LoopTime",
+    "occupancy",
+    "estimate_registers",
+    "roofline_us",
+]

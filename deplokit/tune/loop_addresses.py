@@ -1,6 +1,7 @@
 """Shared-memory offsets of a main loop's loads, evaluated, and cut into vector loads.
 
-Kernel-IR index expressions are ints; `evaluate` (or `compile_int`, for many evaluations) computes one with C's truncating division
+Kernel-IR index expressions are ints; `evaluate` (or `compile_int`, for many evaluations) computes one with C's
+truncating division
 for given thread, block and loop values. `vector_runs` decides which loads nvcc can merge
 into one LDS.64 / LDS.128: the same offsets from an aligned base for every sampled thread.
 """

@@ -346,12 +346,29 @@ def count_iteration(func: K.KernelFunc, loop: K.For, around: list) -> MainLoop:
     step, step_producer = k_step(func, loop, around)
     for outer in around:
         passes *= trip_count(outer) or 1
-    return MainLoop(func.name, loop.var, trip_count(loop) or 1, factor, passes, int(st.get("ffma", 0)), int(st.get("float", 0)),
-                    lds, lds64, lds128, int(st.get("sts", 0)), int(st.get("ldg", 0)), int(st.get("stg", 0)),
-                    int(st.get("copies", 0)), int(st.get("barriers", 0)),
-                    total(st, (lds, lds64, lds128)), total(iss, widths_issue) + step / per_step,
-                    wavefronts + int(st.get("lds128", 0)) * 4, it.producer + step_producer / per_step, step / per_step,
-                    per_step)
+    return MainLoop(
+        func.name,
+        loop.var,
+        trip_count(loop) or 1,
+        factor,
+        passes,
+        int(st.get("ffma", 0)),
+        int(st.get("float", 0)),
+        lds,
+        lds64,
+        lds128,
+        int(st.get("sts", 0)),
+        int(st.get("ldg", 0)),
+        int(st.get("stg", 0)),
+        int(st.get("copies", 0)),
+        int(st.get("barriers", 0)),
+        total(st, (lds, lds64, lds128)),
+        total(iss, widths_issue) + step / per_step,
+        wavefronts + int(st.get("lds128", 0)) * 4,
+        it.producer + step_producer / per_step,
+        step / per_step,
+        per_step,
+    )
 
 
 def main_loop(func: K.KernelFunc) -> MainLoop | None:

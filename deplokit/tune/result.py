@@ -47,7 +47,8 @@ class TuneResult:
 
     @property
     def best_config(self) -> dict:
-        """The program-level choice and the union of every kernel's best config, keyed `kernel:NNN_pass.knob` for each kernel of
+        """The program-level choice and the union of every kernel's best config, keyed `kernel:NNN_pass.knob`
+        for each kernel of
         the program that shares the tuned kernel's structure: pass it to deplokit.compile(config=...)."""
         out: dict = dict(self.program_config)
         for tuned, names in self.kernels:

@@ -2,7 +2,8 @@
 CUDA text (render).
 
 LOWERING is the Tile->Kernel lowering as pass records, in order (k001_materialize,
-k002_stage_copies, k003_zero_init, k004_unclash_names, k005_reconverge_warps); deplokit/pipeline.py splices it into the one pipeline between the 16
+k002_stage_copies, k003_zero_init, k004_unclash_names, k005_reconverge_warps); deplokit/pipeline.py splices it
+into the one pipeline between the 16
 scheduling passes and render. The passes read the decisions the schedule stamped on the
 Tile IR (vector widths, register-tile shapes, split-K zero-init) and talk through public
 data only (lowering_state.LoweringState)."""

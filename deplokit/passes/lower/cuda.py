@@ -251,12 +251,14 @@ TENSOR_MAP_DECL = (f"// the layout of cuda.h's CUtensorMap: a tensor map the hos
 
 # the one-thread election of a TMA producer (sm_90): elect.sync in a converged warp 0; ptxas
 # then issues the producer's copies once, with no loop over the warp's distinct operands
-ELECT_DECL = ("// one lane of the calling (converged) warp: the issuer of a TMA producer's copies\n"
-              "__device__ __forceinline__ bool deplokit_elect_one() {\n"
-              "    unsigned elected;\n"
-              '    asm volatile("{\\n .reg .pred e;\\n elect.sync _|e, 0xffffffff;\\n selp.u32 %0, 1, 0, e;\\n}\\n" : "=r"(elected));\n'
-              "    return elected != 0;\n"
-              "}\n")
+ELECT_DECL = (
+    "// one lane of the calling (converged) warp: the issuer of a TMA producer's copies\n"
+    "__device__ __forceinline__ bool deplokit_elect_one() {\n"
+    "    unsigned elected;\n"
+    '    asm volatile("{\\n .reg .pred e;\\n elect.sync _|e, 0xffffffff;\\n selp.u32 %0, 1, 0, e;\\n}\\n" : "=r"(elected));\n'  # noqa: E501 (one line of C)
+    "    return elected != 0;\n"
+    "}\n"
+)
 
 
 def elects(k, sm: int) -> bool:

@@ -15,7 +15,8 @@ element; `load acc[..]` -> RegLoad), and every register loop becomes a `#pragma 
 so each element index is a compile-time constant and the array stays in registers.
 
 A register loop whose slots read a staged slab in quads (4 adjacent aligned floats) loads each
-quad with one shared float4 (register_quads.py). A vector loop (005 blockify_launch) is unrolled into per-lane registers, with a float4 for
+quad with one shared float4 (register_quads.py). A vector loop (005 blockify_launch) is unrolled into per-lane
+registers, with a float4 for
 each access 005 stamped 4 wide and each load from a stage stamped one shared float4
 (Load.shared_width) (vector_access.py).
 
@@ -101,7 +102,9 @@ class Materializer(LoweringState):
             if self.kernel.register_tile(s.tensor) is not None:
                 dtype = self.dtypes.get(s.tensor, "float32")
                 self.dtypes[s.dst] = dtype
-                return [K.Declare(s.dst, DTYPE_CTYPE[dtype], K.RegLoad(s.tensor, self.register_index(s.tensor, s.index)))]
+                return [
+                    K.Declare(s.dst, DTYPE_CTYPE[dtype], K.RegLoad(s.tensor, self.register_index(s.tensor, s.index)))
+                ]
             return self.load(s)
         if isinstance(s, Compute):
             self.dtypes[s.dst] = s.dtype            # a vector loop's per-lane values too

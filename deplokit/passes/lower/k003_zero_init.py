@@ -3,7 +3,8 @@
 No scheduling pass emits atomics any more (003 split_matmul_k writes partial sums to a
 workspace and a reduce kernel adds them in split order, bit-identical run to run); a Tile
 kernel written by hand with AtomicAdd still stamps its output (TileKernel.zero_init, carried
-to KernelFunc.zero_init), and the program itself zero-initialises it, so it is correct on a GPU whatever the output buffer
+to KernelFunc.zero_init), and the program itself zero-initialises it, so it is correct on a GPU whatever the
+output buffer
 held (the simulator's zero-filled outputs are not relied on). The zero kernel goes just
 before the kernel it serves and names it (KernelFunc.zero_init_for): a launch of that
 kernel runs it first (runtime/launches.py reads the field)."""

@@ -61,7 +61,11 @@ def smem_offset(exprs, s: Stage) -> K.Expr:
     k = 0
     while k < len(exprs):
         e = exprs[k]
-        if k + 1 < len(exprs) and s.slab[k].dim == s.slab[k + 1].dim and strides[k] == strides[k + 1] * s.slab[k + 1].extent:
+        if (
+            k + 1 < len(exprs)
+            and s.slab[k].dim == s.slab[k + 1].dim
+            and strides[k] == strides[k + 1] * s.slab[k + 1].extent
+        ):
             a, b = e, exprs[k + 1]
             if (isinstance(a, K.Binary) and a.op == "/" and isinstance(b, K.Binary) and b.op == "%"
                     and a.a == b.a and a.b == b.b == K.Const(s.slab[k + 1].extent, "int")):

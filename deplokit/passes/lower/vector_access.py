@@ -58,8 +58,10 @@ class _VectorLowering:
                 out += self._load(s)
             elif isinstance(s, Compute):
                 out += self._compute(s)
-            elif isinstance(s, Accumulate):      # the 4 values folded in in order, as the loop would
-                out += self._per_lane(lambda i, s=s: Accumulate(s.acc, s.reduction, self._operand(s.value, i), dtype=s.dtype))
+            elif isinstance(s, Accumulate):  # the 4 values folded in in order, as the loop would
+                out += self._per_lane(
+                    lambda i, s=s: Accumulate(s.acc, s.reduction, self._operand(s.value, i), dtype=s.dtype)
+                )
             else:
                 out += self._store(s)
         return out

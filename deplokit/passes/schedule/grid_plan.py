@@ -144,7 +144,9 @@ def _thread_options(m: int, n: int, threads: tuple[int, int] | None) -> list[tup
     first shape of each distinct fitted pair."""
     if threads:
         return [(f"{threads[0]}x{threads[1]}", threads)]
-    shapes = [(s, fitted_threads(parse_shape(s), m, n)) for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE]
+    shapes = [
+        (s, fitted_threads(parse_shape(s), m, n)) for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE
+    ]
     least = min(MIN_DEFAULT_THREADS, max(t[0] * t[1] for _, t in shapes))
     out, seen = [], set()
     for s, t in shapes:
@@ -182,8 +184,11 @@ def _price(m, n, chunks, bk, target, other, shape, threads, regs, splits) -> Gri
     # chunks past splits x (chunks // splits) are the reducer's: one thread per output walks
     # them, an A and a weight element per product from L2 (priced at DRAM's bandwidth)
     leftover = (chunks % splits) * bk * other * m * n * 2 * WORD
-    reducer = (partials + leftover + other * m * n * WORD) / bw + _reducer_cycles(splits, other * m * n, target) / clock \
-        if splits > 1 else 0.0
+    reducer = (
+        (partials + leftover + other * m * n * WORD) / bw + _reducer_cycles(splits, other * m * n, target) / clock
+        if splits > 1
+        else 0.0
+    )
     seconds = main + reducer
     workspace = 2 * partials
     return GridPlan(shape, threads, regs, splits, blocks, seconds * 1e6, workspace)

@@ -1,7 +1,8 @@
 """001 tileify: lift the kernel's outer free loops to THREAD axes of a Tile.
 
 The perfectly nested free loops at the top of a Loop-IR kernel become the axes of one Tile:
-every iteration is a thread. Values hoisted between two of them move into the inner one first. Later passes decide which threads share a block."""
+every iteration is a thread. Values hoisted between two of them move into the inner one first. Later passes
+decide which threads share a block."""
 from __future__ import annotations
 
 import dataclasses
@@ -48,9 +49,12 @@ def _sink_invariants(body: tuple) -> tuple:
 
 def as_tile_program(program: LoopProgram) -> TileProgram:
     """Loop IR as Tile IR before any pass: each kernel one thread of one block."""
-    return TileProgram(program.buffers, program.written,
-                       tuple(TileKernel(k.name, k.outputs, k.body, locals=k.locals, flash=k.flash) for k in program.kernels),
-                       program.outputs)
+    return TileProgram(
+        program.buffers,
+        program.written,
+        tuple(TileKernel(k.name, k.outputs, k.body, locals=k.locals, flash=k.flash) for k in program.kernels),
+        program.outputs,
+    )
 
 
 PASS = KernelPass("001_tileify", "tile", DESCRIPTION, apply, prepare=as_tile_program, flash_aware=True)

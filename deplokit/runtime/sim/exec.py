@@ -908,7 +908,9 @@ class Chunk:
         self._one_issuer(rows, f"TmaTensorLoad into {s.array}")
         buf = self.gbuf(tmap.buffer, "TmaTensorLoad")
         if buf.size != int(np.prod(tmap.shape)):
-            self.fail(f"tensor map {tmap.name} describes {tmap.buffer} as {tmap.shape}, but it holds {buf.size} elements")
+            self.fail(
+                f"tensor map {tmap.name} describes {tmap.buffer} as {tmap.shape}, but it holds {buf.size} elements"
+            )
         sh = self.sarr(s.array, "TmaTensorLoad")
         n = tmap.box_bytes // 4
         line = max(128, REPEAT[tmap.swizzle])          # where a box (and its swizzle pattern) may start
