@@ -15,9 +15,7 @@ from llama_layer import LlamaLayer  # noqa: E402
 
 import deplokit  # noqa: E402
 from deplokit.frontend.capture import capture  # noqa: E402
-from deplokit.passes.decompose import decompose  # noqa: E402
-from deplokit.passes.fuse import fuse  # noqa: E402
-from deplokit.pipeline import Context, lower  # noqa: E402
+from deplokit.pipeline import Context, lower, lower_through  # noqa: E402
 from deplokit.target import get_target  # noqa: E402
 
 
@@ -32,8 +30,8 @@ def main(repeats: int = 5) -> None:
         t0 = time.perf_counter()
         captured = capture(layer, (x,))
         t1 = time.perf_counter()
-        tensor = decompose(captured.program)
-        loop, _ = fuse(tensor)
+        tensor = lower_through(captured.program, "decompose", ctx)
+        loop = lower_through(tensor, "fuse_rows", ctx, first="lift")
         t2 = time.perf_counter()
         stages, _ = lower(captured.program, ctx)
         t3 = time.perf_counter()

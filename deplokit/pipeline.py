@@ -6,80 +6,39 @@ next pass's input. The CLI's -v / -vv, the notebook stepper and the golden tests
 trace; the Context and the TraceStep live in deplokit/trace.py."""
 from __future__ import annotations
 
-from .passes.decompose import decompose
-from .passes.dedup import dedup
-from .passes.fuse import fuse_kernels
-from .passes.fuse.attention import fuse_attention
-from .passes.fuse.lift import lift
-from .passes.fuse.rows import fuse_rows
-from .passes.lower import LOWERING
-from .passes.lower.cuda import render_cuda
-from .passes.record import Noted, Pass, Skip, flag_knob, run_passes, validate_config, validate_kernel_names
+from .passes import dedup, split_reduce
+from .passes.decompose import program as decompose
+from .passes.fuse import attention, fusion, lift, rows
+from .passes.lower import LOWERING, cuda
+from .passes.record import run_passes, validate_config, validate_kernel_names
 from .passes.schedule import SCHEDULE
-from .passes.split_reduce import SPLIT_REDUCE
 from .passes.verify import verify
 from .trace import Context, TraceStep, format_step  # noqa: F401  (the pipeline's vocabulary)
 
-__all__ = ["PIPELINE", "STAGES", "Context", "TraceStep", "format_step", "lower", "run_passes"]
-
-
-def _decompose(program, pctx):
-    return decompose(program, pctx.compile)
-
-
-def _lift(program, pctx):
-    return lift(program)
-
-
-def _fuse(program, pctx):
-    if program.graph is None:
-        return Skip("not a lifted program: no Tensor-IR graph to fuse by")
-    return Noted(*fuse_kernels(program.graph))
-
-
-def _fuse_attention(program, pctx):
-    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"], target=pctx.target)
-    if loop == program:
-        return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
-    return Noted(loop, notes)
-
-
-def _fuse_rows(program, pctx):
-    loop, notes = fuse_rows(program, by_cost=pctx.knobs["by_cost"])
-    if loop == program:
-        return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
-    return Noted(loop, notes)
-
-
-def _dedup(program, pctx):
-    if not pctx.compile.dedup:
-        return Skip("off: every kernel is scheduled (deplokit.compile(dedup=True) and named models turn it on)")
-    unique, _, notes = dedup(program)
-    return Noted(unique, notes)
-
-
-def _render(program, pctx):
-    return render_cuda(program, pctx.compile)
-
+__all__ = ["PIPELINE", "STAGES", "Context", "TraceStep", "format_step", "lower", "lower_through", "run_passes"]
 
 PIPELINE = (
-    Pass("decompose", "tensor", "rewrite each Torch op into Tensor-IR nodes", _decompose),
-    Pass("lift", "loop", "lift every Tensor-IR node to a loop nest of its own (nothing fused yet)", _lift),
-    Pass("fuse", "loop", "fuse producers into their consumers' loop nests; store only what the guard keeps", _fuse),
-    Pass("fuse_attention", "loop", "attention's kernels become one flash-attention kernel (online softmax)",
-         _fuse_attention,
-         (flag_knob("enable", "fuse attention into one kernel over key tiles, the softmax online", "attention fusion"),
-          flag_knob("by_cost", "fuse only where the guard counts fewer bytes moved and little more work"))),
-    Pass("fuse_rows", "loop", "merge attention's kernels so that no scores row leaves the chip", _fuse_rows,
-         (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),
-          flag_knob("by_cost", "fuse only where the fusion guard counts fewer bytes moved and no more work"))),
-    SPLIT_REDUCE,
-    Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _dedup),
-    *SCHEDULE,
-    *LOWERING,          # 001_materialize, 002_stage_copies, 003_zero_init (passes/lower)
-    Pass("render", "cuda", "print the Kernel IR as one CUDA translation unit", _render),
+    decompose.PASS,     # Torch IR -> Tensor IR (passes/decompose/program.py)
+    lift.PASS,          # Tensor IR -> Loop IR, then fusion (passes/fuse/)
+    fusion.PASS,
+    attention.PASS,
+    rows.PASS,
+    split_reduce.PASS,
+    dedup.PASS,
+    *SCHEDULE,          # 001_tileify ... 016_mark_unroll: Loop IR -> Tile IR (passes/schedule)
+    *LOWERING,          # 001_materialize ... 004_reconverge_warps: Tile IR -> Kernel IR (passes/lower)
+    cuda.PASS,          # Kernel IR -> CUDA (passes/lower/cuda.py)
 )
 STAGES = ("torch",) + tuple(dict.fromkeys(p.stage for p in PIPELINE))
+
+
+def lower_through(ir, last: str, ctx: Context, first: str | None = None):
+    """`ir` through the pipeline's passes from `first` (the first pass when None) up to and
+    including `last`, as `lower` runs them: the IR `last` produced. What a view of part of the
+    pipeline runs (the notebook's graphs: decompose, lift and the fusions)."""
+    names = [p.name for p in PIPELINE]
+    start = names.index(first) if first is not None else 0
+    return run_passes(PIPELINE[start:names.index(last) + 1], ir, ctx)[0]
 
 
 def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:

@@ -38,8 +38,8 @@ def test_trace_records_every_step_in_order():
         [("torch", "capture"), ("tensor", "decompose"), ("loop", "lift"), ("loop", "fuse"), ("loop", "fuse_attention"),
          ("loop", "fuse_rows"), ("loop", "split_reduce"), ("loop", "dedup")]
         + [("tile", m.name) for m in SCHEDULE] + [("kernel", p.name) for p in LOWERING] + [("cuda", "render")])
-    assert [p.name for p in LOWERING] == ["001_materialize", "002_stage_copies", "003_zero_init", "004_unclash_names",
-                                         "005_reconverge_warps"]
+    assert [p.name for p in LOWERING] == ["001_materialize", "002_stage_copies", "003_unclash_names",
+                                         "004_reconverge_warps"]
     assert c.trace[1].before is c.torch_ir and c.trace[1].after is c.tensor_ir
     # lift: one loop nest per Tensor-IR node, every intermediate stored; fuse merges them
     lifted = c.trace[2].after

@@ -1,5 +1,5 @@
 """The flash plan's register budget (passes/fuse/flash_registers.py, attention_plan.py) and the
-warp reconvergence before a lane-split row's shuffle (passes/lower/k005_reconverge_warps.py):
+warp reconvergence before a lane-split row's shuffle (passes/lower/k004_reconverge_warps.py):
 the rows and lanes a block gets fit the registers its thread count leaves a thread, the trace
 says so, and ptxas spills nothing over a spread of attention shapes on sm_80 and sm_90."""
 import pytest
@@ -74,7 +74,7 @@ def test_syncwarp_between_the_copy_branch_and_the_lanes_shuffle():
     at = next(i for i, t in enumerate(body) if isinstance(t, K.SyncWarp))
     assert any(isinstance(t, K.If) for t in body[:at])
     assert "__syncwarp();" in str(c.cuda)
-    assert any("005_reconverge_warps" == s.name and s.changed for s in c.trace)
+    assert any("004_reconverge_warps" == s.name and s.changed for s in c.trace)
 
 
 def test_no_syncwarp_without_a_shuffle():

@@ -99,7 +99,7 @@ def test_the_plan_weighs_the_workspace_against_the_weight():
 def _work(blocks, pipelined, prefetch, stage_bytes):
     return KernelWork("k", threads=128, blocks=blocks, flops=0.0, fp_instructions=0.0, instructions=0.0,
                       compulsory_bytes=50 << 20, requested_bytes=float(50 << 20), sector_bytes=float(50 << 20),
-                      smem_wavefronts=0.0, barriers=0.0, atomics=0.0, stage_bytes=stage_bytes, pipelined=pipelined,
+                      smem_wavefronts=0.0, barriers=0.0, stage_bytes=stage_bytes, pipelined=pipelined,
                       prefetch=prefetch)
 
 

@@ -9,7 +9,9 @@ import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.kernel_ir import StageCopy, StagePrologue, StageWait
 from deplokit.passes.lower import LOWERING
+from deplokit.passes.record import Noted, Pass
 from deplokit.runtime.launches import functions_by_kernel, launch_sequence
+from deplokit.trace import Context
 
 PROGRAMS = corpus()
 
@@ -29,7 +31,7 @@ def pending(program):
 
 
 def test_the_lowering_passes_in_order_each_traced():
-    names = ["001_materialize", "002_stage_copies", "003_zero_init", "004_unclash_names", "005_reconverge_warps"]
+    names = ["001_materialize", "002_stage_copies", "003_unclash_names", "004_reconverge_warps"]
     assert [p.name for p in LOWERING] == names
     c = compiled("relu_matmul_seed")
     kernel_steps = [s for s in c.trace if s.stage == "kernel"]
@@ -60,23 +62,34 @@ def test_a_kernel_without_stages_is_left_alone_by_the_stage_copy_pass():
     assert not step(c, "002_stage_copies").changed
 
 
+
+def test_a_pass_that_changes_nothing_is_a_skip_with_its_reason():
+    c = compiled("relu_matmul_seed")
+    assert "no kernel-local meets a parameter's name" in step(c, "003_unclash_names").skipped_reason
+    assert "before a warp shuffle" in step(c, "004_reconverge_warps").skipped_reason
+    # any whole-program pass that returns its input is a skip, with its notes as the reason
+    same = Pass("same", "kernel", "returns its input", lambda ir, pctx: ir).run(c.kernel_ir, Context(c.target))
+    assert same.skipped_reason == "same found nothing to change" and same.after is c.kernel_ir and not same.changed
+    noted = Pass("noted", "kernel", "", lambda ir, pctx: Noted(ir, ("nothing to rename",))).run(c.kernel_ir,
+                                                                                                Context(c.target))
+    assert noted.skipped_reason == "nothing to rename"
+
 def test_split_k_reducer_names_its_kernel_and_launches_read_it():
     c = compiled("matmul_small_m_long_k")
     red = [k for k in c.kernel_ir.kernels if k.reduces_for]
     assert red and all(r.reduces_for in {k.name for k in c.kernel_ir.kernels} for r in red)
     assert "# adds up the split-K partial sums of " in str(c.kernel_ir)
-    assert not any(k.zero_init_for for k in c.kernel_ir.kernels)    # no atomics, nothing to zero
     assert c.check(backend="sim").ok
 
 
 def test_launches_follow_the_stamped_owner_not_the_position():
     owner = K.KernelFunc("b", (), (1, 1, 1), (1, 1, 1), ())
     other = K.KernelFunc("a", (), (1, 1, 1), (1, 1, 1), ())
-    zero = K.KernelFunc("b_zero", (), (1, 1, 1), (1, 1, 1), (), zero_init_for="b")
-    program = K.KernelProgram((), (), (zero, other, owner), ())    # b's zero kernel placed before a
+    pad = K.KernelFunc("b_repack", (), (1, 1, 1), (1, 1, 1), (), repacks_for="b")
+    program = K.KernelProgram((), (), (pad, other, owner), ())    # b's repack kernel placed before a
     funcs = functions_by_kernel(program, {"a", "b"})
-    assert [f.name for f in funcs["a"]] == ["a"] and [f.name for f in funcs["b"]] == ["b_zero", "b"]
-    assert [f.name for f, _ in launch_sequence(program)] == ["b_zero", "a", "b"]
+    assert [f.name for f in funcs["a"]] == ["a"] and [f.name for f in funcs["b"]] == ["b_repack", "b"]
+    assert [f.name for f, _ in launch_sequence(program)] == ["b_repack", "a", "b"]
     # a split-K reducer runs right after each launch of its kernel, whatever its position
     red = K.KernelFunc("b_reduce", (), (1, 1, 1), (1, 1, 1), (), reduces_for="b")
     funcs = functions_by_kernel(K.KernelProgram((), (), (red, other, owner), ()), {"a", "b"})

@@ -1,7 +1,6 @@
 """The matmul passes: 003 split_matmul_k, 008 register_tile, 009 permute_register_tile and
 014 pad_smem, each asserted on the Tile IR its trace step produces and on the Kernel IR,
-with the simulator matching torch; the bank-conflict counter they score with; AtomicAdd
-in the simulator and the CUDA renderer."""
+with the simulator matching torch; the bank-conflict counter they score with."""
 import dataclasses
 import re
 
@@ -21,7 +20,7 @@ from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.record import PassContext
 from deplokit.passes.schedule import t014_pad_smem
 from deplokit.passes.schedule.block_shape import default_extents
-from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
+from deplokit.runtime.sim import simulate_kernel, simulate_program
 
 PROGRAMS = corpus()
 MATMUL_PROGRAMS = ["matmul_64x256x128", "llm_projection", "matmul_small_m_long_k", "matmul_contiguous_regs"]
@@ -322,7 +321,6 @@ def test_split_k_stores_partials_then_a_reducer_adds_them_without_atomics():
     # per thread would leave 128 blocks for 132 SMs (grid_plan.py)
     assert main.grid == (8 * 32, 1, 1)
     assert [p.name for p in red.params] == ["merged_linear_partials", "linear"]
-    assert not any(isinstance(s, K.AtomicAdd) for k in c.kernel_ir.kernels for s in all_stmts(k.body))
     text = str(c.cuda)
     assert "atomic" not in text and text.index("void merged_linear(") < text.index("void merged_linear_reduce(")
     # on a GPU the output and the workspace hold garbage: nothing may rely on zeros
@@ -414,34 +412,6 @@ def test_split_k_needs_two_chunks_per_split_and_leaves_the_rest_to_the_reducer()
 def test_check_passes_after_every_pass(name):
     bad = [str(p) for p in compiled(name).check_passes() if not p.result.ok]
     assert not bad, bad
-
-
-# -- AtomicAdd in Kernel IR ---------------------------------------------------------------------------
-
-def _atomic_kernel(param_const=False, index=None):
-    """Every thread of 3 blocks of 64 adds tid + 1 into out[tid % 4]."""
-    tid = K.Special("tid.x")
-    idx = index if index is not None else K.Binary("%", tid, K.Const(4, "int"))
-    return K.KernelFunc("k_atomic", (K.Param("out", "float", param_const, 4),), (3, 1, 1), (64, 1, 1), (
-        K.AtomicAdd("out", idx, K.Binary("+", tid, K.Const(1, "int"))),
-    ))
-
-
-def test_atomic_add_in_the_simulator_lands_every_add():
-    out = np.zeros(4, dtype=np.float32)
-    simulate_kernel(_atomic_kernel(), {"out": out})
-    expected = [3 * sum(t + 1 for t in range(64) if t % 4 == j) for j in range(4)]
-    assert out.tolist() == expected
-    with pytest.raises(SimulationError, match="read-only"):
-        simulate_kernel(_atomic_kernel(param_const=True), {"out": np.zeros(4, dtype=np.float32)})
-    with pytest.raises(SimulationError, match="out of bounds"):
-        simulate_kernel(_atomic_kernel(index=K.Special("tid.x")), {"out": np.zeros(4, dtype=np.float32)})
-
-
-def test_atomic_add_renders_as_atomicadd():
-    text = render_kernel(_atomic_kernel(), 80)
-    assert "atomicAdd(&out[(int)threadIdx.x % 4], (int)threadIdx.x + 1);" in text
-    assert "atomic global out[" in str(_atomic_kernel())
 
 
 # -- the warp-wide main loop (issue 14 part 2) ---------------------------------------------------

@@ -1,5 +1,4 @@
 """The pass stepper, driven from code: its steps, moving, the widget following, checks."""
-import dataclasses
 
 import pytest
 import torch
@@ -8,9 +7,8 @@ from notebook_html import parse, pre_texts
 from programs import corpus
 
 import deplokit
-from deplokit.notebook.stepper import Stepper, kernel_text, step_notes
+from deplokit.notebook.stepper import Stepper, step_notes
 from deplokit.passes.lower import LOWERING
-from deplokit.passes.lower.k003_zero_init import zero_kernel
 from deplokit.passes.schedule import SCHEDULE
 from deplokit.trace import TraceStep
 
@@ -199,7 +197,7 @@ def test_slider_labels_are_pass_numbers_and_names(matmul):
     assert labels[0] == "001 tileify" and "008 register_tile" in labels
     assert "004 cooperative_reduce" not in labels           # changed nothing on a matmul
     assert labels[labels.index("k 001 materialize") + 1] == "k 002 stage_copies"
-    assert "k 003 zero_init" not in labels                  # no split-K zero-init on this matmul
+    assert "k 003 unclash_names" not in labels              # no local meets a parameter's name
     s._toggle.value = False
     assert len(s._slider.options) == STEPS and s._play.max == STEPS - 1
     assert [label for label, _ in s._slider.options[16:]] == [f"k {p.name.replace('_', ' ', 1)}" for p in LOWERING]
@@ -224,8 +222,8 @@ def test_a_reindenting_pass_shows_what_changed_not_the_whole_block(matmul):
 
 
 def _kernel_ir_of(program, kernel: str) -> str:
-    """The kernel's Kernel IR and the kernels launched for it (zero-init), in program order."""
-    return "\n\n".join(str(k) for k in program.kernels if kernel in (k.name, k.zero_init_for))
+    """The kernel's Kernel IR."""
+    return "\n\n".join(str(k) for k in program.kernels if k.name == kernel)
 
 
 def test_the_lowering_passes_are_steps_with_their_kernel_ir_diff(matmul):
@@ -258,26 +256,19 @@ def test_the_lowering_passes_are_steps_with_their_kernel_ir_diff(matmul):
     assert s.steps[-1].after == _kernel_ir_of(matmul.kernel_ir, "merged_matmul")
 
 
-def test_a_kernels_kernel_ir_includes_the_kernels_launched_for_it(matmul):
-    """A split-K zero-init kernel (k003) is shown with the kernel it serves, before it."""
-    program = matmul.kernel_ir
-    zero = zero_kernel("merged_matmul_zero", "matmul", 16384, "merged_matmul")
-    with_zero = dataclasses.replace(program, kernels=(zero,) + tuple(program.kernels))
-    text = kernel_text(with_zero, "merged_matmul")
-    assert text.startswith(str(zero)) and text.endswith(str(program.kernels[0]))
-    assert "merged_matmul_zero" not in kernel_text(with_zero, "merged_matmul_reduce")
+def test_a_lowering_steps_notes_are_shown_on_the_kernels_they_name():
     # a lowering step's notes are shown on the kernels they name, as whole names
-    step = TraceStep("kernel", "004_unclash_names", notes=("merged_matmul_reduce: locals tid renamed",
+    step = TraceStep("kernel", "003_unclash_names", notes=("merged_matmul_reduce: locals tid renamed",
                                                            "merged_matmul: locals acc0 renamed"))
     assert step_notes(step, "merged_matmul") == ("merged_matmul: locals acc0 renamed",)
 
 
 def test_a_lowering_pass_that_changes_nothing_is_one_collapsed_line(rms):
     s = rms.stepper(check=False)
-    zero = next(st for st in s.steps if st.stage == "kernel" and st.name == "003_zero_init")
-    assert zero.index == 16 + 2 and not zero.applied and zero.reason    # no split-K: nothing to zero
-    html = s.go(zero.index).html()
+    unclash = next(st for st in s.steps if st.stage == "kernel" and st.name == "003_unclash_names")
+    assert unclash.index == 16 + 2 and not unclash.applied and unclash.reason    # no local meets a parameter's name
+    html = s.go(unclash.index).html()
     parse(html)
     assert "not applied to" in html and "rgba(46, 160, 67" not in html
     s.changed_only = True
-    assert zero.index not in s.visible and s.steps[16].index in s.visible     # 001 materialize always changes it
+    assert unclash.index not in s.visible and s.steps[16].index in s.visible     # 001 materialize always changes it

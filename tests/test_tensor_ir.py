@@ -12,14 +12,15 @@ from deplokit.ir.index import DIM_NAMES, var
 from deplokit.ir.tensor_ir import IndexMap, TensorProgram
 from deplokit.ir.types import Buffer, TensorType
 from deplokit.passes.decompose.builder import Builder, broadcast_shapes, normalize_axes, resolve_shape
-from deplokit.passes.fuse import fuse
+from deplokit.pipeline import Context, lower_through
 from deplokit.runtime.loop_interp import run_loop_ir
 from deplokit.runtime.tensor_interp import run_tensor_ir
+from deplokit.target import get_target
 
 
 def _run_both(b: Builder, x: np.ndarray, out: str) -> list[np.ndarray]:
     prog = TensorProgram((Buffer("x", TensorType(x.shape)),), tuple(b.nodes), (out,))
-    loop, _ = fuse(prog)
+    loop = lower_through(prog, "fuse_rows", Context(get_target("sm_90")), first="lift")
     return [run_tensor_ir(prog, {"x": x})[0], run_loop_ir(loop, {"x": x})[0]]
 
 

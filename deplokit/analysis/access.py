@@ -28,7 +28,7 @@ from ..errors import DeplokitError
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Load, Loop, Store
 from ..ir.stages import row_major_strides
-from ..ir.tile_ir import AtomicAdd, Stage, StridedLoop, TileKernel, walk
+from ..ir.tile_ir import Stage, StridedLoop, TileKernel, walk
 from .banks import BANKS, WARP, conflict_degree, stage_word, thread_values
 from .work import SECTOR
 
@@ -37,7 +37,7 @@ from .work import SECTOR
 class Access:
     """One load or store of a kernel, in the order the kernel's text lists them."""
     number: int
-    kind: str               # global load | global store | atomic add | shared load
+    kind: str               # global load | global store | shared load
     tensor: str             # the global tensor, or the stage (shared array) read
     text: str               # the statement as Tile IR prints it
     width: int = 1          # elements per lane per access: the stamp of a vector loop's access (4: float4)
@@ -135,7 +135,7 @@ def summary(w: WarpAccess) -> str:
 
 
 def accesses(kernel: TileKernel, types: dict) -> tuple[Access, ...]:
-    """Every global load, store and atomic add and every shared-memory load of the kernel."""
+    """Every global load and store and every shared-memory load of the kernel."""
     tile = kernel.tile()
     stages = {s.name for s, _ in walk(tile.body) if isinstance(s, Stage)}
     out = []
@@ -147,8 +147,6 @@ def accesses(kernel: TileKernel, types: dict) -> tuple[Access, ...]:
             kind = "global load"
         elif isinstance(s, Store) and s.tensor in types:
             kind = "global store"
-        elif isinstance(s, AtomicAdd):
-            kind = "atomic add"
         else:
             continue                # register arrays, locals
         out.append(Access(len(out), kind, s.tensor, s.text(), width))
@@ -193,7 +191,7 @@ def warp_access(kernel: TileKernel, types: dict, access: int | str = 0, warp: in
     env: dict = {v: vals[lo:hi] if lanes else np.int64(0) for v, vals in lanes.items()}
     stages = {s.name: s for s, _ in walk(tile.body) if isinstance(s, Stage)}
     stmt, loops = [(s, lp) for s, lp in walk(tile.body)
-                   if isinstance(s, (Load, Store, AtomicAdd)) and s.text() == target.text][0]
+                   if isinstance(s, (Load, Store)) and s.text() == target.text][0]
     if any(gathers(e) for e in stmt.index):
         raise DeplokitError(f"access {target.number} ({target.text.strip()}) reads rows chosen by data: "
                             "its addresses are not known before it runs")

@@ -19,7 +19,7 @@ import numpy as np
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.stages import row_major_strides
-from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileKernel
+from ..ir.tile_ir import THREAD, AsyncWait, Combine, Stage, StridedLoop, TileKernel
 from .banks import WARP, smem_loads, thread_values
 from .units import is_flop
 
@@ -41,7 +41,6 @@ class KernelWork:
     sector_bytes: float         # global bytes moved in whole 32-byte sectors (L2 traffic)
     smem_wavefronts: float      # shared-memory wavefronts, bank conflicts included
     barriers: float             # block barriers executed per block
-    atomics: float              # atomic adds of all threads
     stage_bytes: int            # shared memory the kernel's stages take (double buffers twice)
     pipelined: bool = False     # copies overlap compute (double buffered or prefetched stages)
     prefetch: int = 0           # K tiles the stages are fetched ahead of their use (015: stages - 1)
@@ -65,7 +64,7 @@ class _Counter:
         self.smem = {(ld.stage, ld.dst): ld for ld in smem_loads(kernel)}
         self.touched: set[str] = set()
         self.flops = self.fp = self.instr = self.requested = self.sectors = 0.0
-        self.wavefronts = self.barriers = self.atomics = 0.0
+        self.wavefronts = self.barriers = 0.0
         self.stage_bytes = 0
         self.pipelined = False
         self.prefetch = 0
@@ -131,12 +130,10 @@ class _Counter:
                 else:
                     self._global(s.tensor, s.index, env, per_warp)
                 self.instr += per_warp
-            elif isinstance(s, (Store, AtomicAdd)):
+            elif isinstance(s, Store):
                 if s.tensor in self.types:        # else a row kept on chip (row fusion's locals)
                     self._global(s.tensor, s.index, env, per_warp)
                 self.instr += per_warp
-                if isinstance(s, AtomicAdd):
-                    self.atomics += per_thread
             elif isinstance(s, (Compute, Accumulate)):
                 op = s.op if isinstance(s, Compute) else "add"
                 slow = 4 if op in SLOW_OPS else 1
@@ -177,4 +174,4 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
     compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
-                      c.sectors, c.wavefronts, c.barriers, c.atomics, c.stage_bytes, c.pipelined, c.prefetch)
+                      c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..passes import decompose  # noqa: F401  (importing the package registers every rule)
+from ..passes.decompose import program  # noqa: F401  (importing it registers every rule)
 from ..passes.decompose import registry as reg
 from . import integers as ints
 from . import makers as mk

@@ -158,17 +158,6 @@ class GlobalStore:
 
 
 @dataclass(frozen=True)
-class AtomicAdd:
-    """atomicAdd(&buffer[offset], value) on a global float: a read-modify-write no other
-    access splits, so every thread's add lands (split-K partial sums). The order of the adds
-    is unspecified on a GPU (float results may differ in the last bits from run to run); the
-    simulator applies them in lane order, block by block, so it is deterministic."""
-    buffer: str
-    offset: Expr
-    value: Expr
-
-
-@dataclass(frozen=True)
 class SharedStore:
     array: str
     offset: Expr
@@ -339,7 +328,7 @@ class TensorMap:
         return n
 
 
-Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
+Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
              For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
              MbarrierArrive, MbarrierWait, ProxyFence, Comment]
 
@@ -411,10 +400,6 @@ class KernelFunc(Displayable):
     registers: int | None = None
     smem_bytes: int | None = None
     spills: int | None = None
-    # Split-K: tensors that must hold zero before it runs (TileKernel.zero_init); on the
-    # kernel that clears them (k003_zero_init), the kernel it runs before (runtime/launches.py).
-    zero_init: tuple[str, ...] = ()
-    zero_init_for: str = ""
     # Split-K without atomics (003): on the reducer, the kernel whose workspace of partial
     # sums it adds up; it runs just after each launch of that kernel (runtime/launches.py).
     reduces_for: str = ""
@@ -619,8 +604,6 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}shared {s.ctype} {s.name}[{s.size}]{where}")
         elif isinstance(s, GlobalStore):
             lines.append(f"{pad}global {_at(s.buffer, s.offset)} = {_e(s.value)}")
-        elif isinstance(s, AtomicAdd):
-            lines.append(f"{pad}atomic global {_at(s.buffer, s.offset)} += {_e(s.value)}")
         elif isinstance(s, SharedStore):
             lines.append(f"{pad}shared {_at(s.array, s.offset)} = {_e(s.value)}")
         elif isinstance(s, VectorLoad):
@@ -677,8 +660,6 @@ def format_kernel(k: KernelFunc) -> str:
     lines = [f"=== {k.name} grid={k.grid} block={k.block} ==="]
     if k.index_bits != 32:
         lines.append(f"# {k.index_bits}-bit index arithmetic")
-    if k.zero_init_for:
-        lines.append(f"# zero-init for {k.zero_init_for}")
     if k.reduces_for:
         lines.append(f"# adds up the split-K partial sums of {k.reduces_for}")
     if k.repacks_for:

@@ -92,8 +92,7 @@ reduces one contiguous range of K chunks and stores its partial sum into its own
 workspace (`matmul_partials[a2s, ...] = acc0`); a second kernel, which 003 adds just after,
 sums the slices in a fixed order and applies the epilogue once (`split-K 8 into
 matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). No atomics: the result is
-bit-identical run to run. (AtomicAdd and `zero-init` remain in the IR for hand-built
-kernels; no pass emits them.)
+bit-identical run to run.
 
 A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it keeps on chip one row
 at a time, in shared memory once materialised (passes/lower/local_rows.py). A store or load whose index can leave
@@ -242,19 +241,7 @@ class AsyncWait:
         return f"AsyncWait({', '.join(self.stages)})"
 
 
-@dataclass(frozen=True)
-class AtomicAdd:
-    """tensor[index] += value, atomically: the blocks of a split-K matmul each add a partial
-    sum into one output element, which must hold zero before the kernel runs."""
-    tensor: str
-    index: tuple[Affine, ...]
-    value: "str | float | Affine"
-
-    def text(self) -> str:
-        return f"{self.tensor}[{format_index(self.index)}] += {format_loop_operand(self.value)}  # atomic"
-
-
-TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop,
+TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, Loop,
                  Assign]
 
 
@@ -286,10 +273,8 @@ class TileKernel(Displayable):
     # materialised); the scheduler carries them through every pass.
     locals: tuple[LocalBuffer, ...] = ()
     # Decisions the lowering reads instead of re-deriving them: the register tiles 008 made
-    # (shape of each register array) and the tensors 003's split-K adds partial sums into,
-    # which a zero-init kernel launched just before this one must clear.
+    # (shape of each register array).
     register_tiles: tuple[RegisterTile, ...] = ()
-    zero_init: tuple[str, ...] = ()
     split_k: SplitK | None = None
     reduces_for: str = ""          # on 003's reducer: the split kernel whose partials it adds
     repacks: tuple[Repack, ...] = ()   # 011: operands staged from a 16-byte pitched workspace
@@ -315,7 +300,6 @@ class TileKernel(Displayable):
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals] + ([self.flash.text()] if self.flash is not None else [])
         lines += [r.text() for r in self.register_tiles]
-        lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
         lines += [self.split_k.text()] if self.split_k is not None else []
         lines += [f"reduces {self.reduces_for}  # its split-K partial sums, in split order"] if self.reduces_for else []
         lines += [r.text() for r in self.repacks]

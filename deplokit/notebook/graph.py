@@ -14,8 +14,8 @@ import subprocess
 from ..errors import DeplokitError
 from ..ir.tensor_ir import Elementwise, IndexMap, Reduction
 from ..ir.torch_ir import TorchProgram
-from ..passes.decompose import decompose
-from ..passes.fuse import fuse
+from ..pipeline import Context, lower_through
+from ..target import get_target
 from .highlight import highlight_html
 from .style import BORDER, FG_DIM, UNFUSED_FILL, box, details, esc, kernel_fill, note, title
 
@@ -48,12 +48,12 @@ def kernel_membership(tensor_program, loop_program) -> dict[str, tuple[str, ...]
     return {k: tuple(v) for k, v in out.items()}
 
 
-def lower_for_graph(program):
+def lower_for_graph(program, target: str = "sm_90"):
     """(Tensor IR, Loop IR) for a Torch- or Tensor-IR program on its own (no Compilation at
-    hand): decompose and fuse are pure and target-independent, so this is what compile did."""
-    tensor = decompose(program) if isinstance(program, TorchProgram) else program
-    loop, _ = fuse(tensor)
-    return tensor, loop
+    hand): the pipeline's passes through row fusion, as compile runs them for `target`."""
+    ctx = Context(get_target(target))
+    tensor = lower_through(program, "decompose", ctx) if isinstance(program, TorchProgram) else program
+    return tensor, lower_through(tensor, "fuse_rows", ctx, first="lift")
 
 
 def _label(*lines: str) -> str:

@@ -110,7 +110,7 @@ class TileIRLexer(RegexLexer):
     }
 
 
-_KERNEL_KEYWORDS = words(("for", "if", "else", "barrier", "atomic", "global", "shared", "cp.async.commit",
+_KERNEL_KEYWORDS = words(("for", "if", "else", "barrier", "global", "shared", "cp.async.commit",
                           "cp.async.wait", "cp.async", "tma", "mbarrier.init", "mbarrier.wait", "floats", "on",
                           "count", "phase", "select", "shfl_xor"), prefix=r"\b", suffix=r"\b")
 

@@ -5,9 +5,8 @@ Each step shows the pass's number, name and one-line DESCRIPTION, its knobs with
 chosen for this kernel, the diff of the kernel (indentation-aware, changed words marked),
 the kernel after the pass (collapsed), and the simulator check of the program as it stands
 after the pass (Compilation.check_passes). A pass that did not change the kernel is one
-collapsed line saying why. A lowering step diffs the kernel's Kernel IR (with the kernels
-that serve it, such as its split-K zero-init); the first one, which leaves Tile IR, shows the
-Kernel IR it made.
+collapsed line saying why. A lowering step diffs the kernel's Kernel IR; the first one,
+which leaves Tile IR, shows the Kernel IR it made.
 
 The widget (a "passes that changed something" toggle, Play, a slider labelled with the
 passes' numbers and names, previous / next, a kernel picker) is a view over `.steps` and
@@ -53,10 +52,9 @@ def ir_stage(ir) -> str:
 
 
 def kernel_text(ir, kernel: str) -> str:
-    """One kernel's text in a step's before / after program; in Kernel IR with the kernels
-    launched for it (its split-K zero-init), in program order."""
+    """One kernel's text in a step's before / after program."""
     if isinstance(ir, KernelProgram):
-        return "\n\n".join(str(k) for k in ir.kernels if kernel in (k.name, k.zero_init_for))
+        return "\n\n".join(str(k) for k in ir.kernels if k.name == kernel)
     return str(ir.kernel(kernel))
 
 

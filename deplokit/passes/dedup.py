@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..ir.loop_ir import LoopProgram
 from ..ir.structural import kernel_signature, tensor_order
+from .record import Noted, Pass, Skip
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,12 @@ def dedup(program: LoopProgram) -> tuple[LoopProgram, tuple[Launch, ...], tuple[
                     + (f": {dropped} launches reuse a kernel of the same structure" if dropped else ""))
     return unique, tuple(launches), tuple(notes)
 
+
+def _apply(program, pctx):
+    if not pctx.compile.dedup:
+        return Skip("off: every kernel is scheduled (deplokit.compile(dedup=True) and named models turn it on)")
+    unique, _, notes = dedup(program)
+    return Noted(unique, notes)
+
+
+PASS = Pass("dedup", "loop", "keep each structurally unique kernel once; every kernel becomes a launch", _apply)

@@ -127,11 +127,13 @@ class Pass:
         tuned = ctx.tuned_program_knobs(f"{self.name}.{k.name}" for k in self.knobs)
         why = ("the tuner's program-level choice (the cheapest program under the tune objective): "
                + ", ".join(f"{k}={v}" for k, v in tuned.items())) if tuned else ""
+        after, notes = (result.ir, result.notes) if isinstance(result, Noted) else (result, ())
+        if not isinstance(result, Skip) and (after is ir or after == ir):
+            # a no-op is a skip with its reason, as KernelPass reports one
+            result = Skip("; ".join(notes) or f"{self.name} found nothing to change")
         if isinstance(result, Skip):
             return TraceStep(after=ir, skipped_reason="; ".join(filter(None, (result.reason, why))), **step)
-        if isinstance(result, Noted):
-            return TraceStep(after=result.ir, notes=result.notes + ((why,) if why else ()), **step)
-        return TraceStep(after=result, notes=(why,) if why else (), **step)
+        return TraceStep(after=after, notes=notes + ((why,) if why else ()), **step)
 
 
 @dataclass(frozen=True)

@@ -324,7 +324,7 @@ def split_reduce(program: LoopProgram, pctx):
 
 
 SPLITS = ("auto", 1, 2, 3, 4, 8, 16, 32, 64, 128, 256)
-SPLIT_REDUCE = Pass(
+PASS = Pass(
     "split_reduce", "loop", "spread few long reductions over blocks: partials, then a combine in order",
     split_reduce,
     (Knob("splits", SPLITS, lambda program, target: "auto",

@@ -27,7 +27,6 @@ Tile IR (per kernel)
                      buffers keep its 4 floats aligned (vector_geometry.shared_width)
   register-tiles     an indexed accumulator has a register tile stamped (008) whose rank and
                      extents match the register loops indexing it
-  zero-init          a tensor a split-K kernel adds into is stamped for zero-init (003)
   split-k            a split kernel (003) stores into its declared workspace, and its reducer
                      comes right after it and names it
 Kernel IR (per function)
@@ -44,7 +43,7 @@ from ..ir import kernel_ir as K
 from ..ir.index import Affine, covers_once, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram
+from ..ir.tile_ir import Assign, AsyncWait, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
 from .tma_geometry import swizzle_for, tensor_map_box
@@ -130,7 +129,7 @@ class _TileChecker:
             self.unit(s, bound)
             stages[s.name] = s
             return
-        if isinstance(s, (Load, Store, AtomicAdd)):
+        if isinstance(s, (Load, Store)):
             known = s.tensor in self.types or s.tensor in self.locals or s.tensor in stages or \
                 (isinstance(s, Load) and s.tensor in self.accs)
             if not known:
@@ -142,14 +141,12 @@ class _TileChecker:
                 self.width(s, loops)
             if isinstance(s, Load):
                 self.shared(s, stages, loops)
-            if isinstance(s, AtomicAdd) and s.tensor not in self.k.zero_init:
-                self.fail("zero-init", f"{s.text()}: {s.tensor} is not stamped for zero-init before the kernel")
         if isinstance(s, Compute):
             self.reads(s.args, values, s.text)
             for a in s.args:
                 if isinstance(a, Affine):
                     self.index((a,), bound, s.text)
-        elif isinstance(s, (Accumulate, Store, AtomicAdd, Assign)):
+        elif isinstance(s, (Accumulate, Store, Assign)):
             self.reads((s.value,), values, s.text)
         if isinstance(s, Accumulate) and s.index:
             self.index(s.index, bound, s.text)
@@ -292,7 +289,7 @@ class _KernelChecker:
                 self.fail("names-declared", f"{s.name} is assigned before it is declared")
             if K.varies(s.value, varying) or K.varies(s.index, varying):
                 varying.add(s.name)
-        elif isinstance(s, (K.GlobalStore, K.AtomicAdd)):
+        elif isinstance(s, K.GlobalStore):
             self.buffer(s.buffer)
         elif isinstance(s, K.SharedStore):
             self.array(s.array)

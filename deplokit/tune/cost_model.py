@@ -177,7 +177,7 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     in_flight = resident * ahead / (bandwidth * 1e6 / clock * c.latency_cycles)
     mem_eff = min(1.0, max(gpu_occ / c.mem_occupancy, in_flight))
     spill_bytes = 2.0 * spills * work.threads * work.blocks
-    sectors = work.sector_bytes + spill_bytes + 2 * 4 * work.atomics
+    sectors = work.sector_bytes + spill_bytes
     dram = min(work.compulsory_bytes, sectors) + c.l2_miss * max(0.0, sectors - work.compulsory_bytes)
     dram_us = dram / (bandwidth * c.dram_efficiency * mem_eff)
     l2_us = sectors / (bandwidth * c.l2_bandwidth_ratio * mem_eff)

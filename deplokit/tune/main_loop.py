@@ -230,7 +230,7 @@ class _Iteration:
         elif isinstance(s, K.SharedStore):
             self.expression(s.value, ctx, mult, share)
             self.add("sts", 1, mult, share)
-        elif isinstance(s, (K.GlobalStore, K.AtomicAdd)):
+        elif isinstance(s, K.GlobalStore):
             self.expression(s.value, ctx, mult, share)
             self.add("stg", 1, mult, share)
             self.add("other", OVERHEAD["global"], mult, share)

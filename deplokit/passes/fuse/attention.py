@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.loop_ir import LoopProgram
+from ..record import Noted, Pass, Skip, flag_knob
 from .attention_loop import flash_kernel
 from .attention_match import match_attention
 from .attention_plan import flash_blocks, flash_traffic, plan_flash
@@ -92,3 +93,16 @@ def flash_pays(fused: Traffic, unfused: Traffic, fill=None) -> tuple[bool, str]:
         why += (f"; grid fill: estimated {mine.text()}, the unfused kernels {theirs.text()} "
                 f"({'no slower' if mine.us <= theirs.us else 'slower: too few blocks for the SMs'})")
     return wins, why
+
+
+def _apply(program, pctx):
+    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"], target=pctx.target)
+    if loop == program:
+        return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
+    return Noted(loop, notes)
+
+
+PASS = Pass("fuse_attention", "loop", "attention's kernels become one flash-attention kernel (online softmax)", _apply,
+            (flag_knob("enable", "fuse attention into one kernel over key tiles, the softmax online",
+                       "attention fusion"),
+             flag_knob("by_cost", "fuse only where the guard counts fewer bytes moved and little more work")))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ...ir.loop_ir import LoopProgram
 from ...ir.tensor_ir import TensorProgram
 from ...ir.types import Buffer
+from ..record import Pass
 from .build import KernelBuilder
 
 
@@ -26,3 +27,7 @@ def lift(program: TensorProgram) -> LoopProgram:
     kernels = tuple(KernelBuilder(nodes, every, n.name).build(shapes).kernel for n in program.nodes)
     written = tuple(Buffer(n.name, n.type, "output" if n.name in program.outputs else "temp") for n in program.nodes)
     return LoopProgram(program.buffers, written, kernels, program.outputs, graph=program)
+
+
+PASS = Pass("lift", "loop", "lift every Tensor-IR node to a loop nest of its own (nothing fused yet)",
+            lambda program, pctx: lift(program))

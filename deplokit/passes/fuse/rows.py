@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ...ir.index import free_vars, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, LocalBuffer, Loop, LoopProgram, Store, walk
+from ..record import Noted, Pass, Skip, flag_knob
 from .guard import fusion_pays
 from .row_cost import row_fused_traffic, unfused_traffic
 from .tidy import print_order_names, rename_body
@@ -248,3 +249,15 @@ def _prefixed(body, prefix: str, names: dict) -> list:
 def renumber(body) -> tuple:
     """Stable names in print order, as fusion gives them: a0.., in0.., v0.., acc0.."""
     return rename_body(body, print_order_names(body))
+
+
+def _apply(program, pctx):
+    loop, notes = fuse_rows(program, by_cost=pctx.knobs["by_cost"])
+    if loop == program:
+        return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
+    return Noted(loop, notes)
+
+
+PASS = Pass("fuse_rows", "loop", "merge attention's kernels so that no scores row leaves the chip", _apply,
+            (flag_knob("enable", "keep attention's scores and probabilities a row at a time on chip", "row fusion"),
+             flag_knob("by_cost", "fuse only where the fusion guard counts fewer bytes moved and no more work")))

@@ -2,19 +2,17 @@
 CUDA text (render).
 
 LOWERING is the Tile->Kernel lowering as pass records, in order (k001_materialize,
-k002_stage_copies, k003_zero_init, k004_unclash_names, k005_reconverge_warps); deplokit/pipeline.py splices it
-into the one pipeline between the 16
-scheduling passes and render. The passes read the decisions the schedule stamped on the
-Tile IR (vector widths, register-tile shapes, split-K zero-init) and talk through public
-data only (lowering_state.LoweringState)."""
+k002_stage_copies, k003_unclash_names, k004_reconverge_warps); deplokit/pipeline.py splices it
+into the one pipeline between the 16 scheduling passes and render. The passes read the
+decisions the schedule stamped on the Tile IR (vector widths, register-tile shapes, split-K
+workspaces) and talk through public data only (lowering_state.LoweringState)."""
 from __future__ import annotations
 
 from ...trace import Context
 from ..record import run_passes
-from . import k001_materialize, k002_stage_copies, k003_zero_init, k004_unclash_names, k005_reconverge_warps
+from . import k001_materialize, k002_stage_copies, k003_unclash_names, k004_reconverge_warps
 
-LOWERING = (k001_materialize.PASS, k002_stage_copies.PASS, k003_zero_init.PASS, k004_unclash_names.PASS,
-            k005_reconverge_warps.PASS)
+LOWERING = (k001_materialize.PASS, k002_stage_copies.PASS, k003_unclash_names.PASS, k004_reconverge_warps.PASS)
 
 
 def lower_tiles(program, ctx: Context):

@@ -51,13 +51,11 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
   (`MbarrierInit.count`) as copies complete on it. Other threads may use an
   mbarrier only after a `Barrier` that follows its `MbarrierInit`. `MbarrierWait` is
   executed by every thread that reaches it; its phase prints as `phase & 1` (the parity).
-* `AtomicAdd` prints as `atomicAdd(&buffer[offset], value);` (float atomics on global
-  memory, every target): the adds land in an unspecified order.
 * Output is deterministic (same tree, same bytes) with 4-space indentation.
 
 One module, one job, in reading order: the C types, literals, operator precedence and
 function tables; the inline-PTX declarations; the `_Renderer` (its statements, then its
-expressions, then its inline PTX: cp.async, TMA copies, mbarriers, atomicAdd); the kernel
+expressions, then its inline PTX: cp.async, TMA copies, mbarriers); the kernel
 and program entries.
 """
 from __future__ import annotations
@@ -72,7 +70,6 @@ import numpy as np
 from ...display import Displayable
 from ...ir.kernel_ir import (
     Assign,
-    AtomicAdd,
     Barrier,
     Binary,
     Call,
@@ -114,6 +111,7 @@ from ...ir.kernel_ir import (
 from ...ir.names import fresh_name
 from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
+from ..record import Pass
 
 __all__ = ["CudaSource", "render_cuda", "render_kernel", "render_program", "format_float"]
 
@@ -394,8 +392,6 @@ class _Renderer:
         elif isinstance(s, GlobalStore):
             self.param(s.buffer, write=True)
             self.emit(f"{s.buffer}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
-        elif isinstance(s, AtomicAdd):
-            self.atomic_add(s, scope)
         elif isinstance(s, SharedStore):
             self.emit(f"{s.array}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
         elif isinstance(s, VectorLoad):
@@ -835,7 +831,7 @@ class _Renderer:
             return self.special(e.name, bare=True)[0]
         return self.expr(e, scope)
 
-    # -- inline PTX and intrinsics: cp.async, TMA copies, mbarriers, atomicAdd ---------------
+    # -- inline PTX: cp.async, TMA copies, mbarriers -------------------------------------------
 
     def emit_asm(self, template: list[str], inputs: list[str], outputs: list[str] = (), volatile=True) -> None:
         """`asm volatile(...)` with a "memory" clobber, wrapped one operand a line when long
@@ -933,12 +929,6 @@ class _Renderer:
         if not (isinstance(s.pending, int) and 0 <= s.pending <= 7):
             raise self.err(f"cp.async.wait_group {s.pending!r}: pending groups must be 0..7")
         self.emit_asm([f"cp.async.wait_group {s.pending};"], [])
-
-    def atomic_add(self, s: AtomicAdd, scope: _Scope) -> None:
-        p = self.param(s.buffer, write=True)
-        if _PARAM_VALUE_TYPE[p.ctype] != "float":
-            raise self.err(f"atomicAdd into {s.buffer!r}, a buffer of {p.ctype}")
-        self.emit(f"atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], {self.expr(s.value, scope)});")
 
     def declare_mbarriers(self, scope: _Scope) -> None:
         """The preamble's mbarriers (an array of them for a ring's slots), before any float
@@ -1149,3 +1139,7 @@ class CudaSource(Displayable):
 def render_cuda(program, ctx) -> CudaSource:
     return CudaSource(render_program(program, ctx.target.sm), ctx.target.name,
                       tuple(k.name for k in program.kernels))
+
+
+PASS = Pass("render", "cuda", "print the Kernel IR as one CUDA translation unit",
+            lambda program, pctx: render_cuda(program, pctx.compile))

@@ -20,9 +20,6 @@ registers, with a float4 for
 each access 005 stamped 4 wide and each load from a stage stamped one shared float4
 (Load.shared_width) (vector_access.py).
 
-Split-K (003): AtomicAdd becomes an atomicAdd guarded like a store; the tensors the kernel
-adds into (TileKernel.zero_init) are carried on the function for k003_zero_init.
-
 Any Tile IR materialises, also before blockify: then the block may hold more threads than
 a GPU allows, which only the simulator runs (check_passes)."""
 from __future__ import annotations
@@ -34,7 +31,7 @@ from ...ir.lanes import multiples_of
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.stages import head_stages
 from ...ir.tensor_ir import reduction_identity
-from ...ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators, walk
+from ...ir.tile_ir import Assign, AsyncWait, Combine, Stage, StridedLoop, TileProgram, accumulators, walk
 from ...ir.types import DTYPE_CTYPE, shared_ctype
 from ...target import VECTOR
 from ..record import Pass
@@ -81,7 +78,7 @@ class Materializer(LoweringState):
         body += self.stmts(self.uniform)
         body += self.stmts(self.tile.body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
-                          zero_init=self.kernel.zero_init, reduces_for=self.kernel.reduces_for,
+                          reduces_for=self.kernel.reduces_for,
                           repacks_for=self.kernel.repacks_for,
                           index_bits=self.index_bits)
 
@@ -129,12 +126,10 @@ class Materializer(LoweringState):
                 return [K.Assign(s.dst, value)]
             self.accs.add(s.dst)
             return [K.Declare(s.dst, "float", value)]
-        if isinstance(s, AtomicAdd):
-            return self.write(s, K.AtomicAdd)
         if isinstance(s, Store):
             if s.tensor in self.local_rows:
                 return self.local_rows.store(s, self.operand(s.value))
-            return self.write(s, K.GlobalStore)
+            return self.write(s)
         if isinstance(s, Loop) and s.kind == "vector":      # 4 elements per thread: float4 accesses
             return lower_vector_loop(self, s)
         if isinstance(s, (Loop, StridedLoop)):
@@ -221,14 +216,14 @@ class Materializer(LoweringState):
         out.append(K.Declare(s.dst, DTYPE_CTYPE[dtype], value))
         return out
 
-    def write(self, s, make) -> list:
-        """A store (or atomic add) to a global tensor, masked where its index can leave it."""
+    def write(self, s) -> list:
+        """A store to a global tensor, masked where its index can leave it."""
         out: list = []
         shape = self.types[s.tensor].shape
         exprs = self.index_exprs(s.index, out)
         self.note_write(s.tensor)
         cond, _ = self.guard(s.index, exprs, shape)
-        write = make(s.tensor, flat_offset(exprs, shape), self.value_as(s.value, self.types[s.tensor].dtype))
+        write = K.GlobalStore(s.tensor, flat_offset(exprs, shape), self.value_as(s.value, self.types[s.tensor].dtype))
         out.append(write if cond is None else K.If(cond, (write,)))
         return out
 

@@ -7,9 +7,9 @@ import dataclasses
 
 from ...ir.index import Affine, free_vars, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tile_ir import AtomicAdd, StridedLoop
+from ...ir.tile_ir import StridedLoop
 
-_LEAVES = (Load, Compute, Accumulate, Store, AtomicAdd)
+_LEAVES = (Load, Compute, Accumulate, Store)
 
 
 def nest_body(body, regs, accs, after_reduce, earlier=None, recomputed=None):
@@ -146,7 +146,7 @@ def _rename(s, read, index):
         return s
     if isinstance(s, Compute):
         return dataclasses.replace(s, args=tuple(read.get(a, a) if isinstance(a, str) else a for a in s.args))
-    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, str):
+    if isinstance(s, Store) and isinstance(s.value, str):
         return dataclasses.replace(s, value=read.get(s.value, s.value))
     return s
 
@@ -154,9 +154,9 @@ def _rename(s, read, index):
 def _index_vars(s) -> set[str]:
     out: set[str] = set()
     exprs = []
-    if isinstance(s, (Load, Store, AtomicAdd)):
+    if isinstance(s, (Load, Store)):
         exprs += list(s.index)
-    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, Affine):
+    if isinstance(s, Store) and isinstance(s.value, Affine):
         exprs.append(s.value)
     if isinstance(s, Compute):
         exprs += [a for a in s.args if isinstance(a, Affine)]
@@ -170,6 +170,6 @@ def _operands(s) -> list[str]:
         return [a for a in s.args if isinstance(a, str)]
     if isinstance(s, Accumulate):
         return [s.value]
-    if isinstance(s, (Store, AtomicAdd)) and isinstance(s.value, str):
+    if isinstance(s, Store) and isinstance(s.value, str):
         return [s.value]
     return []

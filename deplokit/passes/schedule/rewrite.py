@@ -7,7 +7,7 @@ import dataclasses
 
 from ...ir.index import free_vars
 from ...ir.loop_ir import Load, Loop, Store
-from ...ir.tile_ir import AsyncWait, AtomicAdd, Stage, StridedLoop, Tile, walk
+from ...ir.tile_ir import AsyncWait, Stage, StridedLoop, Tile, walk
 
 
 def used_vars(body) -> set[str]:
@@ -17,7 +17,7 @@ def used_vars(body) -> set[str]:
             names.add(s.var)
         elif isinstance(s, Tile):
             names |= {a.var for a in s.axes}
-        if isinstance(s, (Load, Store, AtomicAdd)):
+        if isinstance(s, (Load, Store)):
             for e in s.index:
                 names |= free_vars(e)
         if isinstance(s, Stage):

@@ -33,7 +33,7 @@ from ...analysis.banks import smem_loads
 from ...ir.index import Affine, Mod, Var, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
 from ...ir.substitute import substitute_body
-from ...ir.tile_ir import AtomicAdd, StridedLoop, Tile, TileKernel, walk
+from ...ir.tile_ir import StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 from ..stage_geometry import restamp_loads
 from .t008_register_tile import role_pair
@@ -51,7 +51,7 @@ def _coef(e: Affine, name: str) -> int:
 def _layout(tile: Tile, reg: Loop, t_var: str, t_extent: int) -> str | None:
     """How slot `reg` maps to the output axis, read off the kernel's indices."""
     for s, _ in walk(tile.body):
-        if isinstance(s, (Store, AtomicAdd, Load)):
+        if isinstance(s, (Store, Load)):
             for e in s.index:
                 r, t = _coef(e, reg.var), _coef(e, t_var)
                 if r == 1 and t == reg.extent:
@@ -119,13 +119,13 @@ def _warp_tiled(tile: Tile) -> bool:
     if None in pairs:
         return False
     both = {pairs[0][0].var, pairs[1][0].var}
-    return any(both <= free_vars(e) for s, _ in walk(tile.body) if isinstance(s, (Load, Store, AtomicAdd))
+    return any(both <= free_vars(e) for s, _ in walk(tile.body) if isinstance(s, (Load, Store))
                for e in s.index)
 
 
 def _has_mod_of(tile: Tile, r: str) -> bool:
     for s, _ in walk(tile.body):
-        if isinstance(s, (Load, Store, AtomicAdd)):
+        if isinstance(s, (Load, Store)):
             for e in s.index:
                 # a rotation mixes the slot with the thread index (008's quads take r % 4 alone)
                 if any(isinstance(a, Mod) and r in free_vars(a.expr) and len(free_vars(a.expr)) > 1

@@ -22,7 +22,7 @@ is an index of the block): its ring numbers the iterations from that start (j = 
 start fills slot j % N), and its trip count, different in every block, is at most the
 number of key tiles. The ring may
 take more than the 48 KiB a block declares statically, up to the target's dynamic shared
-memory per block (the kernel then carves it from dynamic shared memory: k005); a ring that
+memory per block (the kernel then carves it from dynamic shared memory: k002); a ring that
 does not fit keeps fewer stages (the trace says so). The default: 4 stages, or 3, when the
 K loop runs at least 4 times as many iterations (the prologue fills N - 1 tiles before the
 first compute) and the ring leaves room for two blocks per SM; else 2."""

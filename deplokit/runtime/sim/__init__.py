@@ -23,9 +23,7 @@ Hazards are reported, never silently tolerated, as SimulationError (a DeplokitEr
   * a write-write conflict inside one statement: two active threads of a block storing to
     the same shared element, or two threads storing *different* values to one global
     element (same value is allowed). With check_races=False the conflict is resolved
-    deterministically: the highest flat lane wins (as if threads stored in order).
-    AtomicAdd is not a conflict: every thread's add lands, applied in lane order, block
-    after block (np.add.at), so split-K partial sums add up deterministically;
+    deterministically: the highest flat lane wins (as if threads stored in order);
   * missing __syncthreads (check_races=True, default): per shared array and element, the
     thread that last wrote it since the last Barrier (int32 array, -1 = none, reset at each
     Barrier) and, lazily, the thread that read it (-2 = several threads). A read of an

@@ -1,6 +1,6 @@
 """The interpreter of one chunk of blocks, one class: scopes and variables, register arrays,
 expressions and control flow (If, For under active masks); global memory (bounds, alignment,
-the write-write conflict check, atomic adds); shared memory (the race check against missing
+the write-write conflict check); shared memory (the race check against missing
 barriers, bank wavefronts); asynchronous copies (cp.async groups, TMA copies completing on
 mbarriers: arrivals, transaction bytes, phases, the ring protocol's checks; the data lands
 immediately and is marked in flight in the shared array's table); float4 accesses."""
@@ -83,7 +83,7 @@ class Chunk:
         self.exec = {
             K.Declare: self.s_declare, K.DeclareArray: self.s_declare_array,
             K.Assign: self.s_assign, K.SharedArray: self.s_shared_array,
-            K.GlobalStore: self.s_global_store, K.AtomicAdd: self.s_atomic_add,
+            K.GlobalStore: self.s_global_store,
             K.SharedStore: self.s_shared_store,
             K.VectorLoad: self.s_vector_load, K.VectorStore: self.s_vector_store,
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
@@ -503,26 +503,6 @@ class Chunk:
     def s_global_store(self, s: K.GlobalStore, mask):
         off = self.ev_int(s.offset, mask)
         self.global_write(s.buffer, "GlobalStore", off, [self.ev(s.value, mask)], mask)
-
-    def s_atomic_add(self, s: K.AtomicAdd, mask):
-        """Every active thread's add lands, also where several threads (of one block or of the
-        blocks of the chunk) add into one element: applied one by one in lane order (np.add.at),
-        so the float result is deterministic."""
-        p = self.params.get(s.buffer)
-        buf = self.gbuf(s.buffer, "AtomicAdd")
-        if p is not None and p.const:
-            self.fail(f"AtomicAdd to read-only parameter {s.buffer}")
-        if buf.dtype.kind != "f":
-            self.fail(f"AtomicAdd into {s.buffer}, a buffer of {buf.dtype}")
-        off = self.check_bounds(self.ev_int(s.offset, mask), 1, buf.size, mask,
-                                f"buffer {s.buffer}", "AtomicAdd")
-        value = self.ev(s.value, mask)
-        keys = self.active(off, mask)
-        if keys.size == 0:
-            return
-        np.add.at(buf, keys, cast(self.active(value, mask), buf.dtype))
-        self.stats.global_bytes_loaded += keys.size * buf.itemsize
-        self.stats.global_bytes_stored += keys.size * buf.itemsize
 
     # -- shared memory ---------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""k005 reconverge_warps: a `SyncWarp` (__syncwarp()) where, in a loop's body, a branch that
+"""k004 reconverge_warps: a `SyncWarp` (__syncwarp()) where, in a loop's body, a branch that
 only some threads of a warp take is followed by a warp-collective operation (a Shuffle).
 
 The flash kernel's key loop has thread 0 issue the next tile's copies (`if (tid == 0)`), then
@@ -15,7 +15,7 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
-from ..record import Noted, Pass
+from ..record import Noted, Pass, Skip
 
 
 def apply(program: KernelProgram, pctx=None) -> KernelProgram:
@@ -29,7 +29,7 @@ def apply(program: KernelProgram, pctx=None) -> KernelProgram:
                          f"warp comes before a warp shuffle (nvcc would keep a divergent copy of the code after it)")
         kernels.append(k)
     if not notes:
-        return program
+        return Skip("no branch taken by some threads of a warp comes before a warp shuffle in the same loop")
     return Noted(dataclasses.replace(program, kernels=tuple(kernels)), tuple(notes))
 
 
@@ -79,5 +79,5 @@ def _thread_varying(body) -> set[str]:
             return varying
 
 
-PASS = Pass("005_reconverge_warps", "kernel",
+PASS = Pass("004_reconverge_warps", "kernel",
             "__syncwarp() after a branch some threads of a warp skip, before a warp shuffle in the same loop", apply)

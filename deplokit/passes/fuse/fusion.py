@@ -1,0 +1,136 @@
+"""The fuse pass, Tensor IR → Loop IR: fuse producers into consumers (after `lift`,
+lift.py, which made every node a loop nest of its own).
+
+Graph outputs are stored. Every other node is inlined into the kernels that read it (a
+pointwise producer as a prologue, a reduction as a reduce phase) until the guard
+(guard.py) or the structure says no; then it is stored and read back by its consumers.
+Repeats until no kernel objects, so every decision is explained in `decisions`. Attention
+fusion (attention.py) and row fusion (rows.py) are the pipeline's next passes."""
+from __future__ import annotations
+
+from ...ir.loop_ir import LoopProgram
+from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
+from ...ir.types import Buffer
+from ..record import Noted, Pass, Skip
+from .build import BuiltKernel, KernelBuilder, NeedMaterialise
+from .guard import compounding_copies, judge
+
+
+def fuse_kernels(program: TensorProgram) -> tuple[LoopProgram, tuple[str, ...]]:
+    """Every Tensor-IR node lifted to a loop nest and fused into its consumers where the
+    guard allows: the kernels and one decision line per store and per kernel."""
+    loop, decisions, compounding = _fuse(program, ())
+    if compounding:
+        # Values stored against compounding copies are known only once the kernels exist;
+        # by then other values were stored on their account (a matmul nested in a norm that
+        # recomputed the residual stream). Fuse again with them stored from the start, so the
+        # matmul becomes the residual add's reduce phase again.
+        loop, decisions, _ = _fuse(program, compounding)
+    return loop, decisions
+
+
+def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
+    """(LoopProgram, decisions, the stores made against compounding copies). `seeded`:
+    (node, reason) pairs stored from the start."""
+    nodes = {n.name: n for n in program.nodes}
+    order = {n.name: i for i, n in enumerate(program.nodes)}
+    shapes = {b.name: b.type.shape for b in program.buffers}
+    numel = {n.name: n.type.numel for n in program.nodes}
+    stored = {o for o in program.outputs if o in nodes} | {node for node, _ in seeded}
+    decisions: list[str] = [f"store {node}: {reason}" for node, reason in seeded]
+    compounding: list[tuple[str, str]] = list(seeded)
+    built: dict[str, BuiltKernel] = {}
+    verdicts: dict[str, str] = {}   # root -> the guard's reason for the kernel it passed
+    consumers: dict[str, list[str]] = {}
+    producers = {n.name: tuple(n.inputs()) for n in program.nodes}
+    for n in program.nodes:
+        for i in n.inputs():
+            consumers.setdefault(i, []).append(n.name)
+
+    def materialise(node: str, reason: str):
+        stored.add(node)
+        decisions.append(f"store {node}: {reason}")
+        for root in [r for r, bk in built.items() if node in bk.inlined]:
+            del built[root]
+
+    changed = True
+    while changed:
+        changed = False
+        for root in sorted(stored, key=order.__getitem__):
+            if root in built:
+                continue
+            try:
+                bk = KernelBuilder(nodes, stored, root).build(shapes)
+            except NeedMaterialise as e:
+                node = _promote(e.node, program, consumers, nodes) if e.nested else e.node
+                reason = e.reason if node == e.node else f"{e.reason}; storing {node}"
+                materialise(node, reason)
+                changed = True
+                break
+            verdict = judge(bk.kernel.name, bk.evals, numel, bk.reduction_points, bk.reduction_instances, bk.work,
+                            order, bk.contraction)
+            if verdict.node is not None and verdict.node not in stored:
+                materialise(verdict.node, verdict.reason)
+                changed = True
+                break
+            built[root] = bk
+            verdicts[root] = verdict.reason
+        if changed:
+            continue
+        # A reduction fused into two kernels would be computed twice.
+        seen: dict[str, str] = {}
+        for root in sorted(built, key=order.__getitem__):
+            for red in built[root].reduction_instances:
+                if red in seen:
+                    materialise(red, f"reduction {red} is read by kernels {seen[red]} and {built[root].kernel.name}")
+                    changed = True
+                    break
+                seen[red] = built[root].kernel.name
+            if changed:
+                break
+        if changed:
+            continue
+        for node, reason in compounding_copies({r: bk.inlined for r, bk in built.items()}, producers, stored, order):
+            materialise(node, reason)
+            compounding.append((node, reason))
+            changed = True
+
+    roots = sorted(built, key=order.__getitem__)
+    for root in roots:
+        bk = built[root]
+        members = sorted(bk.inlined - {root}, key=order.__getitem__)
+        fused = f" fuses {', '.join(members)}" if members else ""
+        ratio = f"{bk.work} work"
+        if verdicts[root].startswith("prologue "):   # a contraction that keeps its prologue: say why
+            ratio += f"; {verdicts[root]}"
+        decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
+    written = tuple(Buffer(r, nodes[r].type, "output" if r in program.outputs else "temp") for r in roots)
+    loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
+    return loop, tuple(decisions), tuple(compounding)
+
+
+def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]], nodes: dict) -> str:
+    """A nested reduction is stored where its Torch-IR op's result is (`linear`, not the
+    keepdim `red`): follow the single-consumer chain of same-size pointwise and index-map
+    nodes until a node that holds an op's result."""
+    node = red
+    while node not in program.op_results and node not in program.outputs:
+        users = consumers.get(node, [])
+        if len(users) != 1:
+            return node
+        user = nodes[users[0]]
+        if isinstance(user, Reduction) or user.type.numel != nodes[node].type.numel:
+            return red
+        if isinstance(user, IndexMap) and (user.pad is not None or len(user.inputs()) > 1):
+            return red
+        node = user.name
+    return node
+
+
+def _apply(program, pctx):
+    if program.graph is None:
+        return Skip("not a lifted program: no Tensor-IR graph to fuse by")
+    return Noted(*fuse_kernels(program.graph))
+
+
+PASS = Pass("fuse", "loop", "fuse producers into their consumers' loop nests; store only what the guard keeps", _apply)
