@@ -11,8 +11,8 @@ from .display import Displayable
 from .errors import ExecutionError
 from .frontend import hf
 from .frontend.capture import capture
-from .passes.lower import lower_tiles
 from .passes.lower.cuda import render_cuda
+from .passes.lower.materialize import lower_tiles
 from .passes.verify import verify
 from .pipeline import STAGES, lower
 from .runtime.bench import bench_compilation, cuda_eager

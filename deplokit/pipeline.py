@@ -6,9 +6,7 @@ next pass's input. The CLI's -v / -vv, the notebook stepper and the golden tests
 trace; the Context and the TraceStep live in deplokit/trace.py."""
 from __future__ import annotations
 
-from .passes import dedup, split_reduce
-from .passes.decompose import program as decompose
-from .passes.fuse import attention, fusion, lift, rows
+from .passes.front import FRONT
 from .passes.lower import LOWERING, cuda
 from .passes.record import run_passes, validate_config, validate_kernel_names
 from .passes.schedule import SCHEDULE
@@ -18,13 +16,7 @@ from .trace import Context, TraceStep, format_step  # noqa: F401  (the pipeline'
 __all__ = ["PIPELINE", "STAGES", "Context", "TraceStep", "format_step", "lower", "lower_through", "run_passes"]
 
 PIPELINE = (
-    decompose.PASS,     # Torch IR -> Tensor IR (passes/decompose/program.py)
-    lift.PASS,          # Tensor IR -> Loop IR, then fusion (passes/fuse/)
-    fusion.PASS,
-    attention.PASS,
-    rows.PASS,
-    split_reduce.PASS,
-    dedup.PASS,
+    *FRONT,             # decompose, lift, fuse, fuse_attention, fuse_rows, split_reduce, dedup (passes/front.py)
     *SCHEDULE,          # 001_tileify ... 016_mark_unroll: Loop IR -> Tile IR (passes/schedule)
     *LOWERING,          # 001_materialize ... 004_reconverge_warps: Tile IR -> Kernel IR (passes/lower)
     cuda.PASS,          # Kernel IR -> CUDA (passes/lower/cuda.py)

@@ -17,7 +17,7 @@ from stage_helpers import nodes
 import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.tile_ir import Stage, StridedLoop, Tile
-from deplokit.passes.lower import lower_tiles
+from deplokit.passes.lower.materialize import lower_tiles
 from deplokit.passes.record import replace_tile
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import SimulationError

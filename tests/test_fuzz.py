@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from deplokit.fuzz import __main__ as fuzz_cli
-from deplokit.fuzz import covered_templates, fuzz, generate, reproducer, run_case
-from deplokit.fuzz.programs import Case, declared_knobs
-from deplokit.fuzz.runner import CaseTimeout, mask, mismatch, time_limit
-from deplokit.fuzz.templates import TEMPLATES
+from deplokit.fuzz.campaign import fuzz
+from deplokit.fuzz.programs import Case, declared_knobs, generate
+from deplokit.fuzz.runner import CaseTimeout, mask, mismatch, reproducer, run_case, time_limit
+from deplokit.fuzz.templates import TEMPLATES, covered_templates
 
 SEED = 13
 CASES = 24

@@ -1,14 +1,21 @@
 """Layers point one way, read statically from the AST of every deplokit module.
 
-    ir, target, errors          the IRs and the data they are about
-    analysis                    what the IR says a program costs (ir and target only)
-    passes                      Torch IR -> ... -> CUDA (no runtime, tune, notebook or CLI)
-    frontend, runtime, tune     capture; execution; search (runtime never compiles a program)
-    compilation, pipeline       the facade
-    notebook, cli, demo, bench  the faces
+The layer order (/work/shared/design/ARCHITECTURE.md, "Layers point one way" and the layout),
+lowest first; a module imports only modules of its own layer or below (LAYERS):
 
-Also: no import cycle (function-local imports count too), a function-local import only for an
-optional dependency or for a reason listed here, and no `_private` name imported from another module.
+    ir, target, errors, display   the IRs and the data they are about
+    analysis, trace               what the IR says a program costs; what every pass may read
+    passes                        Torch IR -> ... -> CUDA (no runtime, tune, notebook or CLI)
+    frontend                      capture
+    runtime                       execution (uses only the frontend's public names)
+    tune                          search (measures through the runtime)
+    pipeline                      the one ordered list of every pass
+    compilation, deplokit         the facade
+    notebook, cli, demo, bench, fuzz   the faces
+
+Also: no import cycle (function-local imports count too, and `from . import x` names the
+package, whose __init__ runs first), a function-local import only for an optional dependency
+or for a reason listed here, and no `_private` name imported from another module.
 """
 import ast
 import subprocess
@@ -26,7 +33,7 @@ OPTIONAL = {"cupy", "cupy_backends", "transformers", "matplotlib", "pygments", "
 LOCAL_ON_PURPOSE = {
     ("deplokit", "deplokit.compilation"):
         "the package root loads compile/Compilation on first use, so deplokit.ir and deplokit.passes stand alone",
-    ("deplokit.cli", "deplokit.cli.app"):
+    ("deplokit.cli.entry", "deplokit.cli.app"):
         "the commands import torch inside main's guard: Ctrl-C or a broken install while it loads is one line",
     ("deplokit.notebook.highlight", "deplokit.notebook.lexers"):
         "lexers.py needs pygments (the notebook extra): without it the IR text is shown plain",
@@ -46,12 +53,27 @@ FORBIDDEN = {
     "deplokit.runtime": ("deplokit.compilation", "deplokit.tune", "deplokit.notebook", "deplokit.cli",
                          "deplokit.bench"),
     "deplokit.tune": ("deplokit.notebook", "deplokit.cli", "deplokit.bench"),
+    # the schedule reads Loop IR (and the flash plan on it), never fusion's internals
+    "deplokit.passes.schedule": ("deplokit.passes.fuse", "deplokit.passes.decompose"),
+    # the faces reach the passes through the pipeline
+    "deplokit.notebook": ("deplokit.passes.decompose", "deplokit.passes.fuse"),
     # the schedule decides how data moves and stamps it on Tile IR; the lowering reads the stamps
     "deplokit.passes.lower": ("deplokit.passes.stage_geometry", "deplokit.passes.vector_geometry",
                               "deplokit.passes.schedule"),
     "deplokit.frontend": ("deplokit.passes", "deplokit.runtime", "deplokit.tune", "deplokit.notebook", "deplokit.cli",
                           "deplokit.compilation", "deplokit.pipeline"),
 }
+LAYERS = (
+    ("deplokit.ir", "deplokit.target", "deplokit.errors", "deplokit.display"),
+    ("deplokit.analysis", "deplokit.trace"),
+    ("deplokit.passes",),
+    ("deplokit.frontend",),
+    ("deplokit.runtime",),
+    ("deplokit.tune",),
+    ("deplokit.pipeline",),
+    ("deplokit.compilation", "deplokit"),
+    ("deplokit.notebook", "deplokit.cli", "deplokit.demo", "deplokit.bench", "deplokit.fuzz", "deplokit.__main__"),
+)
 ANALYSIS_MAY_IMPORT = ("deplokit.analysis", "deplokit.ir", "deplokit.target", "deplokit.errors", "deplokit.display")
 
 
@@ -78,8 +100,11 @@ def _targets(module: str, is_package: bool, node) -> list[tuple[str, str | None]
         source = ".".join(base + ([node.module] if node.module else []))
     else:
         source = node.module
-    return [(f"{source}.{a.name}", None) if f"{source}.{a.name}" in MODULES else (source, a.name)
-            for a in node.names]
+    out = [(f"{source}.{a.name}", None) if f"{source}.{a.name}" in MODULES else (source, a.name)
+           for a in node.names]
+    if node.level == 1 and not node.module and not is_package:
+        out.append((source, None))      # `from . import x`: the package itself is imported first
+    return out
 
 
 def _imports(module: str):
@@ -177,6 +202,27 @@ def test_layers_point_one_way():
     assert wrong == []
 
 
+def _layer(module: str) -> int:
+    """The index in LAYERS of the most specific prefix naming `module`."""
+    best = max((p for layer in LAYERS for p in layer if _within(module, p)), key=len)
+    return next(i for i, layer in enumerate(LAYERS) if best in layer)
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in MODULES if not any(_within(m, p) for layer in LAYERS for p in layer)] == []
+
+
+def test_imports_follow_the_layer_order():
+    """No import from a higher layer, but the notebook where it is asked for (Compilation.stepper())."""
+    wrong = [f"{m}:{line} imports {t}" for m in MODULES for t, _, _, line in IMPORTS[m]
+             if t in MODULES and _layer(t) > _layer(m) and not _notebook_from_outside(m, t)]
+    assert wrong == []
+
+
+def test_the_layer_finder_picks_the_most_specific_prefix():
+    assert _layer("deplokit") == 7 and _layer("deplokit.passes.fuse.rows") == 2 and _layer("deplokit.cli.app") == 8
+
+
 def test_runtime_neither_compiles_nor_reaches_into_frontend_privates():
     wrong = []
     for m in MODULES:
@@ -243,6 +289,30 @@ def test_no_private_name_is_imported_from_another_module():
 
 def test_the_private_import_finder_finds_one():
     assert _private("_Chunk") and not _private("Chunk") and not _private("__version__") and not _private(None)
+
+
+# package __init__ files that do something on import, with why
+INIT_DOES = {
+    "deplokit": "the package root: compile and Compilation load on first use (__getattr__)",
+    "deplokit.notebook": "importing the notebook layer registers its renderers with deplokit.display",
+}
+
+
+def _init_logic(module: str) -> list[str]:
+    """The statements of a package's __init__ beyond a docstring, imports and named values."""
+    tree = ast.parse(MODULES[module][0].read_text(encoding="utf-8"))
+    plain = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign)
+    return [f"{module}:{node.lineno} {type(node).__name__}" for i, node in enumerate(tree.body)
+            if not isinstance(node, plain) and not (i == 0 and isinstance(node, ast.Expr)
+                                                    and isinstance(node.value, ast.Constant))]
+
+
+def test_no_logic_in_package_init_files():
+    """An __init__ names its package's parts (a docstring, imports, the order of its passes);
+    the code lives in the modules."""
+    inits = [m for m, (_, is_package) in MODULES.items() if is_package and m not in INIT_DOES]
+    assert [line for m in inits for line in _init_logic(m)] == []
+    assert all(_init_logic(m) for m in INIT_DOES)        # each exception still needed
 
 
 def test_ir_and_passes_load_no_runtime_notebook_or_cli_module():

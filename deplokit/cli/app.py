@@ -4,10 +4,14 @@ command parsed."""
 from __future__ import annotations
 
 from .. import __version__
-from . import bench_cmd, compile_cmd, preflight_cmd, run_cmd, tune_cmd
+from .bench_cmd import add_parser as add_bench
+from .compile_cmd import add_parser as add_compile
 from .parser import DEBUG_HELP, TRUST_NOTE, Parser, stages
+from .preflight_cmd import add_parser as add_preflight
+from .run_cmd import add_parser as add_run
+from .tune_cmd import add_parser as add_tune
 
-COMMANDS = (compile_cmd, run_cmd, bench_cmd, tune_cmd, preflight_cmd)
+COMMANDS = (add_compile, add_run, add_bench, add_tune, add_preflight)   # each adds its command's subparser
 
 
 def build_parser() -> Parser:
@@ -20,8 +24,8 @@ def build_parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"deplokit {__version__}")
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        command.add_parser(sub)
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from . import fuzz
+from .campaign import fuzz
 from .programs import Case
 from .runner import run_case
 from .templates import covered_templates, uncovered_rules

@@ -340,3 +340,9 @@ def covers_once(e, extents: dict, n: int) -> bool:
             return False
         size *= extents[a.name]
     return size == n
+
+
+def stride_one(e: Affine, name: str) -> bool:
+    """e = name + (terms of other variables): the dimension a stage's slab axis can run along."""
+    return any(a == Var(name) and c == 1 for a, c in e.terms) and \
+        not any(name in free_vars(as_affine(a)) for a, _ in e.terms if a != Var(name))

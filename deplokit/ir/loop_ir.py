@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from ..display import Displayable
-from .index import Affine, format_index, gathers
+from .index import Affine, format_index, free_vars, gathers
 from .types import Buffer, TensorType, format_header, format_scalar
 
 LoopOperand = Union[str, float, Affine]   # a value name, a scalar constant, an index value
@@ -283,3 +283,29 @@ class LoopProgram(Displayable):
 
     def __str__(self) -> str:
         return "\n\n".join(str(k) for k in self.kernels)
+
+
+def index_vars(index) -> frozenset[str]:
+    """The variables an index (a tuple of Affines) reads."""
+    return frozenset().union(*(free_vars(e) for e in index)) if index else frozenset()
+
+
+def flash_parts(kernel: Kernel):
+    """The parts of a flash-attention kernel (passes/fuse/attention_loop.py) its plan and
+    schedule read: (row loops, the serial key loop, the dot product's loop, q load, k load,
+    v load); ValueError or StopIteration when the kernel has another shape."""
+    rows, body = [], kernel.body
+    while len(body) == 1 and isinstance(body[0], Loop) and body[0].kind == "free":
+        rows.append(body[0])
+        body = body[0].body
+    keys = next(s for s in body if isinstance(s, Loop) and s.kind == "serial")
+    dot = next(s for s in keys.body if isinstance(s, Loop) and s.kind == "reduce")
+    loads = [s for s in dot.body if isinstance(s, Load)]
+    q = [s for s in loads if keys.var not in index_vars(s.index)]
+    k = [s for s in loads if keys.var in index_vars(s.index)]
+    col = [s for s in keys.body if isinstance(s, Loop)][-1]
+    local = {b.name for b in kernel.locals}
+    v = [s for s in col.body if isinstance(s, Load) and s.tensor not in local]
+    if len(q) != 1 or len(k) != 1 or len(v) != 1:
+        raise ValueError("not one query, one key and one value load")
+    return tuple(rows), keys, dot, q[0], k[0], v[0]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..analysis.work import count_work
 from ..errors import DeplokitError
-from ..passes.lower import lower_tiles
+from ..passes.lower.materialize import lower_tiles
 from ..runtime.device import require_gpu
 from ..trace import Context
 from .cost_model import CostConstants, DoesNotFit, kernel_time

@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 
 from ..errors import DeplokitError
-from ..passes.lower import lower_tiles
 from ..passes.lower.cuda import render_cuda
+from ..passes.lower.materialize import lower_tiles
 from ..runtime.device import require_gpu
 from ..runtime.nvcc import KernelStats, compile_cuda, nvcc_available
 from ..trace import Context

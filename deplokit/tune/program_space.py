@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from ..errors import DeplokitError
 from ..ir.loop_ir import LoopProgram
 from ..ir.structural import structural_hash
+from ..passes.front import FRONT
 from ..passes.record import Pass
-from ..pipeline import PIPELINE
 from ..trace import Context
 
 # the whole-program passes that make the Loop IR the schedule starts from (lift ... dedup)
-LOOP_PASSES = tuple(p for p in PIPELINE if isinstance(p, Pass) and p.stage == "loop")
+LOOP_PASSES = tuple(p for p in FRONT if isinstance(p, Pass) and p.stage == "loop")
 FIRST_CHOICE = next(i for i, p in enumerate(LOOP_PASSES) if p.knobs)
 PROGRAM_KNOBS = {f"{p.name}.{k.name}": k for p in LOOP_PASSES for k in p.knobs}
 KEY_PREFIX = "program:"

@@ -27,9 +27,10 @@ from ..ir.loop_ir import LoopProgram
 from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.record import Skip
-from ..passes.schedule import SCHEDULE, initial
+from ..passes.schedule import SCHEDULE
 from ..passes.schedule.repack import repack_kernel, with_workspaces
 from ..passes.schedule.repack import workspace_buffer as repack_workspace
+from ..passes.schedule.t001_tileify import as_tile_program
 from ..passes.schedule.t003_split_matmul_k import workspace_buffer
 
 DEPTH = len(SCHEDULE)
@@ -72,7 +73,7 @@ class KernelSpace:
     they give the same kernel."""
 
     def __init__(self, program: LoopProgram, kernel_name: str, target, fixed: dict | None = None):
-        self.program = initial(program)
+        self.program = as_tile_program(program)
         self.fixed = dict(fixed or {})      # "NNN_pass.knob" -> value: knobs held out of the search
         self.kernel_name = kernel_name
         self.target = target

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...analysis.traffic import loop_kernel_cost, loop_kernel_flops
-from ...ir.index import FloorDiv, Gather, Var, as_affine, free_vars, var
-from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, walk
+from ...ir.index import FloorDiv, Gather, Var, free_vars, stride_one, var
+from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, flash_parts, index_vars, walk
 from .flash_registers import budget
 from .guard import Traffic
 
@@ -29,35 +29,6 @@ def _pow2_at_most(n: int) -> int:
     while p * 2 <= n:
         p *= 2
     return p
-
-
-def flash_parts(kernel: Kernel):
-    """(row loops, the serial key loop, the dot product's loop, q load, k load, v load)."""
-    rows, body = [], kernel.body
-    while len(body) == 1 and isinstance(body[0], Loop) and body[0].kind == "free":
-        rows.append(body[0])
-        body = body[0].body
-    keys = next(s for s in body if isinstance(s, Loop) and s.kind == "serial")
-    dot = next(s for s in keys.body if isinstance(s, Loop) and s.kind == "reduce")
-    loads = [s for s in dot.body if isinstance(s, Load)]
-    q = [s for s in loads if keys.var not in _uses(s.index)]
-    k = [s for s in loads if keys.var in _uses(s.index)]
-    col = [s for s in keys.body if isinstance(s, Loop)][-1]
-    local = {b.name for b in kernel.locals}
-    v = [s for s in col.body if isinstance(s, Load) and s.tensor not in local]
-    if len(q) != 1 or len(k) != 1 or len(v) != 1:
-        raise ValueError("not one query, one key and one value load")
-    return tuple(rows), keys, dot, q[0], k[0], v[0]
-
-
-def stride_one(e, name: str) -> bool:
-    """e = name + (terms of other variables): the dimension a stage's slab axis can run along."""
-    return any(a == Var(name) and c == 1 for a, c in e.terms) and \
-        not any(name in free_vars(as_affine(a)) for a, _ in e.terms if a != Var(name))
-
-
-def _uses(index) -> frozenset[str]:
-    return frozenset().union(*(free_vars(e) for e in index)) if index else frozenset()
 
 
 def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None) -> FlashPlan | str:
@@ -82,11 +53,11 @@ def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None
                 return (f"{load.tensor}[{', '.join(map(str, load.index))}] is not a tile of keys x one axis "
                         f"(a stage needs {name} alone in one dimension)")
     query = rows[-1].var if rows else ""
-    if query not in _uses(q.index) or query in _uses(k.index) or query in _uses(v.index):
+    if query not in index_vars(q.index) or query in index_vars(k.index) or query in index_vars(v.index):
         query = ""          # one query row (decode): the row loops are batch and heads
     heads, group = "", 1
     for lp in rows if not query else rows[:-1]:
-        if lp.var not in _uses(q.index):
+        if lp.var not in index_vars(q.index):
             continue
         atoms = [a for e in k.index for a, _ in e.terms]
         if Var(lp.var) in atoms:
@@ -96,7 +67,7 @@ def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None
             g = next(a.divisor for a in atoms if isinstance(a, FloorDiv) and a.expr.terms == ((Var(lp.var), 1),))
             if lp.extent % g == 0 and g <= 32:
                 heads, group = lp.var, g
-        elif lp.var not in _uses(k.index) and lp.extent <= 32:   # one kv head for every query head (MQA)
+        elif lp.var not in index_vars(k.index) and lp.extent <= 32:   # one kv head for every query head (MQA)
             heads, group = lp.var, lp.extent
     d, dv = dot.extent, [s for s in keys.body if isinstance(s, Loop)][-1].extent
     seq, n_keys = rows[-1].extent if query else 1, keys.extent
@@ -251,7 +222,7 @@ def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
         if s is k or s is v:
             total += types[s.tensor].numel * types[s.tensor].itemsize * tiles * kept * plan.rereads
             continue
-        used = _uses(s.index)
+        used = index_vars(s.index)
         n = 1
         for name in used:
             n *= extents.get(name, 1)

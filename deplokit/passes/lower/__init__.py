@@ -8,14 +8,7 @@ decisions the schedule stamped on the Tile IR (vector widths, register-tile shap
 workspaces) and talk through public data only (lowering_state.LoweringState)."""
 from __future__ import annotations
 
-from ...trace import Context
-from ..record import run_passes
 from . import k001_materialize, k002_stage_copies, k003_unclash_names, k004_reconverge_warps
 
 LOWERING = (k001_materialize.PASS, k002_stage_copies.PASS, k003_unclash_names.PASS, k004_reconverge_warps.PASS)
 
-
-def lower_tiles(program, ctx: Context):
-    """A Tile program through LOWERING: its Kernel program (what Compilation.check_passes and
-    the tuner's objectives lower an intermediate or a candidate schedule with)."""
-    return run_passes(LOWERING, program, ctx)[0]

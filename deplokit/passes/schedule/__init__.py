@@ -23,10 +23,6 @@ Each module ends with its record, `PASS = KernelPass("NNN_name", "tile", ...)`
 (deplokit/passes/record.py); deplokit/pipeline.py splices SCHEDULE into the one pipeline."""
 from __future__ import annotations
 
-from ...ir.loop_ir import LoopProgram
-from ...ir.tile_ir import TileProgram
-from ...trace import Context, TraceStep
-from ..record import run_passes
 from . import (
     t001_tileify,
     t002_chunk_matmul_k,
@@ -51,11 +47,3 @@ SCHEDULE = tuple(m.PASS for m in (
     t006_chunk_reduce, t007_stage_inputs, t008_register_tile, t009_permute_register_tile, t010_double_buffer,
     t011_tma_copy, t012_swizzle_smem, t013_async_copy, t014_pad_smem, t015_pipeline_k_outer,
     t016_mark_unroll))
-
-initial = t001_tileify.as_tile_program
-
-
-def schedule(program: LoopProgram, ctx: Context) -> tuple[TileProgram, tuple[TraceStep, ...]]:
-    """The 16 passes alone on a Loop program (benchmarks and tests; the compiler runs them
-    inside deplokit.pipeline.lower): the Tile program and one trace step per pass."""
-    return run_passes(SCHEDULE, program, ctx)

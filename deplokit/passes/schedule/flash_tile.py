@@ -32,11 +32,10 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.index import Affine, Var, substitute, var
-from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store, flash_parts
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, Assign, Combine, RegisterTile, StridedLoop, Tile, TileAxis, TileKernel
 from ...target import VECTOR
-from ..fuse.attention_plan import flash_parts
 
 
 def flash_tile(kernel: TileKernel) -> TileKernel:
