@@ -18,14 +18,15 @@ import numpy as np
 
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ..ir.ops import OPS
 from ..ir.stages import row_major_strides
 from ..ir.tile_ir import THREAD, AsyncWait, Combine, Stage, StridedLoop, TileKernel
 from .banks import WARP, smem_loads, thread_values
 from .units import is_flop
 
 SECTOR = 32
-# Special-function-unit ops issue at a quarter of the FP32 rate.
-SLOW_OPS = {"exp", "log", "tanh", "erf", "rsqrt", "sqrt", "sigmoid", "pow", "sin", "cos", "reciprocal", "divide"}
+# Special-function-unit ops (ir/ops.py `slots`) issue at a quarter of the FP32 rate.
+SLOW_OPS = {name for name, op in OPS.items() if op.slots}
 
 
 @dataclass(frozen=True)

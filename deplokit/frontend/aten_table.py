@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..ir.ops import OPS
+
 Normaliser = Callable[[tuple, dict], tuple[tuple, tuple]]
 
 
@@ -162,8 +164,8 @@ ATEN_OPS: dict[str, tuple[str, Normaliser]] = {
     "dropout.default": ("dropout", _copy),
 }
 
-for _name in ("silu", "relu", "sigmoid", "tanh", "exp", "log", "abs", "rsqrt", "reciprocal",
-              "neg", "sqrt", "sin", "cos", "erf", "logical_not"):
+# silu has a rule of its own; the others are primitives one to one (ir/ops.py `aten`)
+for _name in ("silu",) + tuple(a for op in OPS.values() for a in op.aten):
     ATEN_OPS[f"{_name}.default"] = (_name, _unary)
 
 for _aten, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.ops import OPS
 from ..passes.decompose import program  # noqa: F401  (importing it registers every rule)
 from ..passes.decompose import registry as reg
 from . import integers as ints
@@ -57,6 +58,12 @@ def _rowwise(expr):
     return make
 
 
+# each float primitive alone (ir/ops.py `fuzz`), in the order the fuzzer has always drawn them
+_ORDER = ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "reciprocal", "neg", "sin", "cos", "erf")
+_PRIMITIVES = tuple(Template(op.name, (op.name,) + op.fuzz_also, _unary(op.fuzz))
+                    for op in sorted((op for op in OPS.values() if op.fuzz),
+                                     key=lambda op: _ORDER.index(op.name) if op.name in _ORDER else len(_ORDER)))
+
 TEMPLATES = (
     Template("square", ("square",), _unary("torch.square({x})")),
     Template("relu6", ("relu6", "hardtanh"), _unary("F.relu6({x} * 4)")),
@@ -85,18 +92,7 @@ TEMPLATES = (
     Template("expand_as", ("expand_as",), _unary("{x}.expand_as({x})")),
     Template("einsum", ("einsum",), mk.einsum),
     Template("baddbmm", ("baddbmm",), mk.baddbmm),
-    Template("relu", ("relu",), _unary("torch.relu({x})")),
-    Template("sigmoid", ("sigmoid",), _unary("torch.sigmoid({x})")),
-    Template("tanh", ("tanh",), _unary("torch.tanh({x})")),
-    Template("exp", ("exp", "clamp"), _unary("torch.exp({x}.clamp(-20, 20))")),
-    Template("log", ("log", "abs", "add"), _unary("torch.log({x}.abs() + 1)")),
-    Template("sqrt", ("sqrt", "abs"), _unary("torch.sqrt({x}.abs())")),
-    Template("rsqrt", ("rsqrt", "abs", "add"), _unary("torch.rsqrt({x}.abs() + 0.5)")),
-    Template("reciprocal", ("reciprocal", "abs", "add"), _unary("torch.reciprocal({x}.abs() + 0.5)")),
-    Template("neg", ("neg",), _unary("-{x}")),
-    Template("sin", ("sin",), _unary("torch.sin({x})")),
-    Template("cos", ("cos",), _unary("torch.cos({x})")),
-    Template("erf", ("erf",), _unary("torch.erf({x})")),
+    *_PRIMITIVES,
     Template("silu", ("silu",), _unary("F.silu({x})")),
     Template("gelu", ("gelu",), _unary("F.gelu({x})")),
     Template("gelu_tanh", ("gelu",), _unary("F.gelu({x}, approximate='tanh')")),

@@ -346,3 +346,20 @@ def stride_one(e: Affine, name: str) -> bool:
     """e = name + (terms of other variables): the dimension a stage's slab axis can run along."""
     return any(a == Var(name) and c == 1 for a, c in e.terms) and \
         not any(name in free_vars(as_affine(a)) for a, _ in e.terms if a != Var(name))
+
+
+# -- C's integer division ------------------------------------------------------------------
+# An Affine's FloorDiv and Mod floor (Python's and torch's semantics; indices are
+# non-negative, where C agrees). Kernel IR's `/` and `%` on integers are C's: the quotient
+# truncated toward zero, the remainder with the dividend's sign. Written once, for Python ints
+# and numpy integer arrays alike (the simulator, the tuner's address evaluation).
+
+def c_div(a, b):
+    """a / b as C computes it on integers: the quotient truncated toward zero."""
+    q = a // b
+    return q + ((q < 0) & (a - q * b != 0))
+
+
+def c_rem(a, b):
+    """a % b as C computes it on integers: a - b * (a / b), the sign of a."""
+    return a - b * c_div(a, b)

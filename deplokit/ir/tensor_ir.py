@@ -14,17 +14,14 @@ from typing import Union
 
 from ..display import Displayable
 from .index import DIM_NAMES, Affine, gathers
+from .ops import OPS, ops_of_arity
 from .types import Buffer, TensorType, format_header, format_scalar
 
-UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
-             "sigmoid", "relu", "sin", "cos", "logical_not", "trunc")
-BINARY_OPS = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "maximum", "minimum", "pow",
-              "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
-              "logical_and", "logical_or")
-TERNARY_OPS = ("where",)
+# the elementwise primitives, by arity (ir/ops.py)
+UNARY_OPS, BINARY_OPS, TERNARY_OPS = ops_of_arity(1), ops_of_arity(2), ops_of_arity(3)
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + TERNARY_OPS
 # Ops whose result is float32 whatever their operands (torch: exp of an int64 tensor is float).
-FLOAT_RESULT_OPS = ("divide", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf", "sigmoid", "sin", "cos")
+FLOAT_RESULT_OPS = tuple(name for name, op in OPS.items() if op.result == "float")
 COMPARISON_OPS = ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                   "logical_and", "logical_or", "logical_not")
 REDUCTION_OPS = ("sum", "max", "min")

@@ -1,17 +1,18 @@
 """Shared-memory offsets of a main loop's loads, evaluated, and cut into vector loads.
 
-Kernel-IR index expressions are ints; `evaluate` (or `compile_int`, for many evaluations) computes one with C's
-truncating division
-for given thread, block and loop values. `vector_runs` decides which loads nvcc can merge
-into one LDS.64 / LDS.128: the same offsets from an aligned base for every sampled thread.
+Kernel-IR index expressions are ints; `evaluate` (or `compile_int`, for many evaluations) computes
+one with C's truncating division (ir/index.c_div) for given thread, block and loop values.
+`vector_runs` decides which loads nvcc can merge into one LDS.64 / LDS.128: the same offsets
+from an aligned base for every sampled thread.
 """
 from __future__ import annotations
 
 from ..ir import kernel_ir as K
+from ..ir.index import c_div, c_rem
 
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-        "/": lambda a, b: int(a / b) if b else 0, "//": lambda a, b: a // b if b else 0,
-        "%": lambda a, b: a - b * int(a / b) if b else 0, "min": min, "max": max,
+        "/": lambda a, b: c_div(a, b) if b else 0, "//": lambda a, b: a // b if b else 0,
+        "%": lambda a, b: c_rem(a, b) if b else 0, "min": min, "max": max,
         "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b, "&": lambda a, b: a & b, "|": lambda a, b: a | b,
         "<": lambda a, b: int(a < b), "<=": lambda a, b: int(a <= b), ">": lambda a, b: int(a > b),
         ">=": lambda a, b: int(a >= b), "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),

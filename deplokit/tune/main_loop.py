@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..analysis.sass import SharedLoadCounts
 from ..ir import kernel_ir as K
+from ..ir.ops import OPS
 from ..ir.tensor_ir import ELEMENTWISE_OPS
 from .loop_addresses import compile_int, evaluate, vector_runs
 from .loop_overhead import OVERHEAD
@@ -52,8 +53,7 @@ SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma")
                  K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait"),
                  K.MbarrierArrive: ("barriers", "mbarrier_arrive")}
 FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
-SLOW_CALLS = {"exp": 2, "log": 2, "tanh": 4, "erf": 8, "rsqrt": 1, "sqrt": 3, "sigmoid": 4, "pow": 8,
-              "sin": 6, "cos": 6, "reciprocal": 3, "divide": 6}
+SLOW_CALLS = {name: op.slots for name, op in OPS.items() if op.slots}       # ir/ops.py
 
 
 @dataclass(frozen=True)

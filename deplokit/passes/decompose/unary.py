@@ -1,12 +1,12 @@
 """Pointwise ops that are already Tensor-IR primitives: the same op, one operand."""
 from __future__ import annotations
 
+from ...ir.ops import OPS
 from .builder import Builder
 from .registry import rule
 
-_DIRECT = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log",
-           "abs": "abs", "rsqrt": "rsqrt", "reciprocal": "reciprocal", "neg": "neg", "sqrt": "sqrt",
-           "sin": "sin", "cos": "cos", "erf": "erf", "logical_not": "logical_not"}
+# aten op -> the primitive it is (ir/ops.py `aten`)
+_DIRECT = {aten: op.name for op in OPS.values() for aten in op.aten}
 
 
 @rule(*_DIRECT)

@@ -109,6 +109,7 @@ from ...ir.kernel_ir import (
     walk_stmts,
 )
 from ...ir.names import fresh_name
+from ...ir.ops import OPS, is_c_operator
 from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ..record import Pass
@@ -191,23 +192,17 @@ def nan_minmax_decls(text: str) -> list[str]:
             f"    return r;\n}}\n" for op, fn in NAN_MINMAX.items() if f"{fn}(" in text]
 
 
-# deplokit elementwise op name -> CUDA single-precision function (unary/binary calls).
-_FLOAT_FUNCS = {
-    "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
-    "erf": "erff", "sin": "sinf", "cos": "cosf", "abs": "fabsf", "pow": "powf",
-    "floor": "floorf", "ceil": "ceilf",
-    "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f", "trunc": "truncf",
+# deplokit elementwise op name -> CUDA single-precision function (unary/binary calls): the
+# primitives' (ir/ops.py), and the C functions Kernel IR calls by their own names
+_FLOAT_FUNCS = {name: op.cuda for name, op in OPS.items() if op.cuda and not is_c_operator(op.cuda)} | {
+    "floor": "floorf", "ceil": "ceilf", "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f",
     "fmaxf": "fmaxf", "fminf": "fminf",       # C's, by their C names: the other operand for a NaN
 }
 _FLOAT_FUNCS.update({c: c for c in list(_FLOAT_FUNCS.values())})
 _FLOAT_FUNCS.update({"maximum": NAN_MINMAX["max"], "minimum": NAN_MINMAX["min"]})
 _ARITY_2 = {"pow", "powf", "maximum", "fmaxf", "minimum", "fminf"}
-# Elementwise ops that are C operators.
-_INFIX_CALLS = {
-    "add": "+", "subtract": "-", "multiply": "*", "divide": "/",
-    "greater": ">", "less": "<", "greater_equal": ">=", "less_equal": "<=", "equal": "==",
-    "not_equal": "!=", "logical_and": "&&", "logical_or": "||",
-}
+# Elementwise ops that are C operators (ir/ops.py).
+_INFIX_CALLS = {name: op.cuda for name, op in OPS.items() if is_c_operator(op.cuda)}
 _CALL_ARITY = {"neg": 1, "reciprocal": 1, "sigmoid": 1, "relu": 1, "logical_not": 1, "where": 3}
 
 

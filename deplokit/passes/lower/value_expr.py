@@ -13,14 +13,15 @@ temporaries) and is the one place the lowering decides a value's C type."""
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
+from ...ir.ops import OPS
 from ...ir.tensor_ir import COMPARISON_OPS
 from ...ir.types import DTYPE_CTYPE
 
 # The combine of each reduction, as an elementwise op.
 COMBINE_OP = {"sum": "add", "max": "maximum", "min": "minimum"}
-# Ops computed as C math functions on floats (their integer operands are cast to float).
-_FLOAT_ONLY = {"divide", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf", "sigmoid", "sin", "cos",
-               "pow"}
+# Ops computed as C math functions on floats (their integer operands are cast to float): the
+# float-result primitives (ir/ops.py), and pow (powf)
+_FLOAT_ONLY = {name for name, op in OPS.items() if op.result == "float"} | {"pow"}
 _RANK = {"bool": 0, "int32": 1, "int64": 2, "float32": 3}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.index import c_div, c_rem
 from .errors import SimulationError
 
 F32 = np.float32
@@ -107,19 +108,11 @@ INT_FNS = {"add", "subtract", "multiply", "maximum", "minimum", "greater", "less
             "greater_equal", "less_equal", "equal", "not_equal", "neg", "abs"}
 
 
-def _c_div(a, b):
-    q = np.floor_divide(a, b)
-    neg = q < 0
-    if np.any(neg):   # signs differ: C truncates toward zero
-        q = q + (neg & (a - q * b != 0))
-    return q
-
-
 _FLOAT_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "min": np.minimum,
                  "max": np.maximum, "%": np.fmod, "//": lambda a, b: np.floor(np.divide(a, b)),
                  "pow": np.power, "**": np.power}
-_INT_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": _c_div,
-               "//": np.floor_divide, "%": np.fmod, "min": np.minimum, "max": np.maximum,
+_INT_BINARY = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": c_div,
+               "//": np.floor_divide, "%": c_rem, "min": np.minimum, "max": np.maximum,
                "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor, "<<": np.left_shift,
                ">>": np.right_shift, "pow": np.power, "**": np.power}
 _BOOL_BINARY = {"&": np.logical_and, "|": np.logical_or, "^": np.logical_xor}
