@@ -137,6 +137,12 @@ def split_counts(chunks: int, least: int, dividing: bool = False) -> tuple[int, 
 def _cheapest(m, n, chunks, bk, target, other, counts, threads) -> GridPlan | None:
     """The cheapest candidate; the cheapest balanced one instead where it costs at most
     BALANCE_SLACK times as much (the ranking's lower bounds miss what an idle SM costs)."""
+    best, even = _best_two(m, n, chunks, bk, target, other, counts, threads)
+    return even if even is not None and even.us <= BALANCE_SLACK * best.us else best
+
+
+def _best_two(m, n, chunks, bk, target, other, counts, threads):
+    """(the cheapest candidate, the cheapest balanced one filling the SMs or None)."""
     sms = sm_count(target)
     best, best_key = None, None
     even, even_key = None, None
@@ -150,11 +156,9 @@ def _cheapest(m, n, chunks, bk, target, other, counts, threads) -> GridPlan | No
                     key = (cand.blocks < sms, round(cand.us, 4), cand.workspace_bytes, -tm * tn, order)
                     if best_key is None or key < best_key:
                         best, best_key = cand, key
-                    if balanced(cand.blocks, sms) and (even_key is None or key < even_key):
+                    if cand.blocks >= sms and balanced(cand.blocks, sms) and (even_key is None or key < even_key):
                         even, even_key = cand, key
-    if even is not None and even.blocks >= sms and even.us <= BALANCE_SLACK * best.us:
-        return even
-    return best
+    return best, even
 
 
 def _thread_options(m: int, n: int, threads: tuple[int, int] | None) -> list[tuple[str, tuple[int, int]]]:
@@ -312,7 +316,14 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
     if thread_tiles(m, n, other, sms) < sms:
         skinny = plan(m, n, chunks, bk, target, other)
         if skinny is not None:
-            return skinny, _why(skinny, sms, "planned to fill the SMs")
+            because = "planned to fill the SMs"
+            if not balanced(skinny.blocks, sms):
+                _, even = _best_two(m, n, chunks, bk, target, other, (skinny.splits,) + split_counts(chunks, MIN_CHUNKS),
+                                    None)
+                because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
+                                                f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
+                                                "no tile and split count balances it") + " (stream-K would)")
+            return skinny, _why(skinny, sms, because)
     s0 = old_splits(m, n, chunks, other, target)
     blocks = default_blocks(m, n, other, s0, target)
     if balanced(blocks, sms) or chunks < 2 * MIN_CHUNKS:
