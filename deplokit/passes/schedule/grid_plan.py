@@ -326,8 +326,8 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
             return skinny, _why(skinny, sms, because)
     s0 = old_splits(m, n, chunks, other, target)
     blocks = default_blocks(m, n, other, s0, target)
-    if balanced(blocks, sms) or chunks < 2 * MIN_CHUNKS:
-        return None, ""
+    if balanced(blocks, sms) or blocks < sms or chunks < 2 * MIN_CHUNKS:
+        return None, ""          # even already, or too small a grid to fill: 003's old rule
     counts = (1,) + split_counts(chunks, MIN_CHUNKS)
     best = _cheapest(m, n, chunks, bk, target, other, counts, None)
     if best is None or sm_balance(best.blocks, sms) <= sm_balance(blocks, sms):
