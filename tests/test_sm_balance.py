@@ -64,3 +64,15 @@ def test_a_compiled_matmul_launches_the_balanced_grid_and_says_why():
     assert any("SM balance" in r for r in step.remarks)
     # deterministic: the same grid and source on a second compile
     assert str(deplokit.compile(lambda x, w: x @ w, x, w).cuda) == str(c.cuda)
+
+
+def test_a_seven_way_split_with_a_leftover_chunk_matches_eager_on_the_simulator():
+    # split counts outside the powers of two (they balance 148 tiles: 7 x 148 = 1036 blocks):
+    # 7 splits of 15 chunks, the 106th chunk the reducer's, summed in split order
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(8, 1696, generator=g), torch.randn(1696, 48, generator=g)
+    c = deplokit.compile(lambda x, w: x @ w, x, w, config={"003_split_matmul_k.splits": 7})
+    split = next(k for k in c.tile_ir.kernels if k.split_k is not None).split_k
+    assert (split.splits, split.leftover) == (7, 1)
+    assert c.check(x, w, backend="sim", rtol=1e-4).ok
+    assert torch.equal(c.run(x, w, backend="sim"), c.run(x, w, backend="sim"))
