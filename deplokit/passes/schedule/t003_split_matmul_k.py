@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import const, var
+from ...ir.index import const, floordiv, mod, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
 from ...ir.types import Buffer, TensorType
@@ -232,16 +232,22 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
 
 
 def _tail(mm: _Matmul, split: SplitK) -> list:
-    """The reducer's K loop: 002's K % BK tail, or with `split.leftover` chunks past the
-    splits' runs, one loop over those chunks' elements and the tail (they are contiguous)."""
+    """The reducer's K loops: one over the `split.leftover` chunks past the splits' runs,
+    then 002's K % BK tail as it is. The chunk body's index was simplified under 002's ranges
+    (K-inner below BK, K-outer below the chunk count: a K built from reshaped axes reads
+    (ko * BK + ki) // 32 as ko // 2), so the run's variable enters as chunk tv // BK and
+    lane tv % BK, never as a K-inner longer than BK."""
     if not split.leftover:
         return list(mm.tail)
     inner = next(c for c in mm.outer.body if isinstance(c, Loop) and c.role == "K")
     start = mm.chunks - split.leftover
-    tv = mm.tail[0].var if mm.tail else fresh_name(mm.outer.var[:-1] + "t", used_vars(mm.tile.body))
-    extent = split.leftover * mm.bk + sum(lp.extent for lp in mm.tail)
-    body = substitute_body(inner.body, {mm.outer.var: const(start), inner.var: var(tv)}, {tv: extent})
-    return [Loop(tv, extent, "reduce", body, "K")]
+    taken = used_vars(mm.tile.body)
+    tv = fresh_name(mm.outer.var[:-1] + ("r" if mm.tail else "t"), taken)
+    extent = split.leftover * mm.bk
+    chunk = {mm.outer.var: const(start) + floordiv(var(tv), mm.bk, {tv: extent}),
+             inner.var: mod(var(tv), mm.bk, {tv: extent})}
+    body = substitute_body(inner.body, chunk, {tv: extent})
+    return [Loop(tv, extent, "reduce", body, "K")] + list(mm.tail)
 
 
 def workspace_buffer(split: SplitK, out: TensorType) -> Buffer:
