@@ -28,8 +28,10 @@ from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.record import Skip
 from ..passes.schedule import SCHEDULE, initial
-from ..passes.schedule.repack import repack_kernel, with_workspaces, workspace_buffer as repack_workspace
-from ..passes.schedule.t003_split_matmul_k import PASS as SPLIT_PASS, reducer, workspace_buffer
+from ..passes.schedule.repack import repack_kernel, with_workspaces
+from ..passes.schedule.repack import workspace_buffer as repack_workspace
+from ..passes.schedule.t003_split_matmul_k import PASS as SPLIT_PASS
+from ..passes.schedule.t003_split_matmul_k import reducer, workspace_buffer
 
 DEPTH = len(SCHEDULE)
 

@@ -52,14 +52,24 @@ the same argmin over a narrower set, so the three agree whenever the knobs are d
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from functools import lru_cache
 
 from ...analysis.occupancy import balanced, sm_balance
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, walk
-from .block_shape import (EXTENTS, MAX_DEFAULT_SIDE, MIN_DEFAULT_THREADS, THREAD_SHAPES, _fitted, blocks_of,
-                          default_extent, default_extents, default_thread_shape, loads_per_ffma, parse_shape)
+from .block_shape import (
+    EXTENTS,
+    MAX_DEFAULT_SIDE,
+    MIN_DEFAULT_THREADS,
+    THREAD_SHAPES,
+    blocks_of,
+    default_extent,
+    default_extents,
+    default_thread_shape,
+    fitted_threads,
+    loads_per_ffma,
+    parse_shape,
+)
 
 SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
 FULL_BLOCK = 256           # threads of the blocks the old fill check counts
@@ -166,7 +176,7 @@ def _thread_options(m: int, n: int, threads: tuple[int, int] | None) -> list[tup
     first shape of each distinct fitted pair."""
     if threads:
         return [(f"{threads[0]}x{threads[1]}", threads)]
-    shapes = [(s, _fitted(parse_shape(s), m, n)) for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE]
+    shapes = [(s, fitted_threads(parse_shape(s), m, n)) for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE]
     least = min(MIN_DEFAULT_THREADS, max(t[0] * t[1] for _, t in shapes))
     out, seen = [], set()
     for s, t in shapes:
@@ -302,7 +312,7 @@ def old_splits(m: int, n: int, chunks: int, other: int, target) -> int:
 def default_blocks(m: int, n: int, other: int, splits: int, target) -> int:
     """Blocks of the default thread shape and register block (block_shape.py) at `splits`."""
     sms = sm_count(target)
-    t = _fitted(parse_shape(default_thread_shape(m, n, sms)), m, n)
+    t = fitted_threads(parse_shape(default_thread_shape(m, n, sms)), m, n)
     return other * splits * blocks_of(m, n, t, default_extents(m, n, sms, t))
 
 
