@@ -166,7 +166,6 @@ def test_causal_gqa_sdpa_is_timed_against_both_eager_ways():
 
 @pytest.mark.gpu
 def test_eager_ways_are_timed_on_the_device():
-    import torch
     from deplokit.runtime.bench import time_eager_ways
     from deplokit.runtime.device import gpu_available
     if not gpu_available():

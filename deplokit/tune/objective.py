@@ -9,8 +9,9 @@ reducer, a repacking leaf's repack kernels: KernelSpace.program_with), so a tria
 the compiled program would launch for it; it renders their CUDA and, when nvcc is installed,
 compiles them once for ptxas's registers, shared memory and spills (~0.3 s a kernel; the
 stats are kept in the tune cache by the hash of the source, so a kernel is never compiled
-twice), then prices them all with tune/cost_model.py: the trial is their sum. `gpu` recompiles the whole program with the kernel's
-config and times it with `Compilation.bench` (the CuPy backend).
+twice), then prices them all with tune/cost_model.py: the trial is their sum. `gpu`
+recompiles the whole program with the kernel's config and times it with `Compilation.bench`
+(the CuPy backend).
 """
 from __future__ import annotations
 

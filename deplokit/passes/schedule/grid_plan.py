@@ -41,13 +41,16 @@ least 8 blocks per SM) where that costs at most BALANCE_SLACK more, then by its 
 busiest SM's issue already prices a partial wave: a balanced grid of smaller tiles or more
 splits can cost more than the tail it removes, e.g. N = 5632 = 2^9 x 11 on 132 = 12 x 11
 SMs, where power-of-two tiles and dividing splits give 2.67 or 5.33 blocks per SM (0.89) or
-at least 10.67 in tiles of a quarter the size; stream-K would balance it, not done yet). `decide` is the default grid of any chunked
-matmul: the skinny plan above, or, for any other matmul whose default tiles and split rule
-leave the SMs unevenly loaded, the cheapest balanced (tile, split count) over the default
-thread shapes, register blocks and every split count (3 or 7 splits balance grids no power of
-two does: 148 output tiles x 7 = 1036 blocks, 7.85 per SM). 003 takes the plan's split count, 005 the thread shape
-that plan gives that split count, 008 the register block for that split and thread shape:
-the same argmin over a narrower set, so the three agree whenever the knobs are defaults.
+at least 10.67 in tiles of a quarter the size; stream-K would balance it, not done yet).
+
+`decide` is the default grid of any chunked matmul: the skinny plan above, or, for any
+other matmul whose default tiles and split rule leave the SMs unevenly loaded, the cheapest
+balanced (tile, split count) over the default thread shapes, register blocks and every split
+count (3 or 7 splits balance grids no power of two does: 148 output tiles x 7 = 1036 blocks,
+7.85 per SM). 003 takes the decision's split count, 005 its thread shape and 008 its register
+block (`decided`); at other knobs 005 and 008 take the plan for that split count and thread
+shape: the same argmin over a narrower set, so the three agree whenever the knobs are
+defaults.
 """
 from __future__ import annotations
 
@@ -328,8 +331,8 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
         if skinny is not None:
             because = "planned to fill the SMs"
             if not balanced(skinny.blocks, sms):
-                _, even = _best_two(m, n, chunks, bk, target, other, (skinny.splits,) + split_counts(chunks, MIN_CHUNKS),
-                                    None)
+                counts = (skinny.splits,) + split_counts(chunks, MIN_CHUNKS)
+                _, even = _best_two(m, n, chunks, bk, target, other, counts, None)
                 because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
                                                 f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
                                                 "no tile and split count balances it") + " (stream-K would)")

@@ -70,9 +70,7 @@ from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
 from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
-from .block_shape import default_extents, default_thread_shape, parse_shape
 from .grid_plan import FULL_BLOCK, MIN_CHUNKS, SHORT_CHUNKS, SPLITS, decide, old_splits, sm_count, thread_tiles
-from .knobs import pow2_at_least
 from .rewrite import used_vars
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
