@@ -39,8 +39,9 @@ def test_suite_matmul_grids_are_balanced_but_for_n_5632_at_short_m():
             low.append((m, n, k))
             assert "unbalanced" in why and "stream-K" in why, (name, why)
     # N = 5632 = 2^9 x 11 over 132 = 12 x 11 SMs: power-of-two tiles and dividing splits give
-    # 2.67 blocks per SM (0.89) unless the tiles shrink 4x, which prices over the slack
-    assert low == [(32, 5632, 2048), (128, 5632, 2048)]
+    # 2.67 blocks per SM (0.89) unless the register block shrinks (refused) or the splits
+    # double (priced over the slack); qwen gate at 32 rows: 592 blocks (0.897), 8 splits 1.18x
+    assert sorted(low) == [(32, 5632, 2048), (32, 18944, 3584), (128, 5632, 2048)]
 
 
 def test_qwen_gate_s128_takes_seven_splits_of_whole_tiles():
