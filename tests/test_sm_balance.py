@@ -80,7 +80,7 @@ def test_a_seven_way_split_with_a_leftover_chunk_matches_eager_on_the_simulator(
 
 
 def test_the_static_suite_bench_prints_grid_balance_model_and_floor(capsys):
-    import bench_suite_static            # benchmarks/ is on the path (conftest.py)
+    import bench_suite_static  # benchmarks/ is on the path (conftest.py)
     assert bench_suite_static.main(["--filter", "^matmul.qwen.gate_proj.s128$", "--no-ptxas"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[-4:] == ["model", "µs", "floor", "µs"]
