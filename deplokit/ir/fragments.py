@@ -219,3 +219,36 @@ def ldmatrix_layout(num: int, trans: bool = False, width: int = 2) -> LdMatrixLa
         # (.trans: the unit index is a row and the row a column of the stored matrix)
         receives.append(tuple((i, per * t, g) if trans else (i, g, per * t) for i in range(num)))
     return LdMatrixLayout(num, trans, width, sources, tuple(receives))
+
+
+@dataclass(frozen=True)
+class MmaTile:
+    """008 register_tile's tensor-core decision, stamped on the kernel: accumulator `acc` is a
+    warps[0] x warps[1] grid of warps, each owning tiles[0] x tiles[1] outputs tiles of m x n
+    (its register array acc[tiles[0], tiles[1], 4] holds the C fragments), fed by fragment
+    arrays `a` [tiles[0], A registers] and `b` [tiles[1], B registers]; the layouts are the
+    lane maps the lowering places addresses and the epilogue by (PTX's, unless planted)."""
+    acc: str
+    shape: MmaShape
+    warps: tuple[int, int]
+    tiles: tuple[int, int]
+    a: str
+    b: str
+    layout_a: FragmentLayout
+    layout_b: FragmentLayout
+    layout_c: FragmentLayout
+    lanes: tuple[str, str] = ("", "")    # the THREAD axes g (8) and t (4): lane = 4g + t
+
+    def layout(self, operand: str) -> FragmentLayout:
+        return {"A": self.layout_a, "B": self.layout_b, "C": self.layout_c}[operand]
+
+    def fragment_size(self, operand: str) -> int:
+        return len(self.layout(operand).coords[0])
+
+    def text(self) -> str:
+        (wm, wn), (fm, fn) = self.warps, self.tiles
+        s = self.shape
+        head = (f"mma {self.acc}[{fm}, {fn}, {self.fragment_size('C')}]: {s.ptx()}, {wm} x {wn} warps of "
+                f"{fm * s.m} x {fn * s.n}, fragments {self.a}[{fm}, {self.fragment_size('A')}] "
+                f"{self.b}[{fn}, {self.fragment_size('B')}]")
+        return "\n".join([head] + ["  " + self.layout(op).text() for op in OPERANDS])

@@ -63,12 +63,15 @@ from ..stage_geometry import restamp_stages
 from .block_shape import EXTENTS, default_extents
 from .grid_plan import plan, split_geometry
 from .register_nest import drop_dead, nest_body
+from .mma_tile import mma_tile
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
+from ...ir.fragments import SHAPES
 from ...ir.substitute import substitute_body
 from .rewrite import used_vars
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 LAYOUTS = ("strided", "contiguous", "quads", "warps")
+MMA = ("off", "tf32")
 
 
 def role_pair(tile: Tile, role: str):
@@ -120,6 +123,8 @@ KNOBS = (
     Knob("layout", LAYOUTS, lambda k, t: "quads",
          "which outputs a thread's slots are: r*16 + t, t*TR + r, N in quads of 4 adjacent columns, "
          "or quads inside each warp's own sub-tile"),
+    Knob("mma", MMA, lambda k, t: "off",
+         "tensor cores: off (FP32 FMA), or mma.sync on tf32 inputs (m16n8k8, FP32 accumulate; sm_80+)"),
 )
 
 
@@ -157,6 +162,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if reasons:
             return Skip("; ".join(reasons))
         return Skip(f"tm={pctx.knobs['tm']}, tn={pctx.knobs['tn']}: one output per thread")
+    if pctx.knobs["mma"] != "off":
+        return _tensor_cores(kernel, plan, pctx)
     while True:                                # the grown slabs must fit in shared memory
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
@@ -170,6 +177,27 @@ def apply(kernel: TileKernel, pctx: PassContext):
             return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
                         f"more than {pctx.target.static_smem_per_block}")
 
+
+
+def _tensor_cores(kernel: TileKernel, plan, pctx: PassContext):
+    """The mma.sync path (mma_tile.py); Noted with why not and the FMA tile where it does not apply."""
+    if pctx.target.sm < 80:
+        return Skip(f"mma.sync with {pctx.knobs['mma']} inputs needs sm_80+, not {pctx.target.name}")
+    tile = kernel.tile()
+    pairs = {role: role_pair(tile, role) for role in ("M", "N")}
+    regs = {role: 1 for role in ("M", "N")} | {role: n for role, _, _, n in plan}
+    if None in pairs.values():
+        return Skip("mma: the output is not split into M and N blocks")
+    out = mma_tile(kernel, pairs, regs, SHAPES[MMA_SHAPE[pctx.knobs["mma"]]], pctx.types)
+    if isinstance(out, Skip):
+        return out
+    need = _smem_bytes(out)
+    if need > pctx.target.static_smem_per_block:
+        return Skip(f"mma: the slabs of a {regs['M']} x {regs['N']} register block need {need} bytes of shared memory")
+    return restamp_stages(out, pctx.types)
+
+
+MMA_SHAPE = {"tf32": "m16n8k8.tf32"}
 
 
 def _warps_reason(tile: Tile) -> str:
