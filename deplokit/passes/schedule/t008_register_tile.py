@@ -162,14 +162,18 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if reasons:
             return Skip("; ".join(reasons))
         return Skip(f"tm={pctx.knobs['tm']}, tn={pctx.knobs['tn']}: one output per thread")
+    notes = [f"warps layout not used ({note}): quads"] if note else []
     if pctx.knobs["mma"] != "off":
-        return _tensor_cores(kernel, plan, pctx)
+        out = _tensor_cores(kernel, plan, pctx)
+        if not isinstance(out, Skip):
+            return out
+        notes.append(f"{out.reason}: FP32 FMA register tile")
     while True:                                # the grown slabs must fit in shared memory
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
         if need <= pctx.target.static_smem_per_block:
             out = restamp_stages(out, pctx.types)      # grown slabs, new origins: copy units restamped
-            return Noted(out, f"warps layout not used ({note}): quads") if note else out
+            return Noted(out, tuple(notes)) if notes else out
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]
         plan[big] = (role, t, b, n // 2)
