@@ -12,7 +12,7 @@ import torch
 from defect_checks import check_everywhere, needs_nvcc
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.c_names import RESERVED, c_rejects, c_safe, tensor_name_ok
-from deplokit.ir.kernel_names import name_problems, unclash_locals
+from deplokit.ir.kernel_ir import name_problems, unclash_locals
 from deplokit.runtime.sim import SimulationError
 from deplokit.runtime.sim.launch import simulate_kernel
 

@@ -6,7 +6,7 @@ import torch
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from deplokit.ir.kernel_ir import StageCopy, StagePrologue, StageWait
 from deplokit.passes.lower import LOWERING
 from deplokit.runtime.launches import functions_by_kernel, launch_sequence
 from programs import config_of, corpus

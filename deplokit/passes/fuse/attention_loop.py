@@ -36,7 +36,7 @@ from ...ir.loop_ir import Compute, Kernel, LocalBuffer, Load, Loop, Store
 from ...ir.names import fresh_name
 from ...ir.types import TensorType
 from .attention_match import AttentionParts, rename_var
-from .rows import _renumber
+from .rows import renumber
 
 
 def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], taken: set[str]) -> Kernel:
@@ -96,7 +96,7 @@ def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], tak
     body = row_body
     for lp in reversed(rows):
         body = (Loop(lp.var, lp.extent, "free", body),)
-    return Kernel(name, outputs, _renumber(body), locals_)
+    return Kernel(name, outputs, renumber(body), locals_)
 
 
 def _at_column(index, old: str, new: str):

@@ -5,7 +5,7 @@ global (or shared) accesses, masked where the rounding of an axis to whole block
 leave the tensor; a load from a staged slab reads its shared array (the current buffer of a
 double-buffered one); Combine becomes a warp-shuffle tree (combine.py). A Stage, an
 AsyncWait and a K loop with stages at its head are left as StageCopy / StageWait /
-StagePrologue (deplokit.ir.kernel_stage), each recording where it stands, for
+StagePrologue (deplokit.ir.kernel_ir), each recording where it stands, for
 002_stage_copies to spell as copies, waits and barriers.
 
 Register tiles (008 register_tile stamps their shapes on the kernel, TileKernel.register_tiles):
@@ -29,7 +29,7 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelFunc, KernelProgram
 from ...ir.index import Affine
-from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from ...ir.kernel_ir import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import reduction_identity
 from ...ir.types import DTYPE_CTYPE, shared_ctype

@@ -34,7 +34,6 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ...errors import IRInvariantError
 from ...ir.index import var
 from ...ir.loop_ir import Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, Repack, TileKernel
@@ -148,17 +147,6 @@ def repack_kernel(repack: Repack, source: TensorType, owner: str, target, types,
         if not isinstance(result, Skip):
             kernel = result
     return kernel
-
-
-def check_repacks(kernel: TileKernel, earlier, program) -> None:
-    """The verifier's check of `kernel`'s repacks: each workspace declared in `program` with
-    its shape, each repack kernel among the kernels launched before it (`earlier`)."""
-    types = program.types() if kernel.repacks else {}
-    for r in kernel.repacks:
-        if r.workspace not in types or tuple(types[r.workspace].shape) != tuple(r.shape):
-            raise IRInvariantError("Tile", "repack", kernel.name, f"the workspace {r.workspace} {r.shape} is not declared")
-        if not any(e.name == r.kernel and e.repacks_for == kernel.name for e in earlier):
-            raise IRInvariantError("Tile", "repack", kernel.name, f"its repack kernel {r.kernel} does not run before it")
 
 
 class RepackingPass(KernelPass):
