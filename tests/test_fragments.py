@@ -8,7 +8,7 @@ import pytest
 
 from deplokit.ir.fragments import (M16N8K8_TF32, M16N8K16_BF16, M16N8K16_F16, FragmentLayout, ldmatrix_layout,
                                    ptx_layout)
-from deplokit.runtime.warp_mma import gather, ldmatrix, mma_sync, tf32_round, tf32_truncate
+from deplokit.runtime.warp_mma import gather, ldmatrix, mma_sync, tf32_round, tf32_round_even, tf32_truncate
 
 SHAPES = (M16N8K8_TF32, M16N8K16_F16, M16N8K16_BF16)
 
@@ -82,6 +82,8 @@ def test_tf32_rounding():
                                                            -(1 + 2 ** -10), np.inf, 3.0], np.float32))
     np.testing.assert_array_equal(tf32_truncate(x)[:3], np.float32([1, 1, 1 + 2 ** -10]))
     assert np.isnan(tf32_round(np.float32([np.nan])))[0]
+    # deplokit's round_tf32: ties to even (1 + 2^-11 goes down to 1, 1 + 3 * 2^-11 up)
+    np.testing.assert_array_equal(tf32_round_even(x)[[0, 1, 2, 4]], np.float32([1, 1 + 2 ** -10, 1 + 2 * 2 ** -10, np.inf]))
 
 
 def _addr_rows(smem, row_of_lane, col_of_lane, width):

@@ -74,6 +74,11 @@ class InstructionMix(SharedLoadCounts):
     hgmma: int = 0              # Hopper warpgroup mma (HGMMA)
 
     @property
+    def math(self) -> int:
+        """Floating-point work instructions: FP32/SFU arithmetic and tensor-core mma."""
+        return self.float_ops + self.hmma + self.hgmma
+
+    @property
     def ffma_share(self) -> float:
         return self.ffma / self.instructions if self.instructions else 0.0
 
@@ -183,7 +188,7 @@ class KernelSass:
         hot = self.hottest
         if hot is None:
             return None
-        fp = [lp for lp in self.enclosing(hot) if lp.mix.float_ops]
+        fp = [lp for lp in self.enclosing(hot) if lp.mix.math]
         return fp[-1]
 
     def innermost(self) -> dict[int, SassLoop]:
@@ -229,10 +234,8 @@ class KernelSass:
 
 
 def _rank(loop: SassLoop, loops) -> tuple:
-    def math(m):                  # FP32 arithmetic or tensor-core mma
-        return m.float_ops + m.hmma + m.hgmma
-    fp_depth = sum(1 for other in loops if math(other.mix) and set(loop.addresses) <= set(other.addresses))
-    return (math(loop.mix) > 0, fp_depth, loop.mix.ffma + loop.mix.hmma + loop.mix.hgmma, loop.mix.instructions,
+    fp_depth = sum(1 for other in loops if other.mix.math and set(loop.addresses) <= set(other.addresses))
+    return (loop.mix.math > 0, fp_depth, loop.mix.ffma + loop.mix.hmma + loop.mix.hgmma, loop.mix.instructions,
             -loop.header)
 
 

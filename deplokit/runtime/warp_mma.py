@@ -6,9 +6,9 @@ ISA's tables in deplokit.ir.fragments, so a program that puts an element in the 
 gets a wrong product here as it would on the GPU.
 
 Rounding. The tensor core reads a .tf32 operand's sign, exponent and top 10 mantissa bits
-(the low 13 bits are ignored: `tf32_truncate`); programs convert with cvt.rna.tf32.f32 first
-(`tf32_round`, round to nearest, ties away from zero), after which the truncation changes
-nothing. Products of tf32 or 16-bit inputs are exact in float64 and so is their sum over one
+(the low 13 bits are ignored: `tf32_truncate`); programs round to tf32 first (deplokit's
+round_tf32 is to nearest, ties to even: `tf32_round_even`; PTX's cvt.rna.tf32.f32 rounds ties
+away from zero: `tf32_round`), after which the truncation changes nothing. Products of tf32 or 16-bit inputs are exact in float64 and so is their sum over one
 instruction's k (at most 16 terms of 22-bit products plus C is within float64's 53 bits for
 operands of like magnitude); the sum is rounded to float32 once. The hardware's internal
 order and rounding of that sum is not specified by PTX, so results match it to within the
@@ -35,6 +35,16 @@ def tf32_round(x) -> np.ndarray:
     bits = x.view(np.uint32)
     finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
     rounded = (bits + np.uint32(0x1000)) & ~_LOW13     # magnitude bits: adding half an ulp rounds away
+    return np.where(finite, rounded, bits).astype(np.uint32).view(np.float32)
+
+
+def tf32_round_even(x) -> np.ndarray:
+    """To the nearest tf32, ties to even (Inf and NaN kept): deplokit's round_tf32, which every
+    backend computes with integer operations on the bits so that they agree bit for bit."""
+    x = np.asarray(x, dtype=np.float32)
+    bits = x.view(np.uint32)
+    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    rounded = (bits + np.uint32(0xFFF) + ((bits >> np.uint32(13)) & np.uint32(1))) & ~_LOW13
     return np.where(finite, rounded, bits).astype(np.uint32).view(np.float32)
 
 

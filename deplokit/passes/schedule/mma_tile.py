@@ -177,9 +177,14 @@ class _Ctx:
         loads = [x for x in s.body if isinstance(x, Load)]
         comps = [x for x in s.body if isinstance(x, Compute)]
         accs = [x for x in s.body if isinstance(x, Accumulate)]
-        if (len(s.body) != 4 or len(loads) != 2 or len(comps) != 1 or len(accs) != 1
-                or comps[0].op != "multiply" or set(comps[0].args) != {ld.dst for ld in loads}
-                or accs[0].value != comps[0].dst):
+        # precision="tf32" programs round each operand (round_tf32) before the multiply; the
+        # fragments are rounded the same way, so the rounds fold into the fragment loads
+        rounds = {c.dst: c.args[0] for c in comps if c.op == "round_tf32" and len(c.args) == 1}
+        muls = [c for c in comps if c.op == "multiply"]
+        operands = {rounds.get(a, a) for a in muls[0].args} if len(muls) == 1 else set()
+        if (len(s.body) != len(loads) + len(comps) + len(accs) or len(loads) != 2 or len(accs) != 1
+                or len(muls) != 1 or len(comps) != 1 + len(rounds) or operands != {ld.dst for ld in loads}
+                or accs[0].value != muls[0].dst):
             raise _Refused("the K loop's body is not two loads, a multiply and a sum")
         k = self.stamp.shape.k
         if s.extent % k:

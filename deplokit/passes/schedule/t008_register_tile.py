@@ -123,8 +123,9 @@ KNOBS = (
     Knob("layout", LAYOUTS, lambda k, t: "quads",
          "which outputs a thread's slots are: r*16 + t, t*TR + r, N in quads of 4 adjacent columns, "
          "or quads inside each warp's own sub-tile"),
-    Knob("mma", MMA, lambda k, t: "off",
-         "tensor cores: off (FP32 FMA), or mma.sync on tf32 inputs (m16n8k8, FP32 accumulate; sm_80+)"),
+    Knob("mma", MMA, lambda k, t: "tf32" if getattr(k, "precision", "") == "tf32" and t.sm >= 80 else "off",
+         "tensor cores: off (FP32 FMA), or mma.sync on tf32 inputs (m16n8k8, FP32 accumulate; sm_80+; "
+         "a precision='tf32' program's default)"),
 )
 
 
@@ -187,6 +188,11 @@ def _tensor_cores(kernel: TileKernel, plan, pctx: PassContext):
     """The mma.sync path (mma_tile.py); Noted with why not and the FMA tile where it does not apply."""
     if pctx.target.sm < 80:
         return Skip(f"mma.sync with {pctx.knobs['mma']} inputs needs sm_80+, not {pctx.target.name}")
+    # an exact float32 program stays exact: TF32 products only where the program asked for them
+    # (TileKernel.precision, docs/precision.md); a kernel without the field predates it
+    precision = getattr(kernel, "precision", None)
+    if pctx.knobs["mma"] == "tf32" and precision not in (None, "tf32"):
+        return Skip(f"mma: tf32 inputs need precision='tf32' (the kernel computes in {precision})")
     tile = kernel.tile()
     pairs = {role: role_pair(tile, role) for role in ("M", "N")}
     regs = {role: 1 for role in ("M", "N")} | {role: n for role, _, _, n in plan}
