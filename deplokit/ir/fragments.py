@@ -252,3 +252,24 @@ class MmaTile:
                 f"{fm * s.m} x {fn * s.n}, fragments {self.a}[{fm}, {self.fragment_size('A')}] "
                 f"{self.b}[{fn}, {self.fragment_size('B')}]")
         return "\n".join([head] + ["  " + self.layout(op).text() for op in OPERANDS])
+
+
+def element_lanes(layout: FragmentLayout, i: int) -> tuple[list[int], list[int]]:
+    """(rows, cols) over the 32 lanes of element i: where each lane's element i sits."""
+    return [layout.coords[lane][i][0] for lane in range(WARP)], [layout.coords[lane][i][1] for lane in range(WARP)]
+
+
+def ldmatrix_row_lanes(layout: FragmentLayout, along_cols: bool) -> tuple[list[int], list[int]]:
+    """(rows, cols) over the 32 lanes of the operand element whose address each lane gives to
+    an ldmatrix of `layout`'s registers: lane 8i + r gives row r of matrix i (register i),
+    which starts where lane 0's register i does. `along_cols`: the stored rows run along the
+    operand's columns (A read along k), else along its rows (B stored n-major). Lanes past
+    8 * registers give an address ldmatrix ignores (a valid one: lane % (8 * registers))."""
+    num, per = layout.registers, layout.per_reg
+    rows, cols = [], []
+    for lane in range(WARP):
+        mat, r = (lane % (8 * num)) // 8, lane % 8
+        r0, c0 = layout.coords[0][mat * per]
+        rows.append(r0 + r if along_cols else r0)
+        cols.append(c0 if along_cols else c0 + r)
+    return rows, cols

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...errors import DeplokitError
 from ...ir import kernel_ir as K
-from ...ir.fragments import WARP
+from ...ir.fragments import WARP, element_lanes, ldmatrix_row_lanes
 from ...ir.index import Affine, const, floordiv, free_vars, mod, substitute, var
 from ...ir.tile_ir import FragmentLoad, MmaSync
 from .kernel_expr import affine_expr
@@ -73,24 +73,12 @@ def lower_fragment_load(state, s: FragmentLoad) -> list:
     out: list = []
     if s.via.startswith("ldmatrix"):
         num, trans = lay.registers, s.via.endswith(".trans")
-        along, per = _along(s.at), lay.per_reg
-        rows, cols = [], []
-        for lane in range(WARP):
-            lane_ = lane % (8 * num)             # lanes past 8*num give an address ldmatrix ignores
-            mat, rr = lane_ // 8, lane_ % 8
-            r0, c0 = lay.coords[0][mat * per]    # matrix `mat` starts where lane 0's register does
-            srow, unit = (r0, c0) if along == FC else (c0, r0)
-            srow += rr
-            fr, fc = (srow, unit) if along == FC else (unit, srow)
-            rows.append(fr)
-            cols.append(fc)
+        rows, cols = ldmatrix_row_lanes(lay, _along(s.at) == FC)
         out.append(K.LdMatrix(s.dst, element(0), num, trans, stage.name, offset(rows, cols)))
-        regs = range(num * per) if tf32 else ()
+        regs = range(num * lay.per_reg) if tf32 else ()
     else:
         for i in range(size):
-            rows = [lay.coords[lane][i][0] for lane in range(WARP)]
-            cols = [lay.coords[lane][i][1] for lane in range(WARP)]
-            out.append(K.Assign(s.dst, K.SharedLoad(stage.name, offset(rows, cols)), element(i)))
+            out.append(K.Assign(s.dst, K.SharedLoad(stage.name, offset(*element_lanes(lay, i))), element(i)))
         regs = range(size) if tf32 else ()
     out += [K.Tf32Round(s.dst, element(i)) for i in regs]
     return out
