@@ -6,8 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from deplokit.ir.fragments import (M16N8K8_TF32, M16N8K16_BF16, M16N8K16_F16, FragmentLayout, ldmatrix_layout,
-                                   ptx_layout)
+from deplokit.ir.fragments import M16N8K8_TF32, M16N8K16_BF16, M16N8K16_F16, FragmentLayout, ldmatrix_layout, ptx_layout
 from deplokit.runtime.warp_mma import gather, ldmatrix, mma_sync, tf32_round, tf32_round_even, tf32_truncate
 
 SHAPES = (M16N8K8_TF32, M16N8K16_F16, M16N8K16_BF16)
@@ -83,7 +82,8 @@ def test_tf32_rounding():
     np.testing.assert_array_equal(tf32_truncate(x)[:3], np.float32([1, 1, 1 + 2 ** -10]))
     assert np.isnan(tf32_round(np.float32([np.nan])))[0]
     # deplokit's round_tf32: ties to even (1 + 2^-11 goes down to 1, 1 + 3 * 2^-11 up)
-    np.testing.assert_array_equal(tf32_round_even(x)[[0, 1, 2, 4]], np.float32([1, 1 + 2 ** -10, 1 + 2 * 2 ** -10, np.inf]))
+    np.testing.assert_array_equal(tf32_round_even(x)[[0, 1, 2, 4]],
+                                  np.float32([1, 1 + 2 ** -10, 1 + 2 * 2 ** -10, np.inf]))
 
 
 def _addr_rows(smem, row_of_lane, col_of_lane, width):
@@ -116,7 +116,8 @@ def test_ldmatrix_f16_a_and_trans_b():
     np.testing.assert_array_equal(regs.reshape(32, 4), gather(ptx_layout(M16N8K16_F16, "B"), B))
     # .x1 ignores lanes 8..31's addresses
     one = ldmatrix(_addr_rows(B, [l % 8 if l < 8 else 15 for l in range(32)], [0] * 32, 8), 1)
-    np.testing.assert_array_equal(one.reshape(32, 2), gather(ptx_layout(M16N8K16_F16, "A"), np.pad(B[:8], ((0, 8), (0, 8))))[:, :2])
+    want = gather(ptx_layout(M16N8K16_F16, "A"), np.pad(B[:8], ((0, 8), (0, 8))))[:, :2]
+    np.testing.assert_array_equal(one.reshape(32, 2), want)
 
 
 def test_ldmatrix_layout_text_and_refusals():

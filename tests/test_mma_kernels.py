@@ -16,7 +16,6 @@ from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sass import sass_available
 from deplokit.runtime.sim import simulate_program
 from deplokit.runtime.warp_mma import tf32_round_even
-from deplokit.target import get_target
 
 MMA = {"008_register_tile.mma": "tf32"}
 F = torch.nn.functional

@@ -1,16 +1,16 @@
 """008 register_tile on tensor cores (knob mma=tf32): the Tile IR it makes, its MmaTile stamp and
 fragment text, where it reads with ldmatrix, and where it refuses (the FMA tile instead)."""
 import pytest
+import torch
 
+from deplokit.errors import DeplokitError
 from deplokit.frontend.capture import capture
+from deplokit.ir.fragments import M16N8K8_TF32, ptx_layout
 from deplokit.passes.lower import LOWERING
 from deplokit.passes.lower.mma_lower import lane_expr
 from deplokit.passes.verify import verify
 from deplokit.pipeline import PIPELINE, Context, run_passes
 from deplokit.target import get_target
-from deplokit.errors import DeplokitError
-from deplokit.ir.fragments import M16N8K8_TF32, ptx_layout
-import torch
 
 MMA = {"008_register_tile.mma": "tf32"}
 

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from stage_helpers import nodes, stages, step
 
 import deplokit
 from deplokit.ir import kernel_ir as K
@@ -17,7 +18,6 @@ from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sim import SimulationError
 from deplokit.runtime.sim.launch import simulate_kernel
 from deplokit.target import get_target
-from stage_helpers import nodes, stages, step
 
 
 def matmul(m, k, n, target, **config):

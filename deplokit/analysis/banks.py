@@ -41,10 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.fragments import element_lanes, ldmatrix_row_lanes
 from ..ir.index import Gather, evaluate, free_vars
 from ..ir.loop_ir import Load, Loop
 from ..ir.swizzle import swizzle_word
-from ..ir.fragments import element_lanes, ldmatrix_row_lanes
 from ..ir.tile_ir import THREAD, FragmentLoad, Stage, StridedLoop, Tile, TileKernel, walk
 from ..target import WARP_SIZE
 

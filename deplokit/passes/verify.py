@@ -47,8 +47,19 @@ from ..ir import kernel_ir as K
 from ..ir.index import Affine, covers_once, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ..ir.tile_ir import (Assign, AsyncWait, AtomicAdd, Combine, FragmentLoad, MmaSync, Stage, StridedLoop, Tile,
-                          TileKernel, TileProgram)
+from ..ir.tile_ir import (
+    Assign,
+    AsyncWait,
+    AtomicAdd,
+    Combine,
+    FragmentLoad,
+    MmaSync,
+    Stage,
+    StridedLoop,
+    Tile,
+    TileKernel,
+    TileProgram,
+)
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
 from .tma_geometry import swizzle_for, tensor_map_box

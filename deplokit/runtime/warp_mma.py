@@ -8,7 +8,8 @@ gets a wrong product here as it would on the GPU.
 Rounding. The tensor core reads a .tf32 operand's sign, exponent and top 10 mantissa bits
 (the low 13 bits are ignored: `tf32_truncate`); programs round to tf32 first (deplokit's
 round_tf32 is to nearest, ties to even: `tf32_round_even`; PTX's cvt.rna.tf32.f32 rounds ties
-away from zero: `tf32_round`), after which the truncation changes nothing. Products of tf32 or 16-bit inputs are exact in float64 and so is their sum over one
+away from zero: `tf32_round`), after which the truncation changes nothing. Products of tf32 or
+16-bit inputs are exact in float64 and so is their sum over one
 instruction's k (at most 16 terms of 22-bit products plus C is within float64's 53 bits for
 operands of like magnitude); the sum is rounded to float32 once. The hardware's internal
 order and rounding of that sum is not specified by PTX, so results match it to within the

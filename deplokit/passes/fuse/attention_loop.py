@@ -32,7 +32,7 @@ such rows (sdpa with a bool mask), the same test of the max zeroes the output ro
 from __future__ import annotations
 
 from ...ir.index import Affine, substitute, var
-from ...ir.loop_ir import Compute, Kernel, LocalBuffer, Load, Loop, Store
+from ...ir.loop_ir import Compute, Kernel, Load, LocalBuffer, Loop, Store
 from ...ir.names import fresh_name
 from ...ir.types import TensorType
 from .attention_match import AttentionParts, rename_var

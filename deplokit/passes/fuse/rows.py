@@ -26,7 +26,7 @@ one dim each, and the locals' rows must fit ROW_BUDGET bytes; otherwise the trac
 from __future__ import annotations
 
 from ...ir.index import free_vars, var
-from ...ir.loop_ir import Accumulate, Compute, Kernel, LocalBuffer, Load, Loop, LoopProgram, Store, walk
+from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, LocalBuffer, Loop, LoopProgram, Store, walk
 from .guard import fusion_pays
 from .row_cost import row_fused_traffic, unfused_traffic
 from .tidy import print_order_names, rename_body

@@ -70,13 +70,51 @@ from typing import Iterator
 import numpy as np
 
 from ...display import Displayable
-from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Call, Cast, Comment, Const, CpAsync, CpAsyncCommit,
-                             CpAsyncWait, Declare, DeclareArray, For, GlobalLoad, GlobalStore, If, KernelFunc,
-                             KernelProgram, MbarrierArrive, MbarrierInit, MbarrierWait, Param, ProxyFence, RegLoad,
-                             Select, SharedArray, SharedLoad, SharedStore, Shuffle, Special, SyncWarp, TmaLoad,
-                             TmaTensorLoad, Unary, Var, VectorLoad, VectorStore, walk_stmts)
 from ...ir.fragments import SHAPES as MMA_SHAPES
-from ...ir.kernel_ir import LdMatrix, Mma, Tf32Round
+from ...ir.kernel_ir import (
+    Assign,
+    AtomicAdd,
+    Barrier,
+    Binary,
+    Call,
+    Cast,
+    Comment,
+    Const,
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
+    Declare,
+    DeclareArray,
+    For,
+    GlobalLoad,
+    GlobalStore,
+    If,
+    KernelFunc,
+    KernelProgram,
+    LdMatrix,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    Mma,
+    Param,
+    ProxyFence,
+    RegLoad,
+    Select,
+    SharedArray,
+    SharedLoad,
+    SharedStore,
+    Shuffle,
+    Special,
+    SyncWarp,
+    Tf32Round,
+    TmaLoad,
+    TmaTensorLoad,
+    Unary,
+    Var,
+    VectorLoad,
+    VectorStore,
+    walk_stmts,
+)
 from ...ir.names import fresh_name
 from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE

@@ -70,21 +70,33 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel_ir as K
-from ...ir.kernel_ir import KernelProgram
 from ...ir.index import var
-from ...ir.kernel_ir import StageCopy, StagePrologue, StageWait
-from ...ir.types import shared_ctype
-from ..record import Pass
+from ...ir.kernel_ir import KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.stages import head_stages, loop_start, loop_stop, transposed
+from ...ir.types import shared_ctype
 from ...target import STATIC_SMEM_PER_BLOCK
+from ..record import Pass
 from .dynamic_smem import carve
+from .kernel_expr import affine_expr
 from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size
-from .kernel_expr import affine_expr
-from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined, iteration,
-                         mbarrier_name, plan_stage, round_of, slot_of, variable_start)
+from .stage_plan import (
+    PrologueTiles,
+    StagePlan,
+    empty_name,
+    full_name,
+    is_mbarrier_ring,
+    is_pipelined,
+    iteration,
+    mbarrier_name,
+    plan_stage,
+    round_of,
+    slot_of,
+    variable_start,
+)
 from .stage_transpose import copy_transposed
-from .stage_units import copy_stage as copy_in_order, issue_tma
+from .stage_units import copy_stage as copy_in_order
+from .stage_units import issue_tma
 
 
 def copy_stage(m, s, p, it) -> list:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.kernel_ir import KernelProgram
-from ...ir.kernel_ir import declared_locals, unclash_locals
+from ...ir.kernel_ir import KernelProgram, declared_locals, unclash_locals
 from ..record import Noted, Pass
 
 

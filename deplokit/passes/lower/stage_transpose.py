@@ -16,7 +16,7 @@ from ...ir.tile_ir import Stage
 from ...target import VECTOR
 from .kernel_expr import affine_expr, plus
 from .stage_plan import StagePlan
-from .stage_units import cooperative_units, clamped_global, copy_units, stage_at
+from .stage_units import clamped_global, cooperative_units, copy_units, stage_at
 
 
 def copy_transposed(m, s: Stage, p: StagePlan, it) -> list:

@@ -41,8 +41,16 @@ from dataclasses import dataclass
 
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, walk
-from .block_shape import (EXTENTS, MAX_DEFAULT_SIDE, MIN_DEFAULT_THREADS, THREAD_SHAPES, fitted_threads, default_extent,
-                          loads_per_ffma, parse_shape)
+from .block_shape import (
+    EXTENTS,
+    MAX_DEFAULT_SIDE,
+    MIN_DEFAULT_THREADS,
+    THREAD_SHAPES,
+    default_extent,
+    fitted_threads,
+    loads_per_ffma,
+    parse_shape,
+)
 
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
 GRID_TARGET = 132          # SMs of an H100, for a target that does not say

@@ -1,23 +1,36 @@
 """008's tensor-core path: the block's threads become warps, each warp owning a grid of 16 x 8
 output tiles that one mma.sync apiece computes from fragments read out of the staged slabs.
 
-    before (4096^2, after 007)                        after (mma=tf32)
-    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD,    mma acc0[4, 4, 4]: mma.sync...m16n8k8...tf32, 2 x 4 warps of 64 x 32, ...
-               a0b(M):256=BLOCK, a1b(N):256=BLOCK)):   Tile(axes=(a0w(M):2=THREAD, a1w(N):4=THREAD, a0g(M):8=THREAD,
-        for a2o in 0..256:  # reduce (K)                          a1q(N):4=THREAD, a0b(M):32=BLOCK, a1b(N):32=BLOCK)):
-            x0_smem = Stage(x0, ..a0t:16@0, a2i:16@1)      for a2o in 0..256:  # reduce (K)
-            x1_smem = Stage(x1, ..a2i:16@0, a1t:16@1)          x0_smem = Stage(x0, ..a0:128@0, a2i:16@1)
-            for a2i in 0..16:  # reduce (K)                     x1_smem = Stage(x1, ..a2i:16@0, a1:128@1)
-                in0 = load x0_smem[a0t, a2i]                    for a2i in 0..2:  # reduce (K)
-                in1 = load x1_smem[a2i, a1t]                        for a0f in 0..4:  # register (M)
-                v0 = multiply(in0, in1)                                 acc0_a[a0f] = fragment A x0_smem[a0w * 64 + a0f * 16 + fr, a2i * 8 + fc]  # ldmatrix.x4
-                acc0 <- add(acc0, v0)                               for a1f in 0..4:  # register (N)
-        matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0                   acc0_b[a1f] = fragment B x1_smem[a2i * 8 + fr, a1w * 32 + a1f * 8 + fc]  # lds
-                                                                for a0f, a1f: acc0[a0f, a1f] <- mma.m16n8k8.tf32(acc0_a[a0f], acc0_b[a1f])
-                                                        for a0f, a1f, a0c (the C fragment's 4 elements):
-                                                            acc0_v = load acc0[a0f, a1f, a0c]
-                                                            matmul[a0b * 128 + a0w * 64 + a0f * 16 + a0g + (a0c // 2) * 8,
-                                                                   a1b * 128 + a1w * 32 + a1f * 8 + a1q * 2 + a0c % 2] = acc0_v
+    before (4096^2, after 007)
+    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):256=BLOCK, a1b(N):256=BLOCK)):
+        for a2o in 0..256:  # reduce (K)
+            x0_smem = Stage(x0, ..., slab=(a0t:16@0, a2i:16@1))
+            x1_smem = Stage(x1, ..., slab=(a2i:16@0, a1t:16@1))
+            for a2i in 0..16:  # reduce (K)
+                in0 = load x0_smem[a0t, a2i]
+                in1 = load x1_smem[a2i, a1t]
+                v0 = multiply(in0, in1)
+                acc0 <- add(acc0, v0)
+        matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0
+
+    after (mma=tf32)
+    mma acc0[4, 4, 4]: mma.sync...m16n8k8...tf32, 2 x 4 warps of 64 x 32, ...   (+ the 3 layouts)
+    Tile(axes=(a0w(M):2=THREAD, a1w(N):4=THREAD, a0g(M):8=THREAD, a1q(N):4=THREAD,
+               a0b(M):32=BLOCK, a1b(N):32=BLOCK)):
+        for a2o in 0..256:  # reduce (K)
+            x0_smem = Stage(x0, ..., slab=(a0:128@0, a2i:16@1))
+            x1_smem = Stage(x1, ..., slab=(a2i:16@0, a1:128@1))
+            for a2i in 0..2:  # reduce (K)
+                for a0f in 0..4:  # register (M)
+                    acc0_a[a0f] = fragment A x0_smem[a0w * 64 + a0f * 16 + fr, a2i * 8 + fc]  # ldmatrix.x4
+                for a1f in 0..4:  # register (N)
+                    acc0_b[a1f] = fragment B x1_smem[a2i * 8 + fr, a1w * 32 + a1f * 8 + fc]  # lds
+                for a0f in 0..4: for a1f in 0..4:
+                    acc0[a0f, a1f] <- mma.m16n8k8.tf32(acc0_a[a0f], acc0_b[a1f])
+        for a0f in 0..4: for a1f in 0..4: for a0c in 0..4:  (the C fragment's 4 elements)
+            acc0_v = load acc0[a0f, a1f, a0c]
+            matmul[a0b * 128 + a0w * 64 + a0f * 16 + a0g + (a0c // 2) * 8,
+                   a1b * 128 + a1w * 32 + a1f * 8 + a1q * 2 + a0c % 2] = acc0_v
 
 The THREAD axes a0g (8) x a1q (4) are a warp's lanes, lane = 4g + t in PTX's naming, so the
 epilogue's indices spell the C fragment's layout. `fr`, `fc` in a FragmentLoad name the row and
@@ -32,13 +45,25 @@ staged loads, a multiply and a sum; a K run that is not a whole number of the in
 from __future__ import annotations
 
 import dataclasses
+
 from ...ir.fragments import WARP, MmaShape, MmaTile, ptx_layout
 from ...ir.index import Affine, Var, floordiv, free_vars, mod, var
 from ...ir.lanes import is_multiple
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
-from ...ir.tile_ir import (BLOCK, THREAD, AsyncWait, FragmentLoad, MmaSync, RegisterTile, SlabAxis, Stage, Tile,
-                           TileAxis, TileKernel, walk)
+from ...ir.tile_ir import (
+    THREAD,
+    AsyncWait,
+    FragmentLoad,
+    MmaSync,
+    RegisterTile,
+    SlabAxis,
+    Stage,
+    Tile,
+    TileAxis,
+    TileKernel,
+    walk,
+)
 from ..record import Skip, fresh_name, replace_tile
 from .rewrite import used_vars
 
@@ -192,7 +217,7 @@ class _Ctx:
         by_role = {}
         for ld in loads:
             used = set().union(*(free_vars(e) for e in ld.index))
-            role = "A" if self.t_m in used and self.t_n not in used else "B" if self.t_n in used and self.t_m not in used else ""
+            role = {(True, False): "A", (False, True): "B"}.get((self.t_m in used, self.t_n in used), "")
             if not role or role in by_role:
                 raise _Refused(f"{ld.text()} is not one operand's load")
             by_role[role] = ld
@@ -204,14 +229,15 @@ class _Ctx:
             if self.stamp.shape.dtype == "tf32" and dtype != "float32":
                 raise _Refused(f"{tensor} is {dtype}; tf32 reads float32")
         n, st = self.n, self.stamp
-        (wm, wn), (fm, fn) = st.warps, st.tiles
+        (fm, fn) = st.tiles
         m0 = var(n["w0"]) * (fm * st.shape.m) + var(n["f0"]) * st.shape.m
         n0 = var(n["w1"]) * (fn * st.shape.n) + var(n["f1"]) * st.shape.n
         kv = var(s.var) * k
         a_at = substitute_body((by_role["A"],), {self.t_m: m0 + var(FR), s.var: kv + var(FC)}, self.ranges)[0].index
         b_at = substitute_body((by_role["B"],), {s.var: kv + var(FR), self.t_n: n0 + var(FC)}, self.ranges)[0].index
-        fa = FragmentLoad(st.a, (var(n["f0"]),), "A", by_role["A"].tensor, a_at, self.via("A", by_role["A"].tensor, a_at))
-        fb = FragmentLoad(st.b, (var(n["f1"]),), "B", by_role["B"].tensor, b_at, self.via("B", by_role["B"].tensor, b_at))
+        sa, sb = by_role["A"].tensor, by_role["B"].tensor
+        fa = FragmentLoad(st.a, (var(n["f0"]),), "A", sa, a_at, self.via("A", sa, a_at))
+        fb = FragmentLoad(st.b, (var(n["f1"]),), "B", sb, b_at, self.via("B", sb, b_at))
         mma = MmaSync(st.acc, (var(n["f0"]), var(n["f1"])), st.a, (var(n["f0"]),), st.b, (var(n["f1"]),),
                       st.shape.name)
         body = (Loop(n["f0"], fm, "register", (fa,), "M", True),
@@ -224,7 +250,7 @@ class _Ctx:
         register of PTX's ldmatrix gives every lane (trans: a column); else lds."""
         inner, outer = at[-1], at[:-1]
         inner_vars = free_vars(inner)
-        along = FC if FC in inner_vars and FR not in inner_vars else FR if FR in inner_vars and FC not in inner_vars else None
+        along = {(True, False): FC, (False, True): FR}.get((FC in inner_vars, FR in inner_vars))
         if along is None or any(along in free_vars(e) for e in outer) or _coef(inner, along) != 1:
             return "lds"
         unit = 16 // (4 if self.stamp.shape.dtype == "tf32" else 2)      # elements in a 16-byte row

@@ -41,9 +41,18 @@ from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Skip, program_types
 from ..stage_geometry import head_stages, k_outer_loops
 from ..tma_geometry import FLOAT, GLOBAL_ALIGN, tensor_map_box
-from . import (t001_tileify, t002_chunk_matmul_k, t003_split_matmul_k, t004_cooperative_reduce,
-               t005_blockify_launch, t006_chunk_reduce, t007_stage_inputs, t008_register_tile,
-               t009_permute_register_tile, t010_double_buffer)
+from . import (
+    t001_tileify,
+    t002_chunk_matmul_k,
+    t003_split_matmul_k,
+    t004_cooperative_reduce,
+    t005_blockify_launch,
+    t006_chunk_reduce,
+    t007_stage_inputs,
+    t008_register_tile,
+    t009_permute_register_tile,
+    t010_double_buffer,
+)
 
 COPY_SLOTS = 6      # issue slots of one 4-byte cp.async in the K loop (address, bounds, LDGSTS): sm_90
                     # SASS of 1000x777 @ 777x1531 issues 1272 instructions per thread and K step of

@@ -9,16 +9,34 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.fragments import SHAPES as MMA_SHAPES
 from ...ir.swizzle import REPEAT, swizzle_word
 from ..numpy_ops import OPS, apply
 from ..tensor_map import box_values
 from ..warp_mma import ldmatrix, mma_sync, tf32_round_even
-from ...ir.fragments import SHAPES as MMA_SHAPES
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
-from .values import (BIN_ALIAS, C_MINMAX, CALL_ALIAS, F32, I64, INT_FNS, LOGICAL_FNS, NO_THREADS, as_bool,
-                     binary_values, cast, dtype_of, kind_of, last_per_key, narrow, owned, uniform_value, unify)
+from .values import (
+    BIN_ALIAS,
+    C_MINMAX,
+    CALL_ALIAS,
+    F32,
+    I64,
+    INT_FNS,
+    LOGICAL_FNS,
+    NO_THREADS,
+    as_bool,
+    binary_values,
+    cast,
+    dtype_of,
+    kind_of,
+    last_per_key,
+    narrow,
+    owned,
+    uniform_value,
+    unify,
+)
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
@@ -203,7 +221,8 @@ class Chunk:
         if self.T % 32:
             self.fail(f"{what} needs whole warps; the block has {self.T} threads")
         if mask is not None and not np.broadcast_to(mask, self.shape).all():
-            self.fail(f"{what} executed by only some lanes of a warp ({self.where(~np.broadcast_to(mask, self.shape))})")
+            idle = ~np.broadcast_to(mask, self.shape)
+            self.fail(f"{what} executed by only some lanes of a warp ({self.where(idle)} skips it)")
         return self.T // 32
 
     def reg_array(self, name, what) -> RegArray:
