@@ -77,10 +77,21 @@ def test_odd_shape_tile_and_tail():
     assert "for a2t in 0..1:  # reduce (K)" in text
 
 
-def test_knob_in_the_tuners_space():
+def test_knob_in_the_tuners_space_only_where_precision_allows():
+    import random
+
+    import deplokit
     from deplokit.passes.schedule.t008_register_tile import PASS
+    from deplokit.tune.space import kernel_spaces
     knob = next(k for k in PASS.knobs if k.name == "mma")
     assert knob.domain == ("off", "tf32")
+    # an exact float32 program: the tuner never trades its precision for tensor cores
+    a, b = torch.randn(256, 64), torch.randn(64, 128)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80")
+    space = kernel_spaces(c.loop_ir, c.target)[0]
+    rng = random.Random(0)
+    seen = {dict(space.random_leaf(rng)[1].config)["008_register_tile.mma"] for _ in range(12)}
+    assert seen == {"off"}
 
 
 def test_lane_expressions_from_tables():

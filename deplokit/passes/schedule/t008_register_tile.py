@@ -123,7 +123,8 @@ KNOBS = (
          "or quads inside each warp's own sub-tile"),
     Knob("mma", MMA, lambda k, t: "tf32" if getattr(k, "precision", "") == "tf32" and t.sm >= 80 else "off",
          "tensor cores: off (FP32 FMA), or mma.sync on tf32 inputs (m16n8k8, FP32 accumulate; sm_80+; "
-         "a precision='tf32' program's default)"),
+         "a precision='tf32' program's default)",
+         searched=lambda k, t: MMA if getattr(k, "precision", "") == "tf32" else ("off",)),
 )
 
 
