@@ -103,3 +103,13 @@ def test_lane_expressions_from_tables():
     assert str(lane_expr(rows, "g", "t")) == "t + (g % 2) * 4 + (g // 2 % 2) * 8"
     with pytest.raises(DeplokitError, match="not linear"):
         lane_expr([lane * lane for lane in range(32)], "g", "t")
+
+
+def test_work_counts_the_tensor_core_flops():
+    from deplokit.analysis.work import count_work
+    a, b = torch.randn(256, 64), torch.randn(64, 128)
+    fma, _ = schedule(lambda a, b: a @ b, a, b, config={})
+    mma, _ = schedule(lambda a, b: a @ b, a, b)
+    w_fma, w_mma = (count_work(t.kernels[0], t.types()) for t in (fma, mma))
+    assert w_mma.flops == w_fma.flops == 2 * 256 * 64 * 128
+    assert w_mma.fp_instructions == 0 and w_mma.instructions < w_fma.instructions / 10
