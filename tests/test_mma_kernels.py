@@ -15,7 +15,7 @@ from deplokit.pipeline import Context, run_passes
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sass import sass_available
 from deplokit.runtime.sim import simulate_program
-from deplokit.runtime.warp_mma import tf32_round_even
+from deplokit.runtime.warp_mma import tf32_round
 
 MMA = {"008_register_tile.mma": "tf32"}
 F = torch.nn.functional
@@ -24,8 +24,8 @@ F = torch.nn.functional
 def _tf32_reference(a, b):
     """The exact product of the tf32-rounded operands (float64): what the tensor cores compute
     up to the FP32 accumulator's rounding."""
-    ra = tf32_round_even(a.numpy()).astype(np.float64)
-    rb = tf32_round_even(b.numpy()).astype(np.float64)
+    ra = tf32_round(a.numpy()).astype(np.float64)
+    rb = tf32_round(b.numpy()).astype(np.float64)
     return ra @ rb
 
 
@@ -94,10 +94,10 @@ def test_kernel_ir_and_cuda_spell_the_instructions():
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA)
     kir, cuda = str(c.kernel_ir), str(c.cuda)
     assert "= ldmatrix.x4 shared a_smem[" in kir and "+= mma.m16n8k8.tf32(acc0_a[" in kir
-    assert "= round_tf32(acc0_b[" in kir
+    assert "= cvt.rna.tf32(acc0_b[" in kir
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" in cuda
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}" in cuda
-    assert "& 0xffffe000u" in cuda                      # round_tf32: ties to even, on the bits
+    assert 'cvt.rna.tf32.f32 %0, %1;' in cuda
     assert str(c.cuda) == str(deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA).cuda)
 
 

@@ -321,8 +321,9 @@ class LdMatrix:
 
 @dataclass(frozen=True)
 class Tf32Round:
-    """dst[index] = round_tf32(dst[index]): to the nearest tf32, ties to even (integer operations
-    on the bits, so the simulator and the GPU agree bit for bit; PTX's cvt.rna rounds ties away)."""
+    """dst[index] = cvt.rna.tf32.f32(dst[index]): to the nearest tf32, ties away from zero (one
+    instruction; deplokit's round_tf32 elsewhere rounds ties to even: they differ only on exact
+    ties, and the simulator models this one bit for bit)."""
     dst: str
     index: Expr
 
@@ -711,7 +712,7 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
                          f"{'.trans' if s.trans else ''} shared {_at(s.array, s.offset)}")
         elif isinstance(s, Tf32Round):
             at = f"{s.dst}[{_strip(format_expr(s.index))}]"
-            lines.append(f"{pad}{at} = round_tf32({at})")
+            lines.append(f"{pad}{at} = cvt.rna.tf32({at})")
         elif isinstance(s, Mma):
             lines.append(f"{pad}{s.acc}[{_strip(format_expr(s.acc_at))} +0..4] += mma.{s.shape}("
                          f"{s.a}[{_strip(format_expr(s.a_at))} +..], {s.b}[{_strip(format_expr(s.b_at))} +..])")

@@ -945,10 +945,10 @@ class _Renderer:
         self.emit("}")
 
     def tf32_round(self, s: Tf32Round, scope: _Scope) -> None:
-        # to nearest, ties to even, on the bits (Inf and NaN kept): the simulator's rounding
+        self.need_sm(80, "cvt.rna.tf32.f32")
         at, u = self.reg_at(s.dst, s.index, 0, scope), self.fresh("tf")
-        self.emit(f"{{ unsigned {u} = __float_as_uint({at}); if (({u} & 0x7f800000u) != 0x7f800000u) "
-                  f"{at} = __uint_as_float(({u} + 0xfffu + (({u} >> 13) & 1u)) & 0xffffe000u); }}")
+        self.emit(f'{{ unsigned {u}; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({u}) : "f"({at})); '
+                  f'{at} = __uint_as_float({u}); }}')
 
     def mma(self, s: Mma, scope: _Scope) -> None:
         self.need_sm(80, "mma.sync")

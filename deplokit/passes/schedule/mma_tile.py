@@ -203,7 +203,7 @@ class _Ctx:
         comps = [x for x in s.body if isinstance(x, Compute)]
         accs = [x for x in s.body if isinstance(x, Accumulate)]
         # precision="tf32" programs round each operand (round_tf32) before the multiply; the
-        # fragments are rounded the same way, so the rounds fold into the fragment loads
+        # fragment loads round to tf32 themselves (cvt.rna: the same value but on exact ties)
         rounds = {c.dst: c.args[0] for c in comps if c.op == "round_tf32" and len(c.args) == 1}
         muls = [c for c in comps if c.op == "multiply"]
         operands = {rounds.get(a, a) for a in muls[0].args} if len(muls) == 1 else set()

@@ -13,7 +13,7 @@ from ...ir.fragments import SHAPES as MMA_SHAPES
 from ...ir.swizzle import REPEAT, swizzle_word
 from ..numpy_ops import OPS, apply
 from ..tensor_map import box_values
-from ..warp_mma import ldmatrix, mma_sync, tf32_round_even
+from ..warp_mma import ldmatrix, mma_sync, tf32_round
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
@@ -256,9 +256,9 @@ class Chunk:
         reg.data[i:i + s.num] = np.moveaxis(got.reshape(self.nb, self.T, s.num), -1, 0)
 
     def s_tf32_round(self, s: K.Tf32Round, mask):
-        reg = self.reg_array(s.dst, "round_tf32")
+        reg = self.reg_array(s.dst, "cvt.rna.tf32.f32")
         idx = self.ev_int(s.index, mask)
-        self.reg_store(s.dst, reg, idx, tf32_round_even(self.e_reg_load(K.RegLoad(s.dst, s.index), mask)), mask)
+        self.reg_store(s.dst, reg, idx, tf32_round(self.e_reg_load(K.RegLoad(s.dst, s.index), mask)), mask)
 
     def s_mma(self, s: K.Mma, mask):
         self.whole_warps(mask, "mma.sync")
