@@ -222,11 +222,12 @@ class KernelSpace:
         return total / probes
 
     def raw_combinations(self) -> int:
-        """Knob combinations before pruning: the raw cross-product of every pass's domains."""
+        """Knob combinations before pruning: the raw cross-product of every pass's domains (the
+        values the tuner may search for this kernel: Knob.searched)."""
         n = 1
         for p in SCHEDULE:
             for k in p.knobs:
-                n *= 1 if f"{p.name}.{k.name}" in self.fixed else len(k.domain)
+                n *= 1 if f"{p.name}.{k.name}" in self.fixed else len(k.search_domain(self.root.kernel, self.target))
         return n
 
     def program_with(self, leaf: Leaf) -> TileProgram:
