@@ -114,6 +114,18 @@ class Compilation(Displayable):
         env.update(self._bind(inputs))
         return self._wrap(self._execute(backend, env))
 
+    def execute(self, inputs, backend: str = "auto", state: dict | None = None) -> list:
+        """The outputs as numpy arrays; `state` (name -> array) gives the state buffers (a KV
+        cache), which the program updates in place (their initial values are in `values`)."""
+        backend = resolve_backend(backend)
+        self._require_weights()
+        if backend == "cupy":
+            raise ExecutionError("execute with state runs on the numpy backends (tensor, loop, sim) for now")
+        env = dict(self.values)
+        env.update(state or {})
+        env.update(self._bind(inputs))
+        return self._execute(backend, env)
+
     def _execute(self, backend: str, env: dict, kernel_ir=None) -> list:
         if backend == "tensor":
             return run_tensor_ir(self.tensor_ir, env)
