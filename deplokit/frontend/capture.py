@@ -76,6 +76,14 @@ def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = ()) 
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
         _check_dtype(t.dtype, f"example input {i}")
+    names = argument_names(module_or_fn, len(example_inputs))
+    for name in scalars:
+        if name not in names:
+            raise CaptureError(f"runtime scalar {name} is not an input; inputs: {', '.join(names)}")
+        t = example_inputs[names.index(name)]
+        if tuple(t.shape) != (1,) or t.dtype != torch.int64:
+            raise CaptureError(f"runtime scalar {name} is {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}; "
+                               "a runtime scalar is a (1,) int64 tensor")
     module = as_module(module_or_fn, len(example_inputs))
     was_training = module.training
     try:

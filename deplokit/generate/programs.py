@@ -111,11 +111,6 @@ class Decoder:
                 f"decode {'compiled' if self._decode is not None else 'not compiled yet'}>")
 
 
-def state_names(c: Compilation) -> tuple[str, ...]:
-    """The state buffers of a program (its KV caches), in capture order."""
-    return tuple(b.name for b in c.torch_ir.buffers if b.kind == "state")
-
-
 class Session:
     """One generation: the KV cache arrays (held here, updated in place by every call) and the
     position of the next token."""
@@ -127,7 +122,7 @@ class Session:
         self._state: dict[str, np.ndarray] = {}    # state name -> array (the same names in every program)
 
     def _call(self, c: Compilation, token_ids: list[int]) -> np.ndarray:
-        for name in state_names(c):
+        for name in c.state_names():
             if name not in self._state:
                 self._state[name] = np.zeros_like(c.values[name])
         ids = torch.tensor([list(token_ids)], dtype=torch.int64)
