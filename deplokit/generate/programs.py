@@ -78,8 +78,10 @@ class Decoder:
         self._step = _Step(_exportable(model, max_length))
         self._prefill: dict[int, Compilation] = {}
         self._decode: Compilation | None = None
+        self.compile_count = 0      # programs compiled so far (one decode, one prefill a length)
 
     def _compile(self, n: int) -> Compilation:
+        self.compile_count += 1
         inputs = (torch.zeros((1, n), dtype=torch.int64), torch.zeros(1, dtype=torch.int64))
         captured = capture(self._step, inputs, scalars=(POSITION,))
         return Compilation(self._step, inputs, captured, Context(self.target, self.config, True))
