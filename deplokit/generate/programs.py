@@ -125,8 +125,9 @@ class Session:
 
     def _call(self, c: Compilation, token_ids: list[int]) -> np.ndarray:
         for name in c.state_names():
-            if name not in self._state:
-                self._state[name] = np.zeros_like(c.values[name])
+            if name not in self._state:     # on cupy, device arrays that stay on the device
+                self._state[name] = (c.cupy_executor().new_state()[name] if self.backend == "cupy"
+                                     else np.zeros_like(c.values[name]))
         ids = torch.tensor([list(token_ids)], dtype=torch.int64)
         pos = torch.tensor([self.position], dtype=torch.int64)
         logits = c.execute((ids, pos), backend=self.backend, state=self._state)[0]
