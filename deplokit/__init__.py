@@ -5,10 +5,10 @@
 the runtime: the IR and the passes stand on their own. The error family and the targets are
 light and load at once.
 """
-from .errors import (CacheError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError,
+from .errors import (CacheError, CacheFullError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError,
                      DisassemblerError, DynamicShapeError, ExecutionError, ExpressionError, IRInvariantError,
-                     LaunchPlanError, NotebookExtraMissing, NvccError, NvrtcError, SimulationError,
-                     TensorMapError, UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
+                     LaunchPlanError, NotebookExtraMissing, NvccError, NvrtcError, PromptTooLongError,
+                     SimulationError, TensorMapError, UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
 from .target import TARGETS, Target, get_target
 
 __version__ = "0.1.0"
@@ -19,7 +19,8 @@ __all__ = [*_FACADE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
            "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "DeviceUnavailableError",
            "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
-           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError"]
+           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError", "PromptTooLongError",
+           "CacheFullError"]
 
 
 def __getattr__(name: str):

@@ -17,21 +17,13 @@ import numpy as np
 import torch
 
 from ..compilation import Compilation, resolve_backend
-from ..errors import CaptureError, ExecutionError
+from ..errors import CacheFullError, CaptureError, ExecutionError, PromptTooLongError
 from ..frontend.capture import capture
 from ..target import get_target
 from ..trace import Context
 
 # The runtime scalar's name in every IR (`pos[0]` in index expressions).
 POSITION = "pos"
-
-
-class PromptTooLongError(ExecutionError):
-    """A prompt that does not fit the static cache."""
-
-
-class CacheFullError(ExecutionError):
-    """A decode step past the last position of the static cache."""
 
 
 class _Step(torch.nn.Module):
