@@ -80,7 +80,8 @@ def test_one_decode_compile_serves_every_position(model, decoder):
     np.testing.assert_allclose(got[-1], want[-1], rtol=1e-4, atol=1e-5)
     assert decoder.compile_count == compiled         # nothing compiled while positions 0..31 ran
     # the position is a kernel argument, not a constant: each cache write reads it
-    writers = [k for k in program.kernel_ir.kernels if any(p.name.endswith("_written") and not p.const for p in k.params)]
+    writers = [k for k in program.kernel_ir.kernels
+               if any(p.name.endswith("_written") and not p.const for p in k.params)]
     assert len(writers) == 2 and all(any(p.name == "pos" for p in k.params) for k in writers)
     with pytest.raises(CacheFullError, match="position 32 is past the cache's last position 31"):
         s.decode(0)
@@ -116,7 +117,8 @@ def other_decoder(name):
                   num_key_value_heads=2, max_position_embeddings=64)
     if name == "qwen2":     # biased q/k/v projections
         return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common)).eval()
-    return transformers.GemmaForCausalLM(transformers.GemmaConfig(head_dim=16, **common)).eval()   # scaled embedding, gelu
+    # Gemma: a scaled embedding, gelu, (1 + weight) norms
+    return transformers.GemmaForCausalLM(transformers.GemmaConfig(head_dim=16, **common)).eval()
 
 
 @pytest.mark.parametrize("name", ["qwen2", "gemma"])

@@ -4,12 +4,12 @@ place at that position; every backend keeps the state between calls as eager doe
 import numpy as np
 import pytest
 import torch
+from test_cupy_host import StandInCupy
 
 import deplokit
 from deplokit.errors import CaptureError, UnsupportedOpError
 from deplokit.runtime.cupy_backend import CupyExecutor
 from deplokit.runtime.nvrtc import nvrtc_available
-from test_cupy_host import StandInCupy
 
 
 class RowCache(torch.nn.Module):
@@ -68,7 +68,8 @@ def test_run_leaves_the_compilations_initial_state(compiled):
 
 
 def test_runtime_scalar_must_be_one_int64():
-    with pytest.raises(CaptureError, match=r"runtime scalar pos is \(2,\) int64; a runtime scalar is a \(1,\) int64 tensor"):
+    want = r"runtime scalar pos is \(2,\) int64; a runtime scalar is a \(1,\) int64 tensor"
+    with pytest.raises(CaptureError, match=want):
         deplokit.compile(lambda x, pos: x + pos, torch.randn(2, 4), torch.tensor([0, 1]), scalars=("pos",))
 
 

@@ -162,7 +162,8 @@ def _convert(ep, scalars: tuple[str, ...] = ()) -> Captured:
             ttype = _tensor_type(node.meta["val"], f"input {node.name}", empty_ok=False)
             if spec.kind == InputKind.USER_INPUT and node.name in scalars:
                 if ttype != TensorType((1,), "int64"):
-                    raise CaptureError(f"runtime scalar {node.name} is {ttype}; a runtime scalar is a (1,) int64 tensor")
+                    raise CaptureError(f"runtime scalar {node.name} is {ttype}; "
+                                       "a runtime scalar is a (1,) int64 tensor")
                 buffers.append(Buffer(ir_name[node.name], ttype, "scalar"))
                 input_names.append(ir_name[node.name])
                 positions.start(node.name, ir_name[node.name])
