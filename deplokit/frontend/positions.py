@@ -69,10 +69,12 @@ class Positions:
                 if a.name in self.sym:
                     return self.sym[a.name][1].clone()
                 if a.name in self.folded:
-                    return self.folded[a.name].clone()
+                    return _on_cpu(self.folded[a.name]).clone()
                 raise KeyError(a.name)
             if isinstance(a, (list, tuple)):
                 return type(a)(sub(x) for x in a)
+            if isinstance(a, torch.device) and a.type == "meta":
+                return torch.device("cpu")
             return a
         try:
             with torch.no_grad():
@@ -102,7 +104,7 @@ class Positions:
         self.states += 1
         ttype = self.tensor_type(self.folded[dst.name], f"state {dst.name}", empty_ok=False)
         self.buffers.append(Buffer(state, ttype, "state"))
-        self.values[state] = self.to_numpy(self.folded.pop(dst.name))
+        self.values[state] = self.to_numpy(_on_cpu(self.folded.pop(dst.name)))
         out = self.ir_name[f"{state}_written"]     # (`index_copy_` would end a C name in _)
         self.ops.append(TorchOp(out, "index_copy", (state, scalar, self.names[src.name]),
                                 (("dim", dim % ttype.rank), ("offset", int(offset[0]))), ttype))
@@ -127,3 +129,10 @@ class Positions:
         self.values[const] = self.to_numpy(offset)
         self.ops.append(TorchOp(out, "add", (scalar, const), (), TensorType(tuple(offset.shape), "int64")))
         self.names[a.name] = out
+
+
+def _on_cpu(t: torch.Tensor) -> torch.Tensor:
+    """t, or for a tensor on the meta device (a model built without weights: compile only)
+    zeros of its shape: module state there is a static cache or counter that starts at zero
+    and is overwritten before it is read."""
+    return torch.zeros(t.shape, dtype=t.dtype) if t.is_meta else t
