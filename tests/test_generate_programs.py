@@ -146,3 +146,15 @@ def test_decode_compiles_without_weights_and_counts_one_row_written():
     assert write.outputs == ((1, 2, MAX_LENGTH, 16),)
     # the V projection fused in: reads x (64) and W_v (32 x 64), stores one position (2 kv heads x 16)
     assert write.bytes == (64 + 32 * 64) * 4 + 2 * 16 * 4
+
+
+def test_a_second_prefill_continues_from_the_sessions_position(model, decoder):
+    """pos is the first token's position: a prompt fed in two pieces gives the logits of the
+    whole prompt (the second piece's queries read the first piece's keys from the cache)."""
+    whole = PROMPT + [7, 8]
+    want = reference(model, whole, 0)[0]
+    s = decoder.session("loop")
+    s.prefill(PROMPT)
+    got = s.prefill(whole[len(PROMPT):])
+    assert s.position == len(whole)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
