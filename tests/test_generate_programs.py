@@ -100,6 +100,9 @@ def test_decode_program_prints_the_cache_and_the_position(decoder):
     assert "kv_cache0_written = kv_cache0 with [0, j, pos[0], l] = " in str(c.tensor_ir)
     assert "kv_cache0_written[0, a0, pos[0], a1] = " in str(c.loop_ir)
     assert "const long long* __restrict__ pos" in str(c.cuda)
+    # cos, sin and the mask tabulated over the positions, each row read once for both layers
+    rows = [op for op in c.torch_ir.ops if op.op == "embedding" and op.args[1] == "pos"]
+    assert len(rows) == 3 and all(op.args[0].endswith("_table") for op in rows)
 
 
 @pytest.mark.slow
