@@ -39,6 +39,11 @@ class Target:
     static_smem_per_block: int = STATIC_SMEM_PER_BLOCK   # bytes of static __shared__ per block
     warp_size: int = WARP_SIZE
 
+    @property
+    def bf16(self) -> bool:
+        """sm_80+: __nv_bfloat16 conversions and storage (cuda_bf16.h)."""
+        return self.sm >= 80
+
 
 TARGETS = {
     "sm_80": Target("sm_80", 80, 163 * 1024, 255, True, False, 2039.0, 19.5, "A100 SXM 80GB",

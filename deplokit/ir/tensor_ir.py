@@ -17,7 +17,7 @@ from .index import DIM_NAMES, Affine, gathers
 from .types import Buffer, TensorType, format_header, format_scalar
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
-             "sigmoid", "relu", "sin", "cos", "logical_not", "trunc")
+             "sigmoid", "relu", "sin", "cos", "logical_not", "trunc", "convert")
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "maximum", "minimum", "pow",
               "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
               "logical_and", "logical_or")
@@ -25,6 +25,10 @@ TERNARY_OPS = ("where",)
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + TERNARY_OPS
 # Ops whose result is float32 whatever their operands (torch: exp of an int64 tensor is float).
 FLOAT_RESULT_OPS = ("divide", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf", "sigmoid", "sin", "cos")
+# A change of storage type, half <-> float32 (the node's dtype says to which): to float32 exact,
+# to a half dtype rounded to nearest even (docs/precision.md). The only op whose operand or
+# result may be a half dtype; every other op computes in float32.
+CONVERT_OP = "convert"
 COMPARISON_OPS = ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                   "logical_and", "logical_or", "logical_not")
 REDUCTION_OPS = ("sum", "max", "min")

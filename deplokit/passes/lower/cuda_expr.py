@@ -17,13 +17,18 @@ INDENT = "    "
 # C element type of a buffer parameter, and of a scalar variable ("int", the type of index
 # arithmetic, is `long long` in a kernel stamped index_bits=64: _Renderer.c_type).
 PARAM_CTYPES = {"float": "float", "float32": "float", "int64": "long long", "int32": "int",
-                "int": "int", "bool": "bool"}
+                "int": "int", "bool": "bool", "bf16": "__nv_bfloat16", "f16": "__half"}
 SCALAR_CTYPES = {"float": "float", "int": "int", "bool": "bool", "int64": "long long",
-                 "int32": "int"}
+                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half"}
 # The Kernel-IR type of a value read from a buffer of each parameter ctype.
 _PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int64", "int32": "int32",
-                     "int": "int32", "bool": "bool"}
-_VALUE_TYPES = ("float", "int", "int64", "int32", "bool")
+                     "int": "int32", "bool": "bool", "bf16": "bf16", "f16": "f16"}
+_VALUE_TYPES = ("float", "int", "int64", "int32", "bool", "bf16", "f16")
+# Half <-> float, always through the intrinsics (cuda_bf16.h, cuda_fp16.h): round to nearest
+# even one way, exact the other; never C's implicit conversion operators.
+TO_HALF = {"bf16": "__float2bfloat16_rn", "f16": "__float2half_rn"}
+FROM_HALF = {"bf16": "__bfloat162float", "f16": "__half2float"}
+HALF_HEADERS = {"__nv_bfloat16": "#include <cuda_bf16.h>", "__half": "#include <cuda_fp16.h>"}
 # Integer types by width, for the type of a mixed expression (C's usual conversions).
 _INT_RANK = {"bool": 0, "int32": 1, "int": 1, "int64": 2}
 
@@ -229,6 +234,9 @@ class ExprRenderer:
         if isinstance(e, Cast):
             if e.ctype not in _VALUE_TYPES:
                 raise self.err(f"cast to unknown type {e.ctype!r}; supported: {', '.join(_VALUE_TYPES)}")
+            have = self.type_of(e.a, scope)
+            if e.ctype in TO_HALF or have in FROM_HALF:
+                return self._convert(self.expr(e.a, scope), have, e.ctype), _P_PRIMARY, None
             inner = self._sub(e.a, scope, _P_UNARY, None, True)
             return f"({self.c_type(e.ctype)}){inner}", _P_UNARY, None
         if isinstance(e, Binary):
@@ -247,6 +255,8 @@ class ExprRenderer:
             p = self.param(e.buffer)
             text = f"{e.buffer}[{self.expr(e.offset, scope)}]"
             want = self.c_type(e.ctype if e.ctype in _VALUE_TYPES else "float")
+            if p.ctype in FROM_HALF and want != PARAM_CTYPES[p.ctype]:    # a half element read as float
+                return self._convert(text, p.ctype, "float"), _P_PRIMARY, None
             if want != PARAM_CTYPES[p.ctype]:      # an index read from an int64 tensor, say
                 return f"({want}){text}", _P_UNARY, None
             return text, _P_PRIMARY, None
@@ -303,6 +313,15 @@ class ExprRenderer:
         if op == "%" and floating:
             return f"fmodf({self.expr(e.a, scope)}, {self.expr(e.b, scope)})", _P_PRIMARY, None
         return self._binary(op, e.a, e.b, scope)
+
+    def _convert(self, text: str, have: str, want: str) -> str:
+        """`text` (of Kernel-IR type `have`) as `want`, where one of them is a half type."""
+        if want in TO_HALF:
+            if have in FROM_HALF and have != want:
+                text = f"{FROM_HALF[have]}({text})"
+            return text if have == want else f"{TO_HALF[want]}({text})"
+        text = f"{FROM_HALF[have]}({text})"
+        return text if want == "float" else f"({self.c_type(want)}){text}"
 
     def c_type(self, ctype: str) -> str:
         """The C spelling of a Kernel-IR scalar type in this kernel."""

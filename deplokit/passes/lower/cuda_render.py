@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Iterator
 
 from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const, CpAsync, CpAsyncCommit,
@@ -20,7 +21,7 @@ from ...ir.kernel_ir import (AtomicAdd, Assign, Barrier, Binary, Comment, Const,
 from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ...ir.types import ctype_bytes
-from .cuda_expr import (_PARAM_VALUE_TYPE, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
+from .cuda_expr import (_PARAM_VALUE_TYPE, HALF_HEADERS, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
                         _format_int, _Scope, format_float, nan_minmax_decls)
 from .cuda_ptx import ELECT_DECL, ONE_THREAD, TENSOR_MAP_DECL, PtxRenderer, elects
 
@@ -396,4 +397,7 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     parts = ["\n".join(header) + "\n"] + ([TENSOR_MAP_DECL] if any(k.tensor_maps for k in p.kernels) else [])
     parts += [ELECT_DECL] if any(elects(k, sm) for k in p.kernels) else []
     kernels = [_Renderer(k, sm).render() for k in p.kernels]      # the min / max helpers declared once
-    return "\n".join(parts + nan_minmax_decls("".join(kernels)) + kernels)
+    text = "".join(kernels)
+    headers = [h for t, h in HALF_HEADERS.items() if re.search(rf"\b{t}\b", text)]
+    parts[:1] = [parts[0] + "".join(h + "\n" for h in headers)] if headers else parts[:1]
+    return "\n".join(parts + nan_minmax_decls(text) + kernels)

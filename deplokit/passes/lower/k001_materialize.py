@@ -32,7 +32,7 @@ from ...ir.index import Affine
 from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.tensor_ir import reduction_identity
-from ...ir.types import DTYPE_CTYPE, shared_ctype
+from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators, walk
 from ..record import Pass
 from ...ir.lanes import multiples_of
@@ -209,7 +209,8 @@ class Materializer(LoweringState):
         shape = self.types[s.tensor].shape
         exprs = self.index_exprs(s.index, out)
         self.note_read(s.tensor)
-        dtype = self.types[s.tensor].dtype
+        # a half element is read as float (__bfloat162float): its Loop-IR convert is then exact
+        dtype = value_dtype(self.types[s.tensor].dtype)
         self.dtypes[s.dst] = dtype
         cond, safe = self.guard(s.index, exprs, shape)
         value = K.GlobalLoad(s.tensor, flat_offset(safe, shape), DTYPE_CTYPE[dtype])

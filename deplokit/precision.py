@@ -1,0 +1,78 @@
+"""Floating-point formats deplokit stores and multiplies in, and the tolerances `check()` derives
+from them (docs/precision.md).
+
+A format's unit roundoff u = 2**-p (p significand bits, the implicit one counted) bounds the
+relative error of one rounding to nearest. `check()` compares a program against two references:
+
+- eager in the program's own dtypes (bf16 eager rounds every intermediate): a handful of
+  roundings on either side, plus a reduction of K terms whose eager summands were rounded,
+  ~sqrt(K) of them adding up: rtol = atol/scale = u * (CHAIN + sqrt(K));
+- the same program in float32 (inputs and weights exactly as given, every op in float32): deplokit
+  rounds only where it stores a half tensor, so its error is the last rounding, ROUNDINGS * u
+  relative, plus float32's own summation noise (default_atol).
+
+TF32 (`precision="tf32"`, float32 programs only) rounds a matmul's operands to 11 significand
+bits and accumulates in float32: each product is off by <= 2u relative, a sum of K of them by
+~2u * sqrt(K) * max|term|.
+"""
+from __future__ import annotations
+
+import math
+
+from .errors import ConfigError
+from .ir.types import HALF_DTYPES
+
+# Significand bits (with the implicit one) of each format.
+SIGNIFICAND_BITS = {"float32": 24, "tf32": 11, "float16": 11, "bfloat16": 8}
+
+
+def unit_roundoff(fmt: str) -> float:
+    """u = 2**-p: 2**-8 for bfloat16, 2**-11 for float16 and tf32, 2**-24 for float32."""
+    return 2.0 ** -SIGNIFICAND_BITS[fmt]
+
+
+# How a float32 program's matmuls multiply: exactly in float32 (FFMA), or with TF32 operands
+# (mma.sync ...tf32, as torch's allow_tf32). Recorded on the Tile IR (TileKernel.precision) by
+# the blockify pass; the simulator and the interpreters round matmul operands when it is "tf32".
+PRECISIONS = ("float32", "tf32")
+DEFAULT_PRECISION = "float32"
+
+# Roundings along a chain that eager does and deplokit does not (an rms_norm rounds x**2, the
+# mean, the rsqrt, x*r and *w: five); the few a comparison allows before a reduction's share.
+CHAIN = 8
+# deplokit's own roundings against the float32 reference: the store, and one for the inputs'
+# float32 noise carried through it.
+ROUNDINGS = 2
+
+
+def check_precision(precision: str, dtypes) -> str:
+    """`precision` validated for a program whose buffers have `dtypes`: tf32 is a choice for
+    float32 programs (a half program already multiplies in half)."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {precision!r}; supported: {', '.join(PRECISIONS)}")
+    if precision == "tf32" and any(d in HALF_DTYPES for d in dtypes):
+        raise ConfigError("precision='tf32' applies to float32 programs; this one stores "
+                          f"{', '.join(sorted(set(d for d in dtypes if d in HALF_DTYPES)))} tensors")
+    return precision
+
+
+def half_tolerance(dtype: str, reduction: int) -> tuple[float, float]:
+    """(rtol, atol per unit of output magnitude) against eager in `dtype`, for a program whose
+    longest reduction sums `reduction` terms."""
+    u = unit_roundoff(dtype)
+    tol = u * (CHAIN + math.sqrt(max(1, reduction)))
+    return tol, tol
+
+
+def exact_tolerance(dtype: str) -> tuple[float, float]:
+    """(rtol, atol per unit of magnitude) against the float32 reference, for an output stored in
+    `dtype`: deplokit rounds once, where it stores."""
+    u = unit_roundoff(dtype)
+    return ROUNDINGS * u, ROUNDINGS * u
+
+
+def tf32_tolerance(reduction: int) -> tuple[float, float]:
+    """(rtol, atol per unit of magnitude) of a TF32 program against float32 eager."""
+    u = unit_roundoff("tf32")
+    tol = 2 * u * (2 + math.sqrt(max(1, reduction)))
+    return tol, tol
