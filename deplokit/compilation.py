@@ -19,7 +19,7 @@ from .passes.lower import lower_tiles
 from .passes.lower.cuda import render_cuda
 from .passes.verify import verify
 from .pipeline import STAGES, lower
-from .precision import DEFAULT_PRECISION, check_precision, exact_tolerance, half_tolerance, tf32_tolerance
+from .precision import DEFAULT_PRECISION, check_precision, exact_tolerance, rounding_tolerance
 from .runtime.bench import bench_compilation, cuda_eager
 from .runtime.cupy_backend import CupyExecutor
 from .runtime.device import gpu_available
@@ -216,7 +216,7 @@ class Compilation(Displayable):
         if fmt is None:
             return _compare(expected, got, backend, 1e-4 if rtol is None else rtol, _atol(atol, expected))
         k = self.reduction_length
-        tol, per_scale = tf32_tolerance(k) if fmt == "tf32" else half_tolerance(fmt, k)
+        tol, per_scale = rounding_tolerance(fmt, k)
         result = _compare(expected, got, backend, tol if rtol is None else rtol,
                           per_scale * _scale(expected) if atol is None else atol)
         if fmt == "tf32":

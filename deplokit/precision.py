@@ -13,7 +13,7 @@ relative error of one rounding to nearest. `check()` compares a program against 
 
 TF32 (`precision="tf32"`, float32 programs only) rounds a matmul's operands to 11 significand
 bits and accumulates in float32: each product is off by <= 2u relative, a sum of K of them by
-~2u * sqrt(K) * max|term|.
+~2u * sqrt(K) * max|term|; it is compared with float32 eager at the same rounding_tolerance.
 """
 from __future__ import annotations
 
@@ -56,10 +56,10 @@ def check_precision(precision: str, dtypes) -> str:
     return precision
 
 
-def half_tolerance(dtype: str, reduction: int) -> tuple[float, float]:
-    """(rtol, atol per unit of output magnitude) against eager in `dtype`, for a program whose
-    longest reduction sums `reduction` terms."""
-    u = unit_roundoff(dtype)
+def rounding_tolerance(fmt: str, reduction: int) -> tuple[float, float]:
+    """(rtol, atol per unit of output magnitude) against eager (in `fmt` for a half program, in
+    float32 for a TF32 one), for a program whose longest reduction sums `reduction` terms."""
+    u = unit_roundoff(fmt)
     tol = u * (CHAIN + math.sqrt(max(1, reduction)))
     return tol, tol
 
@@ -69,10 +69,3 @@ def exact_tolerance(dtype: str) -> tuple[float, float]:
     `dtype`: deplokit rounds once, where it stores."""
     u = unit_roundoff(dtype)
     return ROUNDINGS * u, ROUNDINGS * u
-
-
-def tf32_tolerance(reduction: int) -> tuple[float, float]:
-    """(rtol, atol per unit of magnitude) of a TF32 program against float32 eager."""
-    u = unit_roundoff("tf32")
-    tol = 2 * u * (2 + math.sqrt(max(1, reduction)))
-    return tol, tol

@@ -17,7 +17,7 @@ from .index import DIM_NAMES, Affine, gathers
 from .types import Buffer, TensorType, format_header, format_scalar
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
-             "sigmoid", "relu", "sin", "cos", "logical_not", "trunc", "convert")
+             "sigmoid", "relu", "sin", "cos", "logical_not", "trunc", "convert", "round_tf32")
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "maximum", "minimum", "pow",
               "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
               "logical_and", "logical_or")
@@ -29,6 +29,13 @@ FLOAT_RESULT_OPS = ("divide", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh
 # to a half dtype rounded to nearest even (docs/precision.md). The only op whose operand or
 # result may be a half dtype; every other op computes in float32.
 CONVERT_OP = "convert"
+# A float32 matmul operand rounded to TF32 (to nearest even, 10 stored significand bits) where
+# the program is compiled with precision="tf32": what mma.sync's tf32 inputs hold. Float32 in,
+# float32 out (docs/precision.md).
+TF32_OP = "round_tf32"
+# Ops that change how a value is stored, not what is computed: free in the fusion guard's count
+# (a load's conversion, an mma operand's rounding), never a reason to store an intermediate.
+STORAGE_OPS = (CONVERT_OP, TF32_OP)
 COMPARISON_OPS = ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                   "logical_and", "logical_or", "logical_not")
 REDUCTION_OPS = ("sum", "max", "min")

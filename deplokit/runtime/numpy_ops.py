@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rounding import round_array
+from .rounding import round_array, round_to
 
 F32 = np.float32
 
@@ -92,6 +92,7 @@ OPS = {
     # A change of storage type (half <-> float32): the value itself; `apply` rounds it when
     # the result's dtype is a half one.
     "convert": lambda x: np.asarray(x).astype(F32) if np.asarray(x).dtype.kind in "iub" else x,
+    "round_tf32": lambda x: round_to(x, "tf32"),     # an mma operand's TF32 value, held in float32
 }
 
 REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}

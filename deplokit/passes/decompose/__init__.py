@@ -30,7 +30,8 @@ _SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
     if ctx is not None:
         require_half_support(program, ctx.target)
-    b = Builder({bf.name: bf.type for bf in program.buffers}, {op.name for op in program.ops})
+    b = Builder({bf.name: bf.type for bf in program.buffers}, {op.name for op in program.ops},
+                precision=ctx.precision if ctx is not None else "float32")
     names = {bf.name: bf.name for bf in program.buffers}
     read = {a for op in program.ops for a in op.args if isinstance(a, str)}
     for bf in program.buffers:      # a half buffer is read as float32, converted once

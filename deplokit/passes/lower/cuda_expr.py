@@ -92,6 +92,19 @@ def nan_minmax_decls(text: str) -> list[str]:
             f"    return r;\n}}\n" for op, fn in NAN_MINMAX.items() if f"{fn}(" in text]
 
 
+def tf32_decls(text: str) -> list[str]:
+    """The TF32 rounding helper, where `text` calls it: to nearest even at 10 stored significand
+    bits, on the bits (cvt.rna.tf32.f32 would round ties away), NaN kept (runtime/rounding.py)."""
+    if "round_tf32(" not in text:
+        return []
+    return ["// A float32 rounded to TF32 (nearest even, 10 significand bits), as the tf32 mma operand\n"
+            "static __device__ __forceinline__ float round_tf32(float x) {\n"
+            "    unsigned int u = __float_as_uint(x);\n"
+            "    if ((u & 0x7f800000u) == 0x7f800000u) return x;   // inf, NaN\n"
+            "    u += 0xfffu + ((u >> 13) & 1u);\n"
+            "    return __uint_as_float(u & 0xffffe000u);\n}\n"]
+
+
 # deplokit elementwise op name -> CUDA single-precision function (unary/binary calls).
 _FLOAT_FUNCS = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
@@ -100,6 +113,7 @@ _FLOAT_FUNCS = {
     "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f", "trunc": "truncf",
     "fmaxf": "fmaxf", "fminf": "fminf",       # C's, by their C names: the other operand for a NaN
 }
+_FLOAT_FUNCS["round_tf32"] = "round_tf32"       # precision="tf32": an mma operand's value (tf32_decls)
 _FLOAT_FUNCS.update({c: c for c in list(_FLOAT_FUNCS.values())})
 _FLOAT_FUNCS.update({"maximum": NAN_MINMAX["max"], "minimum": NAN_MINMAX["min"]})
 _ARITY_2 = {"pow", "powf", "maximum", "fmaxf", "minimum", "fminf"}

@@ -22,7 +22,7 @@ from ...ir.names import fresh_name
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ...ir.types import ctype_bytes
 from .cuda_expr import (_PARAM_VALUE_TYPE, HALF_HEADERS, INDENT, PARAM_CTYPES, SCALAR_CTYPES, SPECIALS, ExprRenderer,
-                        _format_int, _Scope, format_float, nan_minmax_decls)
+                        _format_int, _Scope, format_float, nan_minmax_decls, tf32_decls)
 from .cuda_ptx import ELECT_DECL, ONE_THREAD, TENSOR_MAP_DECL, PtxRenderer, elects
 
 __all__ = ["render_kernel", "render_program"]
@@ -400,4 +400,4 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     text = "".join(kernels)
     headers = [h for t, h in HALF_HEADERS.items() if re.search(rf"\b{t}\b", text)]
     parts[:1] = [parts[0] + "".join(h + "\n" for h in headers)] if headers else parts[:1]
-    return "\n".join(parts + nan_minmax_decls(text) + kernels)
+    return "\n".join(parts + nan_minmax_decls(text) + tf32_decls(text) + kernels)
