@@ -230,9 +230,10 @@ class Compilation(Displayable):
 
     @property
     def rounding_format(self) -> str | None:
-        """The narrowest format the program rounds to: bfloat16 or float16 where it has half
-        tensors (bfloat16 if both), tf32 where its matmuls take TF32 operands, else None."""
-        dtypes = {t.dtype for t in self.tensor_ir.types().values()}
+        """The narrowest format the program rounds to: bfloat16 or float16 where it rounds a
+        value to half (a half output, a cast; bfloat16 if both), tf32 where its matmuls take TF32
+        operands, else None (half inputs read in float32 round nothing: float32 tolerances)."""
+        dtypes = {n.type.dtype for n in self.tensor_ir.nodes}
         for fmt in ("bfloat16", "float16"):
             if fmt in dtypes:
                 return fmt

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.types import CTYPE_DTYPE
 from ..numpy_ops import OPS, apply
+from ..rounding import round_array
 from .async_copy import _AsyncCopies
 from .errors import SimulationError
 from .global_mem import _GlobalMemory
@@ -235,7 +237,8 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         return _dtype_of(e.ctype)(e.value)
 
     def e_cast(self, e: K.Cast, mask):
-        return _cast(np.asarray(self.ev(e.a, mask)), _dtype_of(e.ctype))
+        # a cast to a half type rounds to nearest even (held in float32, as __float2bfloat16_rn)
+        return round_array(_cast(np.asarray(self.ev(e.a, mask)), _dtype_of(e.ctype)), CTYPE_DTYPE.get(e.ctype))
 
     def e_special(self, e: K.Special, mask):
         v = self.specials.get(e.name)
