@@ -218,14 +218,14 @@ class Compilation(Displayable):
         k = self.reduction_length
         tol, per_scale = rounding_tolerance(fmt, k)
         result = _compare(expected, got, backend, tol if rtol is None else rtol,
-                          per_scale * _scale(expected) if atol is None else atol)
+                          per_scale * output_scale(expected) if atol is None else atol)
         if fmt == "tf32":
             return result
         reference = self._eager_float32(inputs)
         ftol, fscale = exact_tolerance(fmt)
         as_float = torch.utils._pytree.tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and
                                                 t.dtype in (torch.bfloat16, torch.float16) else t, got)
-        exact = _compare(reference, as_float, backend, ftol, fscale * _scale(reference) + default_atol(reference))
+        exact = _compare(reference, as_float, backend, ftol, fscale * output_scale(reference) + default_atol(reference))
         return dataclasses.replace(result, float32=exact)
 
     @property
@@ -369,7 +369,7 @@ def default_atol(expected) -> float:
     return DEFAULT_ATOL * scale
 
 
-def _scale(expected) -> float:
+def output_scale(expected) -> float:
     """The largest finite |value| of the expected outputs (1e-30 when there is none)."""
     scale = 1e-30
     for e in torch.utils._pytree.tree_leaves(expected):

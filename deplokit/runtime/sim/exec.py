@@ -6,9 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import kernel_ir as K
-from ...ir.types import CTYPE_DTYPE
 from ..numpy_ops import OPS, apply
-from ..rounding import round_array
 from .async_copy import _AsyncCopies
 from .errors import SimulationError
 from .global_mem import _GlobalMemory
@@ -16,7 +14,7 @@ from .memory import _MBar, _Reg, _Shared
 from .shared import _SharedMemory
 from .vector import _VectorAccesses
 from .values import (C_MINMAX, F32, I64, _BIN_ALIAS, _CALL_ALIAS, _INT_FNS, _LOGICAL_FNS, _NONE, _as_bool,
-                     _binary_values, _cast, _dtype_of, _kind, _narrow, _own, _scalar, _unify)
+                     _binary_values, _cast, _cast_to, _dtype_of, _kind, _narrow, _own, _scalar, _unify)
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
@@ -237,8 +235,7 @@ class _Chunk(_GlobalMemory, _SharedMemory, _AsyncCopies, _VectorAccesses):
         return _dtype_of(e.ctype)(e.value)
 
     def e_cast(self, e: K.Cast, mask):
-        # a cast to a half type rounds to nearest even (held in float32, as __float2bfloat16_rn)
-        return round_array(_cast(np.asarray(self.ev(e.a, mask)), _dtype_of(e.ctype)), CTYPE_DTYPE.get(e.ctype))
+        return _cast_to(np.asarray(self.ev(e.a, mask)), e.ctype)
 
     def e_special(self, e: K.Special, mask):
         v = self.specials.get(e.name)
