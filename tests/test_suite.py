@@ -7,6 +7,7 @@ import math
 import os
 
 import pytest
+import torch
 
 import deplokit
 from deplokit.bench.report import summary, to_json, to_markdown
@@ -19,7 +20,7 @@ TSV = os.path.join(os.path.dirname(__file__), "data", "llm_suite_84.tsv")
 
 
 def test_suite_covers_the_84_reference_shapes_by_name():
-    entries = {e.name: e for e in suite_entries("llm")}
+    entries = {e.name: e for e in suite_entries("llm") if e.dtype == "float32"}
     rows = [line.rstrip("\n").split("\t") for line in open(TSV) if not line.startswith("#")]
     assert len(rows) == 84
     for name, op, shapes in rows:
@@ -29,6 +30,13 @@ def test_suite_covers_the_84_reference_shapes_by_name():
     extra = {e.op for e in entries.values()} - {op for _, op, _ in rows}
     assert extra == {"rope", "add", "matmul_bias"}
     assert len(entries) == 102
+    # and the same 102 shapes in bf16, named <name>.bf16
+    half = {e.name: e for e in suite_entries("llm") if e.dtype == "bfloat16"}
+    assert len(half) == 102
+    for name, e in entries.items():
+        twin = half[name + ".bf16"]
+        assert (twin.op, twin.shapes, twin.eps) == (e.op, e.shapes, e.eps)
+        assert all(t.dtype == torch.bfloat16 for t in twin.inputs(empty=True))
 
 
 def test_shapes_come_from_the_presets():
@@ -48,11 +56,11 @@ def test_every_program_matches_eager_on_the_simulator_at_a_small_config():
     tiny = dataclasses.replace(PRESETS["Qwen/Qwen2.5-7B"], name="Test/Tiny-1", hidden=48, heads=3, kv_heads=1,
                                intermediate=80)
     entries = model_entries(tiny, seqs=(5,))
-    assert len({e.op for e in entries}) == 11
+    assert len({e.op for e in entries}) == 11 and {e.dtype for e in entries} == {"float32", "bfloat16"}
     for e in entries:
         c = deplokit.compile(e.program(), *e.inputs())
-        result = c.check(backend="sim")
-        assert result.ok, (e.name, str(result))
+        result = c.check(backend="sim")      # a bf16 entry: against eager in bf16 and the float32 program
+        assert result.passed and (result.float32 is not None) == (e.dtype == "bfloat16"), (e.name, str(result))
 
 
 def test_inputs_are_seeded_and_weights_scaled():
@@ -67,17 +75,17 @@ def test_list_and_filter(capsys):
     assert main(["bench", "--suite", "llm", "--list"]) == 0
     out = capsys.readouterr().out
     assert "matmul.qwen.down_proj.s512" in out and "(1,512,18944) x (18944,3584)" in out
-    assert out.rstrip().endswith("102 shapes")
+    assert out.rstrip().endswith("204 shapes") and "matmul.qwen.down_proj.s512.bf16" in out
     assert main(["bench", "--suite", "llm", "--list", "--filter", "rmsnorm.", "--filter", "sdpa.qwen"]) == 0
-    assert capsys.readouterr().out.rstrip().endswith("9 shapes")
+    assert capsys.readouterr().out.rstrip().endswith("18 shapes")
     assert main(["bench", "--suite", "llm", "--list", "--filter", "nothing"]) == 2
     assert "no suite entry matches nothing" in capsys.readouterr().err
-    assert format_list(select(suite_entries(), ["add.tinyllama.s32"])).count("\n") == 3
+    assert format_list(select(suite_entries(), ["add.tinyllama.s32"])).count("\n") == 4   # and its .bf16
 
 
 def test_suite_run_survives_hangs_crashes_and_errors(tmp_path):
-    entries = select(suite_entries(), ["rmsnorm.tinyllama.s32", "softmax.tinyllama.s32", "rope.qwen.s32",
-                                       "add.qwen.s32", "silu_mul.qwen.s32"])
+    entries = [e for e in select(suite_entries(), ["rmsnorm.tinyllama.s32", "softmax.tinyllama.s32", "rope.qwen.s32",
+                                                   "add.qwen.s32", "silu_mul.qwen.s32"]) if e.dtype == "float32"]
     seen = []
     result = run_suite(entries, "compile", timeout_s=3, watchdog_target="worker_targets:suite_job",
                        progress=lambda i, n, row: seen.append((i, n, row["status"])))
