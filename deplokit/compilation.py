@@ -200,7 +200,8 @@ class Compilation(Displayable):
             env[name] = to_numpy(t)
         return env
 
-    def check(self, *inputs, backend: str = "auto", rtol: float | None = None, atol: float | None = None) -> CheckResult:
+    def check(self, *inputs, backend: str = "auto", rtol: float | None = None,
+              atol: float | None = None) -> CheckResult:
         """Run and compare with torch eager on the same inputs (the example inputs by default).
         A float32 program: rtol 1e-4, `atol` DEFAULT_ATOL scaled by the output's magnitude (see
         default_atol). A program with half tensors is compared with eager in half and with the

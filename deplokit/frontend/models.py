@@ -109,7 +109,8 @@ def build(name_or_preset, seq: int = DEFAULT_SEQ, layer: int | None = None, *, b
         names = ("hidden_states",)
     what = f"{preset.name} ({'transformers' if use_hf else 'plain torch'}"
     what += ", random weights)" if weights else ", weights on meta)"
-    what += f" seq {seq}" + (f" layer {layer}" if layer is not None else "") + (f" {dtype}" if dtype != "float32" else "")
+    what += f" seq {seq}" + (f" layer {layer}" if layer is not None else "")
+    what += f" {dtype}" if dtype != "float32" else ""
     return ModelProgram(module.eval(), inputs, names, what, preset, weights, lm,
                         hf.DecoderLayerOnly if use_hf else LayerOnly, layer)
 

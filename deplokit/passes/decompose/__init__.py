@@ -61,7 +61,6 @@ from . import (  # noqa: F401
 from .builder import Builder
 from .registry import RULES
 
-
 # Torch-IR ops whose result dtype the rule must see as written: a cast to half rounds.
 _CASTS = ("to",)
 # The suffix of a half tensor's float32 copy and of a half output's rounded value.
