@@ -21,7 +21,7 @@ POINTEE_DTYPE = {"float": "float32", "long long": "int64", "int": "int32", "bool
                  "__nv_bfloat16": "bfloat16", "__half": "float16"}
 
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(([^)]*)\)')
-_PARAM = re.compile(r"^(?:const\s+)?(?P<type>[A-Za-z_][A-Za-z_ ]*?)\s*\*\s*(?:__restrict__\s+)?(?P<name>\w+)$")
+_PARAM = re.compile(r"^(?:const\s+)?(?P<type>[A-Za-z_][A-Za-z0-9_ ]*?)\s*\*\s*(?:__restrict__\s+)?(?P<name>\w+)$")
 _TENSOR_MAP = re.compile(r"^const\s+__grid_constant__\s+(?P<type>\w+)\s+(?P<name>\w+)$")
 
 
