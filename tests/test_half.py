@@ -259,3 +259,35 @@ def test_half_and_tf32_cuda_compiles_with_nvcc(arch):
     c = deplokit.compile(lambda a, b: a @ b, torch.randn(37, 53), torch.randn(53, 29), target=arch, precision="tf32")
     result = compile_cuda(str(c.cuda), arch, kernel_names=c.cuda.kernels)
     assert set(result.stats) == set(c.cuda.kernels)
+
+
+# -- models and the CLI -----------------------------------------------------------------------
+
+def test_a_bf16_model_matches_eager_in_bf16():
+    """A toy Qwen2 (transformers when installed) built in bfloat16: every layer stitched from one
+    traced layer, weights and logits in bf16, checked on the simulator."""
+    from deplokit.frontend import models
+    from deplokit.frontend.presets import PRESETS
+    program = models.build(models.tiny(PRESETS["Qwen/Qwen2.5-7B"]), seq=8, weights=True, dtype="bfloat16")
+    c = deplokit.compile_model(program)
+    params = [b for b in c.torch_ir.buffers if b.kind == "param"]
+    assert params and all(b.type.dtype == "bfloat16" for b in params)
+    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(5))
+    r = c.check(ids, backend="sim")
+    assert r.passed and r.float32 is not None, str(r)
+    assert c.run(ids, backend="sim").dtype == torch.bfloat16
+
+
+def test_cli_compiles_a_named_model_in_bf16(capsys):
+    from deplokit.cli import main
+    assert main(["compile", "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--dtype", "bfloat16", "--seq", "4",
+                 "--layer", "0", "--ir", "tensor", "-v"]) == 0
+    out, err = capsys.readouterr()
+    assert "# hidden_states: (1, 4, 2048) bfloat16 input" in out
+    assert "_input_layernorm_weight: (2048,) bfloat16 param" in out
+    assert "= convert(hidden_states) -> (1, 4, 2048) float32" in out
+    assert "seq 4 layer 0 bfloat16: kernel inventory" in err
+    assert main(["compile", "-c", "torch.randn(4) * 2", "--dtype", "bfloat16"]) == 2
+    assert "--dtype applies to a named model" in capsys.readouterr().err
+    assert main(["compile", "-c", "torch.randn(8, 8) @ torch.randn(8, 8)", "--precision", "tf32", "--ir", "tile"]) == 0
+    assert "precision tf32" in capsys.readouterr().out
