@@ -223,10 +223,10 @@ class Compilation(Displayable):
         if fmt == "tf32":
             return result
         reference = self._eager_float32(inputs)
-        ftol, fscale = exact_tolerance(fmt)
+        ftol = exact_tolerance(fmt)
         as_float = torch.utils._pytree.tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and
                                                 t.dtype in (torch.bfloat16, torch.float16) else t, got)
-        exact = _compare(reference, as_float, backend, ftol, fscale * output_scale(reference) + default_atol(reference))
+        exact = _compare(reference, as_float, backend, ftol, default_atol(reference))
         return dataclasses.replace(result, float32=exact)
 
     @property

@@ -291,3 +291,17 @@ def test_cli_compiles_a_named_model_in_bf16(capsys):
     assert "--dtype applies to a named model" in capsys.readouterr().err
     assert main(["compile", "-c", "torch.randn(8, 8) @ torch.randn(8, 8)", "--precision", "tf32", "--ir", "tile"]) == 0
     assert "precision tf32" in capsys.readouterr().out
+
+
+def test_split_k_partials_of_a_half_output_stay_float32():
+    """A bf16 matmul split over K adds float32 partial sums: its workspace is float32, and the
+    result is the float32 program's, rounded once (a bf16 workspace rounded every partial)."""
+    torch.manual_seed(6)
+    a, b = _rand(4, 2048, dtype=torch.bfloat16), _rand(2048, 8, dtype=torch.bfloat16)
+    c = deplokit.compile(lambda a, b: a @ b, a, b)
+    split = [k.split_k for k in c.tile_ir.kernels if k.split_k is not None]
+    assert split, "the schedule splits this K"
+    assert c.tile_ir.types()[split[0].workspace].dtype == "float32"
+    r = c.check(backend="sim")
+    assert r.passed and r.float32.max_rel_error <= 2 * 2 ** -8, str(r)
+    assert torch.equal(c.run(a, b, backend="sim"), c.run(a, b, backend="tensor"))
