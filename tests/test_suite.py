@@ -119,11 +119,13 @@ def test_compile_only_suite_entry_runs_in_a_worker(tmp_path, capsys):
     assert main(["bench", "--suite", "llm", "--compile-only", "--filter", "rmsnorm.tinyllama.s32",
                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "1/1 entries ok" in text
+    assert "2/2 entries ok" in text          # the FP32 entry and its bf16 twin
     data = json.loads((out / "suite_llm_sm_90_compile.json").read_text())
-    (row,) = data["rows"]
-    assert row["name"] == "rmsnorm.tinyllama.s32" and row["kernels"] == 1 and row["compile_s"] > 0
-    assert "| rmsnorm.tinyllama.s32 | ok | 1 |" in (out / "suite_llm_sm_90_compile.md").read_text()
+    rows = data["rows"]
+    assert [r["name"] for r in rows] == ["rmsnorm.tinyllama.s32", "rmsnorm.tinyllama.s32.bf16"]
+    assert all(r["kernels"] == 1 and r["compile_s"] > 0 for r in rows)
+    md = (out / "suite_llm_sm_90_compile.md").read_text()
+    assert "| rmsnorm.tinyllama.s32 | ok | 1 |" in md and "| rmsnorm.tinyllama.s32.bf16 | ok | 1 |" in md
 
 
 def test_resume_runs_only_what_an_earlier_run_left(tmp_path, capsys):
@@ -135,11 +137,12 @@ def test_resume_runs_only_what_an_earlier_run_left(tmp_path, capsys):
     capsys.readouterr()
     assert main(args + ["--resume", "--filter", "rmsnorm.tinyllama.s32", "--filter", "add.tinyllama.s32"]) == 0
     text = capsys.readouterr().out
-    assert "resuming: 1 of 2 entries already ok" in text
-    assert "[1/1] rmsnorm.tinyllama.s32: ok" in text and "add.tinyllama.s32: ok" not in text
-    assert "2/2 entries ok" in text
+    assert "resuming: 2 of 4 entries already ok" in text      # each entry and its bf16 twin
+    assert "[1/2] rmsnorm.tinyllama.s32: ok" in text and "add.tinyllama.s32: ok" not in text
+    assert "4/4 entries ok" in text
     rows = json.loads(path.read_text())["rows"]
-    assert [r["name"] for r in rows] == ["rmsnorm.tinyllama.s32", "add.tinyllama.s32"]   # suite order
+    assert [r["name"] for r in rows] == ["rmsnorm.tinyllama.s32", "add.tinyllama.s32",      # suite order
+                                         "rmsnorm.tinyllama.s32.bf16", "add.tinyllama.s32.bf16"]
     assert rows[1] == first                                   # the earlier row, not a re-run
     md = (out / "suite_llm_sm_90_compile.md").read_text()
     assert "| rmsnorm.tinyllama.s32 | ok |" in md and "| add.tinyllama.s32 | ok |" in md
