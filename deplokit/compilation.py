@@ -223,10 +223,16 @@ class Compilation(Displayable):
         if fmt == "tf32":
             return result
         reference = self._eager_float32(inputs)
-        ftol = exact_tolerance(fmt)
         as_float = torch.utils._pytree.tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and
                                                 t.dtype in (torch.bfloat16, torch.float16) else t, got)
-        exact = _compare(reference, as_float, backend, ftol, default_atol(reference))
+        # only the outputs rounded: each element within its last rounding of the float32 run; a
+        # cast to half the program writes (a norm's .to(input_dtype)) rounds mid-way, and its
+        # error travels on as eager's does: the eager tolerances
+        casts = [n for n in self.tensor_ir.nodes
+                 if n.type.dtype in HALF_DTYPES and n.name not in self.tensor_ir.outputs]
+        ftol, fatol = (tol, per_scale * output_scale(reference)) if casts else \
+            (exact_tolerance(fmt), default_atol(reference))
+        exact = _compare(reference, as_float, backend, ftol, fatol)
         return dataclasses.replace(result, float32=exact)
 
     @property
