@@ -23,7 +23,9 @@ from deplokit.tune.main_loop import SLOW_CALLS
 def test_every_table_reads_the_op_table():
     assert set(ELEMENTWISE_OPS) == set(OPS)
     assert set(FLOAT_RESULT_OPS) == {n for n, op in OPS.items() if op.result == "float"}
-    assert all(numpy_ops.OPS[n] is op.numpy for n, op in OPS.items())
+    assert all(numpy_ops.OPS[n] is op.numpy for n, op in OPS.items() if op.numpy is not None)
+    # the one meaning ir/ cannot hold: TF32 rounding is runtime/rounding.py's
+    assert {n for n, op in OPS.items() if op.numpy is None} == {"round_tf32"} <= set(numpy_ops.OPS)
     assert SLOW_OPS == set(SLOW_CALLS) == {n for n, op in OPS.items() if op.slots}
     for name, op in OPS.items():
         for aten in op.aten:

@@ -6,12 +6,13 @@ from __future__ import annotations
 from .. import __version__
 from .bench_cmd import add_parser as add_bench
 from .compile_cmd import add_parser as add_compile
+from .ops_cmd import add_parser as add_ops
 from .parser import DEBUG_HELP, TRUST_NOTE, Parser, stages
 from .preflight_cmd import add_parser as add_preflight
 from .run_cmd import add_parser as add_run
 from .tune_cmd import add_parser as add_tune
 
-COMMANDS = (add_compile, add_run, add_bench, add_tune, add_preflight)   # each adds its command's subparser
+COMMANDS = (add_compile, add_run, add_bench, add_tune, add_preflight, add_ops)   # each adds its command's subparser
 
 
 def build_parser() -> Parser:

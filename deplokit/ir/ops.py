@@ -32,7 +32,7 @@ class Op:
     name: str
     arity: int
     result: str                 # float: float32 whatever the operands | bool | same: the operands' promoted dtype
-    numpy: Callable             # the meaning, on numpy operands (runtime/numpy_ops.apply picks their width)
+    numpy: Callable | None      # the meaning, on numpy operands (runtime/numpy_ops.apply picks their width)
     cuda: str = ""              # C float function ("expf") or C operator ("+"); "": the renderer spells it itself
     slots: int = 0              # issue slots of one call (0: one FP32 instruction; SFU functions more)
     aten: tuple[str, ...] = ()  # aten ops (`NAME.default`) that are this primitive, one operand
@@ -122,6 +122,14 @@ _TABLE = (
     Op("cos", 1, "float", np.cos, "cosf", 6, ("cos",), "torch.cos({x})"),
     Op("logical_not", 1, "bool", np.logical_not, aten=("logical_not",)),
     Op("trunc", 1, "int64", lambda x: np.trunc(x).astype(np.int64), "truncf"),   # float -> int casts only
+    # A change of storage type, half <-> float32 (the node's dtype says to which): to float32 exact,
+    # to a half dtype rounded to nearest even by runtime/numpy_ops.apply (docs/precision.md). The
+    # only op whose operand or result may be a half dtype; every other op computes in float32.
+    Op("convert", 1, "same", lambda x: np.asarray(x).astype(F32) if np.asarray(x).dtype.kind in "iub" else x),
+    # A float32 matmul operand rounded to TF32 (nearest even, 10 stored significand bits) where the
+    # program is compiled with precision="tf32": what mma.sync's tf32 inputs hold. Its numpy
+    # meaning is runtime/rounding.py's (numpy_ops supplies it: ir knows nothing of runtime).
+    Op("round_tf32", 1, "same", None),
     # binary
     Op("add", 2, "same", np.add, "+"),
     Op("subtract", 2, "same", np.subtract, "-"),

@@ -22,6 +22,14 @@ UNARY_OPS, BINARY_OPS, TERNARY_OPS = ops_of_arity(1), ops_of_arity(2), ops_of_ar
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + TERNARY_OPS
 # Ops whose result is float32 whatever their operands (torch: exp of an int64 tensor is float).
 FLOAT_RESULT_OPS = tuple(name for name, op in OPS.items() if op.result == "float")
+# A change of storage type, half <-> float32 (ir/ops.py): the only op whose operand or result
+# may be a half dtype.
+CONVERT_OP = "convert"
+# A float32 matmul operand rounded to TF32 where precision="tf32" (ir/ops.py).
+TF32_OP = "round_tf32"
+# Ops that change how a value is stored, not what is computed: free in the fusion guard's count
+# (a load's conversion, an mma operand's rounding), never a reason to store an intermediate.
+STORAGE_OPS = (CONVERT_OP, TF32_OP)
 COMPARISON_OPS = ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                   "logical_and", "logical_or", "logical_not")
 REDUCTION_OPS = ("sum", "max", "min")
@@ -127,7 +135,40 @@ def _index_entry(e: Affine, extent: int | None) -> str:
     return str(e)
 
 
-TensorNode = Union[Elementwise, Reduction, IndexMap]
+@dataclass(frozen=True)
+class Update:
+    """An in-place write into a state buffer (a KV cache): the result equals `target` except
+    that, for every element e of `src` (variables DIM_NAMES[:rank of src]), result[index(e)] =
+    src[e]. Its storage is the target's: a kernel writes only src's elements, so a write at a
+    runtime position (`index` reads a runtime scalar, `pos[0]`) changes one row of the cache.
+
+        kv_cache0_1 = kv_cache0 with [i, j, pos[0] + k, l] = add_5 -> (1, 2, 32, 16) float32
+    """
+    name: str
+    target: str
+    src: str
+    index: tuple[Affine, ...]       # over src's dims, into target's
+    type: TensorType                # the target's type
+    src_shape: tuple[int, ...] = ()
+
+    def inputs(self) -> tuple[str, ...]:
+        names = [self.src]
+        for e in self.index:
+            names.extend(g.tensor for g in gathers(e) if g.tensor not in names)
+        return tuple(names)
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.target} with [{', '.join(str(e) for e in self.index)}] = {self.src} -> {self.type}"
+
+
+TensorNode = Union[Elementwise, Reduction, IndexMap, Update]
+
+
+def written_buffer(node: TensorNode, outputs: tuple[str, ...]) -> Buffer:
+    """The buffer a kernel computing `node` writes: an output or a temporary, in the state's
+    own storage for an Update."""
+    return Buffer(node.name, node.type, "output" if node.name in outputs else "temp",
+                  node.target if isinstance(node, Update) else "")
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.ops import OPS as PRIMITIVES
+from .rounding import round_array, round_to
 
 F32 = np.float32
 
 
-# every elementwise primitive's meaning (ir/ops.py), and Kernel IR's floorf (a float floor
-# division's steps)
-OPS = {name: op.numpy for name, op in PRIMITIVES.items()} | {"floor": np.floor}
+# every elementwise primitive's meaning (ir/ops.py; round_tf32's is runtime/rounding.py's), and
+# Kernel IR's floorf (a float floor division's steps)
+OPS = ({name: op.numpy for name, op in PRIMITIVES.items() if op.numpy is not None}
+       | {"round_tf32": lambda x: round_to(x, "tf32"), "floor": np.floor})
 
 REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 
@@ -24,8 +26,10 @@ REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 _INT_EXACT = frozenset({"neg", "abs", "add", "subtract", "multiply", "maximum", "minimum", "floor_divide",
                         "remainder", "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                         "where"})
-# The numpy type of each dtype: the one table every executor of the IRs reads.
-NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
+# The numpy type of each dtype: the one table every executor of the IRs reads. A half tensor
+# is held in float32, each value one the half format represents (rounding.py makes them so).
+NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_,
+             "bfloat16": np.float32, "float16": np.float32}
 
 
 def _integer_operands(op: str, args: list) -> bool:
@@ -58,7 +62,7 @@ def apply(op: str, args: list, dtype: str | None = None):
     if dtype is not None and isinstance(out, (np.ndarray, np.generic)) and out.dtype != NP_DTYPES[dtype]:
         with np.errstate(invalid="ignore", over="ignore"):
             out = np.asarray(out).astype(NP_DTYPES[dtype])
-    return out
+    return round_array(out, dtype)     # a value of a half dtype: rounded to nearest even
 
 
 def _as_float(a):
