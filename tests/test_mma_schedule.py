@@ -17,7 +17,8 @@ MMA = {"008_register_tile.mma": "tf32"}
 
 def schedule(fn, *inputs, target="sm_80", config=MMA):
     """The Tile program after the 16 passes, and the trace."""
-    ctx = Context(get_target(target), config=config)
+    # mma.sync reads tf32 operands: only a precision="tf32" program's (docs/precision.md)
+    ctx = Context(get_target(target), config=config, precision="tf32" if "tf32" in config.values() else "float32")
     n = PIPELINE.index(LOWERING[0])
     _, steps = run_passes(PIPELINE[:n], capture(fn, inputs).program, ctx)
     verify(steps[-1].after, ctx.target)
