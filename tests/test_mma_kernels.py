@@ -39,7 +39,7 @@ def _close_to_tf32(got, a, b, bias=None):
 def test_simulated_mma_matches_eager(m, k, n):
     torch.manual_seed(m)
     a, b = torch.randn(m, k), torch.randn(k, n)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA, precision="tf32")
     assert c.tile_ir.kernels[0].mma is not None
     got = c.run(a, b, backend="sim")
     _close_to_tf32(got, a, b)
@@ -51,7 +51,8 @@ def test_simulated_mma_matches_eager(m, k, n):
 def test_linear_with_bias_on_tensor_cores():
     torch.manual_seed(1)
     x, w, bias = torch.randn(48, 80), torch.randn(40, 80), torch.randn(40)
-    c = deplokit.compile(lambda x, w, bias: F.linear(x, w, bias), x, w, bias, target="sm_90", config=MMA)
+    c = deplokit.compile(lambda x, w, bias: F.linear(x, w, bias), x, w, bias, target="sm_90",
+                         config=MMA, precision="tf32")
     k = next(k for k in c.tile_ir.kernels if k.mma is not None)
     assert "# ldmatrix.x2" in str(k)                     # w staged n-major: B's rows are slab rows
     _close_to_tf32(c.run(x, w, bias, backend="sim"), x, w.T.contiguous(), bias)
@@ -65,14 +66,14 @@ def _planted(c, **layouts):
     tile = c.tile_ir
     kernels = tuple(dataclasses.replace(k, mma=dataclasses.replace(k.mma, **layouts)) if k.mma else k
                     for k in tile.kernels)
-    program, _ = run_passes(LOWERING, dataclasses.replace(tile, kernels=kernels), Context(c.target))
+    program, _ = run_passes(LOWERING, dataclasses.replace(tile, kernels=kernels), Context(c.target, precision="tf32"))
     return program
 
 
 def test_planted_wrong_fragment_layout_fails_the_simulator():
     torch.manual_seed(2)
     a, b = torch.randn(64, 32), torch.randn(32, 64)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA, precision="tf32")
     env = {"a": a.numpy(), "b": b.numpy()}
     # the stamped (PTX) layouts re-lowered: the product
     (ok,) = simulate_program(_planted(c), env)
@@ -91,19 +92,20 @@ def test_planted_wrong_fragment_layout_fails_the_simulator():
 
 def test_kernel_ir_and_cuda_spell_the_instructions():
     a, b = torch.randn(64, 32), torch.randn(32, 64)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA, precision="tf32")
     kir, cuda = str(c.kernel_ir), str(c.cuda)
     assert "= ldmatrix.x4 shared a_smem[" in kir and "+= mma.m16n8k8.tf32(acc0_a[" in kir
     assert "= cvt.rna.tf32(acc0_b[" in kir
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" in cuda
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}" in cuda
     assert 'cvt.rna.tf32.f32 %0, %1;' in cuda
-    assert str(c.cuda) == str(deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA).cuda)
+    again = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA, precision="tf32")
+    assert str(c.cuda) == str(again.cuda)
 
 
 def test_fragment_text_in_the_ir_is_the_stamp():
     a, b = torch.randn(64, 32), torch.randn(32, 64)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA, precision="tf32")
     k = c.tile_ir.kernels[0]
     assert k.mma.layout_a == ptx_layout(k.mma.shape, "A")
     assert k.mma.layout_a.text() in str(k)
@@ -113,7 +115,7 @@ def test_fragment_text_in_the_ir_is_the_stamp():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_120"])
 def test_mma_cuda_compiles(arch):
     a, b = torch.randn(100, 72), torch.randn(72, 56)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target=arch, config=MMA)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target=arch, config=MMA, precision="tf32")
     assert c.tile_ir.kernels[0].mma is not None
     stats = c.nvcc().stats
     assert all(s.spill_stores == 0 for s in stats.values())
@@ -122,7 +124,7 @@ def test_mma_cuda_compiles(arch):
 @pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
 def test_sass_main_loop_is_hmma_fed_by_ldsm():
     a, b = torch.randn(4096, 4096), torch.randn(4096, 4096)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80", config=MMA, precision="tf32")
     main = c.sass().kernel(c.kernel_ir.kernels[0].name).main_loop()
     mix = main.mix
     assert mix.hmma > 0 and mix.ldsm > 0 and mix.ffma == 0
@@ -135,7 +137,7 @@ def test_ldmatrix_from_a_swizzled_tma_box():
     torch.manual_seed(3)
     a, b = torch.randn(520, 136), torch.randn(136, 264)
     cfg = MMA | {"011_tma_copy.enable": True, "003_split_matmul_k.splits": 1}
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=cfg)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=cfg, precision="tf32")
     text = str(c.tile_ir)
     assert "tmap=64x16,swizzle=64B" in text and "# ldmatrix.x4" in text
     _close_to_tf32(c.run(a, b, backend="sim"), a, b)
