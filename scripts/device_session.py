@@ -122,6 +122,12 @@ def save(state: dict, out: Path) -> None:
 
 # --- running commands ------------------------------------------------------------------------
 
+def child_env() -> dict:
+    """The checkout first on the path, then whatever the caller carried (build/gpu_pydeps)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=path)
+
+
 def run_cmd(cmd, seconds: float, log) -> int:
     """Run `cmd` for at most `seconds`, its output appended to `log`; 124 when stopped (SIGINT
     first: the suite writes what it measured before it exits), 127 when the program is missing."""
@@ -132,7 +138,7 @@ def run_cmd(cmd, seconds: float, log) -> int:
         return 124
     try:
         proc = subprocess.Popen(list(map(str, cmd)), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT)))
+                                env=child_env())
     except FileNotFoundError as e:
         log.write(f"not found: {e.filename}\n")
         return 127
@@ -210,7 +216,8 @@ def ncu_summary(csv_text: str) -> list[tuple[str, str, str]]:
 
 def losers(state: dict, n: int = NCU_KERNELS) -> list[str]:
     """The ok entries with the lowest speedup over eager, worst first."""
-    ok = [r for r in state.get("eager", ()) if r.get("status") == "ok" and (r.get("report") or {}).get("speedup_vs_eager")]
+    ok = [r for r in state.get("eager", ())
+          if r.get("status") == "ok" and (r.get("report") or {}).get("speedup_vs_eager")]
     return [r["name"] for r in sorted(ok, key=lambda r: r["report"]["speedup_vs_eager"])[:n]]
 
 
@@ -257,7 +264,8 @@ def versions() -> dict:
          "nvcc": (out(["nvcc", "--version"]).splitlines() or ["unavailable"])[-1],
          "ncu": (out(["ncu", "--version"]).splitlines() or ["unavailable"])[-1]}
     probe = ("import json\nv={}\n"
-             "for k, s in (('torch','import torch as m; r=m.__version__'), ('torch_cuda','import torch; r=torch.version.cuda'),"
+             "for k, s in (('torch','import torch as m; r=m.__version__'),"
+             " ('torch_cuda','import torch; r=torch.version.cuda'),"
              " ('cupy','import cupy as m; r=m.__version__'), ('triton','import triton as m; r=m.__version__'),"
              " ('nvrtc','from cupy.cuda import nvrtc; r=\".\".join(map(str, nvrtc.getVersion()))')):\n"
              "    try:\n        exec(s); v[k]=str(r)\n    except Exception as e:\n        v[k]='unavailable'\n"
@@ -403,7 +411,8 @@ def main(argv=None) -> int:
     stop = None
     with open(out / "session.log", "a") as log:
         for step in PLAN:
-            if (state["steps"].get(step.name) or {}).get("status") == "done" and step.name not in ("versions", "report"):
+            done = (state["steps"].get(step.name) or {}).get("status") == "done"
+            if done and step.name not in ("versions", "report"):
                 print(f"[{step.name}] done before; skipped")
                 continue
             if stop and step.name != "report":

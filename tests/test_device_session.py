@@ -69,6 +69,12 @@ def test_a_command_past_its_time_is_stopped_and_a_missing_one_is_127(ds, tmp_pat
     assert "hello" in (tmp_path / "log").read_text()
 
 
+def test_children_keep_the_carried_python_path(ds, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/carried/gpu_pydeps")
+    parts = ds.child_env()["PYTHONPATH"].split(":")
+    assert parts == [str(ROOT), "/carried/gpu_pydeps"]
+
+
 def test_no_time_left_marks_the_step_out_of_time(ds, tmp_path):
     clock = ds.Clock(ds.REPORT_RESERVE_S + 1)          # one second past the report's reserve
     state = ds.new_state("x")
@@ -158,11 +164,11 @@ def test_geomean_ignores_missing_values():
     assert geomean([]) is None
 
 
-NCU_CSV = '''==PROF== Connected to process 1
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1","python","h","merged_matmul","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","GPU Speed Of Light Throughput","Compute (SM) Throughput","%","81.52"
-"0","1","python","h","merged_matmul","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","GPU Speed Of Light Throughput","L1/TEX Hit Rate","%","3.1"
-'''
+_HEAD = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+         '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+_ROW = '"0","1","python","h","merged_matmul","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","GPU Speed Of Light",'
+NCU_CSV = "\n".join(["==PROF== Connected to process 1", _HEAD, _ROW + '"Compute (SM) Throughput","%","81.52"',
+                     _ROW + '"L1/TEX Hit Rate","%","3.1"']) + "\n"
 
 
 def test_ncu_summary_keeps_the_metrics_that_say_what_limits(ds):
@@ -171,7 +177,8 @@ def test_ncu_summary_keeps_the_metrics_that_say_what_limits(ds):
 
 def test_the_ncu_programs_compile_on_the_host():
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_programs.py"), "--check"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr
     lines = dict(line.split(" ", 1) for line in p.stdout.strip().splitlines())
     assert set(lines) == {"matmul4096", "proj_s128", "attention_s512"}

@@ -106,8 +106,12 @@ def render(results: dict, names) -> str:
     if bf16:
         for r in bf16:
             rep = r.get("report") or {}
-            lines.append(f"- {r['name']}: " + (f"{rep['deplokit_us']:.2f} µs, {_f(rep.get('speedup_vs_eager'), '{:.2f}x')}"
-                                               f" vs eager" if r.get("status") == "ok" and rep else _why(r)))
+            if r.get("status") == "ok" and rep:
+                lines.append(f"- {r['name']}: {rep['deplokit_us']:.2f} µs, "
+                             f"{_f(rep.get('speedup_vs_eager'), '{:.2f}x')} vs eager, "
+                             f"{_f(rep.get('speedup_vs_compile'), '{:.2f}x')} vs torch.compile")
+            else:
+                lines.append(f"- {r['name']}: {_why(r)}")
     else:
         lines.append((results.get("steps", {}).get("extras") or {}).get("note") or OUT_OF_TIME)
     gen = results.get("generate") or {}
