@@ -108,7 +108,7 @@ def test_unsupported_op_names_it_and_lists_covered_ops():
 
 
 @pytest.mark.parametrize("fn, inputs", [
-    (lambda x: x * 2, (torch.randn(8).half(),)),
+    (lambda x: x * 2, (torch.randn(8, dtype=torch.complex64),)),
     (lambda x: x.double() * 2, (torch.randn(8),)),
 ])
 def test_unsupported_dtype(fn, inputs):

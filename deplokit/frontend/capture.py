@@ -23,7 +23,8 @@ from .aten_table import ATEN_OPS, IGNORED_OPS, SHAPE_ONLY_OPS, VIEW_OPS, covered
 from .multi_output import MULTI_OUTPUT_OPS
 from .positions import Positions
 
-_DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
+_DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool",
+           torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,8 @@ def _check_dtype(dtype, where: str) -> str:
     if dtype not in _DTYPES:
         raise UnsupportedDtypeError(
             f"{where} has dtype {str(dtype).replace('torch.', '')}; deplokit computes in float32 "
-            f"(supported: float32, and int64/int32/bool for indices and masks)")
+            f"(supported: float32, bfloat16/float16 stored and computed in float32, and int64/int32/bool "
+            f"for indices and masks)")
     return _DTYPES[dtype]
 
 
@@ -373,4 +375,13 @@ def _evaluate(node, folded, shape_only: bool = False):
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().contiguous().numpy().copy()
+    return to_numpy(t)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values as numpy: a half tensor as float32 (exact; numpy has no bfloat16),
+    which is how every executor holds it (runtime/rounding.py)."""
+    t = t.detach().cpu().contiguous()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.float()
+    return t.numpy().copy()

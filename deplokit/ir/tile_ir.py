@@ -333,6 +333,10 @@ class TileKernel(Displayable):
     repacks_for: str = ""          # on a repack kernel: the kernel it copies an operand for (runs first)
     flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (schedule/flash_tile.py)
     mma: MmaTile | None = None     # 008: the matmul runs on tensor cores (fragments, warps, instruction)
+    # How the kernel's matmul multiplies, stamped by 001 tileify: "float32" (exact FFMA) or
+    # "tf32" (its operands are round_tf32 values: an mma.sync ...tf32 lowering may read them
+    # as tf32 fragments; docs/precision.md).
+    precision: str = "float32"
 
     def register_tile(self, acc: str) -> RegisterTile | None:
         for r in self.register_tiles:
@@ -359,6 +363,8 @@ class TileKernel(Displayable):
         lines += [f"reduces {self.reduces_for}  # its split-K partial sums, in split order"] if self.reduces_for else []
         lines += [r.text() for r in self.repacks]
         lines += [f"repacks for {self.repacks_for}  # runs just before it"] if self.repacks_for else []
+        lines += [f"precision {self.precision}  # matmul operands rounded to TF32, accumulated in float32"] \
+            if self.precision != "float32" else []
         format_body(self.body, 0, lines)
         return "\n".join(lines)
 

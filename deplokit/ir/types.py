@@ -4,23 +4,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Element types deplokit computes with: float32 for arithmetic, int64/int32 computed exactly at
-# their width (ids, positions, counts), bool for masks.
-DTYPES = ("float32", "int64", "int32", "bool")
+# their width (ids, positions, counts), bool for masks. bfloat16 and float16 are storage types
+# only (docs/precision.md): a half tensor is converted to float32 where it is read (an explicit
+# `convert` node), computed on in float32, and rounded to nearest even where it is stored.
+DTYPES = ("float32", "int64", "int32", "bool", "bfloat16", "float16")
+HALF_DTYPES = ("bfloat16", "float16")
 # Bytes one element of each dtype takes in memory: the one table every byte count reads.
-DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
+DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1, "bfloat16": 2, "float16": 2}
 # Kernel IR's element types (Param.ctype, loads' ctype) as dtypes.
 CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32",
-               "bool": "bool"}
+               "bool": "bool", "bf16": "bfloat16", "f16": "float16"}
 # The Kernel-IR scalar type a value of each dtype is held in (a local's Declare, a load's ctype):
 # the one table the lowering reads. "int" stays the type of index arithmetic (32-bit, or 64-bit
 # in a kernel stamped wide); int32 values are "int32" so that the two are never confused.
-DTYPE_CTYPE = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
+DTYPE_CTYPE = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool", "bfloat16": "bf16",
+               "float16": "f16"}
 INTEGER_DTYPES = ("int64", "int32")
+
+
+def value_dtype(dtype: str) -> str:
+    """The dtype a value read from a tensor of `dtype` is computed in: a half element is
+    converted to float32 as it is loaded (float32 holds every half value exactly)."""
+    return "float32" if dtype in HALF_DTYPES else dtype
 
 
 def shared_ctype(dtype: str) -> str:
     """The element type of a shared array holding a tensor of `dtype`: integers their own
-    (exact), bool and float32 as float (0.0/1.0 are exact, 4-byte words as the bank model counts)."""
+    (exact), bool and float32 as float (0.0/1.0 are exact, 4-byte words as the bank model counts);
+    a half tensor is staged converted to float (its copies are sync: a bf16 value is exact in float)."""
     return DTYPE_CTYPE[dtype] if dtype in INTEGER_DTYPES else "float"
 
 

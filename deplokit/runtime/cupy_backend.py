@@ -20,6 +20,7 @@ from .device import require_gpu
 from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
 from .nvcc import compile_cuda, nvcc_available
 from .nvrtc import compile_nvrtc, nvrtc_available
+from .rounding import round_to
 from .signature import check_plan_matches_source
 from .tensor_map import encode
 
@@ -59,6 +60,32 @@ def compile_cubin(cuda_source: str, arch: str) -> bytes:
     if not nvcc_available():
         raise ExecutionError("backend='cupy' needs NVRTC (pip install nvidia-cuda-nvrtc) or nvcc to compile kernels")
     return compile_cuda(cuda_source, arch).cubin
+
+
+# The numpy type a device buffer of each dtype is held in: a bf16 element as its 16-bit word
+# (numpy has no bfloat16; DLPack carries it as int16), the rest as themselves.
+_STORAGE = {"bfloat16": np.uint16, "float16": np.float16}
+
+
+def storage_dtype(dtype: str):
+    """The numpy type of a device buffer of `dtype`."""
+    return np.dtype(_STORAGE.get(dtype, dtype))
+
+
+def half_to_storage(array, dtype: str) -> np.ndarray:
+    """Host values of a half tensor (float32, each exact in `dtype`) as the device's words."""
+    if dtype == "bfloat16":
+        bits = round_to(array, "bfloat16").view(np.uint32)
+        return (bits >> np.uint32(16)).astype(np.uint16)
+    return np.asarray(array, dtype=np.float32).astype(np.float16)
+
+
+def storage_to_torch(words: np.ndarray, dtype: str) -> torch.Tensor:
+    """A device buffer's words, copied to the host, as a torch tensor of `dtype`."""
+    if dtype == "bfloat16":
+        values = (words.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        return torch.from_numpy(values).to(torch.bfloat16)
+    return torch.from_numpy(words)
 
 
 def device_ready(t: torch.Tensor, dtype: str) -> torch.Tensor:
@@ -127,11 +154,16 @@ class CupyExecutor:
                 ready = device_ready(array, spec.device_dtype)
                 if ready.dtype == torch.bool:       # bool crosses DLPack as bytes
                     return cp.from_dlpack(ready.view(torch.uint8)).view(np.bool_).reshape(-1)
+                if ready.dtype == torch.bfloat16:   # bf16 crosses as its 16-bit words
+                    return cp.from_dlpack(ready.view(torch.int16)).view(np.uint16).reshape(-1)
                 return cp.from_dlpack(ready).reshape(-1)
-            array = array.contiguous().numpy()
+            array = array.contiguous()
+            array = (array.float() if array.dtype in (torch.bfloat16, torch.float16) else array).numpy()
+        if spec.device_dtype in _STORAGE:
+            array = half_to_storage(array, spec.device_dtype)
         arr = cp.asarray(np.ascontiguousarray(array))
-        if arr.dtype != np.dtype(spec.device_dtype):
-            arr = arr.astype(spec.device_dtype)
+        if arr.dtype != storage_dtype(spec.device_dtype):
+            arr = arr.astype(storage_dtype(spec.device_dtype))
         return cp.ascontiguousarray(arr.reshape(-1))
 
     def prepare(self, inputs, state: dict | None = None) -> dict:
@@ -160,9 +192,9 @@ class CupyExecutor:
             if spec.name in bufs or (spec.name not in self.used and spec.name not in plan.outputs):
                 continue
             if spec.offset is not None:
-                bufs[spec.name] = arena[spec.offset:spec.offset + spec.nbytes].view(spec.device_dtype)
+                bufs[spec.name] = arena[spec.offset:spec.offset + spec.nbytes].view(storage_dtype(spec.device_dtype))
             else:   # outputs (and a written buffer no temp slot was planned for); kernels zero what they accumulate
-                bufs[spec.name] = cp.empty(spec.numel, dtype=spec.device_dtype)
+                bufs[spec.name] = cp.empty(spec.numel, dtype=storage_dtype(spec.device_dtype))
         bufs["__arena__"] = arena           # keeps the views' memory alive with the dict
         bufs["__tensor_maps__"] = {i: tuple(self.encode_tensor_map(t.args, device_address(bufs[t.buffer]))
                                             for t in ln.tensor_maps)
@@ -189,8 +221,14 @@ class CupyExecutor:
             spec = self.plan.buffer(name)
             arr = bufs[name].reshape(spec.shape)
             if on_device:       # bool never crosses DLPack (not every producer/consumer pair has it)
+                if spec.device_dtype == "bfloat16":
+                    out.append(torch.from_dlpack(arr.view(np.int16)).view(torch.bfloat16))
+                    continue
                 t = torch.from_dlpack(arr.view(np.uint8) if arr.dtype == np.bool_ else arr)
                 out.append(t != 0 if spec.dtype == "bool" else t.to(getattr(torch, spec.dtype)))
+                continue
+            if spec.device_dtype in _STORAGE:
+                out.append(storage_to_torch(self.cupy.asnumpy(arr), spec.device_dtype))
                 continue
             if spec.dtype == "bool":
                 arr = arr != 0

@@ -26,8 +26,10 @@ from ...ir.types import TensorType
 
 
 class Builder:
-    def __init__(self, types: dict[str, TensorType], reserved: set[str] = frozenset()):
+    def __init__(self, types: dict[str, TensorType], reserved: set[str] = frozenset(),
+                 precision: str = "float32"):
         self._types = dict(types)
+        self.precision = precision      # "tf32": matmul operands are rounded to TF32 (matmul.contract)
         # Torch-IR op names stay free for `rename_last`, so a decomposed op keeps its name.
         self._taken = set(types) | set(reserved)
         self.nodes: list[TensorNode] = []

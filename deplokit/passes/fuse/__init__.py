@@ -11,7 +11,7 @@ scores row leaves the chip; `fuse` runs all three, for callers outside the pipel
 from __future__ import annotations
 
 from ...ir.loop_ir import LoopProgram
-from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram, Update, written_buffer
+from ...ir.tensor_ir import STORAGE_OPS, Elementwise, IndexMap, Reduction, TensorProgram, Update, written_buffer
 from .attention import fuse_attention
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise
 from .guard import compounding_copies, judge
@@ -59,6 +59,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
     verdicts: dict[str, str] = {}   # root -> the guard's reason for the kernel it passed
     consumers: dict[str, list[str]] = {}
     producers = {n.name: tuple(n.inputs()) for n in program.nodes}
+    free = frozenset(n.name for n in program.nodes if isinstance(n, Elementwise) and n.op in STORAGE_OPS)
     for n in program.nodes:
         for i in n.inputs():
             consumers.setdefault(i, []).append(n.name)
@@ -106,7 +107,8 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
                 break
         if changed:
             continue
-        for node, reason in compounding_copies({r: bk.inlined for r, bk in built.items()}, producers, stored, order):
+        for node, reason in compounding_copies({r: bk.inlined for r, bk in built.items()}, producers, stored, order,
+                                               free):
             materialise(node, reason)
             compounding.append((node, reason))
             changed = True

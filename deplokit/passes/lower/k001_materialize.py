@@ -46,7 +46,7 @@ from ...ir.tile_ir import (
     accumulators,
     walk,
 )
-from ...ir.types import DTYPE_CTYPE, shared_ctype
+from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...target import VECTOR
 from ..record import Pass
 from .combine import lower_combine
@@ -228,7 +228,8 @@ class Materializer(LoweringState):
         shape = self.types[s.tensor].shape
         exprs = self.index_exprs(s.index, out)
         self.note_read(s.tensor)
-        dtype = self.types[s.tensor].dtype
+        # a half element is read as float (__bfloat162float): its Loop-IR convert is then exact
+        dtype = value_dtype(self.types[s.tensor].dtype)
         self.dtypes[s.dst] = dtype
         cond, safe = self.guard(s.index, exprs, shape)
         value = K.GlobalLoad(s.tensor, flat_offset(safe, shape), DTYPE_CTYPE[dtype])

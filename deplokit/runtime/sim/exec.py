@@ -29,6 +29,7 @@ from .values import (
     as_bool,
     binary_values,
     cast,
+    cast_to,
     dtype_of,
     kind_of,
     last_per_key,
@@ -317,7 +318,7 @@ class Chunk:
         return dtype_of(e.ctype)(e.value)
 
     def e_cast(self, e: K.Cast, mask):
-        return cast(np.asarray(self.ev(e.a, mask)), dtype_of(e.ctype))
+        return cast_to(np.asarray(self.ev(e.a, mask)), e.ctype)
 
     def e_special(self, e: K.Special, mask):
         v = self.specials.get(e.name)
