@@ -58,6 +58,14 @@ def test_the_stratified_subset_has_one_entry_per_op(ds):
     assert sorted(n.split(".")[0] for n in subset) == sorted(ops)
     assert set(subset) <= set(names)
     assert len({n.split(".")[1] for n in subset}) == 2     # both models are seen
+    assert not any(n.endswith(".bf16") for n in subset)    # FP32 first; bf16 has its own step
+
+
+def test_bench_dtype_selects_one_precision(capsys):
+    from deplokit.cli import main
+    assert main(["bench", "--suite", "llm", "--list", "--dtype", "bfloat16", "--filter", "rmsnorm"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:-1]]
+    assert names and all(n.endswith(".bf16") for n in names)
 
 
 def test_a_command_past_its_time_is_stopped_and_a_missing_one_is_127(ds, tmp_path):
@@ -134,13 +142,14 @@ SYNTHETIC = {
               {"name": "b", "status": "ok", "report": _report(10.0, eager=5.0)},
               {"name": "c", "status": "mismatch", "check": "max abs error 0.5"}],
     "compile": [{"name": "a", "status": "ok", "report": _report(10.0, comp=30.0)}],
+    "bf16": [{"name": "a.bf16", "status": "ok", "report": _report(4.0, eager=8.0, comp=2.0)}],
     "steps": {"timing": {"status": "done"}, "compile": {"status": "out of time"}},
     "gpu_tests": "12 passed, 1 skipped",
 }
 
 
 def test_benchmarks_md_is_computed_from_the_synthetic_results():
-    text = render(SYNTHETIC, ["a", "b", "c", "d"])
+    text = render(SYNTHETIC, ["a", "b", "c", "d", "a.bf16"])
     for v in ("SYNTHETIC GPU", "999.1", "torch: 9.9", "CuPy: 13.9", "NVRTC: 13.0", "SYNTHETIC-DATE",
               "--deadline 520"):
         assert v in text
@@ -151,7 +160,9 @@ def test_benchmarks_md_is_computed_from_the_synthetic_results():
     assert "- c: check mismatch: device inputs: max abs error 0.5" in text
     assert f"- d: {OUT_OF_TIME}" in text
     assert "12 passed, 1 skipped" in text
-    assert render(SYNTHETIC, ["a", "b", "c", "d"]) == text                   # byte-identical
+    assert "bf16 geomean speedup vs torch eager: 2.00x over 1 entries; vs torch.compile: 0.50x" in text
+    assert "| a.bf16 | 4.00 | 8.00 | 2.00 | 2.00x | 0.50x | 42.0% memory | ok |" in text
+    assert render(SYNTHETIC, ["a", "b", "c", "d", "a.bf16"]) == text                   # byte-identical
 
 
 def test_a_skipped_timing_step_says_why_not_out_of_time():

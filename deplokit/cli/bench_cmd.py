@@ -77,6 +77,8 @@ def add_parser(sub) -> None:
     pb.add_argument("--list", action="store_true", help="print the suite's entries and shapes, and exit")
     pb.add_argument("--filter", action="append", default=[], metavar="TEXT",
                     help="only entries whose name contains TEXT (repeatable)")
+    pb.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                    help="only the entries in this dtype (default: both)")
     pb.add_argument("--target", choices=list(TARGETS), default="sm_90", help="(default: %(default)s)")
     pb.add_argument("--profile", action="store_true", help="per-kernel timings in the JSON")
     pb.add_argument("--timeout", type=float, default=600.0, help="seconds per entry before the watchdog kills "
@@ -93,6 +95,8 @@ def add_parser(sub) -> None:
 
 def cmd_bench(args) -> int:
     entries = select(suite_entries(args.suite), args.filter)
+    if args.dtype:
+        entries = tuple(e for e in entries if e.dtype == args.dtype)
     if args.list:
         sys.stdout.write(format_list(entries))
         return 0
