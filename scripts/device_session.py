@@ -65,9 +65,9 @@ PLAN = (
     Step("versions", 10, 40, "device, driver and library versions beside every figure"),
     Step("preflight", 30, 120, "NVRTC -> cubin -> launch -> DLPack -> RMSNorm vs eager"),
     Step("correctness", 110, 260, "every corpus program and suite entry vs eager, host and device inputs"),
-    Step("timing", 130, 300, "every suite entry timed against eager"),
+    Step("timing", 130, 300, "every FP32 suite entry timed against eager"),
     Step("compile", 70, 400, "torch.compile timing: one entry per op first, then the rest"),
-    Step("extras", 20, 120, "generation tokens/s and bf16 entries, where they exist"),
+    Step("extras", 20, 120, "generation tokens/s and the bf16 entries (eager and torch.compile), where they exist"),
     Step("ncu", 40, 150, "Nsight Compute on the entries that lose most"),
     Step("report", 2, 30, "BENCHMARKS.md from whatever finished"),
 )
