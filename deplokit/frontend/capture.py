@@ -208,8 +208,9 @@ def _convert(ep, scalars: tuple[str, ...] = (), scalar_limit: int = 0) -> Captur
                 _tensor_type(val, f"aten.{key} (node {node.name})")
             if key not in ATEN_OPS and key not in _PIECE_KEYS:
                 raise UnsupportedOpError(
-                    f"operator aten.{key} (node {node.name}{_module_path(node)}) is not supported; covered ops: "
-                    + ", ".join(covered_ops()))
+                    f"operator aten.{key} (node {node.name}{_module_path(node)}) is not supported; "
+                    f"`deplokit ops` (deplokit.frontend.aten_table.covered_ops()) lists the {len(covered_ops())} "
+                    "supported ops")
             op_name, normalise = ATEN_OPS[key] if key in ATEN_OPS else _PIECE_KEYS[key]
             # Folded inputs that reach a real op become constant buffers.
             for a in tensor_inputs:
