@@ -16,15 +16,11 @@ import sys
 from ..bench.report import summary, to_json, to_markdown
 from ..bench.resume import merged, previous_rows, still_to_run
 from ..bench.runner import run_suite
-from ..bench.suite import format_list, select, suite_entries
+from ..bench.suite import select, suite_entries
 from ..errors import DeplokitError, DeviceUnavailableError
 from ..runtime.bench_text import NO_GPU_MESSAGE, format_bench, format_profile
 from ..runtime.device import gpu_available
-from ..target import TARGETS
-from .parser import add_command, count
 from .program import write_atomic
-
-DEFAULT_WARMUP, DEFAULT_REPEATS = 10, 100
 
 
 def parse_compare(text: str) -> tuple[str, ...]:
@@ -34,24 +30,6 @@ def parse_compare(text: str) -> tuple[str, ...]:
         raise DeplokitError(f"--compare {text!r}: unknown {', '.join(bad)}; use eager, compile, "
                             "both (eager,compile) or none")
     return parts
-
-
-def add_timing_args(p) -> None:
-    p.add_argument("--warmup", type=count(0), default=DEFAULT_WARMUP, help="untimed runs first (default: %(default)s)")
-    p.add_argument("--repeats", type=count(1), default=DEFAULT_REPEATS,
-                   help="timed runs; the median is reported (default: %(default)s)")
-    p.add_argument("--compare", default="eager,compile",
-                   help="what to time deplokit against: eager, compile, eager,compile or none (default: %(default)s)")
-
-
-def add_run_args(p) -> None:
-    """`run`'s --bench and --profile."""
-    p.add_argument("--bench", action="store_true",
-                   help="also time deplokit, torch eager and torch.compile on the GPU (CUDA events, L2 flushed, "
-                        "median): us, speedups, GB/s, %% of the target's peak")
-    p.add_argument("--profile", action="store_true",
-                   help="time each kernel too: time, bytes, FLOPs, registers, shared memory, occupancy")
-    add_timing_args(p)
 
 
 def bench_after_run(args, compilation) -> None:
@@ -68,34 +46,10 @@ def bench_after_run(args, compilation) -> None:
         sys.stdout.write(format_profile(report))
 
 
-def add_parser(sub) -> None:
-    pb = add_command(sub, "bench", cmd_bench, help="benchmark a kernel suite on the GPU",
-                        description="Benchmark a suite of kernel shapes (each entry in a watchdog worker: one that "
-                                    "faults or hangs is reported and the suite goes on). Writes JSON and a "
-                                    "markdown table, prints geomean speedups.")
-    pb.add_argument("--suite", required=True, choices=["llm"], help="which suite")
-    pb.add_argument("--list", action="store_true", help="print the suite's entries and shapes, and exit")
-    pb.add_argument("--filter", action="append", default=[], metavar="TEXT",
-                    help="only entries whose name contains TEXT (repeatable)")
-    pb.add_argument("--target", choices=list(TARGETS), default="sm_90", help="(default: %(default)s)")
-    pb.add_argument("--profile", action="store_true", help="per-kernel timings in the JSON")
-    pb.add_argument("--timeout", type=float, default=600.0, help="seconds per entry before the watchdog kills "
-                                                                 "its worker (default: %(default)s)")
-    pb.add_argument("--out", default="bench_results", metavar="DIR",
-                    help="folder for suite_<suite>_<target>.json and .md (default: %(default)s)")
-    pb.add_argument("--compile-only", action="store_true",
-                    help="no timing, no GPU: compile every entry and its CUDA with NVRTC")
-    pb.add_argument("--resume", action="store_true",
-                    help="keep the ok rows of the JSON an earlier (cut short) run left in --out and run only the "
-                         "other entries")
-    add_timing_args(pb)
 
 
 def cmd_bench(args) -> int:
     entries = select(suite_entries(args.suite), args.filter)
-    if args.list:
-        sys.stdout.write(format_list(entries))
-        return 0
     job = "compile" if args.compile_only else "bench"
     job_args = {}
     if job == "bench":

@@ -2,22 +2,11 @@
 eager (exit status 1 on a mismatch); with --bench / --profile, time it on the GPU too."""
 from __future__ import annotations
 
-from ..compilation import BACKENDS, resolve_backend
+from ..compilation import resolve_backend
 from ..errors import ExecutionError
 from ..frontend.models import ModelProgram
-from .bench_cmd import add_run_args, bench_after_run
-from .parser import TRUST_NOTE, add_command, add_source
+from .bench_cmd import bench_after_run
 from .program import compile_program, load_program
-
-
-def add_parser(sub) -> None:
-    pr = add_command(sub, "run", cmd_run, help="run a program and check it against torch eager",
-                     description="Run a compiled program on its example inputs and compare with torch eager. "
-                                 "Exit status 1 on a mismatch.", epilog="Note: " + TRUST_NOTE)
-    add_source(pr)
-    pr.add_argument("--backend", choices=list(BACKENDS), default="auto",
-                    help="which IR executes it (default: %(default)s = cupy with a CUDA device, else sim)")
-    add_run_args(pr)
 
 
 def auto_backend() -> str:

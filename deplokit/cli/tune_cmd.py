@@ -21,35 +21,8 @@ from ..tune.cache import TuneCache
 from ..tune.calibrate import fit_constants, log_error, measure_samples
 from ..tune.constants import save_constants
 from ..tune.cost_model import CostConstants
-from ..tune.objective import OBJECTIVES
 from ..tune.space import kernel_spaces
-from ..tune.tuner import SEARCHES
-from .parser import CACHE_HELP, add_command, add_source
 from .program import compile_program, load_program, warn
-
-SEARCH_HELP = "search algorithm (default: %(default)s): SP-MCTS or random search over the same knob tree"
-
-
-def add_parser(sub) -> None:
-    pt = add_command(sub, "tune", cmd_tune, help="autotune the scheduling knobs of every kernel (SP-MCTS)",
-                        description="Search the 16 scheduling passes' knobs of each kernel and keep every trial in "
-                                    "a SQLite cache; compile and run then use the best config found.")
-    add_source(pt, tuned_cache=False)
-    pt.add_argument("-v", "--verbose", action="count", default=0,
-                    help="print a line per trial and every knob of the best configs")
-    pt.add_argument("--budget", type=int, default=64, metavar="N",
-                    help="trials per kernel, cached ones included (default: %(default)s)")
-    pt.add_argument("--objective", choices=list(OBJECTIVES), default="model",
-                    help="model: predicted by the cost model (no GPU needed); gpu: measured with CuPy "
-                         "(default: %(default)s)")
-    pt.add_argument("--cache", metavar="PATH", help=CACHE_HELP)
-    pt.add_argument("--search", choices=list(SEARCHES), default="mcts", help=SEARCH_HELP)
-    pt.add_argument("--seed", type=int, default=0, help="random seed of the search (default: %(default)s)")
-    pt.add_argument("--patience", type=int, default=None, metavar="P",
-                    help="stop a kernel's search after P trials without a better one")
-    pt.add_argument("--calibrate", action="store_true",
-                    help="instead of tuning, time random schedules on the GPU and fit the cost model's constants "
-                         "to them (stored in the cache, used by --objective model)")
 
 
 def _progress(total: int, verbose: int):
