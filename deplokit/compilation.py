@@ -15,22 +15,20 @@ from .passes.lower import lower_tiles
 from .passes.lower.cuda import render_cuda
 from .passes.verify import verify
 from .pipeline import STAGES, lower
-from .runtime.bench import bench_compilation, cuda_eager
-from .runtime.cupy_backend import CupyExecutor
 from .runtime.device import gpu_available
 from .runtime.loop_interp import run_loop_ir
 from .runtime.nvcc import compile_cuda
-from .runtime.sass import compile_sass
-from .runtime.sim import simulate_program
 from .runtime.tensor_interp import run_tensor_ir
 from .target import get_target
 from .trace import Context
-from .tune.tuner import tune_compilation
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
 # SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
 # cupy when a CUDA device is present, else the simulator.
 BACKENDS = ("tensor", "loop", "sim", "cupy", "auto")
+
+# The simulator, CuPy, the benchmark, the disassembler and the tuner load when first used
+# (each method imports its own), so compiling and printing an IR loads only the passes.
 
 
 def resolve_backend(backend: str) -> str:
@@ -121,6 +119,7 @@ class Compilation(Displayable):
             return run_loop_ir(self.loop_ir, env)
         # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
         program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
+        from .runtime.sim import simulate_program
         return simulate_program(program, env, launches=self.launches, whole=self.loop_ir if self.launches else None,
                                 max_block_threads=limit,
                                 max_smem_per_block=self.target.dynamic_smem_per_block if limit else None)
@@ -140,6 +139,7 @@ class Compilation(Displayable):
     def cupy_executor(self):
         """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
         if self._cupy is None:
+            from .runtime.cupy_backend import CupyExecutor
             self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target,
                                       launches=self.launches, whole=self.loop_ir)
         return self._cupy
@@ -149,6 +149,7 @@ class Compilation(Displayable):
         """Time the program on the GPU (CUDA events, L2 flushed before every run, median of
         `repeats` after `warmup`) against the tools named in `compare` ("eager", "compile");
         with `profile`, per kernel too. Returns a BenchReport; needs a CUDA device."""
+        from .runtime.bench import bench_compilation
         return bench_compilation(self, inputs or self.example_inputs, warmup=warmup, repeats=repeats,
                                  compare=tuple(compare), profile=profile, name=name)
 
@@ -186,6 +187,7 @@ class Compilation(Displayable):
         with torch.no_grad():
             on_gpu = [t.device for t in inputs if isinstance(t, torch.Tensor) and t.is_cuda]
             if on_gpu:      # a module's weights (or a function's host tensors) must move there too
+                from .runtime.bench import cuda_eager
                 return cuda_eager(self.source, inputs, str(on_gpu[0]))(*inputs)
             return self.source(*inputs)
 
@@ -226,6 +228,7 @@ class Compilation(Displayable):
         """The machine code nvcc makes for `arch` (the target by default), disassembled: each
         kernel's SASS and its hottest loop's instruction mix (deplokit.analysis.sass.SassReport).
         Needs nvcc and cuobjdump or nvdisasm (the `sass` extra); changes nothing here."""
+        from .runtime.sass import compile_sass
         return compile_sass(self.cuda, self.kernel_ir, arch or self.target.name, self.target.name)
 
     # -- tuning ---------------------------------------------------------------------------------
@@ -239,6 +242,7 @@ class Compilation(Displayable):
         """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
         return a deplokit.tune.result.TuneResult; `listener(trial)` is called after each trial;
         `cache`: a path (default ~/.cache/deplokit/tune.db) or a deplokit.tune.cache.TuneCache."""
+        from .tune.tuner import tune_compilation
         return tune_compilation(self, budget=budget, objective=objective, listener=listener, cache=cache, **options)
 
     # -- inspection ---------------------------------------------------------------------------
