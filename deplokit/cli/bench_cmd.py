@@ -5,7 +5,9 @@
     deplokit bench --suite llm --compile-only        (no GPU needed: compile + NVRTC each entry)
     deplokit bench --suite llm --resume              (run only what an earlier, cut-short run left)
 
-Without a CUDA device nothing is timed: `run --bench` says so after its check, and
+Without a CUDA device nothing is timed: `run --bench` / `--profile` say so before compiling
+and print what the machine can tell without one (format_model_profile: per kernel bytes,
+FLOPs, registers, shared memory, occupancy, the cost model's µs and the roofline), and
 `bench --suite` (timing) is a one-line error.
 """
 from __future__ import annotations
@@ -20,6 +22,9 @@ from ..bench.suite import select, suite_entries
 from ..errors import DeplokitError, DeviceUnavailableError
 from ..runtime.bench_text import NO_GPU_MESSAGE, format_bench, format_profile
 from ..runtime.device import gpu_available
+from ..runtime.nvcc import nvcc_available
+from ..tune.cost_model import estimate
+from ..tune.roofline import roofline_of
 from .program import write_atomic
 
 
@@ -37,7 +42,7 @@ def bench_after_run(args, compilation) -> None:
     if not (args.bench or args.profile):
         return
     if not gpu_available():
-        print(NO_GPU_MESSAGE)
+        sys.stdout.write(format_model_profile(compilation, per_kernel=args.profile))
         return
     report = compilation.bench(warmup=args.warmup, repeats=args.repeats, compare=parse_compare(args.compare),
                                profile=args.profile, name=args.expr or args.path or "program")
@@ -95,3 +100,34 @@ def cmd_bench(args) -> int:
     sys.stdout.write(summary(result))
     print(f"wrote {stem}.json and {stem}.md")
     return 0 if not result.failed else 1
+
+
+def format_model_profile(compilation, per_kernel: bool = True) -> str:
+    """What `run --bench/--profile` prints without a device: per kernel (per_kernel) its
+    launches, compulsory bytes, FLOPs, registers (ptxas's where nvcc is installed, else the
+    model's estimate), shared memory, occupancy, the cost model's µs and the roofline's; then
+    the program's total. Nothing here is a measurement."""
+    stats = compilation.nvcc().stats if nvcc_available() else None
+    est = {k.name: k for k in estimate(compilation.tile_ir, compilation.kernel_ir, compilation.target, stats).kernels}
+    roof = roofline_of(compilation)
+    launches = {e.kernel: e.launches for e in compilation.inventory()}
+    regs_from = "ptxas" if stats else "estimated"
+    head = (f"  {'kernel':<32} {'launches':>8} {'MB':>9} {'MFLOP':>10} {'regs':>5} {'smem B':>7} {'occup':>6} "
+            f"{'model us':>9} {'roof us':>9}  bound")
+    lines = [f"model profile on {roof.target} ({roof.gpu}, {roof.peak_bandwidth_gbs:g} GB/s, "
+             f"{roof.peak_gflops / 1e3:g} TFLOP/s FP32): predicted, not measured; registers {regs_from}"]
+    if per_kernel:
+        lines.append(head)
+    total_model = total_roof = 0.0
+    for p in roof.points:
+        k, n = est[p.name], launches.get(p.name, 1)
+        total_model += n * k.time_us
+        total_roof += n * p.roof_us
+        if per_kernel:
+            side = "memory" if p.intensity < roof.ridge else "compute"
+            lines.append(f"  {p.name:<32} {n:>8} {p.bytes / 1e6:9.3f} {p.flops / 1e6:10.2f} {k.registers:>5} "
+                         f"{k.smem_bytes:>7} {100 * k.occupancy:5.0f}% {k.time_us:9.2f} {p.roof_us:9.2f}  "
+                         f"{side} (model: {k.bound})")
+    lines.append(f"  program: {total_model:.2f} us by the cost model, {total_roof:.2f} us at the roofline "
+                 f"({100 * total_roof / total_model:.0f}% of the roof)" if total_model else "  program: no kernels")
+    return "\n".join(lines) + "\n"
