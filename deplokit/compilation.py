@@ -232,6 +232,11 @@ class Compilation(Displayable):
         return compile_sass(self.cuda, self.kernel_ir, arch or self.target.name, self.target.name)
 
     # -- tuning ---------------------------------------------------------------------------------
+    @property
+    def config(self) -> dict:
+        """The knobs this compilation was made with (compile's `config`; {} for the defaults)."""
+        return dict(self._ctx.config)
+
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
@@ -239,7 +244,8 @@ class Compilation(Displayable):
         return Compilation(self.source, self.example_inputs, self._captured, ctx)
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
-        """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
+        """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner),
+        starting from the config this compilation was made with (trial 0 of each kernel), and
         return a deplokit.tune.result.TuneResult; `listener(trial)` is called after each trial;
         `cache`: a path (default ~/.cache/deplokit/tune.db) or a deplokit.tune.cache.TuneCache."""
         from .tune.tuner import tune_compilation

@@ -16,11 +16,11 @@ from .parser import CACHE_HELP, STAGES, TRUST_NOTE, add_command, add_source, cou
 
 BACKENDS = ("tensor", "loop", "sim", "cupy", "auto")
 OBJECTIVES = ("model", "gpu")
-SEARCHES = ("mcts", "random")
+SEARCHES = ("mcts", "random", "surrogate")
 
 DEFAULT_WARMUP, DEFAULT_REPEATS = 10, 100
-SEARCH_HELP = ("search algorithm (default: %(default)s): SP-MCTS, random search, or a cost-model-guided "
-               "search over the same knob tree")
+SEARCH_HELP = ("search algorithm (default: %(default)s): SP-MCTS, random search, or a surrogate-guided "
+               "(Bayesian-optimisation-style) search over the same knob tree")
 
 
 def add_compile(sub) -> None:
