@@ -19,7 +19,7 @@ from .runtime.device import gpu_available
 from .runtime.loop_interp import run_loop_ir
 from .runtime.nvcc import compile_cuda
 from .runtime.tensor_interp import run_tensor_ir
-from .target import get_target
+from .target import MAX_BLOCK_THREADS, get_target
 from .trace import Context
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
@@ -118,7 +118,7 @@ class Compilation(Displayable):
         if backend == "loop":
             return run_loop_ir(self.loop_ir, env)
         # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
-        program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
+        program, limit = (self.kernel_ir, MAX_BLOCK_THREADS) if kernel_ir is None else (kernel_ir, None)
         from .runtime.sim import simulate_program
         return simulate_program(program, env, launches=self.launches, whole=self.loop_ir if self.launches else None,
                                 max_block_threads=limit,
