@@ -240,7 +240,7 @@ class Compilation(Displayable):
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
-        ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup)
+        ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup, passes=self._ctx.passes)
         return Compilation(self.source, self.example_inputs, self._captured, ctx)
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
@@ -253,8 +253,16 @@ class Compilation(Displayable):
 
     # -- inspection ---------------------------------------------------------------------------
     def inventory(self):
-        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/analysis/inventory.py)."""
-        return inventory(self.loop_ir, self.launches)
+        """Each unique kernel (split-K reducers included), its launch count, shapes, bytes and
+        FLOPs (deplokit/analysis/inventory.py)."""
+        return inventory(self.loop_ir, self.launches, self.tile_ir)
+
+    def timeline(self, layer: int | None = 0, report=None):
+        """The launches of decoder layer `layer` (a model; the whole program otherwise) in order,
+        each with its bytes, FLOPs and the cost model's µs (deplokit/tune/timeline.py); `report`
+        (a BenchReport from `bench(profile=True)`) adds measured times."""
+        from .tune.timeline import timeline_of
+        return timeline_of(self, layer, report)
 
     def ir(self, stage: str):
         if stage not in STAGES:
@@ -338,19 +346,21 @@ def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResu
 
 
 def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None,
-            dedup: bool = False, tuned=None) -> Compilation:
+            dedup: bool = False, tuned=None, passes=()) -> Compilation:
     """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
     sets knobs: {"005_blockify_launch.block_threads": 128, ...}; a key or value no pass
     knows is a ConfigError. A transformers causal LM (LlamaForCausalLM, ...) is compiled as
     input_ids -> logits. `dedup` schedules, materialises and renders each structurally
     unique kernel once. `tuned(loop_program, target)` gives knob values found earlier (the
     tune cache's, see deplokit.tune.tuner.tuned_lookup), looked up during the one lowering;
-    `config` wins over them."""
+    `config` wins over them. `passes`: Tile-IR passes of one's own (KernelPass, stage "tile"),
+    run after the 16 scheduling passes (pipeline.with_passes)."""
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs)
-    return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned))
+    return Compilation(module_or_fn, example_inputs, captured,
+                       Context(tgt, dict(config or {}), dedup, tuned, tuple(passes)))
 
 
 def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None) -> Compilation:

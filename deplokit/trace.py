@@ -28,6 +28,9 @@ class Context:
     # lookup with a `choices(program, target)` method also gives the program-level knobs,
     # asked with the program the first whole-program pass with knobs reads.
     tuned: Callable[[Any, Target], Mapping] | None = None
+    # Tile-IR passes of one's own (KernelPass records, stage "tile"), run in order after the 16
+    # scheduling passes: the trace, the stepper and check_passes show them like the others.
+    passes: tuple = ()
     _found: dict = field(default_factory=dict, compare=False, repr=False)
 
     def knob_config(self, program) -> Mapping:

@@ -34,7 +34,7 @@ LOCAL_ON_PURPOSE = {
     **{("deplokit.compilation", m): "compile loads only the passes; running, timing, disassembling or tuning "
                                     "loads its module on first use"
        for m in ("deplokit.runtime.sim", "deplokit.runtime.cupy_backend", "deplokit.runtime.bench",
-                 "deplokit.runtime.sass", "deplokit.tune.tuner")},
+                 "deplokit.runtime.sass", "deplokit.tune.tuner", "deplokit.tune.timeline")},
     ("deplokit.bench.suite", "deplokit.bench.programs"):
         "an entry's torch program and inputs load on first use, so `deplokit bench --list` never imports torch",
     ("deplokit.notebook.highlight", "deplokit.notebook.lexers"):
