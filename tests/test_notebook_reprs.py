@@ -293,3 +293,25 @@ def test_module_program_renders_torch_graph():
     b = c.torch_ir._repr_mimebundle_()
     parse(b["text/html"])
     assert "rms_norm" in b["text/html"]
+
+
+def test_the_inventory_and_a_timeline_have_html_and_count_reducers():
+    """One vocabulary: launches (reducers included) and unique kernels; an HTML inventory
+    that does not wrap; one layer's launches in order with bytes, FLOPs and model µs."""
+    import torch
+
+    import deplokit
+    torch.manual_seed(0)
+    mm = deplokit.compile(torch.matmul, torch.randn(512, 128), torch.randn(128, 512))
+    inv = mm.inventory()
+    assert [e.of for e in inv] == ["", inv[0].kernel] and inv.reducers == 1 and inv.launches == 2
+    assert str(inv).splitlines()[-1].startswith("total: 2 launches of 2 unique kernels (1 split-K reducer among them)")
+    assert len(inv) == sum("__global__" in line for line in str(mm.cuda).splitlines())
+    html = inv._repr_mimebundle_()["text/html"]
+    assert "split-K reducer, after each" in html and "white-space: nowrap" in html
+    t = mm.timeline()
+    assert [r.kernel for r in t.rows] == [e.kernel for e in inv] and t.label == "the program"
+    assert t.rows[1].start_us == t.rows[0].model_us and t.model_us == sum(r.model_us for r in t.rows) > 0
+    assert t.rows[0].bytes == inv[0].bytes and t.rows[0].flops == inv[0].flops
+    html = t._repr_mimebundle_()["text/html"]
+    assert html.count("flex: 0 0") == 2 and "timeline of the program" in html
