@@ -20,6 +20,7 @@ from ..display import Displayable
 from ..ir.loop_ir import Load, LoopProgram
 from ..ir.tile_ir import walk
 from ..ir.types import format_shape
+from .computes import computes, merged_labels
 from .traffic import loop_kernel_cost
 from .work import count_work
 
@@ -33,6 +34,7 @@ class InventoryEntry:
     bytes: int                                  # per launch
     flops: int                                  # per launch
     of: str = ""                                # a split-K reducer: the kernel it is launched after
+    computes: str = ""                          # what it computes, in the model's words (analysis/computes.py)
 
     @property
     def shapes(self) -> str:
@@ -73,8 +75,12 @@ def inventory(program: LoopProgram, launches=(), tile_program=None) -> Inventory
     (the scheduled program) adds each split-K reducer after the kernel it serves."""
     types = program.types()
     counts: dict[str, int] = {}
+    labels: dict[str, list[str]] = {}
+    whole = {k.name: k for k in (program.whole or program).kernels} if launches else {}
     for launch in launches:
         counts[launch.runs] = counts.get(launch.runs, 0) + 1
+        if launch.kernel in whole:
+            labels.setdefault(launch.runs, []).append(computes(whole[launch.kernel]))
     reducers = {}
     if tile_program is not None:
         tiles = {k.name: k for k in tile_program.kernels}
@@ -89,22 +95,24 @@ def inventory(program: LoopProgram, launches=(), tile_program=None) -> Inventory
         outputs = tuple(types[t].shape for t in k.outputs if t in types)
         cost = loop_kernel_cost(k, types)
         n = counts.get(k.name, 1)
-        out.append(InventoryEntry(k.name, n, inputs, outputs, cost.bytes, cost.flops))
+        label = merged_labels(labels[k.name]) if k.name in labels else computes(k)
+        out.append(InventoryEntry(k.name, n, inputs, outputs, cost.bytes, cost.flops, computes=label))
         if k.name in reducers:
             r = reducers[k.name]
             work = count_work(r, tile_types)
             read = dict.fromkeys(st.tensor for st, _ in walk(r.body) if isinstance(st, Load))
             out.append(InventoryEntry(r.name, n, tuple(tile_types[t].shape for t in read if t in tile_types),
                                       tuple(tile_types[t].shape for t in r.outputs if t in tile_types),
-                                      work.compulsory_bytes, int(work.flops), of=k.name))
+                                      work.compulsory_bytes, int(work.flops), of=k.name,
+                                      computes="split-K: adds the partial sums"))
     return Inventory(tuple(out))
 
 
 def format_inventory(entries) -> str:
     """A fixed-width table with a totals line; deterministic text."""
-    rows = [("kernel", "launches", "shapes (inputs -> outputs)", "bytes/launch", "FLOPs/launch")]
-    rows += [(e.kernel, str(e.launches), e.shapes, _si(e.bytes, "B"), _si(e.flops, "")) for e in entries]
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    rows = [("kernel", "launches", "shapes (inputs -> outputs)", "bytes/launch", "FLOPs/launch", "computes")]
+    rows += [(e.kernel, str(e.launches), e.shapes, _si(e.bytes, "B"), _si(e.flops, ""), e.computes) for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = ["  ".join(c.rjust(w) if i in (1, 3, 4) else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
              for r in rows]
     lines.append(total_line(entries))

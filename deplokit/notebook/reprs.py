@@ -113,10 +113,10 @@ def render_inventory(inv: Inventory) -> dict:
         of = (f'<br><span style="font-size: 0.85em; opacity: 0.7">split-K reducer, after each '
               f"<code>{esc(e.of)}</code></span>") if e.of else ""
         name = f"<code>{esc(e.kernel)}</code>" + of
-        rows.append([name, f"{e.launches}", f'<span style="white-space: nowrap">{esc(e.shapes)}</span>',
-                     f"{e.bytes:,}", f"{e.flops:,}"])
+        rows.append([name, esc(e.computes) or "—", f"{e.launches}",
+                     f'<span style="white-space: nowrap">{esc(e.shapes)}</span>', f"{e.bytes:,}", f"{e.flops:,}"])
     html = title("kernel inventory: each unique kernel and how often it is launched") + \
-        table(["kernel", "launches", "shapes (inputs → outputs)", "bytes / launch", "FLOPs / launch"], rows)
+        table(["kernel", "computes", "launches", "shapes (inputs → outputs)", "bytes / launch", "FLOPs / launch"], rows)
     return _bundle(inv, box(html + note(esc(total_line(inv.entries)))))
 
 
@@ -129,13 +129,14 @@ def render_timeline(t: Timeline) -> dict:
                     f'style="flex: 0 0 {100 * r.model_us / total:.3f}%; height: 18px; background: {colours[r.kernel]}; '
                     'border-right: 1px solid rgba(0,0,0,0.25)"></div>'
                     for r in t.rows)
-    rows = [[str(i), f"<code>{esc(r.launch)}</code>", f"<code>{esc(r.kernel)}</code>", f"{r.start_us:.2f}",
-             f"{r.model_us:.2f}", f"{r.bytes:,}", f"{r.flops:,}",
+    rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>", f"<code>{esc(r.kernel)}</code>",
+             f"{r.start_us:.2f}", f"{r.model_us:.2f}", f"{r.bytes:,}", f"{r.flops:,}",
              "—" if r.measured_us is None else f"{r.measured_us:.2f}"] for i, r in enumerate(t.rows)]
     html = (title(f"timeline of {esc(t.label)} on {esc(t.target)}: {len(t.rows)} launches, {t.model_us:.2f} µs "
                   "by the cost model") +
             f'<div style="display: flex; width: 100%; margin: 4px 0 8px 0">{strip}</div>' +
-            table(["#", "launch", "kernel", "start µs", "model µs", "bytes", "FLOPs", "measured µs"], rows) +
+            table(["#", "computes", "launch", "runs kernel", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
+                  rows) +
             note("predicted by the cost model, one launch after another; measured times need a GPU "
                  "(<code>c.bench(profile=True)</code>, then <code>c.timeline(report=...)</code>)"))
     return _bundle(t, box(html))

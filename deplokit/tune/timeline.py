@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..analysis.computes import computes
 from ..display import Displayable
 from .cost_model import estimate
 
@@ -26,6 +27,7 @@ class LaunchRow:
     start_us: float          # the model's times of the launches before it, summed
     measured_us: float | None = None
     of: str = ""             # a split-K reducer: the launch it follows
+    computes: str = ""       # what it computes, in the model's words (analysis/computes.py)
 
 
 @dataclass(frozen=True)
@@ -39,14 +41,14 @@ class Timeline(Displayable):
         return sum(r.model_us for r in self.rows)
 
     def __str__(self) -> str:
-        head = (f"{'#':>3}  {'launch':<34} {'kernel':<34} {'start µs':>9} {'model µs':>9} {'MB':>8} {'MFLOP':>9}"
-                f" {'measured':>9}")
+        head = (f"{'#':>3}  {'launch':<34} {'start µs':>9} {'model µs':>9} {'MB':>8} {'MFLOP':>9} {'measured':>9}"
+                "  computes (runs kernel)")
         lines = [f"timeline of {self.label} on {self.target}: {len(self.rows)} launches, "
                  f"{self.model_us:.2f} µs by the cost model (predicted, one after another)", head]
         for i, r in enumerate(self.rows):
             measured = f"{r.measured_us:9.2f}" if r.measured_us is not None else f"{'—':>9}"
-            lines.append(f"{i:>3}  {r.launch:<34} {r.kernel:<34} {r.start_us:9.2f} {r.model_us:9.2f} "
-                         f"{r.bytes / 1e6:8.3f} {r.flops / 1e6:9.2f} {measured}")
+            lines.append(f"{i:>3}  {r.launch:<34} {r.start_us:9.2f} {r.model_us:9.2f} "
+                         f"{r.bytes / 1e6:8.3f} {r.flops / 1e6:9.2f} {measured}  {r.computes} ({r.kernel})")
         return "\n".join(lines)
 
 
@@ -58,6 +60,7 @@ def timeline_of(compilation, layer: int | None = 0, report=None) -> Timeline:
     times = {k.name: k.time_us for k in estimate(compilation.tile_ir, compilation.kernel_ir,
                                                    compilation.target).kernels}
     reducer = {e.of: e.kernel for e in entries.values() if e.of}
+    own = {k.name: k for k in compilation.loop_ir.kernels}
     measured = {k.name: k.time_us for k in getattr(report, "kernels", ())}
     pairs = [(launch.kernel, launch.runs) for launch in compilation.launches] or \
         [(k.name, k.name) for k in compilation.loop_ir.kernels]
@@ -71,6 +74,7 @@ def timeline_of(compilation, layer: int | None = 0, report=None) -> Timeline:
                 continue
             e = entries[runs]
             t = times.get(runs, 0.0)
-            rows.append(LaunchRow(launch, runs, e.bytes, e.flops, t, start, measured.get(runs), of))
+            what = e.computes if of or launch not in own else computes(own[launch])
+            rows.append(LaunchRow(launch, runs, e.bytes, e.flops, t, start, measured.get(runs), of, what))
             start += t
     return Timeline(compilation.target.name, label, tuple(rows))
