@@ -5,10 +5,27 @@
 the runtime: the IR and the passes stand on their own. The error family and the targets are
 light and load at once.
 """
-from .errors import (CacheError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError,
-                     DisassemblerError, DynamicShapeError, ExecutionError, ExpressionError, IRInvariantError,
-                     LaunchPlanError, NotebookExtraMissing, NvccError, NvrtcError, SimulationError,
-                     TensorMapError, UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
+from .errors import (
+    CacheError,
+    CaptureError,
+    ConfigError,
+    DeplokitError,
+    DeviceUnavailableError,
+    DisassemblerError,
+    DynamicShapeError,
+    ExecutionError,
+    ExpressionError,
+    IRInvariantError,
+    LaunchPlanError,
+    NotebookExtraMissing,
+    NvccError,
+    NvrtcError,
+    SimulationError,
+    TensorMapError,
+    UnknownModelError,
+    UnsupportedDtypeError,
+    UnsupportedOpError,
+)
 from .target import TARGETS, Target, get_target
 
 __version__ = "0.1.0"
@@ -24,7 +41,7 @@ __all__ = [*_FACADE, "Target", "TARGETS", "get_target",
 
 def __getattr__(name: str):
     if name in _FACADE:
-        from . import compilation   # lazy on purpose: see the module docstring
+        from . import compilation  # lazy on purpose: see the module docstring
         return getattr(compilation, name)
     raise AttributeError(f"module 'deplokit' has no attribute {name!r}")
 

@@ -50,7 +50,7 @@ class SuiteEntry:
 
     def program(self):
         """The function of this entry's inputs that deplokit, eager and torch.compile run."""
-        from .programs import entry_program    # torch loads here: listing the suite stays instant
+        from .programs import entry_program  # torch loads here: listing the suite stays instant
         return entry_program(self)
 
     def inputs(self, seed: int = 0, device="cpu", empty: bool = False) -> tuple:

@@ -20,7 +20,7 @@ from ..bench.resume import merged, previous_rows, still_to_run
 from ..bench.runner import run_suite
 from ..bench.suite import select, suite_entries
 from ..errors import DeplokitError, DeviceUnavailableError
-from ..runtime.bench_text import NO_GPU_MESSAGE, format_bench, format_profile
+from ..runtime.bench_text import format_bench, format_profile
 from ..runtime.device import gpu_available
 from ..runtime.nvcc import nvcc_available
 from ..tune.cost_model import estimate

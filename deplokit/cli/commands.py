@@ -67,7 +67,8 @@ def add_run(sub) -> None:
 
 
 def add_bench(sub) -> None:
-    pb = add_command(sub, "bench", lambda args: "bench_list_cmd:cmd_list" if args.list else "bench_cmd:cmd_bench", help="benchmark a kernel suite on the GPU",
+    pb = add_command(sub, "bench", lambda args: "bench_list_cmd:cmd_list" if args.list else "bench_cmd:cmd_bench",
+                     help="benchmark a kernel suite on the GPU",
                      description="Benchmark a suite of kernel shapes (each entry in a watchdog worker: one that "
                                  "faults or hangs is reported and the suite goes on). Writes JSON and a "
                                  "markdown table, prints geomean speedups.")

@@ -7,8 +7,6 @@ article's 1x28x2048x2048 softmax) would take minutes and gigabytes to say what t
 model's figures say at once; `--backend sim` still runs it."""
 from __future__ import annotations
 
-import sys
-
 from ..compilation import resolve_backend
 from ..errors import ExecutionError
 from ..frontend.models import ModelProgram

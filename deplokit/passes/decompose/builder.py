@@ -11,8 +11,16 @@ from dataclasses import replace
 from ...errors import UnsupportedOpError
 from ...ir.c_names import c_safe
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
-from ...ir.tensor_ir import (COMPARISON_OPS, FLOAT_RESULT_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
-                             TensorNode)
+from ...ir.tensor_ir import (
+    COMPARISON_OPS,
+    FLOAT_RESULT_OPS,
+    Axis,
+    Elementwise,
+    IndexMap,
+    Operand,
+    Reduction,
+    TensorNode,
+)
 from ...ir.types import TensorType
 
 
