@@ -33,6 +33,13 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def sdpa_repeated_kv(q, k, v):
+    """Causal SDPA with each K/V head repeated to the query heads it serves (no enable_gqa)."""
+    groups = q.shape[1] // k.shape[1]
+    return F.scaled_dot_product_attention(q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1),
+                                          is_causal=True)
+
+
 def _program_rmsnorm(e):
     hidden, eps = e.shapes[1][0], e.eps
 

@@ -53,6 +53,16 @@ class SuiteEntry:
         from .programs import entry_program  # torch loads here: listing the suite stays instant
         return entry_program(self)
 
+    def eager_ways(self) -> dict:
+        """The ways torch eager can run this entry, by name, the suite's program first: the
+        eager time is the fastest of them (runner.run_entry says which). Causal GQA SDPA in
+        FP32 runs with `enable_gqa=True` or with K/V repeated to the query heads: the SDPA
+        backends differ in which of the two they take, so both are timed."""
+        if self.op != "sdpa":
+            return {"eager": self.program()}
+        from .programs import sdpa_repeated_kv
+        return {"enable_gqa=True": self.program(), "K/V repeated": sdpa_repeated_kv}
+
     def inputs(self, seed: int = 0, device="cpu", empty: bool = False) -> tuple:
         """Seeded torch inputs (`empty`: uninitialised, for compiling only); see programs.entry_inputs."""
         from .programs import entry_inputs
