@@ -280,8 +280,10 @@ class Compilation(Displayable):
     def __repr__(self) -> str:
         def count(n: int, word: str) -> str:
             return f"{n} {word}{'' if n == 1 else 's'}"
+        inv = self.inventory()      # one vocabulary: launches (split-K reducers too) of unique kernels
         return (f"<Compilation {self.target.name}: {count(len(self.torch_ir.ops), 'torch op')}, "
-                f"{count(len(self.tensor_ir.nodes), 'tensor node')}, {count(len(self.loop_ir.kernels), 'kernel')}>")
+                f"{count(len(self.tensor_ir.nodes), 'tensor node')}, {count(inv.launches, 'launch')} of "
+                f"{count(len(inv), 'unique kernel')}>")
 
 
 @dataclass(frozen=True)

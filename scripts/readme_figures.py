@@ -63,8 +63,8 @@ def qwen_inventory() -> str:
 
 def launches(name: str) -> str:
     _, c = _model(name)
-    unique = len(c.inventory())
-    return f"{len(c.torch_ir.ops)} torch ops → {len(c.launches)} launches of {unique} unique kernels"
+    inv = c.inventory()       # launches and unique kernels, split-K reducers included
+    return f"{len(c.torch_ir.ops)} torch ops → {inv.launches} launches of {len(inv)} unique kernels"
 
 
 def pass_lists() -> str:

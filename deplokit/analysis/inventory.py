@@ -111,7 +111,7 @@ def inventory(program: LoopProgram, launches=(), tile_program=None) -> Inventory
 def format_inventory(entries) -> str:
     """A fixed-width table with a totals line; deterministic text."""
     rows = [("kernel", "launches", "shapes (inputs -> outputs)", "bytes/launch", "FLOPs/launch", "computes")]
-    rows += [(e.kernel, str(e.launches), e.shapes, _si(e.bytes, "B"), _si(e.flops, ""), e.computes) for e in entries]
+    rows += [(e.kernel, str(e.launches), e.shapes, si(e.bytes, "B"), si(e.flops, ""), e.computes) for e in entries]
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = ["  ".join(c.rjust(w) if i in (1, 3, 4) else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
              for r in rows]
@@ -126,10 +126,10 @@ def total_line(entries) -> str:
     reducers = sum(1 for e in entries if e.of)
     among = f" ({reducers} split-K reducer{'s' if reducers != 1 else ''} among them)" if reducers else ""
     return (f"total: {launches} launches of {len(entries)} unique kernels{among}, "
-            f"{_si(moved, 'B')} moved, {_si(flops, 'FLOP')}")
+            f"{si(moved, 'B')} moved, {si(flops, 'FLOP')}")
 
 
-def _si(n: int, unit: str) -> str:
+def si(n: int, unit: str) -> str:
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if n >= scale:
             return f"{n / scale:.2f} {prefix}{unit}"

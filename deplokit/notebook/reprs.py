@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import display
 from ..analysis.access import WarpAccess
-from ..analysis.inventory import Inventory, total_line
+from ..analysis.inventory import Inventory, si, total_line
 from ..compilation import CheckResult, Compilation, PassCheck
 from ..ir.kernel_ir import KernelFunc, KernelProgram
 from ..ir.loop_ir import Kernel, LoopProgram
@@ -114,9 +114,11 @@ def render_inventory(inv: Inventory) -> dict:
               f"<code>{esc(e.of)}</code></span>") if e.of else ""
         name = f"<code>{esc(e.kernel)}</code>" + of
         rows.append([name, esc(e.computes) or "—", f"{e.launches}",
-                     f'<span style="white-space: nowrap">{esc(e.shapes)}</span>', f"{e.bytes:,}", f"{e.flops:,}"])
-    html = title("kernel inventory: each unique kernel and how often it is launched") + \
-        table(["kernel", "computes", "launches", "shapes (inputs → outputs)", "bytes / launch", "FLOPs / launch"], rows)
+                     f'<span style="white-space: nowrap">{esc(e.shapes)}</span>', esc(si(e.bytes, "B")),
+                     esc(si(e.flops, ""))])
+    head = ["kernel", "computes", "launches", "shapes (inputs → outputs)", "bytes / launch", "FLOPs / launch"]
+    html = (title("kernel inventory: each unique kernel and how often it is launched")
+            + f'<div style="overflow-x: auto">{table(head, rows)}</div>')
     return _bundle(inv, box(html + note(esc(total_line(inv.entries)))))
 
 
@@ -130,13 +132,14 @@ def render_timeline(t: Timeline) -> dict:
                     'border-right: 1px solid rgba(0,0,0,0.25)"></div>'
                     for r in t.rows)
     rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>", f"<code>{esc(r.kernel)}</code>",
-             f"{r.start_us:.2f}", f"{r.model_us:.2f}", f"{r.bytes:,}", f"{r.flops:,}",
+             f"{r.start_us:.2f}", f"{r.model_us:.2f}", esc(si(r.bytes, "B")), esc(si(r.flops, "")),
              "—" if r.measured_us is None else f"{r.measured_us:.2f}"] for i, r in enumerate(t.rows)]
     html = (title(f"timeline of {esc(t.label)} on {esc(t.target)}: {len(t.rows)} launches, {t.model_us:.2f} µs "
                   "by the cost model") +
             f'<div style="display: flex; width: 100%; margin: 4px 0 8px 0">{strip}</div>' +
+            '<div style="overflow-x: auto">' +
             table(["#", "computes", "launch", "runs kernel", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
-                  rows) +
+                  rows) + "</div>" +
             note("predicted by the cost model, one launch after another; measured times need a GPU "
                  "(<code>c.bench(profile=True)</code>, then <code>c.timeline(report=...)</code>)"))
     return _bundle(t, box(html))
