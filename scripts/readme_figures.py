@@ -105,8 +105,10 @@ def article_timings() -> str:
             took = time.monotonic() - start
             status = "" if done.returncode == 0 else f" (exit {done.returncode})"
             rows.append(f"| `{shown}` | {took:.1f} s{status} |")
+    load = os.getloadavg()[0]
     rows += ["", f"Measured by `python scripts/readme_figures.py --only article-timings` on "
-                 f"{os.cpu_count()} CPUs, no GPU, on {time.strftime('%Y-%m-%d')}; your machine will differ.", ""]
+                 f"{os.cpu_count()} CPUs, no GPU, load average {load:.1f} at the end, on {time.strftime('%Y-%m-%d')}; "
+                 "your machine will differ.", ""]
     return "\n".join(rows)
 
 
