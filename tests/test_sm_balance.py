@@ -77,3 +77,17 @@ def test_a_seven_way_split_with_a_leftover_chunk_matches_eager_on_the_simulator(
     assert (split.splits, split.leftover) == (7, 1)
     assert c.check(x, w, backend="sim", rtol=1e-4).ok
     assert torch.equal(c.run(x, w, backend="sim"), c.run(x, w, backend="sim"))
+
+
+def test_the_static_suite_bench_prints_grid_balance_model_and_floor(capsys):
+    import bench_suite_static  # benchmarks/ is on the path (conftest.py)
+    assert bench_suite_static.main(["--filter", "^matmul.qwen.gate_proj.s128$", "--no-ptxas"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[-4:] == ["model", "µs", "floor", "µs"]
+    assert "bal" in out[0] and "spill" in out[0]
+    entry, kernels = out[1].split(), [line.split() for line in out[2:-1]]
+    assert entry[:3] == ["matmul.qwen.gate_proj.s128", "2", "kernels"]
+    model, floor = float(entry[-2]), float(entry[-1])
+    assert model > floor > 0
+    assert kernels[0][:5] == ["merged_matmul", "1036", "256", "7.85", "0.98"]
+    assert "0 of 1" in out[-1]

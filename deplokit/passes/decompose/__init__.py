@@ -19,6 +19,7 @@ from . import (  # noqa: F401
     gelu,
     hardswish,
     hardtanh,
+    index_copy,
     index_select,
     layer_norm,
     leaky_relu,

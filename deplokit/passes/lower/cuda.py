@@ -70,6 +70,7 @@ from typing import Iterator
 import numpy as np
 
 from ...display import Displayable
+from ...ir.fragments import SHAPES as MMA_SHAPES
 from ...ir.kernel_ir import (
     Assign,
     AtomicAdd,
@@ -90,9 +91,11 @@ from ...ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
+    LdMatrix,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
+    Mma,
     Param,
     ProxyFence,
     RegLoad,
@@ -103,6 +106,7 @@ from ...ir.kernel_ir import (
     Shuffle,
     Special,
     SyncWarp,
+    Tf32Round,
     TmaLoad,
     TmaTensorLoad,
     Unary,
@@ -425,6 +429,12 @@ class _Renderer:
         elif isinstance(s, Comment):
             for line in str(s.text).splitlines() or [""]:
                 self.emit(f"// {line}".rstrip())
+        elif isinstance(s, LdMatrix):
+            self.ldmatrix(s, scope)
+        elif isinstance(s, Tf32Round):
+            self.tf32_round(s, scope)
+        elif isinstance(s, Mma):
+            self.mma(s, scope)
         else:
             raise self.err(f"not a Kernel-IR statement: {s!r}")
 
@@ -908,6 +918,55 @@ class _Renderer:
     def need_sm(self, sm: int, what: str) -> None:
         if self.sm < sm:
             raise self.err(f"{what} needs sm_{sm} or newer; target is sm_{self.sm}")
+
+    # -- tensor cores ----------------------------------------------------------------------
+    # Fragments live in float register arrays; the instructions take their bits as .b32
+    # registers (__float_as_uint / __uint_as_float move no data).
+
+    def reg_at(self, array: str, at, i: int, scope: _Scope) -> str:
+        return f"{array}[{self.expr(Binary('+', at, Const(i, 'int')) if i else at, scope)}]"
+
+    def ldmatrix(self, s: LdMatrix, scope: _Scope) -> None:
+        self.need_sm(80, "ldmatrix")
+        if s.num not in (1, 2, 4):
+            raise self.err(f"ldmatrix .x{s.num}; supported: .x1, .x2, .x4")
+        regs = [self.fresh("lm") for _ in range(s.num)]
+        addr = self.shared_addr(f"{s.array}[{self.expr(s.offset, scope)}]")
+        ops = ", ".join(f"%{i}" for i in range(s.num))
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"unsigned {', '.join(regs)};")
+        outs = ", ".join(f'"=r"({r})' for r in regs)
+        self.emit(f'asm volatile("ldmatrix.sync.aligned.m8n8.x{s.num}{".trans" if s.trans else ""}.shared.b16 '
+                  f'{{{ops}}}, [%{s.num}];\\n" : {outs} : "r"({addr}));')
+        for i, r in enumerate(regs):
+            self.emit(f"{self.reg_at(s.dst, s.index, i, scope)} = __uint_as_float({r});")
+        self.depth -= 1
+        self.emit("}")
+
+    def tf32_round(self, s: Tf32Round, scope: _Scope) -> None:
+        self.need_sm(80, "cvt.rna.tf32.f32")
+        at, u = self.reg_at(s.dst, s.index, 0, scope), self.fresh("tf")
+        self.emit(f'{{ unsigned {u}; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({u}) : "f"({at})); '
+                  f'{at} = __uint_as_float({u}); }}')
+
+    def mma(self, s: Mma, scope: _Scope) -> None:
+        self.need_sm(80, "mma.sync")
+        shape = MMA_SHAPES.get(s.shape)
+        if shape is None:
+            raise self.err(f"mma shape {s.shape!r}; supported: {', '.join(MMA_SHAPES)}")
+        na, nb = shape.elements("A") // shape.per_reg, shape.elements("B") // shape.per_reg
+        if shape.per_reg != 1:
+            raise self.err(f"mma {s.shape}: packed 16-bit fragments are not rendered yet")
+        n = 4 + na + nb
+        groups = [range(0, 4), range(4, 4 + na), range(4 + na, n)]
+        ops = ", ".join("{" + ", ".join(f"%{i}" for i in g) + "}" for g in groups)
+        self.emit(f'asm("{shape.ptx()} {ops}, {{%0, %1, %2, %3}};\\n"')
+        outs = ", ".join(f'"+f"({self.reg_at(s.acc, s.acc_at, i, scope)})' for i in range(4))
+        ins = [f'"r"(__float_as_uint({self.reg_at(s.a, s.a_at, i, scope)}))' for i in range(na)]
+        ins += [f'"r"(__float_as_uint({self.reg_at(s.b, s.b_at, i, scope)}))' for i in range(nb)]
+        self.emit(f"    : {outs}")
+        self.emit(f"    : {', '.join(ins)});")
 
     def cp_async(self, s: CpAsync, scope: _Scope) -> None:
         self.need_sm(80, "cp.async")
