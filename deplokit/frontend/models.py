@@ -19,7 +19,7 @@ from ..errors import UnknownModelError
 from . import hf
 from .capture import capture as capture_program
 from .stitch import capture_layers, layers_identical
-from .presets import PRESETS, ModelPreset
+from .presets import PRESETS, PRETRAINED, ModelPreset
 
 DEFAULT_SEQ = 128
 
@@ -47,12 +47,13 @@ class ModelProgram:
 
 
 def resolve(name: str) -> ModelPreset:
-    """The preset called `name` (case-insensitive; the hub name or the part after the '/')."""
+    """The preset called `name` (case-insensitive; the hub name, the part after the '/', or an alias)."""
     key = name.lower()
-    for preset in PRESETS.values():
-        if key in (preset.name.lower(), preset.name.split("/")[-1].lower()):
+    for preset in (*PRESETS.values(), *PRETRAINED.values()):
+        if key in (preset.name.lower(), preset.name.split("/")[-1].lower(), *preset.aliases):
             return preset
-    raise UnknownModelError(f"unknown model {name!r}; built-in presets: {', '.join(sorted(PRESETS))} "
+    names = sorted(PRESETS) + [p.aliases[0] if p.aliases else p.name for p in PRETRAINED.values()]
+    raise UnknownModelError(f"unknown model {name!r}; built-in presets: {', '.join(names)} "
                             "(or pass a .py file defining `model` and `inputs`, or -c EXPR)")
 
 
