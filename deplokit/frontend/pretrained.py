@@ -19,7 +19,7 @@ from .presets import PRETRAINED, ModelPreset
 class Pretrained:
     """A trained causal LM and the tokenizer of its file."""
     model: object               # a transformers causal LM, eval, float32
-    tokenizer: object           # a transformers tokenizer (encode, decode, apply_chat_template)
+    tokenizer: object           # a transformers tokenizer (encode, decode, apply_chat_template), or None
     name: str                   # the preset's name, or the file's general.name
     path: str                   # the weights file
 
@@ -55,7 +55,8 @@ def load(name_or_path: str) -> Pretrained:
         path, name = weights_path(preset), preset.name
     read = gguf_weights.read_gguf(path)
     model = gguf_weights.build_model(read)
-    return Pretrained(model, load_tokenizer(path), name or read.name, path)
+    tokenizer = load_tokenizer(path) if read.has_tokenizer else None   # without one: token ids only
+    return Pretrained(model, tokenizer, name or read.name, path)
 
 
 def load_tokenizer(path: str):
