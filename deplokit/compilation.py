@@ -110,9 +110,32 @@ class Compilation(Displayable):
         self._require_weights()
         if backend == "cupy":
             return torch.utils._pytree.tree_unflatten(self.cupy_executor().run(inputs), self._out_spec)
-        env = dict(self.values)
+        env = self._fresh_env()
         env.update(self._bind(inputs))
         return self._wrap(self._execute(backend, env))
+
+    def state_names(self) -> tuple[str, ...]:
+        """The state buffers the program updates in place (a KV cache), in capture order."""
+        return tuple(b.name for b in self.torch_ir.buffers if b.kind == "state")
+
+    def _fresh_env(self) -> dict:
+        """The values, with copies of the state buffers' initial values: a run that writes its
+        state in place (a KV cache) leaves the Compilation's own values as they were."""
+        env = dict(self.values)
+        env.update((n, np.array(self.values[n], copy=True)) for n in self.state_names())
+        return env
+
+    def execute(self, inputs, backend: str = "auto", state: dict | None = None) -> list:
+        """The outputs as numpy arrays; `state` (name -> array) gives the state buffers (a KV
+        cache), which the program updates in place (their initial values are in `values`)."""
+        backend = resolve_backend(backend)
+        self._require_weights()
+        if backend == "cupy":
+            raise ExecutionError("execute with state runs on the numpy backends (tensor, loop, sim) for now")
+        env = self._fresh_env()
+        env.update(state or {})
+        env.update(self._bind(inputs))
+        return self._execute(backend, env)
 
     def _execute(self, backend: str, env: dict, kernel_ir=None) -> list:
         if backend == "tensor":
@@ -198,7 +221,7 @@ class Compilation(Displayable):
         self._require_weights()
         expected = self._eager(inputs)
         atol = _atol(atol, expected)
-        env = dict(self.values)
+        env = self._fresh_env()
         env.update(self._bind(inputs))
         out, last = [], None
         for step in self.trace:
@@ -328,18 +351,19 @@ def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResu
 
 
 def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None,
-            dedup: bool = False, tuned=None) -> Compilation:
+            dedup: bool = False, tuned=None, scalars: tuple[str, ...] = ()) -> Compilation:
     """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
     sets knobs: {"005_blockify_launch.block_threads": 128, ...}; a key or value no pass
     knows is a ConfigError. A transformers causal LM (LlamaForCausalLM, ...) is compiled as
     input_ids -> logits. `dedup` schedules, materialises and renders each structurally
     unique kernel once. `tuned(loop_program, target)` gives knob values found earlier (the
     tune cache's, see deplokit.tune.tuner.tuned_lookup), looked up during the one lowering;
-    `config` wins over them."""
+    `config` wins over them. `scalars` names the inputs that are runtime scalars ((1,) int64,
+    e.g. a decode position: arguments of the kernels, see docs/generation.md)."""
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
-    captured = capture(module_or_fn, example_inputs)
+    captured = capture(module_or_fn, example_inputs, scalars=tuple(scalars))
     return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned))
 
 

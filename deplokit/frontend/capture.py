@@ -67,11 +67,23 @@ def argument_names(module_or_fn, n: int) -> list[str]:
     return names
 
 
-def capture(module_or_fn, example_inputs: tuple) -> Captured:
+def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = ()) -> Captured:
+    """`scalars`: the inputs (by captured name) that are runtime scalars, each a (1,) int64
+    tensor: a decode position. Values computed from one (`pos + arange(n)`, views of it)
+    are tracked symbolically, so that an index_copy_ into a module buffer at such a position
+    becomes an in-place write into a state buffer (see _Positions)."""
     for i, t in enumerate(example_inputs):
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
         _check_dtype(t.dtype, f"example input {i}")
+    names = argument_names(module_or_fn, len(example_inputs))
+    for name in scalars:
+        if name not in names:
+            raise CaptureError(f"runtime scalar {name} is not an input; inputs: {', '.join(names)}")
+        t = example_inputs[names.index(name)]
+        if tuple(t.shape) != (1,) or t.dtype != torch.int64:
+            raise CaptureError(f"runtime scalar {name} is {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}; "
+                               "a runtime scalar is a (1,) int64 tensor")
     module = as_module(module_or_fn, len(example_inputs))
     was_training = module.training
     try:
@@ -89,7 +101,7 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
     finally:
         if was_training is not None:
             module.train(was_training)
-    return _convert(ep)
+    return _convert(ep, tuple(scalars))
 
 
 def _check_dtype(dtype, where: str) -> str:
@@ -125,7 +137,7 @@ def _tensor_type(val, where: str, empty_ok: bool = True) -> TensorType:
 MAX_ELEMENTS = 2**48
 
 
-def _convert(ep) -> Captured:
+def _convert(ep, scalars: tuple[str, ...] = ()) -> Captured:
     sig = ep.graph_signature
     kinds = {spec.arg.name: spec for spec in sig.input_specs}
     state = dict(ep.state_dict)
@@ -140,12 +152,19 @@ def _convert(ep) -> Captured:
     names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
     ir_name = _CSafeNames(n.name for n in ep.graph.nodes)
     pending: dict[str, tuple] = {}  # multi-output op -> (aten key, node), until getitem reads it
+    positions = _Positions(ir_name, folded, buffers, values, ops, names)
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             spec = kinds[node.name]
             ttype = _tensor_type(node.meta["val"], f"input {node.name}", empty_ok=False)
-            if spec.kind == InputKind.USER_INPUT:
+            if spec.kind == InputKind.USER_INPUT and node.name in scalars:
+                if ttype != TensorType((1,), "int64"):
+                    raise CaptureError(f"runtime scalar {node.name} is {ttype}; a runtime scalar is a (1,) int64 tensor")
+                buffers.append(Buffer(ir_name[node.name], ttype, "scalar"))
+                input_names.append(ir_name[node.name])
+                positions.start(node.name, ir_name[node.name])
+            elif spec.kind == InputKind.USER_INPUT:
                 buffers.append(Buffer(ir_name[node.name], ttype, "input"))
                 input_names.append(ir_name[node.name])
             elif spec.kind == InputKind.PARAMETER:
@@ -158,6 +177,8 @@ def _convert(ep) -> Captured:
         elif node.op == "call_function":
             key = _aten_key(node.target)
             if key in IGNORED_OPS:
+                continue
+            if positions.track(node, key):     # pos + offset, or a write at it: handled there
                 continue
             tensor_inputs = [a for a in node.all_input_nodes]
             if (all(a.name in folded for a in tensor_inputs) or key in SHAPE_ONLY_OPS) and not _is_random(key):
@@ -208,6 +229,8 @@ def _convert(ep) -> Captured:
             outs = outs if isinstance(outs, (list, tuple)) else (outs,)
             outputs = []
             for o in outs:
+                if isinstance(o, torch.fx.Node):
+                    positions.materialise(o)
                 if not isinstance(o, torch.fx.Node):
                     raise CaptureError(f"output {o!r} is not a tensor; deplokit programs return tensors")
                 if isinstance(o.meta.get("val"), torch.Tensor):
@@ -222,10 +245,128 @@ def _convert(ep) -> Captured:
             names[node.name] = ir_name[node.name]
 
     used = {a for op in ops for a in op.args if isinstance(a, str)} | set(outputs)
-    buffers = [b for b in buffers if b.kind == "input" or b.name in used]
+    buffers = [b for b in buffers if b.kind in ("input", "scalar") or b.name in used]
     values = {k: v for k, v in values.items() if k in used}
     program = TorchProgram(tuple(buffers), tuple(ops), tuple(outputs))
     return Captured(program, values, tuple(input_names), ep.call_spec.out_spec)
+
+
+# Ops that commute with adding the position: f(pos + offset) == pos + f(offset) for an
+# integer offset (views, copies, adding a constant).
+_SHIFT_OPS = {"select.int", "unsqueeze.default", "view.default", "_unsafe_view.default", "reshape.default",
+              "expand.default", "slice.Tensor", "alias.default", "clone.default", "contiguous.default",
+              "squeeze.dim", "squeeze.default", "detach.default", "lift_fresh_copy.default", "copy_.default",
+              "copy.default", "to.dtype", "to.dtype_layout", "_to_copy.default", "add.Tensor", "add_.Tensor",
+              "sub.Tensor", "sub_.Tensor"}
+
+
+class _Positions:
+    """Values of the form pos + offset (pos a runtime scalar, offset an integer tensor known at
+    capture), followed through the ops that keep that form, and what they flow into:
+    - index_copy_(buffer, dim, pos + offset + arange(n), src) into module state: the buffer
+      becomes a `state` buffer and the op `index_copy(state, pos, src, dim=, offset=)`, an
+      in-place write at the runtime position (static KV caches: transformers' StaticCache);
+    - any other op: the value is made a tensor, `add(pos, offset)` (a causal mask's bound,
+      rotary positions)."""
+
+    def __init__(self, ir_name, folded, buffers, values, ops, names):
+        self.ir_name, self.folded, self.buffers, self.values, self.ops, self.names = \
+            ir_name, folded, buffers, values, ops, names
+        self.sym: dict[str, tuple[str, torch.Tensor]] = {}   # fx name -> (scalar's IR name, offset)
+        self.states = 0
+
+    def start(self, fx_name: str, scalar: str) -> None:
+        self.sym[fx_name] = (scalar, torch.zeros(1, dtype=torch.int64))
+
+    def track(self, node, key: str) -> bool:
+        ins = [a for a in node.all_input_nodes if a.name in self.sym]
+        if not ins:
+            return False
+        if key in ("index_copy_.default", "index_copy.default") and node.args[2].name in self.sym:
+            self._write(node, key)
+            return True
+        if self._shift(node, key, ins):
+            return True
+        for a in ins:
+            self.materialise(a)
+        return False
+
+    def _shift(self, node, key, ins) -> bool:
+        val = node.meta.get("val")
+        if key not in _SHIFT_OPS or not isinstance(val, torch.Tensor) or val.dtype != torch.int64:
+            return False
+        if key.startswith(("add", "sub")):
+            alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
+            if len(ins) != 1 or alpha != 1 or (key.startswith("sub") and node.args[0] is not ins[0]):
+                return False
+        if key.startswith("copy") and node.args[1] is not ins[0]:
+            return False
+        scalars = {self.sym[a.name][0] for a in ins}
+        if len(scalars) != 1:
+            return False
+        def sub(a):
+            if isinstance(a, torch.fx.Node):
+                if a.name in self.sym:
+                    return self.sym[a.name][1].clone()
+                if a.name in self.folded:
+                    return self.folded[a.name].clone()
+                raise KeyError(a.name)
+            if isinstance(a, (list, tuple)):
+                return type(a)(sub(x) for x in a)
+            return a
+        try:
+            with torch.no_grad():
+                out = node.target(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
+        except KeyError:      # another operand is a run-time tensor
+            return False
+        entry = (scalars.pop(), out.to(torch.int64).clone())
+        self.sym[node.name] = entry
+        if key.split(".")[0].endswith("_"):      # in place: later reads of the target see the new value
+            self.sym[node.args[0].name] = entry
+            self.folded.pop(node.args[0].name, None)
+        return True
+
+    def _write(self, node, key: str) -> None:
+        dst, dim, idx, src = node.args[:4]
+        scalar, offset = self.sym[idx.name]
+        offset = offset.reshape(-1)
+        where = f"index_copy (node {node.name}{_module_path(node)})"
+        if not torch.equal(offset, offset[0] + torch.arange(offset.numel())):
+            raise UnsupportedOpError(f"{where} writes at positions {scalar} + {offset.tolist()}; deplokit writes "
+                                     "a run of consecutive positions from a runtime scalar")
+        if dst.name not in self.folded or src.name in self.sym or src.name in self.folded:
+            raise UnsupportedOpError(f"{where} writes at a runtime position into {dst.name}, which is not module "
+                                     "state (a buffer or lifted tensor), or from a value known at capture; "
+                                     "deplokit writes computed values into module state only")
+        state = self.ir_name[f"kv_cache{self.states}"]
+        self.states += 1
+        ttype = _tensor_type(self.folded[dst.name], f"state {dst.name}", empty_ok=False)
+        self.buffers.append(Buffer(state, ttype, "state"))
+        self.values[state] = _to_numpy(self.folded.pop(dst.name))
+        out = self.ir_name[f"{state}_written"]     # (`index_copy_` would end a C name in _)
+        self.ops.append(TorchOp(out, "index_copy", (state, scalar, self.names[src.name]),
+                                (("dim", dim % ttype.rank), ("offset", int(offset[0]))), ttype))
+        self.names[node.name] = out
+        if key.startswith("index_copy_"):
+            self.names[dst.name] = out
+
+    def materialise(self, a) -> None:
+        """The tensor pos + offset for a value another op reads (once)."""
+        if a.name not in self.sym or a.name in self.names:
+            return
+        scalar, offset = self.sym[a.name]
+        if offset.dim() == 0:
+            raise UnsupportedOpError(f"{a.name} is a 0-d value computed from runtime scalar {scalar}; deplokit "
+                                     "reads a runtime scalar through tensors of at least one dimension")
+        if tuple(offset.shape) == (1,) and int(offset[0]) == 0:
+            self.names[a.name] = scalar
+            return
+        out = self.ir_name[a.name]
+        const = self.ir_name[f"{a.name}_offset"]
+        self.buffers.append(Buffer(const, _tensor_type(offset, f"offset {a.name}"), "const"))
+        self.values[const] = _to_numpy(offset)
+        self.ops.append(TorchOp(out, "add", (scalar, const), (), TensorType(tuple(offset.shape), "int64")))
+        self.names[a.name] = out
 
 
 class _CSafeNames(dict):

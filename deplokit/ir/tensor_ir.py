@@ -130,7 +130,40 @@ def _index_entry(e: Affine, extent: int | None) -> str:
     return str(e)
 
 
-TensorNode = Union[Elementwise, Reduction, IndexMap]
+@dataclass(frozen=True)
+class Update:
+    """An in-place write into a state buffer (a KV cache): the result equals `target` except
+    that, for every element e of `src` (variables DIM_NAMES[:rank of src]), result[index(e)] =
+    src[e]. Its storage is the target's: a kernel writes only src's elements, so a write at a
+    runtime position (`index` reads a runtime scalar, `pos[0]`) changes one row of the cache.
+
+        kv_cache0_1 = kv_cache0 with [i, j, pos[0] + k, l] = add_5 -> (1, 2, 32, 16) float32
+    """
+    name: str
+    target: str
+    src: str
+    index: tuple[Affine, ...]       # over src's dims, into target's
+    type: TensorType                # the target's type
+    src_shape: tuple[int, ...] = ()
+
+    def inputs(self) -> tuple[str, ...]:
+        names = [self.src]
+        for e in self.index:
+            names.extend(g.tensor for g in gathers(e) if g.tensor not in names)
+        return tuple(names)
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.target} with [{', '.join(str(e) for e in self.index)}] = {self.src} -> {self.type}"
+
+
+TensorNode = Union[Elementwise, Reduction, IndexMap, Update]
+
+
+def written_buffer(node: TensorNode, outputs: tuple[str, ...]) -> Buffer:
+    """The buffer a kernel computing `node` writes: an output or a temporary, in the state's
+    own storage for an Update."""
+    return Buffer(node.name, node.type, "output" if node.name in outputs else "temp",
+                  node.target if isinstance(node, Update) else "")
 
 
 @dataclass(frozen=True)

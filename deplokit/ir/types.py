@@ -62,7 +62,11 @@ def format_shape(shape: tuple[int, ...]) -> str:
 # Where a program's buffer comes from: a user input (passed to run), a parameter or
 # buffer of the module (held by the Compilation), a constant folded at compile time, or a
 # temporary that one kernel writes and a later one reads, or a program output.
-BUFFER_KINDS = ("input", "param", "const", "temp", "output")
+# Two more for generation (docs/generation.md): a runtime `scalar` (one int64 passed at each
+# call, e.g. the decode position: index expressions read it as `pos[0]` and it reaches the
+# CUDA as a kernel argument, its value in device memory) and `state` (a tensor the program
+# holds between calls and updates in place, e.g. a static KV cache).
+BUFFER_KINDS = ("input", "param", "const", "temp", "output", "scalar", "state")
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,14 @@ class Buffer:
     name: str
     type: TensorType
     kind: str = "input"
+    # A written buffer that lives in the storage of state buffer `alias` (an in-place update:
+    # its kernel writes only the elements that change, the rest are the state's own).
+    alias: str = ""
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.type} {self.kind}"
+        into = f" (in place in {self.alias})" if self.alias else ""
+        kind = "runtime scalar" if self.kind == "scalar" else self.kind
+        return f"{self.name}: {self.type} {kind}{into}"
 
 
 def format_scalar(value: float | int | bool) -> str:

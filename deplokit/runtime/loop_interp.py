@@ -22,10 +22,12 @@ MAX_ELEMENTS = 1 << 22
 def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     buffers = dict(env)
     types = program.types()
+    alias = {b.name: b.alias for b in program.written if b.alias}
     for k in program.kernels:
         for out in k.outputs:
             t = types[out]
-            buffers[out] = np.zeros(t.shape, dtype=NP_DTYPES[t.dtype])
+            # an in-place write into state: the state's array itself, changed where stored
+            buffers[out] = buffers[alias[out]] if out in alias else np.zeros(t.shape, dtype=NP_DTYPES[t.dtype])
         for b in k.locals:     # on chip a row at a time; here whole, as the loops are vectorised
             buffers[b.name] = np.zeros(b.type.shape, dtype=NP_DTYPES[b.type.dtype])
         run_kernel(k, buffers)

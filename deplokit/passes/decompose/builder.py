@@ -12,7 +12,7 @@ from ...errors import UnsupportedOpError
 from ...ir.c_names import c_safe
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
 from ...ir.tensor_ir import (COMPARISON_OPS, FLOAT_RESULT_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
-                             TensorNode)
+                             TensorNode, Update)
 from ...ir.types import TensorType
 
 
@@ -61,6 +61,11 @@ class Builder:
         assert len(index) == src_type.rank, (src, index)
         return self._add(IndexMap(self.fresh(hint), src, tuple(index), TensorType(tuple(shape), src_type.dtype),
                                   pad, src_type.shape))
+
+    def update(self, target: str, src: str, index: tuple[Affine, ...], hint: str) -> str:
+        """target with src written at index (an in-place write into a state buffer)."""
+        assert len(index) == self.type(target).rank, (target, index)
+        return self._add(Update(self.fresh(hint), target, src, tuple(index), self.type(target), self.shape(src)))
 
     def elementwise(self, op: str, *args: Operand, hint: str | None = None,
                     shape: tuple[int, ...] | None = None, dtype: str | None = None) -> str:

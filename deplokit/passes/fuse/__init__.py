@@ -11,8 +11,7 @@ scores row leaves the chip; `fuse` runs all three, for callers outside the pipel
 from __future__ import annotations
 
 from ...ir.loop_ir import LoopProgram
-from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
-from ...ir.types import Buffer
+from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram, Update, written_buffer
 from .attention import fuse_attention
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise
 from .guard import compounding_copies, judge
@@ -52,6 +51,8 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
     shapes = {b.name: b.type.shape for b in program.buffers}
     numel = {n.name: n.type.numel for n in program.nodes}
     stored = {o for o in program.outputs if o in nodes} | {node for node, _ in seeded}
+    # An in-place write into state is a kernel of its own: its readers read the whole state.
+    stored |= {n.name for n in program.nodes if isinstance(n, Update)}
     decisions: list[str] = [f"store {node}: {reason}" for node, reason in seeded]
     compounding: list[tuple[str, str]] = list(seeded)
     built: dict[str, BuiltKernel] = {}
@@ -119,7 +120,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
         if verdicts[root].startswith("prologue "):   # a contraction that keeps its prologue: say why
             ratio += f"; {verdicts[root]}"
         decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
-    written = tuple(Buffer(r, nodes[r].type, "output" if r in program.outputs else "temp") for r in roots)
+    written = tuple(written_buffer(nodes[r], program.outputs) for r in roots)
     loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
     return loop, tuple(decisions), tuple(compounding)
 
