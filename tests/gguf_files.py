@@ -44,13 +44,33 @@ def gguf_name(hf_name: str) -> str:
     return f"blk.{layer}.{LAYER[rest]}.{kind}"
 
 
+def copy_tokenizer(w, reader) -> None:
+    """The tokenizer metadata (vocabulary, merges, special tokens, chat template) of another
+    GGUF file (a gguf.GGUFReader) into writer `w`."""
+    f = reader.fields
+    w.add_tokenizer_model(f["tokenizer.ggml.model"].contents())
+    w.add_tokenizer_pre(f["tokenizer.ggml.pre"].contents())
+    w.add_token_list(f["tokenizer.ggml.tokens"].contents())
+    w.add_token_types(f["tokenizer.ggml.token_type"].contents())
+    w.add_token_merges(f["tokenizer.ggml.merges"].contents())
+    w.add_add_bos_token(bool(f["tokenizer.ggml.add_bos_token"].contents()))
+    w.add_add_space_prefix(bool(f["tokenizer.ggml.add_space_prefix"].contents()))
+    w.add_unk_token_id(int(f["tokenizer.ggml.unknown_token_id"].contents()))
+    w.add_pad_token_id(int(f["tokenizer.ggml.padding_token_id"].contents()))
+    w.add_chat_template(f["tokenizer.chat_template"].contents())
+
+
 def write_llama_gguf(path, model, quant: dict | None = None, arch: str = "llama", metadata: dict | None = None,
-                     skip: tuple = ()) -> None:
+                     skip: tuple = (), tokenizer_from=None) -> None:
     """`model` (a transformers Llama) as a GGUF file at `path`. quant: GGUF tensor-name
     substring -> GGMLQuantizationType (the first match wins; F32 otherwise). metadata: extra
-    or replacing key/values (str, int or float). skip: GGUF tensor names left out."""
+    or replacing key/values (str, int or float). skip: GGUF tensor names left out.
+    tokenizer_from: a GGUFReader whose tokenizer the file gets (its vocabulary size must be
+    the model's)."""
     c = model.config
     w = gguf.GGUFWriter(str(path), arch)
+    if tokenizer_from is not None:
+        copy_tokenizer(w, tokenizer_from)
     values = {
         f"{arch}.block_count": c.num_hidden_layers, f"{arch}.context_length": c.max_position_embeddings,
         f"{arch}.embedding_length": c.hidden_size, f"{arch}.feed_forward_length": c.intermediate_size,

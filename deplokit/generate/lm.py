@@ -83,6 +83,8 @@ def as_token_ids(prompt) -> list[int] | None:
         ids = np.asarray(prompt.detach().cpu() if hasattr(prompt, "detach") else prompt)
     except (TypeError, ValueError):
         ids = None
+    if ids is not None and ids.size == 0 and ids.ndim == 1:
+        return []   # refused as an empty prompt by check_fits
     if ids is None or ids.dtype.kind not in "iu" or ids.ndim not in (1, 2) or (ids.ndim == 2 and ids.shape[0] != 1):
         raise ExecutionError("a prompt is text (str) or token ids (a list of ints, or a 1-D or (1, n) integer "
                              f"tensor), got {type(prompt).__name__}")
