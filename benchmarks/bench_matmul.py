@@ -49,10 +49,10 @@ import time
 import torch
 
 import deplokit
+from deplokit.analysis.sass_issue import issue_split, slots_per_k_step
 from deplokit.bench.suite import suite_entries
 from deplokit.ir.loop_ir import Loop
 from deplokit.ir.tile_ir import BLOCK, THREAD, walk
-from deplokit.analysis.sass_issue import issue_split, slots_per_k_step
 from deplokit.runtime.sass import sass_available
 from deplokit.target import get_target
 from deplokit.tune.cost_model import estimate

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+from bench_sim import _time as median_time  # the benchmarks' one median-of-n timer
 
 import deplokit
-from deplokit.pipeline import Context
 from deplokit.passes.schedule import schedule
-
-from bench_sim import _time as median_time  # the benchmarks' one median-of-n timer
+from deplokit.pipeline import Context
 
 
 def main() -> None:

@@ -14,11 +14,27 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from deplokit.ir.kernel_ir import (  # noqa: E402
-    Assign, Barrier, Binary, Call, Const, Declare, For, GlobalLoad, GlobalStore, If, KernelFunc, Param,
-    Select, SharedArray, SharedLoad, SharedStore, Shuffle, Special, Var,
+    Assign,
+    Barrier,
+    Binary,
+    Call,
+    Const,
+    Declare,
+    For,
+    GlobalLoad,
+    GlobalStore,
+    If,
+    KernelFunc,
+    Param,
+    Select,
+    SharedArray,
+    SharedLoad,
+    SharedStore,
+    Shuffle,
+    Special,
+    Var,
 )
 from deplokit.runtime.sim import simulate_kernel  # noqa: E402
-
 
 # -- tiny builders -------------------------------------------------------------------------------
 

@@ -5,10 +5,30 @@
 the runtime: the IR and the passes stand on their own. The error family and the targets are
 light and load at once.
 """
-from .errors import (CacheError, CaptureError, ConfigError, DeplokitError, DeviceUnavailableError,
-                     DisassemblerError, DynamicShapeError, ExecutionError, ExpressionError, IRInvariantError,
-                     LaunchPlanError, ModelFileError, NotebookExtraMissing, NvccError, NvrtcError, SimulationError,
-                     TensorMapError, UnknownModelError, UnsupportedDtypeError, UnsupportedOpError)
+from .errors import (
+    CacheError,
+    CacheFullError,
+    CaptureError,
+    ConfigError,
+    DeplokitError,
+    DeviceUnavailableError,
+    DisassemblerError,
+    DynamicShapeError,
+    ExecutionError,
+    ExpressionError,
+    IRInvariantError,
+    LaunchPlanError,
+    ModelFileError,
+    NotebookExtraMissing,
+    NvccError,
+    NvrtcError,
+    PromptTooLongError,
+    SimulationError,
+    TensorMapError,
+    UnknownModelError,
+    UnsupportedDtypeError,
+    UnsupportedOpError,
+)
 from .target import TARGETS, Target, get_target
 
 __version__ = "0.1.0"
@@ -20,12 +40,13 @@ __all__ = [*_FACADE, *_GENERATE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
            "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "ModelFileError", "DeviceUnavailableError",
            "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
-           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError"]
+           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError", "PromptTooLongError",
+           "CacheFullError"]
 
 
 def __getattr__(name: str):
     if name in _FACADE:
-        from . import compilation   # lazy on purpose: see the module docstring
+        from . import compilation  # lazy on purpose: see the module docstring
         return getattr(compilation, name)
     if name in _GENERATE:
         from .generate import lm

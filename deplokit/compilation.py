@@ -127,11 +127,12 @@ class Compilation(Displayable):
 
     def execute(self, inputs, backend: str = "auto", state: dict | None = None) -> list:
         """The outputs as numpy arrays; `state` (name -> array) gives the state buffers (a KV
-        cache), which the program updates in place (their initial values are in `values`)."""
+        cache), which the program updates in place (their initial values are in `values`).
+        On cupy, `state` holds device arrays (from `cupy_executor().new_state()`)."""
         backend = resolve_backend(backend)
         self._require_weights()
         if backend == "cupy":
-            raise ExecutionError("execute with state runs on the numpy backends (tensor, loop, sim) for now")
+            return [t.numpy() for t in self.cupy_executor().run(inputs, state=state)]
         env = self._fresh_env()
         env.update(state or {})
         env.update(self._bind(inputs))

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from deplokit import compile_model
 from deplokit import compile as dk_compile
+from deplokit import compile_model
 from deplokit.analysis.inventory import format_inventory
 from deplokit.frontend.models import build
 from deplokit.tune.space import kernel_spaces

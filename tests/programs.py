@@ -3,7 +3,6 @@ examples, every kind of kernel the schedule builds, odd sizes."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from llama_layer import LlamaLayer
 
 

@@ -2,9 +2,10 @@
 a trace step by name, the Tile-IR stages of a compilation, Kernel-IR nodes of a kind."""
 from __future__ import annotations
 
+from programs import corpus
+
 import deplokit
 from deplokit.ir.tile_ir import Stage, walk
-from programs import corpus
 
 PROGRAMS = corpus()
 TMA_ON = {"011_tma_copy.enable": True}

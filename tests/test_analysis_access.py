@@ -3,12 +3,12 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from notebook_html import parse
 
 import deplokit
 from deplokit.analysis.access import accesses, memory_access
-from deplokit.tune.roofline import roofline_of
 from deplokit.analysis.banks import smem_loads
-from notebook_html import parse
+from deplokit.tune.roofline import roofline_of
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@ import torch
 import torch.nn as nn
 
 import deplokit
-from deplokit import (DeplokitError, DynamicShapeError, ExecutionError, UnsupportedDtypeError,
-                      UnsupportedOpError)
+from deplokit import DeplokitError, DynamicShapeError, ExecutionError, UnsupportedDtypeError, UnsupportedOpError
 
 
 def test_run_returns_torch_tensors_shaped_like_eager():

@@ -7,6 +7,7 @@ from functools import lru_cache
 import pytest
 import torch
 import torch.nn.functional as F
+from programs import corpus
 
 import deplokit
 from deplokit.ir import kernel_ir as K
@@ -14,7 +15,6 @@ from deplokit.ir.loop_ir import Kernel, LocalBuffer
 from deplokit.ir.structural import structural_hash
 from deplokit.passes.fuse.rows import ROW_BUDGET
 from deplokit.runtime.sim import SimulationError, simulate_program
-from programs import corpus
 
 ATTENTION = {n: p for n, p in corpus().items() if n.startswith(("sdpa", "attention"))}
 SMALL = sorted(n for n in ATTENTION if n != "sdpa_tinyllama_seq128")   # fast enough for every pass

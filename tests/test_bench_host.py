@@ -12,8 +12,7 @@ from deplokit.cli import main
 from deplokit.compilation import resolve_backend
 from deplokit.runtime.bench import time_kernels, time_runs
 from deplokit.runtime.bench_report import BenchReport, KernelProfile
-from deplokit.runtime.bench_text import (NO_GPU_MESSAGE, format_bench, format_profile, report_from_dict,
-                                         report_to_dict)
+from deplokit.runtime.bench_text import NO_GPU_MESSAGE, format_bench, format_profile, report_from_dict, report_to_dict
 from deplokit.runtime.device import DeviceUnavailableError, gpu_available
 
 no_gpu = pytest.mark.skipif(gpu_available(), reason="checks the behaviour without a CUDA device")

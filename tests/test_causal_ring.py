@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from stage_helpers import nodes
 
 import deplokit
 from deplokit.ir import kernel_ir as K
@@ -20,7 +21,6 @@ from deplokit.passes.lower import lower_tiles
 from deplokit.passes.record import replace_tile
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import SimulationError
-from stage_helpers import nodes
 
 FLASH = {"fuse_attention.by_cost": False}
 TARGET_OF = {"async": "sm_80", "tma": "sm_90"}      # how the ring's K/V tiles are copied there

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import deplokit
+from deplokit.runtime.sass import sass_available
 from deplokit.tune.cost_model import CostConstants, estimate, main_loop_time
 from deplokit.tune.main_loop import main_loop
-from deplokit.runtime.sass import sass_available
 
 needs_sass = pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
 
@@ -120,6 +120,7 @@ def test_model_ranks_tiles_as_the_machine_code_does():
 
 def test_a_partial_last_wave_costs_a_whole_one():
     import dataclasses
+
     from deplokit.tune.cost_model import kernel_time, occupancy
     c = matmul(4096, 4096, 4096)
     func, loop = the_loop(c)

@@ -5,16 +5,44 @@ import math
 import pytest
 
 from deplokit.errors import DeplokitError
-from deplokit.ir.kernel_ir import (Assign, Barrier, Binary, Call, Comment, Const, CpAsync, CpAsyncCommit,
-                                   CpAsyncWait, Declare, DeclareArray, For, GlobalLoad, GlobalStore, If,
-                                   KernelFunc, KernelProgram, MbarrierInit, MbarrierWait, Param, RegLoad,
-                                   Select, SharedArray, SharedLoad, SharedStore, Shuffle, Special, TmaLoad,
-                                   Unary, Var, VectorLoad, VectorStore)
+from deplokit.ir.kernel_ir import (
+    Assign,
+    Barrier,
+    Binary,
+    Call,
+    Comment,
+    Const,
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
+    Declare,
+    DeclareArray,
+    For,
+    GlobalLoad,
+    GlobalStore,
+    If,
+    KernelFunc,
+    KernelProgram,
+    MbarrierInit,
+    MbarrierWait,
+    Param,
+    RegLoad,
+    Select,
+    SharedArray,
+    SharedLoad,
+    SharedStore,
+    Shuffle,
+    Special,
+    TmaLoad,
+    Unary,
+    Var,
+    VectorLoad,
+    VectorStore,
+)
 from deplokit.ir.types import ctype_bytes
 from deplokit.passes.lower.cuda import format_float, render_kernel, render_program
 from deplokit.runtime import nvcc
-from deplokit.runtime.nvcc import (KernelStats, NvccError, compile_cuda, nvcc_available, parse_ptxas_log,
-                                   ptx_arches)
+from deplokit.runtime.nvcc import KernelStats, NvccError, compile_cuda, nvcc_available, parse_ptxas_log, ptx_arches
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc (CUDA toolkit) not installed")
 

@@ -5,6 +5,7 @@ boundary for float4 / cp.async / TMA; and the FP32 matmul switch for torch's tim
 work with both of torch's TF32 APIs."""
 import pytest
 import torch
+from programs import config_of, corpus
 
 import deplokit
 from deplokit.runtime.bench import fp32_matmuls
@@ -12,7 +13,6 @@ from deplokit.runtime.cupy_backend import DEVICE_ALIGN, device_ready
 from deplokit.runtime.launch_plan import LaunchPlanError, build_plan
 from deplokit.runtime.nvrtc import compile_nvrtc, nvrtc_available
 from deplokit.runtime.signature import check_plan_matches_source, kernel_signatures
-from programs import config_of, corpus
 
 PROGRAMS = corpus()
 

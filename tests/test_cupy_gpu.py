@@ -11,13 +11,13 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
+from programs import config_of, corpus
 from torch import nn
 
 import deplokit
 from deplokit.compilation import default_atol
 from deplokit.runtime.bench import cuda_eager, fp32_matmuls
 from deplokit.runtime.device import gpu_available
-from programs import config_of, corpus
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA device")]
 

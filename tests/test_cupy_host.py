@@ -158,8 +158,8 @@ class LaunchCountingClock:
 
 
 def test_bench_plumbing_on_the_host():
-    from deplokit.runtime.bench import TimingDevice, bench_compilation
     from deplokit.analysis.traffic import program_cost, program_kernel_costs
+    from deplokit.runtime.bench import TimingDevice, bench_compilation
 
     fn, inputs = CASES["attention"]
     c = deplokit.compile(fn, *inputs)

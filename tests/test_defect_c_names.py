@@ -4,15 +4,13 @@ an input named like a generated local (tid, a0, acc0, in0, x_smem) must still co
 and pass nvcc; and the simulator must refuse a kernel whose names nvcc would refuse."""
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
-
 from defect_checks import check_everywhere, needs_nvcc
+
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.c_names import RESERVED, c_rejects, c_safe, tensor_name_ok
-from deplokit.ir.kernel_names import name_problems, unclash_locals
+from deplokit.ir.kernel_ir import name_problems, unclash_locals
 from deplokit.runtime.sim import SimulationError
 from deplokit.runtime.sim.launch import simulate_kernel
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from defect_checks import check_everywhere
 from torch import nn
 
 import deplokit
-from defect_checks import check_everywhere
 from deplokit.errors import CaptureError, DeplokitError, ExpressionError
 from deplokit.frontend.expression import load_expression
 

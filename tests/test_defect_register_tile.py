@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 from defect_checks import check_everywhere
+
 from deplokit.ir.loop_ir import Load, Loop
 from deplokit.ir.tile_ir import Stage, walk
 

@@ -1,12 +1,12 @@
 """Every kernel the schedule emits for the test corpus compiles with nvcc for sm_80,
 sm_90 and sm_120, and ptxas's registers, shared memory and spills land on each kernel."""
 import pytest
+from programs import config_of, corpus
 
 import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.types import ctype_bytes
 from deplokit.runtime.nvcc import annotate_program, nvcc_available
-from programs import config_of, corpus
 
 pytestmark = pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
 PROGRAMS = corpus()

@@ -7,12 +7,12 @@ from functools import lru_cache
 import pytest
 import torch
 import torch.nn.functional as F
+from programs import attention_programs
 
 import deplokit
 from deplokit.ir.tile_ir import Assign, AsyncWait, StridedLoop, walk
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import simulate_program
-from programs import attention_programs
 
 FLASH = {"fuse_attention.by_cost": False}
 

@@ -8,6 +8,8 @@ from functools import lru_cache
 import pytest
 import torch
 import torch.nn.functional as F
+from stage_helpers import step
+from test_tma import _RecordingDriver
 
 import deplokit
 from deplokit.ir.tile_ir import Stage, walk
@@ -15,8 +17,6 @@ from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sass import sass_available
 from deplokit.runtime.tensor_map import encode
-from stage_helpers import step
-from test_tma import _RecordingDriver
 
 FLASH = {"fuse_attention.by_cost": False}
 TILE = 16       # the key tile of these shapes (attention_plan.MAX_KEY_TILE)

@@ -3,11 +3,11 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from llama_layer import LlamaLayer
 
 import deplokit
 from deplokit.ir.loop_ir import Accumulate, Loop, walk
 from deplokit.ir.tensor_ir import Reduction
-from llama_layer import LlamaLayer
 
 
 def fuse_step(c):
@@ -136,6 +136,7 @@ def test_lift_is_its_own_step_one_kernel_per_node_and_fuse_merges_them():
     # executable Loop IR that computes what eager does; fuse then makes the kernels the
     # pipeline schedules, and `-vv` shows each as its own diff
     import numpy as np
+
     from deplokit.runtime.loop_interp import run_loop_ir
     from deplokit.trace import format_step
     torch.manual_seed(0)

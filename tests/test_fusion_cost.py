@@ -4,12 +4,11 @@ a knob (fuse_rows.by_cost), and the trace says why."""
 import pytest
 import torch
 import torch.nn.functional as F
+from programs import corpus
 
 import deplokit
 from deplokit.passes.fuse.guard import Traffic, fusion_pays
 from deplokit.runtime.nvcc import nvcc_available
-from programs import corpus
-
 
 # Row fusion's own guard: attention fusion (test_flash_attention.py), tried first, is off.
 ROWS_ONLY = {"fuse_attention.enable": False}

@@ -10,8 +10,8 @@ import torch
 from deplokit.fuzz import __main__ as fuzz_cli
 from deplokit.fuzz import covered_templates, fuzz, generate, reproducer, run_case
 from deplokit.fuzz.programs import Case, declared_knobs
-from deplokit.fuzz.templates import TEMPLATES
 from deplokit.fuzz.runner import CaseTimeout, mask, mismatch, time_limit
+from deplokit.fuzz.templates import TEMPLATES
 
 SEED = 13
 CASES = 24
@@ -82,8 +82,8 @@ def test_failure_classes_mask_names_and_numbers():
 
 
 def test_a_verifier_error_is_a_finding_not_a_refusal():
-    from deplokit.fuzz.runner import _is_defect
     from deplokit.errors import ConfigError
+    from deplokit.fuzz.runner import _is_defect
     from deplokit.passes.verify import IRInvariantError
     assert _is_defect(IRInvariantError("Tile", "names-declared", "k", "in0 is read before it is defined"))
     assert not _is_defect(ConfigError("config key 'x' is not of the form PASS.KNOB"))

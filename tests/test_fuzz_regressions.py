@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 
 import deplokit
-
 from deplokit.fuzz.programs import Case
 from deplokit.fuzz.runner import compile_case, run_case
 from deplokit.runtime.nvcc import nvcc_available

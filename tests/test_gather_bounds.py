@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from defect_checks import check_everywhere
 from torch import nn
 
-from defect_checks import check_everywhere
 from deplokit.ir.index import Gather, as_affine, evaluate, var
 
 

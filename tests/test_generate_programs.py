@@ -80,7 +80,8 @@ def test_one_decode_compile_serves_every_position(model, decoder):
     np.testing.assert_allclose(got[-1], want[-1], rtol=1e-4, atol=1e-5)
     assert decoder.compile_count == compiled         # nothing compiled while positions 0..31 ran
     # the position is a kernel argument, not a constant: each cache write reads it
-    writers = [k for k in program.kernel_ir.kernels if any(p.name.endswith("_written") and not p.const for p in k.params)]
+    writers = [k for k in program.kernel_ir.kernels
+               if any(p.name.endswith("_written") and not p.const for p in k.params)]
     assert len(writers) == 2 and all(any(p.name == "pos" for p in k.params) for k in writers)
     with pytest.raises(CacheFullError, match="position 32 is past the cache's last position 31"):
         s.decode(0)
@@ -108,3 +109,24 @@ def test_decode_program_compiles_with_nvcc(model, arch):
     c = build_decoder(model, max_length=MAX_LENGTH, target=arch).decode
     result = c.nvcc()
     assert set(result.stats) == set(c.cuda.kernels)
+
+
+def other_decoder(name):
+    torch.manual_seed(0)
+    common = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64)
+    if name == "qwen2":     # biased q/k/v projections
+        return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common)).eval()
+    # Gemma: a scaled embedding, gelu, (1 + weight) norms
+    return transformers.GemmaForCausalLM(transformers.GemmaConfig(head_dim=16, **common)).eval()
+
+
+@pytest.mark.parametrize("name", ["qwen2", "gemma"])
+def test_other_decoders_generate_like_transformers(name):
+    """Nothing is Llama-specific: transformers' static-cache export of another decoder gives
+    the same programs (loop backend, a prompt and 3 greedy steps)."""
+    model = other_decoder(name)
+    want = reference(model, PROMPT, 3)
+    _, got = generate(build_decoder(model, max_length=12), "loop", PROMPT, 3)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

@@ -7,8 +7,24 @@ import random
 import numpy as np
 import pytest
 
-from deplokit.ir.index import (Affine, FloorDiv, Gather, Mod, Var, as_affine, bounds, const, evaluate,
-                               floordiv, free_vars, gathers, mod, rename, substitute, var)
+from deplokit.ir.index import (
+    Affine,
+    FloorDiv,
+    Gather,
+    Mod,
+    Var,
+    as_affine,
+    bounds,
+    const,
+    evaluate,
+    floordiv,
+    free_vars,
+    gathers,
+    mod,
+    rename,
+    substitute,
+    var,
+)
 from deplokit.ir.types import TensorType
 from deplokit.passes.decompose.builder import Builder
 

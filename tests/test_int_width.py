@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from defect_checks import needs_nvcc
 
 import deplokit
 from deplokit.ir import kernel_ir as K
@@ -19,7 +20,6 @@ from deplokit.ir.types import TensorType
 from deplokit.passes.lower.index_width import index_bits
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import SimulationError, simulate_kernel
-from defect_checks import needs_nvcc
 
 BACKENDS = ("tensor", "loop", "sim")
 

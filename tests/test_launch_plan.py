@@ -10,8 +10,14 @@ import torch
 
 import deplokit
 from deplokit.ir.kernel_ir import KernelFunc, Param
-from deplokit.runtime.launch_plan import (LaunchPlanError, build_plan, check_launch, pack_args,
-                                          place_in_arena, static_smem_bytes)
+from deplokit.runtime.launch_plan import (
+    LaunchPlanError,
+    build_plan,
+    check_launch,
+    pack_args,
+    place_in_arena,
+    static_smem_bytes,
+)
 from deplokit.runtime.sim.launch import simulate_kernel
 from deplokit.target import TARGETS
 

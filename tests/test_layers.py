@@ -7,19 +7,16 @@
     compilation, pipeline       the facade
     notebook, cli, demo, bench  the faces
 
-Also: no import cycle (function-local imports count too), no module over 400 lines, and a
-function-local import only for an optional dependency or for a reason listed here.
+Also: no import cycle (function-local imports count too), a function-local import only for an
+optional dependency or for a reason listed here, and no `_private` name imported from another module.
 """
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "deplokit"
-MAX_LINES = 400
 
 # Third-party modules that may be missing (extras) or need a device: imported where used.
 OPTIONAL = {"cupy", "cupy_backends", "transformers", "matplotlib", "pygments", "ipywidgets", "graphviz",
@@ -40,7 +37,7 @@ LOCAL_ON_PURPOSE = {
 }
 
 # Modules other work in progress is rewriting (issue 18), exempt from the
-# cycle, local-import and size checks until it lands. Every entry must still need it
+# cycle and local-import checks until it lands. Every entry must still need it
 # (test_pending_entries_are_still_needed): delete an entry once its module is clean.
 PENDING: dict[str, str] = {}
 
@@ -214,10 +211,6 @@ def _hidden(m: str) -> list[str]:
             if local and not _optional(t) and not _notebook_from_outside(m, t) and (m, t) not in LOCAL_ON_PURPOSE]
 
 
-def _lines(m: str) -> int:
-    return len(MODULES[m][0].read_text(encoding="utf-8").splitlines())
-
-
 def test_function_local_imports_are_for_optional_dependencies_only():
     hidden = [h for m in MODULES if m not in PENDING for h in _hidden(m)]
     assert hidden == []
@@ -229,17 +222,31 @@ def test_the_reasons_for_local_imports_are_still_true():
     assert set(LOCAL_ON_PURPOSE) <= present
 
 
-def test_no_module_over_400_lines():
-    assert {m: _lines(m) for m in MODULES if m not in PENDING and _lines(m) > MAX_LINES} == {}
-
-
 def test_pending_entries_are_still_needed():
-    """A PENDING module that is now clean (no cycle through it, no hidden import, not too
-    long) or gone must leave the list, so the exemptions only ever shrink."""
+    """A PENDING module that is now clean (no cycle through it, no hidden import) or gone must
+    leave the list, so the exemptions only ever shrink."""
     in_cycles = {m for c in _cycles(_edges()) for m in c}
     stale = [m for m in PENDING if m not in MODULES
-             or not (m in in_cycles or _hidden(m) or _lines(m) > MAX_LINES)]
+             or not (m in in_cycles or _hidden(m))]
     assert stale == []
+
+
+def _private(name: str | None) -> bool:
+    return bool(name) and name.startswith("_") and not name.startswith("__")
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A name a module keeps to itself (`_x`) stays there: one another module needs is public
+    (or lives where it is used)."""
+    wrong = [f"{m}:{line} imports {t}.{name}" for m in MODULES for t, name, _, line in IMPORTS[m]
+             if t in MODULES and t != m and _private(name)]
+    wrong += [f"{m}:{line} imports the module {t}" for m in MODULES for t, name, _, line in IMPORTS[m]
+              if t in MODULES and name is None and _private(t.rsplit(".", 1)[-1])]
+    assert wrong == []
+
+
+def test_the_private_import_finder_finds_one():
+    assert _private("_Chunk") and not _private("Chunk") and not _private("__version__") and not _private(None)
 
 
 def test_ir_and_passes_load_no_runtime_notebook_or_cli_module():

@@ -3,13 +3,13 @@ traced step with its own diff, and each hands the next one public data on the IR
 import re
 
 import torch
+from programs import config_of, corpus
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.kernel_stage import StageCopy, StagePrologue, StageWait
+from deplokit.ir.kernel_ir import StageCopy, StagePrologue, StageWait
 from deplokit.passes.lower import LOWERING
 from deplokit.runtime.launches import functions_by_kernel, launch_sequence
-from programs import config_of, corpus
 
 PROGRAMS = corpus()
 

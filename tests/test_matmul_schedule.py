@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from programs import config_of, corpus
 
 import deplokit
+from deplokit.analysis.banks import conflict_degree, smem_loads
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.loop_ir import Accumulate, Load, Loop
 from deplokit.ir.tile_ir import BLOCK, Stage, walk
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.record import PassContext
-from deplokit.passes.schedule.block_shape import default_extents
 from deplokit.passes.schedule import t014_pad_smem
-from deplokit.analysis.banks import conflict_degree, smem_loads
+from deplokit.passes.schedule.block_shape import default_extents
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
-from programs import config_of, corpus
 
 PROGRAMS = corpus()
 MATMUL_PROGRAMS = ["matmul_64x256x128", "llm_projection", "matmul_small_m_long_k", "matmul_contiguous_regs"]

@@ -12,8 +12,14 @@ from deplokit.analysis.banks import smem_loads
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.tile_ir import THREAD, Stage, walk
 from deplokit.passes.schedule import SCHEDULE
-from deplokit.passes.schedule.block_shape import (THREAD_SHAPES, blocks_of, default_extents, default_thread_shape,
-                                                  loads_per_ffma, parse_shape)
+from deplokit.passes.schedule.block_shape import (
+    THREAD_SHAPES,
+    blocks_of,
+    default_extents,
+    default_thread_shape,
+    loads_per_ffma,
+    parse_shape,
+)
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim.banks import wavefronts
 from deplokit.runtime.sim.launch import simulate_program

@@ -7,13 +7,13 @@ import pytest
 import torch
 
 import deplokit
+from deplokit.analysis.inventory import format_inventory, inventory
+from deplokit.analysis.traffic import loop_kernel_cost
 from deplokit.cli import main
 from deplokit.compilation import compile_model
 from deplokit.errors import ExecutionError, UnknownModelError, UnsupportedOpError
 from deplokit.frontend import hf, models
 from deplokit.frontend.presets import PRESETS
-from deplokit.analysis.inventory import format_inventory, inventory
-from deplokit.analysis.traffic import loop_kernel_cost
 from deplokit.runtime.device import gpu_available
 from deplokit.runtime.nvcc import nvcc_available
 

@@ -5,9 +5,9 @@ meaning, so a kernel that called fmaxf could not pass as torch's maximum."""
 import numpy as np
 import pytest
 import torch
+from bench_sim import F, S
 
 import deplokit
-from bench_sim import F, I, S
 from deplokit.ir.kernel_ir import Binary, Call, GlobalLoad, GlobalStore, KernelFunc, Param
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available

@@ -1,11 +1,11 @@
 """The indentation-aware, word-marking diff the stepper and the pass diffs draw, and the
 plain-text forms of IR objects at a Python prompt."""
 import torch
+from notebook_html import parse
 
 import deplokit
 from deplokit.notebook.diff import diff_html
 from deplokit.notebook.linediff import diff_text, line_diff
-from notebook_html import parse
 
 
 def test_reindented_lines_are_one_row_each():

@@ -1,12 +1,12 @@
 """The IR lexers over the whole test corpus: every text lexes back to itself with no error
 token, and the token types mean what the lexers say."""
 import pytest
+from programs import config_of, corpus
 from pygments import lex
 from pygments.token import Error, Generic, Keyword, Name, Number
 
 import deplokit
 from deplokit.notebook.lexers import lexer_for
-from programs import config_of, corpus
 
 STAGES = ("torch", "tensor", "loop", "tile", "kernel", "cuda")
 

@@ -8,13 +8,13 @@ import sys
 import pytest
 import torch
 import torch.nn as nn
+from notebook_html import parse, pre_texts
+from programs import corpus
 
 import deplokit
 from deplokit import display
 from deplokit.notebook import graph
 from deplokit.runtime.device import gpu_available
-from notebook_html import parse, pre_texts
-from programs import corpus
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

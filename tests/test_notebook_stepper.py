@@ -4,6 +4,8 @@ import dataclasses
 import pytest
 import torch
 import torch.nn as nn
+from notebook_html import parse, pre_texts
+from programs import corpus
 
 import deplokit
 from deplokit.notebook.stepper import Stepper, kernel_text, step_notes
@@ -11,8 +13,6 @@ from deplokit.passes.lower import LOWERING
 from deplokit.passes.lower.k003_zero_init import zero_kernel
 from deplokit.passes.schedule import SCHEDULE
 from deplokit.trace import TraceStep
-from notebook_html import parse, pre_texts
-from programs import corpus
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

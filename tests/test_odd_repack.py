@@ -180,8 +180,8 @@ def test_the_repacked_matmul_runs_on_the_gpu():
 
 
 def test_a_tuner_leaf_that_repacks_runs_after_its_repack_kernels():
-    from deplokit.tune.space import KernelSpace
     from deplokit.tune.objective import ModelObjective
+    from deplokit.tune.space import KernelSpace
     c, _ = _matmul(40, 37, 45, config=FORCED)
     space = KernelSpace(c.loop_ir, "merged_matmul", c.target,
                         fixed={f"{p}": v for p, v in c.tile_ir.kernel("merged_matmul").knobs})

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from llama_layer import LlamaLayer
 from torch import nn
 
 import deplokit
-from llama_layer import LlamaLayer
 from deplokit.frontend.aten_table import covered_ops
 from deplokit.runtime import loop_interp
 from deplokit.runtime.nvcc import nvcc_available

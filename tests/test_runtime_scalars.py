@@ -4,9 +4,12 @@ place at that position; every backend keeps the state between calls as eager doe
 import numpy as np
 import pytest
 import torch
+from test_cupy_host import StandInCupy
 
 import deplokit
 from deplokit.errors import CaptureError, UnsupportedOpError
+from deplokit.runtime.cupy_backend import CupyExecutor
+from deplokit.runtime.nvrtc import nvrtc_available
 
 
 class RowCache(torch.nn.Module):
@@ -65,7 +68,8 @@ def test_run_leaves_the_compilations_initial_state(compiled):
 
 
 def test_runtime_scalar_must_be_one_int64():
-    with pytest.raises(CaptureError, match=r"runtime scalar pos is \(2,\) int64; a runtime scalar is a \(1,\) int64 tensor"):
+    want = r"runtime scalar pos is \(2,\) int64; a runtime scalar is a \(1,\) int64 tensor"
+    with pytest.raises(CaptureError, match=want):
         deplokit.compile(lambda x, pos: x + pos, torch.randn(2, 4), torch.tensor([0, 1]), scalars=("pos",))
 
 
@@ -76,3 +80,23 @@ def test_write_at_scattered_positions_is_refused():
             return self.cache.sum(0)
     with pytest.raises(UnsupportedOpError, match="consecutive positions from a runtime scalar"):
         deplokit.compile(Scattered(), torch.randn(2, 4), torch.tensor([0]), scalars=("pos",))
+
+
+@pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (cupy + libnvrtc) is not available")
+def test_cupy_backend_keeps_the_state_on_the_device(compiled):
+    """The CuPy executor (on the host stand-in: numpy arrays, kernels in the simulator) binds the
+    in-place write to the state's device array, which a session keeps between calls."""
+    c = compiled
+    fake = StandInCupy(c.kernel_ir)
+    c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
+                           encode_tensor_map=fake.encode_tensor_map)
+    state = c.cupy_executor().new_state()
+    assert set(state) == {"kv_cache0"} and c.cupy_executor().plan.buffer("kv_cache0_written").offset is None
+    torch.manual_seed(2)
+    eager = RowCache()
+    for p in (0, 2, 4):
+        x, pos = torch.randn(2, 4), torch.tensor([p])
+        want = eager(x, pos)
+        got = c.execute((x, pos), backend="cupy", state=state)[0]
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(state["kv_cache0"].reshape(8, 4), eager.cache.numpy())

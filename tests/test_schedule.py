@@ -3,11 +3,11 @@ program still matches torch after every pass (check_passes) and on the simulator
 import pytest
 import torch
 import torch.nn as nn
+from programs import config_of, corpus
 
 import deplokit
 from deplokit.ir.tile_ir import BLOCK, THREAD, Combine, Stage, StridedLoop, walk
 from deplokit.passes.schedule import SCHEDULE
-from programs import config_of, corpus
 
 PROGRAMS = corpus()
 

@@ -6,14 +6,39 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from bench_sim import F, I, S, V, add, eq, lt, matmul_kernel, mul, rmsnorm_kernel
+
 from deplokit.errors import DeplokitError
 from deplokit.ir.kernel_ir import (
-    Assign, Barrier, Binary, Call, Comment, CpAsync, CpAsyncCommit, CpAsyncWait, Declare,
-    DeclareArray, For, GlobalLoad, GlobalStore, If, KernelFunc, KernelProgram, MbarrierInit,
-    MbarrierWait, Param, RegLoad, Select, SharedArray, SharedLoad, SharedStore, Shuffle,
-    TmaLoad, Unary, VectorLoad, VectorStore,
+    Assign,
+    Barrier,
+    Binary,
+    Call,
+    Comment,
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
+    Declare,
+    DeclareArray,
+    For,
+    GlobalLoad,
+    GlobalStore,
+    If,
+    KernelFunc,
+    KernelProgram,
+    MbarrierInit,
+    MbarrierWait,
+    Param,
+    RegLoad,
+    Select,
+    SharedArray,
+    SharedLoad,
+    SharedStore,
+    Shuffle,
+    TmaLoad,
+    Unary,
+    VectorLoad,
+    VectorStore,
 )
 from deplokit.ir.types import Buffer, TensorType
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program

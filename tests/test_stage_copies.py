@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 import torch
+from stage_helpers import TMA_ON, build, nodes, stages, step
 
 import deplokit
 from deplokit.ir import kernel_ir as K
@@ -15,7 +16,6 @@ from deplokit.ir.tile_ir import Stage, walk
 from deplokit.passes.lower.materialize import materialize
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import SimulationError, simulate_program
-from stage_helpers import TMA_ON, build, nodes, stages, step
 
 TARGETS = ["sm_80", "sm_90", "sm_120"]
 ONLY_010 = {"011_tma_copy.enable": False, "013_async_copy.enable": False, "015_pipeline_k_outer.enable": False}

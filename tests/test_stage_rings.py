@@ -7,17 +7,17 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from stage_helpers import nodes, stages, step
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.kernel_tma import TmaTensorLoad
+from deplokit.ir.kernel_ir import TmaTensorLoad
 from deplokit.ir.tile_ir import Stage, walk
 from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sim import SimulationError
 from deplokit.runtime.sim.launch import simulate_kernel
 from deplokit.target import get_target
-from stage_helpers import nodes, stages, step
 
 
 def matmul(m, k, n, target, **config):
@@ -317,7 +317,7 @@ def test_ordinary_stores_before_an_async_copy_need_a_proxy_fence():
     out = np.zeros(64, np.float32)
     simulate_kernel(k, {"x": x, "out": out})
     assert (out == x).all()
-    from deplokit.passes.lower.cuda_render import render_kernel
+    from deplokit.passes.lower.cuda import render_kernel
     assert "fence.proxy.async.shared::cta;" in render_kernel(k, 90)
     # the rings' slots are written by TMA alone: no fence in a generated kernel
     assert not list(nodes(tma_ring(3).kernel_ir.kernels[0].body, K.ProxyFence))

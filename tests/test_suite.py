@@ -11,7 +11,7 @@ import pytest
 import deplokit
 from deplokit.bench.report import summary, to_json, to_markdown
 from deplokit.bench.runner import SuiteResult, run_suite
-from deplokit.bench.suite import (SEQS, format_list, model_entries, select, short_name, suite_entries)
+from deplokit.bench.suite import SEQS, format_list, model_entries, select, short_name, suite_entries
 from deplokit.cli import main
 from deplokit.frontend.presets import PRESETS
 

@@ -59,6 +59,7 @@ def test_swizzle_xor_is_the_hardware_pattern():
 @pytest.mark.parametrize("swizzle", [0, 32, 64, 128])
 def test_a_box_read_back_with_the_matching_xor_is_the_tensor_and_a_wrong_one_is_not(swizzle):
     import numpy as np
+
     from deplokit.runtime.tensor_map import copy_box, swizzle_offset
     t = np.arange(40 * 40, dtype=np.float32).reshape(40, 40)
     args = tensor_map_args(t.shape, "float32", (16, 8), swizzle)      # 32-byte box rows

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from stage_helpers import TMA_ON, build, step
 
 import deplokit
 from deplokit.analysis.banks import stage_cost
@@ -19,8 +20,6 @@ from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
 from deplokit.runtime.tensor_map import TENSOR_MAP_DTYPE, encode
-from stage_helpers import TMA_ON, build, step
-
 
 
 def simulate(c, program):
@@ -279,8 +278,9 @@ def test_swizzle_fixes_the_a_fragment_conflict_of_a_contiguous_register_tile():
 
 def test_the_access_view_sees_the_swizzled_words():
     # one warp's B-fragment read of a Linear's weight box: 8-way unswizzled, 4-way swizzled
-    from deplokit.analysis.access import memory_access
     import torch.nn.functional as F
+
+    from deplokit.analysis.access import memory_access
     torch.manual_seed(0)
     x, w = torch.randn(64, 256), torch.randn(128, 256)
     degrees = {}

@@ -9,14 +9,13 @@ import re
 
 import pytest
 import torch
+from stage_helpers import TMA_ON
 
 import deplokit
 from deplokit.analysis.sass import analyze_sass
 from deplokit.analysis.sass_issue import issue_split
 from deplokit.ir import kernel_ir as K
 from deplokit.runtime.nvcc import nvcc_available
-
-from stage_helpers import TMA_ON
 
 
 def _matmul(m, k, n, target="sm_90", config=None):

@@ -5,8 +5,7 @@ from torch import nn
 
 import deplokit
 from deplokit.analysis.occupancy import occupancy
-from deplokit.analysis.traffic import (kernel_func_bytes, loop_kernel_cost, program_cost,
-                                      program_kernel_costs)
+from deplokit.analysis.traffic import kernel_func_bytes, loop_kernel_cost, program_cost, program_kernel_costs
 from deplokit.target import TARGETS
 
 

@@ -3,11 +3,11 @@ import os
 import sqlite3
 
 import pytest
+from tune_programs import compiled
 
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.tune.cache import CacheError, TuneCache, config_key, default_cache_path
 from deplokit.tune.space import kernel_spaces
-from tune_programs import compiled
 
 
 def test_default_path_follows_the_environment(tmp_path, monkeypatch):

@@ -87,8 +87,9 @@ def test_gpu_work_without_a_gpu_is_a_clear_error(capsys, tmp_path, extra):
 
 
 def test_gpu_objective_without_a_gpu_raises_device_unavailable(tmp_path):
-    from deplokit.runtime.device import DeviceUnavailableError
     from tune_programs import compiled
+
+    from deplokit.runtime.device import DeviceUnavailableError
     if gpu_available():
         pytest.skip("a GPU is present")
     with pytest.raises(DeviceUnavailableError, match="the gpu objective needs a CUDA device"):
@@ -119,9 +120,10 @@ def test_ctrl_c_keeps_finished_trials_and_the_next_run_resumes(capsys, tmp_path,
 
 
 def test_a_stale_cached_config_is_ignored_with_a_warning(capsys, tmp_path):
+    from tune_programs import compiled
+
     from deplokit.tune.cache import TuneCache
     from deplokit.tune.space import kernel_spaces
-    from tune_programs import compiled
     c = compiled("softmax")
     key = kernel_spaces(c.loop_ir, c.target)[0].key
     with TuneCache(str(tmp_path / "t.db")) as cache:

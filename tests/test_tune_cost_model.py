@@ -3,14 +3,14 @@ import dataclasses
 
 import pytest
 import torch
+from tune_programs import compiled
 
 import deplokit
+from deplokit.analysis.work import count_work
 from deplokit.passes.lower.materialize import materialize
 from deplokit.target import get_target
 from deplokit.tune.calibrate import Sample, fit_constants, log_error, predict
 from deplokit.tune.cost_model import CostConstants, DoesNotFit, estimate, kernel_time, occupancy, roofline_us
-from deplokit.analysis.work import count_work
-from tune_programs import compiled
 
 H100 = get_target("sm_90")
 

@@ -1,8 +1,8 @@
 """The tuner on a real GPU: the measured objective and the cost model's calibration."""
 import pytest
+from tune_programs import compiled
 
 from deplokit.runtime.device import gpu_available
-from tune_programs import compiled
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA device")]
 

@@ -1,12 +1,12 @@
 """SP-MCTS and random search over a kernel's knob tree, and the tuner around them."""
 import pytest
+from tune_programs import compiled
 
 from deplokit.errors import DeplokitError
 from deplokit.tune.mcts import SPMCTS
 from deplokit.tune.objective import ModelObjective
 from deplokit.tune.random_search import StopSearch, random_search
 from deplokit.tune.space import kernel_spaces
-from tune_programs import compiled
 
 
 def _space(name):

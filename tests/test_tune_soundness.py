@@ -3,10 +3,10 @@ against torch eager and compiles with nvcc (a handful of configs, so it stays qu
 import random
 
 import pytest
+from tune_programs import compiled
 
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.tune.space import kernel_spaces
-from tune_programs import compiled
 
 
 def _sampled(name, count, seed):

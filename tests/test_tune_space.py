@@ -3,12 +3,12 @@ and every leaf a config that deplokit.compile rebuilds exactly."""
 import random
 
 import pytest
+from tune_programs import compiled
 
 import deplokit
 from deplokit.errors import DeplokitError
 from deplokit.passes.schedule import SCHEDULE
 from deplokit.tune.space import KernelSpace, kernel_spaces
-from tune_programs import compiled
 
 DOMAINS = {f"{m.name}.{k.name}": k.domain for m in SCHEDULE for k in m.knobs}
 

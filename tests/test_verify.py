@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from programs import config_of, corpus
 
 import deplokit
 from deplokit.errors import DeplokitError
@@ -14,7 +15,6 @@ from deplokit.ir.tile_ir import Stage, TmaBox, map_body
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.verify import IRInvariantError, verify
 from deplokit.target import get_target
-from programs import config_of, corpus
 
 PROGRAMS = corpus()
 H100 = get_target("sm_90")

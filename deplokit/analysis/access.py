@@ -27,9 +27,10 @@ from ..display import Displayable
 from ..errors import DeplokitError
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Load, Loop, Store
+from ..ir.stages import row_major_strides
 from ..ir.tile_ir import AtomicAdd, Stage, StridedLoop, TileKernel, walk
 from .banks import BANKS, WARP, conflict_degree, stage_word, thread_values
-from .work import SECTOR, _strides
+from .work import SECTOR
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ def warp_access(kernel: TileKernel, types: dict, access: int | str = 0, warp: in
         size = 4
     else:
         t = types[stmt.tensor]
-        flat = sum((v * s for v, s in zip(values, _strides(t.shape))), np.int64(0))
+        flat = sum((v * s for v, s in zip(values, row_major_strides(t.shape))), np.int64(0))
         size = t.itemsize
     flat = np.broadcast_to(np.asarray(flat, dtype=np.int64), (target.width, n) if target.width > 1 else (n,))
     per_lane = flat.T.reshape(n, -1) if target.width > 1 else flat.reshape(n, 1)

@@ -133,7 +133,7 @@ def basic_blocks(instrs) -> tuple[list[tuple[int, int]], dict[int, list[int]]]:
     for b, (_, last) in enumerate(blocks):
         ins = instrs[last]
         out = []
-        falls = not (ins.base in JUMPS | INDIRECT | ENDS) or ins.never or _conditional(ins)
+        falls = ins.base not in JUMPS | INDIRECT | ENDS or ins.never or _conditional(ins)
         if ins.base in JUMPS and not ins.never and ins.target in at:
             out.append(block_of[at[ins.target]])
         if falls and b + 1 < len(blocks):

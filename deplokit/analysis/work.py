@@ -18,6 +18,7 @@ import numpy as np
 
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ..ir.stages import row_major_strides
 from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileKernel
 from .banks import WARP, smem_loads, thread_values
 from .units import is_flop
@@ -49,14 +50,6 @@ class KernelWork:
     def coalescing(self) -> float:
         """Share of the fetched bytes the threads asked for: 1.0 when perfectly coalesced."""
         return self.requested_bytes / self.sector_bytes if self.sector_bytes else 1.0
-
-
-def _strides(shape) -> list[int]:
-    out, s = [], 1
-    for d in reversed(shape):
-        out.append(s)
-        s *= d
-    return out[::-1]
 
 
 class _Counter:
@@ -91,7 +84,7 @@ class _Counter:
         if any(gathers(e) for e in index):        # data-dependent rows: assume one sector a lane
             return lanes * size, lanes
         flat = np.int64(0)
-        for e, stride in zip(index, _strides(t.shape)):
+        for e, stride in zip(index, row_major_strides(t.shape)):
             flat = flat + evaluate(e, self._env(env, e)) * stride
         flat = np.asarray(flat, dtype=np.int64)     # (lanes,), or (4, lanes) inside a vector loop
         words = np.broadcast_to(flat, np.broadcast_shapes(flat.shape, (lanes,))).ravel()

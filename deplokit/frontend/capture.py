@@ -21,6 +21,7 @@ from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer, TensorType
 from .aten_table import ATEN_OPS, IGNORED_OPS, SHAPE_ONLY_OPS, VIEW_OPS, covered_ops
 from .multi_output import MULTI_OUTPUT_OPS
+from .positions import Positions
 
 _DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
 
@@ -71,7 +72,7 @@ def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = ()) 
     """`scalars`: the inputs (by captured name) that are runtime scalars, each a (1,) int64
     tensor: a decode position. Values computed from one (`pos + arange(n)`, views of it)
     are tracked symbolically, so that an index_copy_ into a module buffer at such a position
-    becomes an in-place write into a state buffer (see _Positions)."""
+    becomes an in-place write into a state buffer (frontend/positions.py)."""
     for i, t in enumerate(example_inputs):
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
@@ -152,7 +153,8 @@ def _convert(ep, scalars: tuple[str, ...] = ()) -> Captured:
     names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
     ir_name = _CSafeNames(n.name for n in ep.graph.nodes)
     pending: dict[str, tuple] = {}  # multi-output op -> (aten key, node), until getitem reads it
-    positions = _Positions(ir_name, folded, buffers, values, ops, names)
+    positions = Positions(ir_name, folded, buffers, values, ops, names,
+                          tensor_type=_tensor_type, to_numpy=_to_numpy, module_path=_module_path)
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":
@@ -160,7 +162,8 @@ def _convert(ep, scalars: tuple[str, ...] = ()) -> Captured:
             ttype = _tensor_type(node.meta["val"], f"input {node.name}", empty_ok=False)
             if spec.kind == InputKind.USER_INPUT and node.name in scalars:
                 if ttype != TensorType((1,), "int64"):
-                    raise CaptureError(f"runtime scalar {node.name} is {ttype}; a runtime scalar is a (1,) int64 tensor")
+                    raise CaptureError(f"runtime scalar {node.name} is {ttype}; "
+                                       "a runtime scalar is a (1,) int64 tensor")
                 buffers.append(Buffer(ir_name[node.name], ttype, "scalar"))
                 input_names.append(ir_name[node.name])
                 positions.start(node.name, ir_name[node.name])
@@ -249,124 +252,6 @@ def _convert(ep, scalars: tuple[str, ...] = ()) -> Captured:
     values = {k: v for k, v in values.items() if k in used}
     program = TorchProgram(tuple(buffers), tuple(ops), tuple(outputs))
     return Captured(program, values, tuple(input_names), ep.call_spec.out_spec)
-
-
-# Ops that commute with adding the position: f(pos + offset) == pos + f(offset) for an
-# integer offset (views, copies, adding a constant).
-_SHIFT_OPS = {"select.int", "unsqueeze.default", "view.default", "_unsafe_view.default", "reshape.default",
-              "expand.default", "slice.Tensor", "alias.default", "clone.default", "contiguous.default",
-              "squeeze.dim", "squeeze.default", "detach.default", "lift_fresh_copy.default", "copy_.default",
-              "copy.default", "to.dtype", "to.dtype_layout", "_to_copy.default", "add.Tensor", "add_.Tensor",
-              "sub.Tensor", "sub_.Tensor"}
-
-
-class _Positions:
-    """Values of the form pos + offset (pos a runtime scalar, offset an integer tensor known at
-    capture), followed through the ops that keep that form, and what they flow into:
-    - index_copy_(buffer, dim, pos + offset + arange(n), src) into module state: the buffer
-      becomes a `state` buffer and the op `index_copy(state, pos, src, dim=, offset=)`, an
-      in-place write at the runtime position (static KV caches: transformers' StaticCache);
-    - any other op: the value is made a tensor, `add(pos, offset)` (a causal mask's bound,
-      rotary positions)."""
-
-    def __init__(self, ir_name, folded, buffers, values, ops, names):
-        self.ir_name, self.folded, self.buffers, self.values, self.ops, self.names = \
-            ir_name, folded, buffers, values, ops, names
-        self.sym: dict[str, tuple[str, torch.Tensor]] = {}   # fx name -> (scalar's IR name, offset)
-        self.states = 0
-
-    def start(self, fx_name: str, scalar: str) -> None:
-        self.sym[fx_name] = (scalar, torch.zeros(1, dtype=torch.int64))
-
-    def track(self, node, key: str) -> bool:
-        ins = [a for a in node.all_input_nodes if a.name in self.sym]
-        if not ins:
-            return False
-        if key in ("index_copy_.default", "index_copy.default") and node.args[2].name in self.sym:
-            self._write(node, key)
-            return True
-        if self._shift(node, key, ins):
-            return True
-        for a in ins:
-            self.materialise(a)
-        return False
-
-    def _shift(self, node, key, ins) -> bool:
-        val = node.meta.get("val")
-        if key not in _SHIFT_OPS or not isinstance(val, torch.Tensor) or val.dtype != torch.int64:
-            return False
-        if key.startswith(("add", "sub")):
-            alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
-            if len(ins) != 1 or alpha != 1 or (key.startswith("sub") and node.args[0] is not ins[0]):
-                return False
-        if key.startswith("copy") and node.args[1] is not ins[0]:
-            return False
-        scalars = {self.sym[a.name][0] for a in ins}
-        if len(scalars) != 1:
-            return False
-        def sub(a):
-            if isinstance(a, torch.fx.Node):
-                if a.name in self.sym:
-                    return self.sym[a.name][1].clone()
-                if a.name in self.folded:
-                    return self.folded[a.name].clone()
-                raise KeyError(a.name)
-            if isinstance(a, (list, tuple)):
-                return type(a)(sub(x) for x in a)
-            return a
-        try:
-            with torch.no_grad():
-                out = node.target(*sub(node.args), **{k: sub(v) for k, v in node.kwargs.items()})
-        except KeyError:      # another operand is a run-time tensor
-            return False
-        entry = (scalars.pop(), out.to(torch.int64).clone())
-        self.sym[node.name] = entry
-        if key.split(".")[0].endswith("_"):      # in place: later reads of the target see the new value
-            self.sym[node.args[0].name] = entry
-            self.folded.pop(node.args[0].name, None)
-        return True
-
-    def _write(self, node, key: str) -> None:
-        dst, dim, idx, src = node.args[:4]
-        scalar, offset = self.sym[idx.name]
-        offset = offset.reshape(-1)
-        where = f"index_copy (node {node.name}{_module_path(node)})"
-        if not torch.equal(offset, offset[0] + torch.arange(offset.numel())):
-            raise UnsupportedOpError(f"{where} writes at positions {scalar} + {offset.tolist()}; deplokit writes "
-                                     "a run of consecutive positions from a runtime scalar")
-        if dst.name not in self.folded or src.name in self.sym or src.name in self.folded:
-            raise UnsupportedOpError(f"{where} writes at a runtime position into {dst.name}, which is not module "
-                                     "state (a buffer or lifted tensor), or from a value known at capture; "
-                                     "deplokit writes computed values into module state only")
-        state = self.ir_name[f"kv_cache{self.states}"]
-        self.states += 1
-        ttype = _tensor_type(self.folded[dst.name], f"state {dst.name}", empty_ok=False)
-        self.buffers.append(Buffer(state, ttype, "state"))
-        self.values[state] = _to_numpy(self.folded.pop(dst.name))
-        out = self.ir_name[f"{state}_written"]     # (`index_copy_` would end a C name in _)
-        self.ops.append(TorchOp(out, "index_copy", (state, scalar, self.names[src.name]),
-                                (("dim", dim % ttype.rank), ("offset", int(offset[0]))), ttype))
-        self.names[node.name] = out
-        if key.startswith("index_copy_"):
-            self.names[dst.name] = out
-
-    def materialise(self, a) -> None:
-        """The tensor pos + offset for a value another op reads (once)."""
-        if a.name not in self.sym or a.name in self.names:
-            return
-        scalar, offset = self.sym[a.name]
-        if offset.dim() == 0:
-            raise UnsupportedOpError(f"{a.name} is a 0-d value computed from runtime scalar {scalar}; deplokit "
-                                     "reads a runtime scalar through tensors of at least one dimension")
-        if tuple(offset.shape) == (1,) and int(offset[0]) == 0:
-            self.names[a.name] = scalar
-            return
-        out = self.ir_name[a.name]
-        const = self.ir_name[f"{a.name}_offset"]
-        self.buffers.append(Buffer(const, _tensor_type(offset, f"offset {a.name}"), "const"))
-        self.values[const] = _to_numpy(offset)
-        self.ops.append(TorchOp(out, "add", (scalar, const), (), TensorType(tuple(offset.shape), "int64")))
-        self.names[a.name] = out
 
 
 class _CSafeNames(dict):

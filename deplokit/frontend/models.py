@@ -18,8 +18,8 @@ from torch import nn
 from ..errors import UnknownModelError
 from . import hf
 from .capture import capture as capture_program
-from .stitch import capture_layers, layers_identical
 from .presets import PRESETS, PRETRAINED, ModelPreset
+from .stitch import capture_layers, layers_identical
 
 DEFAULT_SEQ = 128
 

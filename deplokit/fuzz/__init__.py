@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .programs import Case, declared_knobs, generate
-from .templates import covered_templates, uncovered_rules
 from .runner import Outcome, reproducer, run_case
+from .templates import covered_templates, uncovered_rules
 
 __all__ = ["Case", "FuzzReport", "fuzz", "generate", "run_case", "reproducer", "covered_templates",
            "uncovered_rules"]

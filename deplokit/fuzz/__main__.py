@@ -7,8 +7,8 @@ import sys
 
 from . import fuzz
 from .programs import Case
-from .templates import covered_templates, uncovered_rules
 from .runner import run_case
+from .templates import covered_templates, uncovered_rules
 
 
 def main(argv=None) -> int:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from ..passes import decompose  # noqa: F401  (importing the package registers every rule)
 from ..passes.decompose import registry as reg
-from .limits import broadcast_shape, dim
 from . import integers as ints
 from . import makers as mk
+from .limits import broadcast_shape, dim
 
 
 @dataclass(frozen=True)

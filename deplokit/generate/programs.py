@@ -17,21 +17,13 @@ import numpy as np
 import torch
 
 from ..compilation import Compilation, resolve_backend
-from ..errors import CaptureError, ExecutionError
+from ..errors import CacheFullError, CaptureError, ExecutionError, PromptTooLongError
 from ..frontend.capture import capture
 from ..target import get_target
 from ..trace import Context
 
 # The runtime scalar's name in every IR (`pos[0]` in index expressions).
 POSITION = "pos"
-
-
-class PromptTooLongError(ExecutionError):
-    """A prompt that does not fit the static cache."""
-
-
-class CacheFullError(ExecutionError):
-    """A decode step past the last position of the static cache."""
 
 
 class _Step(torch.nn.Module):
@@ -125,8 +117,9 @@ class Session:
 
     def _call(self, c: Compilation, token_ids: list[int]) -> np.ndarray:
         for name in c.state_names():
-            if name not in self._state:
-                self._state[name] = np.zeros_like(c.values[name])
+            if name not in self._state:     # on cupy, device arrays that stay on the device
+                self._state[name] = (c.cupy_executor().new_state()[name] if self.backend == "cupy"
+                                     else np.zeros_like(c.values[name]))
         ids = torch.tensor([list(token_ids)], dtype=torch.int64)
         pos = torch.tensor([self.position], dtype=torch.int64)
         logits = c.execute((ids, pos), backend=self.backend, state=self._state)[0]

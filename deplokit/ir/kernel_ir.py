@@ -9,16 +9,22 @@ Index arithmetic is int (32-bit, or 64-bit in a kernel stamped `index_bits=64`);
 held at its dtype (float, int64, int32 or bool: ir/types.DTYPE_CTYPE), integers exactly, with
 an explicit Cast where floats and integers meet; global buffers are flat arrays addressed by
 element offset.
+
+One module, one concept, in reading order: the expression and statement nodes (TMA's
+tensor maps among them), the statements that stand for a stage between two lowering passes,
+the kernel and program, walking, the text every node prints as (dispatched on the node's
+type), and the names a kernel declares with their renaming.
 """
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Union
 
 from ..display import Displayable
-from .kernel_text import format_expr, format_kernel, format_stmts  # noqa: F401  (Kernel IR prints as this text)
-from .kernel_tma import TensorMap, TmaTensorLoad  # noqa: F401  (TMA's nodes, kernel_tma.py)
-from .types import ctype_bytes, format_header
+from .c_names import c_rejects
+from .types import ctype_bytes, format_header, format_scalar
 
 # -- expressions -----------------------------------------------------------------------------
 
@@ -298,9 +304,92 @@ class Comment:
     text: str
 
 
+@dataclass(frozen=True)
+class TmaTensorLoad:
+    """cp.async.bulk.tensor (sm_90): the box of tensor map `tensor_map` (a TensorMap of the
+    kernel) whose first element is at `coords` (element coordinates, outermost dimension
+    first; elements outside the tensor read 0) into shared `array` at element `dst_offset`,
+    written swizzled as the map says, completing the box's bytes on mbarrier `barrier`.
+    Issued by one thread."""
+    array: str
+    dst_offset: Expr
+    tensor_map: str
+    coords: tuple[Expr, ...]
+    barrier: str
+    slot: Expr | None = None       # which mbarrier of the array `barrier` (a ring's full[slot])
+    expect: bool = True            # the copy announces its own bytes (False: the ring's arrival does)
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A `const __grid_constant__ CUtensorMap` parameter of a kernel (after its buffers): how
+    TmaTensorLoads copy boxes of global buffer `buffer` (row-major `shape`, float32) into
+    shared memory. The host encodes it for the device buffer (runtime/tensor_map.py)."""
+    name: str
+    buffer: str
+    shape: tuple[int, ...]        # the buffer's dims, outermost first
+    box: tuple[int, ...]          # one copy's extent per dim, outermost first
+    swizzle: int = 0              # bytes (0, 32, 64, 128): deplokit.ir.swizzle
+
+    @property
+    def box_bytes(self) -> int:
+        n = 4
+        for b in self.box:
+            n *= b
+        return n
+
+
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
              For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
              MbarrierArrive, MbarrierWait, ProxyFence, Comment]
+
+
+# -- statements pending a later lowering pass ----------------------------------------------
+# Kernel-IR statements that stand for a shared-memory stage between two lowering passes.
+#
+# 001_materialize lowers every statement of a Tile kernel but the copies of its Stages: it
+# leaves a StageCopy where a Stage was, a StageWait where an AsyncWait was and a
+# StagePrologue before a K loop whose head holds stages. 002_stage_copies replaces them with
+# the copies (float4, cp.async, TMA), the waits and the barriers (passes/lower/stage_copy.py).
+# Each records what the copy needs to know about the place it was issued from: the Tile-IR
+# stage, the K loop it sits in and the ranges of the variables in scope. They print, so the
+# `-vv` diff of 002 shows what each became; the simulator and the renderer never see them.
+
+
+@dataclass(frozen=True)
+class StageCopy:
+    stage: object                       # the Tile-IR Stage
+    loop_info: tuple | None             # (enclosing Tile-IR Loop, depth of that loop statement), None
+    loop_depth: int                     # loops enclosing the stage
+    ranges: tuple[tuple[str, int], ...]  # variables in scope -> extent
+
+    @property
+    def shared_array(self) -> str:
+        return self.stage.name
+
+    def text(self) -> str:
+        return f"stage {self.stage.text()}  # copied by 002_stage_copies"
+
+
+@dataclass(frozen=True)
+class StageWait:
+    wait: object                        # the Tile-IR AsyncWait
+
+    def text(self) -> str:
+        return f"stage wait {', '.join(self.wait.stages)}  # 002_stage_copies"
+
+
+@dataclass(frozen=True)
+class StagePrologue:
+    loop: object                        # the Tile-IR K loop that follows
+    depth: int                          # depth of the loop statement
+    ranges: tuple[tuple[str, int], ...]
+
+    def text(self) -> str:
+        return f"stage prologue of K loop {self.loop.var}  # 002_stage_copies"
+
+
+PendingStmt = Union[StageCopy, StageWait, StagePrologue]
 
 
 @dataclass(frozen=True)
@@ -384,6 +473,62 @@ def walk_stmts(body):
             yield from walk_stmts(s.orelse)
 
 
+# thread coordinates that differ between the threads of a block
+THREAD_SPECIALS = {"tid.x", "tid.y", "tid.z", "lane", "warp"}
+
+
+def stmt_exprs(s):
+    """The expressions a statement evaluates itself (not those of nested statements)."""
+    if isinstance(s, For):
+        return (s.start, s.stop, s.step)
+    if isinstance(s, If):
+        return (s.cond,)
+    out = []
+    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase", "slot"):
+        e = getattr(s, name, None)
+        if e is not None and not isinstance(e, (int, float, str)):
+            out.append(e)
+    out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
+    return tuple(out)
+
+
+def subexprs(e):
+    """e and every expression inside it."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        t = type(x)
+        if t is Binary:
+            stack += (x.a, x.b)
+        elif t is Unary or t is Cast:
+            stack.append(x.a)
+        elif t is Call:
+            stack.extend(x.args)
+        elif t is Select:
+            stack += (x.cond, x.a, x.b)
+        elif t is GlobalLoad or t is SharedLoad:
+            stack.append(x.offset)
+        elif t is Shuffle:
+            stack.append(x.value)
+        elif t is RegLoad:
+            stack.append(x.index)
+
+
+def varies(e, varying) -> bool:
+    """Whether expression `e` may differ between the threads of a block."""
+    if e is None:
+        return False
+    for x in subexprs(e):
+        if isinstance(x, Special) and x.name in THREAD_SPECIALS:
+            return True
+        if isinstance(x, Var) and x.name in varying:
+            return True
+        if isinstance(x, (GlobalLoad, SharedLoad, RegLoad, Shuffle)):
+            return True
+    return False
+
+
 def declared_smem_bytes(func: "KernelFunc") -> int:
     """Static shared memory declared, placed as the renderer places it: 8 bytes per mbarrier,
     then each static shared array at the next multiple of its alignment (16 bytes; a TMA box's
@@ -398,3 +543,264 @@ def declared_smem_bytes(func: "KernelFunc") -> int:
     for s in arrays:
         total = -(-total // s.align) * s.align + ctype_bytes(s.ctype) * s.size
     return -(-total // 16) * 16
+
+
+# -- text: a terse pseudo-C naming each primitive (global/shared loads, barrier, shfl_xor, cp.async ...),
+# lower than Tile IR but without CUDA's spelling -------------------------------------------
+
+_INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
+
+
+def format_expr(e) -> str:
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Const):
+        return format_scalar(e.value)
+    if isinstance(e, Special):
+        return e.name
+    if isinstance(e, Binary):
+        if e.op in _INFIX:
+            return f"({format_expr(e.a)} {e.op} {format_expr(e.b)})"
+        return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
+    if isinstance(e, Cast):
+        return f"{e.ctype}({_strip(format_expr(e.a))})"
+    if isinstance(e, Unary):
+        return f"{e.op}({format_expr(e.a)})"
+    if isinstance(e, Call):
+        return f"{e.fn}({', '.join(format_expr(a) for a in e.args)})"
+    if isinstance(e, Select):
+        return f"select({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
+    if isinstance(e, GlobalLoad):
+        return f"global {_at(e.buffer, e.offset)}"
+    if isinstance(e, SharedLoad):
+        return f"shared {_at(e.array, e.offset)}"
+    if isinstance(e, Shuffle):
+        return f"shfl_xor({format_expr(e.value)}, {e.lane_mask})"
+    if isinstance(e, RegLoad):
+        return _at(e.array, e.index)
+    raise TypeError(e)
+
+
+def _strip(text: str) -> str:
+    return text[1:-1] if text.startswith("(") and text.endswith(")") and text.count("(") == 1 else text
+
+
+def _e(e) -> str:
+    return _strip(format_expr(e))
+
+
+def _at(array: str, offset) -> str:
+    """array[offset], as every memory access prints."""
+    return f"{array}[{_e(offset)}]"
+
+
+def _copy(s) -> str:
+    """What an asynchronous copy moves (cp.async, TMA): shared X[dst] <- global Y[src]."""
+    return f"shared {_at(s.array, s.dst_offset)} <- global {_at(s.buffer, s.src_offset)}"
+
+
+def _mbar(name: str, slot) -> str:
+    return name if slot is None else f"{name}[{_e(slot)}]"
+
+
+def format_stmts(body, depth: int, lines: list[str]) -> None:
+    pad = "    " * depth
+    for s in body:
+        if isinstance(s, Declare):
+            init = "" if s.init is None else f" = {_strip(format_expr(s.init))}"
+            lines.append(f"{pad}{s.ctype} {s.name}{init}")
+        elif isinstance(s, DeclareArray):
+            lines.append(f"{pad}{s.ctype} {s.name}[{s.size}] = {{{s.init}}}")
+        elif isinstance(s, Assign):
+            idx = "" if s.index is None else f"[{_strip(format_expr(s.index))}]"
+            lines.append(f"{pad}{s.name}{idx} = {_strip(format_expr(s.value))}")
+        elif isinstance(s, SharedArray):
+            where = f"  # dynamic smem + {s.offset}" if s.offset is not None else ""
+            lines.append(f"{pad}shared {s.ctype} {s.name}[{s.size}]{where}")
+        elif isinstance(s, GlobalStore):
+            lines.append(f"{pad}global {_at(s.buffer, s.offset)} = {_e(s.value)}")
+        elif isinstance(s, AtomicAdd):
+            lines.append(f"{pad}atomic global {_at(s.buffer, s.offset)} += {_e(s.value)}")
+        elif isinstance(s, SharedStore):
+            lines.append(f"{pad}shared {_at(s.array, s.offset)} = {_e(s.value)}")
+        elif isinstance(s, VectorLoad):
+            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {_at(s.source, s.offset)}")
+        elif isinstance(s, VectorStore):
+            vals = ", ".join(format_expr(v) for v in s.values)
+            lines.append(f"{pad}{s.space} float4 {_at(s.target, s.offset)} = ({vals})")
+        elif isinstance(s, For):
+            unroll = "  # unroll" if s.unroll else ""
+            lines.append(f"{pad}for {s.var} = {_strip(format_expr(s.start))}; < {_strip(format_expr(s.stop))}; "
+                         f"+= {_strip(format_expr(s.step))}:{unroll}")
+            format_stmts(s.body, depth + 1, lines)
+        elif isinstance(s, If):
+            lines.append(f"{pad}if {_strip(format_expr(s.cond))}:")
+            format_stmts(s.then, depth + 1, lines)
+            if s.orelse:
+                lines.append(f"{pad}else:")
+                format_stmts(s.orelse, depth + 1, lines)
+        elif isinstance(s, Barrier):
+            lines.append(f"{pad}barrier")
+        elif isinstance(s, SyncWarp):
+            lines.append(f"{pad}syncwarp")
+        elif isinstance(s, CpAsync):
+            lines.append(f"{pad}cp.async {s.nbytes}B {_copy(s)}")
+        elif isinstance(s, CpAsyncCommit):
+            lines.append(f"{pad}cp.async.commit")
+        elif isinstance(s, CpAsyncWait):
+            lines.append(f"{pad}cp.async.wait {s.pending}")
+        elif isinstance(s, TmaLoad):
+            lines.append(f"{pad}tma {s.count} floats {_copy(s)} on {_mbar(s.barrier, s.slot)}")
+        elif isinstance(s, TmaTensorLoad):
+            at = ", ".join(_strip(format_expr(c)) for c in s.coords)
+            lines.append(f"{pad}tma box shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
+                         f"{s.tensor_map}[{at}] on {_mbar(s.barrier, s.slot)}")
+        elif isinstance(s, MbarrierInit):
+            slots = f"[{s.slots}]" if s.slots != 1 else ""
+            lines.append(f"{pad}mbarrier.init {s.name}{slots} count {s.count}")
+        elif isinstance(s, MbarrierArrive):
+            tx = f" expect_tx {s.expect_tx} bytes" if s.expect_tx else ""
+            lines.append(f"{pad}mbarrier.arrive {_mbar(s.name, s.slot)}{tx}")
+        elif isinstance(s, ProxyFence):
+            lines.append(f"{pad}fence.proxy.async")
+        elif isinstance(s, MbarrierWait):
+            lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
+        elif isinstance(s, Comment):
+            lines.append(f"{pad}// {s.text}")
+        elif isinstance(s, (StageCopy, StageWait, StagePrologue)):   # pending a later pass
+            lines.append(pad + s.text())
+        else:
+            raise TypeError(s)
+
+
+def format_kernel(k: KernelFunc) -> str:
+    lines = [f"=== {k.name} grid={k.grid} block={k.block} ==="]
+    if k.index_bits != 32:
+        lines.append(f"# {k.index_bits}-bit index arithmetic")
+    if k.zero_init_for:
+        lines.append(f"# zero-init for {k.zero_init_for}")
+    if k.reduces_for:
+        lines.append(f"# adds up the split-K partial sums of {k.reduces_for}")
+    if k.repacks_for:
+        lines.append(f"# repacks an operand of {k.repacks_for} into 16-byte rows")
+    if k.dynamic_smem:
+        lines.append(f"# dynamic shared memory: {k.dynamic_smem} bytes")
+    for p in k.params:
+        lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
+    for t in k.tensor_maps:
+        swz = f", swizzle {t.swizzle}B" if t.swizzle else ""
+        lines.append(f"# param {t.name}: tensor map of {t.buffer}{list(t.shape)}, box {list(t.box)}{swz}")
+    if k.registers is not None:
+        lines.append(f"# ptxas: {k.registers} registers, {k.smem_bytes} bytes smem, {k.spills} bytes spilled")
+    format_stmts(k.body, 0, lines)
+    return "\n".join(lines)
+
+
+# -- names: the names a kernel declares, and a renaming of them -------------------------------
+# The names a Kernel-IR kernel declares, and a renaming of them.
+#
+# Parameters are bound by name (the launch passes the buffer called so) and kernels are
+# looked up by name, but every other name (registers, loop variables, shared arrays,
+# mbarriers) is private to its kernel. A generated local may meet a tensor's name (an input
+# called `tid`, `acc0` or `x_smem`): C rejects the redeclaration, or the local silently
+# shadows the buffer. `unclash_locals` renames such locals; `name_problems` reports every
+# name CUDA C++ would reject, for the simulator to refuse what nvcc refuses.
+
+# (node class, field) pairs that name a kernel-local; every other str field names a
+# parameter (a buffer), an operator or a thread coordinate.
+_LOCAL_FIELDS = {
+    Var: ("name",), Declare: ("name",), DeclareArray: ("name",), Assign: ("name",),
+    SharedArray: ("name",), SharedLoad: ("array",), RegLoad: ("array",),
+    SharedStore: ("array",), For: ("var",), CpAsync: ("array",),
+    TmaLoad: ("array", "barrier"), TmaTensorLoad: ("array", "barrier"), MbarrierInit: ("name",),
+    MbarrierWait: ("name",), MbarrierArrive: ("name",),
+}
+
+
+def _local_fields(node) -> tuple[str, ...]:
+    fields = _LOCAL_FIELDS.get(type(node), ())
+    if isinstance(node, VectorLoad):
+        return ("dsts",) + (("source",) if node.space == "shared" else ())
+    if isinstance(node, VectorStore) and node.space == "shared":
+        return ("target",)
+    return fields
+
+
+def _nodes(node):
+    yield node
+    if isinstance(node, tuple):
+        for item in node:
+            yield from _nodes(item)
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            yield from _nodes(getattr(node, f.name))
+
+
+def declared_locals(k: KernelFunc) -> list[str]:
+    """Every local name of `k`, in first-seen order."""
+    out: dict[str, None] = {}
+    for n in _nodes(k.body):
+        for f in _local_fields(n):
+            v = getattr(n, f)
+            for name in (v if isinstance(v, tuple) else (v,)):
+                out.setdefault(name, None)
+    return list(out)
+
+
+def _rename(node, mapping: dict[str, str]):
+    if isinstance(node, tuple):
+        return tuple(_rename(item, mapping) for item in node)
+    if not dataclasses.is_dataclass(node) or isinstance(node, type):
+        return node
+    local = _local_fields(node)
+    changes = {}
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        if f.name in local:
+            new = tuple(mapping.get(x, x) for x in v) if isinstance(v, tuple) else mapping.get(v, v)
+        else:
+            new = _rename(v, mapping)
+        if new is not v:
+            changes[f.name] = new
+    return dataclasses.replace(node, **changes) if changes else node
+
+
+def unclash_locals(k: KernelFunc) -> KernelFunc:
+    """`k` with every local that C would reject or that meets a parameter's name renamed
+    to a free `name_N`; `k` itself when there is none."""
+    outer = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
+    locals_ = declared_locals(k)
+    taken = outer | set(locals_) | {k.name}
+    mapping = {}
+    for name in locals_:
+        if name in outer or c_rejects(name):
+            # from a base C accepts (no `__`, no leading `_`), so some `base_N` is free
+            base = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name)).strip("_") or "v"
+            base = base if not base[0].isdigit() else f"v_{base}"
+            n, cand = 1, f"{base}_1"
+            while cand in taken or c_rejects(cand):
+                n, cand = n + 1, f"{base}_{n + 1}"
+            taken.add(cand)
+            mapping[name] = cand
+    return dataclasses.replace(k, body=_rename(k.body, mapping)) if mapping else k
+
+
+def name_problems(k: KernelFunc) -> list[str]:
+    """What CUDA C++ would reject in `k`'s names (empty when nothing)."""
+    problems = []
+    why = c_rejects(k.name)
+    if why:
+        problems.append(f"kernel name {k.name!r} {why}")
+    params = set()
+    for p in tuple(k.params) + tuple(k.tensor_maps):
+        why = c_rejects(p.name)
+        if why:
+            problems.append(f"parameter {p.name!r} {why}")
+        params.add(p.name)
+    for name in declared_locals(k):
+        why = c_rejects(name)
+        if why:
+            problems.append(f"local {name!r} {why}")
+        elif name in params:
+            problems.append(f"local {name!r} is declared with the name of parameter {name!r}")
+    return problems

@@ -105,10 +105,9 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..display import Displayable
-from .index import Affine, format_index
-from .loop_ir import Accumulate, Assign, Compute, LocalBuffer, Load, Loop, Store  # noqa: F401  (Loop IR's statements)
-from .loop_ir import format_loop_operand
 from .companions import Repack, SplitK  # noqa: F401  (TileKernel.split_k, .repacks; re-exported)
+from .index import Affine, format_index
+from .loop_ir import Accumulate, Assign, Compute, Load, LocalBuffer, Loop, Store, format_loop_operand  # noqa: F401  (Loop IR's statements)
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .types import Buffer, format_header
 

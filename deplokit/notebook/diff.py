@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from .highlight import highlight_runs
 from .linediff import DiffRow, line_diff
-from .style import (ADDED_BG, ADDED_WORD_BG, FG_DIM, NOTE, PRE, REMOVED_BG, REMOVED_WORD_BG, box, esc, note,
-                    title)
+from .style import ADDED_BG, ADDED_WORD_BG, FG_DIM, NOTE, PRE, REMOVED_BG, REMOVED_WORD_BG, box, esc, note, title
 
 STAGE_TITLES = {"torch": "Torch IR", "tensor": "Tensor IR", "loop": "Loop IR", "tile": "Tile IR",
                 "kernel": "Kernel IR", "cuda": "CUDA"}

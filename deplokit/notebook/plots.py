@@ -13,8 +13,8 @@ import time
 from typing import Sequence
 
 from ..errors import DeplokitError
-from .extra import require
 from ..tune.result import PROGRAM
+from .extra import require
 
 DEPLOKIT_COLOR, EAGER_COLOR, COMPILE_COLOR = "#1f77b4", "#7f7f7f", "#ff7f0e"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from .. import display
 from ..analysis.access import WarpAccess
-from ..tune.roofline import Roofline
 from ..compilation import CheckResult, Compilation, PassCheck
 from ..ir.kernel_ir import KernelFunc, KernelProgram
 from ..ir.loop_ir import Kernel, LoopProgram
@@ -15,6 +14,7 @@ from ..ir.tile_ir import TileKernel, TileProgram
 from ..ir.torch_ir import TorchProgram
 from ..passes.lower.cuda import CudaSource
 from ..pipeline import TraceStep
+from ..tune.roofline import Roofline
 from .access_view import render_access
 from .check_view import check_html, count
 from .diff import STAGE_TITLES, step_html

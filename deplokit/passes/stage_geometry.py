@@ -34,8 +34,16 @@ from dataclasses import dataclass
 
 from ..ir.index import Affine, bounds, free_vars, var
 from ..ir.loop_ir import Load, Loop
-from ..ir.stages import (buffer_floats, dim_multipliers, head_length, head_stages,  # noqa: F401  (re-exported)
-                         in_tensor_order, max_trips, row_major_strides, transposed)
+from ..ir.stages import (  # noqa: F401  (re-exported)
+    buffer_floats,
+    dim_multipliers,
+    head_length,
+    head_stages,
+    in_tensor_order,
+    max_trips,
+    row_major_strides,
+    transposed,
+)
 from ..ir.tile_ir import BLOCK, Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
 from .tma_geometry import swizzle_for, tensor_map_box

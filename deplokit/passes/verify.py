@@ -44,9 +44,8 @@ from ..ir import kernel_ir as K
 from ..ir.index import Affine, covers_once, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileProgram
+from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram
 from ..target import STATIC_SMEM_PER_BLOCK
-from .schedule.repack import check_repacks
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
 from .tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
@@ -242,7 +241,6 @@ def _tile_walk(body):
 
 # -- Kernel IR ---------------------------------------------------------------------------------
 
-_THREAD_SPECIALS = {"tid.x", "tid.y", "tid.z", "lane", "warp"}
 
 
 class _KernelChecker:
@@ -250,7 +248,7 @@ class _KernelChecker:
         self.f, self.limit, self.total_limit = func, limit, total_limit
         self.params = {p.name for p in func.params}
         stmts = list(K.walk_stmts(func.body))
-        # shared arrays: declared, or pending a later pass's declaration (kernel_stage.StageCopy)
+        # shared arrays: declared, or pending a later pass's declaration (kernel_ir.StageCopy)
         self.shared = {s.name for s in stmts if isinstance(s, K.SharedArray)} | \
             {s.shared_array for s in stmts if getattr(s, "shared_array", None)}
         self.mbarriers = {s.name for s in stmts if isinstance(s, K.MbarrierInit)}
@@ -272,11 +270,11 @@ class _KernelChecker:
             self.stmt(s, scope, varying, divergent)
 
     def stmt(self, s, scope, varying, divergent):
-        for e in _exprs(s):
+        for e in K.stmt_exprs(s):
             self.expr(e, scope)
         if isinstance(s, K.Declare):
             scope.add(s.name)
-            if _varies(s.init, varying):
+            if K.varies(s.init, varying):
                 varying.add(s.name)
         elif isinstance(s, K.DeclareArray):
             scope.add(s.name)
@@ -290,7 +288,7 @@ class _KernelChecker:
         elif isinstance(s, K.Assign):
             if s.name not in scope:
                 self.fail("names-declared", f"{s.name} is assigned before it is declared")
-            if _varies(s.value, varying) or _varies(s.index, varying):
+            if K.varies(s.value, varying) or K.varies(s.index, varying):
                 varying.add(s.name)
         elif isinstance(s, (K.GlobalStore, K.AtomicAdd)):
             self.buffer(s.buffer)
@@ -316,7 +314,7 @@ class _KernelChecker:
         elif isinstance(s, K.For):
             inner = set(scope) | {s.var}
             loop_varying = set(varying)
-            uneven = any(_varies(e, varying) for e in (s.start, s.stop, s.step))
+            uneven = any(K.varies(e, varying) for e in (s.start, s.stop, s.step))
             if uneven:
                 loop_varying.add(s.var)
             self.body(s.body, inner, loop_varying,
@@ -324,12 +322,12 @@ class _KernelChecker:
         elif isinstance(s, K.If):
             if s.elect and divergent:        # elect.sync needs the whole of warp 0
                 self.fail("uniform-barriers", f"an elected issue (elect.sync in warp 0) inside {divergent}")
-            branch = divergent or ("a branch on a thread-dependent condition" if _varies(s.cond, varying) else "")
+            branch = divergent or ("a branch on a thread-dependent condition" if K.varies(s.cond, varying) else "")
             self.body(s.then, set(scope), set(varying), branch)
             self.body(s.orelse, set(scope), set(varying), branch)
 
     def expr(self, e, scope):
-        for x in _subexprs(e):
+        for x in K.subexprs(e):
             if isinstance(x, K.Var) and x.name not in scope:
                 self.fail("names-declared", f"{x.name} is read before it is declared")
             elif isinstance(x, K.RegLoad) and x.array not in scope:
@@ -348,53 +346,12 @@ class _KernelChecker:
             self.fail("names-declared", f"global buffer {name} is no parameter of the kernel")
 
 
-def _exprs(s):
-    """The expressions a statement evaluates itself (not those of nested statements)."""
-    if isinstance(s, K.For):
-        return (s.start, s.stop, s.step)
-    if isinstance(s, K.If):
-        return (s.cond,)
-    out = []
-    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase", "slot"):
-        e = getattr(s, name, None)
-        if e is not None and not isinstance(e, (int, float, str)):
-            out.append(e)
-    out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
-    return tuple(out)
-
-
-def _subexprs(e):
-    """e and every expression inside it."""
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        yield x
-        t = type(x)
-        if t is K.Binary:
-            stack += (x.a, x.b)
-        elif t is K.Unary or t is K.Cast:
-            stack.append(x.a)
-        elif t is K.Call:
-            stack.extend(x.args)
-        elif t is K.Select:
-            stack += (x.cond, x.a, x.b)
-        elif t is K.GlobalLoad or t is K.SharedLoad:
-            stack.append(x.offset)
-        elif t is K.Shuffle:
-            stack.append(x.value)
-        elif t is K.RegLoad:
-            stack.append(x.index)
-
-
-def _varies(e, varying) -> bool:
-    """Whether expression `e` may differ between the threads of a block."""
-    if e is None:
-        return False
-    for x in _subexprs(e):
-        if isinstance(x, K.Special) and x.name in _THREAD_SPECIALS:
-            return True
-        if isinstance(x, K.Var) and x.name in varying:
-            return True
-        if isinstance(x, (K.GlobalLoad, K.SharedLoad, K.RegLoad, K.Shuffle)):
-            return True
-    return False
+def check_repacks(kernel: TileKernel, earlier, program) -> None:
+    """011's repacks (passes/schedule/repack.py): each workspace declared in `program` with
+    its shape, each repack kernel among the kernels launched before it (`earlier`)."""
+    types = program.types() if kernel.repacks else {}
+    for r in kernel.repacks:
+        if r.workspace not in types or tuple(types[r.workspace].shape) != tuple(r.shape):
+            raise IRInvariantError("Tile", "repack", kernel.name, f"the workspace {r.workspace} {r.shape} is not declared")
+        if not any(e.name == r.kernel and e.repacks_for == kernel.name for e in earlier):
+            raise IRInvariantError("Tile", "repack", kernel.name, f"its repack kernel {r.kernel} does not run before it")

@@ -97,8 +97,16 @@ class CupyExecutor:
         self.functions = {ln.name: self.module.get_function(ln.name) for ln in self.plan.launches}
         self._opt_in_dynamic_smem()
         used = self.used = {a for ln in self.plan.launches for a in ln.args}
+        # in-place writes: written buffer -> the state buffer whose memory it is (a KV cache)
+        self.aliases = {b.name: b.alias for b in self.plan.buffers if b.alias}
+        self.state_names = tuple(dict.fromkeys(self.aliases.values()))
         self.constants = {name: self._upload(np.asarray(v), self.plan.buffer(name))
-                          for name, v in values.items() if name in used}
+                          for name, v in values.items() if name in used and name not in self.state_names}
+        self.initial_state = {name: np.asarray(values[name]) for name in self.state_names}
+
+    def new_state(self) -> dict:
+        """Device copies of the state buffers' initial values (a fresh KV cache)."""
+        return {name: self._upload(v, self.plan.buffer(name)) for name, v in self.initial_state.items()}
 
     def _opt_in_dynamic_smem(self) -> None:
         """A launch whose static and dynamic shared memory exceed 48 KiB fails unless the
@@ -126,14 +134,18 @@ class CupyExecutor:
             arr = arr.astype(spec.device_dtype)
         return cp.ascontiguousarray(arr.reshape(-1))
 
-    def prepare(self, inputs) -> dict:
+    def prepare(self, inputs, state: dict | None = None) -> dict:
         """Every buffer the launches name, by name: constants, the inputs (on the device, in
-        their storage type), fresh outputs, and views of one scratch arena for temporaries."""
+        their storage type), fresh outputs, and views of one scratch arena for temporaries.
+        `state` (from new_state) is the state the program updates in place; a fresh one by default."""
         cp = self.cupy
         plan = self.plan
         if len(inputs) != len(plan.inputs):
             raise ExecutionError(f"expected {len(plan.inputs)} inputs ({', '.join(plan.inputs)}), got {len(inputs)}")
         bufs = dict(self.constants)
+        bufs.update(self.new_state() if state is None else state)
+        for name, target in self.aliases.items():
+            bufs[name] = bufs[target]
         for name, t in zip(plan.inputs, inputs):
             spec = plan.buffer(name)
             if not isinstance(t, torch.Tensor):
@@ -187,13 +199,13 @@ class CupyExecutor:
             out.append(torch.from_numpy(self.cupy.asnumpy(arr)))
         return out
 
-    def run(self, inputs) -> list[torch.Tensor]:
+    def run(self, inputs, state: dict | None = None) -> list[torch.Tensor]:
         """Run on `inputs` (torch tensors, host or device); outputs where the inputs were (on
-        the device if any input is)."""
+        the device if any input is). `state`: as in prepare, updated in place."""
         on_device = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
         if on_device:
             torch.cuda.synchronize()        # inputs written on torch's stream are complete
-        bufs = self.prepare(inputs)
+        bufs = self.prepare(inputs, state)
         self.launch(bufs)
         self.cupy.cuda.get_current_stream().synchronize()
         outs = self.outputs(bufs, on_device)

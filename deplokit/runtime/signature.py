@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .launch_plan import LaunchPlan, LaunchPlanError
 
-# The pointee types deplokit's renderer prints (passes/lower/cuda_expr.py PARAM_CTYPES) and
+# The pointee types deplokit's renderer prints (passes/lower/cuda.py PARAM_CTYPES) and
 # the device array dtype that holds each: CuPy passes an array's data pointer, whatever it is.
 POINTEE_DTYPE = {"float": "float32", "long long": "int64", "int": "int32", "bool": "bool"}
 

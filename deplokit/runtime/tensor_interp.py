@@ -10,7 +10,6 @@ from ..ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorProgram
 from .numpy_ops import NP_DTYPES, REDUCE, apply
 
 
-
 def axis_grid(shape: tuple[int, ...]) -> dict[str, np.ndarray]:
     """Each output axis as a broadcastable arange, keyed by its index-variable name."""
     env = {}

@@ -35,8 +35,16 @@ from ..ir import kernel_ir as K
 from ..ir.tensor_ir import ELEMENTWISE_OPS
 from .loop_addresses import compile_int, evaluate, vector_runs
 from .loop_overhead import OVERHEAD
-from .loop_unroll import (FULL_UNROLL, PARTIAL_UNROLL, const_int, sub_expressions, trip_count, unroll_factor,
-                          unrolled, walk_kinds)
+from .loop_unroll import (
+    FULL_UNROLL,
+    PARTIAL_UNROLL,
+    const_int,
+    sub_expressions,
+    trip_count,
+    unroll_factor,
+    unrolled,
+    walk_kinds,
+)
 
 # statement -> (what it counts as, its OVERHEAD entry)
 SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.TmaTensorLoad: ("copies", "tma"),

@@ -28,7 +28,8 @@ from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.record import Skip
 from ..passes.schedule import SCHEDULE, initial
-from ..passes.schedule.repack import repack_kernel, with_workspaces, workspace_buffer as repack_workspace
+from ..passes.schedule.repack import repack_kernel, with_workspaces
+from ..passes.schedule.repack import workspace_buffer as repack_workspace
 from ..passes.schedule.t003_split_matmul_k import workspace_buffer
 
 DEPTH = len(SCHEDULE)

@@ -28,7 +28,8 @@ from ..passes.schedule import SCHEDULE
 from .cache import TuneCache
 from .mcts import SPMCTS
 from .objective import TrialFailed, make_objective
-from .program_space import PROGRAM_KNOBS, ProgramSpace, program_key as choices_key
+from .program_space import PROGRAM_KNOBS, ProgramSpace
+from .program_space import program_key as choices_key
 from .random_search import StopSearch, random_search
 from .result import PROGRAM, Trial, TuneResult
 from .space import KernelSpace, kernel_spaces

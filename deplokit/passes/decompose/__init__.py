@@ -4,11 +4,53 @@ from __future__ import annotations
 from ...errors import UnsupportedOpError
 from ...ir.tensor_ir import TensorProgram
 from ...ir.torch_ir import TorchProgram
-from . import (addmm, argmax, binary, bitwise, cat, clamp, copies, cumsum, einsum,  # noqa: F401
-               embedding, expand, gelu, hardswish, hardtanh, index_copy, index_select, layer_norm, leaky_relu, linear,
-               log_softmax, logsumexp, matmul, mish, permute, pow, reductions, repeat, repeat_interleave, reshape,
-               rms_norm, sdpa, silu, slice, softmax, softplus, square, squeeze, stack, transpose, tril, unary,
-               unsqueeze, variance, vector_norm, where)
+from . import (  # noqa: F401
+    addmm,
+    argmax,
+    binary,
+    bitwise,
+    cat,
+    clamp,
+    copies,
+    cumsum,
+    einsum,
+    embedding,
+    expand,
+    gelu,
+    hardswish,
+    hardtanh,
+    index_copy,
+    index_select,
+    layer_norm,
+    leaky_relu,
+    linear,
+    log_softmax,
+    logsumexp,
+    matmul,
+    mish,
+    permute,
+    pow,
+    reductions,
+    repeat,
+    repeat_interleave,
+    reshape,
+    rms_norm,
+    sdpa,
+    silu,
+    slice,
+    softmax,
+    softplus,
+    square,
+    squeeze,
+    stack,
+    transpose,
+    tril,
+    unary,
+    unsqueeze,
+    variance,
+    vector_norm,
+    where,
+)
 from .builder import Builder
 from .registry import RULES
 

@@ -11,8 +11,17 @@ from dataclasses import replace
 from ...errors import UnsupportedOpError
 from ...ir.c_names import c_safe
 from ...ir.index import DIM_NAMES, Affine, const, floordiv, mod, var
-from ...ir.tensor_ir import (COMPARISON_OPS, FLOAT_RESULT_OPS, Axis, Elementwise, IndexMap, Operand, Reduction,
-                             TensorNode, Update)
+from ...ir.tensor_ir import (
+    COMPARISON_OPS,
+    FLOAT_RESULT_OPS,
+    Axis,
+    Elementwise,
+    IndexMap,
+    Operand,
+    Reduction,
+    TensorNode,
+    Update,
+)
 from ...ir.types import TensorType
 
 

@@ -16,7 +16,7 @@ sum as int64, as in torch: exact in any order.
 """
 from __future__ import annotations
 
-from ...ir.index import DIM_NAMES, const, floordiv, mod, var
+from ...ir.index import DIM_NAMES, floordiv, mod, var
 from ...ir.tensor_ir import Axis
 from .builder import Builder
 from .copies import cast

@@ -23,7 +23,7 @@ from .attention_plan import flash_blocks, flash_traffic, plan_flash
 from .grid_fill import estimate, unfused_estimate
 from .guard import Traffic, fusion_pays
 from .row_cost import unfused_traffic
-from .rows import _Facts, _merge, _plan, with_kernels
+from .rows import ChainFacts, merge_chain, plan_chain, with_kernels
 
 FLASH_WORK_BUDGET = 1.5
 
@@ -36,18 +36,18 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
     types = program.types()
     taken = set(types) | {b.name for k in kernels for b in k.locals}
     notes: list[str] = []
-    facts = _Facts()
+    facts = ChainFacts()
     i = 0
     while i + 2 < len(kernels):
         chain = kernels[i:i + 3]
-        plan = _plan(chain, kernels, temps, types, facts)
+        plan = plan_chain(chain, kernels, temps, types, facts)
         if isinstance(plan, str):
             if plan:
                 notes.append(f"attention: {', '.join(k.name for k in chain)} stay separate kernels: {plan}")
             i += 1
             continue
         names = ", ".join(k.name for k in chain)
-        parts = match_attention(_merge(chain, *plan), plan[0])
+        parts = match_attention(merge_chain(chain, *plan), plan[0])
         if isinstance(parts, str):
             notes.append(f"attention: {names} are not flash attention: {parts}")
             i += 1

@@ -32,11 +32,11 @@ such rows (sdpa with a bool mask), the same test of the max zeroes the output ro
 from __future__ import annotations
 
 from ...ir.index import Affine, substitute, var
-from ...ir.loop_ir import Compute, Kernel, LocalBuffer, Load, Loop, Store
+from ...ir.loop_ir import Compute, Kernel, Load, LocalBuffer, Loop, Store
 from ...ir.names import fresh_name
 from ...ir.types import TensorType
 from .attention_match import AttentionParts, rename_var
-from .rows import _renumber
+from .rows import renumber
 
 
 def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], taken: set[str]) -> Kernel:
@@ -96,7 +96,7 @@ def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], tak
     body = row_body
     for lp in reversed(rows):
         body = (Loop(lp.var, lp.extent, "free", body),)
-    return Kernel(name, outputs, _renumber(body), locals_)
+    return Kernel(name, outputs, renumber(body), locals_)
 
 
 def _at_column(index, old: str, new: str):

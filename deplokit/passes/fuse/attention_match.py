@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ...ir.index import Affine, free_vars
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store, walk
-from .rows import _defined, _row_loops
+from .rows import defined_names, row_loops
 from .tidy import rename_body
 
 
@@ -48,14 +48,14 @@ class AttentionParts:
 def rename_var(body, old: str, new: str) -> tuple:
     """Every use of loop variable `old` (indices and index operands) renamed to `new`."""
     names: dict = {}
-    _defined(body, names, "")
+    defined_names(body, names, "")
     names[old] = new
     return rename_body(body, names, {s.var for s, _ in walk(body) if isinstance(s, Loop)} | {old})
 
 
 def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
     """The pieces of a row-fused attention kernel, or why it is not one."""
-    rows = tuple(_row_loops(kernel)[:row_depth])
+    rows = tuple(row_loops(kernel)[:row_depth])
     if not row_depth:
         return "it has no row loops (one query row: no query tiles to spread over blocks)"
     if len(rows) != row_depth:

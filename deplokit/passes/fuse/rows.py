@@ -26,7 +26,7 @@ one dim each, and the locals' rows must fit ROW_BUDGET bytes; otherwise the trac
 from __future__ import annotations
 
 from ...ir.index import free_vars, var
-from ...ir.loop_ir import Accumulate, Compute, Kernel, LocalBuffer, Load, Loop, LoopProgram, Store, walk
+from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, LocalBuffer, Loop, LoopProgram, Store, walk
 from .guard import fusion_pays
 from .row_cost import row_fused_traffic, unfused_traffic
 from .tidy import print_order_names, rename_body
@@ -48,12 +48,12 @@ def fuse_rows(program: LoopProgram, enabled: bool = True, by_cost: bool = True) 
     temps = {b.name for b in program.written if b.kind == "temp"}
     types = program.types()
     notes: list[str] = []
-    facts = _Facts()
+    facts = ChainFacts()
     i = 0
     while i + 1 < len(kernels):
         for n in (3, 2):
             chain = kernels[i:i + n]
-            plan = _plan(chain, kernels, temps, types, facts) if len(chain) == n else ""
+            plan = plan_chain(chain, kernels, temps, types, facts) if len(chain) == n else ""
             if not isinstance(plan, str):
                 break
             if plan:
@@ -62,7 +62,7 @@ def fuse_rows(program: LoopProgram, enabled: bool = True, by_cost: bool = True) 
         if isinstance(plan, str):
             i += 1
             continue
-        merged = _merge(chain, *plan)
+        merged = merge_chain(chain, *plan)
         names = ", ".join(k.name for k in chain)
         wins, why = fusion_pays("one block per row", row_fused_traffic(merged, plan[0], types),
                                 unfused_traffic(chain, types))
@@ -91,7 +91,7 @@ def with_kernels(program: LoopProgram, kernels) -> LoopProgram:
 
 
 # -- which chains qualify --------------------------------------------------------------------------
-def _row_loops(kernel: Kernel) -> list[Loop]:
+def row_loops(kernel: Kernel) -> list[Loop]:
     """The nested free loops at the top of the kernel, outermost first: each body holds one
     loop, after statements that need no loop of their own (hoisted loads and values)."""
     loops, body = [], kernel.body
@@ -133,7 +133,7 @@ def _has_row_max(kernel: Kernel) -> bool:
                for s, loops in walk(kernel.body))
 
 
-class _Facts:
+class ChainFacts:
     """What the chain tests ask of a kernel, computed once per kernel (each is a walk)."""
 
     def __init__(self):
@@ -147,7 +147,7 @@ class _Facts:
         return self._memo[key][1]
 
 
-def _plan(chain, kernels, temps, types, facts):
+def plan_chain(chain, kernels, temps, types, facts):
     """(row depth, locals) when the chain qualifies; else the reason it does not ('' when it
     is not the pattern at all, so no note is worth printing)."""
     first, last = chain[0], chain[-1]
@@ -163,10 +163,10 @@ def _plan(chain, kernels, temps, types, facts):
             return ""                               # not one chain: some other kernel reads t
         if t not in temps:
             return f"{t} is a program output"
-    r = min(len(_row_loops(k)) for k in chain)
-    extents = [lp.extent for lp in _row_loops(chain[0])[:r]]
+    r = min(len(row_loops(k)) for k in chain)
+    extents = [lp.extent for lp in row_loops(chain[0])[:r]]
     for k in chain[1:]:
-        if [lp.extent for lp in _row_loops(k)[:r]] != extents:
+        if [lp.extent for lp in row_loops(k)[:r]] != extents:
             return f"{k.name} does not run over the same rows {tuple(extents)}"
     locals_ = []
     for t, _ in links:
@@ -189,7 +189,7 @@ def _row_dims(tensor: str, chain, r: int, ttype):
     one dim, the same for every access, and no other dim depends on a row loop."""
     dim_of: dict[int, int] = {}
     for k in chain:
-        row_vars = [lp.var for lp in _row_loops(k)[:r]]
+        row_vars = [lp.var for lp in row_loops(k)[:r]]
         for s, _ in walk(k.body):
             if not isinstance(s, (Load, Store)) or s.tensor != tensor:
                 continue
@@ -209,26 +209,26 @@ def _row_dims(tensor: str, chain, r: int, ttype):
 
 
 # -- merging ----------------------------------------------------------------------------------------
-def _merge(chain, r: int, locals_: tuple[LocalBuffer, ...]) -> Kernel:
+def merge_chain(chain, r: int, locals_: tuple[LocalBuffer, ...]) -> Kernel:
     """The three kernels' row bodies, in order, under the common row loops."""
-    rows = _row_loops(chain[0])
+    rows = row_loops(chain[0])
     common = [f"%row{j}" for j in range(r)]
     body: list = []
     for n, k in enumerate(chain):
-        names = {lp.var: common[j] for j, lp in enumerate(_row_loops(k)[:r])}
+        names = {lp.var: common[j] for j, lp in enumerate(row_loops(k)[:r])}
         body += _prefixed(_row_body(k, r), f"%k{n}_", names)
     merged = tuple(body)
     for j in reversed(range(r)):
         merged = (Loop(common[j], rows[j].extent, "free", merged),)
     last = chain[-1]
-    return Kernel(last.name, last.outputs, _renumber(merged), locals_)
+    return Kernel(last.name, last.outputs, renumber(merged), locals_)
 
 
-def _defined(body, out: dict, prefix: str) -> None:
+def defined_names(body, out: dict, prefix: str) -> None:
     for s in body:
         if isinstance(s, Loop):
             out.setdefault(s.var, prefix + s.var)
-            _defined(s.body, out, prefix)
+            defined_names(s.body, out, prefix)
         elif isinstance(s, (Load, Compute)):
             out.setdefault(s.dst, prefix + s.dst)
         elif isinstance(s, Accumulate):
@@ -239,12 +239,12 @@ def _prefixed(body, prefix: str, names: dict) -> list:
     """The body with every name it defines made unique by `prefix`, row vars renamed by
     `names`, and loop roles dropped (the merged kernel is a row kernel, not a matmul)."""
     names = dict(names)
-    _defined(body, names, prefix)
+    defined_names(body, names, prefix)
     loops = {s.var for s, _ in walk(body) if isinstance(s, Loop)}
     loops |= {old for old, new in names.items() if new.startswith("%row")}   # the row loops, outside
     return list(rename_body(body, names, loops, roles=False))
 
 
-def _renumber(body) -> tuple:
+def renumber(body) -> tuple:
     """Stable names in print order, as fusion gives them: a0.., in0.., v0.., acc0.."""
     return rename_body(body, print_order_names(body))

@@ -55,20 +55,1083 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
   memory, every target): the adds land in an unspecified order.
 * Output is deterministic (same tree, same bytes) with 4-space indentation.
 
-The renderer is split by job: `cuda_expr` (types, literals, operator precedence and the
-function tables; the expression printer), `cuda_ptx` (inline PTX and intrinsics: cp.async,
-TMA copies, mbarriers, atomicAdd) and `cuda_render` (statements, the kernel and the
-program). This module is the public entry.
+One module, one job, in reading order: the C types, literals, operator precedence and
+function tables; the inline-PTX declarations; the `_Renderer` (its statements, then its
+expressions, then its inline PTX: cp.async, TMA copies, mbarriers, atomicAdd); the kernel
+and program entries.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
 
 from ...display import Displayable
-from .cuda_expr import format_float
-from .cuda_render import render_kernel, render_program
+from ...ir.kernel_ir import (
+    Assign,
+    AtomicAdd,
+    Barrier,
+    Binary,
+    Call,
+    Cast,
+    Comment,
+    Const,
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
+    Declare,
+    DeclareArray,
+    For,
+    GlobalLoad,
+    GlobalStore,
+    If,
+    KernelFunc,
+    KernelProgram,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    Param,
+    ProxyFence,
+    RegLoad,
+    Select,
+    SharedArray,
+    SharedLoad,
+    SharedStore,
+    Shuffle,
+    Special,
+    SyncWarp,
+    TmaLoad,
+    TmaTensorLoad,
+    Unary,
+    Var,
+    VectorLoad,
+    VectorStore,
+    walk_stmts,
+)
+from ...ir.names import fresh_name
+from ...ir.types import ctype_bytes
+from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 
 __all__ = ["CudaSource", "render_cuda", "render_kernel", "render_program", "format_float"]
+
+
+INDENT = "    "
+
+# C element type of a buffer parameter, and of a scalar variable ("int", the type of index
+# arithmetic, is `long long` in a kernel stamped index_bits=64: _Renderer.c_type).
+PARAM_CTYPES = {"float": "float", "float32": "float", "int64": "long long", "int32": "int",
+                "int": "int", "bool": "bool"}
+SCALAR_CTYPES = {"float": "float", "int": "int", "bool": "bool", "int64": "long long",
+                 "int32": "int"}
+# The Kernel-IR type of a value read from a buffer of each parameter ctype.
+_PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int64", "int32": "int32",
+                     "int": "int32", "bool": "bool"}
+_VALUE_TYPES = ("float", "int", "int64", "int32", "bool")
+# Integer types by width, for the type of a mixed expression (C's usual conversions).
+_INT_RANK = {"bool": 0, "int32": 1, "int": 1, "int64": 2}
+
+SPECIALS = {
+    "tid.x": "threadIdx.x", "tid.y": "threadIdx.y", "tid.z": "threadIdx.z",
+    "bid.x": "blockIdx.x", "bid.y": "blockIdx.y", "bid.z": "blockIdx.z",
+    "bdim.x": "blockDim.x", "bdim.y": "blockDim.y", "bdim.z": "blockDim.z",
+    "ntid.x": "blockDim.x", "ntid.y": "blockDim.y", "ntid.z": "blockDim.z",
+    "gdim.x": "gridDim.x", "gdim.y": "gridDim.y", "gdim.z": "gridDim.z",
+    "nctaid.x": "gridDim.x", "nctaid.y": "gridDim.y", "nctaid.z": "gridDim.z",
+}
+
+# -- constants -------------------------------------------------------------------------------
+
+
+def format_float(value: float) -> str:
+    """A C float literal naming exactly float32(value): `1e-06f`, `2048.0f`, `-INFINITY`."""
+    with np.errstate(over="ignore"):
+        v = np.float32(value)
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    text = str(v)                      # numpy: the shortest decimal that round-trips float32
+    if not any(c in text for c in ".e"):
+        text += ".0"
+    return text + "f"
+
+
+def _format_int(value: int, wide: bool = False) -> str:
+    value = int(value)
+    if value == -2 ** 63:               # 9223372036854775808LL itself does not fit a long long
+        return "(-9223372036854775807LL - 1)"
+    if -2**31 <= value < 2**31 and not wide:
+        return str(value)
+    return f"{value}LL"
+
+
+# -- expressions -----------------------------------------------------------------------------
+
+# C precedence (higher binds tighter); left-associative binary operators.
+_PREC = {"||": 4, "&&": 5, "|": 6, "^": 7, "&": 8, "==": 9, "!=": 9, "<": 10, "<=": 10, ">": 10,
+         ">=": 10, "<<": 11, ">>": 11, "+": 12, "-": 12, "*": 13, "/": 13, "%": 13, "//": 13}
+_P_TERNARY, _P_UNARY, _P_PRIMARY = 3, 15, 16
+_BITWISE = {"&", "|", "^", "<<", ">>"}
+_COMPARE = {"==", "!=", "<", "<=", ">", ">="}
+_BOOL_OPS = {"&&", "||"} | _COMPARE
+
+# torch's maximum / minimum (so relu, clamp, amax, a softmax's row max) give NaN where
+# either operand is NaN; C's fmaxf / fminf give the other operand. PTX's max.NaN / min.NaN
+# (sm_80+: every target) propagate it in one instruction, as these helpers do; each is
+# declared once in a translation unit that uses it (nan_minmax_decls).
+NAN_MINMAX = {"max": "deplokit_fmaxf", "min": "deplokit_fminf"}
+
+
+def nan_minmax_decls(text: str) -> list[str]:
+    """The declarations of the NaN-propagating helpers `text` calls."""
+    return [f"// {op}imum as torch computes it: NaN where either operand is NaN (f{op}f returns the other)\n"
+            f"static __device__ __forceinline__ float {fn}(float a, float b) {{\n"
+            f"    float r;\n    asm(\"{op}.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b));\n"
+            f"    return r;\n}}\n" for op, fn in NAN_MINMAX.items() if f"{fn}(" in text]
+
+
+# deplokit elementwise op name -> CUDA single-precision function (unary/binary calls).
+_FLOAT_FUNCS = {
+    "exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf",
+    "erf": "erff", "sin": "sinf", "cos": "cosf", "abs": "fabsf", "pow": "powf",
+    "floor": "floorf", "ceil": "ceilf",
+    "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f", "trunc": "truncf",
+    "fmaxf": "fmaxf", "fminf": "fminf",       # C's, by their C names: the other operand for a NaN
+}
+_FLOAT_FUNCS.update({c: c for c in list(_FLOAT_FUNCS.values())})
+_FLOAT_FUNCS.update({"maximum": NAN_MINMAX["max"], "minimum": NAN_MINMAX["min"]})
+_ARITY_2 = {"pow", "powf", "maximum", "fmaxf", "minimum", "fminf"}
+# Elementwise ops that are C operators.
+_INFIX_CALLS = {
+    "add": "+", "subtract": "-", "multiply": "*", "divide": "/",
+    "greater": ">", "less": "<", "greater_equal": ">=", "less_equal": "<=", "equal": "==",
+    "not_equal": "!=", "logical_and": "&&", "logical_or": "||",
+}
+_CALL_ARITY = {"neg": 1, "reciprocal": 1, "sigmoid": 1, "relu": 1, "logical_not": 1, "where": 3}
+
+
+def _join_types(a: str, b: str) -> str:
+    if "float" in (a, b):
+        return "float"
+    if a == b:
+        return a
+    return max((a, b), key=lambda t: _INT_RANK.get(t, 1))
+
+
+class _Scope:
+    """Names visible at a point of the kernel: scalar -> type, arrays by kind."""
+
+    def __init__(self, parent: "_Scope | None" = None):
+        self.parent = parent
+        self.names: dict[str, str] = {}
+
+    def lookup(self, name: str) -> str | None:
+        s = self
+        while s is not None:
+            if name in s.names:
+                return s.names[name]
+            s = s.parent
+        return None
+
+    def declare(self, name: str, kind: str) -> None:
+        self.names[name] = kind
+
+
+# -- inline PTX declarations ----------------------------------------------------------------
+# cuda.h's CUtensorMap (128 opaque bytes, 64-byte aligned), declared here so that the
+# translation unit needs no driver header (NVRTC has none on its include path)
+TENSOR_MAP_TYPE = "deplokit_tensor_map"
+TENSOR_MAP_DECL = (f"// the layout of cuda.h's CUtensorMap: a tensor map the host encodes "
+                   f"(cuTensorMapEncodeTiled), passed by value\n"
+                   f"struct alignas(64) {TENSOR_MAP_TYPE} {{ unsigned long long opaque[16]; }};\n")
+
+
+# the one-thread election of a TMA producer (sm_90): elect.sync in a converged warp 0; ptxas
+# then issues the producer's copies once, with no loop over the warp's distinct operands
+ELECT_DECL = ("// one lane of the calling (converged) warp: the issuer of a TMA producer's copies\n"
+              "__device__ __forceinline__ bool deplokit_elect_one() {\n"
+              "    unsigned elected;\n"
+              '    asm volatile("{\\n .reg .pred e;\\n elect.sync _|e, 0xffffffff;\\n selp.u32 %0, 1, 0, e;\\n}\\n" : "=r"(elected));\n'
+              "    return elected != 0;\n"
+              "}\n")
+
+
+def elects(k, sm: int) -> bool:
+    """Kernel k's one-thread TMA issue is spelled with deplokit_elect_one (ELECT_DECL) on sm."""
+    return sm >= 90 and any(isinstance(s, If) and s.elect for s in walk_stmts(k.body))
+
+
+def _is_tid0(e) -> bool:
+    return (isinstance(e, Binary) and e.op == "==" and e.a == Special("tid.x")
+            and isinstance(e.b, Const) and int(e.b.value) == 0)
+
+
+# statements one elected thread runs (the renderer guards them where every thread reaches them)
+ONE_THREAD = (TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive)
+
+MAX_THREADS = 1024
+
+
+def _walk(node) -> Iterator[object]:
+    """Every Kernel-IR node below (and including) `node`, in a fixed order."""
+    yield node
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            yield from _walk(getattr(node, f.name))
+    elif isinstance(node, tuple):
+        for item in node:
+            yield from _walk(item)
+
+
+def _names_in(k: KernelFunc) -> set[str]:
+    names = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
+    for n in _walk(k.body):
+        if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit)):
+            names.add(n.name)
+        elif isinstance(n, Assign):
+            names.add(n.name)
+        elif isinstance(n, For):
+            names.add(n.var)
+        elif isinstance(n, VectorLoad):
+            names.update(n.dsts)
+        elif isinstance(n, (SharedLoad, RegLoad)):
+            names.add(n.array)
+    return names
+
+
+class _Renderer:
+    """Prints one KernelFunc for one target: its statements, its expressions and its inline PTX."""
+
+    def __init__(self, k: KernelFunc, target_sm: int):
+        self.k = k
+        self.sm = target_sm
+        self.params: dict[str, Param] = {}
+        for p in k.params:
+            if p.name in self.params:
+                raise ValueError(f"kernel {k.name}: parameter {p.name!r} appears twice")
+            if p.ctype not in PARAM_CTYPES:
+                raise ValueError(f"kernel {k.name}: parameter {p.name!r} has element type {p.ctype!r}; "
+                                 f"supported: {', '.join(sorted(PARAM_CTYPES))}")
+            self.params[p.name] = p
+        self.used = _names_in(k)
+        self.lines: list[str] = []
+        self.depth = 1
+        self.smem_bytes = 0
+        self.mbarriers: dict[str, str] = {}    # mbarrier name -> its shared-address variable
+        self.if_depth = 0
+        # Names the printer itself introduces, chosen so they never collide with the IR's.
+        self.specials = {s.name for s in _walk(k.body) if isinstance(s, Special)}
+        for s in sorted(self.specials):
+            if s not in SPECIALS and s not in ("lane", "warp"):
+                raise ValueError(f"kernel {k.name}: unknown thread coordinate {s!r}; supported: "
+                                 f"{', '.join(list(SPECIALS) + ['lane', 'warp'])}")
+        self.lane = self.fresh("lane") if "lane" in self.specials else None
+        self.warp = self.fresh("warp") if "warp" in self.specials else None
+        one_d = k.block[1] == 1 and k.block[2] == 1
+        self.needs_election = any(isinstance(n, ONE_THREAD) for n in _walk(k.body))
+        self.tid: str | None = None
+        self.dynamic_smem = self.fresh("dyn_smem") if k.dynamic_smem else None
+        if one_d:
+            self.flat_tid = "threadIdx.x"
+        elif self.lane or self.warp or self.needs_election:
+            self.tid = self.fresh("tid")
+            self.flat_tid = self.tid
+
+    def fresh(self, base: str) -> str:
+        name = fresh_name(base, self.used, "_" if base[-1].isdigit() else "")
+        self.used.add(name)
+        return name
+
+    def err(self, msg: str) -> ValueError:
+        return ValueError(f"kernel {self.k.name} (sm_{self.sm}): {msg}")
+
+    # -- statements ----------------------------------------------------------------------
+
+    def emit(self, text: str) -> None:
+        self.lines.append(INDENT * self.depth + text if text else "")
+
+    def block(self, stmts, scope: _Scope) -> None:
+        self.depth += 1
+        inner = _Scope(scope)
+        for s in stmts:
+            self.stmt(s, inner)
+        self.depth -= 1
+
+    def stmt(self, s, scope: _Scope) -> None:
+        if isinstance(s, Declare):
+            if s.ctype not in SCALAR_CTYPES:
+                raise self.err(f"variable {s.name!r} has unknown type {s.ctype!r}; supported: "
+                               f"{', '.join(SCALAR_CTYPES)}")
+            ctype = self.c_type(s.ctype)
+            if s.init is None:
+                self.emit(f"{ctype} {s.name};")
+            else:
+                self.emit(f"{ctype} {s.name} = {self.init_expr(s.init, scope)};")
+            scope.declare(s.name, s.ctype)
+        elif isinstance(s, DeclareArray):
+            self.declare_array(s, scope)
+        elif isinstance(s, Assign):
+            self.assign(s, scope)
+        elif isinstance(s, SharedArray):
+            if s.size <= 0:
+                raise self.err(f"shared array {s.name!r} has size {s.size}")
+            if s.align < 4 or s.align & (s.align - 1):
+                raise self.err(f"shared array {s.name!r}: alignment {s.align} is not a power of two >= 4")
+            if s.ctype not in SCALAR_CTYPES:
+                raise self.err(f"shared array {s.name!r} has unknown element type {s.ctype!r}")
+            if s.offset is not None:
+                self.dynamic_array(s)
+            else:
+                self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + ctype_bytes(s.ctype) * s.size
+                self.emit(f"__shared__ __align__({s.align}) {self.c_type(s.ctype)} {s.name}[{s.size}];")
+            scope.declare(s.name, f"shared:{s.ctype}")
+            self.declare_tma_destination(s)
+        elif isinstance(s, GlobalStore):
+            self.param(s.buffer, write=True)
+            self.emit(f"{s.buffer}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
+        elif isinstance(s, AtomicAdd):
+            self.atomic_add(s, scope)
+        elif isinstance(s, SharedStore):
+            self.emit(f"{s.array}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
+        elif isinstance(s, VectorLoad):
+            self.vector_load(s, scope)
+        elif isinstance(s, VectorStore):
+            self.vector_store(s, scope)
+        elif isinstance(s, For):
+            self.for_loop(s, scope)
+        elif isinstance(s, If):
+            self.if_stmt(s, scope, prefix="if")
+        elif isinstance(s, (Barrier, SyncWarp)):
+            self.emit("__syncthreads();" if isinstance(s, Barrier) else "__syncwarp();")
+        elif isinstance(s, CpAsync):
+            self.cp_async(s, scope)
+        elif isinstance(s, CpAsyncCommit):
+            self.cp_async_commit()
+        elif isinstance(s, CpAsyncWait):
+            self.cp_async_wait(s)
+        elif isinstance(s, TmaLoad):
+            self.tma_load(s, scope)
+        elif isinstance(s, TmaTensorLoad):
+            self.tma_tensor_load(s, scope)
+        elif isinstance(s, MbarrierInit):
+            self.mbarrier_init(s)
+        elif isinstance(s, ProxyFence):
+            self.proxy_fence()
+        elif isinstance(s, (MbarrierArrive, MbarrierWait)):
+            (self.mbarrier_arrive if isinstance(s, MbarrierArrive) else self.mbarrier_wait)(s, scope)
+        elif isinstance(s, Comment):
+            for line in str(s.text).splitlines() or [""]:
+                self.emit(f"// {line}".rstrip())
+        else:
+            raise self.err(f"not a Kernel-IR statement: {s!r}")
+
+    def declare_array(self, s: DeclareArray, scope: _Scope) -> None:
+        if s.size <= 0:
+            raise self.err(f"register array {s.name!r} has size {s.size}")
+        if s.ctype not in SCALAR_CTYPES:
+            raise self.err(f"register array {s.name!r} has unknown element type {s.ctype!r}")
+        ctype = self.c_type(s.ctype)
+        floating = s.ctype == "float"
+        init = float(s.init) if floating else int(s.init)
+        literal = format_float(init) if floating else _format_int(init)
+        if init == 0 and (not floating or math.copysign(1.0, init) > 0):
+            self.emit(f"{ctype} {s.name}[{s.size}] = {{}};  // all {literal}")
+        elif s.size <= 8:
+            values = ", ".join([literal] * s.size)
+            self.emit(f"{ctype} {s.name}[{s.size}] = {{{values}}};")
+        else:
+            i = self.fresh("i")
+            self.emit(f"{ctype} {s.name}[{s.size}];")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {i} = 0; {i} < {s.size}; ++{i}) {s.name}[{i}] = {literal};")
+        scope.declare(s.name, f"regs:{s.ctype}")
+
+    def assign(self, s: Assign, scope: _Scope) -> None:
+        target = s.name if s.index is None else f"{s.name}[{self.expr(s.index, scope)}]"
+        v = s.value
+
+        def is_target(x) -> bool:
+            if s.index is None:
+                return isinstance(x, Var) and x.name == s.name
+            return isinstance(x, RegLoad) and x.array == s.name and x.index == s.index
+
+        compound = {"+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"}
+        if isinstance(v, Binary) and v.op in compound and not (
+                v.op == "%" and self.type_of(v, scope) == "float"):
+            rhs = None
+            if is_target(v.a):
+                rhs = v.b
+            elif v.op in ("+", "*") and is_target(v.b):
+                rhs = v.a                  # + and * commute exactly, in floats too
+            if rhs is not None:
+                self.emit(f"{target} {v.op}= {self.expr(rhs, scope)};")
+                return
+        self.emit(f"{target} = {self.init_expr(v, scope)};")
+
+    def vector_load(self, s: VectorLoad, scope: _Scope) -> None:
+        if len(s.dsts) != 4:
+            raise self.err(f"VectorLoad needs 4 destinations, got {len(s.dsts)}")
+        self._check_vec_offset(s.offset)
+        off = self.expr(s.offset, scope)
+        if s.space == "global":
+            p = self.param(s.source)
+            if _PARAM_VALUE_TYPE[p.ctype] != "float":
+                raise self.err(f"float4 load from {s.source!r}, a buffer of {p.ctype}")
+        elif s.space != "shared":
+            raise self.err(f"VectorLoad space {s.space!r}; supported: global, shared")
+        vec = self.fresh(f"{s.dsts[0]}_v4")
+        self.emit(f"const float4 {vec} = *reinterpret_cast<const float4*>(&{s.source}[{off}]);")
+        for dst, comp in zip(s.dsts, "xyzw"):
+            if scope.lookup(dst) is None:
+                self.emit(f"float {dst} = {vec}.{comp};")
+                scope.declare(dst, "float")
+            else:
+                self.emit(f"{dst} = {vec}.{comp};")
+
+    def vector_store(self, s: VectorStore, scope: _Scope) -> None:
+        if len(s.values) != 4:
+            raise self.err(f"VectorStore needs 4 values, got {len(s.values)}")
+        self._check_vec_offset(s.offset)
+        if s.space == "global":
+            p = self.param(s.target, write=True)
+            if _PARAM_VALUE_TYPE[p.ctype] != "float":
+                raise self.err(f"float4 store into {s.target!r}, a buffer of {p.ctype}")
+        elif s.space != "shared":
+            raise self.err(f"VectorStore space {s.space!r}; supported: global, shared")
+        values = ", ".join(self.expr(v, scope) for v in s.values)
+        lhs = f"*reinterpret_cast<float4*>(&{s.target}[{self.expr(s.offset, scope)}]) ="
+        rhs = f"make_float4({values});"
+        if len(INDENT * self.depth + lhs + rhs) < 100:
+            self.emit(f"{lhs} {rhs}")
+        else:
+            self.emit(lhs)
+            self.emit(INDENT + rhs)
+
+    def _check_vec_offset(self, offset) -> None:
+        if isinstance(offset, Const) and int(offset.value) % 4:
+            raise self.err(f"float4 access at element offset {offset.value}: not 16-byte aligned")
+
+    def for_loop(self, s: For, scope: _Scope) -> None:
+        inner = _Scope(scope)
+        inner.declare(s.var, "int")
+        start = self.init_expr(s.start, scope)
+        stop = self.expr(s.stop, inner)
+        if isinstance(s.step, Const) and s.step.value == 1:
+            step = f"++{s.var}"
+        elif isinstance(s.step, Const) and s.step.value == -1:
+            step = f"--{s.var}"
+        else:
+            step = f"{s.var} += {self.expr(s.step, inner)}"
+        cmp = ">" if isinstance(s.step, Const) and s.step.value < 0 else "<"
+        if s.unroll:
+            self.emit("#pragma unroll")
+        self.emit(f"for ({self.c_type('int')} {s.var} = {start}; {s.var} {cmp} {stop}; {step}) {{")
+        self.depth += 1
+        for st in s.body:
+            self.stmt(st, inner)
+        self.depth -= 1
+        self.emit("}")
+
+    def if_stmt(self, s: If, scope: _Scope, prefix: str) -> None:
+        line = f"{prefix} ({self.elected_cond(s, scope) if s.elect else self.expr(s.cond, scope)}) {{"
+        if prefix == "if":
+            self.emit(line)
+        else:
+            self.lines[-1] = self.lines[-1] + " " + line    # "} else if (...) {"
+        self.if_depth += 1
+        self.block(s.then, scope)
+        if len(s.orelse) == 1 and isinstance(s.orelse[0], If):
+            self.emit("}")
+            self.if_stmt(s.orelse[0], scope, prefix="else if")
+            self.if_depth -= 1
+            return
+        if s.orelse:
+            self.emit("} else {")
+            self.block(s.orelse, scope)
+        self.if_depth -= 1
+        self.emit("}")
+
+    # -- the kernel ----------------------------------------------------------------------
+
+    def render(self) -> str:
+        k = self.k
+        if len(k.block) != 3 or len(k.grid) != 3 or min(k.block) < 1 or min(k.grid) < 1:
+            raise self.err(f"grid {k.grid} and block {k.block} must be three positive extents")
+        if k.threads > MAX_THREADS:
+            raise self.err(f"{k.threads} threads per block; CUDA allows at most {MAX_THREADS}")
+        nodes = list(_walk(k.body))
+        if k.tensor_maps or any(isinstance(n, TmaLoad) for n in nodes):
+            self.need_sm(90, "TMA (cp.async.bulk)")
+        if any(isinstance(n, (CpAsync, CpAsyncCommit, CpAsyncWait)) for n in nodes):
+            self.need_sm(80, "cp.async")
+        scope = _Scope()
+        params = []
+        for p in k.params:
+            const = "const " if p.const else ""
+            params.append(f"{const}{PARAM_CTYPES[p.ctype]}* __restrict__ {p.name}")
+            scope.declare(p.name, "param")
+        params += self.tensor_map_params(scope)
+        # Preamble: the thread coordinates the printer introduces, then the mbarriers.
+        bx, by, bz = k.block
+        if self.tid:
+            flat = "threadIdx.x"
+            if bz > 1:
+                flat += f" + {bx} * (threadIdx.y + {by} * threadIdx.z)"
+            else:
+                flat += f" + {bx} * threadIdx.y"
+            self.emit(f"const int {self.tid} = {flat};  // flattened thread id")
+        if self.lane:
+            self.emit(f"const int {self.lane} = {self.flat_tid} & 31;")
+        if self.warp:
+            self.emit(f"const int {self.warp} = {self.flat_tid} >> 5;")
+        self.declare_mbarriers(scope)
+        if self.dynamic_smem:
+            self.emit(f"extern __shared__ __align__(1024) unsigned char {self.dynamic_smem}[];  "
+                      f"// {k.dynamic_smem} bytes at launch")
+        body_scope = _Scope(scope)
+        for s in k.body:
+            self.stmt(s, body_scope)
+        smem = self.smem_bytes
+        if smem > STATIC_SMEM_PER_BLOCK:
+            raise self.err(f"{smem} bytes of static shared memory; a block may declare at most "
+                           f"{STATIC_SMEM_PER_BLOCK} statically")
+        # the bound in whole warps (what the block occupies anyway): ptxas reads a bound such
+        # as 104 as a tight register budget and spills (issue 14: matmul_odd, 104 threads)
+        bound = -(-k.threads // WARP_SIZE) * WARP_SIZE
+        head = [
+            f"// {k.name}: grid ({', '.join(map(str, k.grid))}), block ({', '.join(map(str, k.block))})",
+            f'extern "C" __global__ __launch_bounds__({bound}) void {k.name}({", ".join(params)}) {{',
+        ]
+        return "\n".join(head + self.lines + ["}"]) + "\n"
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def type_of(self, e, scope: _Scope) -> str:
+        if isinstance(e, Var):
+            t = scope.lookup(e.name)
+            return t if t in _VALUE_TYPES else "float"
+        if isinstance(e, Const):
+            return e.ctype if e.ctype in _VALUE_TYPES else "float"
+        if isinstance(e, Cast):
+            return e.ctype
+        if isinstance(e, Special):
+            return "int"
+        if isinstance(e, Binary):
+            if e.op in _BOOL_OPS:
+                return "bool"
+            if e.op in _BITWISE:
+                return "int"
+            return _join_types(self.type_of(e.a, scope), self.type_of(e.b, scope))
+        if isinstance(e, Unary):
+            return "bool" if e.op == "not" else self.type_of(e.a, scope)
+        if isinstance(e, Call):
+            if e.fn in ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
+                        "logical_and", "logical_or", "logical_not"):
+                return "bool"
+            if e.fn == "where" and len(e.args) == 3:
+                return _join_types(self.type_of(e.args[1], scope), self.type_of(e.args[2], scope))
+            if e.fn in ("neg", "abs", "add", "subtract", "multiply") and e.args:
+                t = self.type_of(e.args[0], scope)
+                for a in e.args[1:]:
+                    t = _join_types(t, self.type_of(a, scope))
+                return t
+            return "float"
+        if isinstance(e, Select):
+            return _join_types(self.type_of(e.a, scope), self.type_of(e.b, scope))
+        if isinstance(e, GlobalLoad):
+            return e.ctype if e.ctype in _VALUE_TYPES else "float"
+        if isinstance(e, Shuffle):
+            return self.type_of(e.value, scope)
+        if isinstance(e, SharedLoad):
+            kind = scope.lookup(e.array) or ""
+            return kind.split(":", 1)[1] if kind.startswith("shared:") else "float"
+        if isinstance(e, RegLoad):
+            kind = scope.lookup(e.array) or ""
+            return kind.split(":", 1)[1] if kind.startswith("regs:") else "float"
+        raise self.err(f"not a Kernel-IR expression: {e!r}")
+
+    def expr(self, e, scope: _Scope) -> str:
+        return self._expr(e, scope)[0]
+
+    def _sub(self, e, scope: _Scope, parent_prec: int, parent_op: str | None, right: bool) -> str:
+        text, prec, op = self._expr_op(e, scope)
+        paren = prec < parent_prec or (right and prec == parent_prec)
+        if parent_op is not None and op is not None and prec < _P_UNARY:
+            # Parentheses a reader (and -Wparentheses) wants even where precedence agrees.
+            if (parent_op in _BITWISE or op in _BITWISE) and op != parent_op:
+                paren = True
+            if parent_op in _COMPARE and op in _COMPARE:
+                paren = True
+            if parent_op == "||" and op == "&&":
+                paren = True
+        return f"({text})" if paren else text
+
+    def _expr(self, e, scope: _Scope) -> tuple[str, int]:
+        text, prec, _ = self._expr_op(e, scope)
+        return text, prec
+
+    def _binary(self, op: str, a, b, scope: _Scope) -> tuple[str, int, str]:
+        prec = _PREC[op]
+        left = self._sub(a, scope, prec, op, right=False)
+        right = self._sub(b, scope, prec, op, right=True)
+        return f"{left} {op} {right}", prec, op
+
+    def _expr_op(self, e, scope: _Scope) -> tuple[str, int, str | None]:
+        """(text, precedence, top-level C operator or None)."""
+        if isinstance(e, Var):
+            return e.name, _P_PRIMARY, None
+        if isinstance(e, Const):
+            if e.ctype == "bool" or isinstance(e.value, bool):
+                return ("true" if e.value else "false"), _P_PRIMARY, None
+            if e.ctype in ("int", "int64", "int32"):
+                if isinstance(e.value, float) and not e.value.is_integer():
+                    raise self.err(f"int constant {e.value!r} is not an integer")
+                t = _format_int(int(e.value), wide=self.c_type(e.ctype) == "long long")
+            elif e.ctype == "float":
+                t = format_float(e.value)
+            else:
+                raise self.err(f"constant of unknown type {e.ctype!r}")
+            return t, (_P_UNARY if t.startswith("-") else _P_PRIMARY), None
+        if isinstance(e, Special):
+            return self.special(e.name, bare=False)
+        if isinstance(e, Cast):
+            if e.ctype not in _VALUE_TYPES:
+                raise self.err(f"cast to unknown type {e.ctype!r}; supported: {', '.join(_VALUE_TYPES)}")
+            inner = self._sub(e.a, scope, _P_UNARY, None, True)
+            return f"({self.c_type(e.ctype)}){inner}", _P_UNARY, None
+        if isinstance(e, Binary):
+            return self.binary(e, scope)
+        if isinstance(e, Unary):
+            if e.op == "neg":
+                return self._neg(e.a, scope)
+            if e.op == "not":
+                return "!" + self._sub(e.a, scope, _P_UNARY, None, True), _P_UNARY, None
+            raise self.err(f"unknown unary operator {e.op!r}; supported: neg, not")
+        if isinstance(e, Call):
+            return self.call(e, scope)
+        if isinstance(e, Select):
+            return self._select(e.cond, e.a, e.b, scope)
+        if isinstance(e, GlobalLoad):
+            p = self.param(e.buffer)
+            text = f"{e.buffer}[{self.expr(e.offset, scope)}]"
+            want = self.c_type(e.ctype if e.ctype in _VALUE_TYPES else "float")
+            if want != PARAM_CTYPES[p.ctype]:      # an index read from an int64 tensor, say
+                return f"({want}){text}", _P_UNARY, None
+            return text, _P_PRIMARY, None
+        if isinstance(e, SharedLoad):
+            return f"{e.array}[{self.expr(e.offset, scope)}]", _P_PRIMARY, None
+        if isinstance(e, RegLoad):
+            return f"{e.array}[{self.expr(e.index, scope)}]", _P_PRIMARY, None
+        if isinstance(e, Shuffle):
+            if not (isinstance(e.lane_mask, int) and 0 < e.lane_mask < 32):
+                raise self.err(f"shuffle lane mask {e.lane_mask!r} is not in 1..31")
+            return (f"__shfl_xor_sync(0xffffffffu, {self.expr(e.value, scope)}, {e.lane_mask})",
+                    _P_PRIMARY, None)
+        raise self.err(f"not a Kernel-IR expression: {e!r}")
+
+    def special(self, name: str, bare: bool) -> tuple[str, int, None]:
+        if name == "lane":
+            return self.lane, _P_PRIMARY, None
+        if name == "warp":
+            return self.warp, _P_PRIMARY, None
+        builtin = SPECIALS[name]
+        if bare:
+            return builtin, _P_PRIMARY, None
+        return f"({self.c_type('int')}){builtin}", _P_UNARY, None
+
+    def _neg(self, a, scope: _Scope) -> tuple[str, int, None]:
+        inner = self._sub(a, scope, _P_UNARY, None, True)
+        if inner.startswith("-"):
+            inner = f"({inner})"
+        return "-" + inner, _P_UNARY, None
+
+    def _select(self, c, a, b, scope: _Scope) -> tuple[str, int, None]:
+        cond = self._sub(c, scope, _P_TERNARY + 1, None, False)
+        ta = self._sub(a, scope, _P_TERNARY + 1, None, False)
+        tb = self._sub(b, scope, _P_TERNARY + 1, None, True)
+        return f"{cond} ? {ta} : {tb}", _P_TERNARY, None
+
+    def binary(self, e: Binary, scope: _Scope) -> tuple[str, int, str | None]:
+        op = e.op
+        if op in ("min", "max"):
+            t = self.type_of(e, scope)
+            if t == "float":
+                return f"{NAN_MINMAX[op]}({self.expr(e.a, scope)}, {self.expr(e.b, scope)})", _P_PRIMARY, None
+            # CUDA's integer min/max overloads take two operands of one type: convert the other
+            args = [self._as_c_type(x, t, scope) for x in (e.a, e.b)]
+            return f"{op}({args[0]}, {args[1]})", _P_PRIMARY, None
+        if op not in _PREC:
+            raise self.err(f"unknown binary operator {op!r}; supported: "
+                           f"{' '.join(list(_PREC) + ['min', 'max'])}")
+        floating = self.type_of(e, scope) == "float"
+        if op == "//":
+            if floating:
+                return f"floorf({self._binary('/', e.a, e.b, scope)[0]})", _P_PRIMARY, None
+            return self._binary("/", e.a, e.b, scope)
+        if op == "%" and floating:
+            return f"fmodf({self.expr(e.a, scope)}, {self.expr(e.b, scope)})", _P_PRIMARY, None
+        return self._binary(op, e.a, e.b, scope)
+
+    def c_type(self, ctype: str) -> str:
+        """The C spelling of a Kernel-IR scalar type in this kernel."""
+        if ctype == "int" and getattr(self.k, "index_bits", 32) == 64:
+            return "long long"
+        return SCALAR_CTYPES[ctype]
+
+    def _as_c_type(self, e, t: str, scope: _Scope) -> str:
+        """e's text as C type t (an int64 literal with its LL suffix, other values cast)."""
+        if self.c_type(self.type_of(e, scope)) == self.c_type(t):
+            return self.expr(e, scope)
+        if isinstance(e, Const) and self.c_type(t) == "long long":
+            return _format_int(int(e.value), wide=True)
+        return f"({self.c_type(t)}){self._sub(e, scope, _P_UNARY, None, True)}"
+
+    def call(self, e: Call, scope: _Scope) -> tuple[str, int, str | None]:
+        fn, args = e.fn, e.args
+        want = (_CALL_ARITY.get(fn) or (2 if fn in _INFIX_CALLS or fn in _ARITY_2 else 1))
+        if fn not in _CALL_ARITY and fn not in _INFIX_CALLS and fn not in _FLOAT_FUNCS:
+            raise self.err(f"unknown function {fn!r}; supported: "
+                           f"{', '.join(sorted(set(_FLOAT_FUNCS) | set(_INFIX_CALLS) | set(_CALL_ARITY)))}")
+        if len(args) != want:
+            raise self.err(f"{fn} takes {want} argument(s), got {len(args)}")
+        if fn in _INFIX_CALLS:
+            return self._binary(_INFIX_CALLS[fn], args[0], args[1], scope)
+        if fn == "neg":
+            return self._neg(args[0], scope)
+        if fn == "logical_not":
+            return "!" + self._sub(args[0], scope, _P_UNARY, None, True), _P_UNARY, None
+        if fn == "where":
+            return self._select(args[0], args[1], args[2], scope)
+        if fn == "reciprocal":
+            return f"1.0f / {self._sub(args[0], scope, _PREC['/'], '/', True)}", _PREC["/"], "/"
+        if fn == "sigmoid":
+            inner = self._neg(args[0], scope)[0]
+            return f"1.0f / (1.0f + expf({inner}))", _PREC["/"], "/"
+        if fn == "relu":
+            return f"{NAN_MINMAX['max']}({self.expr(args[0], scope)}, 0.0f)", _P_PRIMARY, None
+        if fn == "abs" and self.type_of(args[0], scope) != "float":
+            return f"abs({self.expr(args[0], scope)})", _P_PRIMARY, None
+        cfn = _FLOAT_FUNCS[fn]
+        return f"{cfn}({', '.join(self.expr(a, scope) for a in args)})", _P_PRIMARY, None
+
+    def param(self, name: str, write: bool = False) -> Param:
+        p = self.params.get(name)
+        if p is None:
+            raise self.err(f"buffer {name!r} is not a parameter of the kernel; parameters: "
+                           f"{', '.join(self.params) or '(none)'}")
+        if write and p.const:
+            raise self.err(f"stores into {name!r}, a const (read-only) parameter")
+        return p
+
+    def init_expr(self, e, scope: _Scope) -> str:
+        """An expression that is the whole right-hand side: a bare thread coordinate may stay
+        unsigned (it converts to int on assignment)."""
+        if isinstance(e, Special):
+            return self.special(e.name, bare=True)[0]
+        return self.expr(e, scope)
+
+    # -- inline PTX and intrinsics: cp.async, TMA copies, mbarriers, atomicAdd ---------------
+
+    def emit_asm(self, template: list[str], inputs: list[str], outputs: list[str] = (), volatile=True) -> None:
+        """`asm volatile(...)` with a "memory" clobber, wrapped one operand a line when long
+        (volatile=False: a plain asm computing its outputs, no clobber)."""
+        tmpl = [f'"{t}\\n"' for t in template]
+        outs, ins = ", ".join(outputs), ", ".join(inputs)
+        if not volatile:
+            self.emit(f"asm({tmpl[0]} : {outs} : {ins});")
+            return
+        ops = f': {outs} : {ins} : "memory"' if outputs else (f':: {ins} : "memory"' if inputs else '::: "memory"')
+        one = f"asm volatile({tmpl[0]} {ops});"
+        if len(template) == 1 and len(INDENT * self.depth + one) <= 100:
+            self.emit(one)
+            return
+        pad = " " * len("asm volatile(")
+        self.emit(f"asm volatile({tmpl[0]}")
+        for t in tmpl[1:]:
+            self.emit(pad + t)
+        if len(INDENT * self.depth + pad + ops + ");") <= 100:
+            self.emit(pad + ops + ");")
+            return
+        lead = ": " if outputs else ":: "
+        if outputs:
+            self.emit(pad + ": " + outs)
+        for i, op in enumerate(inputs):
+            sep = "," if i < len(inputs) - 1 else ""
+            self.emit(pad + (lead if i == 0 else " " * len(lead)) + op + sep)
+        self.emit(pad + ': "memory");')
+
+    def shared_addr(self, ref: str) -> str:
+        return f"static_cast<unsigned>(__cvta_generic_to_shared(&{ref}))"
+
+    def pinned_addr(self, var: str, ref: str, why: str) -> None:
+        """`unsigned var`: the shared address of `ref`, computed once and kept in a register:
+        passed through an (empty) asm so that nvcc cannot recompute it (S2R SR_CgaCtaId and
+        a LEA) at each use in the K loop."""
+        self.emit(f"unsigned {var};  // {why}")
+        self.emit_asm(["mov.u32 %0, %1;"], [f'"r"({self.shared_addr(ref)})'], [f'"=r"({var})'], volatile=False)
+
+    def elected_cond(self, s: If, scope) -> str:
+        """The condition of an If that picks the one issuing thread (If.elect): warp 0 elects
+        one lane on sm_90 (the copies' operands are the same for every thread)."""
+        if self.sm < 90 or not _is_tid0(s.cond):
+            return self.expr(s.cond, scope)
+        return f"{self.flat_tid} < 32 && deplokit_elect_one()"
+
+    def tma_destinations(self) -> set:
+        if not hasattr(self, "_tma_arrays"):
+            arrays = dict.fromkeys(n.array for n in walk_stmts(self.k.body) if isinstance(n, TmaTensorLoad))
+            self._tma_arrays = {a: self.fresh(f"{a}_addr") for a in arrays}
+        return self._tma_arrays
+
+    def declare_tma_destination(self, s: SharedArray) -> None:
+        """After a shared array that tensor-map copies fill: its shared address, kept."""
+        var = self.tma_destinations().get(s.name)
+        if var:
+            self.pinned_addr(var, f"{s.name}[0]", "the shared address tensor-map copies fill from")
+
+    def guarded(self, why: str) -> bool:
+        """Open `if (thread 0)` around a one-thread statement that every thread reaches."""
+        if self.if_depth:
+            return False
+        self.emit(f"if ({self.flat_tid} == 0) {{  // {why}")
+        self.depth += 1
+        return True
+
+    def close_guard(self, opened: bool) -> None:
+        if opened:
+            self.depth -= 1
+            self.emit("}")
+
+    def need_sm(self, sm: int, what: str) -> None:
+        if self.sm < sm:
+            raise self.err(f"{what} needs sm_{sm} or newer; target is sm_{self.sm}")
+
+    def cp_async(self, s: CpAsync, scope: _Scope) -> None:
+        self.need_sm(80, "cp.async")
+        if s.nbytes not in (4, 8, 16):
+            raise self.err(f"cp.async of {s.nbytes} bytes; supported: 4, 8, 16")
+        p = self.param(s.buffer)
+        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            raise self.err(f"cp.async from {s.buffer!r}, a buffer of {p.ctype}")
+        kind = "cg" if s.nbytes == 16 else "ca"       # cg: through L2 only, 16 bytes
+        dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
+        src = f"&{s.buffer}[{self.expr(s.src_offset, scope)}]"
+        self.emit_asm([f"cp.async.{kind}.shared.global [%0], [%1], {s.nbytes};"],
+                      [f'"r"({dst})', f'"l"({src})'])
+
+    def cp_async_commit(self) -> None:
+        self.need_sm(80, "cp.async.commit_group")
+        self.emit_asm(["cp.async.commit_group;"], [])
+
+    def cp_async_wait(self, s: CpAsyncWait) -> None:
+        self.need_sm(80, "cp.async.wait_group")
+        if not (isinstance(s.pending, int) and 0 <= s.pending <= 7):
+            raise self.err(f"cp.async.wait_group {s.pending!r}: pending groups must be 0..7")
+        self.emit_asm([f"cp.async.wait_group {s.pending};"], [])
+
+    def atomic_add(self, s: AtomicAdd, scope: _Scope) -> None:
+        p = self.param(s.buffer, write=True)
+        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            raise self.err(f"atomicAdd into {s.buffer!r}, a buffer of {p.ctype}")
+        self.emit(f"atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], {self.expr(s.value, scope)});")
+
+    def declare_mbarriers(self, scope: _Scope) -> None:
+        """The preamble's mbarriers (an array of them for a ring's slots), before any float
+        array, each with a variable holding its shared address."""
+        inits: dict[str, int] = {}
+        for n in walk_stmts(self.k.body):
+            if isinstance(n, MbarrierInit) and n.name not in self.mbarriers:
+                self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
+                self.mbarriers[n.name] = self.fresh(f"{n.name}_addr")
+                inits[n.name] = n.slots
+        self.smem_bytes = 8 * sum(inits.values())
+        for name, slots in inits.items():
+            if slots == 1:
+                self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
+                self.pinned_addr(self.mbarriers[name], name, "its shared address")
+            else:
+                self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
+                self.pinned_addr(self.mbarriers[name], name + "[0]", "their shared address")
+            scope.declare(name, "mbarrier")
+
+    def dynamic_array(self, s: SharedArray) -> None:
+        """A shared array carved from the kernel's dynamic shared memory at its fixed offset."""
+        nbytes, ctype = ctype_bytes(s.ctype) * s.size, self.c_type(s.ctype)
+        if s.offset < 0 or s.offset % s.align or s.offset + nbytes > self.k.dynamic_smem:
+            raise self.err(f"shared array {s.name!r} at dynamic offset {s.offset} ({nbytes} bytes, "
+                           f"alignment {s.align}) is outside the kernel's {self.k.dynamic_smem} bytes of "
+                           f"dynamic shared memory or misaligned")
+        self.emit(f"{ctype}* const {s.name} = reinterpret_cast<{ctype}*>({self.dynamic_smem} + {s.offset});"
+                  f"  // {nbytes} bytes")
+
+    def mbarrier(self, name: str, slot=None, scope=None) -> str:
+        """The shared address of mbarrier `name` (of name[slot] in an array of them)."""
+        if name not in self.mbarriers:
+            raise self.err(f"mbarrier {name!r} is used but no MbarrierInit declares it")
+        addr = self.mbarriers[name]
+        if slot is None or (isinstance(slot, Const) and int(slot.value) == 0):
+            return addr
+        if isinstance(slot, Const):
+            return f"{addr} + {8 * int(slot.value)}"
+        return f"{addr} + 8 * ({self.expr(slot, scope)})"
+
+    def tma_load(self, s: TmaLoad, scope: _Scope) -> None:
+        self.need_sm(90, "TMA (cp.async.bulk)")
+        nbytes = 4 * s.count
+        if s.count <= 0 or nbytes % 16:
+            raise self.err(f"TMA bulk copy of {s.count} floats ({nbytes} bytes): the size must be a "
+                           f"positive multiple of 16 bytes")
+        p = self.param(s.buffer)
+        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            raise self.err(f"TMA copy from {s.buffer!r}, a buffer of {p.ctype}")
+        bar = self.mbarrier(s.barrier, s.slot, scope)
+        dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
+        src = f"&{s.buffer}[{self.expr(s.src_offset, scope)}]"
+        opened = self.guarded("one thread issues the bulk copy")
+        if s.expect:
+            self.emit(f"// {s.barrier} expects {nbytes} more bytes this phase; the copy completes them")
+            self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
+                          [f'"r"({bar})', f'"r"({nbytes})'])
+        self.emit_asm(["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"],
+                      [f'"r"({dst})', f'"l"({src})', f'"r"({nbytes})', f'"r"({bar})'])
+        self.close_guard(opened)
+
+    def tensor_map_params(self, scope: _Scope) -> list[str]:
+        """The kernel's tensor maps as parameters, after its buffers, passed by value."""
+        for t in self.k.tensor_maps:
+            scope.declare(t.name, "param")
+        return [f"const __grid_constant__ {TENSOR_MAP_TYPE} {t.name}" for t in self.k.tensor_maps]
+
+    def tma_tensor_load(self, s: TmaTensorLoad, scope: _Scope) -> None:
+        self.need_sm(90, "TMA (cp.async.bulk.tensor)")
+        try:
+            tmap = self.k.tensor_map(s.tensor_map)
+        except KeyError:
+            raise self.err(f"TMA copy through tensor map {s.tensor_map!r}, which is no tensor-map parameter "
+                           f"of the kernel") from None
+        rank = len(tmap.box)
+        if not 1 <= rank <= 5 or len(s.coords) != rank:
+            raise self.err(f"TMA copy through {s.tensor_map} with {len(s.coords)} coordinates; the map has "
+                           f"rank {rank} (1 to 5)")
+        bar = self.mbarrier(s.barrier, s.slot, scope)
+        base = self.tma_destinations()[s.array]
+        nbytes = ctype_bytes((scope.lookup(s.array) or "shared:float").split(":")[-1])
+        if isinstance(s.dst_offset, Const):
+            dst = f"{base} + {nbytes * int(s.dst_offset.value)}" if int(s.dst_offset.value) else base
+        else:
+            dst = f"{base} + {nbytes} * ({self.expr(s.dst_offset, scope)})"
+        coords = [self.expr(c, scope) for c in reversed(s.coords)]      # PTX: innermost first
+        opened = self.guarded("one thread issues the tensor-map copy")
+        if s.expect:
+            self.emit(f"// {s.barrier} expects the box's {tmap.box_bytes} bytes this phase; the copy completes them")
+            self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
+                          [f'"r"({bar})', f'"r"({tmap.box_bytes})'])
+        at = ", ".join(f"%{3 + i}" for i in range(rank))
+        self.emit_asm([f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                       f" [%0], [%1, {{{at}}}], [%2];"],
+                      [f'"r"({dst})', f'"l"(reinterpret_cast<unsigned long long>(&{tmap.name}))', f'"r"({bar})']
+                      + [f'"r"({c})' for c in coords])
+        self.close_guard(opened)
+
+    def proxy_fence(self) -> None:
+        self.need_sm(90, "fence.proxy.async")
+        self.emit_asm(["fence.proxy.async.shared::cta;"], [])
+
+    def mbarrier_init(self, s: MbarrierInit) -> None:
+        self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
+        if not (isinstance(s.count, int) and s.count >= 1):
+            raise self.err(f"mbarrier {s.name!r}: arrival count {s.count!r} must be >= 1")
+        if not (isinstance(s.slots, int) and s.slots >= 1):
+            raise self.err(f"mbarrier {s.name!r}: {s.slots!r} slots; must be >= 1")
+        bar = self.mbarrier(s.name)
+        opened = self.guarded("one thread initialises the mbarrier" + ("s" if s.slots > 1 else ""))
+        if s.slots == 1:
+            self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar})', f'"r"({s.count})'])
+        else:
+            i = self.fresh("slot")
+            self.emit(f"for (int {i} = 0; {i} < {s.slots}; ++{i}) {{")
+            self.depth += 1
+            self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar} + 8 * {i})', f'"r"({s.count})'])
+            self.depth -= 1
+            self.emit("}")
+        self.emit("// make the initialised mbarrier visible to the async proxy (the TMA unit)")
+        self.emit_asm(["fence.proxy.async.shared::cta;"], [])
+        self.close_guard(opened)
+
+    def mbarrier_arrive(self, s: MbarrierArrive, scope: _Scope) -> None:
+        self.need_sm(90, "mbarrier.arrive")
+        bar = self.mbarrier(s.name, s.slot, scope)
+        if not s.expect_tx:
+            self.emit_asm(["mbarrier.arrive.shared.b64 _, [%0];"], [f'"r"({bar})'])
+            return
+        if not (isinstance(s.expect_tx, int) and 0 < s.expect_tx < (1 << 20)):
+            raise self.err(f"mbarrier {s.name!r}: expect_tx {s.expect_tx!r} bytes; must be in 1..2^20-1")
+        self.emit(f"// {s.name} expects {s.expect_tx} bytes of copies this phase; they complete them")
+        self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
+                      [f'"r"({bar})', f'"r"({s.expect_tx})'])
+
+    def mbarrier_wait(self, s: MbarrierWait, scope: _Scope) -> None:
+        self.need_sm(90, "mbarrier.try_wait")
+        bar = self.mbarrier(s.name, s.slot, scope)
+        if isinstance(s.phase, Const):
+            parity = str(int(s.phase.value) & 1)
+        else:
+            parity = f"{self._sub(s.phase, scope, _PREC['&'], '&', False)} & 1"
+        ready = self.fresh("ready")
+        self.emit(f"{{  // wait until mbarrier {s.name} completes the phase of parity {parity}")
+        self.depth += 1
+        self.emit(f"unsigned {ready} = 0;")
+        self.emit("do {")
+        self.depth += 1
+        self.emit_asm(["{", "    .reg .pred p;", "    mbarrier.try_wait.parity.shared.b64 p, [%1], %2;",
+                       "    selp.u32 %0, 1, 0, p;", "}"],
+                      [f'"r"({bar})', f'"r"({parity})'], [f'"=r"({ready})'])
+        self.depth -= 1
+        self.emit(f"}} while (!{ready});")
+        self.depth -= 1
+        self.emit("}")
+
+
+def _target_sm(target_sm) -> int:
+    sm = getattr(target_sm, "sm", target_sm)
+    if isinstance(sm, str) and sm.startswith("sm_") and sm[3:].rstrip("a").isdigit():
+        sm = int(sm[3:].rstrip("a"))
+    if not isinstance(sm, int) or isinstance(sm, bool) or sm < 50:
+        raise ValueError(f"target_sm must be an SM number such as 80, 90 or 120, got {target_sm!r}")
+    return sm
+
+
+def render_kernel(k: KernelFunc, target_sm: int) -> str:
+    """The CUDA text of one kernel for `target_sm` (80, 90, 120, or a Target / "sm_90").
+
+    Raises ValueError for a tree the target cannot run (TMA below sm_90, cp.async below
+    sm_80), an unknown operator, function or buffer, or too much static shared memory.
+    Standalone: the min / max helpers it calls are declared before it."""
+    return "\n".join(nan_minmax_decls(text := _Renderer(k, _target_sm(target_sm)).render()) + [text])
+
+
+def render_program(p: KernelProgram, target_sm: int) -> str:
+    """One translation unit holding every kernel of `p`, in launch order."""
+    sm = _target_sm(target_sm)
+    names = [k.name for k in p.kernels]
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        raise ValueError(f"kernel names must be unique in a program; repeated: {', '.join(dupes)}")
+    header = [
+        f"// Generated by deplokit from Kernel IR for sm_{sm}: "
+        f"{len(p.kernels)} kernel{'s' if len(p.kernels) != 1 else ''}, launched in this order.",
+        "// Indices are non-negative ints, so C's truncating / and % are floor division and modulo;",
+        "// integer values are computed exactly at their width (long long, int), casts explicit.",
+        f"// Build: nvcc -cubin -arch=sm_{sm} -O3 <this file>",
+    ]
+    if p.outputs:
+        header.append(f"// Program outputs: {', '.join(p.outputs)}")
+    parts = ["\n".join(header) + "\n"] + ([TENSOR_MAP_DECL] if any(k.tensor_maps for k in p.kernels) else [])
+    parts += [ELECT_DECL] if any(elects(k, sm) for k in p.kernels) else []
+    kernels = [_Renderer(k, sm).render() for k in p.kernels]      # the min / max helpers declared once
+    return "\n".join(parts + nan_minmax_decls("".join(kernels)) + kernels)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ global (or shared) accesses, masked where the rounding of an axis to whole block
 leave the tensor; a load from a staged slab reads its shared array (the current buffer of a
 double-buffered one); Combine becomes a warp-shuffle tree (combine.py). A Stage, an
 AsyncWait and a K loop with stages at its head are left as StageCopy / StageWait /
-StagePrologue (deplokit.ir.kernel_stage), each recording where it stands, for
+StagePrologue (deplokit.ir.kernel_ir), each recording where it stands, for
 002_stage_copies to spell as copies, waits and barriers.
 
 Register tiles (008 register_tile stamps their shapes on the kernel, TileKernel.register_tiles):
@@ -27,26 +27,26 @@ a GPU allows, which only the simulator runs (check_passes)."""
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
-from ...ir.kernel_ir import KernelFunc, KernelProgram
 from ...ir.index import Affine
-from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
-from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.tensor_ir import reduction_identity
-from ...ir.types import DTYPE_CTYPE, shared_ctype
-from ...ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators, walk
-from ..record import Pass
+from ...ir.kernel_ir import KernelFunc, KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.lanes import multiples_of
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.stages import head_stages
+from ...ir.tensor_ir import reduction_identity
+from ...ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators, walk
+from ...ir.types import DTYPE_CTYPE, shared_ctype
 from ...target import VECTOR
+from ..record import Pass
 from .combine import lower_combine
 from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
-from .smem_layout import PlacedStage, smem_offset, smem_size
 from .register_quads import lower_quads, quad_loads
+from .smem_layout import PlacedStage, smem_offset, smem_size
 from .stage_plan import plan_stage, slot_of
 from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop
+
 
 def apply(program: TileProgram, pctx=None) -> KernelProgram:
     types = program.types()

@@ -1,7 +1,7 @@
 """002 stage_copies: the copy of each staged slab into shared memory, and the points where
 asynchronous copies land and the barriers that make them visible.
 
-001_materialize leaves a StageCopy / StageWait / StagePrologue (deplokit.ir.kernel_stage)
+001_materialize leaves a StageCopy / StageWait / StagePrologue (deplokit.ir.kernel_ir)
 where the Tile IR had a Stage, an AsyncWait, a K loop with stages at its head; this pass
 replaces them.
 
@@ -60,7 +60,7 @@ Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: 
                   thread) waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a
                   fresh mbarrier). The election is elect.sync in warp 0, so ptxas issues each
                   copy once (no loop over the warp's distinct operands), and the barriers' and
-                  slots' shared addresses are computed once before the loop (cuda_ptx).
+                  slots' shared addresses are computed once before the loop (cuda.py).
 
 A synchronous stage in a group right before an AsyncWait leaves its visibility barrier to
 the AsyncWait's (one barrier for the whole group, after the waits).
@@ -70,21 +70,33 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel_ir as K
-from ...ir.kernel_ir import KernelProgram
 from ...ir.index import var
-from ...ir.kernel_stage import StageCopy, StagePrologue, StageWait
-from ...ir.types import shared_ctype
-from ..record import Pass
+from ...ir.kernel_ir import KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.stages import head_stages, loop_start, loop_stop, transposed
+from ...ir.types import shared_ctype
 from ...target import STATIC_SMEM_PER_BLOCK
+from ..record import Pass
 from .dynamic_smem import carve
+from .kernel_expr import affine_expr
 from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size
-from .kernel_expr import affine_expr
-from .stage_plan import (PrologueTiles, StagePlan, empty_name, full_name, is_mbarrier_ring, is_pipelined, iteration,
-                         mbarrier_name, plan_stage, round_of, slot_of, variable_start)
+from .stage_plan import (
+    PrologueTiles,
+    StagePlan,
+    empty_name,
+    full_name,
+    is_mbarrier_ring,
+    is_pipelined,
+    iteration,
+    mbarrier_name,
+    plan_stage,
+    round_of,
+    slot_of,
+    variable_start,
+)
 from .stage_transpose import copy_transposed
-from .stage_units import copy_stage as copy_in_order, issue_tma
+from .stage_units import copy_stage as copy_in_order
+from .stage_units import issue_tma
 
 
 def copy_stage(m, s, p, it) -> list:

@@ -1,13 +1,12 @@
 """k004 unclash_names: a kernel-local whose name C would reject, or that meets a parameter's
 name (an input called `tid`, `acc0` or `x_smem` beside the generated locals of that name),
 is renamed: locals are private to their kernel, parameters are bound by name and keep theirs
-(deplokit/ir/kernel_names.py; the simulator refuses what this would leave)."""
+(deplokit/ir/kernel_ir.py; the simulator refuses what this would leave)."""
 from __future__ import annotations
 
 import dataclasses
 
-from ...ir.kernel_ir import KernelProgram
-from ...ir.kernel_names import declared_locals, unclash_locals
+from ...ir.kernel_ir import KernelProgram, declared_locals, unclash_locals
 from ..record import Noted, Pass
 
 

@@ -16,7 +16,6 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import KernelProgram
 from ..record import Noted, Pass
-from ..verify import _exprs, _subexprs, _varies
 
 
 def apply(program: KernelProgram, pctx=None) -> KernelProgram:
@@ -56,11 +55,11 @@ def _statements(body, varying: set[str], placed: list[str], in_loop: bool, loop:
 
 def _diverges(s: K.If, varying: set[str]) -> bool:
     """Some threads of a warp may take this branch (or one nested in it) and others not."""
-    return any(isinstance(n, K.If) and _varies(n.cond, varying) for n in K.walk_stmts((s,)))
+    return any(isinstance(n, K.If) and K.varies(n.cond, varying) for n in K.walk_stmts((s,)))
 
 
 def _shuffles(s) -> bool:
-    return any(isinstance(x, K.Shuffle) for n in K.walk_stmts((s,)) for e in _exprs(n) for x in _subexprs(e))
+    return any(isinstance(x, K.Shuffle) for n in K.walk_stmts((s,)) for e in K.stmt_exprs(n) for x in K.subexprs(e))
 
 
 def _thread_varying(body) -> set[str]:
@@ -70,9 +69,9 @@ def _thread_varying(body) -> set[str]:
     while True:
         before = len(varying)
         for s in stmts:
-            if isinstance(s, K.Declare) and _varies(s.init, varying):
+            if isinstance(s, K.Declare) and K.varies(s.init, varying):
                 varying.add(s.name)
-            elif isinstance(s, K.Assign) and (_varies(s.value, varying) or _varies(s.index, varying)):
+            elif isinstance(s, K.Assign) and (K.varies(s.value, varying) or K.varies(s.index, varying)):
                 varying.add(s.name)
             elif isinstance(s, K.VectorLoad):
                 varying.update(s.dsts)

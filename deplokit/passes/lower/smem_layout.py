@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel_ir as K
+from ...ir.stages import buffer_floats, row_major_strides
 from ...ir.swizzle import swizzle_word
 from ...ir.tile_ir import Stage
-from ...ir.stages import buffer_floats, row_major_strides
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ...ir.tile_ir import Stage
 from ...target import VECTOR
 from .kernel_expr import affine_expr, plus
 from .stage_plan import StagePlan
-from .stage_units import _cooperative, _global, _units, stage_at
+from .stage_units import clamped_global, cooperative_units, copy_units, stage_at
 
 
 def copy_transposed(m, s: Stage, p: StagePlan, it) -> list:
@@ -26,8 +26,8 @@ def copy_transposed(m, s: Stage, p: StagePlan, it) -> list:
     in_order = in_tensor_order(s)
     unit = s.unit                        # stamped by the schedule: float4 along the tensor's rows, or 1
     i = f"{s.name}_i"
-    count, _, g, unit_ext, ranges = _units(m, in_order, origin, ranges, unit, 1, i)
-    src, cond = _global(m, in_order, g, unit_ext, ranges)
+    count, _, g, unit_ext, ranges = copy_units(m, in_order, origin, ranges, unit, 1, i)
+    src, cond = clamped_global(m, in_order, g, unit_ext, ranges)
     shape = [ax.extent for ax in s.slab]
     shape[-1] += s.pad
     strides = row_major_strides(shape)
@@ -47,4 +47,4 @@ def copy_transposed(m, s: Stage, p: StagePlan, it) -> list:
         for j, r in enumerate(regs):
             v = K.Var(r) if cond is None else K.Select(cond, K.Var(r), zero)
             body.append(K.SharedStore(s.name, plus(dst, K.Const(j * step, "int")) if j else dst, v))
-    return _cooperative(i, count, m.threads, body)
+    return cooperative_units(i, count, m.threads, body)

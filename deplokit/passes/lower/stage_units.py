@@ -24,7 +24,7 @@ def _tid0():
     return K.Binary("==", K.Special("tid.x"), K.Const(0, "int"))
 
 
-def _cooperative(i: str, count: int, threads: int, body) -> list:
+def cooperative_units(i: str, count: int, threads: int, body) -> list:
     """Units 0..count-1 dealt out to the block's threads: a strided loop, or (one unit or
     none per thread) a plain guarded block, which keeps no loop state alive (ptxas otherwise
     spills around small copies in register-tight kernels)."""
@@ -72,7 +72,7 @@ def stage_at(m, s: Stage, p: StagePlan, it):
     return s.origin, base, ranges
 
 
-def _units(m, s: Stage, origin, ranges, unit: int, merged: int, flat: str):
+def copy_units(m, s: Stage, origin, ranges, unit: int, merged: int, flat: str):
     """Copy units of `unit` floats (spanning the last `merged` slab axes when merged > 1):
     (count, shared offset Affine, per-dim global index Affines, per-dim unit extent,
     ranges with the flat unit index)."""
@@ -119,7 +119,7 @@ def _units(m, s: Stage, origin, ranges, unit: int, merged: int, flat: str):
     return count, smem, g, unit_ext, ranges
 
 
-def _global(m, s: Stage, g, unit_ext, ranges):
+def clamped_global(m, s: Stage, g, unit_ext, ranges):
     """(flat offset with every index clamped inside the tensor, in-bounds condition or
     None when every unit is provably inside)."""
     shape = m.types[s.tensor].shape
@@ -142,8 +142,8 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     origin, base, ranges = stage_at(m, s, p, it)
     unit = s.unit
     i = f"{s.name}_i"
-    count, smem, g, unit_ext, ranges = _units(m, s, origin, ranges, unit, 1, i)
-    src, cond = _global(m, s, g, unit_ext, ranges)
+    count, smem, g, unit_ext, ranges = copy_units(m, s, origin, ranges, unit, 1, i)
+    src, cond = clamped_global(m, s, g, unit_ext, ranges)
     dst = plus(base, affine_expr(smem))
     ctype = shared_ctype(m.types[s.tensor].dtype)      # an integer stage stays exact (sync copies)
     zero = K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
@@ -167,7 +167,7 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
         else:                      # padded rows: 16-byte global load, 4-byte shared stores
             body += [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, v)
                      for j, v in enumerate(vals)]
-    return _cooperative(i, count, m.threads, body)
+    return cooperative_units(i, count, m.threads, body)
 
 
 def tma_copies(m, tma, it, bar) -> list:

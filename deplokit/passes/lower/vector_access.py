@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, const, free_vars, substitute
-from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.lanes import varies
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset
 from .smem_layout import smem_offset

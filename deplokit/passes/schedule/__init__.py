@@ -27,10 +27,24 @@ from ...ir.loop_ir import LoopProgram
 from ...ir.tile_ir import TileProgram
 from ...trace import Context, TraceStep
 from ..record import run_passes
-from . import (t001_tileify, t002_chunk_matmul_k, t003_split_matmul_k, t004_cooperative_reduce,
-               t005_blockify_launch, t006_chunk_reduce, t007_stage_inputs, t008_register_tile,
-               t009_permute_register_tile, t010_double_buffer, t011_tma_copy, t012_swizzle_smem,
-               t013_async_copy, t014_pad_smem, t015_pipeline_k_outer, t016_mark_unroll)
+from . import (
+    t001_tileify,
+    t002_chunk_matmul_k,
+    t003_split_matmul_k,
+    t004_cooperative_reduce,
+    t005_blockify_launch,
+    t006_chunk_reduce,
+    t007_stage_inputs,
+    t008_register_tile,
+    t009_permute_register_tile,
+    t010_double_buffer,
+    t011_tma_copy,
+    t012_swizzle_smem,
+    t013_async_copy,
+    t014_pad_smem,
+    t015_pipeline_k_outer,
+    t016_mark_unroll,
+)
 
 SCHEDULE = tuple(m.PASS for m in (
     t001_tileify, t002_chunk_matmul_k, t003_split_matmul_k, t004_cooperative_reduce, t005_blockify_launch,

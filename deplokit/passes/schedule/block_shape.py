@@ -72,7 +72,7 @@ def loads_per_ffma(regs: tuple[int, int]) -> float:
 def default_thread_shape(size_m: int, size_n: int, sm_count: int) -> str:
     """The thread shape (a THREAD_SHAPES entry) for a size_m x size_n output: see the module."""
     shapes = [s for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE]
-    fitted = [_fitted(parse_shape(shape), size_m, size_n) for shape in shapes]
+    fitted = [fitted_threads(parse_shape(shape), size_m, size_n) for shape in shapes]
     least = min(MIN_DEFAULT_THREADS, max(t[0] * t[1] for t in fitted))    # small outputs: what they allow
     best, best_key = shapes[0], None
     for order, (shape, t) in enumerate(zip(shapes, fitted)):
@@ -87,6 +87,6 @@ def default_thread_shape(size_m: int, size_n: int, sm_count: int) -> str:
     return best
 
 
-def _fitted(threads: tuple[int, int], size_m: int, size_n: int) -> tuple[int, int]:
+def fitted_threads(threads: tuple[int, int], size_m: int, size_n: int) -> tuple[int, int]:
     """Threads blockify gives each axis: all of an axis its threads cover, else `threads`."""
     return tuple(size if pow2_at_least(size) <= t else t for t, size in zip(threads, (size_m, size_n)))

@@ -33,10 +33,10 @@ import dataclasses
 
 from ...ir.index import Affine, Var, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, Assign, Combine, RegisterTile, StridedLoop, Tile, TileAxis, TileKernel
 from ...target import VECTOR
 from ..fuse.attention_plan import flash_parts
-from ...ir.substitute import substitute_body
 
 
 def flash_tile(kernel: TileKernel) -> TileKernel:

@@ -41,8 +41,16 @@ from dataclasses import dataclass
 
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, walk
-from .block_shape import (EXTENTS, MAX_DEFAULT_SIDE, MIN_DEFAULT_THREADS, THREAD_SHAPES, _fitted, default_extent,
-                          loads_per_ffma, parse_shape)
+from .block_shape import (
+    EXTENTS,
+    MAX_DEFAULT_SIDE,
+    MIN_DEFAULT_THREADS,
+    THREAD_SHAPES,
+    default_extent,
+    fitted_threads,
+    loads_per_ffma,
+    parse_shape,
+)
 
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
 GRID_TARGET = 132          # SMs of an H100, for a target that does not say
@@ -136,7 +144,7 @@ def _thread_options(m: int, n: int, threads: tuple[int, int] | None) -> list[tup
     first shape of each distinct fitted pair."""
     if threads:
         return [(f"{threads[0]}x{threads[1]}", threads)]
-    shapes = [(s, _fitted(parse_shape(s), m, n)) for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE]
+    shapes = [(s, fitted_threads(parse_shape(s), m, n)) for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE]
     least = min(MIN_DEFAULT_THREADS, max(t[0] * t[1] for _, t in shapes))
     out, seen = [], set()
     for s, t in shapes:

@@ -34,7 +34,6 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ...errors import IRInvariantError
 from ...ir.index import var
 from ...ir.loop_ir import Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, Repack, TileKernel
@@ -42,9 +41,18 @@ from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Skip, program_types
 from ..stage_geometry import head_stages, k_outer_loops
 from ..tma_geometry import FLOAT, GLOBAL_ALIGN, tensor_map_box
-from . import (t001_tileify, t002_chunk_matmul_k, t003_split_matmul_k, t004_cooperative_reduce,
-               t005_blockify_launch, t006_chunk_reduce, t007_stage_inputs, t008_register_tile,
-               t009_permute_register_tile, t010_double_buffer)
+from . import (
+    t001_tileify,
+    t002_chunk_matmul_k,
+    t003_split_matmul_k,
+    t004_cooperative_reduce,
+    t005_blockify_launch,
+    t006_chunk_reduce,
+    t007_stage_inputs,
+    t008_register_tile,
+    t009_permute_register_tile,
+    t010_double_buffer,
+)
 
 COPY_SLOTS = 6      # issue slots of one 4-byte cp.async in the K loop (address, bounds, LDGSTS): sm_90
                     # SASS of 1000x777 @ 777x1531 issues 1272 instructions per thread and K step of
@@ -148,17 +156,6 @@ def repack_kernel(repack: Repack, source: TensorType, owner: str, target, types,
         if not isinstance(result, Skip):
             kernel = result
     return kernel
-
-
-def check_repacks(kernel: TileKernel, earlier, program) -> None:
-    """The verifier's check of `kernel`'s repacks: each workspace declared in `program` with
-    its shape, each repack kernel among the kernels launched before it (`earlier`)."""
-    types = program.types() if kernel.repacks else {}
-    for r in kernel.repacks:
-        if r.workspace not in types or tuple(types[r.workspace].shape) != tuple(r.shape):
-            raise IRInvariantError("Tile", "repack", kernel.name, f"the workspace {r.workspace} {r.shape} is not declared")
-        if not any(e.name == r.kernel and e.repacks_for == kernel.name for e in earlier):
-            raise IRInvariantError("Tile", "repack", kernel.name, f"its repack kernel {r.kernel} does not run before it")
 
 
 class RepackingPass(KernelPass):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from ...ir.index import var
 from ...ir.loop_ir import Loop
+from ...ir.substitute import substitute_body
 from ...ir.tile_ir import Tile, TileKernel
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
-from ...ir.substitute import substitute_body
 
 DESCRIPTION = "chunk the K reduce into K-outer x K-inner (intra-CTA)"
 

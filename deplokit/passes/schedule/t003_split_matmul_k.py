@@ -66,14 +66,14 @@ import dataclasses
 
 from ...ir.index import const, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
 from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
-from ...ir.substitute import substitute_body
-from .rewrite import used_vars
 from .block_shape import default_extents, default_thread_shape, parse_shape
 from .grid_plan import MIN_CHUNKS, SHORT_CHUNKS, SPLITS, plan, sm_count, split_counts
 from .knobs import pow2_at_least
+from .rewrite import used_vars
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
 FULL_BLOCK = 256       # threads of the blocks the fill check counts

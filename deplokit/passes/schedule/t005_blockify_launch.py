@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from ...ir.index import var
 from ...ir.loop_ir import Loop
+from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, walk
-from ..stage_geometry import VECTOR
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
+from ..stage_geometry import VECTOR
 from ..vector_geometry import body_reason, stamp_widths
 from .block_shape import THREAD_SHAPES, default_thread_shape, parse_shape
 from .grid_plan import plan, split_geometry
 from .knobs import pow2_at_least
-from ...ir.substitute import substitute_body
 
 DESCRIPTION = "pick block extents; partition free axes into BLOCK and THREAD"
 

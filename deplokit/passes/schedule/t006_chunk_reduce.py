@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from ...ir.index import free_vars, var
 from ...ir.loop_ir import Load
+from ...ir.substitute import substitute_body
 from ...ir.tile_ir import StridedLoop, Tile, TileKernel, walk
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 from .knobs import combine_smem, local_smem
-from ...ir.substitute import substitute_body
 
 DESCRIPTION = "chunk non-matmul reduces so their Loads fit in shared memory"
 

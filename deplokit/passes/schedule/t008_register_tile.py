@@ -50,22 +50,20 @@ as before: the index bounds grow with the block tile.
 """
 from __future__ import annotations
 
-import math
-
 import dataclasses
+import math
 
 from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Loop
-from ...ir.tile_ir import (BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile,
-                           TileKernel, walk)
+from ...ir.substitute import substitute_body
+from ...ir.tile_ir import BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
 from .block_shape import EXTENTS, default_extents
 from .grid_plan import plan, split_geometry
 from .register_nest import drop_dead, nest_body
-from .slot_maps import slot_index, warp_lanes, warp_slot_map
-from ...ir.substitute import substitute_body
 from .rewrite import used_vars
+from .slot_maps import slot_index, warp_lanes, warp_slot_map
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 LAYOUTS = ("strided", "contiguous", "quads", "warps")

@@ -32,10 +32,10 @@ import dataclasses
 from ...analysis.banks import smem_loads
 from ...ir.index import Affine, Mod, Var, floordiv, free_vars, mod, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
+from ...ir.substitute import substitute_body
 from ...ir.tile_ir import AtomicAdd, StridedLoop, Tile, TileKernel, walk
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 from ..stage_geometry import restamp_loads
-from ...ir.substitute import substitute_body
 from .t008_register_tile import role_pair
 
 DESCRIPTION = "reorder the register strip so bank-conflicting loads land on far columns"

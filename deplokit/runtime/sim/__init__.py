@@ -39,7 +39,7 @@ Hazards are reported, never silently tolerated, as SimulationError (a DeplokitEr
     a group, CpAsyncWait(n) completes all committed groups but the newest n), or whose TMA
     load has not completed (an MbarrierWait that observed the phase of its barrier / slot
     that the copy's bytes completed);
-  * the mbarrier protocol (async_copy.py): per barrier and slot, the phases completed, the
+  * the mbarrier protocol (exec.py): per barrier and slot, the phases completed, the
     arrivals (MbarrierArrive, a TmaLoad's own arrive.expect_tx) and transaction bytes
     (expect_tx, a copy's complete_tx) of the current one; a wait for a parity whose phase
     never completes while the block waits (a missing arrive or copy, the wrong phase) is a

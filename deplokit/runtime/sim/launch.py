@@ -7,15 +7,15 @@ from typing import Mapping
 import numpy as np
 
 from ...ir import kernel_ir as K
-from ...ir.kernel_names import name_problems
+from ...ir.kernel_ir import name_problems
 from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..launches import launch_sequence
 from ..numpy_ops import NP_DTYPES
 from .errors import SimulationError
-from .exec import _Chunk
+from .exec import Chunk
 from .stats import SimStats
-from .values import F32, _dtype_of
+from .values import F32, dtype_of
 
 MAX_THREADS_IN_FLIGHT = 1 << 20
 
@@ -60,7 +60,7 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
         if p.size and view.size != p.size:
             raise SimulationError(f"kernel {k.name}: buffer {p.name} has {view.size} elements, "
                                   f"parameter expects {p.size}")
-        want = _dtype_of(p.ctype) if p.ctype != "int32" else np.int32
+        want = dtype_of(p.ctype) if p.ctype != "int32" else np.int32
         if view.dtype != want:
             if not p.const:
                 raise SimulationError(f"kernel {k.name}: written buffer {p.name} is {view.dtype}, "
@@ -78,7 +78,7 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
     with np.errstate(all="ignore"):
         for b0 in range(0, nblocks, chunk):
             nb = min(chunk, nblocks - b0)
-            _Chunk(k, flat, params, scratch, stats, b0, nb, check_races).run()
+            Chunk(k, flat, params, scratch, stats, b0, nb, check_races).run()
             stats.chunks += 1
     return stats
 

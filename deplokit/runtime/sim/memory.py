@@ -1,6 +1,6 @@
 """Storage of one chunk of blocks: per-thread register arrays, shared arrays with their race
-tables and async-copy marks, and mbarriers. The operations on them live in the _Chunk mixins
-(shared.py, async_copy.py) and in exec.py (register arrays)."""
+tables and async-copy marks, and mbarriers. The operations on them are the Chunk's
+(exec.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,7 @@ import numpy as np
 from .values import F32, I64
 
 
-class _Reg:
+class RegArray:
     """A per-thread register array, stored as (size, blocks, threads)."""
     __slots__ = ("data",)
 
@@ -16,7 +16,7 @@ class _Reg:
         self.data = data
 
 
-class _Shared:
+class SharedState:
     __slots__ = ("name", "size", "data", "flat", "lw", "dirty", "lr", "lr_dirty", "reads", "rt",
                  "pend", "has_pending", "scratch", "gw")
 
@@ -37,7 +37,7 @@ class _Shared:
         self.gw = None          # (nb, size) int32 thread of an ordinary store not yet proxy-fenced, -1 none
 
 
-class _MBar:
+class MBarState:
     """`slots` mbarriers per block (an array name[slots], or one): per (block, slot) the phases
     completed so far, the arrivals and the transaction bytes the current phase still waits
     for, which threads arrived, and when the last completed phase was released (the tick
