@@ -38,9 +38,9 @@ _GENERATE = ("load_lm",)
 
 __all__ = [*_FACADE, *_GENERATE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
-           "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "ModelFileError", "DeviceUnavailableError",
-           "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
-           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError", "PromptTooLongError",
+           "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "ModelFileError",
+           "DeviceUnavailableError", "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError",
+           "NotebookExtraMissing", "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError", "PromptTooLongError",
            "CacheFullError"]
 
 

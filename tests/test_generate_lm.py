@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gguf_files import gguf, tiny_llama, write_llama_gguf
 
 import deplokit
 from deplokit.cli import main
@@ -14,8 +15,6 @@ from deplokit.frontend import gguf_weights, pretrained
 from deplokit.frontend.presets import PRETRAINED
 from deplokit.generate import PromptTooLongError
 from deplokit.generate.lm import GenerationStats, agreement, as_token_ids
-
-from gguf_files import gguf, tiny_llama, write_llama_gguf
 
 PROMPT = [1, 5, 17, 42]
 

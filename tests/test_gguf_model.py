@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from gguf_files import gguf, permute, tiny_llama, write_llama_gguf
 
 from deplokit.errors import ModelFileError, UnknownModelError
 from deplokit.frontend import gguf_weights, pretrained
 from deplokit.frontend.models import resolve
 from deplokit.frontend.presets import PRESETS, PRETRAINED, WeightsFile
-
-from gguf_files import gguf, permute, tiny_llama, write_llama_gguf
 
 ROOT = Path(__file__).resolve().parent.parent
 Q = gguf.GGMLQuantizationType
@@ -123,7 +122,8 @@ def test_what_cannot_be_loaded_exactly_is_refused(tmp_path):
         "arch": (dict(arch="falcon"), "GGUF architecture 'falcon' is not supported; supported: llama, qwen2"),
         "scaling": (dict(metadata={"llama.rope.scaling.type": "yarn"}), "rope scaling is not supported"),
         "missing": (dict(skip=("blk.1.ffn_up.weight",)), r"lacks 1 tensor\(s\).*model.layers.1.mlp.up_proj.weight"),
-        "shape": (dict(metadata={"llama.feed_forward_length": 128}), r"mlp.\w+_proj.weight has shape \(96, 64\), the model.s config says \(128, 64\)"),
+        "shape": (dict(metadata={"llama.feed_forward_length": 128}),
+                  r"mlp.\w+_proj.weight has shape \(96, 64\), the model.s config says \(128, 64\)"),
     }
     for name, (kwargs, message) in cases.items():
         path = tmp_path / f"{name}.gguf"
