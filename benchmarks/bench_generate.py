@@ -75,7 +75,10 @@ def main() -> int:
         print("GPU rows skipped: no CUDA device (deplokit on cupy, transformers eager, transformers + "
               "torch.compile static cache need one)")
         return 0
-    print(deplokit_row(lm, ids, "cupy", args.gpu_tokens))
+    try:
+        print(deplokit_row(lm, ids, "cupy", args.gpu_tokens))
+    except deplokit.DeplokitError as e:
+        print(f"deplokit cupy skipped: {e}")
     for row in transformers_rows(lm, ids, args.gpu_tokens):
         print(row)
     return 0

@@ -156,3 +156,10 @@ def test_cli_bad_inputs(capsys, chat_file, tmp_path):
     one_line_error(*run_cli(capsys, "generate", chat_file, "--prompt", "hi", "--max-new-tokens", "0"),
                    "argument --max-new-tokens: expected a whole number >= 1, got '0'")
     one_line_error(*run_cli(capsys, "generate", "--prompt", "hi"), "the following arguments are required: MODEL")
+
+
+def test_compile_decode_takes_a_named_model(capsys):
+    one_line_error(*run_cli(capsys, "compile", "-c", "torch.randn(2) + 1", "--decode"),
+                   "--decode applies to a named model")
+    one_line_error(*run_cli(capsys, "compile", "smollm2-135m", "--decode", "--layer", "1"),
+                   "--decode compiles the whole model's decode step, not --layer")
