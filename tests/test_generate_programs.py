@@ -130,3 +130,31 @@ def test_other_decoders_generate_like_transformers(name):
     _, got = generate(build_decoder(model, max_length=12), "loop", PROMPT, 3)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_decode_compiles_without_weights_and_counts_one_row_written():
+    """Parameters on the meta device (a model too big to hold): the decode program compiles,
+    refuses to run, and its inventory counts the cache write as the row it stores, not the cache."""
+    from deplokit.frontend.models import params_on_meta
+    with params_on_meta():
+        model = tiny_llama()
+    c = build_decoder(model, max_length=MAX_LENGTH).decode
+    assert c.missing_weights
+    with pytest.raises(DeplokitError, match="no weights"):
+        build_decoder(model, max_length=MAX_LENGTH).session("loop").decode(0)
+    write = next(e for e in c.inventory() if e.kernel.endswith("kv_cache1_written"))
+    assert write.outputs == ((1, 2, MAX_LENGTH, 16),)
+    # the V projection fused in: reads x (64) and W_v (32 x 64), stores one position (2 kv heads x 16)
+    assert write.bytes == (64 + 32 * 64) * 4 + 2 * 16 * 4
+
+
+def test_a_second_prefill_continues_from_the_sessions_position(model, decoder):
+    """pos is the first token's position: a prompt fed in two pieces gives the logits of the
+    whole prompt (the second piece's queries read the first piece's keys from the cache)."""
+    whole = PROMPT + [7, 8]
+    want = reference(model, whole, 0)[0]
+    s = decoder.session("loop")
+    s.prefill(PROMPT)
+    got = s.prefill(whole[len(PROMPT):])
+    assert s.position == len(whole)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

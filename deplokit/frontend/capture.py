@@ -68,11 +68,13 @@ def argument_names(module_or_fn, n: int) -> list[str]:
     return names
 
 
-def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = ()) -> Captured:
+def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = (), scalar_limit: int = 0) -> Captured:
     """`scalars`: the inputs (by captured name) that are runtime scalars, each a (1,) int64
     tensor: a decode position. Values computed from one (`pos + arange(n)`, views of it)
     are tracked symbolically, so that an index_copy_ into a module buffer at such a position
-    becomes an in-place write into a state buffer (frontend/positions.py)."""
+    becomes an in-place write into a state buffer (frontend/positions.py). `scalar_limit` > 0:
+    the scalars lie in 0 .. scalar_limit - 1, and values computed from them and constants only
+    (rotary tables) are tabulated over that range."""
     for i, t in enumerate(example_inputs):
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
@@ -102,7 +104,7 @@ def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = ()) 
     finally:
         if was_training is not None:
             module.train(was_training)
-    return _convert(ep, tuple(scalars))
+    return _convert(ep, tuple(scalars), scalar_limit)
 
 
 def _check_dtype(dtype, where: str) -> str:
@@ -138,7 +140,7 @@ def _tensor_type(val, where: str, empty_ok: bool = True) -> TensorType:
 MAX_ELEMENTS = 2**48
 
 
-def _convert(ep, scalars: tuple[str, ...] = ()) -> Captured:
+def _convert(ep, scalars: tuple[str, ...] = (), scalar_limit: int = 0) -> Captured:
     sig = ep.graph_signature
     kinds = {spec.arg.name: spec for spec in sig.input_specs}
     state = dict(ep.state_dict)
@@ -155,6 +157,7 @@ def _convert(ep, scalars: tuple[str, ...] = ()) -> Captured:
     pending: dict[str, tuple] = {}  # multi-output op -> (aten key, node), until getitem reads it
     positions = Positions(ir_name, folded, buffers, values, ops, names,
                           tensor_type=_tensor_type, to_numpy=_to_numpy, module_path=_module_path)
+    positions.limit = scalar_limit
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":

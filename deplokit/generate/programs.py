@@ -75,7 +75,8 @@ class Decoder:
     def _compile(self, n: int) -> Compilation:
         self.compile_count += 1
         inputs = (torch.zeros((1, n), dtype=torch.int64), torch.zeros(1, dtype=torch.int64))
-        captured = capture(self._step, inputs, scalars=(POSITION,))
+        # the position of the call's first token is at most max_length - 1 (Session refuses more)
+        captured = capture(self._step, inputs, scalars=(POSITION,), scalar_limit=self.max_length)
         return Compilation(self._step, inputs, captured, Context(self.target, self.config, True))
 
     @property
