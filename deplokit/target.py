@@ -38,16 +38,52 @@ class Target:
     fp32_lanes_per_sm: int = 128     # FP32 FMA units per SM (the cost model's clock)
     static_smem_per_block: int = STATIC_SMEM_PER_BLOCK   # bytes of static __shared__ per block
     warp_size: int = WARP_SIZE
+    # What the part sustains, for the cost model and the first-principles floor (peaks above
+    # are the datasheet's; these are what a kernel can reach). Each with its source.
+    sustained_clock_ghz: float = 0.0        # SM clock under a long FP32 load (0: peak_fp32's clock)
+    achievable_bandwidth_gbs: float = 0.0   # a streaming copy's DRAM rate (0: 85% of the peak)
+    sgemm_tflops: float = 0.0               # a cuBLAS-class FP32 SGEMM at full waves (0: the peak)
+    sources: str = ""
+
+    @property
+    def clock_hz(self) -> float:
+        """The SM clock the cost model prices cycles at: the sustained one where known."""
+        if self.sustained_clock_ghz:
+            return self.sustained_clock_ghz * 1e9
+        return self.peak_fp32_tflops * 1e12 / (max(self.sm_count, 1) * self.fp32_lanes_per_sm * 2)
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        """DRAM bandwidth a well-fed stream reaches (achievable, not the datasheet peak)."""
+        return self.achievable_bandwidth_gbs or 0.85 * self.peak_bandwidth_gbs
+
+    @property
+    def fp32_tflops(self) -> float:
+        """FP32 rate of the best library SGEMM: no FP32 kernel is expected to beat it."""
+        return self.sgemm_tflops or self.peak_fp32_tflops
 
 
 TARGETS = {
     "sm_80": Target("sm_80", 80, 163 * 1024, 255, True, False, 2039.0, 19.5, "A100 SXM 80GB",
-                    sm_count=108, smem_per_sm=164 * 1024, l2_bytes=40 << 20, fp32_lanes_per_sm=64),
+                    sm_count=108, smem_per_sm=164 * 1024, l2_bytes=40 << 20, fp32_lanes_per_sm=64,
+                    sustained_clock_ghz=1.305, achievable_bandwidth_gbs=1730.0, sgemm_tflops=18.0,
+                    sources="clock: NVIDIA's HPL Rpeak convention, the clock an A100 sustains at its power "
+                            "limit (1305 of 1410 MHz boost; glennklockwood.com/garden/peak-FLOPS); bandwidth: "
+                            "~85% of 2039 GB/s, a coalesced copy's rate; SGEMM: ~92% of the 1305 MHz FP32 peak "
+                            "(an estimate: calibrate on a device)"),
     "sm_90": Target("sm_90", 90, 227 * 1024, 255, True, True, 3350.0, 67.0, "H100 SXM",
-                    sm_count=132, smem_per_sm=228 * 1024, l2_bytes=50 << 20),
+                    sm_count=132, smem_per_sm=228 * 1024, l2_bytes=50 << 20,
+                    sustained_clock_ghz=1.755, achievable_bandwidth_gbs=2850.0, sgemm_tflops=51.6,
+                    sources="clock: the H100 SXM's default application clock (1755 of 1980 MHz boost; "
+                            "67 TFLOP/s is the boost clock's); bandwidth: a coalesced load stream measures "
+                            "~2.8 TB/s of 3.35 (84%, mikamirai.com/blog/gpu-memory-bandwidth); SGEMM: "
+                            "cuBLAS FP32 at ~51.6 TFLOP/s for full waves (issue 26's independent model)"),
     "sm_120": Target("sm_120", 120, 99 * 1024, 255, True, False, 1792.0, 104.8, "RTX 5090",
                      sm_count=170, max_threads_per_sm=1536, max_blocks_per_sm=24, smem_per_sm=100 * 1024,
-                     l2_bytes=96 << 20),
+                     l2_bytes=96 << 20, sustained_clock_ghz=2.407, achievable_bandwidth_gbs=1520.0,
+                     sources="clock: the RTX 5090's boost clock (104.8 TFLOP/s = 170 SMs x 256 FLOP x 2.407 GHz; "
+                             "a consumer part holds it); bandwidth: ~85% of 1792 GB/s; SGEMM: not anchored "
+                             "(the peak): calibrate on a device"),
 }
 
 

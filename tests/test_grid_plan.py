@@ -108,7 +108,7 @@ def test_a_stage_ring_hides_dram_latency_with_few_warps():
     # of 4 x 6 KiB stages (3 in flight) per block keeps > bandwidth x latency bytes in flight
     plain = kernel_time(_work(224, False, 0, 0), H100, 64, 0)
     ring = kernel_time(_work(224, True, 3, 4 * 6144), H100, 64, 4 * 6144)
-    full = (50 << 20) / (H100.peak_bandwidth_gbs * 1e3 * 0.85)
+    full = (50 << 20) / (H100.bandwidth_gbs * 1e3)
     assert ring.dram_us == pytest.approx(full)
     assert plain.dram_us > 2 * ring.dram_us
     # too shallow a ring (one 1 KiB stage ahead) does not
@@ -126,7 +126,7 @@ def test_the_reducer_keeps_every_partial_in_a_register():
     # warps) stream 1 MiB near the bandwidth (its 1 MiB is under one bandwidth x latency, so
     # not quite at it), where counting warps alone would put it 10x under
     est = {k.name: k for k in estimate(c.tile_ir, c.kernel_ir, H100).kernels}[red.name]
-    assert est.dram_us < 1.5 * est.work.compulsory_bytes / (H100.peak_bandwidth_gbs * 1e3 * 0.85)
+    assert est.dram_us < 1.5 * est.work.compulsory_bytes / (H100.bandwidth_gbs * 1e3)
 
 
 def test_split_workspace_sums_are_bit_identical_and_atomic_free():

@@ -384,15 +384,44 @@ def test_split_k_needs_two_chunks_per_split_and_leaves_the_rest_to_the_reducer()
                          torch.randn(192, 64, generator=g), config={"003_split_matmul_k.splits": 4})
     assert step(c, "003_split_matmul_k").changed
     assert c.check(backend="sim").ok
-    # 13 chunks of 16 and a tail of 5 in 4 splits of 3: chunk 12 and the tail (21 elements of
-    # K, one loop) are the reducer's, after the partials' order is fixed: bit-identical reruns
+    # 13 chunks of 16 and a tail of 5 in 4 splits of 3: chunk 12 (one loop of 16) and 002's
+    # tail (5, as it was) are the reducer's, after the partials' order is fixed: bit-identical reruns
     a, b = torch.randn(4, 213, generator=g), torch.randn(213, 64, generator=g)
     c = deplokit.compile(lambda a, b: (a @ b) * 0.5, a, b, config={"003_split_matmul_k.splits": 4})
     main, red = step(c, "003_split_matmul_k").after.kernels
     assert main.split_k.leftover == 1 and "1 K chunks left to it" in str(main)
-    assert [(s.var, s.extent) for s in red.tile().body if isinstance(s, Loop)] == [("a2t", 21)]
+    assert [(s.var, s.extent) for s in red.tile().body if isinstance(s, Loop)] == [("a2r", 16), ("a2t", 5)]
     assert c.check(backend="sim", atol=1e-4).ok
     assert torch.equal(c.run(a, b, backend="sim"), c.run(a, b, backend="sim"))
+
+
+# A K built from two reshaped input axes: 002 simplified the chunk body's index under its
+# ranges ((ko * 16 + ki) // 32 read as ko // 2, ki below 16), so the reducer's leftover run
+# must enter as chunk tv // 16 and lane tv % 16 (it once read one 256-long run along an
+# axis of 32 or 96 elements). Default knobs: 003 picks 32 splits of 144 chunks, 16 left over.
+def _reshaped_k_matmul(g):
+    return (lambda x, w: x.reshape(6, 2304) @ w), (torch.randn(6, 72, 32, generator=g),
+                                                    torch.randn(2304, 16, generator=g))
+
+
+def _patch_mixer_linear(g):
+    return ((lambda x, w, b, s, m: F.linear(x.reshape(2, 3, 2304), w, b).transpose(1, 2) * s + m),
+            (torch.randn(2, 3, 72, 32, generator=g), torch.randn(16, 2304, generator=g),
+             torch.randn(16, generator=g), torch.randn(16, 1, generator=g), torch.randn(16, 3, generator=g)))
+
+
+def _attention_out_projection(g):
+    return ((lambda o, w: F.linear(o.transpose(1, 2).reshape(2, 3, 24 * 96), w)),
+            (torch.randn(2, 24, 3, 96, generator=g), torch.randn(32, 2304, generator=g)))
+
+
+@pytest.mark.parametrize("make", [_reshaped_k_matmul, _patch_mixer_linear, _attention_out_projection])
+def test_split_k_leftover_over_a_k_of_reshaped_axes_is_exact_at_default_knobs(make):
+    fn, inputs = make(torch.Generator().manual_seed(0))
+    c = deplokit.compile(fn, *inputs)
+    split = next(k.split_k for k in step(c, "003_split_matmul_k").after.kernels if k.split_k)
+    assert split.splits == 32 and split.leftover == 16
+    assert c.check(backend="sim", atol=1e-3).ok
 
 
 # -- every pass, every new corpus program ---------------------------------------------------------

@@ -149,3 +149,27 @@ def test_resume_refuses_another_runs_file(tmp_path, capsys):
     assert main(args) == 2
     assert "--resume: cannot read" in capsys.readouterr().err
     assert path.read_text() == '{"rows": ['                   # left as it was
+
+
+def test_causal_gqa_sdpa_is_timed_against_both_eager_ways():
+    import torch
+    e = next(x for x in suite_entries("llm") if x.op == "sdpa" and x.name.startswith("sdpa.qwen"))
+    ways = e.eager_ways()
+    assert list(ways) == ["enable_gqa=True", "K/V repeated"]
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, h, 16, 32, generator=g) for h in (e.shapes[0][1], e.shapes[1][1], e.shapes[2][1]))
+    assert q.shape[1] > k.shape[1]                       # grouped: 28 query heads over 4 K/V heads
+    gqa, repeated = (fn(q, k, v) for fn in ways.values())
+    assert torch.allclose(gqa, repeated, atol=1e-6)       # the same attention, two eager ways
+    assert list(next(x for x in suite_entries("llm") if x.op == "matmul").eager_ways()) == ["eager"]
+
+
+@pytest.mark.gpu
+def test_eager_ways_are_timed_on_the_device():
+    from deplokit.runtime.bench import time_eager_ways
+    from deplokit.runtime.device import gpu_available
+    if not gpu_available():
+        pytest.skip("needs a CUDA device")
+    e = next(x for x in suite_entries("llm") if x.op == "sdpa")
+    timed = time_eager_ways(e.eager_ways(), e.inputs(), deplokit.target.get_target("sm_90"), warmup=1, repeats=3)
+    assert set(timed) == set(e.eager_ways()) and all(t > 0 for t in timed.values())

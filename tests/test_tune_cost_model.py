@@ -97,3 +97,43 @@ def test_calibration_recovers_constants_from_measurements_they_produced():
     assert before > 0.01
     assert after < before / 10
     assert fitted.launch_us == pytest.approx(5.0, rel=0.2)
+
+
+def test_the_model_objective_prices_every_kernel_split_k_reducer_included():
+    from deplokit.tune.objective import ModelObjective
+    from deplokit.tune.space import kernel_spaces
+    g = torch.Generator().manual_seed(0)
+    c = deplokit.compile(lambda a, b: a @ b, torch.randn(32, 2048, generator=g), torch.randn(2048, 256, generator=g))
+    assert [k.name for k in c.kernel_ir.kernels] == ["merged_matmul", "merged_matmul_reduce"]
+    whole = estimate(c.tile_ir, c.kernel_ir, c.target)
+    space = kernel_spaces(c.loop_ir, c.target)[0]
+    leaf = space.default_leaf()
+    program = space.program_with(leaf)
+    assert [k.name for k in program.kernels] == ["merged_matmul", "merged_matmul_reduce"]
+    # the trial is what the compiled program costs: the split kernel and its reducer
+    assert ModelObjective(c.target, ptxas=False)(space, leaf) == pytest.approx(whole.time_us)
+    assert whole.time_us > whole.kernels[0].time_us + CostConstants().launch_us
+
+
+def test_target_data_is_what_a_part_sustains_with_its_sources():
+    for t in map(get_target, ("sm_80", "sm_90", "sm_120")):
+        boost = t.peak_fp32_tflops * 1e12 / (t.sm_count * t.fp32_lanes_per_sm * 2)
+        assert t.clock_hz <= boost * 1.001
+        assert t.bandwidth_gbs < t.peak_bandwidth_gbs
+        assert t.fp32_tflops <= t.sm_count * t.fp32_lanes_per_sm * 2 * t.clock_hz / 1e12 * 1.001
+        assert t.sources
+    assert H100.clock_hz == 1.755e9 and H100.fp32_tflops == 51.6
+
+
+def test_few_warps_issue_at_their_own_rate_not_an_occupancy_fraction():
+    # one issue-bound grid of blocks of 1, 2, 4 and 8 warps, one block per SM: an SM issues
+    # warps x warp_issue instructions a clock until its 4 schedulers are full
+    w = _work(deplokit.compile(lambda x: torch.sigmoid(x) * 2.0, torch.randn(1 << 20)))
+    base = dataclasses.replace(w, blocks=H100.sm_count, instructions=1e9, fp_instructions=0.0, flops=0.0,
+                               compulsory_bytes=1024, requested_bytes=1024, sector_bytes=1024, smem_wavefronts=0)
+    sm = {warps: kernel_time(dataclasses.replace(base, threads=32 * warps), H100, 32, 0).sm_us
+          for warps in (1, 2, 4, 8, 16)}
+    rate = CostConstants().warp_issue
+    assert sm[1] == pytest.approx(1e9 / (rate * H100.sm_count * H100.clock_hz) * 1e6)
+    assert sm[1] / sm[2] == pytest.approx(2.0) and sm[2] / sm[4] == pytest.approx(2.0)
+    assert sm[8] == pytest.approx(sm[16])        # 8 warps fill the schedulers

@@ -40,3 +40,21 @@ def occupancy(target, threads: int, registers: int | None, smem_bytes: int | Non
     limiter = min(("threads", "registers", "smem", "blocks"), key=lambda k: limits.get(k, 1 << 30))
     blocks = limits[limiter]
     return Occupancy(blocks, blocks * warps, max_warps, limiter)
+
+
+def sm_balance(blocks: int, sm_count: int) -> float:
+    """How evenly `blocks` blocks load `sm_count` SMs: the mean blocks per SM over the busiest
+    SM's (ceil(blocks / sm_count)); 1.0 for whole waves. 148 blocks on 132 SMs: 0.56 (16 SMs
+    run two, 116 one, and the kernel lasts as long as the two)."""
+    if blocks < 1 or sm_count < 1:
+        return 0.0
+    return blocks / (sm_count * -(-blocks // sm_count))
+
+
+BALANCED = 0.90          # SM balance a grid should reach ...
+MANY_PER_SM = 8          # ... unless it gives each SM at least this many blocks (the tail is small)
+
+
+def balanced(blocks: int, sm_count: int) -> bool:
+    """Whether a grid of `blocks` keeps `sm_count` SMs evenly loaded (issue 26's bar)."""
+    return blocks >= MANY_PER_SM * sm_count or sm_balance(blocks, sm_count) >= BALANCED

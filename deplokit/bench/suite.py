@@ -56,6 +56,15 @@ class SuiteEntry:
         """The function of this entry's inputs that deplokit, eager and torch.compile run."""
         return _PROGRAMS[self.op](self)
 
+    def eager_ways(self) -> dict:
+        """The ways torch eager can run this entry, by name, the suite's program first: the
+        eager time is the fastest of them (runner.run_entry says which). Causal GQA SDPA in
+        FP32 runs with `enable_gqa=True` or with K/V repeated to the query heads: the SDPA
+        backends differ in which of the two they take, so both are timed."""
+        if self.op != "sdpa":
+            return {"eager": self.program()}
+        return {"enable_gqa=True": self.program(), "K/V repeated": _sdpa_repeated_kv}
+
     def inputs(self, seed: int = 0, device="cpu", empty: bool = False) -> tuple[torch.Tensor, ...]:
         """Seeded inputs (`empty`: uninitialised, for compiling only). Matmul weights are
         scaled by 1/sqrt(K) so outputs stay O(1) and FP32 comparisons stay meaningful."""
@@ -74,6 +83,13 @@ class SuiteEntry:
 def _rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _sdpa_repeated_kv(q, k, v):
+    """Causal SDPA with each K/V head repeated to the query heads it serves (no enable_gqa)."""
+    groups = q.shape[1] // k.shape[1]
+    return F.scaled_dot_product_attention(q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1),
+                                          is_causal=True)
 
 
 def _program_rmsnorm(e):

@@ -100,6 +100,29 @@ def matmul(expr, with_bias=False):
     return make
 
 
+def reshaped_k(rng, shape, inp):
+    """A matmul whose K merges the value's last two axes (after moving the third-last axis
+    behind the second-last in the attention out-projection's form), on a few rows: the K of
+    reshaped axes, long K and skinny M that give 003 high split counts with chunks left to
+    the reducer (issue 29: its leftover run once read one long run along one axis)."""
+    if len(shape) < 2:
+        return None
+    x, lead = "{x}", list(shape[:-2])
+    if len(shape) >= 4 and rng.random() < 0.7:
+        x += f".transpose({len(shape) - 3}, {len(shape) - 2})"
+        lead[-1], mid = shape[-2], shape[-3]
+    else:
+        mid = shape[-2]
+    K, N = mid * shape[-1], rng.choice((1, 3, 16, 31, 33))
+    rows = numel(lead)
+    if K < 64 or rows * K * N > MAX_MATMUL or rows * N > MAX_NUMEL:
+        return None
+    flat = f"{x}.reshape({', '.join(map(str, lead + [K]))})"
+    if rng.random() < 0.5:
+        return f"{flat} @ {inp((K, N))}", tuple(lead) + (N,)
+    return f"F.linear({flat}, {inp((N, K))}, {inp((N,))})", tuple(lead) + (N,)
+
+
 def batched(expr):
     def make(rng, shape, inp):
         if len(shape) != 3:

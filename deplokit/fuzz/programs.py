@@ -16,6 +16,10 @@ from .limits import MAX_NUMEL, ODD, numel
 LONG_ROWS = (12289, 49999, 65537)   # past a block's static shared memory; the last two past 227 KiB
 MAX_LONG = 140_000          # elements of a value of a few long rows
 TARGETS = ("sm_80", "sm_90", "sm_120")
+# Few rows over a long K of two axes (a (rows, A, B) or (b, A, s, B) value that
+# reshaped_k_matmul flattens): 003's high split counts with leftover chunks (issue 29).
+SKINNY_ROWS = (1, 2, 3, 6)
+K_AXES = ((72, 32), (24, 96), (129, 31), (33, 127), (96, 24))
 
 
 @dataclass
@@ -31,14 +35,20 @@ class Case:
         return "; ".join(self.text.splitlines())
 
 
-def _shape(rng) -> tuple[int, ...]:
+def _shape(rng) -> tuple[tuple[int, ...], str | None]:
+    """A start shape, and the template its first step prefers (None: any)."""
     while True:
+        lead = None
         rank = rng.choice((1, 2, 2, 3, 3))
         shape = [rng.choice(ODD) for _ in range(rank)]
         if rng.random() < 0.15:
             shape = [rng.choice((1, 2))] * (rank - 1) + [rng.choice(LONG_ROWS)]
+        elif rng.random() < 0.08:
+            (a, b), rows = rng.choice(K_AXES), rng.choice(SKINNY_ROWS)
+            shape = [rows, a, b] if rng.random() < 0.5 else [rows if rows < 3 else 2, a, 3, b]
+            lead = "reshaped_k_matmul"
         if numel(shape) <= (MAX_LONG if shape[-1] in LONG_ROWS else MAX_NUMEL):
-            return tuple(shape)
+            return tuple(shape), lead
 
 
 def random_knobs(rng, pass_knobs) -> dict:
@@ -67,7 +77,8 @@ def generate(seed: int, index: int, templates, knobs) -> Case:
         pending.append(f"{name} = {factory or f'torch.randn({dims})'}")
         return name
 
-    shape = _shape(rng)
+    shape, lead = _shape(rng)
+    first = [t for t in templates if t.name == lead]
     current = new_input(shape)
     lines += pending
     used, values = [], [(current, shape)]
@@ -75,7 +86,7 @@ def generate(seed: int, index: int, templates, knobs) -> Case:
     tries = 0
     while len(used) < steps and tries < 40:
         tries += 1
-        t = rng.choice(templates)
+        t = first[0] if first and not used and rng.random() < 0.8 else rng.choice(templates)
         pending.clear()
         made = t.make(rng, shape, new_input)
         if made is None or numel(made[1]) > max(MAX_NUMEL, numel(shape)):

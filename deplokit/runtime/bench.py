@@ -298,3 +298,22 @@ def _kernel_resources(c, exe, launch, ptxas: PtxasStats):
     except Exception:
         occ = theoretical_occupancy(c.target, launch.threads, regs, smem).fraction
     return regs, smem, occ
+
+
+def time_eager_ways(ways: dict, inputs, target, *, warmup: int = 10, repeats: int = 100,
+                    device: TimingDevice | None = None) -> dict[str, float]:
+    """Median µs of each eager callable of `ways` (name -> fn) on `inputs`, in true FP32 (no
+    TF32), timed as bench_compilation times eager; a way that fails is left out."""
+    if device is None:
+        require_gpu("benchmarking")
+        device = cuda_timing_device(target)
+    inputs_dev = tuple(t.detach().to(device.torch_device) for t in inputs)
+    out = {}
+    with fp32_matmuls(), torch.no_grad():
+        for name, fn in ways.items():
+            try:
+                out[name] = statistics.median(time_runs(lambda: fn(*inputs_dev), device.clock, warmup=warmup,
+                                                        repeats=repeats, flush=device.flush))
+            except Exception:           # a backend refusing one form: the other ways still count
+                continue
+    return out

@@ -29,9 +29,9 @@ from .space import kernel_spaces
 
 # Constants the fit may move, and how far (a factor either way) from the default.
 FITTED = {"launch_us": 8.0, "l2_bandwidth_ratio": 4.0, "l2_miss": 8.0, "dram_efficiency": 1.2,
-          "mem_occupancy": 4.0, "compute_occupancy": 4.0, "overlap": 4.0, "barrier_cycles": 8.0,
+          "mem_occupancy": 4.0, "warp_issue": 2.0, "overlap": 4.0, "barrier_cycles": 8.0,
           "latency_cycles": 4.0}
-_CAPS = {"dram_efficiency": 1.0, "overlap": 1.0, "mem_occupancy": 1.0, "compute_occupancy": 1.0, "l2_miss": 1.0}
+_CAPS = {"dram_efficiency": 1.0, "overlap": 1.0, "mem_occupancy": 1.0, "warp_issue": 1.0, "l2_miss": 1.0}
 
 
 @dataclass(frozen=True)

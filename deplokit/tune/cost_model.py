@@ -8,7 +8,9 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
     SM       warp instructions issued (4 per SM per clock), FP32/SFU pipe cycles, and
              shared-memory wavefronts (1 per SM per clock: bank conflicts cost here)
     latency  occupancy (resident warps, from threads, registers and shared memory per block)
-             hides it: below `mem_occupancy` / `compute_occupancy` the roofs scale down;
+             hides it: below `mem_occupancy` the memory roofs scale down; an SM issues
+             min(4, resident warps x `warp_issue`) instructions a clock (a single warp
+             issues one at most, and less when its instructions depend on each other);
              a kernel whose stage ring keeps bandwidth x `latency_cycles` bytes in flight
              GPU-wide (Little's law) streams at the full DRAM rate with few warps;
              a grid too small for the GPU or a partial last wave leaves SMs idle
@@ -25,6 +27,11 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
     time = launch + max(dram, l2, sm) + overlap * (the other two) + barriers
              (overlap halved for a kernel whose stages are double buffered or prefetched)
 
+Cycles are priced at the target's sustained clock, bytes at its achievable bandwidth, and no
+FP32 kernel is priced faster than the target's cuBLAS-class SGEMM rate (Target's data, with
+their sources). `estimate` prices every kernel of a program, split-K reducers and zero fills
+included: the model objective's trial is the sum.
+
 Registers and shared memory come from ptxas when its statistics are given (tune/objective.py
 compiles each candidate once, and the cache keeps them); otherwise registers are estimated
 from the Kernel IR (register arrays and scalars) and shared memory from its arrays. The
@@ -35,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..analysis.occupancy import occupancy as sm_occupancy
+from ..analysis.traffic import program_cost
 from ..analysis.work import KernelWork, count_work
 from ..ir import kernel_ir as K
 from ..ir.loop_ir import Loop
@@ -47,9 +55,11 @@ class CostConstants:
     launch_us: float = 2.5            # per kernel launch
     l2_bandwidth_ratio: float = 3.0   # L2 bandwidth as a multiple of DRAM's
     l2_miss: float = 0.05             # share of the re-read sectors that go to DRAM
-    dram_efficiency: float = 0.85     # of the peak, for a well-fed stream
+    dram_efficiency: float = 1.0      # of the target's achievable bandwidth (Target.bandwidth_gbs)
     mem_occupancy: float = 0.30       # GPU-wide resident warps past which memory latency is hidden
-    compute_occupancy: float = 0.20   # the same for the SM pipes
+    warp_issue: float = 0.5           # instructions one warp issues per clock outside a main loop
+                                      # (a dependent FP32 op waits ~4 clocks; straight-line code
+                                      # has a little ILP): an SM's 4 schedulers fill at 8 warps
     overlap: float = 0.15             # how much of the non-bounding terms still shows
     barrier_cycles: float = 30.0      # per block barrier, per wave
     latency_cycles: float = 800.0     # a global -> shared copy, issue to arrival
@@ -146,7 +156,9 @@ def main_loop_time(loop: MainLoop, threads: int, per_sm: int, waves: int, clock:
     clock) and a stage's latency not covered by the passes it was fetched ahead of
     (`pipelined`: that many passes, 015's prefetch distance; True is one)."""
     warps = per_sm * -(-threads // 32)
-    issue = warps * loop.issue / 4
+    # a main loop's FFMAs are independent (one per register-block output): a warp issues one
+    # a clock, so fewer than 4 warps leave schedulers idle
+    issue = warps * loop.issue / min(4, warps)
     smem = warps * loop.wavefronts
     compute = max(issue, smem)
     ahead = int(pipelined)                 # passes a stage is fetched ahead of its use (True: one)
@@ -165,12 +177,12 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     first use (split-K's reducer: S partials per output, one register each, all in flight)."""
     c = constants
     sms, lanes, max_warps = target.sm_count, target.fp32_lanes_per_sm, target.max_threads_per_sm // 32
-    clock = target.peak_fp32_tflops * 1e12 / (sms * lanes * 2)          # cycles per second
+    clock = target.clock_hz                                             # sustained, cycles per second
     per_sm, occ = occupancy(target, work.threads, registers, smem)
     resident = min(work.blocks, sms * per_sm)
     waves = -(-work.blocks // (sms * per_sm))
     gpu_occ = resident * -(-work.threads // 32) / (sms * max_warps)
-    bandwidth = target.peak_bandwidth_gbs * 1e3                          # bytes per µs
+    bandwidth = target.bandwidth_gbs * 1e3                               # achievable, bytes per µs
     # Memory latency is hidden by warps waiting on loads, or (Little's law) by the bytes a
     # stage ring keeps in flight: bandwidth x latency of them saturate DRAM, however few warps
     ahead = work.requested_bytes / work.blocks if straight and work.blocks else bytes_in_flight(work)
@@ -181,10 +193,12 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     dram = min(work.compulsory_bytes, sectors) + c.l2_miss * max(0.0, sectors - work.compulsory_bytes)
     dram_us = dram / (bandwidth * c.dram_efficiency * mem_eff)
     l2_us = sectors / (bandwidth * c.l2_bandwidth_ratio * mem_eff)
-    cycles = max(work.instructions / 4, work.fp_instructions / (lanes / 32), work.smem_wavefronts)
     active = min(sms, work.blocks)
-    sm_occ = min(1.0, (occ if work.blocks >= sms else gpu_occ * sms / active) / c.compute_occupancy)
-    sm_us = cycles / (active * clock * sm_occ) * 1e6 if cycles else 0.0
+    # an SM's issue rate: its resident warps (of this grid) at `warp_issue` each, 4 at most
+    warps_per_sm = min(per_sm, -(-work.blocks // sms)) * -(-work.threads // 32)
+    rate = min(4.0, warps_per_sm * c.warp_issue)
+    cycles = max(work.instructions / rate, work.fp_instructions / (lanes / 32), work.smem_wavefronts)
+    sm_us = cycles / (active * clock) * 1e6 if cycles else 0.0
     tail = work.blocks / (waves * sms * per_sm)
     # A main loop of multiply-adds off shared memory (a matmul's K loop) is priced as nvcc
     # issues it; other kernels keep the Tile-IR counts above.
@@ -192,6 +206,7 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
                             work.prefetch or work.pipelined, c) if loop is not None and loop.ffma and loop.shared_loads else None
     if looped is not None:
         sm_us = looped.us
+    sm_us = max(sm_us, work.flops / (target.fp32_tflops * 1e6))      # no faster than cuBLAS's SGEMM
     barrier_us = work.barriers * c.barrier_cycles * waves / clock * 1e6
     parts = {"dram": dram_us, "l2": l2_us, "sm": sm_us}
     bound = max(parts, key=parts.get)
@@ -215,7 +230,7 @@ def bytes_in_flight(work: KernelWork) -> float:
 def _zero_time(func: K.KernelFunc, target, constants: CostConstants) -> KernelEstimate:
     """A kernel with no Tile IR behind it (split-K's zero fill): a plain store stream."""
     n = func.threads * func.grid[0] * func.grid[1] * func.grid[2]
-    dram_us = 4 * n / (target.peak_bandwidth_gbs * 1e3 * constants.dram_efficiency)
+    dram_us = 4 * n / (target.bandwidth_gbs * 1e3 * constants.dram_efficiency)
     return KernelEstimate(func.name, constants.launch_us + dram_us, dram_us, 0.0, 0.0, 0.0, 1.0, 16, 0, "dram", None)
 
 
@@ -260,3 +275,12 @@ __all__ = ["CostConstants", "bytes_in_flight", "Estimate", "KernelEstimate", "Do
            "matmul_like",
            "LoopTime",
            "occupancy", "estimate_registers", "roofline_us"]
+
+
+def first_principles_us(loop_program, target) -> float:
+    """The floor of a whole program on `target`: its compulsory bytes (inputs and outputs,
+    no temporaries: analysis/traffic.program_cost) at the achievable DRAM bandwidth, or its
+    FLOPs at the cuBLAS-class FP32 rate, whichever is longer, plus one launch."""
+    cost = program_cost(loop_program)
+    return CostConstants().launch_us + max(cost.bytes / (target.bandwidth_gbs * 1e3),
+                                           cost.flops / (target.fp32_tflops * 1e6))

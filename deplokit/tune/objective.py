@@ -4,11 +4,14 @@ An objective maps (kernel space, leaf) to microseconds, or raises TrialFailed wi
 (a block that does not fit, nvcc refusing the source): the tuner records a failed trial and
 the search moves on.
 
-`model` materialises the one scheduled kernel, renders its CUDA and, when nvcc is installed,
-compiles it once for ptxas's registers, shared memory and spills (~0.3 s a kernel; the stats
-are kept in the tune cache by the hash of the source, so a kernel is never compiled twice),
-then prices it with tune/cost_model.py. `gpu` recompiles the whole program with the kernel's
-config and times it with `Compilation.bench` (the CuPy backend).
+`model` materialises the one scheduled kernel with every kernel it brings (a split-K leaf's
+reducer, a repacking leaf's repack kernels: KernelSpace.program_with), so a trial costs what
+the compiled program would launch for it; it renders their CUDA and, when nvcc is installed,
+compiles them once for ptxas's registers, shared memory and spills (~0.3 s a kernel; the
+stats are kept in the tune cache by the hash of the source, so a kernel is never compiled
+twice), then prices them all with tune/cost_model.py: the trial is their sum. `gpu`
+recompiles the whole program with the kernel's config and times it with `Compilation.bench`
+(the CuPy backend).
 """
 from __future__ import annotations
 

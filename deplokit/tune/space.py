@@ -30,7 +30,8 @@ from ..passes.record import Skip
 from ..passes.schedule import SCHEDULE, initial
 from ..passes.schedule.repack import repack_kernel, with_workspaces
 from ..passes.schedule.repack import workspace_buffer as repack_workspace
-from ..passes.schedule.t003_split_matmul_k import workspace_buffer
+from ..passes.schedule.t003_split_matmul_k import PASS as SPLIT_PASS
+from ..passes.schedule.t003_split_matmul_k import reducer, workspace_buffer
 
 DEPTH = len(SCHEDULE)
 
@@ -230,18 +231,41 @@ class KernelSpace:
         return n
 
     def program_with(self, leaf: Leaf) -> TileProgram:
-        """A Tile program holding this kernel, scheduled as `leaf` (to materialise it). A
-        split-K leaf writes 003's workspace (declared here; its reducer is not part of it); a
-        repacking leaf runs after 011's repack kernels, which fill its workspaces (priced too)."""
+        """A Tile program holding this kernel, scheduled as `leaf` (to materialise it), and
+        every kernel it brings: a repacking leaf runs after 011's repack kernels, which fill its
+        workspaces; a split-K leaf writes 003's workspace and is followed by its reducer,
+        scheduled by the passes after 003 with their defaults, as the pipeline schedules it.
+        The model objective prices them all."""
         written = self.program.written
         split = leaf.kernel.split_k
+        after = ()
         if split is not None and split.workspace not in self.types:
             out = self.types[self.program.kernel(self.kernel_name).outputs[0]]
             written += (workspace_buffer(split, out),)
+            after = (self.reducer_of(leaf, written[-1]),)
         types, repacks = self.types, [r for r in leaf.kernel.repacks if r.workspace not in self.types]
         written += tuple(repack_workspace(r, types[r.tensor].dtype) for r in repacks)
         kernels = tuple(repack_kernel(r, types[r.tensor], leaf.kernel.name, self.target, types) for r in repacks)
-        return TileProgram(self.program.buffers, written, kernels + (leaf.kernel,), self.program.outputs)
+        return TileProgram(self.program.buffers, written, kernels + (leaf.kernel,) + after, self.program.outputs)
+
+    def reducer_of(self, leaf: Leaf, workspace) -> TileKernel:
+        """The split-K reducer of `leaf`'s kernel: 003's `reducer` of the kernel as 003 read it
+        (passes before it with the leaf's knobs), scheduled by the passes after 003 with their
+        default knobs (a kernel of its own name: no knob of the leaf's config is its)."""
+        config = dict(leaf.config)
+        at = SCHEDULE.index(SPLIT_PASS)
+        kernel = self.root.kernel
+        for p in SCHEDULE[:at]:
+            knobs = {k.name: config.get(f"{p.name}.{k.name}", d)
+                     for k, d in zip(p.knobs, p.knob_values(kernel, self.target, {}).values())}
+            kernel = self._run(p, kernel, knobs) or kernel
+        types = dict(self.types, **{workspace.name: workspace.type})
+        red = reducer(kernel, leaf.kernel.split_k)
+        for p in SCHEDULE[at + 1:]:
+            result, _ = p.apply_to(red, self.target, p.knob_values(red, self.target, {}), types)
+            if not isinstance(result, Skip):
+                red = result
+        return red
 
 
 def kernel_spaces(program: LoopProgram, target) -> list[KernelSpace]:

@@ -31,14 +31,33 @@ that launch at least one block per SM (the cheapest of all when none does):
 
 time = max(dram, issue, in-flight limit) + latency. The numbers are lower bounds (peaks,
 hardly any bookkeeping): they rank candidates, they do not predict a time (that is the
-cost model's, tune/cost_model.py). 003 takes the plan's split count, 005 the thread shape
-that plan gives that split count, 008 the register block for that split and thread shape:
-the same argmin over a narrower set, so the three agree whenever the knobs are defaults.
+cost model's, tune/cost_model.py).
+
+Balance (issue 26). A grid whose blocks do not divide evenly over the SMs runs as long as
+its busiest SM: 148 blocks on 132 SMs keep 16 SMs on two tiles while 116 idle after one (SM
+balance = mean blocks per SM / the busiest SM's = 0.56). Every candidate is ranked first by
+whether it keeps the SMs evenly loaded (analysis.occupancy.balanced: balance >= 0.90, or at
+least 8 blocks per SM) where that costs at most BALANCE_SLACK more, then by its time (the
+busiest SM's issue already prices a partial wave: a balanced grid of smaller tiles or more
+splits can cost more than the tail it removes, e.g. N = 5632 = 2^9 x 11 on 132 = 12 x 11
+SMs, where power-of-two tiles and dividing splits give 2.67 or 5.33 blocks per SM (0.89) or
+at least 10.67 in tiles of a quarter the size; stream-K would balance it, not done yet).
+
+`decide` is the default grid of any chunked matmul: the skinny plan above, or, for any
+other matmul whose default tiles and split rule leave the SMs unevenly loaded, the cheapest
+balanced (tile, split count) over the default thread shapes, register blocks and every split
+count (3 or 7 splits balance grids no power of two does: 148 output tiles x 7 = 1036 blocks,
+7.85 per SM). 003 takes the decision's split count, 005 its thread shape and 008 its register
+block (`decided`); at other knobs 005 and 008 take the plan for that split count and thread
+shape: the same argmin over a narrower set, so the three agree whenever the knobs are
+defaults.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
+from ...analysis.occupancy import balanced, sm_balance
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, walk
 from .block_shape import (
@@ -46,13 +65,18 @@ from .block_shape import (
     MAX_DEFAULT_SIDE,
     MIN_DEFAULT_THREADS,
     THREAD_SHAPES,
+    blocks_of,
     default_extent,
+    default_extents,
+    default_thread_shape,
     fitted_threads,
     loads_per_ffma,
     parse_shape,
 )
 
-SPLITS = (1, 2, 4, 8, 16, 32, 64)
+SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
+FULL_BLOCK = 256           # threads of the blocks the old fill check counts
+BALANCE_SLACK = 1.10       # a balanced grid wins if it costs at most this much more
 GRID_TARGET = 132          # SMs of an H100, for a target that does not say
 SKINNY_ROWS = 256          # outputs of at most two 128-row tiles: the plan's domain; taller ones
                            # fill the SMs with M tiles and keep 003's simple rule
@@ -117,15 +141,34 @@ def worth_filling(chunks: int) -> bool:
     return chunks >= 8 * MIN_CHUNKS
 
 
+POW2_SPLITS = (2, 4, 8, 16, 32, 64)   # the counts whose leftover chunks the reducer may take
+
+
 def split_counts(chunks: int, least: int, dividing: bool = False) -> tuple[int, ...]:
     """The split counts of SPLITS (2 up) that leave each split at least `least` of `chunks`
-    (`dividing`: only those that divide them; else the rest goes to the reducer)."""
-    return tuple(s for s in SPLITS[1:] if chunks // s >= least and not (dividing and chunks % s))
+    (`dividing`: only those that divide them; else the rest goes to the reducer). A count
+    that is not a power of two is offered only where it divides the chunks: a leftover chunk
+    is the reducer's, one thread an output walking it off L2 (qwen down_proj at 128 rows,
+    7 splits of 1184 chunks: a 127 µs reducer by the cost model)."""
+    return tuple(s for s in SPLITS[1:] if chunks // s >= least
+                 and not ((dividing or s not in POW2_SPLITS) and chunks % s))
 
 
 def _cheapest(m, n, chunks, bk, target, other, counts, threads) -> GridPlan | None:
+    """The cheapest candidate; the cheapest balanced one instead where it costs at most
+    BALANCE_SLACK times as much (the ranking's lower bounds miss what an idle SM costs)."""
+    best, even = _best_two(m, n, chunks, bk, target, other, counts, threads)
+    return even if even is not None and even.us <= BALANCE_SLACK * best.us else best
+
+
+def _best_two(m, n, chunks, bk, target, other, counts, threads):
+    """(the cheapest candidate, the cheapest balanced one filling the SMs with a register
+    block at least as large, or None). Balance may not shrink the register block: this
+    ranking prices a 4 x 4 block's K loop ~12% over an 8 x 8's per FFMA, the cost model
+    (from the Kernel IR nvcc compiles) ~1.6x (qwen gate_proj at 32 rows: 185 vs 114 µs)."""
     sms = sm_count(target)
     best, best_key = None, None
+    evens = []
     for order, (shape, t) in enumerate(_thread_options(m, n, threads)):
         for tm in EXTENTS:
             for tn in EXTENTS:
@@ -136,7 +179,11 @@ def _cheapest(m, n, chunks, bk, target, other, counts, threads) -> GridPlan | No
                     key = (cand.blocks < sms, round(cand.us, 4), cand.workspace_bytes, -tm * tn, order)
                     if best_key is None or key < best_key:
                         best, best_key = cand, key
-    return best
+                    if cand.blocks >= sms and balanced(cand.blocks, sms):
+                        evens.append((key, cand))
+    least = best.regs[0] * best.regs[1]
+    evens = [(key, c) for key, c in evens if c.regs[0] * c.regs[1] >= least]
+    return best, min(evens, key=lambda kc: kc[0])[1] if evens else None
 
 
 def _thread_options(m: int, n: int, threads: tuple[int, int] | None) -> list[tuple[str, tuple[int, int]]]:
@@ -156,8 +203,8 @@ def _thread_options(m: int, n: int, threads: tuple[int, int] | None) -> list[tup
 
 def _price(m, n, chunks, bk, target, other, shape, threads, regs, splits) -> GridPlan:
     sms = sm_count(target)
-    clock = target.peak_fp32_tflops * 1e12 / (sms * target.fp32_lanes_per_sm * 2)      # cycles per second
-    bw = target.peak_bandwidth_gbs * 1e9                                               # bytes per second
+    clock = target.clock_hz                                                            # cycles per second
+    bw = target.bandwidth_gbs * 1e9                                                    # bytes per second
     bm, bn = threads[0] * regs[0], threads[1] * regs[1]
     tiles_m, tiles_n = -(-m // bm), -(-n // bn)
     blocks = other * tiles_m * tiles_n * splits
@@ -240,3 +287,110 @@ def split_geometry(kernel) -> SplitGeometry | None:
             sizes[a.role if a.role in ("M", "N") else ""] *= a.extent
     return SplitGeometry(sizes["M"], sizes["N"], sizes[""], splits[0],
                          splits[0] * outer.extent + kernel.split_k.leftover, inner.extent)
+
+
+def thread_tiles(m: int, n: int, other: int, sms: int) -> float:
+    """Blocks blockify and 008's default register block would launch without a split,
+    counted in blocks of FULL_BLOCK threads (a grid of 128-thread blocks needs twice as many
+    to keep as many warps in flight): 003's check that the output tiles fill the SMs."""
+    shape = default_thread_shape(m, n, sms)
+    t = parse_shape(shape)
+    padded = (t[0] * -(-m // t[0]), t[1] * -(-n // t[1]))
+    regs = default_extents(padded[0], padded[1], sms, t)
+    blocks = other
+    for size, th, r in zip((m, n), t, regs):
+        if size > th:
+            blocks *= -(-size // (th * r))
+    fitted = min(t[0], _pow2(m)) * min(t[1], _pow2(n))
+    return blocks * fitted / FULL_BLOCK
+
+
+def _pow2(x: int) -> int:
+    p = 1
+    while p < x:
+        p *= 2
+    return p
+
+
+def old_splits(m: int, n: int, chunks: int, other: int, target) -> int:
+    """003's rule before balance: 1 when the default tiles fill the SMs; else the skinny
+    plan's count, or the fewest dividing splits that fill the SMs with the default tiles."""
+    sms = sm_count(target)
+    if thread_tiles(m, n, other, sms) >= sms:
+        return 1
+    fits = split_counts(chunks, MIN_CHUNKS, dividing=True)
+    fits = tuple(s for s in fits if s in POW2_SPLITS)
+    tiles = thread_tiles(m, n, other, sms)
+    return next((s for s in fits if tiles * s >= sms), fits[-1] if fits else 1)
+
+
+def default_blocks(m: int, n: int, other: int, splits: int, target) -> int:
+    """Blocks of the default thread shape and register block (block_shape.py) at `splits`."""
+    sms = sm_count(target)
+    t = fitted_threads(parse_shape(default_thread_shape(m, n, sms)), m, n)
+    return other * splits * blocks_of(m, n, t, default_extents(m, n, sms, t))
+
+
+@lru_cache(maxsize=4096)
+def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tuple[GridPlan | None, str]:
+    """The default grid of a chunked m x n matmul (times `other`) over `chunks` K chunks of
+    `bk`, and why: the skinny plan where the default tiles leave SMs without a block; else
+    None (the default tiles, 003's old split rule) when those keep the SMs evenly loaded;
+    else the cheapest balanced grid of tiles and splits (see the module)."""
+    sms = sm_count(target)
+    if thread_tiles(m, n, other, sms) < sms:
+        skinny = plan(m, n, chunks, bk, target, other)
+        if skinny is not None:
+            because = "planned to fill the SMs"
+            if not balanced(skinny.blocks, sms):
+                counts = (skinny.splits,) + split_counts(chunks, MIN_CHUNKS)
+                _, even = _best_two(m, n, chunks, bk, target, other, counts, None)
+                because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
+                                                f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
+                                                "no tile and split count balances it") + " (stream-K would)")
+            return skinny, _why(skinny, sms, because)
+    s0 = old_splits(m, n, chunks, other, target)
+    blocks = default_blocks(m, n, other, s0, target)
+    if balanced(blocks, sms) or blocks < sms or chunks < 2 * MIN_CHUNKS:
+        return None, ""          # even already, or too small a grid to fill: 003's old rule
+    counts = (1,) + split_counts(chunks, MIN_CHUNKS)
+    best = _cheapest(m, n, chunks, bk, target, other, counts, None)
+    if best is None or sm_balance(best.blocks, sms) <= sm_balance(blocks, sms):
+        return None, ""
+    return best, _why(best, sms, f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}")
+
+
+def _why(p: GridPlan, sms: int, because: str) -> str:
+    bm, bn = p.threads[0] * p.regs[0], p.threads[1] * p.regs[1]
+    return (f"grid {p.blocks} blocks ({bm}x{bn} tiles x {p.splits} split{'s' if p.splits > 1 else ''}) on {sms} "
+            f"SMs: {p.blocks / sms:.2f} per SM, SM balance {sm_balance(p.blocks, sms):.2f} ({because})")
+
+
+def matmul_geometry(kernel) -> SplitGeometry | None:
+    """split_geometry of any chunked matmul kernel, split or not (splits 1 without 003's axis);
+    None for any other kernel."""
+    if kernel.split_k is not None:
+        return split_geometry(kernel)
+    try:
+        tile = kernel.tile()
+    except ValueError:
+        return None
+    outer = next((s for s, _ in walk(tile.body) if isinstance(s, Loop) and s.role == "K"
+                  and any(isinstance(c, Loop) and c.role == "K" for c in s.body)), None)
+    if outer is None or not any(a.role in ("M", "N") for a in tile.axes):
+        return None
+    inner = next(c for c in outer.body if isinstance(c, Loop) and c.role == "K")
+    sizes = {"M": 1, "N": 1, "": 1}
+    for a in tile.axes:
+        sizes[a.role if a.role in ("M", "N") else ""] *= a.extent
+    return SplitGeometry(sizes["M"], sizes["N"], sizes[""], 1, outer.extent, inner.extent)
+
+
+def decided(kernel, target) -> GridPlan | None:
+    """`decide`'s grid for a matmul kernel when the kernel has the split count it chose (005
+    and 008 read their defaults from it), else None."""
+    g = matmul_geometry(kernel)
+    if g is None:
+        return None
+    p, _ = decide(g.m, g.n, g.chunks, g.bk, target, g.other)
+    return p if p is not None and p.splits == g.splits else None

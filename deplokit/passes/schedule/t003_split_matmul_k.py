@@ -59,24 +59,27 @@ the reducer with the K tail (`leftover`, priced by the plan). An output of more 
 SKINNY_ROWS rows, or a K loop under 8 x MIN_CHUNKS chunks (grid_plan.worth_filling), keeps
 the default tiles and takes the fewest dividing splits
 that fill the SMs (the most that leave MIN_CHUNKS chunks each if none does).
+
+Balance (issue 26). Where that grid leaves the SMs unevenly loaded (SM balance = mean blocks
+per SM / the busiest SM's under 0.90, fewer than 8 blocks per SM), grid_plan.decide takes the
+cheapest balanced tile and split count instead (qwen gate_proj at 128 rows: 148 tiles of
+128 x 128 on 132 SMs, 0.56, become 7 splits of them, 1036 blocks, 0.98); 005 and 008 read
+the same decision, and the trace says the grid, its balance and why.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import const, var
+from ...ir.index import const, floordiv, mod, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
 from ...ir.types import Buffer, TensorType
-from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
-from .block_shape import default_extents, default_thread_shape, parse_shape
-from .grid_plan import MIN_CHUNKS, SHORT_CHUNKS, SPLITS, plan, sm_count, split_counts
-from .knobs import pow2_at_least
+from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
+from .grid_plan import FULL_BLOCK, MIN_CHUNKS, SHORT_CHUNKS, SPLITS, decide, old_splits, sm_count, thread_tiles
 from .rewrite import used_vars
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
-FULL_BLOCK = 256       # threads of the blocks the fill check counts
 
 
 class _Matmul:
@@ -143,40 +146,29 @@ def _extents(tile: Tile) -> tuple[dict, int]:
 
 
 def _thread_tiles(tile: Tile, sm_count: int) -> float:
-    """Blocks blockify and 008's default register block would launch without a split,
-    roughly, counted in blocks of FULL_BLOCK threads (a grid of 128-thread blocks needs twice
-    as many to keep as many warps in flight)."""
+    """grid_plan.thread_tiles of the Tile's output: blocks of FULL_BLOCK threads unsplit."""
     extents, other = _extents(tile)
-    shape = default_thread_shape(extents["M"], extents["N"], sm_count)
-    threads = dict(zip(("M", "N"), parse_shape(shape)))
-    padded = {role: threads[role] * -(-size // threads[role]) for role, size in extents.items()}
-    regs = dict(zip(("M", "N"), default_extents(padded["M"], padded["N"], sm_count, (threads["M"], threads["N"]))))
-    blocks = other
-    for role, size in extents.items():
-        if size > threads[role]:
-            blocks *= -(-size // (threads[role] * regs[role]))
-    fitted = min(threads["M"], pow2_at_least(extents["M"])) * min(threads["N"], pow2_at_least(extents["N"]))
-    return blocks * fitted / FULL_BLOCK
+    return thread_tiles(extents["M"], extents["N"], other, sm_count)
 
 
 def _grid_target(target) -> int:
     return sm_count(target)
 
 
+def _decision(mm: _Matmul, target):
+    extents, other = _extents(mm.tile)
+    return decide(extents["M"], extents["N"], mm.chunks, mm.bk, target, other)
+
+
 def _default_splits(kernel: TileKernel, target) -> int:
     mm = _Matmul(kernel)
     if mm.reason:
         return 1
-    if _thread_tiles(mm.tile, target.sm_count or 1) >= _grid_target(target):
-        return 1
+    planned, _ = _decision(mm, target)
+    if planned is not None:
+        return planned.splits
     extents, other = _extents(mm.tile)
-    best = plan(extents["M"], extents["N"], mm.chunks, mm.bk, target, other)
-    if best is not None:
-        return best.splits
-    # too small for a plan: the fewest splits that fill the SMs with 005/008's default tiles
-    blocks = _thread_tiles(mm.tile, target.sm_count or 1)
-    fits = split_counts(mm.chunks, MIN_CHUNKS, dividing=True)
-    return next((s for s in fits if blocks * s >= _grid_target(target)), fits[-1] if fits else 1)
+    return old_splits(extents["M"], extents["N"], mm.chunks, other, target)
 
 
 KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),)
@@ -187,7 +179,10 @@ def apply(kernel: TileKernel, pctx: PassContext):
     if mm.reason:
         return Skip(mm.reason)
     S = pctx.knobs["splits"]
+    planned, why = _decision(mm, pctx.target)
     if S == 1:
+        if planned is not None and planned.splits == 1:
+            return Skip(f"splits=1: {why}")
         blocks = _thread_tiles(mm.tile, pctx.target.sm_count or 1)
         if blocks >= _grid_target(pctx.target):
             return Skip(f"splits=1: about {blocks:g} blocks of {FULL_BLOCK} threads already fill the grid")
@@ -204,8 +199,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
     ws = fresh_name(f"{kernel.name}_partials", set(pctx.types))
     partial = Store(ws, (var(ks),) + tuple(mm.store.index), mm.acc)
     new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(mm.prologue) + (new_outer, partial))
-    return dataclasses.replace(replace_tile(kernel, new_tile), outputs=(ws,),
-                               split_k=SplitK(S, ws, f"{kernel.name}_reduce", mm.chunks - S * C))
+    out = dataclasses.replace(replace_tile(kernel, new_tile), outputs=(ws,),
+                              split_k=SplitK(S, ws, f"{kernel.name}_reduce", mm.chunks - S * C))
+    return Noted(out, (why,)) if planned is not None and planned.splits == S else out
 
 
 def reducer(before: TileKernel, split: SplitK) -> TileKernel:
@@ -240,16 +236,22 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
 
 
 def _tail(mm: _Matmul, split: SplitK) -> list:
-    """The reducer's K loop: 002's K % BK tail, or with `split.leftover` chunks past the
-    splits' runs, one loop over those chunks' elements and the tail (they are contiguous)."""
+    """The reducer's K loops: one over the `split.leftover` chunks past the splits' runs,
+    then 002's K % BK tail as it is. The chunk body's index was simplified under 002's ranges
+    (K-inner below BK, K-outer below the chunk count: a K built from reshaped axes reads
+    (ko * BK + ki) // 32 as ko // 2), so the run's variable enters as chunk tv // BK and
+    lane tv % BK, never as a K-inner longer than BK."""
     if not split.leftover:
         return list(mm.tail)
     inner = next(c for c in mm.outer.body if isinstance(c, Loop) and c.role == "K")
     start = mm.chunks - split.leftover
-    tv = mm.tail[0].var if mm.tail else fresh_name(mm.outer.var[:-1] + "t", used_vars(mm.tile.body))
-    extent = split.leftover * mm.bk + sum(lp.extent for lp in mm.tail)
-    body = substitute_body(inner.body, {mm.outer.var: const(start), inner.var: var(tv)}, {tv: extent})
-    return [Loop(tv, extent, "reduce", body, "K")]
+    taken = used_vars(mm.tile.body)
+    tv = fresh_name(mm.outer.var[:-1] + ("r" if mm.tail else "t"), taken)
+    extent = split.leftover * mm.bk
+    chunk = {mm.outer.var: const(start) + floordiv(var(tv), mm.bk, {tv: extent}),
+             inner.var: mod(var(tv), mm.bk, {tv: extent})}
+    body = substitute_body(inner.body, chunk, {tv: extent})
+    return [Loop(tv, extent, "reduce", body, "K")] + list(mm.tail)
 
 
 def workspace_buffer(split: SplitK, out: TensorType) -> Buffer:

@@ -32,7 +32,7 @@ from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
 from ..stage_geometry import VECTOR
 from ..vector_geometry import body_reason, stamp_widths
 from .block_shape import THREAD_SHAPES, default_thread_shape, parse_shape
-from .grid_plan import plan, split_geometry
+from .grid_plan import decided, plan, split_geometry
 from .knobs import pow2_at_least
 
 DESCRIPTION = "pick block extents; partition free axes into BLOCK and THREAD"
@@ -61,6 +61,9 @@ def _role_sizes(kernel: TileKernel) -> dict[str, int]:
 
 def _default_shape(kernel: TileKernel, target) -> str:
     sizes = _role_sizes(kernel)
+    grid = decided(kernel, target)
+    if grid is not None:           # 003's default grid (skinny plan or balance): its shape
+        return grid.shape
     split = split_geometry(kernel)
     if split is not None:          # split-K (003): the shape of the grid it was planned with
         planned = plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits)

@@ -60,7 +60,7 @@ from ...ir.tile_ir import BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage,
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
 from .block_shape import EXTENTS, default_extents
-from .grid_plan import plan, split_geometry
+from .grid_plan import decided, plan, split_geometry
 from .register_nest import drop_dead, nest_body
 from .rewrite import used_vars
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
@@ -103,12 +103,20 @@ def _default(kernel, target, axis: int) -> int:
 
 
 def _planned(kernel, target):
-    """grid_plan's choice for a split-K kernel's split count and thread counts, else None."""
+    """grid_plan's choice for the kernel's split count and thread counts: 003's default grid
+    when the kernel has its split count and thread shape, else (split-K) the plan at these
+    knobs, else None."""
+    try:
+        tile = kernel.tile()
+    except ValueError:
+        return None
+    threads = tuple(math.prod(a.extent for a in tile.axes if a.kind == THREAD and a.role == r) for r in "MN")
+    grid = decided(kernel, target)
+    if grid is not None and grid.threads == threads:
+        return grid
     split = split_geometry(kernel)
     if split is None:
         return None
-    tile = kernel.tile()
-    threads = tuple(math.prod(a.extent for a in tile.axes if a.kind == THREAD and a.role == r) for r in "MN")
     return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads)
 
 
