@@ -163,3 +163,13 @@ def test_compile_decode_takes_a_named_model(capsys):
                    "--decode applies to a named model")
     one_line_error(*run_cli(capsys, "compile", "smollm2-135m", "--decode", "--layer", "1"),
                    "--decode compiles the whole model's decode step, not --layer")
+
+
+@pytest.mark.slow
+def test_compile_decode_prints_the_inventory_without_weights(capsys):
+    """A preset's decode step compiles with its weights on meta (30 layers: about a minute)."""
+    code, out, err = run_cli(capsys, "compile", "smollm2-135m", "--decode", "--seq", "16", "--ir", "torch")
+    assert code == 0, err
+    assert "index_copy(kv_cache0, pos," in out
+    assert "(transformers, weights on meta) decode step, KV cache of 16 positions: kernel inventory" in err
+    assert "kv_cache0_written" in err and "(1, 3, 16, 64)" in err and "total: " in err
