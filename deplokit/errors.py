@@ -42,6 +42,11 @@ class UnknownModelError(DeplokitError):
     """A model name that is neither a preset nor a file."""
 
 
+class ModelFileError(UnknownModelError):
+    """A model's weights file that is missing, unreadable, corrupt, or holds a model deplokit
+    cannot load exactly."""
+
+
 class DeviceUnavailableError(DeplokitError):
     """Something needs a CUDA device (CuPy execution, timing) and none is usable."""
 

@@ -27,14 +27,24 @@ PACKAGE = ROOT / "deplokit"
 
 # Third-party modules that may be missing (extras) or need a device: imported where used.
 OPTIONAL = {"cupy", "cupy_backends", "transformers", "matplotlib", "pygments", "ipywidgets", "graphviz",
-            "IPython", "nvidia", "tqdm.notebook", "cuda"}
+            "IPython", "nvidia", "tqdm.notebook", "cuda", "gguf"}
 
 # deplokit modules imported inside a function on purpose, with why.
 LOCAL_ON_PURPOSE = {
     ("deplokit", "deplokit.compilation"):
         "the package root loads compile/Compilation on first use, so deplokit.ir and deplokit.passes stand alone",
+    ("deplokit", "deplokit.generate.lm"):
+        "the package root loads load_lm on first use, like compile",
+    ("deplokit.cli.generate_cmd", "deplokit.generate.lm"):
+        "the command loads torch, transformers and the model only when it runs: its --help stays fast",
     ("deplokit.cli.entry", "deplokit.cli.app"):
         "the commands import torch inside main's guard: Ctrl-C or a broken install while it loads is one line",
+    **{("deplokit.compilation", m): "compile loads only the passes; running, timing, disassembling or tuning "
+                                    "loads its module on first use"
+       for m in ("deplokit.runtime.sim", "deplokit.runtime.cupy_backend", "deplokit.runtime.bench",
+                 "deplokit.runtime.sass", "deplokit.tune.tuner", "deplokit.tune.timeline")},
+    ("deplokit.bench.suite", "deplokit.bench.programs"):
+        "an entry's torch program and inputs load on first use, so `deplokit bench --list` never imports torch",
     ("deplokit.notebook.highlight", "deplokit.notebook.lexers"):
         "lexers.py needs pygments (the notebook extra): without it the IR text is shown plain",
 }

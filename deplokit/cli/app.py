@@ -1,25 +1,20 @@
-"""The parser of every command and the one dispatch: each command module adds its
-subparser with a handler (parser.add_command), and `dispatch` calls the handler of the
-command parsed."""
+"""The parser of every command and the one dispatch: commands.py declares each command's
+arguments and names its handler ("MODULE:FUNCTION"); `dispatch` imports that one module
+when the command runs, so --help and usage errors never load torch or the compiler."""
 from __future__ import annotations
 
-from .. import __version__
-from .bench_cmd import add_parser as add_bench
-from .compile_cmd import add_parser as add_compile
-from .ops_cmd import add_parser as add_ops
-from .parser import DEBUG_HELP, TRUST_NOTE, Parser, stages
-from .preflight_cmd import add_parser as add_preflight
-from .run_cmd import add_parser as add_run
-from .tune_cmd import add_parser as add_tune
+import importlib
 
-COMMANDS = (add_compile, add_run, add_bench, add_tune, add_preflight, add_ops)   # each adds its command's subparser
+from .. import __version__
+from .commands import COMMANDS
+from .parser import DEBUG_HELP, STAGES, TRUST_NOTE, Parser
 
 
 def build_parser() -> Parser:
     parser = Parser(
         prog="deplokit",
         description="deplokit: a teaching compiler that lowers PyTorch programs through inspectable IRs "
-                    f"({' -> '.join(stages())}).",
+                    f"({' -> '.join(STAGES)}).",
         epilog="Note: " + TRUST_NOTE,
     )
     parser.add_argument("--version", action="version", version=f"deplokit {__version__}")
@@ -30,5 +25,12 @@ def build_parser() -> Parser:
     return parser
 
 
+def handler(spec: str):
+    """The function "MODULE:FUNCTION" names, MODULE a module of deplokit/cli."""
+    module, function = spec.split(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), function)
+
+
 def dispatch(args) -> int:
-    return args.handler(args)
+    spec = args.handler(args) if callable(args.handler) else args.handler
+    return handler(spec)(args)

@@ -5,35 +5,13 @@ from __future__ import annotations
 import sys
 
 from ..analysis.inventory import format_inventory
-from ..frontend.models import MODEL_DTYPES, ModelProgram
-from ..precision import DEFAULT_PRECISION, PRECISIONS
+from ..errors import DeplokitError
+from ..frontend import hf
+from ..frontend.models import DEFAULT_SEQ, ModelProgram, build
+from ..generate.programs import build_decoder
 from ..trace import format_step
-from .parser import TRUST_NOTE, add_command, add_source, stages
+from .parser import stages, usage_error
 from .program import compile_program, load_program, write_atomic
-
-
-def add_parser(sub) -> None:
-    pc = add_command(sub, "compile", cmd_compile, help="compile a program and print one of its IRs",
-                     description="Compile a program and print one of its IRs.", epilog="Note: " + TRUST_NOTE)
-    add_source(pc)
-    pc.add_argument("--ir", choices=stages() + ["sass"], default="cuda",
-                    help="which IR to print (default: %(default)s); sass: the machine code nvcc makes, "
-                         "disassembled, with each kernel's hottest loop summarised (needs nvcc and cuobjdump)")
-    pc.add_argument("-v", "--verbose", action="count", default=0,
-                    help="-v: add the IR's buffer header and the pass decisions (fusion for loop); "
-                         "-vv: also print every pass up to --ir with a diff of its before/after text")
-    pc.add_argument("-o", "--output", metavar="FILE",
-                    help="write the IR to FILE (atomically) instead of standard output")
-    pc.add_argument("--seq", type=int, metavar="N",
-                    help="for a named model: the sequence length to compile for (default 128)")
-    pc.add_argument("--layer", type=int, metavar="N",
-                    help="for a named model: compile decoder layer N alone (input: hidden states)")
-    pc.add_argument("--dtype", choices=list(MODEL_DTYPES),
-                    help="for a named model: the weights' and activations' dtype (default float32); "
-                         "half tensors are stored in half and computed in float32 (docs/precision.md)")
-    pc.add_argument("--precision", choices=list(PRECISIONS), default=DEFAULT_PRECISION,
-                    help="how float32 matmuls multiply: float32 (exact) or tf32 (operands rounded to "
-                         "TF32, as torch's allow_tf32) (default: %(default)s)")
 
 
 def _lines(text) -> list[str]:
@@ -80,13 +58,31 @@ def format_trace(compilation, stage: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def format_model_inventory(program, compilation) -> str:
-    return f"# {program.source}: kernel inventory\n" + format_inventory(compilation.inventory())
+def format_model_inventory(source: str, compilation) -> str:
+    return f"# {source}: kernel inventory\n" + format_inventory(compilation.inventory())
+
+
+def load_decode(args):
+    """(the preset's ModelProgram, its decode-step Compilation) for `--decode`."""
+    if args.expr is not None or args.path is None or args.path.endswith(".py"):
+        raise usage_error(args, "--decode applies to a named model (e.g. Qwen/Qwen2.5-7B)")
+    if args.layer is not None:
+        raise usage_error(args, "--decode compiles the whole model's decode step, not --layer")
+    if not hf.available():
+        raise DeplokitError("--decode needs transformers (its static-cache exporter): pip install 'deplokit[hf]'")
+    seq = DEFAULT_SEQ if args.seq is None else args.seq
+    program = build(args.path, seq=1, backend="transformers")
+    return program, build_decoder(program.lm, max_length=seq, target=args.target).decode, seq
 
 
 def cmd_compile(args) -> int:
-    program = load_program(args)
-    compilation = compile_program(program, args.target, args.tuned, args.cache, precision=args.precision)
+    if args.decode:
+        program, compilation, seq = load_decode(args)
+        source = program.source.rsplit(" seq ", 1)[0] + f" decode step, KV cache of {seq} positions"
+    else:
+        program = load_program(args)
+        compilation = compile_program(program, args.target, args.tuned, args.cache, precision=args.precision)
+        source = program.source if isinstance(program, ModelProgram) else None
     stage = "cuda" if args.ir == "sass" else args.ir     # sass: the machine code of the cuda stage
     if args.verbose >= 2:
         sys.stdout.write(format_trace(compilation, stage))
@@ -96,7 +92,7 @@ def cmd_compile(args) -> int:
         print(f"wrote {args.ir} IR to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    if isinstance(program, ModelProgram):   # stdout stays the IR alone; the inventory goes to stderr
+    if source is not None:   # stdout stays the IR alone; the inventory goes to stderr
         sys.stdout.flush()
-        sys.stderr.write(format_model_inventory(program, compilation))
+        sys.stderr.write(format_model_inventory(source, compilation))
     return 0

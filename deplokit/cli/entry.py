@@ -3,6 +3,7 @@
     deplokit compile -c EXPR | PATH [--ir STAGE] [--target T] [-v|-vv] [-o FILE]   (compile_cmd.py)
     deplokit compile MODEL [--seq N] [--layer N] [--ir STAGE] ...  (a preset, e.g. Qwen/Qwen2.5-7B)
     deplokit run     -c EXPR | PATH [--backend B] [--target T] [--bench] [--profile]   (run_cmd.py)
+    deplokit generate MODEL --prompt TEXT [--chat] [--max-new-tokens N] [--backend B] [--check]  (generate_cmd.py)
     deplokit bench   --suite llm [--list] [--filter S] [--compile-only]                (bench_cmd.py)
     deplokit tune    -c EXPR | PATH [-v] [--budget N] [--objective model|gpu] [--cache PATH]  (tune_cmd.py)
     deplokit preflight   (can this machine run the CUDA kernels?)                   (preflight_cmd.py)

@@ -123,6 +123,15 @@ def config_from_preset(preset: ModelPreset):
     return config
 
 
+def config_for(arch: str, values: dict):
+    """The transformers config of `arch` (a preset arch) with `values` (config keyword
+    arguments, e.g. read from a GGUF file's metadata); attention is sdpa."""
+    import transformers
+    config = getattr(transformers, _CLASSES[arch][0])(**values)
+    config._attn_implementation = "sdpa"
+    return config
+
+
 def build_causal_lm(config, arch: str):
     import transformers
     model_cls = getattr(transformers, _CLASSES[arch][1])

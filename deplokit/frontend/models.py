@@ -18,7 +18,7 @@ from torch import nn
 from ..errors import UnknownModelError
 from . import hf
 from .capture import capture as capture_program
-from .presets import PRESETS, ModelPreset
+from .presets import PRESETS, PRETRAINED, ModelPreset
 from .stitch import capture_layers, layers_identical
 
 DEFAULT_SEQ = 128
@@ -49,12 +49,13 @@ class ModelProgram:
 
 
 def resolve(name: str) -> ModelPreset:
-    """The preset called `name` (case-insensitive; the hub name or the part after the '/')."""
+    """The preset called `name` (case-insensitive; the hub name, the part after the '/', or an alias)."""
     key = name.lower()
-    for preset in PRESETS.values():
-        if key in (preset.name.lower(), preset.name.split("/")[-1].lower()):
+    for preset in (*PRESETS.values(), *PRETRAINED.values()):
+        if key in (preset.name.lower(), preset.name.split("/")[-1].lower(), *preset.aliases):
             return preset
-    raise UnknownModelError(f"unknown model {name!r}; built-in presets: {', '.join(sorted(PRESETS))} "
+    names = sorted(PRESETS) + [p.aliases[0] if p.aliases else p.name for p in PRETRAINED.values()]
+    raise UnknownModelError(f"unknown model {name!r}; built-in presets: {', '.join(names)} "
                             "(or pass a .py file defining `model` and `inputs`, or -c EXPR)")
 
 

