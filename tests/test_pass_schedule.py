@@ -198,54 +198,55 @@ Tile(axes=(a4:32=THREAD, a0:4=BLOCK)):
 # -- 006_chunk_reduce --------------------------------------------------------------------------
 BEFORE_006 = """\
 === merged_softmax -> softmax ===
-Tile(axes=(a4:1024=THREAD, a0:2=BLOCK)):
-    StridedLoop(a1 = a4; < 16391; += 1024):  # reduce
+Tile(axes=(a4:256=THREAD, a0:2=BLOCK)):
+    StridedLoop(a1 = a4; < 5003; += 256):  # reduce
         in0 = load x[a0, a1]
         acc0 <- max(acc0, in0)
     Combine(acc0, max, over=(a4,))
-    StridedLoop(a2 = a4; < 16391; += 1024):  # reduce
+    StridedLoop(a2 = a4; < 5003; += 256):  # reduce
         in1 = load x[a0, a2]
         v0 = subtract(in1, acc0)
         v1 = exp(v0)
         acc1 <- add(acc1, v1)
     Combine(acc1, add, over=(a4,))
-    StridedLoop(a3 = a4; < 16391; += 1024):  # free
+    StridedLoop(a3 = a4; < 5003; += 256):  # free
         in2 = load x[a0, a3]
         v2 = subtract(in2, acc0)
         v3 = exp(v2)
         v4 = divide(v3, acc1)
         softmax[a0, a3] = v4"""
 
-# A row of 16391 floats does not fit in 48 KiB of shared memory: each phase splits into a head
-# of 11264 elements (11 strides of 1024 lanes, what 007 may stage) and a tail read from global.
+# A row of 5003 floats does not fit in a 16 KiB budget of shared memory: each phase splits into
+# a head of 3840 elements (15 strides of 256 lanes, 15 KiB: what 007 may stage) and a tail
+# read from global memory.
 EXPECTED_006 = """\
 === merged_softmax -> softmax ===
-Tile(axes=(a4:1024=THREAD, a0:2=BLOCK)):
-    StridedLoop(a1 = a4; < 11264; += 1024):  # reduce
+Tile(axes=(a4:256=THREAD, a0:2=BLOCK)):
+    StridedLoop(a1 = a4; < 3840; += 256):  # reduce
         in0 = load x[a0, a1]
         acc0 <- max(acc0, in0)
-    StridedLoop(a1c = a4 + 11264; < 16391; += 1024):  # reduce
+    StridedLoop(a1c = a4 + 3840; < 5003; += 256):  # reduce
         in0 = load x[a0, a1c]
         acc0 <- max(acc0, in0)
     Combine(acc0, max, over=(a4,))
-    StridedLoop(a2 = a4; < 11264; += 1024):  # reduce
+    StridedLoop(a2 = a4; < 3840; += 256):  # reduce
         in1 = load x[a0, a2]
         v0 = subtract(in1, acc0)
         v1 = exp(v0)
         acc1 <- add(acc1, v1)
-    StridedLoop(a2c = a4 + 11264; < 16391; += 1024):  # reduce
+    StridedLoop(a2c = a4 + 3840; < 5003; += 256):  # reduce
         in1 = load x[a0, a2c]
         v0 = subtract(in1, acc0)
         v1 = exp(v0)
         acc1 <- add(acc1, v1)
     Combine(acc1, add, over=(a4,))
-    StridedLoop(a3 = a4; < 11264; += 1024):  # free
+    StridedLoop(a3 = a4; < 3840; += 256):  # free
         in2 = load x[a0, a3]
         v2 = subtract(in2, acc0)
         v3 = exp(v2)
         v4 = divide(v3, acc1)
         softmax[a0, a3] = v4
-    StridedLoop(a3c = a4 + 11264; < 16391; += 1024):  # free
+    StridedLoop(a3c = a4 + 3840; < 5003; += 256):  # free
         in2 = load x[a0, a3c]
         v2 = subtract(in2, acc0)
         v3 = exp(v2)
@@ -723,7 +724,7 @@ CASES = [
      None,
      None),
     ('006_chunk_reduce', 'softmax_long', BEFORE_006, EXPECTED_006,
-     {'smem_budget': 49152},
+     {'smem_budget': 16384},
      None,
      None),
     ('008_register_tile', 'matmul', BEFORE_008, EXPECTED_008,
