@@ -36,6 +36,11 @@ def _programs():
         # a linear layer's weight tile is read along its rows: a column conflict 014 pads away
         "linear": (torch.nn.functional.linear, (torch.randn(16, 64), torch.randn(32, 64)),
                    {"011_tma_copy.enable": False}),
+        "attention": (torch.nn.functional.scaled_dot_product_attention,
+                      (torch.randn(1, 1, 64, 32), torch.randn(1, 1, 64, 32), torch.randn(1, 1, 64, 32)), {}),
+        # two kernels of one structure (dedup keeps one, both launches run it)
+        "twice": (lambda x, y: (torch.relu(x) + 1, torch.relu(y) + 1), (torch.randn(4, 64), torch.randn(4, 64)), {}),
+        "layer_norm": (torch.nn.LayerNorm(64), (torch.randn(4, 64),), {}),
         "softmax": (lambda x: torch.softmax(x, -1), (torch.randn(4, 256),), {}),
         "rms_norm": (torch.nn.RMSNorm(64), (torch.randn(4, 64),), {}),
         # rows too long for a 16 KiB shared-memory budget (split_reduce off: one block reduces a row)
@@ -47,12 +52,13 @@ def _programs():
 
 
 PROGRAMS = _programs()
+DEDUP = {"twice"}        # compiled with dedup=True
 
 
 @functools.cache
 def compiled(program: str, target: str = "sm_90"):
     fn, inputs, config = PROGRAMS[program]
-    return deplokit.compile(fn, *inputs, target=target, config=config)
+    return deplokit.compile(fn, *inputs, target=target, config=config, dedup=program in DEDUP)
 
 
 def before(program: str, pass_name: str, target: str = "sm_90"):
@@ -61,9 +67,9 @@ def before(program: str, pass_name: str, target: str = "sm_90"):
     return step.before
 
 
-def run_alone(pass_name: str, ir, config: dict, target: str = "sm_90"):
+def run_alone(pass_name: str, ir, config: dict, target: str = "sm_90", dedup: bool = False):
     """The trace step of pass `pass_name` run alone on `ir` with the knobs in `config`."""
-    return BY_NAME[pass_name].run(ir, Context(deplokit.target.get_target(target), config))
+    return BY_NAME[pass_name].run(ir, Context(deplokit.target.get_target(target), config, dedup))
 
 
 def decisions(step) -> dict:
