@@ -252,7 +252,7 @@ class Compilation(Displayable):
         return getattr(self, f"{stage}_ir" if stage != "cuda" else "cuda")
 
     def stepper(self, kernel: str | None = None, check: bool = True, changed_only: bool = False):
-        """A widget that walks the 16 Tile-IR passes of `kernel` (the first by default), then
+        """A widget that walks the Tile-IR passes (SCHEDULE) of `kernel` (the first by default), then
         the Kernel-IR lowering passes: each
         pass's diff, knobs, the IR after it and its simulator check (needs the notebook extra);
         `changed_only` steps through the passes that changed the kernel only."""

@@ -32,7 +32,7 @@ SEARCH_HELP = "search algorithm (default: %(default)s): SP-MCTS or random search
 
 def add_parser(sub) -> None:
     pt = add_command(sub, "tune", cmd_tune, help="autotune the scheduling knobs of every kernel (SP-MCTS)",
-                        description="Search the 16 scheduling passes' knobs of each kernel and keep every trial in "
+                        description="Search the scheduling passes' knobs of each kernel and keep every trial in "
                                     "a SQLite cache; compile and run then use the best config found.")
     add_source(pt, tuned_cache=False)
     pt.add_argument("-v", "--verbose", action="count", default=0,
