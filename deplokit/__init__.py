@@ -7,6 +7,7 @@ light and load at once.
 """
 from .errors import (
     CacheError,
+    CacheFullError,
     CaptureError,
     ConfigError,
     DeplokitError,
@@ -20,6 +21,7 @@ from .errors import (
     NotebookExtraMissing,
     NvccError,
     NvrtcError,
+    PromptTooLongError,
     SimulationError,
     TensorMapError,
     UnknownModelError,
@@ -36,7 +38,8 @@ __all__ = [*_FACADE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
            "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "DeviceUnavailableError",
            "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError", "NotebookExtraMissing",
-           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError"]
+           "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError", "PromptTooLongError",
+           "CacheFullError"]
 
 
 def __getattr__(name: str):

@@ -1,6 +1,8 @@
 """`deplokit.compile` and the Compilation it returns: every IR, the trace, and execution."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import FrozenInstanceError, dataclass
 
 import numpy as np
@@ -10,11 +12,14 @@ from .analysis.inventory import inventory
 from .display import Displayable
 from .errors import ExecutionError
 from .frontend import hf
-from .frontend.capture import capture
+from .frontend.capture import capture, to_numpy
+from .ir.tensor_ir import Reduction
+from .ir.types import HALF_DTYPES
 from .passes.lower import lower_tiles
 from .passes.lower.cuda import render_cuda
 from .passes.verify import verify
 from .pipeline import STAGES, lower
+from .precision import DEFAULT_PRECISION, check_precision, exact_tolerance, rounding_tolerance
 from .runtime.bench import bench_compilation, cuda_eager
 from .runtime.cupy_backend import CupyExecutor
 from .runtime.device import gpu_available
@@ -50,14 +55,29 @@ class CheckResult(Displayable):
     ok: bool
     rtol: float
     atol: float
+    # A program with half tensors or TF32 matmuls is compared twice (docs/precision.md): above,
+    # against eager as it ran; here, against the program run in float32 (None otherwise).
+    float32: "CheckResult | None" = None
 
     def __str__(self) -> str:
         # The test is per element, |got - expected| <= atol + rtol * |expected|: a max rel error
         # above rtol can pass (on elements near 0, where atol covers it), so say which test ran.
-        mark, verdict = ("ok", "every element within") if self.ok else ("MISMATCH", "some element outside")
-        return (f"{mark}: backend={self.backend} max abs error {self.max_abs_error:.3g}, "
+        ok = self.ok and (self.float32 is None or self.float32.ok)
+        mark, verdict = ("ok", "every element within") if ok else ("MISMATCH", "some element outside")
+        text = (f"{mark}: backend={self.backend} max abs error {self.max_abs_error:.3g}, "
                 f"max rel error {self.max_rel_error:.3g}; {verdict} atol + rtol*|expected| "
                 f"(rtol {self.rtol:.3g}, atol {self.atol:.3g})")
+        if self.float32 is not None:
+            f = self.float32
+            text += (f"\n  against eager: {'ok' if self.ok else 'MISMATCH'}; against the float32 reference: "
+                     f"{'ok' if f.ok else 'MISMATCH'}, max abs error {f.max_abs_error:.3g}, max rel error "
+                     f"{f.max_rel_error:.3g} (rtol {f.rtol:.3g}, atol {f.atol:.3g})")
+        return text
+
+    @property
+    def passed(self) -> bool:
+        """Within tolerance of eager and, where compared, of the float32 reference."""
+        return self.ok and (self.float32 is None or self.float32.ok)
 
 
 class Compilation(Displayable):
@@ -74,6 +94,7 @@ class Compilation(Displayable):
         self.source = source
         self.example_inputs = tuple(example_inputs)
         self.target = ctx.target
+        self.precision = ctx.precision
         self.values = captured.values
         self.input_names = captured.input_names
         self._out_spec = captured.out_spec
@@ -110,9 +131,33 @@ class Compilation(Displayable):
         self._require_weights()
         if backend == "cupy":
             return torch.utils._pytree.tree_unflatten(self.cupy_executor().run(inputs), self._out_spec)
-        env = dict(self.values)
+        env = self._fresh_env()
         env.update(self._bind(inputs))
         return self._wrap(self._execute(backend, env))
+
+    def state_names(self) -> tuple[str, ...]:
+        """The state buffers the program updates in place (a KV cache), in capture order."""
+        return tuple(b.name for b in self.torch_ir.buffers if b.kind == "state")
+
+    def _fresh_env(self) -> dict:
+        """The values, with copies of the state buffers' initial values: a run that writes its
+        state in place (a KV cache) leaves the Compilation's own values as they were."""
+        env = dict(self.values)
+        env.update((n, np.array(self.values[n], copy=True)) for n in self.state_names())
+        return env
+
+    def execute(self, inputs, backend: str = "auto", state: dict | None = None) -> list:
+        """The outputs as numpy arrays; `state` (name -> array) gives the state buffers (a KV
+        cache), which the program updates in place (their initial values are in `values`).
+        On cupy, `state` holds device arrays (from `cupy_executor().new_state()`)."""
+        backend = resolve_backend(backend)
+        self._require_weights()
+        if backend == "cupy":
+            return [t.numpy() for t in self.cupy_executor().run(inputs, state=state)]
+        env = self._fresh_env()
+        env.update(state or {})
+        env.update(self._bind(inputs))
+        return self._execute(backend, env)
 
     def _execute(self, backend: str, env: dict, kernel_ir=None) -> list:
         if backend == "tensor":
@@ -153,7 +198,13 @@ class Compilation(Displayable):
                                  compare=tuple(compare), profile=profile, name=name)
 
     def _wrap(self, outs):
-        tensors = [torch.from_numpy(np.array(o, copy=True, order="C")) for o in outs]
+        types = self.tensor_ir.types()
+        tensors = []
+        for name, o in zip(self.tensor_ir.outputs, outs):
+            t = torch.from_numpy(np.array(o, copy=True, order="C"))
+            if types[name].dtype in HALF_DTYPES:      # held in float32, each value exact in the half type
+                t = t.to(getattr(torch, types[name].dtype))
+            tensors.append(t)
         return torch.utils._pytree.tree_unflatten(tensors, self._out_spec)
 
     def _bind(self, inputs) -> dict:
@@ -170,17 +221,71 @@ class Compilation(Displayable):
             if tuple(t.shape) != want.shape or got_dtype != want.dtype:
                 raise ExecutionError(f"input {name} has shape {tuple(t.shape)} {got_dtype}; compiled for "
                                      f"{want.shape} {want.dtype}")
-            env[name] = t.detach().cpu().contiguous().numpy()
+            env[name] = to_numpy(t)
         return env
 
-    def check(self, *inputs, backend: str = "auto", rtol: float = 1e-4, atol: float | None = None) -> CheckResult:
+    def check(self, *inputs, backend: str = "auto", rtol: float | None = None,
+              atol: float | None = None) -> CheckResult:
         """Run and compare with torch eager on the same inputs (the example inputs by default).
-        `atol` defaults to DEFAULT_ATOL scaled by the output's magnitude (see default_atol)."""
+        A float32 program: rtol 1e-4, `atol` DEFAULT_ATOL scaled by the output's magnitude (see
+        default_atol). A program with half tensors is compared with eager in half and with the
+        same program in float32, a TF32 one with float32 eager, at tolerances derived from the
+        format's unit roundoff and the longest reduction (deplokit/precision.py); `rtol` and
+        `atol`, when given, replace the eager comparison's."""
         inputs = inputs or self.example_inputs
         backend = resolve_backend(backend)
         self._require_weights()
         expected = self._eager(inputs)
-        return _compare(expected, self.run(*inputs, backend=backend), backend, rtol, _atol(atol, expected))
+        got = self.run(*inputs, backend=backend)
+        fmt = self.rounding_format
+        if fmt is None:
+            return _compare(expected, got, backend, 1e-4 if rtol is None else rtol, _atol(atol, expected))
+        k = self.reduction_length
+        tol, per_scale = rounding_tolerance(fmt, k)
+        result = _compare(expected, got, backend, tol if rtol is None else rtol,
+                          per_scale * output_scale(expected) if atol is None else atol)
+        if fmt == "tf32":
+            return result
+        reference = self._eager_float32(inputs)
+        as_float = torch.utils._pytree.tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and
+                                                t.dtype in (torch.bfloat16, torch.float16) else t, got)
+        # only the outputs rounded: each element within its last rounding of the float32 run; a
+        # cast to half the program writes (a norm's .to(input_dtype)) rounds mid-way, and its
+        # error travels on as eager's does: the eager tolerances
+        casts = [n for n in self.tensor_ir.nodes
+                 if n.type.dtype in HALF_DTYPES and n.name not in self.tensor_ir.outputs]
+        ftol, fatol = (tol, per_scale * output_scale(reference)) if casts else \
+            (exact_tolerance(fmt), default_atol(reference))
+        exact = _compare(reference, as_float, backend, ftol, fatol)
+        return dataclasses.replace(result, float32=exact)
+
+    @property
+    def rounding_format(self) -> str | None:
+        """The narrowest format the program rounds to: bfloat16 or float16 where it rounds a
+        value to half (a half output, a cast; bfloat16 if both), tf32 where its matmuls take TF32
+        operands, else None (half inputs read in float32 round nothing: float32 tolerances)."""
+        dtypes = {n.type.dtype for n in self.tensor_ir.nodes}
+        for fmt in ("bfloat16", "float16"):
+            if fmt in dtypes:
+                return fmt
+        return "tf32" if self.precision == "tf32" else None
+
+    @property
+    def reduction_length(self) -> int:
+        """Terms of the program's longest reduction (a matmul's K, a norm's row)."""
+        types = self.tensor_ir.types()
+        return max((types[n.src].numel // max(1, n.type.numel) for n in self.tensor_ir.nodes
+                    if isinstance(n, Reduction)), default=1)
+
+    def _eager_float32(self, inputs):
+        """The source run in float32: half inputs and a module's half weights converted (exactly)."""
+        source = self.source
+        if isinstance(source, torch.nn.Module):
+            source = copy.deepcopy(source).float()
+        floats = [t.float() if isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16) else t
+                  for t in inputs]
+        with torch.no_grad():
+            return source(*floats)
 
     def _eager(self, inputs):
         with torch.no_grad():
@@ -198,7 +303,7 @@ class Compilation(Displayable):
         self._require_weights()
         expected = self._eager(inputs)
         atol = _atol(atol, expected)
-        env = dict(self.values)
+        env = self._fresh_env()
         env.update(self._bind(inputs))
         out, last = [], None
         for step in self.trace:
@@ -232,7 +337,7 @@ class Compilation(Displayable):
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
-        ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup)
+        ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup, precision=self.precision)
         return Compilation(self.source, self.example_inputs, self._captured, ctx)
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
@@ -274,7 +379,8 @@ class PassCheck(Displayable):
 
     def __str__(self) -> str:
         mark = "ok" if self.result.ok else "MISMATCH"
-        return f"t:{self.name}: {mark} max error {self.result.max_abs_error:.3g}" + (" (skipped)" if self.skipped else "")
+        skipped = " (skipped)" if self.skipped else ""
+        return f"t:{self.name}: {mark} max error {self.result.max_abs_error:.3g}" + skipped
 
 
 # Absolute tolerance per unit of output magnitude. A float32 sum of K terms carries rounding
@@ -293,6 +399,17 @@ def default_atol(expected) -> float:
             if finite.numel():
                 scale = max(scale, float(finite.abs().max()))
     return DEFAULT_ATOL * scale
+
+
+def output_scale(expected) -> float:
+    """The largest finite |value| of the expected outputs (1e-30 when there is none)."""
+    scale = 1e-30
+    for e in torch.utils._pytree.tree_leaves(expected):
+        if isinstance(e, torch.Tensor) and e.dtype.is_floating_point and e.numel():
+            finite = e.detach().float()[torch.isfinite(e)]
+            if finite.numel():
+                scale = max(scale, float(finite.abs().max()))
+    return scale
 
 
 def _atol(atol: float | None, expected) -> float:
@@ -328,24 +445,33 @@ def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResu
 
 
 def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None,
-            dedup: bool = False, tuned=None) -> Compilation:
+            dedup: bool = False, tuned=None, scalars: tuple[str, ...] = (),
+            precision: str = DEFAULT_PRECISION) -> Compilation:
     """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
     sets knobs: {"005_blockify_launch.block_threads": 128, ...}; a key or value no pass
     knows is a ConfigError. A transformers causal LM (LlamaForCausalLM, ...) is compiled as
     input_ids -> logits. `dedup` schedules, materialises and renders each structurally
     unique kernel once. `tuned(loop_program, target)` gives knob values found earlier (the
     tune cache's, see deplokit.tune.tuner.tuned_lookup), looked up during the one lowering;
-    `config` wins over them."""
+    `config` wins over them. `scalars` names the inputs that are runtime scalars ((1,) int64,
+    e.g. a decode position: arguments of the kernels, see docs/generation.md). `precision`: how
+    float32 matmuls multiply, "float32" (exact, the default) or "tf32" (operands rounded to
+    TF32, as torch's allow_tf32; docs/precision.md)."""
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
-    captured = capture(module_or_fn, example_inputs)
-    return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned))
+    captured = capture(module_or_fn, example_inputs, scalars=tuple(scalars))
+    check_precision(precision, [b.type.dtype for b in captured.program.buffers])
+    return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned,
+                                                                        precision=precision))
 
 
-def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None) -> Compilation:
+def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None,
+                  precision: str = DEFAULT_PRECISION) -> Compilation:
     """A model built by name (frontend/models.build): one decoder layer is traced and
     stitched N times (frontend/stitch.py), and identical kernels compile once (dedup)."""
     tgt = get_target(target)
     captured = program.capture()
-    return Compilation(program.fn, program.inputs, captured, Context(tgt, dict(config or {}), True, tuned))
+    check_precision(precision, [b.type.dtype for b in captured.program.buffers])
+    return Compilation(program.fn, program.inputs, captured, Context(tgt, dict(config or {}), True, tuned,
+                                                                     precision=precision))

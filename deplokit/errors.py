@@ -30,6 +30,14 @@ class ExecutionError(DeplokitError):
     """Wrong inputs given to Compilation.run, or an unknown backend."""
 
 
+class PromptTooLongError(ExecutionError):
+    """A prompt that does not fit a decoder's static KV cache."""
+
+
+class CacheFullError(ExecutionError):
+    """A decode step past the last position of a decoder's static KV cache."""
+
+
 class UnknownModelError(DeplokitError):
     """A model name that is neither a preset nor a file."""
 

@@ -62,6 +62,11 @@ class Target:
         """FP32 rate of the best library SGEMM: no FP32 kernel is expected to beat it."""
         return self.sgemm_tflops or self.peak_fp32_tflops
 
+    @property
+    def bf16(self) -> bool:
+        """sm_80+: __nv_bfloat16 conversions and storage (cuda_bf16.h)."""
+        return self.sm >= 80
+
 
 TARGETS = {
     "sm_80": Target("sm_80", 80, 163 * 1024, 255, True, False, 2039.0, 19.5, "A100 SXM 80GB",

@@ -28,6 +28,9 @@ class Context:
     # lookup with a `choices(program, target)` method also gives the program-level knobs,
     # asked with the program the first whole-program pass with knobs reads.
     tuned: Callable[[Any, Target], Mapping] | None = None
+    # How float32 matmuls multiply: "float32" (exact) or "tf32" (deplokit/precision.py); 001
+    # tileify records it on each contraction kernel (TileKernel.precision).
+    precision: str = "float32"
     _found: dict = field(default_factory=dict, compare=False, repr=False)
 
     def knob_config(self, program) -> Mapping:

@@ -104,11 +104,11 @@ def test_unsupported_op_names_it_and_lists_covered_ops():
     with pytest.raises(UnsupportedOpError) as e:
         deplokit.compile(lambda x: torch.cumprod(x, 0), torch.randn(8))
     msg = str(e.value)
-    assert "cumprod" in msg and "covered ops:" in msg and "rms_norm" in msg
+    assert "cumprod" in msg and "(node cumprod" in msg and "`deplokit ops`" in msg and "rms_norm" not in msg
 
 
 @pytest.mark.parametrize("fn, inputs", [
-    (lambda x: x * 2, (torch.randn(8).half(),)),
+    (lambda x: x * 2, (torch.randn(8, dtype=torch.complex64),)),
     (lambda x: x.double() * 2, (torch.randn(8),)),
 ])
 def test_unsupported_dtype(fn, inputs):

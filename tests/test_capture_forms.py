@@ -93,3 +93,11 @@ def test_addmm_with_beta_zero_ignores_input_even_its_nans():
     c = torch.full((5, 4), float("nan"))
     compiled = deplokit.compile(lambda c, a, b: torch.addmm(c, a, b, beta=0.0), c, a, b)
     assert torch.allclose(compiled.run(c, a, b, backend="sim"), a @ b, atol=1e-5)
+
+
+def test_broadcast_to_is_expand():
+    # issue 29 (Falcon's new architecture): torch.broadcast_to was refused at capture
+    x = torch.randn(3, 1, 4)
+    c = deplokit.compile(lambda x: torch.broadcast_to(x, (2, 3, 5, 4)) * 2 + x.broadcast_to(3, 5, 4), x)
+    assert [op.op for op in c.torch_ir.ops].count("expand") == 2
+    assert c.check(backend="sim").ok

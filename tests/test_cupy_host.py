@@ -13,7 +13,7 @@ from torch import nn
 
 import deplokit
 from deplokit.errors import ExecutionError
-from deplokit.runtime.cupy_backend import DEVICE_ALIGN, CupyExecutor
+from deplokit.runtime.cupy_backend import DEVICE_ALIGN, CupyExecutor, half_to_storage, storage_dtype
 from deplokit.runtime.launch_plan import CTYPE_DTYPE
 from deplokit.runtime.nvrtc import nvrtc_available
 from deplokit.runtime.sim.launch import simulate_kernel
@@ -61,6 +61,15 @@ class StandInCupy:
         raise AssertionError("host tensors are not passed through DLPack")
 
 
+_HALF = ("bf16", "f16")
+
+
+def _half_view(a, ctype):
+    if ctype == "bf16":
+        return (a.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return a.astype(np.float32) if ctype == "f16" else a
+
+
 class _Module:
     def __init__(self, fake):
         self.fake = fake
@@ -79,7 +88,7 @@ class _Module:
             assert (grid, block, shared_mem) == (tuple(kernel.grid), tuple(kernel.block), kernel.dynamic_smem)
             assert len(args) == len(kernel.params) + len(kernel.tensor_maps)
             for p, a in zip(kernel.params, args):
-                assert a.dtype == np.dtype(CTYPE_DTYPE[p.ctype]), (name, p.name, a.dtype, p.ctype)
+                assert a.dtype == storage_dtype(CTYPE_DTYPE[p.ctype]), (name, p.name, a.dtype, p.ctype)
                 assert a.flags.c_contiguous and a.ctypes.data % DEVICE_ALIGN == 0, (name, p.name)
             # each tensor map after the buffers, encoded for the very buffer the kernel's map
             # names, with the dims, box and swizzle its copies were planned for
@@ -89,7 +98,13 @@ class _Module:
                 assert (margs.global_dims, margs.box_dims) == (t.shape[::-1], t.box[::-1]), (name, t.name)
                 assert margs.swizzle == {0: 0, 32: 1, 64: 2, 128: 3}[t.swizzle], (name, t.name)
             self.fake.launches.append(name)
-            simulate_kernel(kernel, {p.name: a for p, a in zip(kernel.params, args)}, max_block_threads=1024)
+            # the simulator holds a half buffer in float32: the device's 16-bit words converted
+            # in, and the ones a kernel writes rounded back
+            views = {p.name: _half_view(a, p.ctype) for p, a in zip(kernel.params, args)}
+            simulate_kernel(kernel, views, max_block_threads=1024)
+            for p, a in zip(kernel.params, args):
+                if p.ctype in _HALF and not p.const:
+                    a[:] = half_to_storage(views[p.name], CTYPE_DTYPE[p.ctype])
         launch.ptr = 0x1000 + list(self.fake.kernels).index(name)        # a CUfunction handle
         return launch
 
@@ -102,6 +117,9 @@ CASES = {
     "embedding_mask": (lambda ids, w, m: torch.where(m, F.embedding(ids, w), -1.0),
                        (torch.randint(0, 10, (6,)), torch.randn(10, 16), torch.rand(6, 16) > 0.5)),
     "two_outputs": (lambda x: (x.softmax(-1), x.amax(-1) > 0), (torch.randn(3, 40),)),
+    "bf16_matmul_softmax": (lambda a, b: torch.softmax(a @ b, -1),
+                            (torch.randn(37, 53).to(torch.bfloat16), torch.randn(53, 29).to(torch.bfloat16))),
+    "fp16_rmsnorm": (nn.RMSNorm(96).to(torch.float16), (torch.randn(5, 96).to(torch.float16),)),
 }
 
 
@@ -113,13 +131,15 @@ def test_executor_runs_the_program_like_eager(name):
     c._cupy = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
                            encode_tensor_map=fake.encode_tensor_map)
     result = c.check(backend="cupy")
-    assert result.ok and result.backend == "cupy", str(result)
+    assert result.passed and result.backend == "cupy", str(result)
     assert fake.launches == [k.name for k in c.kernel_ir.kernels]
     assert len(fake.loaded) == 1
     # a second run reuses the loaded kernels and uploaded parameters
     fake.launches.clear()
-    c.run(*inputs, backend="cupy")
+    out = c.run(*inputs, backend="cupy")
     assert fake.launches == [k.name for k in c.kernel_ir.kernels] and len(fake.loaded) == 1
+    if "16" in name:      # a half output's device words decode to the simulator's values, bit for bit
+        assert out.dtype == inputs[0].dtype and torch.equal(out, c.run(*inputs, backend="sim"))
 
 
 def test_executor_checks_inputs():

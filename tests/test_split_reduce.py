@@ -116,3 +116,16 @@ def test_forced_splits_keep_a_warp_per_chunk():
     rows = torch.randn(2, 4096)
     split = deplokit.compile(lambda t: t.sum(-1), rows, config={"split_reduce.splits": 256})
     assert any("_part0" in k.name for k in split.kernel_ir.kernels)          # 128 chunks of 32: still split
+
+
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_a_two_axis_normalised_shape_is_one_long_row_split_over_blocks(norm):
+    # issue 29: F.rms_norm(x, (3, 20003), w) reduces 60009 elements a row; few rows must be
+    # spread over blocks (a single block per row ran minutes on the simulator)
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(2, 3, 20003, generator=g), torch.randn(3, 20003, generator=g)
+    fn = ((lambda x, w: F.rms_norm(x, (3, 20003), w, 1e-6)) if norm == "rms_norm"
+          else (lambda x, w: F.layer_norm(x, (3, 20003), w)))
+    c = deplokit.compile(fn, x, w)
+    assert any("_part0" in k for k in _kernels(c)) and any("_stats" in k for k in _kernels(c)), _kernels(c)
+    assert c.check(x, w, backend="sim").ok

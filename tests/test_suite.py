@@ -7,6 +7,7 @@ import math
 import os
 
 import pytest
+import torch
 
 import deplokit
 from deplokit.bench.report import summary, to_json, to_markdown
@@ -19,7 +20,7 @@ TSV = os.path.join(os.path.dirname(__file__), "data", "llm_suite_84.tsv")
 
 
 def test_suite_covers_the_84_reference_shapes_by_name():
-    entries = {e.name: e for e in suite_entries("llm")}
+    entries = {e.name: e for e in suite_entries("llm") if e.dtype == "float32"}
     rows = [line.rstrip("\n").split("\t") for line in open(TSV) if not line.startswith("#")]
     assert len(rows) == 84
     for name, op, shapes in rows:
@@ -29,6 +30,13 @@ def test_suite_covers_the_84_reference_shapes_by_name():
     extra = {e.op for e in entries.values()} - {op for _, op, _ in rows}
     assert extra == {"rope", "add", "matmul_bias"}
     assert len(entries) == 102
+    # and the same 102 shapes in bf16, named <name>.bf16
+    half = {e.name: e for e in suite_entries("llm") if e.dtype == "bfloat16"}
+    assert len(half) == 102
+    for name, e in entries.items():
+        twin = half[name + ".bf16"]
+        assert (twin.op, twin.shapes, twin.eps) == (e.op, e.shapes, e.eps)
+        assert all(t.dtype == torch.bfloat16 for t in twin.inputs(empty=True))
 
 
 def test_shapes_come_from_the_presets():
@@ -48,11 +56,11 @@ def test_every_program_matches_eager_on_the_simulator_at_a_small_config():
     tiny = dataclasses.replace(PRESETS["Qwen/Qwen2.5-7B"], name="Test/Tiny-1", hidden=48, heads=3, kv_heads=1,
                                intermediate=80)
     entries = model_entries(tiny, seqs=(5,))
-    assert len({e.op for e in entries}) == 11
+    assert len({e.op for e in entries}) == 11 and {e.dtype for e in entries} == {"float32", "bfloat16"}
     for e in entries:
         c = deplokit.compile(e.program(), *e.inputs())
-        result = c.check(backend="sim")
-        assert result.ok, (e.name, str(result))
+        result = c.check(backend="sim")      # a bf16 entry: against eager in bf16 and the float32 program
+        assert result.passed and (result.float32 is not None) == (e.dtype == "bfloat16"), (e.name, str(result))
 
 
 def test_inputs_are_seeded_and_weights_scaled():
@@ -67,17 +75,17 @@ def test_list_and_filter(capsys):
     assert main(["bench", "--suite", "llm", "--list"]) == 0
     out = capsys.readouterr().out
     assert "matmul.qwen.down_proj.s512" in out and "(1,512,18944) x (18944,3584)" in out
-    assert out.rstrip().endswith("102 shapes")
+    assert out.rstrip().endswith("204 shapes") and "matmul.qwen.down_proj.s512.bf16" in out
     assert main(["bench", "--suite", "llm", "--list", "--filter", "rmsnorm.", "--filter", "sdpa.qwen"]) == 0
-    assert capsys.readouterr().out.rstrip().endswith("9 shapes")
+    assert capsys.readouterr().out.rstrip().endswith("18 shapes")
     assert main(["bench", "--suite", "llm", "--list", "--filter", "nothing"]) == 2
     assert "no suite entry matches nothing" in capsys.readouterr().err
-    assert format_list(select(suite_entries(), ["add.tinyllama.s32"])).count("\n") == 3
+    assert format_list(select(suite_entries(), ["add.tinyllama.s32"])).count("\n") == 4   # and its .bf16
 
 
 def test_suite_run_survives_hangs_crashes_and_errors(tmp_path):
-    entries = select(suite_entries(), ["rmsnorm.tinyllama.s32", "softmax.tinyllama.s32", "rope.qwen.s32",
-                                       "add.qwen.s32", "silu_mul.qwen.s32"])
+    entries = [e for e in select(suite_entries(), ["rmsnorm.tinyllama.s32", "softmax.tinyllama.s32", "rope.qwen.s32",
+                                                   "add.qwen.s32", "silu_mul.qwen.s32"]) if e.dtype == "float32"]
     seen = []
     result = run_suite(entries, "compile", timeout_s=3, watchdog_target="worker_targets:suite_job",
                        progress=lambda i, n, row: seen.append((i, n, row["status"])))
@@ -111,11 +119,13 @@ def test_compile_only_suite_entry_runs_in_a_worker(tmp_path, capsys):
     assert main(["bench", "--suite", "llm", "--compile-only", "--filter", "rmsnorm.tinyllama.s32",
                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "1/1 entries ok" in text
+    assert "2/2 entries ok" in text          # the FP32 entry and its bf16 twin
     data = json.loads((out / "suite_llm_sm_90_compile.json").read_text())
-    (row,) = data["rows"]
-    assert row["name"] == "rmsnorm.tinyllama.s32" and row["kernels"] == 1 and row["compile_s"] > 0
-    assert "| rmsnorm.tinyllama.s32 | ok | 1 |" in (out / "suite_llm_sm_90_compile.md").read_text()
+    rows = data["rows"]
+    assert [r["name"] for r in rows] == ["rmsnorm.tinyllama.s32", "rmsnorm.tinyllama.s32.bf16"]
+    assert all(r["kernels"] == 1 and r["compile_s"] > 0 for r in rows)
+    md = (out / "suite_llm_sm_90_compile.md").read_text()
+    assert "| rmsnorm.tinyllama.s32 | ok | 1 |" in md and "| rmsnorm.tinyllama.s32.bf16 | ok | 1 |" in md
 
 
 def test_resume_runs_only_what_an_earlier_run_left(tmp_path, capsys):
@@ -127,11 +137,12 @@ def test_resume_runs_only_what_an_earlier_run_left(tmp_path, capsys):
     capsys.readouterr()
     assert main(args + ["--resume", "--filter", "rmsnorm.tinyllama.s32", "--filter", "add.tinyllama.s32"]) == 0
     text = capsys.readouterr().out
-    assert "resuming: 1 of 2 entries already ok" in text
-    assert "[1/1] rmsnorm.tinyllama.s32: ok" in text and "add.tinyllama.s32: ok" not in text
-    assert "2/2 entries ok" in text
+    assert "resuming: 2 of 4 entries already ok" in text      # each entry and its bf16 twin
+    assert "[1/2] rmsnorm.tinyllama.s32: ok" in text and "add.tinyllama.s32: ok" not in text
+    assert "4/4 entries ok" in text
     rows = json.loads(path.read_text())["rows"]
-    assert [r["name"] for r in rows] == ["rmsnorm.tinyllama.s32", "add.tinyllama.s32"]   # suite order
+    assert [r["name"] for r in rows] == ["rmsnorm.tinyllama.s32", "add.tinyllama.s32",      # suite order
+                                         "rmsnorm.tinyllama.s32.bf16", "add.tinyllama.s32.bf16"]
     assert rows[1] == first                                   # the earlier row, not a re-run
     md = (out / "suite_llm_sm_90_compile.md").read_text()
     assert "| rmsnorm.tinyllama.s32 | ok |" in md and "| add.tinyllama.s32 | ok |" in md

@@ -1,4 +1,5 @@
 """`deplokit tune`, and compile / run picking up the tuned configs."""
+import re
 import os
 
 import pytest
@@ -110,6 +111,10 @@ def test_ctrl_c_keeps_finished_trials_and_the_next_run_resumes(capsys, tmp_path,
     monkeypatch.setattr(ModelObjective, "__call__", interrupted)
     code, out, err = run_cli(capsys, "tune", "-c", SOFTMAX, "--budget", "6", "--cache", cache)
     assert code == 130 and "interrupted" in err and "Traceback" not in err and out == ""
+    import sqlite3
+    with sqlite3.connect(cache) as db:
+        kept = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+    assert kept == 4            # the three kernel trials and the unsplit program's own
     monkeypatch.setattr(ModelObjective, "__call__", real)
     code, out, err = run_cli(capsys, "tune", "-c", SOFTMAX, "--budget", "6", "--cache", cache)
     assert code == 0
@@ -117,6 +122,9 @@ def test_ctrl_c_keeps_finished_trials_and_the_next_run_resumes(capsys, tmp_path,
     # kernels of a split one): the kernel's default is read back, the rest of its search is new
     assert "6 trials (5 new, 1 from the cache)" in err
     assert len(calls) == 3
+    # issue 29: every trial the interrupted run finished is read back, none run again
+    told = re.search(r"all told (\d+) run and (\d+) read back", err)
+    assert told and int(told.group(2)) == kept, err.splitlines()[-1]
 
 
 def test_a_stale_cached_config_is_ignored_with_a_warning(capsys, tmp_path):

@@ -41,10 +41,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.fragments import element_lanes, ldmatrix_row_lanes
 from ..ir.index import Gather, evaluate, free_vars
 from ..ir.loop_ir import Load, Loop
 from ..ir.swizzle import swizzle_word
-from ..ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
+from ..ir.tile_ir import THREAD, FragmentLoad, Stage, StridedLoop, Tile, TileKernel, walk
 from ..target import WARP_SIZE
 
 BANKS = 32
@@ -125,6 +126,9 @@ def smem_loads(kernel: TileKernel, swizzles: dict[str, int] | None = None) -> li
     threads = len(next(iter(lanes.values()))) if lanes else 1
     out = []
     for s, loops in walk(tile.body):
+        if isinstance(s, FragmentLoad) and s.stage in stages and kernel.mma is not None:
+            out.append(_fragment_cost(kernel.mma, s, stages[s.stage], tile, loops, lanes, threads, swizzles))
+            continue
         if not isinstance(s, Load) or s.tensor not in stages:
             continue
         if any(isinstance(a, Gather) for e in s.index for a, _ in e.terms):
@@ -159,6 +163,34 @@ def smem_loads(kernel: TileKernel, swizzles: dict[str, int] | None = None) -> li
         slots = len(words) // math.prod(lp.extent for lp in registers if lp.kind == "vector")
         out.append(SmemLoad(stage.name, s.dst, worst, total, slots))
     return out
+
+
+def _fragment_cost(st, s: FragmentLoad, stage: Stage, tile, loops, lanes, threads, swizzles) -> SmemLoad:
+    """A tensor-core fragment load: an ldmatrix is a 16-byte row per lane, 8 lanes (one matrix)
+    a phase, as a float4 is; an lds path reads one word per lane per element."""
+    env: dict = {v: np.int64(0) for a in tile.axes for v in [a.var] if a.var not in lanes}
+    env.update(lanes)
+    registers = [lp for lp in loops if isinstance(lp, Loop) and lp.kind == "register"]
+    env.update({lp.var: np.int64(0) for lp in loops if isinstance(lp, Loop) and lp.kind != "register"})
+    g, t = st.lanes
+    lane = np.asarray(lanes[g]) * 4 + np.asarray(lanes[t])
+    lay = st.layout(s.operand)
+    if s.via.startswith("ldmatrix"):
+        along_cols = "fc" in free_vars(s.at[-1])
+        tables, width = [ldmatrix_row_lanes(lay, along_cols)], 4
+    else:
+        tables, width = [element_lanes(lay, i) for i in range(len(lay.coords[0]))], 1
+    swz = None if swizzles is None else swizzles.get(stage.name)
+    worst, total, slots = 0, 0, 0
+    for values in itertools.product(*(range(lp.extent) for lp in registers)):
+        env.update({lp.var: np.int64(v) for lp, v in zip(registers, values)})
+        slots += 1
+        for rows, cols in tables:
+            env.update(fr=np.asarray(rows)[lane], fc=np.asarray(cols)[lane])
+            idx = [evaluate(e, _defaulted(env, e)) for e in s.at]
+            d = _warp_worst(np.broadcast_to(stage_word(stage, idx, swizzle=swz), (threads,)), threads, width)
+            worst, total = max(worst, d), total + d
+    return SmemLoad(stage.name, s.dst, worst, total, slots)
 
 
 def _accesses(words, registers, width):

@@ -69,6 +69,14 @@ class InstructionMix(SharedLoadCounts):
     bar: int                    # block barriers
     mbarrier_waits: int         # SYNCS.PHASECHK
     local: int                  # LDL / STL: spilled registers
+    hmma: int = 0               # tensor-core mma.sync (HMMA, any shape and type)
+    ldsm: int = 0               # ldmatrix (LDSM)
+    hgmma: int = 0              # Hopper warpgroup mma (HGMMA)
+
+    @property
+    def math(self) -> int:
+        """Floating-point work instructions: FP32/SFU arithmetic and tensor-core mma."""
+        return self.float_ops + self.hmma + self.hgmma
 
     @property
     def ffma_share(self) -> float:
@@ -87,12 +95,15 @@ class InstructionMix(SharedLoadCounts):
                 f"LDS.128 {self.lds128}; shared stores {self.sts}",
                 f"global loads {self.ldg}, stores {self.stg}, atomics {self.atomics}; bulk copies {self.bulk} "
                 f"(UBLKCP), TMA {self.tma} (UTMALDG), LDGSTS {self.ldgsts}",
-                f"barriers {self.bar} (BAR), mbarrier waits {self.mbarrier_waits}, local loads/stores {self.local}"]
+                f"barriers {self.bar} (BAR), mbarrier waits {self.mbarrier_waits}, local loads/stores {self.local}"] + \
+            ([f"tensor cores: HMMA {self.hmma}, HGMMA {self.hgmma}, LDSM {self.ldsm}"]
+             if self.hmma or self.hgmma or self.ldsm else [])
 
 
 def instruction_mix(instrs) -> InstructionMix:
     counts = dict.fromkeys(("instructions", "ffma", "float_ops", "lds", "lds64", "lds128", "sts", "ldg", "stg",
-                            "atomics", "bulk", "tma", "ldgsts", "bar", "mbarrier_waits", "local"), 0)
+                            "atomics", "bulk", "tma", "ldgsts", "bar", "mbarrier_waits", "local", "hmma", "ldsm",
+                            "hgmma"), 0)
     for ins in instrs:
         if not ins.counted:
             continue
@@ -112,6 +123,9 @@ def instruction_mix(instrs) -> InstructionMix:
         counts["bar"] += b == "BAR"
         counts["mbarrier_waits"] += ins.opcode.startswith("SYNCS.PHASECHK")
         counts["local"] += b in ("LDL", "STL")
+        counts["hmma"] += b == "HMMA"
+        counts["ldsm"] += b == "LDSM"
+        counts["hgmma"] += b == "HGMMA"
     return InstructionMix(**counts)
 
 
@@ -174,7 +188,7 @@ class KernelSass:
         hot = self.hottest
         if hot is None:
             return None
-        fp = [lp for lp in self.enclosing(hot) if lp.mix.float_ops]
+        fp = [lp for lp in self.enclosing(hot) if lp.mix.math]
         return fp[-1]
 
     def innermost(self) -> dict[int, SassLoop]:
@@ -220,8 +234,9 @@ class KernelSass:
 
 
 def _rank(loop: SassLoop, loops) -> tuple:
-    fp_depth = sum(1 for other in loops if other.mix.float_ops and set(loop.addresses) <= set(other.addresses))
-    return (loop.mix.float_ops > 0, fp_depth, loop.mix.ffma, loop.mix.instructions, -loop.header)
+    fp_depth = sum(1 for other in loops if other.mix.math and set(loop.addresses) <= set(other.addresses))
+    return (loop.mix.math > 0, fp_depth, loop.mix.ffma + loop.mix.hmma + loop.mix.hgmma, loop.mix.instructions,
+            -loop.header)
 
 
 def analyze_kernel(name: str, instrs, stats=None) -> KernelSass:

@@ -59,16 +59,31 @@ def elements_read(kernel: L.Kernel) -> dict[str, int]:
     return reads
 
 
+def elements_stored(kernel: L.Kernel) -> dict[str, int]:
+    """Per tensor, how many element stores the loop nest makes, each store times the extents
+    of the loops around it."""
+    stores: dict[str, int] = {}
+    for stmt, loops in L.walk(kernel.body):
+        if isinstance(stmt, L.Store):
+            n = 1
+            for loop in loops:
+                n *= loop.extent
+            stores[stmt.tensor] = stores.get(stmt.tensor, 0) + n
+    return stores
+
+
 def loop_kernel_cost(kernel: L.Kernel, types: dict) -> KernelCost:
     """Compulsory traffic and FLOPs of one Loop-IR kernel; `types` maps tensor -> TensorType.
     A tensor read fewer times than it has elements (an embedding table gathered by 128 token
-    ids, a slice) counts only the elements read."""
+    ids, a slice) counts only the elements read; an output stored in part (an in-place write
+    of one row into a KV cache) only the elements stored."""
     reads = elements_read(kernel)
+    stores = elements_stored(kernel)
 
     def size(name, elements):
         return elements * types[name].itemsize
     read = sum(size(n, min(types[n].numel, reads.get(n, 0))) for n in kernel.inputs() if n not in kernel.outputs)
-    written = sum(size(n, types[n].numel) for n in kernel.outputs)
+    written = sum(size(n, min(types[n].numel, stores.get(n, types[n].numel))) for n in kernel.outputs)
     return KernelCost(kernel.name, read, written, loop_kernel_flops(kernel))
 
 

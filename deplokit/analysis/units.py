@@ -15,8 +15,8 @@ from ..ir.types import CTYPE_DTYPE, DTYPE_BYTES, ctype_bytes
 
 __all__ = ["DTYPE_BYTES", "CTYPE_DTYPE", "NON_FLOP_OPS", "ctype_bytes", "dtype_bytes", "is_flop"]
 
-# Compute ops that are selections or comparisons, not floating-point arithmetic.
-NON_FLOP_OPS = frozenset({"where", "greater", "less", "greater_equal", "less_equal", "equal",
+# Compute ops that are selections, comparisons or storage conversions, not floating-point arithmetic.
+NON_FLOP_OPS = frozenset({"convert", "round_tf32", "where", "greater", "less", "greater_equal", "less_equal", "equal",
                           "not_equal", "logical_and", "logical_or", "logical_not"})
 
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.fragments import SHAPES as MMA_SHAPES
 from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.stages import row_major_strides
-from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileKernel
+from ..ir.tile_ir import THREAD, AsyncWait, AtomicAdd, Combine, FragmentLoad, MmaSync, Stage, StridedLoop, TileKernel
 from .banks import WARP, smem_loads, thread_values
 from .units import is_flop
 
@@ -137,6 +138,15 @@ class _Counter:
                 self.instr += per_warp
                 if isinstance(s, AtomicAdd):
                     self.atomics += per_thread
+            elif isinstance(s, MmaSync):           # one warp-wide tensor-core instruction
+                shape = MMA_SHAPES[s.shape]
+                self.flops += per_warp * 2 * shape.m * shape.n * shape.k
+                self.instr += per_warp
+            elif isinstance(s, FragmentLoad):      # an ldmatrix, or a shared load per element
+                ld = self.smem.get((s.stage, s.dst))
+                self.wavefronts += per_warp * (ld.wavefronts / ld.slots if ld and ld.slots else 1)
+                size = 1 if s.via.startswith("ldmatrix") else self.kernel.mma.fragment_size(s.operand)
+                self.instr += per_warp * size
             elif isinstance(s, (Compute, Accumulate)):
                 op = s.op if isinstance(s, Compute) else "add"
                 slow = 4 if op in SLOW_OPS else 1

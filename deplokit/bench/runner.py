@@ -32,10 +32,13 @@ def run_entry(name: str, target: str = "sm_90", warmup: int = 10, repeats: int =
     c = dk_compile(e.program(), *e.inputs(), target=target)
     compile_s = time.perf_counter() - t0
     inputs = tuple(t.to("cuda") for t in e.inputs())
-    check = c.check(*inputs, backend="cupy", rtol=CHECK_RTOL, atol=CHECK_ATOL)
+    # FP32 at the suite's tolerance; bf16 at its own (against eager in bf16, cuBLAS on tensor
+    # cores, and the FP32 reference: docs/precision.md)
+    tol = dict(rtol=CHECK_RTOL, atol=CHECK_ATOL) if e.dtype == "float32" else {}
+    check = c.check(*inputs, backend="cupy", **tol)
     row = {"name": name, "op": e.op, "kernels": len(c.kernel_ir.kernels), "compile_s": compile_s,
            "check": str(check), "max_abs_error": check.max_abs_error}
-    if not check.ok:
+    if not check.passed:
         return {**row, "status": "mismatch"}
     report = c.bench(*inputs, warmup=warmup, repeats=repeats, compare=compare, profile=profile, name=name)
     ways = e.eager_ways()

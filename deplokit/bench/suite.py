@@ -6,7 +6,11 @@ Names are `op.model[.proj].sSEQ`, as in the seeds' 84-shape suite (`matmul.qwen.
 kernels (`rope`, the residual `add`, Qwen's q/k/v `matmul_bias`). Each entry builds its
 program and seeded inputs only when asked, so listing the suite allocates nothing.
 
-Programs (FP32; weights are inputs, so every entry is one self-contained kernel program):
+Every shape comes twice: in FP32, and in bf16 (`<name>.bf16`: inputs and weights bf16, stored in
+half and computed in FP32 registers, compared against eager in bf16, cuBLAS on a device; see
+docs/precision.md).
+
+Programs (weights are inputs, so every entry is one self-contained kernel program):
   matmul       x @ w                       q/kv/o/gate/up/down projections
   matmul_bias  x @ w + b                   Qwen2's biased q and k/v projections
   matmul_add   x @ w + residual            o and down projections with the residual add
@@ -21,6 +25,7 @@ Programs (FP32; weights are inputs, so every entry is one self-contained kernel 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -33,6 +38,8 @@ from ..frontend.presets import PRESETS, ModelPreset
 
 SEQS = (32, 128, 512)
 SUITES = ("llm",)
+# Each shape's dtypes, and the suffix an entry's name takes in each.
+DTYPES = {"float32": "", "bfloat16": ".bf16"}
 
 
 def short_name(preset: ModelPreset) -> str:
@@ -48,6 +55,7 @@ class SuiteEntry:
     seq: int
     shapes: tuple[tuple[int, ...], ...]     # input shapes, in argument order
     eps: float = 0.0                        # rmsnorm's epsilon (the preset's)
+    dtype: str = "float32"                  # every input's (float32 or bfloat16)
 
     def shape_text(self) -> str:
         return " x ".join("(" + ",".join(map(str, s)) + ")" for s in self.shapes)
@@ -68,15 +76,16 @@ class SuiteEntry:
     def inputs(self, seed: int = 0, device="cpu", empty: bool = False) -> tuple[torch.Tensor, ...]:
         """Seeded inputs (`empty`: uninitialised, for compiling only). Matmul weights are
         scaled by 1/sqrt(K) so outputs stay O(1) and FP32 comparisons stay meaningful."""
+        dtype = getattr(torch, self.dtype)
         if empty:
-            return tuple(torch.empty(s, device=device) for s in self.shapes)
+            return tuple(torch.empty(s, device=device, dtype=dtype) for s in self.shapes)
         g = torch.Generator().manual_seed(seed)
         out = []
         for i, s in enumerate(self.shapes):
             t = torch.randn(s, generator=g)
             if self.op.startswith(("matmul", "silu_mul_matmul")) and i == (2 if self.op == "silu_mul_matmul" else 1):
                 t = t / math.sqrt(s[0])
-            out.append(t.to(device))
+            out.append(t.to(device=device, dtype=dtype))
         return tuple(out)
 
 
@@ -123,8 +132,9 @@ _PROGRAMS = {
 }
 
 
-def model_entries(p: ModelPreset, seqs=SEQS) -> list[SuiteEntry]:
-    """Every kernel shape of one decoder layer of `p`, at each sequence length."""
+def model_entries(p: ModelPreset, seqs=SEQS, dtypes=tuple(DTYPES)) -> list[SuiteEntry]:
+    """Every kernel shape of one decoder layer of `p`, at each sequence length, in each of
+    `dtypes` (the FP32 entries first, then the same shapes in bf16)."""
     m, H, I, nh, kvh, d = short_name(p), p.hidden, p.intermediate, p.heads, p.kv_heads, p.head_dim
     q_out, kv_out = nh * d, kvh * d
     projs = {"q_proj": (H, q_out), "kv_proj": (H, kv_out), "o_proj": (q_out, H),
@@ -161,7 +171,7 @@ def model_entries(p: ModelPreset, seqs=SEQS) -> list[SuiteEntry]:
             for proj in ("q_proj", "kv_proj"):
                 k, n = projs[proj]
                 add("matmul_bias", proj, S, (1, S, k), (k, n), (n,))
-    return out
+    return [dataclasses.replace(e, name=e.name + DTYPES[dt], dtype=dt) for dt in dtypes for e in out]
 
 
 def suite_entries(suite: str = "llm", presets=None) -> tuple[SuiteEntry, ...]:

@@ -4,10 +4,10 @@ command parsed."""
 from __future__ import annotations
 
 from .. import __version__
-from . import bench_cmd, compile_cmd, preflight_cmd, run_cmd, tune_cmd
+from . import bench_cmd, compile_cmd, ops_cmd, preflight_cmd, run_cmd, tune_cmd
 from .parser import DEBUG_HELP, TRUST_NOTE, Parser, stages
 
-COMMANDS = (compile_cmd, run_cmd, bench_cmd, tune_cmd, preflight_cmd)
+COMMANDS = (compile_cmd, run_cmd, bench_cmd, tune_cmd, preflight_cmd, ops_cmd)
 
 
 def build_parser() -> Parser:

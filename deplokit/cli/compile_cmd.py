@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from ..analysis.inventory import format_inventory
-from ..frontend.models import ModelProgram
+from ..frontend.models import MODEL_DTYPES, ModelProgram
+from ..precision import DEFAULT_PRECISION, PRECISIONS
 from ..trace import format_step
 from .parser import TRUST_NOTE, add_command, add_source, stages
 from .program import compile_program, load_program, write_atomic
@@ -27,6 +28,12 @@ def add_parser(sub) -> None:
                     help="for a named model: the sequence length to compile for (default 128)")
     pc.add_argument("--layer", type=int, metavar="N",
                     help="for a named model: compile decoder layer N alone (input: hidden states)")
+    pc.add_argument("--dtype", choices=list(MODEL_DTYPES),
+                    help="for a named model: the weights' and activations' dtype (default float32); "
+                         "half tensors are stored in half and computed in float32 (docs/precision.md)")
+    pc.add_argument("--precision", choices=list(PRECISIONS), default=DEFAULT_PRECISION,
+                    help="how float32 matmuls multiply: float32 (exact) or tf32 (operands rounded to "
+                         "TF32, as torch's allow_tf32) (default: %(default)s)")
 
 
 def _lines(text) -> list[str]:
@@ -79,7 +86,7 @@ def format_model_inventory(program, compilation) -> str:
 
 def cmd_compile(args) -> int:
     program = load_program(args)
-    compilation = compile_program(program, args.target, args.tuned, args.cache)
+    compilation = compile_program(program, args.target, args.tuned, args.cache, precision=args.precision)
     stage = "cuda" if args.ir == "sass" else args.ir     # sass: the machine code of the cuda stage
     if args.verbose >= 2:
         sys.stdout.write(format_trace(compilation, stage))

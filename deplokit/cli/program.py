@@ -22,7 +22,7 @@ def load_program(args):
         raise usage_error(args, "give either -c EXPR or PATH, not both")
     if args.expr is None and args.path is None:
         raise usage_error(args, "give a program: -c EXPR or PATH (a .py file)")
-    model_flags = [f for f in ("seq", "layer") if getattr(args, f, None) is not None]
+    model_flags = [f for f in ("seq", "layer", "dtype") if getattr(args, f, None) is not None]
     if args.expr is not None:
         if model_flags:
             raise usage_error(args, f"--{model_flags[0]} applies to a named model, not to -c EXPR")
@@ -42,16 +42,17 @@ def load_program(args):
 def load_model(name: str, args):
     """A built-in preset by name, its weights on the meta device (compile only)."""
     seq = getattr(args, "seq", None)
-    return build(name, seq=DEFAULT_SEQ if seq is None else seq, layer=getattr(args, "layer", None))
+    return build(name, seq=DEFAULT_SEQ if seq is None else seq, layer=getattr(args, "layer", None),
+                 dtype=getattr(args, "dtype", None) or "float32")
 
 
-def compile_program(program, target, tuned=True, cache=None):
+def compile_program(program, target, tuned=True, cache=None, precision: str = "float32"):
     """Compile; with `tuned`, use the best configs the tune cache holds (looked up inside the
     one lowering). A named model traces one layer and compiles identical kernels once."""
     def build(lookup):
         if isinstance(program, ModelProgram):
-            return compile_model(program, target=target, tuned=lookup)
-        return dk_compile(program.fn, *program.inputs, target=target, tuned=lookup)
+            return compile_model(program, target=target, tuned=lookup, precision=precision)
+        return dk_compile(program.fn, *program.inputs, target=target, tuned=lookup, precision=precision)
 
     lookup = TunedLookup(cache) if tuned else None
     try:

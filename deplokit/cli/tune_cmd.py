@@ -131,6 +131,8 @@ def cmd_tune(args) -> int:
         sys.stdout.write(format_table(result, args.verbose))
         new = sum(1 for t in result.history if not t.cached)
         print(f"{len(result.history)} trials ({new} new, {len(result.history) - new} from the cache) in {store.path}; "
+              f"all told {store.recorded} run and {store.read_back} read back from the cache (the program-level "
+              "options and the kernel defaults that priced them included); "
               "deplokit compile and run use the best configs", file=sys.stderr)
         return 0
     finally:

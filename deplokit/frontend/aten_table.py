@@ -145,6 +145,7 @@ ATEN_OPS: dict[str, tuple[str, Normaliser]] = {
     "squeeze.dims": ("squeeze", lambda a, k: ((a[0],), (("dim", tuple(a[1])),))),
     "squeeze.default": ("squeeze", lambda a, k: ((a[0],), (("dim", None),))),
     "expand.default": ("expand", _positional(("size",), {}, 1)),
+    "broadcast_to.default": ("expand", _positional(("size",), {}, 1)),     # expand's rule, as torch
     "repeat_interleave.self_int": ("repeat_interleave",
                                    _positional(("repeats", "dim", "output_size"), {"output_size": None}, 1)),
     "slice.Tensor": ("slice", _positional(("dim", "start", "end", "step"), {"step": 1}, 1)),
@@ -236,7 +237,7 @@ SHAPE_ONLY_OPS = {"ones_like.default", "zeros_like.default", "full_like.default"
 # the input too (capture refuses to functionalise it).
 VIEW_OPS = {"view.default", "_unsafe_view.default", "reshape.default", "transpose.int", "t.default",
             "numpy_T.default", "permute.default", "slice.Tensor", "select.int", "unsqueeze.default",
-            "squeeze.dim", "squeeze.dims", "squeeze.default", "expand.default", "flatten.using_ints",
+            "squeeze.dim", "squeeze.dims", "squeeze.default", "expand.default", "broadcast_to.default", "flatten.using_ints",
             "alias.default", "detach.default", "unflatten.int", "narrow.default", "contiguous.default",
             "split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int"}
 

@@ -21,8 +21,10 @@ from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer, TensorType
 from .aten_table import ATEN_OPS, IGNORED_OPS, SHAPE_ONLY_OPS, VIEW_OPS, covered_ops
 from .multi_output import MULTI_OUTPUT_OPS
+from .positions import Positions
 
-_DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool"}
+_DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool",
+           torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,25 @@ def argument_names(module_or_fn, n: int) -> list[str]:
     return names
 
 
-def capture(module_or_fn, example_inputs: tuple) -> Captured:
+def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = (), scalar_limit: int = 0) -> Captured:
+    """`scalars`: the inputs (by captured name) that are runtime scalars, each a (1,) int64
+    tensor: a decode position. Values computed from one (`pos + arange(n)`, views of it)
+    are tracked symbolically, so that an index_copy_ into a module buffer at such a position
+    becomes an in-place write into a state buffer (frontend/positions.py). `scalar_limit` > 0:
+    the scalars lie in 0 .. scalar_limit - 1, and values computed from them and constants only
+    (rotary tables) are tabulated over that range."""
     for i, t in enumerate(example_inputs):
         if not isinstance(t, torch.Tensor):
             raise CaptureError(f"example input {i} is a {type(t).__name__}; deplokit takes tensors only")
         _check_dtype(t.dtype, f"example input {i}")
+    names = argument_names(module_or_fn, len(example_inputs))
+    for name in scalars:
+        if name not in names:
+            raise CaptureError(f"runtime scalar {name} is not an input; inputs: {', '.join(names)}")
+        t = example_inputs[names.index(name)]
+        if tuple(t.shape) != (1,) or t.dtype != torch.int64:
+            raise CaptureError(f"runtime scalar {name} is {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}; "
+                               "a runtime scalar is a (1,) int64 tensor")
     module = as_module(module_or_fn, len(example_inputs))
     was_training = module.training
     try:
@@ -89,14 +105,15 @@ def capture(module_or_fn, example_inputs: tuple) -> Captured:
     finally:
         if was_training is not None:
             module.train(was_training)
-    return _convert(ep)
+    return _convert(ep, tuple(scalars), scalar_limit)
 
 
 def _check_dtype(dtype, where: str) -> str:
     if dtype not in _DTYPES:
         raise UnsupportedDtypeError(
             f"{where} has dtype {str(dtype).replace('torch.', '')}; deplokit computes in float32 "
-            f"(supported: float32, and int64/int32/bool for indices and masks)")
+            f"(supported: float32, bfloat16/float16 stored and computed in float32, and int64/int32/bool "
+            f"for indices and masks)")
     return _DTYPES[dtype]
 
 
@@ -125,7 +142,7 @@ def _tensor_type(val, where: str, empty_ok: bool = True) -> TensorType:
 MAX_ELEMENTS = 2**48
 
 
-def _convert(ep) -> Captured:
+def _convert(ep, scalars: tuple[str, ...] = (), scalar_limit: int = 0) -> Captured:
     sig = ep.graph_signature
     kinds = {spec.arg.name: spec for spec in sig.input_specs}
     state = dict(ep.state_dict)
@@ -140,12 +157,22 @@ def _convert(ep) -> Captured:
     names: dict[str, str] = {}     # fx node name -> Torch-IR name (aliases are resolved)
     ir_name = _CSafeNames(n.name for n in ep.graph.nodes)
     pending: dict[str, tuple] = {}  # multi-output op -> (aten key, node), until getitem reads it
+    positions = Positions(ir_name, folded, buffers, values, ops, names,
+                          tensor_type=_tensor_type, to_numpy=_to_numpy, module_path=_module_path)
+    positions.limit = scalar_limit
 
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             spec = kinds[node.name]
             ttype = _tensor_type(node.meta["val"], f"input {node.name}", empty_ok=False)
-            if spec.kind == InputKind.USER_INPUT:
+            if spec.kind == InputKind.USER_INPUT and node.name in scalars:
+                if ttype != TensorType((1,), "int64"):
+                    raise CaptureError(f"runtime scalar {node.name} is {ttype}; "
+                                       "a runtime scalar is a (1,) int64 tensor")
+                buffers.append(Buffer(ir_name[node.name], ttype, "scalar"))
+                input_names.append(ir_name[node.name])
+                positions.start(node.name, ir_name[node.name])
+            elif spec.kind == InputKind.USER_INPUT:
                 buffers.append(Buffer(ir_name[node.name], ttype, "input"))
                 input_names.append(ir_name[node.name])
             elif spec.kind == InputKind.PARAMETER:
@@ -158,6 +185,8 @@ def _convert(ep) -> Captured:
         elif node.op == "call_function":
             key = _aten_key(node.target)
             if key in IGNORED_OPS:
+                continue
+            if positions.track(node, key):     # pos + offset, or a write at it: handled there
                 continue
             tensor_inputs = [a for a in node.all_input_nodes]
             if (all(a.name in folded for a in tensor_inputs) or key in SHAPE_ONLY_OPS) and not _is_random(key):
@@ -179,8 +208,9 @@ def _convert(ep) -> Captured:
                 _tensor_type(val, f"aten.{key} (node {node.name})")
             if key not in ATEN_OPS and key not in _PIECE_KEYS:
                 raise UnsupportedOpError(
-                    f"operator aten.{key} (node {node.name}{_module_path(node)}) is not supported; covered ops: "
-                    + ", ".join(covered_ops()))
+                    f"operator aten.{key} (node {node.name}{_module_path(node)}) is not supported; "
+                    f"`deplokit ops` (deplokit.frontend.aten_table.covered_ops()) lists the {len(covered_ops())} "
+                    "supported ops")
             op_name, normalise = ATEN_OPS[key] if key in ATEN_OPS else _PIECE_KEYS[key]
             # Folded inputs that reach a real op become constant buffers.
             for a in tensor_inputs:
@@ -208,6 +238,8 @@ def _convert(ep) -> Captured:
             outs = outs if isinstance(outs, (list, tuple)) else (outs,)
             outputs = []
             for o in outs:
+                if isinstance(o, torch.fx.Node):
+                    positions.materialise(o)
                 if not isinstance(o, torch.fx.Node):
                     raise CaptureError(f"output {o!r} is not a tensor; deplokit programs return tensors")
                 if isinstance(o.meta.get("val"), torch.Tensor):
@@ -222,7 +254,7 @@ def _convert(ep) -> Captured:
             names[node.name] = ir_name[node.name]
 
     used = {a for op in ops for a in op.args if isinstance(a, str)} | set(outputs)
-    buffers = [b for b in buffers if b.kind == "input" or b.name in used]
+    buffers = [b for b in buffers if b.kind in ("input", "scalar") or b.name in used]
     values = {k: v for k, v in values.items() if k in used}
     program = TorchProgram(tuple(buffers), tuple(ops), tuple(outputs))
     return Captured(program, values, tuple(input_names), ep.call_spec.out_spec)
@@ -344,4 +376,13 @@ def _evaluate(node, folded, shape_only: bool = False):
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().contiguous().numpy().copy()
+    return to_numpy(t)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values as numpy: a half tensor as float32 (exact; numpy has no bfloat16),
+    which is how every executor holds it (runtime/rounding.py)."""
+    t = t.detach().cpu().contiguous()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.float()
+    return t.numpy().copy()

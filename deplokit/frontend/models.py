@@ -22,6 +22,8 @@ from .presets import PRESETS, ModelPreset
 from .stitch import capture_layers, layers_identical
 
 DEFAULT_SEQ = 128
+# The dtypes a named model is built in (`--dtype`): its parameters and activations.
+MODEL_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,16 @@ def params_on_meta():
 
 
 def build(name_or_preset, seq: int = DEFAULT_SEQ, layer: int | None = None, *, backend: str = "auto",
-          weights: bool = False) -> ModelProgram:
+          weights: bool = False, dtype: str = "float32") -> ModelProgram:
     """The module of a preset and its example input: token ids (1, seq) for the whole
     model, hidden states (1, seq, hidden) for `layer`. backend: transformers | plain | auto
-    (transformers when installed). weights=False keeps parameters on the meta device."""
+    (transformers when installed). weights=False keeps parameters on the meta device.
+    dtype: the parameters' and activations' (bfloat16 as checkpoints ship)."""
     preset = name_or_preset if isinstance(name_or_preset, ModelPreset) else resolve(name_or_preset)
     if seq < 1:
         raise UnknownModelError(f"--seq must be at least 1, got {seq}")
+    if dtype not in MODEL_DTYPES:
+        raise UnknownModelError(f"--dtype {dtype} is not one of {', '.join(MODEL_DTYPES)}")
     use_hf = backend == "transformers" or (backend == "auto" and hf.available())
     config = None
     if use_hf:   # a local config.json may differ from the preset: its sizes rule
@@ -92,6 +97,7 @@ def build(name_or_preset, seq: int = DEFAULT_SEQ, layer: int | None = None, *, b
         raise UnknownModelError(f"--layer {layer} is out of range: {preset.name} has layers 0..{preset.layers - 1}")
     with contextlib.nullcontext() if weights else params_on_meta():
         lm = hf.build_causal_lm(config, preset.arch) if use_hf else CausalLM(preset).eval()
+        lm = lm.to(MODEL_DTYPES[dtype])
     if layer is None:
         module = hf.LogitsOnly(lm) if use_hf else lm
         inputs = (torch.zeros(1, seq, dtype=torch.int64),)
@@ -99,11 +105,12 @@ def build(name_or_preset, seq: int = DEFAULT_SEQ, layer: int | None = None, *, b
     else:
         module = hf.DecoderLayerOnly(lm, layer) if use_hf else LayerOnly(lm, layer)
         # on meta with the weights: a layer has no embedding to carry its activations there
-        inputs = (torch.zeros(1, seq, preset.hidden, device="cpu" if weights else "meta"),)
+        inputs = (torch.zeros(1, seq, preset.hidden, device="cpu" if weights else "meta", dtype=MODEL_DTYPES[dtype]),)
         names = ("hidden_states",)
     what = f"{preset.name} ({'transformers' if use_hf else 'plain torch'}"
     what += ", random weights)" if weights else ", weights on meta)"
     what += f" seq {seq}" + (f" layer {layer}" if layer is not None else "")
+    what += f" {dtype}" if dtype != "float32" else ""
     return ModelProgram(module.eval(), inputs, names, what, preset, weights, lm,
                         hf.DecoderLayerOnly if use_hf else LayerOnly, layer)
 

@@ -18,7 +18,7 @@ from torch import nn
 from ..errors import CaptureError
 from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer
-from .capture import Captured, capture
+from .capture import Captured, capture, to_numpy
 from .hf import model_path
 
 
@@ -54,7 +54,8 @@ def capture_layers(lm: nn.Module, layer_module, input_ids: torch.Tensor) -> Capt
     (hidden,) = head.program.outputs
     hidden_type = head.program.types()[hidden]
     device = lm.model.embed_tokens.weight.device
-    x = torch.zeros(hidden_type.shape, device="meta" if device.type == "meta" else "cpu")
+    x = torch.zeros(hidden_type.shape, device="meta" if device.type == "meta" else "cpu",
+                    dtype=getattr(torch, hidden_type.dtype))     # the embedding's (bfloat16 in a bf16 model)
     layer0 = layer_module(lm, 0)
     body = capture(layer0, (x,))
     tail_module = FinalNormHead(lm)
@@ -80,7 +81,7 @@ def capture_layers(lm: nn.Module, layer_module, input_ids: torch.Tensor) -> Capt
                 if layer is not None:
                     target = target.replace("model.layers.0.", f"model.layers.{layer}.", 1)
                 name = "p_" + target.replace(".", "_")
-                value = None if params[target].is_meta else params[target].detach().cpu().contiguous().numpy()
+                value = None if params[target].is_meta else to_numpy(params[target])
             else:
                 name = const_prefix + b.name
                 value = piece.values.get(b.name)

@@ -30,7 +30,8 @@ wchar_t while xor xor_eq NULL main std
 _CUDA_BUILTINS = """
 threadIdx blockIdx blockDim gridDim warpSize dim3 uint3 int2 int4 float2 float3 float4 double2
 char1 char2 char4 uchar1 uchar2 uchar4 short2 short4 ushort2 ushort4 uint2 uint4 long2 long4
-ulong2 longlong2 longlong4 half half2 nv_bfloat16 size_t ptrdiff_t int8_t int16_t int32_t
+ulong2 longlong2 longlong4 half half2 nv_bfloat16 __half __nv_bfloat16 round_tf32 size_t ptrdiff_t
+int8_t int16_t int32_t
 int64_t uint8_t uint16_t uint32_t uint64_t printf assert clock clock64 malloc free calloc
 realloc memcpy memset abort exit atomicAdd atomicSub atomicExch atomicMin atomicMax atomicInc
 atomicDec atomicCAS atomicAnd atomicOr atomicXor min max umin umax llmin llmax ullmin ullmax

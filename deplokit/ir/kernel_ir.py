@@ -305,6 +305,44 @@ class Comment:
 
 
 @dataclass(frozen=True)
+class LdMatrix:
+    """ldmatrix.sync.aligned.m8n8.x`num`[.trans].shared.b16 into registers dst[index ..
+    index + num): this lane gives the address of shared `array` element `offset`, the start of
+    one 16-byte row (lanes 8i .. 8i+7 give the rows of matrix i); every lane receives PTX's
+    elements of each matrix (deplokit.ir.fragments.ldmatrix_layout). A warp-wide instruction:
+    all 32 lanes execute it together."""
+    dst: str
+    index: Expr
+    num: int
+    trans: bool
+    array: str
+    offset: Expr
+
+
+@dataclass(frozen=True)
+class Tf32Round:
+    """dst[index] = cvt.rna.tf32.f32(dst[index]): to the nearest tf32, ties away from zero (one
+    instruction; deplokit's round_tf32 elsewhere rounds ties to even: they differ only on exact
+    ties, and the simulator models this one bit for bit)."""
+    dst: str
+    index: Expr
+
+
+@dataclass(frozen=True)
+class Mma:
+    """One warp-wide mma.sync (`shape`, deplokit.ir.fragments.SHAPES): acc[acc_at .. +4) +=
+    A @ B, A's fragment in a[a_at ..], B's in b[b_at ..] (register arrays; the offsets are
+    compile-time constants once the register loops unroll)."""
+    shape: str
+    acc: str
+    acc_at: Expr
+    a: str
+    a_at: Expr
+    b: str
+    b_at: Expr
+
+
+@dataclass(frozen=True)
 class TmaTensorLoad:
     """cp.async.bulk.tensor (sm_90): the box of tensor map `tensor_map` (a TensorMap of the
     kernel) whose first element is at `coords` (element coordinates, outermost dimension
@@ -341,7 +379,7 @@ class TensorMap:
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, AtomicAdd, SharedStore, VectorLoad, VectorStore,
              For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
-             MbarrierArrive, MbarrierWait, ProxyFence, Comment]
+             MbarrierArrive, MbarrierWait, ProxyFence, Comment, LdMatrix, Tf32Round, Mma]
 
 
 # -- statements pending a later lowering pass ----------------------------------------------
@@ -489,6 +527,8 @@ def stmt_exprs(s):
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)
     out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
+    if isinstance(s, Mma):
+        out += [s.acc_at, s.a_at, s.b_at]
     return tuple(out)
 
 
@@ -667,6 +707,15 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
         elif isinstance(s, Comment):
             lines.append(f"{pad}// {s.text}")
+        elif isinstance(s, LdMatrix):
+            lines.append(f"{pad}{s.dst}[{_strip(format_expr(s.index))} +0..{s.num}] = ldmatrix.x{s.num}"
+                         f"{'.trans' if s.trans else ''} shared {_at(s.array, s.offset)}")
+        elif isinstance(s, Tf32Round):
+            at = f"{s.dst}[{_strip(format_expr(s.index))}]"
+            lines.append(f"{pad}{at} = cvt.rna.tf32({at})")
+        elif isinstance(s, Mma):
+            lines.append(f"{pad}{s.acc}[{_strip(format_expr(s.acc_at))} +0..4] += mma.{s.shape}("
+                         f"{s.a}[{_strip(format_expr(s.a_at))} +..], {s.b}[{_strip(format_expr(s.b_at))} +..])")
         elif isinstance(s, (StageCopy, StageWait, StagePrologue)):   # pending a later pass
             lines.append(pad + s.text())
         else:
@@ -714,6 +763,7 @@ _LOCAL_FIELDS = {
     SharedStore: ("array",), For: ("var",), CpAsync: ("array",),
     TmaLoad: ("array", "barrier"), TmaTensorLoad: ("array", "barrier"), MbarrierInit: ("name",),
     MbarrierWait: ("name",), MbarrierArrive: ("name",),
+    LdMatrix: ("dst", "array"), Tf32Round: ("dst",), Mma: ("acc", "a", "b"),
 }
 
 

@@ -68,7 +68,9 @@ class Compute:
     dtype: str = "float32"
 
     def text(self) -> str:
-        return f"{self.dst} = {self.op}({', '.join(format_loop_operand(a) for a in self.args)}){_dtype_note(self.dtype)}"
+        # a convert always says what it converts to: the storage / compute boundary is visible
+        note = f" -> {self.dtype}" if self.op == "convert" else _dtype_note(self.dtype)
+        return f"{self.dst} = {self.op}({', '.join(format_loop_operand(a) for a in self.args)}){note}"
 
 
 # The op an accumulator prints with, by reduction.

@@ -6,7 +6,7 @@ import dataclasses
 
 from .index import Affine, substitute
 from .loop_ir import Accumulate, Compute, Load, Loop, Store
-from .tile_ir import AtomicAdd, Stage, StridedLoop, Tile
+from .tile_ir import AtomicAdd, FragmentLoad, MmaSync, Stage, StridedLoop, Tile
 
 
 def _sub(e: Affine, mapping, ranges) -> Affine:
@@ -25,6 +25,13 @@ def substitute_body(body, mapping: dict, ranges: dict):
         elif isinstance(s, AtomicAdd):
             s = AtomicAdd(s.tensor, tuple(_sub(e, mapping, ranges) for e in s.index),
                           _sub(s.value, mapping, ranges) if isinstance(s.value, Affine) else s.value)
+        elif isinstance(s, FragmentLoad):
+            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index),
+                                    at=tuple(_sub(e, mapping, ranges) for e in s.at))
+        elif isinstance(s, MmaSync):
+            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index),
+                                    a_index=tuple(_sub(e, mapping, ranges) for e in s.a_index),
+                                    b_index=tuple(_sub(e, mapping, ranges) for e in s.b_index))
         elif isinstance(s, Accumulate) and s.index:
             s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index))
         elif isinstance(s, Compute):

@@ -17,7 +17,7 @@ from .index import DIM_NAMES, Affine, gathers
 from .types import Buffer, TensorType, format_header, format_scalar
 
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf",
-             "sigmoid", "relu", "sin", "cos", "logical_not", "trunc")
+             "sigmoid", "relu", "sin", "cos", "logical_not", "trunc", "convert", "round_tf32")
 BINARY_OPS = ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "maximum", "minimum", "pow",
               "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
               "logical_and", "logical_or")
@@ -25,6 +25,17 @@ TERNARY_OPS = ("where",)
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + TERNARY_OPS
 # Ops whose result is float32 whatever their operands (torch: exp of an int64 tensor is float).
 FLOAT_RESULT_OPS = ("divide", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "erf", "sigmoid", "sin", "cos")
+# A change of storage type, half <-> float32 (the node's dtype says to which): to float32 exact,
+# to a half dtype rounded to nearest even (docs/precision.md). The only op whose operand or
+# result may be a half dtype; every other op computes in float32.
+CONVERT_OP = "convert"
+# A float32 matmul operand rounded to TF32 (to nearest even, 10 stored significand bits) where
+# the program is compiled with precision="tf32": what mma.sync's tf32 inputs hold. Float32 in,
+# float32 out (docs/precision.md).
+TF32_OP = "round_tf32"
+# Ops that change how a value is stored, not what is computed: free in the fusion guard's count
+# (a load's conversion, an mma operand's rounding), never a reason to store an intermediate.
+STORAGE_OPS = (CONVERT_OP, TF32_OP)
 COMPARISON_OPS = ("greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                   "logical_and", "logical_or", "logical_not")
 REDUCTION_OPS = ("sum", "max", "min")
@@ -130,7 +141,40 @@ def _index_entry(e: Affine, extent: int | None) -> str:
     return str(e)
 
 
-TensorNode = Union[Elementwise, Reduction, IndexMap]
+@dataclass(frozen=True)
+class Update:
+    """An in-place write into a state buffer (a KV cache): the result equals `target` except
+    that, for every element e of `src` (variables DIM_NAMES[:rank of src]), result[index(e)] =
+    src[e]. Its storage is the target's: a kernel writes only src's elements, so a write at a
+    runtime position (`index` reads a runtime scalar, `pos[0]`) changes one row of the cache.
+
+        kv_cache0_1 = kv_cache0 with [i, j, pos[0] + k, l] = add_5 -> (1, 2, 32, 16) float32
+    """
+    name: str
+    target: str
+    src: str
+    index: tuple[Affine, ...]       # over src's dims, into target's
+    type: TensorType                # the target's type
+    src_shape: tuple[int, ...] = ()
+
+    def inputs(self) -> tuple[str, ...]:
+        names = [self.src]
+        for e in self.index:
+            names.extend(g.tensor for g in gathers(e) if g.tensor not in names)
+        return tuple(names)
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.target} with [{', '.join(str(e) for e in self.index)}] = {self.src} -> {self.type}"
+
+
+TensorNode = Union[Elementwise, Reduction, IndexMap, Update]
+
+
+def written_buffer(node: TensorNode, outputs: tuple[str, ...]) -> Buffer:
+    """The buffer a kernel computing `node` writes: an output or a temporary, in the state's
+    own storage for an Update."""
+    return Buffer(node.name, node.type, "output" if node.name in outputs else "temp",
+                  node.target if isinstance(node, Update) else "")
 
 
 @dataclass(frozen=True)

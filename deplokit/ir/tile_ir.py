@@ -106,6 +106,7 @@ from typing import Union
 
 from ..display import Displayable
 from .companions import Repack, SplitK  # noqa: F401  (TileKernel.split_k, .repacks; re-exported)
+from .fragments import MmaTile
 from .index import Affine, format_index
 from .loop_ir import Accumulate, Assign, Compute, Load, LocalBuffer, Loop, Store, format_loop_operand  # noqa: F401  (Loop IR's statements)
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
@@ -254,8 +255,44 @@ class AtomicAdd:
         return f"{self.tensor}[{format_index(self.index)}] += {format_loop_operand(self.value)}  # atomic"
 
 
+@dataclass(frozen=True)
+class FragmentLoad:
+    """dst[index] = this warp's fragment of mma operand A or B, read from a staged slab: `at` is
+    the slab index of element (fr, fc) of the operand's 16 x k (A) or k x 8 (B) tile, and every
+    lane reads the elements the kernel's MmaTile layout gives it (`via`: ldmatrix.xN[.trans],
+    one instruction for the warp, or lds, a shared load per element), converted to the mma's
+    input type (cvt.rna.tf32.f32 for tf32)."""
+    dst: str
+    index: tuple[Affine, ...]      # the fragment's slot in its register array
+    operand: str                   # A | B
+    stage: str
+    at: tuple[Affine, ...]
+    via: str                       # ldmatrix.x4 | ldmatrix.x2 | ldmatrix.x2.trans ... | lds
+
+    def text(self) -> str:
+        return (f"{self.dst}[{format_index(self.index)}] = fragment {self.operand} "
+                f"{self.stage}[{format_index(self.at)}]  # {self.via}")
+
+
+@dataclass(frozen=True)
+class MmaSync:
+    """acc[index] <- A @ B + acc[index] for one 16 x 8 output tile of the warp: one mma.sync
+    over the fragments a[a_index], b[b_index] (the kernel's MmaTile says which instruction)."""
+    acc: str
+    index: tuple[Affine, ...]
+    a: str
+    a_index: tuple[Affine, ...]
+    b: str
+    b_index: tuple[Affine, ...]
+    shape: str                     # m16n8k8.tf32 ...
+
+    def text(self) -> str:
+        return (f"{self.acc}[{format_index(self.index)}] <- mma.{self.shape}({self.a}[{format_index(self.a_index)}], "
+                f"{self.b}[{format_index(self.b_index)}])")
+
+
 TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, AtomicAdd, Loop,
-                 Assign]
+                 Assign, FragmentLoad, MmaSync]
 
 
 @dataclass(frozen=True)
@@ -295,6 +332,11 @@ class TileKernel(Displayable):
     repacks: tuple[Repack, ...] = ()   # 011: operands staged from a 16-byte pitched workspace
     repacks_for: str = ""          # on a repack kernel: the kernel it copies an operand for (runs first)
     flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (schedule/flash_tile.py)
+    mma: MmaTile | None = None     # 008: the matmul runs on tensor cores (fragments, warps, instruction)
+    # How the kernel's matmul multiplies, stamped by 001 tileify: "float32" (exact FFMA) or
+    # "tf32" (its operands are round_tf32 values: an mma.sync ...tf32 lowering may read them
+    # as tf32 fragments; docs/precision.md).
+    precision: str = "float32"
 
     def register_tile(self, acc: str) -> RegisterTile | None:
         for r in self.register_tiles:
@@ -315,11 +357,14 @@ class TileKernel(Displayable):
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals] + ([self.flash.text()] if self.flash is not None else [])
         lines += [r.text() for r in self.register_tiles]
+        lines += self.mma.text().splitlines() if self.mma is not None else []
         lines += [f"zero-init {t}  # split-K blocks add partial sums into it" for t in self.zero_init]
         lines += [self.split_k.text()] if self.split_k is not None else []
         lines += [f"reduces {self.reduces_for}  # its split-K partial sums, in split order"] if self.reduces_for else []
         lines += [r.text() for r in self.repacks]
         lines += [f"repacks for {self.repacks_for}  # runs just before it"] if self.repacks_for else []
+        lines += [f"precision {self.precision}  # matmul operands rounded to TF32, accumulated in float32"] \
+            if self.precision != "float32" else []
         format_body(self.body, 0, lines)
         return "\n".join(lines)
 
@@ -388,4 +433,6 @@ def accumulators(body) -> list[tuple[str, str]]:
     for s, _ in walk(body):
         if isinstance(s, Accumulate) and (s.acc, s.reduction) not in seen:
             seen.append((s.acc, s.reduction))
+        elif isinstance(s, MmaSync) and (s.acc, "sum") not in seen:
+            seen.append((s.acc, "sum"))
     return seen

@@ -4,23 +4,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Element types deplokit computes with: float32 for arithmetic, int64/int32 computed exactly at
-# their width (ids, positions, counts), bool for masks.
-DTYPES = ("float32", "int64", "int32", "bool")
+# their width (ids, positions, counts), bool for masks. bfloat16 and float16 are storage types
+# only (docs/precision.md): a half tensor is converted to float32 where it is read (an explicit
+# `convert` node), computed on in float32, and rounded to nearest even where it is stored.
+DTYPES = ("float32", "int64", "int32", "bool", "bfloat16", "float16")
+HALF_DTYPES = ("bfloat16", "float16")
 # Bytes one element of each dtype takes in memory: the one table every byte count reads.
-DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1}
+DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1, "bfloat16": 2, "float16": 2}
 # Kernel IR's element types (Param.ctype, loads' ctype) as dtypes.
 CTYPE_DTYPE = {"float": "float32", "float32": "float32", "int64": "int64", "int32": "int32", "int": "int32",
-               "bool": "bool"}
+               "bool": "bool", "bf16": "bfloat16", "f16": "float16"}
 # The Kernel-IR scalar type a value of each dtype is held in (a local's Declare, a load's ctype):
 # the one table the lowering reads. "int" stays the type of index arithmetic (32-bit, or 64-bit
 # in a kernel stamped wide); int32 values are "int32" so that the two are never confused.
-DTYPE_CTYPE = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool"}
+DTYPE_CTYPE = {"float32": "float", "int64": "int64", "int32": "int32", "bool": "bool", "bfloat16": "bf16",
+               "float16": "f16"}
 INTEGER_DTYPES = ("int64", "int32")
+
+
+def value_dtype(dtype: str) -> str:
+    """The dtype a value read from a tensor of `dtype` is computed in: a half element is
+    converted to float32 as it is loaded (float32 holds every half value exactly)."""
+    return "float32" if dtype in HALF_DTYPES else dtype
 
 
 def shared_ctype(dtype: str) -> str:
     """The element type of a shared array holding a tensor of `dtype`: integers their own
-    (exact), bool and float32 as float (0.0/1.0 are exact, 4-byte words as the bank model counts)."""
+    (exact), bool and float32 as float (0.0/1.0 are exact, 4-byte words as the bank model counts);
+    a half tensor is staged converted to float (its copies are sync: a bf16 value is exact in float)."""
     return DTYPE_CTYPE[dtype] if dtype in INTEGER_DTYPES else "float"
 
 
@@ -62,7 +73,11 @@ def format_shape(shape: tuple[int, ...]) -> str:
 # Where a program's buffer comes from: a user input (passed to run), a parameter or
 # buffer of the module (held by the Compilation), a constant folded at compile time, or a
 # temporary that one kernel writes and a later one reads, or a program output.
-BUFFER_KINDS = ("input", "param", "const", "temp", "output")
+# Two more for generation (docs/generation.md): a runtime `scalar` (one int64 passed at each
+# call, e.g. the decode position: index expressions read it as `pos[0]` and it reaches the
+# CUDA as a kernel argument, its value in device memory) and `state` (a tensor the program
+# holds between calls and updates in place, e.g. a static KV cache).
+BUFFER_KINDS = ("input", "param", "const", "temp", "output", "scalar", "state")
 
 
 @dataclass(frozen=True)
@@ -70,9 +85,14 @@ class Buffer:
     name: str
     type: TensorType
     kind: str = "input"
+    # A written buffer that lives in the storage of state buffer `alias` (an in-place update:
+    # its kernel writes only the elements that change, the rest are the state's own).
+    alias: str = ""
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.type} {self.kind}"
+        into = f" (in place in {self.alias})" if self.alias else ""
+        kind = "runtime scalar" if self.kind == "scalar" else self.kind
+        return f"{self.name}: {self.type} {kind}{into}"
 
 
 def format_scalar(value: float | int | bool) -> str:

@@ -37,6 +37,13 @@ class Knob:
     default: Callable[..., Any]     # (kernel or program, target) -> a value in domain
     doc: str = ""
     off: str = ""                   # a flag knob: why the pass skips when it is False
+    # (kernel, target) -> the values the tuner may pick (default: the whole domain): a knob
+    # whose other values change the program's numbers (tf32 inputs) keeps them out of a search
+    # for a program that did not ask for them
+    searched: Callable[..., tuple] | None = None
+
+    def search_domain(self, ir, target) -> tuple:
+        return self.domain if self.searched is None else self.searched(ir, target)
 
 
 def _on(ir, target) -> bool:

@@ -27,6 +27,9 @@ Tile IR (per kernel)
                      buffers keep its 4 floats aligned (vector_geometry.shared_width)
   register-tiles     an indexed accumulator has a register tile stamped (008) whose rank and
                      extents match the register loops indexing it
+  mma-fragments      a FragmentLoad or MmaSync (008 on tensor cores) names the kernel's MmaTile:
+                     its fragment arrays, accumulator and instruction, a stage in scope, and
+                     layouts each a permutation of its operand
   zero-init          a tensor a split-K kernel adds into is stamped for zero-init (003)
   split-k            a split kernel (003) stores into its declared workspace, and its reducer
                      comes right after it and names it
@@ -44,7 +47,19 @@ from ..ir import kernel_ir as K
 from ..ir.index import Affine, covers_once, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ..ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, Tile, TileKernel, TileProgram
+from ..ir.tile_ir import (
+    Assign,
+    AsyncWait,
+    AtomicAdd,
+    Combine,
+    FragmentLoad,
+    MmaSync,
+    Stage,
+    StridedLoop,
+    Tile,
+    TileKernel,
+    TileProgram,
+)
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
 from .tma_geometry import swizzle_for, tensor_map_box
@@ -89,7 +104,8 @@ class _TileChecker:
         self.tile = tiles[0] if tiles else None
         body = self.tile.body if self.tile else kernel.body
         self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)} | \
-            {s.dst for s in _tile_walk(kernel.body) if isinstance(s, Assign)}     # carried variables
+            {s.dst for s in _tile_walk(kernel.body) if isinstance(s, Assign)} | \
+            {s.acc for s in _tile_walk(kernel.body) if isinstance(s, MmaSync)}    # carried variables, mma
         self.stage_names = {s.name for s in _tile_walk(kernel.body) if isinstance(s, Stage)}
         self.locals = kernel.local_names()
         self.multiples = multiples_of_vector(body)
@@ -154,6 +170,8 @@ class _TileChecker:
         if isinstance(s, Accumulate) and s.index:
             self.index(s.index, bound, s.text)
             self.register_index(s.acc, s.index, loops, s.text)
+        if isinstance(s, (FragmentLoad, MmaSync)):
+            self.mma(s, bound, stages)
         if isinstance(s, Combine) and s.acc not in values:
             self.fail("names-declared", f"{s.text()}: {s.acc} is no accumulator")
         if isinstance(s, AsyncWait):
@@ -162,6 +180,24 @@ class _TileChecker:
                     self.fail("tensors-known", f"{s.text()}: {name} is no stage of the kernel")
         if isinstance(s, (Load, Compute)):
             values.add(s.dst)
+
+    def mma(self, s, bound, stages):
+        st = self.k.mma
+        if st is None:
+            self.fail("mma-fragments", f"{s.text()}: the kernel has no MmaTile stamped")
+        if isinstance(s, FragmentLoad):
+            if s.dst != (st.a if s.operand == "A" else st.b) or s.stage not in stages:
+                self.fail("mma-fragments", f"{s.text()}: not the stamped {s.operand} fragment of a stage in scope")
+            rows, cols = st.shape.operand_shape(s.operand)
+            self.index(s.at, dict(bound) | {"fr": rows, "fc": cols}, s.text)
+            return
+        if (s.acc, s.a, s.b, s.shape) != (st.acc, st.a, st.b, st.shape.name):
+            self.fail("mma-fragments", f"{s.text()}: not the stamped {st.shape.name} of {st.acc}")
+        for op in "ABC":
+            try:
+                st.layout(op).lane_of()
+            except ValueError as e:
+                self.fail("mma-fragments", str(e))
 
     def tma(self, s, bound):
         """A TMA stage carries the box its slab is (the lowering encodes the stamp without

@@ -20,6 +20,7 @@ from .device import require_gpu
 from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
 from .nvcc import compile_cuda, nvcc_available
 from .nvrtc import compile_nvrtc, nvrtc_available
+from .rounding import round_to
 from .signature import check_plan_matches_source
 from .tensor_map import encode
 
@@ -61,6 +62,32 @@ def compile_cubin(cuda_source: str, arch: str) -> bytes:
     return compile_cuda(cuda_source, arch).cubin
 
 
+# The numpy type a device buffer of each dtype is held in: a bf16 element as its 16-bit word
+# (numpy has no bfloat16; DLPack carries it as int16), the rest as themselves.
+_STORAGE = {"bfloat16": np.uint16, "float16": np.float16}
+
+
+def storage_dtype(dtype: str):
+    """The numpy type of a device buffer of `dtype`."""
+    return np.dtype(_STORAGE.get(dtype, dtype))
+
+
+def half_to_storage(array, dtype: str) -> np.ndarray:
+    """Host values of a half tensor (float32, each exact in `dtype`) as the device's words."""
+    if dtype == "bfloat16":
+        bits = round_to(array, "bfloat16").view(np.uint32)
+        return (bits >> np.uint32(16)).astype(np.uint16)
+    return np.asarray(array, dtype=np.float32).astype(np.float16)
+
+
+def storage_to_torch(words: np.ndarray, dtype: str) -> torch.Tensor:
+    """A device buffer's words, copied to the host, as a torch tensor of `dtype`."""
+    if dtype == "bfloat16":
+        values = (words.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        return torch.from_numpy(values).to(torch.bfloat16)
+    return torch.from_numpy(words)
+
+
 def device_ready(t: torch.Tensor, dtype: str) -> torch.Tensor:
     """`t` as the kernels read it: contiguous, of element type `dtype`, its first element on a
     DEVICE_ALIGN boundary (a view such as `x[1:]` is copied; a tensor already so is used in place)."""
@@ -97,8 +124,16 @@ class CupyExecutor:
         self.functions = {ln.name: self.module.get_function(ln.name) for ln in self.plan.launches}
         self._opt_in_dynamic_smem()
         used = self.used = {a for ln in self.plan.launches for a in ln.args}
+        # in-place writes: written buffer -> the state buffer whose memory it is (a KV cache)
+        self.aliases = {b.name: b.alias for b in self.plan.buffers if b.alias}
+        self.state_names = tuple(dict.fromkeys(self.aliases.values()))
         self.constants = {name: self._upload(np.asarray(v), self.plan.buffer(name))
-                          for name, v in values.items() if name in used}
+                          for name, v in values.items() if name in used and name not in self.state_names}
+        self.initial_state = {name: np.asarray(values[name]) for name in self.state_names}
+
+    def new_state(self) -> dict:
+        """Device copies of the state buffers' initial values (a fresh KV cache)."""
+        return {name: self._upload(v, self.plan.buffer(name)) for name, v in self.initial_state.items()}
 
     def _opt_in_dynamic_smem(self) -> None:
         """A launch whose static and dynamic shared memory exceed 48 KiB fails unless the
@@ -119,21 +154,30 @@ class CupyExecutor:
                 ready = device_ready(array, spec.device_dtype)
                 if ready.dtype == torch.bool:       # bool crosses DLPack as bytes
                     return cp.from_dlpack(ready.view(torch.uint8)).view(np.bool_).reshape(-1)
+                if ready.dtype == torch.bfloat16:   # bf16 crosses as its 16-bit words
+                    return cp.from_dlpack(ready.view(torch.int16)).view(np.uint16).reshape(-1)
                 return cp.from_dlpack(ready).reshape(-1)
-            array = array.contiguous().numpy()
+            array = array.contiguous()
+            array = (array.float() if array.dtype in (torch.bfloat16, torch.float16) else array).numpy()
+        if spec.device_dtype in _STORAGE:
+            array = half_to_storage(array, spec.device_dtype)
         arr = cp.asarray(np.ascontiguousarray(array))
-        if arr.dtype != np.dtype(spec.device_dtype):
-            arr = arr.astype(spec.device_dtype)
+        if arr.dtype != storage_dtype(spec.device_dtype):
+            arr = arr.astype(storage_dtype(spec.device_dtype))
         return cp.ascontiguousarray(arr.reshape(-1))
 
-    def prepare(self, inputs) -> dict:
+    def prepare(self, inputs, state: dict | None = None) -> dict:
         """Every buffer the launches name, by name: constants, the inputs (on the device, in
-        their storage type), fresh outputs, and views of one scratch arena for temporaries."""
+        their storage type), fresh outputs, and views of one scratch arena for temporaries.
+        `state` (from new_state) is the state the program updates in place; a fresh one by default."""
         cp = self.cupy
         plan = self.plan
         if len(inputs) != len(plan.inputs):
             raise ExecutionError(f"expected {len(plan.inputs)} inputs ({', '.join(plan.inputs)}), got {len(inputs)}")
         bufs = dict(self.constants)
+        bufs.update(self.new_state() if state is None else state)
+        for name, target in self.aliases.items():
+            bufs[name] = bufs[target]
         for name, t in zip(plan.inputs, inputs):
             spec = plan.buffer(name)
             if not isinstance(t, torch.Tensor):
@@ -148,9 +192,9 @@ class CupyExecutor:
             if spec.name in bufs or (spec.name not in self.used and spec.name not in plan.outputs):
                 continue
             if spec.offset is not None:
-                bufs[spec.name] = arena[spec.offset:spec.offset + spec.nbytes].view(spec.device_dtype)
+                bufs[spec.name] = arena[spec.offset:spec.offset + spec.nbytes].view(storage_dtype(spec.device_dtype))
             else:   # outputs (and a written buffer no temp slot was planned for); kernels zero what they accumulate
-                bufs[spec.name] = cp.empty(spec.numel, dtype=spec.device_dtype)
+                bufs[spec.name] = cp.empty(spec.numel, dtype=storage_dtype(spec.device_dtype))
         bufs["__arena__"] = arena           # keeps the views' memory alive with the dict
         bufs["__tensor_maps__"] = {i: tuple(self.encode_tensor_map(t.args, device_address(bufs[t.buffer]))
                                             for t in ln.tensor_maps)
@@ -177,8 +221,14 @@ class CupyExecutor:
             spec = self.plan.buffer(name)
             arr = bufs[name].reshape(spec.shape)
             if on_device:       # bool never crosses DLPack (not every producer/consumer pair has it)
+                if spec.device_dtype == "bfloat16":
+                    out.append(torch.from_dlpack(arr.view(np.int16)).view(torch.bfloat16))
+                    continue
                 t = torch.from_dlpack(arr.view(np.uint8) if arr.dtype == np.bool_ else arr)
                 out.append(t != 0 if spec.dtype == "bool" else t.to(getattr(torch, spec.dtype)))
+                continue
+            if spec.device_dtype in _STORAGE:
+                out.append(storage_to_torch(self.cupy.asnumpy(arr), spec.device_dtype))
                 continue
             if spec.dtype == "bool":
                 arr = arr != 0
@@ -187,13 +237,13 @@ class CupyExecutor:
             out.append(torch.from_numpy(self.cupy.asnumpy(arr)))
         return out
 
-    def run(self, inputs) -> list[torch.Tensor]:
+    def run(self, inputs, state: dict | None = None) -> list[torch.Tensor]:
         """Run on `inputs` (torch tensors, host or device); outputs where the inputs were (on
-        the device if any input is)."""
+        the device if any input is). `state`: as in prepare, updated in place."""
         on_device = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
         if on_device:
             torch.cuda.synchronize()        # inputs written on torch's stream are complete
-        bufs = self.prepare(inputs)
+        bufs = self.prepare(inputs, state)
         self.launch(bufs)
         self.cupy.cuda.get_current_stream().synchronize()
         outs = self.outputs(bufs, on_device)

@@ -39,8 +39,9 @@ class BufferSpec:
     shape: tuple[int, ...]
     dtype: str                  # the program's type: float32 | int64 | int32 | bool
     device_dtype: str           # how the kernels store it: float32 | int64 | int32
-    kind: str                   # input | param | const | temp | output
+    kind: str                   # input | param | const | temp | output | scalar | state
     offset: int | None = None   # byte offset in the scratch arena (temporaries only)
+    alias: str = ""             # a written buffer living in this state buffer's memory (in place)
 
     @property
     def numel(self) -> int:
@@ -154,13 +155,15 @@ def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), 
     """The launch plan of `program`, whose user inputs are `input_names` (in run() order).
     A deduplicated program also needs its `launches` and the `whole` Loop-IR program (every
     tensor a launch binds, and the outputs)."""
-    types, kinds = {}, {}
+    types, kinds, aliases = {}, {}, {}
     everything = tuple(program.buffers) + tuple(program.written)
     if whole is not None:
         everything = tuple(whole.buffers) + tuple(whole.written) + everything
     for b in everything:
         types.setdefault(b.name, b.type)
         kinds.setdefault(b.name, b.kind)
+        if getattr(b, "alias", ""):
+            aliases[b.name] = b.alias
     outputs = tuple(whole.outputs if whole is not None else program.outputs)
     device: dict[str, str] = {}
     lives: dict[str, list[int]] = {}
@@ -197,10 +200,10 @@ def build_plan(program: K.KernelProgram, input_names, target=None, launches=(), 
     specs = {}
     for name, t in types.items():
         dev = device.get(name, t.dtype)
-        specs[name] = BufferSpec(name, tuple(t.shape), t.dtype, dev, kinds[name])
-    temps = [n for n in types if kinds[n] == "temp" and n in lives and n not in outputs]
+        specs[name] = BufferSpec(name, tuple(t.shape), t.dtype, dev, kinds[name], alias=aliases.get(name, ""))
+    temps = [n for n in types if kinds[n] == "temp" and n in lives and n not in outputs and n not in aliases]
     offsets, scratch = place_in_arena([(n, specs[n].nbytes, tuple(lives[n])) for n in temps])
-    buffers = tuple(BufferSpec(s.name, s.shape, s.dtype, s.device_dtype, s.kind, offsets.get(s.name))
+    buffers = tuple(BufferSpec(s.name, s.shape, s.dtype, s.device_dtype, s.kind, offsets.get(s.name), s.alias)
                     for s in specs.values())
     return LaunchPlan(buffers, tuple(launches), tuple(input_names), outputs, scratch)
 

@@ -13,6 +13,7 @@ import numpy as np
 from ..ir.index import Affine, evaluate, gathers
 from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store
 from .numpy_ops import NP_DTYPES, REDUCE, apply
+from .rounding import round_array
 
 # Largest number of elements a vectorised statement may span before loops are chunked.
 MAX_ELEMENTS = 1 << 22
@@ -22,19 +23,22 @@ MAX_ELEMENTS = 1 << 22
 def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     buffers = dict(env)
     types = program.types()
+    alias = {b.name: b.alias for b in program.written if b.alias}
     for k in program.kernels:
         for out in k.outputs:
             t = types[out]
-            buffers[out] = np.zeros(t.shape, dtype=NP_DTYPES[t.dtype])
+            # an in-place write into state: the state's array itself, changed where stored
+            buffers[out] = buffers[alias[out]] if out in alias else np.zeros(t.shape, dtype=NP_DTYPES[t.dtype])
         for b in k.locals:     # on chip a row at a time; here whole, as the loops are vectorised
             buffers[b.name] = np.zeros(b.type.shape, dtype=NP_DTYPES[b.type.dtype])
-        run_kernel(k, buffers)
+        run_kernel(k, buffers, {name: t.dtype for name, t in types.items()})
     return [buffers[o] for o in program.outputs]
 
 
-def run_kernel(kernel: Kernel, buffers: dict) -> None:
+def run_kernel(kernel: Kernel, buffers: dict, dtypes: Mapping[str, str] | None = None) -> None:
+    """`dtypes`: buffer -> dtype, so that a store to a half buffer rounds (to nearest even)."""
     depth = _max_depth(kernel.body)
-    _Runner(buffers, max(depth, 1)).body(kernel.body, {}, (), 1)
+    _Runner(buffers, max(depth, 1), dtypes or {}).body(kernel.body, {}, (), 1)
 
 
 def _max_depth(body) -> int:
@@ -47,8 +51,8 @@ def _volume(loop: Loop) -> int:
 
 
 class _Runner:
-    def __init__(self, buffers, ndim):
-        self.buffers, self.ndim = buffers, ndim
+    def __init__(self, buffers, ndim, dtypes):
+        self.buffers, self.ndim, self.dtypes = buffers, ndim, dtypes
         self.accs: dict[str, np.ndarray] = {}
         self._extent: dict[int, int] = {}     # axis -> size of the chunk bound there now
 
@@ -88,7 +92,7 @@ class _Runner:
 
     def store(self, s: Store, ctx):
         dst = self.buffers[s.tensor]
-        value = self.operand(s.value, ctx)
+        value = round_array(self.operand(s.value, ctx), self.dtypes.get(s.tensor))
         idx = [np.asarray(evaluate(e, ctx, self.buffers)) for e in s.index]
         if not idx:   # a 0-d tensor: the value is one element, held as (1,) * depth
             dst[()] = np.asarray(value).reshape(())

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .rounding import round_array, round_to
+
 F32 = np.float32
 
 
@@ -87,6 +89,10 @@ OPS = {
     "floor_divide": _floor_divide, "remainder": _remainder,
     "floor": np.floor,        # Kernel IR's floorf (a float floor division's steps)
     "where": _where,
+    # A change of storage type (half <-> float32): the value itself; `apply` rounds it when
+    # the result's dtype is a half one.
+    "convert": lambda x: np.asarray(x).astype(F32) if np.asarray(x).dtype.kind in "iub" else x,
+    "round_tf32": lambda x: round_to(x, "tf32"),     # an mma operand's TF32 value, held in float32
 }
 
 REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
@@ -97,8 +103,10 @@ REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 _INT_EXACT = frozenset({"neg", "abs", "add", "subtract", "multiply", "maximum", "minimum", "floor_divide",
                         "remainder", "greater", "less", "greater_equal", "less_equal", "equal", "not_equal",
                         "where"})
-# The numpy type of each dtype: the one table every executor of the IRs reads.
-NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_}
+# The numpy type of each dtype: the one table every executor of the IRs reads. A half tensor
+# is held in float32, each value one the half format represents (rounding.py makes them so).
+NP_DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": np.bool_,
+             "bfloat16": np.float32, "float16": np.float32}
 
 
 def _integer_operands(op: str, args: list) -> bool:
@@ -131,7 +139,7 @@ def apply(op: str, args: list, dtype: str | None = None):
     if dtype is not None and isinstance(out, (np.ndarray, np.generic)) and out.dtype != NP_DTYPES[dtype]:
         with np.errstate(invalid="ignore", over="ignore"):
             out = np.asarray(out).astype(NP_DTYPES[dtype])
-    return out
+    return round_array(out, dtype)     # a value of a half dtype: rounded to nearest even
 
 
 def _as_float(a):

@@ -10,11 +10,17 @@ NVRTC has no math.h, so `INFINITY` and `NAN`, which the renderer prints for floa
 infinities, are defined by a short prelude from their bit patterns; a `#line` directive after
 it keeps error line numbers those of the rendered source. Results are cached per process
 by (sha256 of the source, arch).
+
+A half program includes cuda_bf16.h / cuda_fp16.h, which NVRTC does not carry: they are read
+from the CUDA toolkit's include directory (cuda-pathfinder, CUDA_HOME / CUDA_PATH, nvcc's
+toolkit, /usr/local/cuda); without one such a program is a clear NvrtcError.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 import threading
 from dataclasses import dataclass
 
@@ -34,6 +40,35 @@ class NvrtcResult:
     log: str
     arch: str
     options: tuple[str, ...]
+
+
+_TOOLKIT_HEADER = re.compile(r"^#include <(cuda_bf16\.h|cuda_fp16\.h)>", re.M)
+
+
+def cuda_include_dir() -> str | None:
+    """The CUDA toolkit's include directory holding cuda_bf16.h, or None."""
+    candidates = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+        candidates.append(find_nvidia_header_directory("cudart"))
+    except Exception:       # no cuda-pathfinder, or no toolkit it knows of
+        pass
+    nvcc = shutil.which("nvcc")
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+             os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None, "/usr/local/cuda"]
+    candidates += [os.path.join(r, "include") for r in roots if r]
+    return next((d for d in candidates if d and os.path.isfile(os.path.join(d, "cuda_bf16.h"))), None)
+
+
+def _header_options(source: str, arch: str) -> tuple[str, ...]:
+    headers = _TOOLKIT_HEADER.findall(source)
+    if not headers:
+        return ()
+    include = cuda_include_dir()
+    if include is None:
+        raise NvrtcError(f"NVRTC ({arch}): this program stores half tensors and includes {', '.join(headers)}, "
+                         f"which come with the CUDA toolkit; none was found (set CUDA_HOME to the toolkit)")
+    return (f"--include-path={include}",)
 
 
 _CACHE: dict[tuple[str, str], NvrtcResult] = {}
@@ -73,7 +108,7 @@ def compile_nvrtc(source: str, arch: str = "sm_90") -> NvrtcResult:
     if hit is not None:
         return hit
     nvrtc = _binding()
-    options = (f"--gpu-architecture={arch}",) + NVRTC_OPTIONS
+    options = (f"--gpu-architecture={arch}",) + NVRTC_OPTIONS + _header_options(source, arch)
     prog = nvrtc.createProgram(PRELUDE + source, "kernel.cu", [], [])
     try:
         try:

@@ -17,10 +17,11 @@ from .launch_plan import LaunchPlan, LaunchPlanError
 
 # The pointee types deplokit's renderer prints (passes/lower/cuda.py PARAM_CTYPES) and
 # the device array dtype that holds each: CuPy passes an array's data pointer, whatever it is.
-POINTEE_DTYPE = {"float": "float32", "long long": "int64", "int": "int32", "bool": "bool"}
+POINTEE_DTYPE = {"float": "float32", "long long": "int64", "int": "int32", "bool": "bool",
+                 "__nv_bfloat16": "bfloat16", "__half": "float16"}
 
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(([^)]*)\)')
-_PARAM = re.compile(r"^(?:const\s+)?(?P<type>[A-Za-z_][A-Za-z_ ]*?)\s*\*\s*(?:__restrict__\s+)?(?P<name>\w+)$")
+_PARAM = re.compile(r"^(?:const\s+)?(?P<type>[A-Za-z_][A-Za-z0-9_ ]*?)\s*\*\s*(?:__restrict__\s+)?(?P<name>\w+)$")
 _TENSOR_MAP = re.compile(r"^const\s+__grid_constant__\s+(?P<type>\w+)\s+(?P<name>\w+)$")
 
 

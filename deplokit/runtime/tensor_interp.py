@@ -6,7 +6,7 @@ from typing import Mapping
 import numpy as np
 
 from ..ir.index import DIM_NAMES, evaluate
-from ..ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorProgram
+from ..ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorProgram, Update
 from .numpy_ops import NP_DTYPES, REDUCE, apply
 
 
@@ -38,6 +38,13 @@ def run_tensor_ir(program: TensorProgram, env: Mapping[str, np.ndarray]) -> list
             out = REDUCE[node.op](vals[node.src], axis=node.axes, keepdims=True)
         elif isinstance(node, IndexMap):
             out = gather_index_map(node, vals)
+        elif isinstance(node, Update):   # in place: the state array itself changes
+            state = vals[node.target]
+            grid = axis_grid(node.src_shape)
+            idx = np.broadcast_arrays(*[evaluate(e, grid, vals) for e in node.index], vals[node.src])
+            state[tuple(idx[:-1])] = idx[-1]
+            vals[node.name] = state
+            continue
         else:  # pragma: no cover - the IR has three node kinds
             raise TypeError(node)
         # The node's own dtype, as the loop interpreter stores it (numpy would sum bools to

@@ -59,6 +59,9 @@ class TuneCache:
         self.path = os.path.abspath(path or default_cache_path())
         self.notes: list[str] = []
         self.conn: sqlite3.Connection | None = None
+        # trials this session read back / ran and stored: program-level options and the kernel
+        # defaults that priced them too (a resumed run's history shows only the chosen program's)
+        self.read_back = self.recorded = 0
         if not create and not os.path.exists(self.path):
             return
         self.conn = self._open()
@@ -130,7 +133,10 @@ class TuneCache:
             return None
         row = self._query("SELECT config, cost_us, ok, error FROM trials WHERE kernel=? AND target=? AND "
                           "objective=? AND config=?", (kernel, target, objective, config_key(config)), one=True)
-        return None if row is None else CachedTrial(_config_of(row[0]), row[1], bool(row[2]), row[3])
+        if row is None:
+            return None
+        self.read_back += 1
+        return CachedTrial(_config_of(row[0]), row[1], bool(row[2]), row[3])
 
     def record(self, kernel: str, target: str, objective: str, config, cost_us: float | None,
                ok: bool, error: str = "") -> None:
@@ -141,6 +147,7 @@ class TuneCache:
             seq = self.conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM trials").fetchone()[0]
             self.conn.execute("INSERT OR REPLACE INTO trials VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                               (kernel, target, objective, config_key(config), cost_us, int(ok), error, seq))
+            self.recorded += 1
         except sqlite3.Error as e:
             raise CacheError(f"cannot write tune cache {self.path}: {e}") from None
 

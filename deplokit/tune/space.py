@@ -93,8 +93,8 @@ class KernelSpace:
             label, knobs = p.name, p.knobs
             default = p.knob_values(kernel, self.target, {})
             default.update({n: self.fixed[f"{label}.{n}"] for n in default if f"{label}.{n}" in self.fixed})
-            domains = [(self.fixed[f"{label}.{k.name}"],) if f"{label}.{k.name}" in self.fixed else k.domain
-                       for k in knobs]
+            domains = [(self.fixed[f"{label}.{k.name}"],) if f"{label}.{k.name}" in self.fixed
+                       else k.search_domain(kernel, self.target) for k in knobs]
             combos = [dict(zip((k.name for k in knobs), values)) for values in itertools.product(*domains)]
             order = sorted(range(len(combos)), key=lambda i: (sum(combos[i][n] != v for n, v in default.items()), i))
             out = [(combos[i], self._run(p, kernel, combos[i])) for i in order]
@@ -223,11 +223,12 @@ class KernelSpace:
         return total / probes
 
     def raw_combinations(self) -> int:
-        """Knob combinations before pruning: the raw cross-product of every pass's domains."""
+        """Knob combinations before pruning: the raw cross-product of every pass's domains (the
+        values the tuner may search for this kernel: Knob.searched)."""
         n = 1
         for p in SCHEDULE:
             for k in p.knobs:
-                n *= 1 if f"{p.name}.{k.name}" in self.fixed else len(k.domain)
+                n *= 1 if f"{p.name}.{k.name}" in self.fixed else len(k.search_domain(self.root.kernel, self.target))
         return n
 
     def program_with(self, leaf: Leaf) -> TileProgram:

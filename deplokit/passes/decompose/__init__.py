@@ -1,9 +1,17 @@
-"""Torch IR → Tensor IR: every op through its own rule (see registry.RULES)."""
+"""Torch IR → Tensor IR: every op through its own rule (see registry.RULES).
+
+Half precision (docs/precision.md): a bfloat16 or float16 buffer is read once through an
+explicit `x_f32 = convert(x) -> float32` node and every rule computes in float32; a half
+output is rounded by a last `convert(...) -> bfloat16`. The rules never see a half type, except
+`to`, whose explicit cast to half rounds (as eager does at a cast the user wrote)."""
 from __future__ import annotations
 
-from ...errors import UnsupportedOpError
-from ...ir.tensor_ir import TensorProgram
+from dataclasses import replace
+
+from ...errors import UnsupportedDtypeError, UnsupportedOpError
+from ...ir.tensor_ir import CONVERT_OP, TensorProgram
 from ...ir.torch_ir import TorchProgram
+from ...ir.types import HALF_DTYPES
 from . import (  # noqa: F401
     addmm,
     argmax,
@@ -19,6 +27,7 @@ from . import (  # noqa: F401
     gelu,
     hardswish,
     hardtanh,
+    index_copy,
     index_select,
     layer_norm,
     leaky_relu,
@@ -53,17 +62,30 @@ from . import (  # noqa: F401
 from .builder import Builder
 from .registry import RULES
 
+# Torch-IR ops whose result dtype the rule must see as written: a cast to half rounds.
+_CASTS = ("to",)
+# The suffix of a half tensor's float32 copy and of a half output's rounded value.
+_SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
+
 
 def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
-    b = Builder({bf.name: bf.type for bf in program.buffers}, {op.name for op in program.ops})
+    if ctx is not None:
+        require_half_support(program, ctx.target)
+    b = Builder({bf.name: bf.type for bf in program.buffers}, {op.name for op in program.ops},
+                precision=ctx.precision if ctx is not None else "float32")
     names = {bf.name: bf.name for bf in program.buffers}
+    read = {a for op in program.ops for a in op.args if isinstance(a, str)}
+    for bf in program.buffers:      # a half buffer is read as float32, converted once
+        if bf.type.dtype in HALF_DTYPES and bf.name in read:
+            names[bf.name] = b.elementwise(CONVERT_OP, bf.name, hint=f"{bf.name}_f32", dtype="float32")
     for op in program.ops:
         rule = RULES.get(op.op)
         if rule is None:
             raise UnsupportedOpError(f"no Tensor-IR rule for Torch-IR op {op.op} (node {op.name}); "
                                      f"rules exist for: {', '.join(sorted(RULES))}")
+        ttype = op.type if op.op in _CASTS or op.type.dtype not in HALF_DTYPES else replace(op.type, dtype="float32")
         mapped = op.__class__(op.name, op.op, tuple(names.get(a, a) if isinstance(a, str) else a for a in op.args),
-                              op.attrs, op.type)
+                              op.attrs, ttype)
         first_new = len(b.nodes)
         result = rule(mapped, b)
         # The op's last node carries the Torch-IR name, so the two IRs read side by side.
@@ -73,7 +95,22 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
             raise UnsupportedOpError(f"rule for {op.op} (node {op.name}) produced shape {b.shape(result)}, "
                                      f"torch says {op.type.shape}")
         names[op.name] = result
-    outputs = tuple(names[o] for o in program.outputs)
+    types = {bf.name: bf.type for bf in program.buffers} | {op.name: op.type for op in program.ops}
+    outputs = []
+    for o in program.outputs:    # a half output: its float32 value rounded once, where it is stored
+        want = types[o].dtype
+        if want in HALF_DTYPES and b.type(names[o]).dtype != want:
+            names[o] = b.elementwise(CONVERT_OP, names[o], hint=f"{o}_{_SHORT[want]}", dtype=want)
+        outputs.append(names[o])
+    outputs = tuple(outputs)
     created = {n.name for n in b.nodes}
     results = frozenset(r for r in names.values() if r in created)
     return TensorProgram(program.buffers, tuple(b.nodes), outputs, results)
+
+
+def require_half_support(program: TorchProgram, target) -> None:
+    """Refuse a bfloat16 program for a target without bf16 conversions (before sm_80)."""
+    if not target.bf16 and any(bf.type.dtype == "bfloat16" for bf in program.buffers):
+        raise UnsupportedDtypeError(
+            f"bfloat16 tensors need sm_80 or newer (__nv_bfloat16 conversions); target {target.name} "
+            f"has none: compile for sm_80, sm_90 or sm_120, or use float16 or float32")

@@ -20,13 +20,16 @@ from ...ir.tensor_ir import (
     Operand,
     Reduction,
     TensorNode,
+    Update,
 )
 from ...ir.types import TensorType
 
 
 class Builder:
-    def __init__(self, types: dict[str, TensorType], reserved: set[str] = frozenset()):
+    def __init__(self, types: dict[str, TensorType], reserved: set[str] = frozenset(),
+                 precision: str = "float32"):
         self._types = dict(types)
+        self.precision = precision      # "tf32": matmul operands are rounded to TF32 (matmul.contract)
         # Torch-IR op names stay free for `rename_last`, so a decomposed op keeps its name.
         self._taken = set(types) | set(reserved)
         self.nodes: list[TensorNode] = []
@@ -69,6 +72,11 @@ class Builder:
         assert len(index) == src_type.rank, (src, index)
         return self._add(IndexMap(self.fresh(hint), src, tuple(index), TensorType(tuple(shape), src_type.dtype),
                                   pad, src_type.shape))
+
+    def update(self, target: str, src: str, index: tuple[Affine, ...], hint: str) -> str:
+        """target with src written at index (an in-place write into a state buffer)."""
+        assert len(index) == self.type(target).rank, (target, index)
+        return self._add(Update(self.fresh(hint), target, src, tuple(index), self.type(target), self.shape(src)))
 
     def elementwise(self, op: str, *args: Operand, hint: str | None = None,
                     shape: tuple[int, ...] | None = None, dtype: str | None = None) -> str:

@@ -6,6 +6,8 @@ integer) truncate toward zero, as in torch; integer to integer keeps the values.
 from __future__ import annotations
 
 from ...errors import UnsupportedOpError
+from ...ir.tensor_ir import CONVERT_OP
+from ...ir.types import HALF_DTYPES
 from .builder import Builder
 from .registry import rule
 
@@ -20,6 +22,10 @@ def cast(b: Builder, x: str, want: str, where: str) -> str:
     have = b.type(x).dtype
     if have == want:
         return x
+    if want in HALF_DTYPES:   # a cast the user wrote rounds, as in eager; the value goes on in float32
+        x = cast(b, x, "float32", where)
+        rounded = b.elementwise(CONVERT_OP, x, hint=f"{x}_{'bf16' if want == 'bfloat16' else 'f16'}", dtype=want)
+        return b.elementwise(CONVERT_OP, rounded, hint=f"{x}_r", dtype="float32")
     if want == "bool":
         return b.elementwise("not_equal", x, 0, hint="cast")
     if want == "float32":

@@ -1,7 +1,9 @@
-"""layer_norm: (x - mean) * rsqrt(var + eps) * weight + bias, two-pass variance."""
+"""layer_norm: (x - mean) * rsqrt(var + eps) * weight + bias, two-pass variance, the mean
+shifted by the row's first element (moments.py: exact for a constant row)."""
 from __future__ import annotations
 
 from .builder import Builder, trailing_axes
+from .moments import centring_mean
 from .registry import rule
 
 
@@ -9,8 +11,7 @@ from .registry import rule
 def decompose_layer_norm(op, b: Builder) -> str:
     x = op.args[0]
     axes, n = trailing_axes(b.shape(x), op.attr("normalized_shape"))
-    s = b.reduce("sum", x, axes, hint="sum")
-    mean = b.elementwise("divide", s, float(n), hint="mean")
+    mean = centring_mean(b, x, axes, n)
     xc = b.elementwise("subtract", x, mean, hint="xc")
     sq = b.elementwise("multiply", xc, xc, hint="sq")
     ss = b.reduce("sum", sq, axes, hint="ss")

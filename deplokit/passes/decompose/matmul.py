@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...errors import UnsupportedOpError
 from ...ir.index import DIM_NAMES, const, var
+from ...ir.tensor_ir import TF32_OP
 from .builder import Builder, broadcast_shapes
 from .registry import rule
 
@@ -45,6 +46,9 @@ def contract(b: Builder, lhs: str, rhs: str, rhs_transposed: bool = False) -> st
     else:
         r_index = batch_index(rs[:-2]) + [k] + ([] if squeeze_n else [n if N != 1 else const(0)])
     assert len(l_index) == len(l_true) and len(r_index) == len(r_true)
+    if b.precision == "tf32":     # each operand rounded once, as mma.sync's tf32 inputs are
+        lhs = b.elementwise(TF32_OP, lhs, hint=f"{lhs}_tf32")
+        rhs = b.elementwise(TF32_OP, rhs, hint=f"{rhs}_tf32")
     a_bc = b.index_map(lhs, tuple(l_index), prod_shape, f"{lhs}_bc")
     b_bc = b.index_map(rhs, tuple(r_index), prod_shape, f"{rhs}_bc")
     prod = b.elementwise("multiply", a_bc, b_bc, hint="prod")

@@ -1,8 +1,10 @@
 """var and std: sum((x - mean)^2) / (N - correction) over some axes (all when none are
-given), std its square root. Two passes (mean first), as torch, not E[x^2] - E[x]^2."""
+given), std its square root. Two passes (mean first, shifted by the row's first element:
+moments.py), as torch, not E[x^2] - E[x]^2."""
 from __future__ import annotations
 
 from .builder import Builder, normalize_axes
+from .moments import centring_mean
 from .registry import rule
 
 
@@ -14,7 +16,7 @@ def decompose_variance(op, b: Builder) -> str:
     n = 1
     for a in axes:
         n *= shape[a]
-    mean = b.elementwise("divide", b.reduce("sum", x, axes, hint="sum"), float(n), hint="mean")
+    mean = centring_mean(b, x, axes, n)
     dev = b.elementwise("subtract", x, mean, hint="dev")
     ss = b.reduce("sum", b.elementwise("multiply", dev, dev, hint="dev2"), axes, hint="ss")
     # N <= correction: torch divides by zero or less and gives inf or nan; so does this

@@ -11,8 +11,7 @@ scores row leaves the chip; `fuse` runs all three, for callers outside the pipel
 from __future__ import annotations
 
 from ...ir.loop_ir import LoopProgram
-from ...ir.tensor_ir import IndexMap, Reduction, TensorProgram
-from ...ir.types import Buffer
+from ...ir.tensor_ir import STORAGE_OPS, Elementwise, IndexMap, Reduction, TensorProgram, Update, written_buffer
 from .attention import fuse_attention
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise
 from .guard import compounding_copies, judge
@@ -52,12 +51,15 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
     shapes = {b.name: b.type.shape for b in program.buffers}
     numel = {n.name: n.type.numel for n in program.nodes}
     stored = {o for o in program.outputs if o in nodes} | {node for node, _ in seeded}
+    # An in-place write into state is a kernel of its own: its readers read the whole state.
+    stored |= {n.name for n in program.nodes if isinstance(n, Update)}
     decisions: list[str] = [f"store {node}: {reason}" for node, reason in seeded]
     compounding: list[tuple[str, str]] = list(seeded)
     built: dict[str, BuiltKernel] = {}
     verdicts: dict[str, str] = {}   # root -> the guard's reason for the kernel it passed
     consumers: dict[str, list[str]] = {}
     producers = {n.name: tuple(n.inputs()) for n in program.nodes}
+    free = frozenset(n.name for n in program.nodes if isinstance(n, Elementwise) and n.op in STORAGE_OPS)
     for n in program.nodes:
         for i in n.inputs():
             consumers.setdefault(i, []).append(n.name)
@@ -105,7 +107,8 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
                 break
         if changed:
             continue
-        for node, reason in compounding_copies({r: bk.inlined for r, bk in built.items()}, producers, stored, order):
+        for node, reason in compounding_copies({r: bk.inlined for r, bk in built.items()}, producers, stored, order,
+                                               free):
             materialise(node, reason)
             compounding.append((node, reason))
             changed = True
@@ -119,7 +122,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
         if verdicts[root].startswith("prologue "):   # a contraction that keeps its prologue: say why
             ratio += f"; {verdicts[root]}"
         decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
-    written = tuple(Buffer(r, nodes[r].type, "output" if r in program.outputs else "temp") for r in roots)
+    written = tuple(written_buffer(nodes[r], program.outputs) for r in roots)
     loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
     return loop, tuple(decisions), tuple(compounding)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ...ir.index import DIM_NAMES, Affine, bounds, const, free_vars, gathers, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store
-from ...ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorNode
+from ...ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorNode, Update
 from .expr import EAcc, ELoad, EOp, ExprTable, IntConst
 from .tidy import annotate_roles, article_notes, count_evaluations, loads_first, rename_in_print_order
 
@@ -184,7 +184,9 @@ class KernelBuilder:
     def build(self, buffer_shapes: dict[str, tuple[int, ...]]) -> BuiltKernel:
         self.buffer_shapes = buffer_shapes
         root = self.nodes[self.root]
-        shape = root.type.shape
+        # An Update's loops run over what it writes (src), stored at its index into the state.
+        update = root if isinstance(root, Update) else None
+        shape = update.src_shape if update else root.type.shape
         root_vars, index = [], []
         for d, e in enumerate(shape):
             if e == 1:
@@ -195,7 +197,14 @@ class KernelBuilder:
                 root_vars.append((v, e))
                 index.append(var(v))
         index = tuple(index)
-        top = self.value(self.root, index)
+        if update:
+            self.inlined.add(self.root)
+            top = self.value(update.src, index)
+            at = {DIM_NAMES[d]: ix for d, ix in enumerate(index)}
+            store_at = tuple(self._in_memory(substitute(e, at, self.ranges)) for e in update.index)
+        else:
+            top = self.value(self.root, index)
+            store_at = index
 
         outer_names = set()
         for inst in self.instances:
@@ -222,7 +231,7 @@ class KernelBuilder:
         for v, e in inner:
             self._open(v, e, "free")
         value = self._emit(top)
-        self.frames[-1].stmts.append(Store(self.root, index, value))
+        self.frames[-1].stmts.append(Store(self.root, store_at, value))
         for _ in inner + outer:
             self._close()
         body = tuple(self.frames[0].stmts)

@@ -64,13 +64,14 @@ def judge(kernel_name: str, evals: dict[str, int], numel: dict[str, int], reduct
 
 
 def compounding_copies(inlined: dict[str, frozenset], producers: dict[str, tuple[str, ...]], stored: set,
-                       order: dict[str, int]) -> list[tuple[str, str]]:
+                       order: dict[str, int], free: frozenset = frozenset()) -> list[tuple[str, str]]:
     """Values to store because their copies compound across kernels: a value inlined into
     two or more kernels is computed once in each, which is cheap; but when one of its own
     producers is also inlined into several kernels, every copy of the outer value recomputes
     the inner one. Down a residual stream (x1 = x0 + attn, x2 = x1 + mlp, ...) each layer's
     norm would recompute the whole stream from the embedding. Store the inner value.
-    `inlined`: kernel -> the Tensor-IR nodes it computes; returns [(node, reason)]."""
+    `inlined`: kernel -> the Tensor-IR nodes it computes; `free`: nodes that cost nothing to
+    recompute (a half input's convert: part of its load), never stored; returns [(node, reason)]."""
     copies: dict[str, list[str]] = {}
     for kernel in sorted(inlined):
         for node in inlined[kernel]:
@@ -85,7 +86,7 @@ def compounding_copies(inlined: dict[str, frozenset], producers: dict[str, tuple
             if node in seen or node in stored or node not in order:
                 continue
             seen.add(node)
-            if node in shared and node not in out:
+            if node in shared and node not in out and node not in free:
                 out[node] = (f"{node} is computed in {len(copies[node])} kernels and inside {outer}, itself "
                              f"computed in {len(copies[outer])}: the copies would compound")
             todo.extend(producers.get(node, ()))

@@ -13,8 +13,7 @@ not printed), kernel k computing graph node k."""
 from __future__ import annotations
 
 from ...ir.loop_ir import LoopProgram
-from ...ir.tensor_ir import TensorProgram
-from ...ir.types import Buffer
+from ...ir.tensor_ir import TensorProgram, written_buffer
 from .build import KernelBuilder
 
 
@@ -24,5 +23,5 @@ def lift(program: TensorProgram) -> LoopProgram:
     nodes = {n.name: n for n in program.nodes}
     shapes = {b.name: b.type.shape for b in program.buffers}
     kernels = tuple(KernelBuilder(nodes, every, n.name).build(shapes).kernel for n in program.nodes)
-    written = tuple(Buffer(n.name, n.type, "output" if n.name in program.outputs else "temp") for n in program.nodes)
+    written = tuple(written_buffer(n, program.outputs) for n in program.nodes)
     return LoopProgram(program.buffers, written, kernels, program.outputs, graph=program)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...ir.index import Affine, rename
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store, walk
+from ...ir.tensor_ir import STORAGE_OPS
 
 
 def annotate_roles(body, roles):
@@ -136,6 +137,8 @@ def count_evaluations(body, origins, acc_red):
         for s in stmts:
             if isinstance(s, Loop):
                 rec(s.body, mult * s.extent)
+            elif isinstance(s, Compute) and s.op in STORAGE_OPS:
+                continue    # a half load's conversion, a TF32 operand: part of the load
             elif isinstance(s, (Load, Compute, Accumulate)):
                 work += mult
                 if isinstance(s, Compute):

@@ -64,12 +64,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 
 from ...display import Displayable
+from ...ir.fragments import SHAPES as MMA_SHAPES
 from ...ir.kernel_ir import (
     Assign,
     AtomicAdd,
@@ -90,9 +92,11 @@ from ...ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
+    LdMatrix,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
+    Mma,
     Param,
     ProxyFence,
     RegLoad,
@@ -103,6 +107,7 @@ from ...ir.kernel_ir import (
     Shuffle,
     Special,
     SyncWarp,
+    Tf32Round,
     TmaLoad,
     TmaTensorLoad,
     Unary,
@@ -123,13 +128,18 @@ INDENT = "    "
 # C element type of a buffer parameter, and of a scalar variable ("int", the type of index
 # arithmetic, is `long long` in a kernel stamped index_bits=64: _Renderer.c_type).
 PARAM_CTYPES = {"float": "float", "float32": "float", "int64": "long long", "int32": "int",
-                "int": "int", "bool": "bool"}
+                "int": "int", "bool": "bool", "bf16": "__nv_bfloat16", "f16": "__half"}
 SCALAR_CTYPES = {"float": "float", "int": "int", "bool": "bool", "int64": "long long",
-                 "int32": "int"}
+                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half"}
 # The Kernel-IR type of a value read from a buffer of each parameter ctype.
 _PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int64", "int32": "int32",
-                     "int": "int32", "bool": "bool"}
-_VALUE_TYPES = ("float", "int", "int64", "int32", "bool")
+                     "int": "int32", "bool": "bool", "bf16": "bf16", "f16": "f16"}
+_VALUE_TYPES = ("float", "int", "int64", "int32", "bool", "bf16", "f16")
+# Half <-> float, always through the intrinsics (cuda_bf16.h, cuda_fp16.h): round to nearest
+# even one way, exact the other; never C's implicit conversion operators (docs/precision.md).
+TO_HALF = {"bf16": "__float2bfloat16_rn", "f16": "__float2half_rn"}
+FROM_HALF = {"bf16": "__bfloat162float", "f16": "__half2float"}
+HALF_HEADERS = {"__nv_bfloat16": "#include <cuda_bf16.h>", "__half": "#include <cuda_fp16.h>"}
 # Integer types by width, for the type of a mixed expression (C's usual conversions).
 _INT_RANK = {"bool": 0, "int32": 1, "int": 1, "int64": 2}
 
@@ -185,6 +195,25 @@ _BOOL_OPS = {"&&", "||"} | _COMPARE
 NAN_MINMAX = {"max": "deplokit_fmaxf", "min": "deplokit_fminf"}
 
 
+def tf32_decls(text: str) -> list[str]:
+    """The TF32 rounding helper, where `text` calls it: to nearest even at 10 stored significand
+    bits, on the bits (cvt.rna.tf32.f32 would round ties away), inf and NaN kept
+    (runtime/rounding.py rounds the same way)."""
+    if "round_tf32(" not in text:
+        return []
+    return ["// A float32 rounded to TF32 (nearest even, 10 significand bits), as the tf32 mma operand\n"
+            "static __device__ __forceinline__ float round_tf32(float x) {\n"
+            "    unsigned int u = __float_as_uint(x);\n"
+            "    if ((u & 0x7f800000u) == 0x7f800000u) return x;   // inf, NaN\n"
+            "    u += 0xfffu + ((u >> 13) & 1u);\n"
+            "    return __uint_as_float(u & 0xffffe000u);\n}\n"]
+
+
+def half_headers(text: str) -> list[str]:
+    """The CUDA headers declaring the half types `text` uses."""
+    return [h for t, h in HALF_HEADERS.items() if re.search(rf"\b{t}\b", text)]
+
+
 def nan_minmax_decls(text: str) -> list[str]:
     """The declarations of the NaN-propagating helpers `text` calls."""
     return [f"// {op}imum as torch computes it: NaN where either operand is NaN (f{op}f returns the other)\n"
@@ -201,6 +230,7 @@ _FLOAT_FUNCS = {
     "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f", "trunc": "truncf",
     "fmaxf": "fmaxf", "fminf": "fminf",       # C's, by their C names: the other operand for a NaN
 }
+_FLOAT_FUNCS["round_tf32"] = "round_tf32"       # precision="tf32": an mma operand's value (tf32_decls)
 _FLOAT_FUNCS.update({c: c for c in list(_FLOAT_FUNCS.values())})
 _FLOAT_FUNCS.update({"maximum": NAN_MINMAX["max"], "minimum": NAN_MINMAX["min"]})
 _ARITY_2 = {"pow", "powf", "maximum", "fmaxf", "minimum", "fminf"}
@@ -425,6 +455,12 @@ class _Renderer:
         elif isinstance(s, Comment):
             for line in str(s.text).splitlines() or [""]:
                 self.emit(f"// {line}".rstrip())
+        elif isinstance(s, LdMatrix):
+            self.ldmatrix(s, scope)
+        elif isinstance(s, Tf32Round):
+            self.tf32_round(s, scope)
+        elif isinstance(s, Mma):
+            self.mma(s, scope)
         else:
             raise self.err(f"not a Kernel-IR statement: {s!r}")
 
@@ -700,6 +736,9 @@ class _Renderer:
         if isinstance(e, Cast):
             if e.ctype not in _VALUE_TYPES:
                 raise self.err(f"cast to unknown type {e.ctype!r}; supported: {', '.join(_VALUE_TYPES)}")
+            have = self.type_of(e.a, scope)
+            if e.ctype in TO_HALF or have in FROM_HALF:
+                return self._convert(self.expr(e.a, scope), have, e.ctype), _P_PRIMARY, None
             inner = self._sub(e.a, scope, _P_UNARY, None, True)
             return f"({self.c_type(e.ctype)}){inner}", _P_UNARY, None
         if isinstance(e, Binary):
@@ -718,6 +757,8 @@ class _Renderer:
             p = self.param(e.buffer)
             text = f"{e.buffer}[{self.expr(e.offset, scope)}]"
             want = self.c_type(e.ctype if e.ctype in _VALUE_TYPES else "float")
+            if p.ctype in FROM_HALF and want != PARAM_CTYPES[p.ctype]:    # a half element read as float
+                return self._convert(text, p.ctype, "float"), _P_PRIMARY, None
             if want != PARAM_CTYPES[p.ctype]:      # an index read from an int64 tensor, say
                 return f"({want}){text}", _P_UNARY, None
             return text, _P_PRIMARY, None
@@ -774,6 +815,15 @@ class _Renderer:
         if op == "%" and floating:
             return f"fmodf({self.expr(e.a, scope)}, {self.expr(e.b, scope)})", _P_PRIMARY, None
         return self._binary(op, e.a, e.b, scope)
+
+    def _convert(self, text: str, have: str, want: str) -> str:
+        """`text` (of Kernel-IR type `have`) as `want`, where one of them is a half type."""
+        if want in TO_HALF:
+            if have in FROM_HALF and have != want:
+                text = f"{FROM_HALF[have]}({text})"
+            return text if have == want else f"{TO_HALF[want]}({text})"
+        text = f"{FROM_HALF[have]}({text})"
+        return text if want == "float" else f"({self.c_type(want)}){text}"
 
     def c_type(self, ctype: str) -> str:
         """The C spelling of a Kernel-IR scalar type in this kernel."""
@@ -908,6 +958,55 @@ class _Renderer:
     def need_sm(self, sm: int, what: str) -> None:
         if self.sm < sm:
             raise self.err(f"{what} needs sm_{sm} or newer; target is sm_{self.sm}")
+
+    # -- tensor cores ----------------------------------------------------------------------
+    # Fragments live in float register arrays; the instructions take their bits as .b32
+    # registers (__float_as_uint / __uint_as_float move no data).
+
+    def reg_at(self, array: str, at, i: int, scope: _Scope) -> str:
+        return f"{array}[{self.expr(Binary('+', at, Const(i, 'int')) if i else at, scope)}]"
+
+    def ldmatrix(self, s: LdMatrix, scope: _Scope) -> None:
+        self.need_sm(80, "ldmatrix")
+        if s.num not in (1, 2, 4):
+            raise self.err(f"ldmatrix .x{s.num}; supported: .x1, .x2, .x4")
+        regs = [self.fresh("lm") for _ in range(s.num)]
+        addr = self.shared_addr(f"{s.array}[{self.expr(s.offset, scope)}]")
+        ops = ", ".join(f"%{i}" for i in range(s.num))
+        self.emit("{")
+        self.depth += 1
+        self.emit(f"unsigned {', '.join(regs)};")
+        outs = ", ".join(f'"=r"({r})' for r in regs)
+        self.emit(f'asm volatile("ldmatrix.sync.aligned.m8n8.x{s.num}{".trans" if s.trans else ""}.shared.b16 '
+                  f'{{{ops}}}, [%{s.num}];\\n" : {outs} : "r"({addr}));')
+        for i, r in enumerate(regs):
+            self.emit(f"{self.reg_at(s.dst, s.index, i, scope)} = __uint_as_float({r});")
+        self.depth -= 1
+        self.emit("}")
+
+    def tf32_round(self, s: Tf32Round, scope: _Scope) -> None:
+        self.need_sm(80, "cvt.rna.tf32.f32")
+        at, u = self.reg_at(s.dst, s.index, 0, scope), self.fresh("tf")
+        self.emit(f'{{ unsigned {u}; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({u}) : "f"({at})); '
+                  f'{at} = __uint_as_float({u}); }}')
+
+    def mma(self, s: Mma, scope: _Scope) -> None:
+        self.need_sm(80, "mma.sync")
+        shape = MMA_SHAPES.get(s.shape)
+        if shape is None:
+            raise self.err(f"mma shape {s.shape!r}; supported: {', '.join(MMA_SHAPES)}")
+        na, nb = shape.elements("A") // shape.per_reg, shape.elements("B") // shape.per_reg
+        if shape.per_reg != 1:
+            raise self.err(f"mma {s.shape}: packed 16-bit fragments are not rendered yet")
+        n = 4 + na + nb
+        groups = [range(0, 4), range(4, 4 + na), range(4 + na, n)]
+        ops = ", ".join("{" + ", ".join(f"%{i}" for i in g) + "}" for g in groups)
+        self.emit(f'asm("{shape.ptx()} {ops}, {{%0, %1, %2, %3}};\\n"')
+        outs = ", ".join(f'"+f"({self.reg_at(s.acc, s.acc_at, i, scope)})' for i in range(4))
+        ins = [f'"r"(__float_as_uint({self.reg_at(s.a, s.a_at, i, scope)}))' for i in range(na)]
+        ins += [f'"r"(__float_as_uint({self.reg_at(s.b, s.b_at, i, scope)}))' for i in range(nb)]
+        self.emit(f"    : {outs}")
+        self.emit(f"    : {', '.join(ins)});")
 
     def cp_async(self, s: CpAsync, scope: _Scope) -> None:
         self.need_sm(80, "cp.async")
@@ -1110,7 +1209,8 @@ def render_kernel(k: KernelFunc, target_sm: int) -> str:
     Raises ValueError for a tree the target cannot run (TMA below sm_90, cp.async below
     sm_80), an unknown operator, function or buffer, or too much static shared memory.
     Standalone: the min / max helpers it calls are declared before it."""
-    return "\n".join(nan_minmax_decls(text := _Renderer(k, _target_sm(target_sm)).render()) + [text])
+    text = _Renderer(k, _target_sm(target_sm)).render()
+    return "\n".join(half_headers(text) + nan_minmax_decls(text) + tf32_decls(text) + [text])
 
 
 def render_program(p: KernelProgram, target_sm: int) -> str:
@@ -1131,7 +1231,10 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     parts = ["\n".join(header) + "\n"] + ([TENSOR_MAP_DECL] if any(k.tensor_maps for k in p.kernels) else [])
     parts += [ELECT_DECL] if any(elects(k, sm) for k in p.kernels) else []
     kernels = [_Renderer(k, sm).render() for k in p.kernels]      # the min / max helpers declared once
-    return "\n".join(parts + nan_minmax_decls("".join(kernels)) + kernels)
+    text = "".join(kernels)
+    if headers := half_headers(text):      # after the comment block, before any declaration
+        parts[0] += "".join(h + "\n" for h in headers)
+    return "\n".join(parts + nan_minmax_decls(text) + tf32_decls(text) + kernels)
 
 
 @dataclass(frozen=True)

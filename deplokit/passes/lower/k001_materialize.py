@@ -33,14 +33,28 @@ from ...ir.lanes import multiples_of
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.stages import head_stages
 from ...ir.tensor_ir import reduction_identity
-from ...ir.tile_ir import Assign, AsyncWait, AtomicAdd, Combine, Stage, StridedLoop, TileProgram, accumulators, walk
-from ...ir.types import DTYPE_CTYPE, shared_ctype
+from ...ir.tile_ir import (
+    Assign,
+    AsyncWait,
+    AtomicAdd,
+    Combine,
+    FragmentLoad,
+    MmaSync,
+    Stage,
+    StridedLoop,
+    TileProgram,
+    accumulators,
+    walk,
+)
+from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...target import VECTOR
 from ..record import Pass
 from .combine import lower_combine
 from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
+from .mma_lower import declarations as mma_declarations
+from .mma_lower import lower_fragment_load, lower_mma
 from .register_quads import lower_quads, quad_loads
 from .smem_layout import PlacedStage, smem_offset, smem_size
 from .stage_plan import plan_stage, slot_of
@@ -77,6 +91,7 @@ class Materializer(LoweringState):
         body += self.local_rows.declarations()
         carried = {a.dst for a, _ in walk(self.tile.body) if isinstance(a, Assign) and a.index}
         body += [K.DeclareArray(r.acc, r.size) for r in self.kernel.register_tiles if r.acc in carried]
+        body += mma_declarations(self.kernel)
         body += self.stmts(self.uniform)
         body += self.stmts(self.tile.body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
@@ -142,6 +157,10 @@ class Materializer(LoweringState):
             return self.stage(s)
         if isinstance(s, AsyncWait):
             return [StageWait(s)]
+        if isinstance(s, FragmentLoad):
+            return lower_fragment_load(self, s)
+        if isinstance(s, MmaSync):
+            return lower_mma(self, s)
         raise TypeError(f"cannot materialise {type(s).__name__}")
 
     def loop(self, s) -> list:
@@ -209,7 +228,8 @@ class Materializer(LoweringState):
         shape = self.types[s.tensor].shape
         exprs = self.index_exprs(s.index, out)
         self.note_read(s.tensor)
-        dtype = self.types[s.tensor].dtype
+        # a half element is read as float (__bfloat162float): its Loop-IR convert is then exact
+        dtype = value_dtype(self.types[s.tensor].dtype)
         self.dtypes[s.dst] = dtype
         cond, safe = self.guard(s.index, exprs, shape)
         value = K.GlobalLoad(s.tensor, flat_offset(safe, shape), DTYPE_CTYPE[dtype])

@@ -12,7 +12,7 @@ from ...ir.index import Affine, FloorDiv, Gather, Mod, Var, gathers
 from ...ir.kernel_ir import Param
 from ...ir.loop_ir import Accumulate, Compute, Load
 from ...ir.tile_ir import THREAD, Stage, Tile, TileKernel, walk
-from ...ir.types import DTYPE_CTYPE, TensorType
+from ...ir.types import DTYPE_CTYPE, TensorType, value_dtype
 from .index_width import index_bits
 from .kernel_expr import affine_expr, flat_offset, guard
 from .value_expr import constant
@@ -139,7 +139,7 @@ def _value_dtypes(kernel: TileKernel, types) -> dict[str, str]:
     for s, _ in walk(kernel.body):
         if isinstance(s, Load):
             t = types.get(s.tensor) or local.get(s.tensor)
-            out[s.dst] = t.dtype if t is not None else "float32"
+            out[s.dst] = value_dtype(t.dtype) if t is not None else "float32"
         elif isinstance(s, Compute):
             out[s.dst] = s.dtype
         elif isinstance(s, Accumulate):

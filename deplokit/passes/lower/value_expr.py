@@ -13,7 +13,7 @@ temporaries) and is the one place the lowering decides a value's C type."""
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
-from ...ir.tensor_ir import COMPARISON_OPS
+from ...ir.tensor_ir import COMPARISON_OPS, CONVERT_OP
 from ...ir.types import DTYPE_CTYPE
 
 # The combine of each reduction, as an elementwise op.
@@ -44,6 +44,8 @@ def lower_value(dst: str, op: str, args: list[tuple[K.Expr, str]], dtype: str, f
 
 
 def op_expr(op: str, args, dtype: str, pre: list, fresh) -> K.Expr:
+    if op == CONVERT_OP:                 # half <-> float: the one place a value changes storage type
+        return _as(args[0], dtype)
     if op == "trunc":                    # float -> int: a C cast truncates toward zero
         return K.Cast(ctype_of(dtype), _as(args[0], "float32"))
     if op == "where":
@@ -106,7 +108,7 @@ def _as(arg: tuple[K.Expr, str | None], dtype: str) -> K.Expr:
     if have is None:                     # a constant: spelled in the computation's type
         return constant(e.value, dtype) if isinstance(e, K.Const) else e
     if have == dtype or (have != "float32" and dtype != "float32" and dtype != "bool"
-                         and _RANK[have] <= _RANK[dtype]):
+                         and have in _RANK and dtype in _RANK and _RANK[have] <= _RANK[dtype]):
         return e                          # C widens bool and int32 to int64 exactly by itself
     return K.Cast(ctype_of(dtype), e)
 

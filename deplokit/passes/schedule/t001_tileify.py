@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.loop_ir import Compute, Load, Loop, LoopProgram
+from ...ir.loop_ir import Compute, Load, Loop, LoopProgram, walk
+from ...ir.tensor_ir import TF32_OP
 from ...ir.tile_ir import THREAD, Tile, TileAxis, TileKernel, TileProgram
 from ..record import KernelPass, PassContext, Skip
 from .flash_tile import flash_tile
@@ -19,6 +20,10 @@ def apply(kernel: TileKernel, pctx: PassContext):
         return Skip("already tiled")
     if kernel.flash is not None:       # flash attention: its whole schedule, from the plan fusion recorded
         return flash_tile(kernel)
+    # precision="tf32" rounded the matmul's operands (decompose/matmul.contract): recorded here,
+    # where the kernel becomes Tile IR, for the lowering that picks the multiply instruction
+    if any(isinstance(s, Compute) and s.op == TF32_OP for s, _ in walk(kernel.body)):
+        kernel = dataclasses.replace(kernel, precision="tf32")
     loops = [s for s in kernel.body if isinstance(s, Loop)]
     first = next((i for i, s in enumerate(kernel.body) if isinstance(s, Loop)), len(kernel.body))
     uniform = kernel.body[:first]

@@ -74,7 +74,7 @@ from ...ir.index import const, floordiv, mod, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
-from ...ir.types import Buffer, TensorType
+from ...ir.types import Buffer, TensorType, value_dtype
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from .grid_plan import FULL_BLOCK, MIN_CHUNKS, SHORT_CHUNKS, SPLITS, decide, old_splits, sm_count, thread_tiles
 from .rewrite import used_vars
@@ -255,8 +255,9 @@ def _tail(mm: _Matmul, split: SplitK) -> list:
 
 
 def workspace_buffer(split: SplitK, out: TensorType) -> Buffer:
-    """The temporary the split kernel stores its partial sums into: splits x the output."""
-    return Buffer(split.workspace, TensorType((split.splits,) + tuple(out.shape), out.dtype), "temp")
+    """The temporary the split kernel stores its partial sums into: splits x the output, in the
+    accumulator's type (float32 for a half output: partial sums are never rounded to half)."""
+    return Buffer(split.workspace, TensorType((split.splits,) + tuple(out.shape), value_dtype(out.dtype)), "temp")
 
 
 def _rename(s, old: str, new: str):

@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ...ir.fragments import SHAPES
 from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Loop
 from ...ir.substitute import substitute_body
@@ -61,12 +62,14 @@ from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, rep
 from ..stage_geometry import restamp_stages
 from .block_shape import EXTENTS, default_extents
 from .grid_plan import decided, plan, split_geometry
+from .mma_tile import mma_tile
 from .register_nest import drop_dead, nest_body
 from .rewrite import used_vars
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 LAYOUTS = ("strided", "contiguous", "quads", "warps")
+MMA = ("off", "tf32")
 
 
 def role_pair(tile: Tile, role: str):
@@ -126,6 +129,10 @@ KNOBS = (
     Knob("layout", LAYOUTS, lambda k, t: "quads",
          "which outputs a thread's slots are: r*16 + t, t*TR + r, N in quads of 4 adjacent columns, "
          "or quads inside each warp's own sub-tile"),
+    Knob("mma", MMA, lambda k, t: "tf32" if getattr(k, "precision", "") == "tf32" and t.sm >= 80 else "off",
+         "tensor cores: off (FP32 FMA), or mma.sync on tf32 inputs (m16n8k8, FP32 accumulate; sm_80+; "
+         "a precision='tf32' program's default)",
+         searched=lambda k, t: MMA if getattr(k, "precision", "") == "tf32" else ("off",)),
 )
 
 
@@ -163,12 +170,18 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if reasons:
             return Skip("; ".join(reasons))
         return Skip(f"tm={pctx.knobs['tm']}, tn={pctx.knobs['tn']}: one output per thread")
+    notes = [f"warps layout not used ({note}): quads"] if note else []
+    if pctx.knobs["mma"] != "off":
+        out = _tensor_cores(kernel, plan, pctx)
+        if not isinstance(out, Skip):
+            return out
+        notes.append(f"{out.reason}: FP32 FMA register tile")
     while True:                                # the grown slabs must fit in shared memory
         out = _register_tile(kernel, plan, layout)
         need = _smem_bytes(out)
         if need <= pctx.target.static_smem_per_block:
             out = restamp_stages(out, pctx.types)      # grown slabs, new origins: copy units restamped
-            return Noted(out, f"warps layout not used ({note}): quads") if note else out
+            return Noted(out, tuple(notes)) if notes else out
         big = max(range(len(plan)), key=lambda i: plan[i][3])
         role, t, b, n = plan[big]
         plan[big] = (role, t, b, n // 2)
@@ -176,6 +189,32 @@ def apply(kernel: TileKernel, pctx: PassContext):
             return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
                         f"more than {pctx.target.static_smem_per_block}")
 
+
+
+def _tensor_cores(kernel: TileKernel, plan, pctx: PassContext):
+    """The mma.sync path (mma_tile.py); Noted with why not and the FMA tile where it does not apply."""
+    if pctx.target.sm < 80:
+        return Skip(f"mma.sync with {pctx.knobs['mma']} inputs needs sm_80+, not {pctx.target.name}")
+    # an exact float32 program stays exact: TF32 products only where the program asked for them
+    # (TileKernel.precision, docs/precision.md); a kernel without the field predates it
+    precision = getattr(kernel, "precision", None)
+    if pctx.knobs["mma"] == "tf32" and precision not in (None, "tf32"):
+        return Skip(f"mma: tf32 inputs need precision='tf32' (the kernel computes in {precision})")
+    tile = kernel.tile()
+    pairs = {role: role_pair(tile, role) for role in ("M", "N")}
+    regs = {role: 1 for role in ("M", "N")} | {role: n for role, _, _, n in plan}
+    if None in pairs.values():
+        return Skip("mma: the output is not split into M and N blocks")
+    out = mma_tile(kernel, pairs, regs, SHAPES[MMA_SHAPE[pctx.knobs["mma"]]], pctx.types)
+    if isinstance(out, Skip):
+        return out
+    need = _smem_bytes(out)
+    if need > pctx.target.static_smem_per_block:
+        return Skip(f"mma: the slabs of a {regs['M']} x {regs['N']} register block need {need} bytes of shared memory")
+    return restamp_stages(out, pctx.types)
+
+
+MMA_SHAPE = {"tf32": "m16n8k8.tf32"}
 
 
 def _warps_reason(tile: Tile) -> str:

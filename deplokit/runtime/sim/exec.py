@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.fragments import SHAPES as MMA_SHAPES
 from ...ir.swizzle import REPEAT, swizzle_word
 from ..numpy_ops import OPS, apply
 from ..tensor_map import box_values
+from ..warp_mma import ldmatrix, mma_sync, tf32_round
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
@@ -27,6 +29,7 @@ from .values import (
     as_bool,
     binary_values,
     cast,
+    cast_to,
     dtype_of,
     kind_of,
     last_per_key,
@@ -93,6 +96,7 @@ class Chunk:
             K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
             K.MbarrierArrive: self.s_mbar_arrive, K.ProxyFence: self.s_proxy_fence,
             K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
+            K.LdMatrix: self.s_ldmatrix, K.Mma: self.s_mma, K.Tf32Round: self.s_tf32_round,
         }
         self.eval = {
             K.Var: self.e_var, K.Const: self.e_const, K.Cast: self.e_cast, K.Special: self.e_special,
@@ -211,6 +215,64 @@ class Chunk:
             i = int(np.broadcast_to(idx, self.shape)[np.broadcast_to(bad, self.shape)][0])
             self.fail(f"register array {name}[{size}] indexed at {i} by {self.where(bad)}")
 
+    # -- tensor cores: warp-wide instructions with PTX's lane maps (runtime/warp_mma.py) --------
+
+    def whole_warps(self, mask, what):
+        """(warps, 32) of the block: a warp-wide instruction needs every lane of every warp."""
+        if self.T % 32:
+            self.fail(f"{what} needs whole warps; the block has {self.T} threads")
+        if mask is not None and not np.broadcast_to(mask, self.shape).all():
+            idle = ~np.broadcast_to(mask, self.shape)
+            self.fail(f"{what} executed by only some lanes of a warp ({self.where(idle)} skips it)")
+        return self.T // 32
+
+    def reg_array(self, name, what) -> RegArray:
+        entry = self.lookup(name)[name]
+        if not isinstance(entry, RegArray):
+            self.fail(f"{what}: {name} is not a register array")
+        return entry
+
+    def reg_run(self, name, at, n, mask, what):
+        """Register array `name`'s elements at .. at+n-1 (at the same for every thread) as
+        (blocks, warps, 32, n), and the array and first index."""
+        reg = self.reg_array(name, what)
+        i = uniform_value(self.ev_int(at, mask))
+        if i is None or not 0 <= i <= reg.data.shape[0] - n:
+            self.fail(f"{what}: {name}[{i} +{n}] is not a fixed run of its {reg.data.shape[0]} registers")
+        run = np.moveaxis(np.broadcast_to(reg.data[i:i + n], (n,) + self.shape), 0, -1)
+        return run.reshape(self.nb, self.T // 32, 32, n), reg, i
+
+    def s_ldmatrix(self, s: K.LdMatrix, mask):
+        w = self.whole_warps(mask, "ldmatrix")
+        sh = self.sarr(s.array, "LdMatrix")
+        if sh.data.dtype != np.float32:
+            self.fail(f"ldmatrix from {s.array}: only 32-bit words are simulated (tf32 fragments)")
+        off = np.broadcast_to(self.ev_int(s.offset, mask), self.shape)
+        rows = np.stack([np.broadcast_to(v, self.shape) for v in self.shared_read(sh, off, 4, mask, "LdMatrix")], -1)
+        got = ldmatrix(rows.reshape(self.nb, w, 32, 4), s.num, s.trans)       # (nb, w, 32, num, 1)
+        reg = self.reg_array(s.dst, "ldmatrix")
+        i = uniform_value(self.ev_int(s.index, mask))
+        if i is None or not 0 <= i <= reg.data.shape[0] - s.num:
+            self.fail(f"ldmatrix into {s.dst}[{i} +{s.num}]: not a fixed run of its registers")
+        reg.data[i:i + s.num] = np.moveaxis(got.reshape(self.nb, self.T, s.num), -1, 0)
+
+    def s_tf32_round(self, s: K.Tf32Round, mask):
+        reg = self.reg_array(s.dst, "cvt.rna.tf32.f32")
+        idx = self.ev_int(s.index, mask)
+        self.reg_store(s.dst, reg, idx, tf32_round(self.e_reg_load(K.RegLoad(s.dst, s.index), mask)), mask)
+
+    def s_mma(self, s: K.Mma, mask):
+        self.whole_warps(mask, "mma.sync")
+        shape = MMA_SHAPES.get(s.shape)
+        if shape is None:
+            self.fail(f"unknown mma shape {s.shape!r}")
+        a, _, _ = self.reg_run(s.a, s.a_at, shape.elements("A"), mask, "mma.sync A")
+        b, _, _ = self.reg_run(s.b, s.b_at, shape.elements("B"), mask, "mma.sync B")
+        c, reg, i = self.reg_run(s.acc, s.acc_at, 4, mask, "mma.sync C")
+        d = mma_sync(shape, a, b, c)
+        reg.data[i:i + 4] = np.moveaxis(d.reshape(self.nb, self.T, 4), -1, 0)
+        self.stats.float_multiplies += self.nb * (self.T // 32) * shape.m * shape.n * shape.k
+
     def reg_store(self, name, reg, idx, value, mask):
         self.reg_check(name, reg, idx, mask)
         i = uniform_value(idx)
@@ -256,7 +318,7 @@ class Chunk:
         return dtype_of(e.ctype)(e.value)
 
     def e_cast(self, e: K.Cast, mask):
-        return cast(np.asarray(self.ev(e.a, mask)), dtype_of(e.ctype))
+        return cast_to(np.asarray(self.ev(e.a, mask)), e.ctype)
 
     def e_special(self, e: K.Special, mask):
         v = self.specials.get(e.name)

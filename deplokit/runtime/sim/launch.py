@@ -99,8 +99,8 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
         dt = NP_DTYPES.get(t.dtype, F32) if t is not None else None
         mem[name] = np.ascontiguousarray(np.asarray(v), dtype=dt).reshape(-1)
     for b in (b for q in programs for b in q.written):
-        if b.name not in mem:
-            mem[b.name] = np.zeros(b.type.numel, dtype=NP_DTYPES.get(b.type.dtype, F32))
+        if b.name not in mem:    # an in-place write into state: the state's memory itself
+            mem[b.name] = mem[b.alias] if b.alias else np.zeros(b.type.numel, dtype=NP_DTYPES.get(b.type.dtype, F32))
     for kf, bound in launch_sequence(p, launches):
         bufs = {}
         for prm in kf.params:

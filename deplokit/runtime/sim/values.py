@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.types import CTYPE_DTYPE
+from ..rounding import round_array
 from .errors import SimulationError
 
 F32 = np.float32
@@ -33,6 +35,12 @@ def cast(v, dtype):
         with np.errstate(invalid="ignore", over="ignore"):
             return v.astype(dtype)
     return v
+
+
+def cast_to(v, ctype: str):
+    """v as a C cast to `ctype` makes it: a cast to a half type rounds to nearest even
+    (__float2bfloat16_rn, __float2half_rn), the value held in float32."""
+    return round_array(cast(v, dtype_of(ctype)), CTYPE_DTYPE.get(ctype))
 
 
 def owned(v):

@@ -1,0 +1,331 @@
+"""008's tensor-core path: the block's threads become warps, each warp owning a grid of 16 x 8
+output tiles that one mma.sync apiece computes from fragments read out of the staged slabs.
+
+    before (4096^2, after 007)
+    Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):256=BLOCK, a1b(N):256=BLOCK)):
+        for a2o in 0..256:  # reduce (K)
+            x0_smem = Stage(x0, ..., slab=(a0t:16@0, a2i:16@1))
+            x1_smem = Stage(x1, ..., slab=(a2i:16@0, a1t:16@1))
+            for a2i in 0..16:  # reduce (K)
+                in0 = load x0_smem[a0t, a2i]
+                in1 = load x1_smem[a2i, a1t]
+                v0 = multiply(in0, in1)
+                acc0 <- add(acc0, v0)
+        matmul[a0b * 16 + a0t, a1b * 16 + a1t] = acc0
+
+    after (mma=tf32)
+    mma acc0[4, 4, 4]: mma.sync...m16n8k8...tf32, 2 x 4 warps of 64 x 32, ...   (+ the 3 layouts)
+    Tile(axes=(a0w(M):2=THREAD, a1w(N):4=THREAD, a0g(M):8=THREAD, a1q(N):4=THREAD,
+               a0b(M):32=BLOCK, a1b(N):32=BLOCK)):
+        for a2o in 0..256:  # reduce (K)
+            x0_smem = Stage(x0, ..., slab=(a0:128@0, a2i:16@1))
+            x1_smem = Stage(x1, ..., slab=(a2i:16@0, a1:128@1))
+            for a2i in 0..2:  # reduce (K)
+                for a0f in 0..4:  # register (M)
+                    acc0_a[a0f] = fragment A x0_smem[a0w * 64 + a0f * 16 + fr, a2i * 8 + fc]  # ldmatrix.x4
+                for a1f in 0..4:  # register (N)
+                    acc0_b[a1f] = fragment B x1_smem[a2i * 8 + fr, a1w * 32 + a1f * 8 + fc]  # lds
+                for a0f in 0..4: for a1f in 0..4:
+                    acc0[a0f, a1f] <- mma.m16n8k8.tf32(acc0_a[a0f], acc0_b[a1f])
+        for a0f in 0..4: for a1f in 0..4: for a0c in 0..4:  (the C fragment's 4 elements)
+            acc0_v = load acc0[a0f, a1f, a0c]
+            matmul[a0b * 128 + a0w * 64 + a0f * 16 + a0g + (a0c // 2) * 8,
+                   a1b * 128 + a1w * 32 + a1f * 8 + a1q * 2 + a0c % 2] = acc0_v
+
+The THREAD axes a0g (8) x a1q (4) are a warp's lanes, lane = 4g + t in PTX's naming, so the
+epilogue's indices spell the C fragment's layout. `fr`, `fc` in a FragmentLoad name the row and
+column of the operand tile: each lane reads the elements MmaTile.layout_a/_b give it. A slab whose
+rows run along the fragment's registers (A read along k, B stored n-major) is read with one
+ldmatrix per fragment; otherwise each element is one shared load (`lds`).
+
+Refused (the FMA register tile is used, the trace says why): a K loop body other than two
+staged loads, a multiply and a sum; a K run that is not a whole number of the instruction's k
+(a tail of 6 would read past the slab); operands not float32 for tf32; threads not whole warps.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ...ir.fragments import WARP, MmaShape, MmaTile, ptx_layout
+from ...ir.index import Affine, Var, floordiv, free_vars, mod, var
+from ...ir.lanes import is_multiple
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.substitute import substitute_body
+from ...ir.tile_ir import (
+    THREAD,
+    AsyncWait,
+    FragmentLoad,
+    MmaSync,
+    RegisterTile,
+    SlabAxis,
+    Stage,
+    Tile,
+    TileAxis,
+    TileKernel,
+    walk,
+)
+from ..record import Skip, fresh_name, replace_tile
+from .rewrite import used_vars
+
+FR, FC = "fr", "fc"                # the fragment's row and column in a FragmentLoad's index
+
+
+def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> TileKernel | Skip:
+    """The kernel on tensor cores, or Skip(why not). pairs: {role: (THREAD axis, BLOCK axis)};
+    regs: {role: register extent} as the FMA tile would take (the block tile is threads x regs)."""
+    tile = kernel.tile()
+    (tm, bm), (tn, bn) = pairs["M"], pairs["N"]
+    threads = [a for a in tile.axes if a.kind == THREAD]
+    if threads != [tm, tn] or (tm.extent * tn.extent) % WARP:
+        return Skip("mma: the block's threads are not one M and one N axis of whole warps")
+    accs = {(s.acc, s.reduction) for s, _ in walk(tile.body) if isinstance(s, Accumulate)}
+    if len(accs) != 1 or next(iter(accs))[1] != "sum":
+        return Skip("mma: not one sum accumulator")
+    acc = next(iter(accs))[0]
+    block_m, block_n = tm.extent * regs["M"], tn.extent * regs["N"]
+    warps = _warp_grid(tm.extent * tn.extent // WARP, block_m, block_n, shape)
+    if warps is None:
+        return Skip(f"mma: a {block_m} x {block_n} block tile does not split into warps of whole "
+                    f"{shape.m} x {shape.n} tiles")
+    wm, wn = warps
+    fm, fn = block_m // wm // shape.m, block_n // wn // shape.n
+    used = used_vars(kernel.body) | {FR, FC}
+    names = {}
+    for key, base in (("w0", tm.var[:-1] + "w"), ("w1", tn.var[:-1] + "w"), ("g", tm.var[:-1] + "g"),
+                      ("q", tn.var[:-1] + "q"), ("f0", tm.var[:-1] + "f"), ("f1", tn.var[:-1] + "f"),
+                      ("c", tm.var[:-1] + "c"), ("a", acc + "_a"), ("b", acc + "_b"), ("v", acc + "_v")):
+        names[key] = fresh_name(base, used)
+        used.add(names[key])
+    lay = {op: ptx_layout(shape, op) for op in "ABC"}
+    stamp = MmaTile(acc, shape, warps, (fm, fn), names["a"], names["b"], lay["A"], lay["B"], lay["C"],
+                    (names["g"], names["q"]))
+    ranges = {names["w0"]: wm, names["w1"]: wn, names["g"]: 8, names["q"]: 4, names["f0"]: fm, names["f1"]: fn,
+              names["c"]: 4, FR: 16, FC: 16}
+    ctx = _Ctx(stamp, names, ranges, tm.var, tn.var, {tm.var: bm.var, tn.var: bn.var}, regs, types, tile)
+    try:
+        body = ctx.body(tile.body)
+    except _Refused as e:
+        return Skip(f"mma: {e}")
+    axes = []
+    for a in tile.axes:
+        if a is tm:
+            axes += [TileAxis(names["w0"], wm, THREAD, "M"), TileAxis(names["w1"], wn, THREAD, "N"),
+                     TileAxis(names["g"], 8, THREAD, "M"), TileAxis(names["q"], 4, THREAD, "N")]
+        elif a is tn:
+            continue
+        elif a is bm or a is bn:
+            axes.append(dataclasses.replace(a, extent=-(-a.extent // regs[a.role])))
+        else:
+            axes.append(a)
+    out = replace_tile(kernel, Tile(tuple(axes), body))
+    return dataclasses.replace(out, register_tiles=(RegisterTile(acc, (fm, fn, 4)),), mma=stamp)
+
+
+def _warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
+    """(WM, WN) warps over the block tile, each warp a whole number of m x n tiles; the grid
+    that reads the fewest fragments per k step (A tiles + B tiles / 2, B's being half as big)."""
+    best = None
+    for wm in range(1, n_warps + 1):
+        if n_warps % wm:
+            continue
+        wn = n_warps // wm
+        if block_m % (wm * shape.m) or block_n % (wn * shape.n):
+            continue
+        cost = block_m // wm // shape.m + block_n // wn // shape.n / 2
+        if best is None or cost < best[0]:
+            best = (cost, (wm, wn))
+    return None if best is None else best[1]
+
+
+class _Refused(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class _Ctx:
+    stamp: MmaTile
+    n: dict
+    ranges: dict
+    t_m: str
+    t_n: str
+    blocks: dict                   # thread var -> its block var
+    regs: dict
+    types: dict
+    tile: Tile
+
+    def body(self, body) -> tuple:
+        out, stages = [], {}
+        seen_k = False
+        for s in body:
+            if isinstance(s, Stage):
+                stages[s.name] = s
+                out.append(self.stage(s))
+            elif isinstance(s, AsyncWait):
+                out.append(s)
+            elif isinstance(s, Loop) and s.role == "K":
+                seen_k = True
+                out.append(self.k_loop(s))
+            elif seen_k:
+                out.append(s)
+            else:
+                raise _Refused(f"{s.text()} before the K loop")
+        k_end = max(i for i, s in enumerate(out) if isinstance(s, Loop) and s.role == "K")
+        return tuple(out[:k_end + 1]) + self.epilogue(tuple(out[k_end + 1:]))
+
+    def block_scale(self) -> dict:
+        return {b: var(b) * self.regs["M" if t == self.t_m else "N"] for t, b in self.blocks.items()}
+
+    def stage(self, s: Stage) -> Stage:
+        sizes = {self.t_m: ("a" + self.t_m[1:-1], self.regs["M"]), self.t_n: ("a" + self.t_n[1:-1], self.regs["N"])}
+        slab = tuple(SlabAxis(sizes[ax.var][0], ax.extent * sizes[ax.var][1], ax.dim) if ax.var in sizes else ax
+                     for ax in s.slab)
+        origin = substitute_body((s,), self.block_scale(), {})[0].origin
+        return dataclasses.replace(s, slab=slab, origin=origin)
+
+    def k_loop(self, s: Loop) -> Loop:
+        inner = [x for x in s.body if isinstance(x, Loop) and x.role == "K"]
+        if inner:                                        # a K-outer loop: stages, then the compute loop
+            body = []
+            for x in s.body:
+                if isinstance(x, Stage):
+                    body.append(self.stage(x))
+                elif isinstance(x, AsyncWait):
+                    body.append(x)
+                elif isinstance(x, Loop) and x.role == "K":
+                    body.append(self.k_loop(x))
+                else:
+                    raise _Refused(f"{x.text()} in the K-outer loop")
+            return dataclasses.replace(s, body=tuple(body))
+        return self.compute_loop(s)
+
+    def compute_loop(self, s: Loop) -> Loop:
+        loads = [x for x in s.body if isinstance(x, Load)]
+        comps = [x for x in s.body if isinstance(x, Compute)]
+        accs = [x for x in s.body if isinstance(x, Accumulate)]
+        # precision="tf32" programs round each operand (round_tf32) before the multiply; the
+        # fragment loads round to tf32 themselves (cvt.rna: the same value but on exact ties)
+        rounds = {c.dst: c.args[0] for c in comps if c.op == "round_tf32" and len(c.args) == 1}
+        muls = [c for c in comps if c.op == "multiply"]
+        operands = {rounds.get(a, a) for a in muls[0].args} if len(muls) == 1 else set()
+        if (len(s.body) != len(loads) + len(comps) + len(accs) or len(loads) != 2 or len(accs) != 1
+                or len(muls) != 1 or len(comps) != 1 + len(rounds) or operands != {ld.dst for ld in loads}
+                or accs[0].value != muls[0].dst):
+            raise _Refused("the K loop's body is not two loads, a multiply and a sum")
+        k = self.stamp.shape.k
+        if s.extent % k:
+            raise _Refused(f"a K run of {s.extent} is not a whole number of the instruction's k = {k}")
+        by_role = {}
+        for ld in loads:
+            used = set().union(*(free_vars(e) for e in ld.index))
+            role = {(True, False): "A", (False, True): "B"}.get((self.t_m in used, self.t_n in used), "")
+            if not role or role in by_role:
+                raise _Refused(f"{ld.text()} is not one operand's load")
+            by_role[role] = ld
+        for ld in loads:
+            if not any(isinstance(st, Stage) and st.name == ld.tensor for st, _ in walk(self.tile.body)):
+                raise _Refused(f"{ld.tensor} is not staged in shared memory")
+            tensor = next(st.tensor for st, _ in walk(self.tile.body) if isinstance(st, Stage) and st.name == ld.tensor)
+            dtype = self.types[tensor].dtype if tensor in self.types else "float32"
+            if self.stamp.shape.dtype == "tf32" and dtype != "float32":
+                raise _Refused(f"{tensor} is {dtype}; tf32 reads float32")
+        n, st = self.n, self.stamp
+        (fm, fn) = st.tiles
+        m0 = var(n["w0"]) * (fm * st.shape.m) + var(n["f0"]) * st.shape.m
+        n0 = var(n["w1"]) * (fn * st.shape.n) + var(n["f1"]) * st.shape.n
+        kv = var(s.var) * k
+        a_at = substitute_body((by_role["A"],), {self.t_m: m0 + var(FR), s.var: kv + var(FC)}, self.ranges)[0].index
+        b_at = substitute_body((by_role["B"],), {s.var: kv + var(FR), self.t_n: n0 + var(FC)}, self.ranges)[0].index
+        sa, sb = by_role["A"].tensor, by_role["B"].tensor
+        fa = FragmentLoad(st.a, (var(n["f0"]),), "A", sa, a_at, self.via("A", sa, a_at))
+        fb = FragmentLoad(st.b, (var(n["f1"]),), "B", sb, b_at, self.via("B", sb, b_at))
+        mma = MmaSync(st.acc, (var(n["f0"]), var(n["f1"])), st.a, (var(n["f0"]),), st.b, (var(n["f1"]),),
+                      st.shape.name)
+        body = (Loop(n["f0"], fm, "register", (fa,), "M", True),
+                Loop(n["f1"], fn, "register", (fb,), "N", True),
+                Loop(n["f0"], fm, "register", (Loop(n["f1"], fn, "register", (mma,), "N", True),), "M", True))
+        return dataclasses.replace(s, extent=s.extent // k, body=body)
+
+    def via(self, operand: str, stage_name: str, at) -> str:
+        """ldmatrix when a stored row (16 bytes along the slab's innermost index) is what a
+        register of PTX's ldmatrix gives every lane (trans: a column); else lds."""
+        inner, outer = at[-1], at[:-1]
+        inner_vars = free_vars(inner)
+        along = {(True, False): FC, (False, True): FR}.get((FC in inner_vars, FR in inner_vars))
+        if along is None or any(along in free_vars(e) for e in outer) or _coef(inner, along) != 1:
+            return "lds"
+        unit = 16 // (4 if self.stamp.shape.dtype == "tf32" else 2)      # elements in a 16-byte row
+        stage = next(st for st, _ in walk(self.tile.body) if isinstance(st, Stage) and st.name == stage_name)
+        if stage.slab[-1].extent % unit or not is_multiple(inner - var(along), unit):
+            return "lds"
+        lay = self.stamp.layout(operand)
+        for trans in (False, True):
+            if (not trans or lay.per_reg == 2) and _ldmatrix_fits(lay, along, lay.per_reg, trans):
+                return f"ldmatrix.x{lay.registers}{'.trans' if trans else ''}"
+        return "lds"
+
+    def epilogue(self, body) -> tuple:
+        """After the K loops: every statement once per C element of every tile of the warp,
+        the thread's (row, col) spelled from the C layout."""
+        if not body:
+            return ()
+        st, n = self.stamp, self.n
+        (fm, fn) = st.tiles
+        row, col = _c_index(st.layout_c, var(n["g"]), var(n["q"]), var(n["c"]), self.ranges)
+        m = var(n["w0"]) * (fm * st.shape.m) + var(n["f0"]) * st.shape.m + row
+        nn = var(n["w1"]) * (fn * st.shape.n) + var(n["f1"]) * st.shape.n + col
+        mapping = {self.t_m: m, self.t_n: nn} | self.block_scale()
+        ranges = self.ranges | {b: 1 << 20 for b in self.blocks.values()}
+        body = substitute_body(body, mapping, ranges)
+        body = tuple(_rename_operand(s, st.acc, n["v"]) for s in body)
+        load = Load(n["v"], st.acc, (var(n["f0"]), var(n["f1"]), var(n["c"])))
+        inner = Loop(n["c"], 4, "register", (load,) + body, "", True)
+        return (Loop(n["f0"], fm, "register", (Loop(n["f1"], fn, "register", (inner,), "N", True),), "M", True),)
+
+
+def _ldmatrix_fits(lay, along: str, per: int, trans: bool) -> bool:
+    """Whether register i of lane 4g+t holds, in (stored row, unit) coordinates, what ldmatrix
+    gives it: row g, units per*t .. (trans: rows per*t .., unit g) of matrix i."""
+    for i in range(lay.registers):
+        def su(rc):                                   # (stored row, unit along the slab's rows)
+            return (rc[0], rc[1]) if along == FC else (rc[1], rc[0])
+        o = su(lay.coords[0][i * per])
+        for lane in range(WARP):
+            g, t = lane >> 2, lane % 4
+            for j in range(per):
+                want = (o[0] + per * t + j, o[1] + g) if trans else (o[0] + g, o[1] + per * t + j)
+                if su(lay.coords[lane][i * per + j]) != want:
+                    return False
+    return True
+
+
+def _c_index(lay, g: Affine, t: Affine, c: Affine, ranges) -> tuple[Affine, Affine]:
+    """The C layout as index expressions of g, t and the element c = 2*hi + lo, fitted from
+    the table (PTX's is g + 8*(c // 2), 2t + c % 2); a table no such form gives is refused."""
+    form = lay.affine()
+    if form is None or len(form) != 4 or any(form[i][d][1:] != form[0][d][1:] for i in range(4) for d in (0, 1)):
+        raise _Refused("the C fragment layout is not one affine map of the lane")
+    hi, lo = floordiv(c, 2, ranges), mod(c, 2, ranges)
+    out = []
+    for d, (x, y) in enumerate(((g, t), (g, t))):
+        base, cg, ct = form[0][d]
+        step_lo, step_hi = form[1][d][0] - base, form[2][d][0] - base
+        if form[3][d][0] != base + step_lo + step_hi:
+            raise _Refused("the C fragment layout is not one affine map of the element")
+        out.append(x * cg + y * ct + hi * step_hi + lo * step_lo + base)
+    return out[0], out[1]
+
+
+def _coef(e: Affine, name: str) -> int:
+    return sum(c for atom, c in e.terms if isinstance(atom, Var) and atom.name == name)
+
+
+def _rename_operand(s, old: str, new: str):
+    if isinstance(s, Compute):
+        return dataclasses.replace(s, args=tuple(new if a == old else a for a in s.args))
+    if isinstance(s, Store) and s.value == old:
+        return dataclasses.replace(s, value=new)
+    if isinstance(s, Loop):
+        return dataclasses.replace(s, body=tuple(_rename_operand(x, old, new) for x in s.body))
+    if isinstance(s, Accumulate) and s.value == old:
+        return dataclasses.replace(s, value=new)
+    return s
