@@ -35,11 +35,17 @@ linear = red[i, na, j] -> (16, 32) float32"""
 BEFORE_LAYER_NORM = """\
 layer_norm = layer_norm(input, p_weight, p_bias, normalized_shape=(64,), eps=1e-05) -> (4, 64) float32"""
 
-# The row mean, the centred values, their mean square (the biased variance, as torch), plus eps
+# The row mean, summed from values shifted by the row's first element (a large common offset
+# does not cancel in float32) and shifted back; the centred values, their mean square (the
+# biased variance, as torch), plus eps
 # 1e-05, rsqrt, times the centred values, then the weight and the bias broadcast over the rows.
 EXPECTED_LAYER_NORM = """\
-sum = sum(input, axis=-1) -> (4, 1) float32
-mean = divide(sum, 64) -> (4, 1) float32
+input_first = input[i, 0] -> (4, 1) float32
+input_first_bc = input_first[i, na] -> (4, 64) float32
+shifted = subtract(input, input_first_bc) -> (4, 64) float32
+sum = sum(shifted, axis=-1) -> (4, 1) float32
+mean_off = divide(sum, 64) -> (4, 1) float32
+mean = add(input_first, mean_off) -> (4, 1) float32
 mean_bc = mean[i, na] -> (4, 64) float32
 xc = subtract(input, mean_bc) -> (4, 64) float32
 sq = multiply(xc, xc) -> (4, 64) float32
