@@ -751,4 +751,35 @@ def test_004_renames_the_locals_that_clash():
     assert run_alone("004_unclash_names", rms, {}).after == rms
 
 
-GOLDEN = set(IDS) | {"004_unclash_names"}
+# -- 005_reconverge_warps, on the flash kernel of a lane-split row (head_dim 128, 2 lanes a row):
+# its key loop has thread 0 issue the next K/V tiles (an `if`), then the lanes add their partial
+# dot products by shuffles. The pass puts one `syncwarp` after the copy branch, before the first
+# shuffle's loop, in the same loop body; nothing else moves. Pinned as the diff it makes (the
+# flash kernel is 88 lines; test_flash_registers.py checks the CUDA and the SASS side).
+RECONVERGED = """\
+@@ -43,6 +43,7 @@
+             tma box shared k_smem[(((a3o + 1) % 2) * 2048)] <- k_tmap[0, a0b / 2, ((a3o * 16) + 16), 0] on a3o_full[((a3o + 1) % 2)]
+             tma box shared v_smem[(((a3o + 1) % 2) * 2048)] <- v_tmap[0, a0b / 2, ((a3o * 16) + 16), 0] on a3o_full[((a3o + 1) % 2)]
+     float tile_max = -inf
++    syncwarp
+     for a3i = 0; < 16; += 1:  # unroll
+         float acc0 = 0
+         for a4q = 0; < 16; += 1:  # unroll"""
+
+
+def test_005_puts_a_syncwarp_between_the_copy_branch_and_the_shuffles():
+    import difflib
+
+    from test_flash_registers import _compile
+    c = _compile(8, 2, 64, 64, 128, 128, False)
+    (given,) = [s.before for s in c.trace if s.name == "005_reconverge_warps"]
+    step = run_alone("005_reconverge_warps", given, {})
+    diff = difflib.unified_diff(str(given).splitlines(), str(step.after).splitlines(), lineterm="", n=3)
+    assert "\n".join(list(diff)[2:]) == RECONVERGED
+    assert c.check(backend="sim").ok
+    # a kernel without a warp shuffle after a divergent branch is left alone
+    rms = before("rms_norm", "005_reconverge_warps")
+    assert run_alone("005_reconverge_warps", rms, {}).after == rms
+
+
+GOLDEN = set(IDS) | {"004_unclash_names", "005_reconverge_warps"}

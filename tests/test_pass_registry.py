@@ -16,7 +16,6 @@ GOLDEN_MODULES = ("test_pass_007", "test_pass_schedule", "test_pass_programs", "
 PENDING = {
     "fuse_rows": "attention's kernels kept a row at a time: needs a program its cost guard accepts",
     "003_zero_init": "no pass emits atomics any more (issue 23 part 4 removes it)",
-    "005_reconverge_warps": "changes only the flash kernel of a lane-split row (test_flash_registers.py)",
 }
 
 
