@@ -38,6 +38,11 @@ def _programs():
                    {"011_tma_copy.enable": False}),
         "attention": (torch.nn.functional.scaled_dot_product_attention,
                       (torch.randn(1, 1, 64, 32), torch.randn(1, 1, 64, 32), torch.randn(1, 1, 64, 32)), {}),
+        # flash attention off: row fusion keeps a row of scores on chip (the cost check off: at
+        # this toy size the fused kernel moves more bytes than the three kernels)
+        "attention_rows": (torch.nn.functional.scaled_dot_product_attention,
+                           (torch.randn(1, 1, 16, 8), torch.randn(1, 1, 16, 8), torch.randn(1, 1, 16, 8)),
+                           {"fuse_attention.enable": False, "fuse_rows.by_cost": False}),
         # two kernels of one structure (dedup keeps one, both launches run it)
         "twice": (lambda x, y: (torch.relu(x) + 1, torch.relu(y) + 1), (torch.randn(4, 64), torch.randn(4, 64)), {}),
         "layer_norm": (torch.nn.LayerNorm(64), (torch.randn(4, 64),), {}),

@@ -647,6 +647,84 @@ extern "C" __global__ __launch_bounds__(32) void merged_rms_norm(const float* __
 }
 """
 
+# -- fuse_rows ---------------------------------------------------------------------------------
+BEFORE_FUSE_ROWS = """\
+=== merged_scaled -> scaled ===
+for a0 in 0..16:  # free (M)
+    for a1 in 0..16:  # free (N)
+        for a2 in 0..8:  # reduce (K)
+            in0 = load x0[0, 0, a0, a2]
+            in1 = load x1[0, 0, a1, a2]
+            v0 = multiply(in0, in1)
+            acc0 <- add(acc0, v0)
+        v1 = multiply(acc0, 0.35355339059327373)  # epilogue (outside reduce)
+        scaled[0, 0, a0, a1] = v1
+
+=== merged_probs -> probs ===
+for a0 in 0..16:  # free
+    for a1 in 0..16:  # reduce
+        in0 = load scaled[0, 0, a0, a1]
+        acc0 <- max(acc0, in0)
+    for a2 in 0..16:  # reduce
+        in1 = load scaled[0, 0, a0, a2]
+        v0 = subtract(in1, acc0)
+        v1 = exp(v0)
+        acc1 <- add(acc1, v1)
+    for a3 in 0..16:  # free
+        in2 = load scaled[0, 0, a0, a3]
+        v2 = subtract(in2, acc0)
+        v3 = exp(v2)
+        v4 = divide(v3, acc1)
+        probs[0, 0, a0, a3] = v4
+
+=== merged_scaled_dot_product_attention -> scaled_dot_product_attention ===
+for a0 in 0..16:  # free (M)
+    for a1 in 0..8:  # free (N)
+        for a2 in 0..16:  # reduce (K)
+            in0 = load probs[0, 0, a0, a2]
+            in1 = load x2[0, 0, a2, a1]
+            v0 = multiply(in0, in1)
+            acc0 <- add(acc0, v0)
+        scaled_dot_product_attention[0, 0, a0, a1] = acc0"""
+
+# The three kernels of attention become one whose row loop computes a row of scores, its
+# softmax and the row of the output: scaled and probs are `local` rows of 16 on chip, never
+# stored to global memory (the knob by_cost=False: fused without the byte-count check).
+EXPECTED_FUSE_ROWS = """\
+=== merged_scaled_dot_product_attention -> scaled_dot_product_attention ===
+local scaled[16]: one row of (1, 1, 16, 16) float32 at a time, on chip
+local probs[16]: one row of (1, 1, 16, 16) float32 at a time, on chip
+for a0 in 0..16:  # free
+    for a1 in 0..16:  # free
+        for a2 in 0..8:  # reduce
+            in0 = load x0[0, 0, a0, a2]
+            in1 = load x1[0, 0, a1, a2]
+            v0 = multiply(in0, in1)
+            acc0 <- add(acc0, v0)
+        v1 = multiply(acc0, 0.35355339059327373)  # epilogue (outside reduce)
+        scaled[0, 0, a0, a1] = v1
+    for a3 in 0..16:  # reduce
+        in2 = load scaled[0, 0, a0, a3]
+        acc1 <- max(acc1, in2)
+    for a4 in 0..16:  # reduce
+        in3 = load scaled[0, 0, a0, a4]
+        v2 = subtract(in3, acc1)
+        v3 = exp(v2)
+        acc2 <- add(acc2, v3)
+    for a5 in 0..16:  # free
+        in4 = load scaled[0, 0, a0, a5]
+        v4 = subtract(in4, acc1)
+        v5 = exp(v4)
+        v6 = divide(v5, acc2)
+        probs[0, 0, a0, a5] = v6
+    for a6 in 0..8:  # free
+        for a7 in 0..16:  # reduce
+            in5 = load probs[0, 0, a0, a7]
+            in6 = load x2[0, 0, a7, a6]
+            v7 = multiply(in5, in6)
+            acc3 <- add(acc3, v7)
+        scaled_dot_product_attention[0, 0, a0, a6] = acc3"""
+
 CASES = [
     ('decompose', 'rms_norm', BEFORE_DECOMPOSE, EXPECTED_DECOMPOSE,
      {}, None,
@@ -675,6 +753,9 @@ CASES = [
     ('render', 'rms_norm', BEFORE_RENDER, EXPECTED_RENDER,
      {}, None,
      None, 'sim'),
+    ('fuse_rows', 'attention_rows', BEFORE_FUSE_ROWS, EXPECTED_FUSE_ROWS,
+     {'enable': True, 'by_cost': False}, {'enable': False, 'by_cost': False},
+     'row fusion disabled by the knob', 'loop'),
 ]
 IDS = [c[0] for c in CASES]
 

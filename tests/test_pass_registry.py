@@ -14,7 +14,6 @@ GOLDEN_MODULES = ("test_pass_007", "test_pass_schedule", "test_pass_programs", "
 # Passes whose golden test is still to be written: each entry is a known gap, named here so
 # that it shows (and so that a pass added to the pipeline cannot join it silently).
 PENDING = {
-    "fuse_rows": "attention's kernels kept a row at a time: needs a program its cost guard accepts",
     "003_zero_init": "no pass emits atomics any more (issue 23 part 4 removes it)",
 }
 
