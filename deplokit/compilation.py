@@ -20,22 +20,20 @@ from .passes.lower.cuda import render_cuda
 from .passes.verify import verify
 from .pipeline import STAGES, lower
 from .precision import DEFAULT_PRECISION, check_precision, exact_tolerance, rounding_tolerance
-from .runtime.bench import bench_compilation, cuda_eager
-from .runtime.cupy_backend import CupyExecutor
 from .runtime.device import gpu_available
 from .runtime.loop_interp import run_loop_ir
 from .runtime.nvcc import compile_cuda
-from .runtime.sass import compile_sass
-from .runtime.sim import simulate_program
 from .runtime.tensor_interp import run_tensor_ir
-from .target import get_target
+from .target import MAX_BLOCK_THREADS, get_target
 from .trace import Context
-from .tune.tuner import tune_compilation
 
 # Backends Compilation.run accepts: the numpy interpreters of Tensor IR and Loop IR, the
 # SIMT simulator running the Kernel IR, the CUDA kernels on a GPU through CuPy; "auto" picks
 # cupy when a CUDA device is present, else the simulator.
 BACKENDS = ("tensor", "loop", "sim", "cupy", "auto")
+
+# The simulator, CuPy, the benchmark, the disassembler and the tuner load when first used
+# (each method imports its own), so compiling and printing an IR loads only the passes.
 
 
 def resolve_backend(backend: str) -> str:
@@ -165,7 +163,8 @@ class Compilation(Displayable):
         if backend == "loop":
             return run_loop_ir(self.loop_ir, env)
         # an intermediate schedule (kernel_ir given): blocks may exceed a GPU's limit
-        program, limit = (self.kernel_ir, 1024) if kernel_ir is None else (kernel_ir, None)
+        program, limit = (self.kernel_ir, MAX_BLOCK_THREADS) if kernel_ir is None else (kernel_ir, None)
+        from .runtime.sim import simulate_program
         return simulate_program(program, env, launches=self.launches, whole=self.loop_ir if self.launches else None,
                                 max_block_threads=limit,
                                 max_smem_per_block=self.target.dynamic_smem_per_block if limit else None)
@@ -185,6 +184,7 @@ class Compilation(Displayable):
     def cupy_executor(self):
         """The kernels loaded on the CUDA device, built on first use (needs a GPU)."""
         if self._cupy is None:
+            from .runtime.cupy_backend import CupyExecutor
             self._cupy = CupyExecutor(self.kernel_ir, str(self.cuda), self.input_names, self.values, self.target,
                                       launches=self.launches, whole=self.loop_ir)
         return self._cupy
@@ -194,6 +194,7 @@ class Compilation(Displayable):
         """Time the program on the GPU (CUDA events, L2 flushed before every run, median of
         `repeats` after `warmup`) against the tools named in `compare` ("eager", "compile");
         with `profile`, per kernel too. Returns a BenchReport; needs a CUDA device."""
+        from .runtime.bench import bench_compilation
         return bench_compilation(self, inputs or self.example_inputs, warmup=warmup, repeats=repeats,
                                  compare=tuple(compare), profile=profile, name=name)
 
@@ -291,6 +292,7 @@ class Compilation(Displayable):
         with torch.no_grad():
             on_gpu = [t.device for t in inputs if isinstance(t, torch.Tensor) and t.is_cuda]
             if on_gpu:      # a module's weights (or a function's host tensors) must move there too
+                from .runtime.bench import cuda_eager
                 return cuda_eager(self.source, inputs, str(on_gpu[0]))(*inputs)
             return self.source(*inputs)
 
@@ -331,25 +333,42 @@ class Compilation(Displayable):
         """The machine code nvcc makes for `arch` (the target by default), disassembled: each
         kernel's SASS and its hottest loop's instruction mix (deplokit.analysis.sass.SassReport).
         Needs nvcc and cuobjdump or nvdisasm (the `sass` extra); changes nothing here."""
+        from .runtime.sass import compile_sass
         return compile_sass(self.cuda, self.kernel_ir, arch or self.target.name, self.target.name)
 
     # -- tuning ---------------------------------------------------------------------------------
+    @property
+    def config(self) -> dict:
+        """The knobs this compilation was made with (compile's `config`; {} for the defaults)."""
+        return dict(self._ctx.config)
+
     def recompile(self, config: dict) -> "Compilation":
         """The same captured program lowered again with scheduling knobs `config` (no new
         capture): e.g. `c.recompile(c.tune().best_config)`."""
-        ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup, precision=self.precision)
+        ctx = Context(self.target, dict(config or {}), dedup=self._ctx.dedup, precision=self.precision,
+                      passes=self._ctx.passes)
         return Compilation(self.source, self.example_inputs, self._captured, ctx)
 
     def tune(self, budget: int = 64, objective: str = "model", listener=None, cache=None, **options):
-        """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner) and
+        """Search the scheduling knobs of every kernel (SP-MCTS; see deplokit.tune.tuner),
+        starting from the config this compilation was made with (trial 0 of each kernel), and
         return a deplokit.tune.result.TuneResult; `listener(trial)` is called after each trial;
         `cache`: a path (default ~/.cache/deplokit/tune.db) or a deplokit.tune.cache.TuneCache."""
+        from .tune.tuner import tune_compilation
         return tune_compilation(self, budget=budget, objective=objective, listener=listener, cache=cache, **options)
 
     # -- inspection ---------------------------------------------------------------------------
     def inventory(self):
-        """Each unique kernel, its launch count, shapes, bytes and FLOPs (deplokit/analysis/inventory.py)."""
-        return inventory(self.loop_ir, self.launches)
+        """Each unique kernel (split-K reducers included), its launch count, shapes, bytes and
+        FLOPs (deplokit/analysis/inventory.py)."""
+        return inventory(self.loop_ir, self.launches, self.tile_ir)
+
+    def timeline(self, layer: int | None = 0, report=None):
+        """The launches of decoder layer `layer` (a model; the whole program otherwise) in order,
+        each with its bytes, FLOPs and the cost model's µs (deplokit/tune/timeline.py); `report`
+        (a BenchReport from `bench(profile=True)`) adds measured times."""
+        from .tune.timeline import timeline_of
+        return timeline_of(self, layer, report)
 
     def ir(self, stage: str):
         if stage not in STAGES:
@@ -367,8 +386,10 @@ class Compilation(Displayable):
     def __repr__(self) -> str:
         def count(n: int, word: str) -> str:
             return f"{n} {word}{'' if n == 1 else 's'}"
+        inv = self.inventory()      # one vocabulary: launches (split-K reducers too) of unique kernels
         return (f"<Compilation {self.target.name}: {count(len(self.torch_ir.ops), 'torch op')}, "
-                f"{count(len(self.tensor_ir.nodes), 'tensor node')}, {count(len(self.loop_ir.kernels), 'kernel')}>")
+                f"{count(len(self.tensor_ir.nodes), 'tensor node')}, {count(inv.launches, 'launch')} of "
+                f"{count(len(inv), 'unique kernel')}>")
 
 
 @dataclass(frozen=True)
@@ -445,7 +466,7 @@ def _compare(expected, got, backend: str, rtol: float, atol: float) -> CheckResu
 
 
 def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict | None = None,
-            dedup: bool = False, tuned=None, scalars: tuple[str, ...] = (),
+            dedup: bool = False, tuned=None, scalars: tuple[str, ...] = (), passes=(),
             precision: str = DEFAULT_PRECISION) -> Compilation:
     """Capture `module_or_fn` on `example_inputs` and lower it through every IR. `config`
     sets knobs: {"005_blockify_launch.block_threads": 128, ...}; a key or value no pass
@@ -456,14 +477,16 @@ def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict |
     `config` wins over them. `scalars` names the inputs that are runtime scalars ((1,) int64,
     e.g. a decode position: arguments of the kernels, see docs/generation.md). `precision`: how
     float32 matmuls multiply, "float32" (exact, the default) or "tf32" (operands rounded to
-    TF32, as torch's allow_tf32; docs/precision.md)."""
+    TF32, as torch's allow_tf32; docs/precision.md). `passes`: Tile-IR
+    passes of one's own (KernelPass, stage "tile"), run after the scheduling passes (SCHEDULE)
+    (pipeline.with_passes)."""
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)
     tgt = get_target(target)
     captured = capture(module_or_fn, example_inputs, scalars=tuple(scalars))
     check_precision(precision, [b.type.dtype for b in captured.program.buffers])
-    return Compilation(module_or_fn, example_inputs, captured, Context(tgt, dict(config or {}), dedup, tuned,
-                                                                        precision=precision))
+    return Compilation(module_or_fn, example_inputs, captured,
+                       Context(tgt, dict(config or {}), dedup, tuned, tuple(passes), precision=precision))
 
 
 def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None,

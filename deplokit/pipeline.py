@@ -6,6 +6,7 @@ next pass's input. The CLI's -v / -vv, the notebook stepper and the golden tests
 trace; the Context and the TraceStep live in deplokit/trace.py."""
 from __future__ import annotations
 
+from .errors import ConfigError
 from .passes.decompose import decompose
 from .passes.dedup import dedup
 from .passes.fuse import fuse_kernels
@@ -14,13 +15,13 @@ from .passes.fuse.lift import lift
 from .passes.fuse.rows import fuse_rows
 from .passes.lower import LOWERING
 from .passes.lower.cuda import render_cuda
-from .passes.record import Noted, Pass, Skip, flag_knob, run_passes, validate_config, validate_kernel_names
+from .passes.record import KernelPass, Noted, Pass, Skip, flag_knob, run_passes, validate_config, validate_kernel_names
 from .passes.schedule import SCHEDULE
 from .passes.split_reduce import SPLIT_REDUCE
 from .passes.verify import verify
 from .trace import Context, TraceStep, format_step  # noqa: F401  (the pipeline's vocabulary)
 
-__all__ = ["PIPELINE", "STAGES", "Context", "TraceStep", "format_step", "lower", "run_passes"]
+__all__ = ["PIPELINE", "STAGES", "Context", "TraceStep", "format_step", "lower", "run_passes", "with_passes"]
 
 
 def _decompose(program, pctx):
@@ -82,14 +83,32 @@ PIPELINE = (
 STAGES = ("torch",) + tuple(dict.fromkeys(p.stage for p in PIPELINE))
 
 
+def with_passes(passes) -> tuple:
+    """PIPELINE with one's own Tile-IR passes run after the scheduling passes (SCHEDULE), in order."""
+    passes = tuple(passes)
+    names = {p.name for p in PIPELINE}
+    for p in passes:
+        if not isinstance(p, KernelPass) or p.stage != "tile":
+            raise ConfigError(f"an extra pass must be a KernelPass of stage 'tile', got {p!r:.80}")
+        if p.name in names:
+            raise ConfigError(f"pass {p.name} is already in the pipeline: give yours another name")
+        names.add(p.name)
+    if not passes:
+        return PIPELINE
+    at = PIPELINE.index(SCHEDULE[-1]) + 1
+    return PIPELINE[:at] + passes + PIPELINE[at:]
+
+
 def lower(torch_ir, ctx: Context) -> tuple[dict, tuple[TraceStep, ...]]:
-    """Run every pass after capture. Returns {stage: the IR its last pass produced} and the
-    trace. With ctx.dedup, the stages after Loop IR hold each structurally unique kernel
-    once; the Loop program they start from keeps the whole program and its launches."""
-    validate_config(ctx.config, PIPELINE)
+    """Run every pass after capture (and ctx.passes, one's own, after the scheduling passes).
+    Returns {stage: the IR its last pass produced} and the trace. With ctx.dedup, the stages
+    after Loop IR hold each structurally unique kernel once; the Loop program they start from
+    keeps the whole program and its launches."""
+    pipeline = with_passes(ctx.passes)
+    validate_config(ctx.config, pipeline)
     stages = {"torch": torch_ir}
     trace = [TraceStep("torch", "capture", after=torch_ir)]
-    _, steps = run_passes(PIPELINE, torch_ir, ctx)
+    _, steps = run_passes(pipeline, torch_ir, ctx)
     for step, nxt in zip(steps, steps[1:] + (None,)):
         if nxt is None or nxt.stage != step.stage:   # a stage boundary: its IR keeps its invariants
             verify(step.after, ctx.target)           # (passes/verify.py; check_passes verifies every step)

@@ -14,6 +14,7 @@ from .errors import DeplokitError
 # target's `dynamic_smem_per_block`.
 STATIC_SMEM_PER_BLOCK = 48 * 1024
 WARP_SIZE = 32                       # threads of a warp, on every architecture
+MAX_BLOCK_THREADS = 1024             # threads of one block CUDA launches, on every architecture
 VECTOR = 4                           # floats in a 16-byte access (float4, cp.async 16, a TMA granule)
 
 

@@ -31,6 +31,9 @@ class Context:
     # How float32 matmuls multiply: "float32" (exact) or "tf32" (deplokit/precision.py); 001
     # tileify records it on each contraction kernel (TileKernel.precision).
     precision: str = "float32"
+    # Tile-IR passes of one's own (KernelPass records, stage "tile"), run in order after the 16
+    # scheduling passes: the trace, the stepper and check_passes show them like the others.
+    passes: tuple = ()
     _found: dict = field(default_factory=dict, compare=False, repr=False)
 
     def knob_config(self, program) -> Mapping:

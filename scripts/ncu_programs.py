@@ -1,6 +1,7 @@
 """The three programs Nsight Compute reads on the device (issue 17 part 5), run once each.
 
     python scripts/ncu_programs.py NAME [--target sm_90] [--check]
+    python scripts/ncu_programs.py --entry SUITE_ENTRY      (e.g. softmax.qwen.s512)
 
     matmul4096       x @ w, 4096 x 4096 x 4096
     proj_s128        TinyLlama q_proj at seq 128: (1, 128, 2048) @ (2048, 2048)
@@ -38,6 +39,9 @@ PROGRAMS = {
 
 
 def inputs(name: str, device: str = "cpu") -> tuple[torch.Tensor, ...]:
+    if name not in PROGRAMS or "." in name:       # a suite entry: its own seeded inputs
+        from deplokit.bench.suite import entry
+        return entry(name).inputs(device=device)
     g = torch.Generator().manual_seed(0)
     fn, shapes = PROGRAMS[name]
     out = [torch.randn(s, generator=g) for s in shapes]
@@ -51,7 +55,13 @@ def main(argv=None) -> int:
     ap.add_argument("name", nargs="?", choices=sorted(PROGRAMS))
     ap.add_argument("--target", default="sm_90")
     ap.add_argument("--check", action="store_true", help="compile every program on the host and exit")
+    ap.add_argument("--entry", default=None, help="an LLM suite entry instead (the device session's losers)")
     args = ap.parse_args(argv)
+    if args.entry is not None:
+        from deplokit.bench.suite import entry
+        e = entry(args.entry)
+        PROGRAMS[args.entry] = (e.program(), e.shapes)
+        args.name = args.entry
     if args.check:
         for name, (fn, shapes) in PROGRAMS.items():
             c = deplokit.compile(fn, *(torch.empty(s, device="meta") for s in shapes), target=args.target)

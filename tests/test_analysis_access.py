@@ -95,3 +95,14 @@ def test_roofline_places_every_kernel_under_its_ceiling():
     from deplokit.notebook.plots import kernel_roofline
     fig = kernel_roofline(r)
     assert fig.axes[0].get_xscale() == "log"
+
+
+def test_a_label_tells_two_views_of_one_access_apart():
+    from deplokit.notebook.access_view import access_html
+    torch.manual_seed(0)
+    x, weight = torch.randn(64, 256), torch.randn(128, 256)
+    padded = deplokit.compile(F.linear, x, weight)
+    w = memory_access(padded, "x1_smem", label="padded (014 pad_smem)")
+    assert str(w).startswith("padded (014 pad_smem): access ")
+    assert "padded (014 pad_smem): shared load" in access_html(w)
+    assert not str(memory_access(padded, "x1_smem")).startswith("padded")

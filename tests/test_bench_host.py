@@ -108,8 +108,27 @@ def test_cli_run_bench_without_gpu_says_so_and_prints_no_timing(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "no CUDA device, so the SIMT simulator ran" in out
-    assert NO_GPU_MESSAGE in out
-    assert " us" not in out and "GB/s" not in out
+    assert out.startswith(NO_GPU_MESSAGE)          # said first, before the compile
+    assert "CUDA events" not in out and "speedup" not in out      # nothing was timed
+    # what the machine can tell without a device: the model's figures per kernel, and the total
+    head = next(line for line in out.splitlines() if "model us" in line).split()
+    assert head == ["kernel", "launches", "MB", "MFLOP", "regs", "smem", "B", "occup", "model", "us", "roof", "us",
+                    "bound"]
+    assert "predicted, not measured" in out and "us at the roofline" in out
+
+
+@no_gpu
+def test_cli_run_without_gpu_bounds_the_simulator_and_still_profiles(capsys):
+    """A program past the simulator's bound is not simulated (minutes, gigabytes): one line says
+    so, and --profile still prints each kernel's model figures."""
+    from deplokit.cli.run_cmd import SIM_AUTO_LIMIT_BYTES
+    n = SIM_AUTO_LIMIT_BYTES // 4 // 1024            # input and output together: twice the bound
+    code = main(["run", "-c", f"torch.randn({n},1024) * 2", "--profile"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "not checked" in out and "check against torch eager" not in out
+    row = next(line for line in out.splitlines() if line.strip().startswith(("mul", "merged_mul")))
+    assert float(row.split()[2]) == pytest.approx(2 * n * 1024 * 4 / 1e6, rel=1e-3)     # MB: in + out
 
 
 @no_gpu

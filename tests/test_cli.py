@@ -300,11 +300,11 @@ def test_a_deplokit_error_with_debug_shows_its_traceback(capsys):
                                   "UnsupportedDtypeError", "DynamicShapeError", "ExecutionError",
                                   "UnknownModelError", "DeviceUnavailableError", "NvccError", "NvrtcError",
                                   "SimulationError", "LaunchPlanError", "CacheError", "NotebookExtraMissing"])
-def test_every_error_the_readme_lists_is_importable_from_deplokit(name):
+def test_every_error_the_docs_list_is_importable_from_deplokit(name):
     import deplokit
     assert name in deplokit.__all__
     assert issubclass(getattr(deplokit, name), deplokit.DeplokitError)
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "USAGE.md").read_text()        # the Python API's page (moved from the README)
     assert name in readme or name in ("NvrtcError", "LaunchPlanError", "CacheError", "NotebookExtraMissing")
 
 
@@ -416,3 +416,46 @@ def test_sigint_during_a_real_run_is_one_line():
     assert proc.returncode == 130, (proc.returncode, err)
     assert err == "deplokit: interrupted\n"
 
+
+
+# -- start-up: the parser loads nothing heavy (issue 27) ------------------------------------------
+
+def _modules_after(*argv) -> set[str]:
+    """The modules a fresh interpreter holds after running `deplokit ARGV` in process."""
+    code = ("import sys\nfrom deplokit.cli import main\nsys.stdout = open('/dev/null', 'w')\n"
+            f"rc = main({list(argv)!r})\nsys.stderr.write('\\n'.join(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return set(done.stderr.split("\n"))
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("compile", "--help"), ("run", "--bogus"), ("tune", "--help"),
+                                  ("bench", "--suite", "llm", "--list")])
+def test_help_usage_errors_and_lists_import_neither_torch_nor_the_compiler(argv):
+    loaded = _modules_after(*argv)
+    assert "deplokit.cli.app" in loaded     # it did run
+    assert not {"torch", "numpy", "sympy", "deplokit.pipeline", "deplokit.compilation"} & loaded
+
+
+def test_the_cli_spells_the_library_choices():
+    from deplokit.cli import commands, parser
+    from deplokit.compilation import BACKENDS
+    from deplokit.pipeline import STAGES
+    from deplokit.tune.objective import OBJECTIVES
+    from deplokit.tune.tuner import SEARCHES
+    assert parser.STAGES == STAGES and commands.BACKENDS == BACKENDS
+    assert commands.OBJECTIVES == OBJECTIVES and commands.SEARCHES == SEARCHES
+    from deplokit.bench.suite import DTYPES
+    from deplokit.frontend.models import MODEL_DTYPES
+    from deplokit.precision import PRECISIONS
+    assert commands.MODEL_DTYPES == tuple(MODEL_DTYPES) and commands.PRECISIONS == PRECISIONS
+    assert commands.SUITE_DTYPES == tuple(DTYPES)
+
+
+def test_every_command_names_a_handler_that_exists():
+    from deplokit.cli.app import build_parser, handler
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name, p in sub.choices.items():
+        spec = p.get_default("handler")
+        specs = [spec(type("A", (), {"list": flag})) for flag in (False, True)] if callable(spec) else [spec]
+        for s in specs:
+            assert callable(handler(s)), (name, s)

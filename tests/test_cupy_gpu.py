@@ -82,6 +82,13 @@ def test_suite_entry_runs_end_to_end():
     assert row["report"]["deplokit_us"] > 0
 
 
+def test_suite_entry_checks_from_host_and_device_inputs():
+    from deplokit.bench.runner import check_entry
+    row = check_entry("softmax.tinyllama.s32", target=_target())
+    assert row["status"] == "ok", row
+    assert "check_host" in row and "check_device" in row and "report" not in row   # checked, never timed
+
+
 @pytest.mark.parametrize("target", ["sm_80", "sm_90", "sm_120"])
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_corpus_on_the_device(name, target):

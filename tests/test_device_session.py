@@ -1,14 +1,18 @@
-"""scripts/device_session.py: the one-shot device run (issue 17) is planned, resumable and
-summarised correctly. Everything here runs on the host; the device steps themselves need a GPU."""
+"""scripts/device_session.py: the one-call device run (issue 28) is planned within the deadline,
+bounded step by step, resumable, and its BENCHMARKS.md comes from its results only. Everything
+here runs on the host; the device steps themselves need a GPU."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from deplokit.bench.benchmarks_md import OUT_OF_TIME, entry_rows, geomean, render
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,100 +30,172 @@ def ds():
     return _load("device_session")
 
 
-def test_every_step_fits_a_device_command_and_the_session(ds, tmp_path):
-    plan = ds.steps(tmp_path)
-    names = [s.name for s in plan]
-    assert names == ["versions", "preflight", "gpu_tests", "suite", "ncu", "calibrate", "notebooks", "table"]
-    assert all(s.timeout_s <= 560 for s in plan)            # one command runs at most 600 s there
-    assert sum(s.timeout_s for s in plan) <= 30 * 60          # the session's device time
-    for s in plan:                                            # every output lands in the session folder
-        for cmd in s.commands:
-            for arg in cmd:
-                if arg.startswith("/") and ("csv" in arg or "sqlite" in arg or "bench_results" in arg):
-                    assert arg.startswith(str(tmp_path))
+def test_the_plan_runs_in_the_issues_order_and_fits_one_device_session(ds):
+    assert [s.name for s in ds.PLAN] == ["versions", "preflight", "correctness", "timing", "compile", "extras",
+                                         "ncu", "report"]
+    total = sum(s.estimate_s for s in ds.PLAN)
+    assert total + ds.MACHINE_START_S <= 9 * 60           # machine start + the command: 9 minutes
+    assert total <= 520                                    # the documented --deadline
+    assert all(s.limit_s <= 560 for s in ds.PLAN)          # one command runs at most 600 s there
 
 
-def test_ncu_profiles_the_three_kernels_issue_17_names(ds, tmp_path):
-    ncu = next(s for s in ds.steps(tmp_path) if s.name == "ncu")
-    programs = [cmd[-1] for cmd in ncu.commands]
-    assert programs == ["matmul4096", "proj_s128", "attention_s512"]
-    assert all(cmd[0] == "ncu" and "--log-file" in cmd for cmd in ncu.commands)
+def test_dry_run_prints_every_step_with_its_estimate(tmp_path):
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_session.py"), "--dry-run", "--deadline", "520",
+                        "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    for name in ("versions", "preflight", "correctness", "timing", "compile", "ncu", "report"):
+        assert f"  {name} " in p.stdout
+    assert "--compare eager" in p.stdout and "--compare compile" in p.stdout
+    assert "machine start" in p.stdout
+    assert not (tmp_path / "o").exists()                   # a dry run writes nothing
 
 
-def test_a_finished_step_is_skipped_and_a_failed_one_runs_again(ds, tmp_path):
-    ok = ds.Step("ok", ((sys.executable, "-c", "print('hello')"),), 30, "")
-    bad = ds.Step("bad", ((sys.executable, "-c", "import sys; sys.exit(3)"),
-                          (sys.executable, "-c", "print('never')")), 30, "")
-    assert ds.run_step(ok, tmp_path, force=False, dry_run=False) == 0
-    assert "hello" in (tmp_path / "ok.log").read_text()
-    assert ds.run_step(ok, tmp_path, force=False, dry_run=False) is None      # resumed: skipped
-    assert ds.run_step(ok, tmp_path, force=True, dry_run=False) == 0
-    assert ds.run_step(bad, tmp_path, force=False, dry_run=False) == 3
-    assert "never" not in (tmp_path / "bad.log").read_text()                  # the first failure ends the step
-    assert ds.run_step(bad, tmp_path, force=False, dry_run=False) == 3        # not skipped: it failed
+def test_the_stratified_subset_has_one_entry_per_op(ds):
+    names = ds.suite_names()
+    subset = ds.stratified(names)
+    ops = {n.split(".")[0] for n in names}
+    assert sorted(n.split(".")[0] for n in subset) == sorted(ops)
+    assert set(subset) <= set(names)
+    assert len({n.split(".")[1] for n in subset}) == 2     # both models are seen
+    assert not any(n.endswith(".bf16") for n in subset)    # FP32 first; bf16 has its own step
 
 
-def test_a_step_past_its_time_is_stopped_with_124(ds, tmp_path):
-    slow = ds.Step("slow", ((sys.executable, "-c", "import time; time.sleep(60)"),), 6, "")
-    assert ds.run_step(slow, tmp_path, force=False, dry_run=False) == 124
-    assert (tmp_path / "slow.rc").read_text().strip() == "124"
+def test_bench_dtype_selects_one_precision(capsys):
+    from deplokit.cli import main
+    assert main(["bench", "--suite", "llm", "--list", "--dtype", "bfloat16", "--filter", "rmsnorm"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:-1]]
+    assert names and all(n.endswith(".bf16") for n in names)
 
 
-def test_a_missing_program_is_127_not_a_traceback(ds, tmp_path):
-    step = ds.Step("nothere", (("deplokit-no-such-program",),), 30, "")
-    assert ds.run_step(step, tmp_path, force=False, dry_run=False) == 127
+def test_a_command_past_its_time_is_stopped_and_a_missing_one_is_127(ds, tmp_path):
+    log = open(tmp_path / "log", "w+")
+    assert ds.run_cmd([sys.executable, "-c", "import time; time.sleep(60)"], 4, log) == 124
+    assert ds.run_cmd(["deplokit-no-such-program"], 10, log) == 127
+    assert ds.run_cmd([sys.executable, "-c", "print('hello')"], 30, log) == 0
+    log.close()
+    assert "hello" in (tmp_path / "log").read_text()
 
 
-NCU_CSV = '''==PROF== Connected to process 1
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1","python","h","merged_matmul","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","GPU Speed Of Light Throughput","Compute (SM) Throughput","%","81.52"
-"0","1","python","h","merged_matmul","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","GPU Speed Of Light Throughput","DRAM Throughput","%","12.05"
-"0","1","python","h","merged_matmul","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","GPU Speed Of Light Throughput","L1/TEX Hit Rate","%","3.1"
-'''
+def test_children_keep_the_carried_python_path(ds, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/carried/gpu_pydeps")
+    parts = ds.child_env()["PYTHONPATH"].split(":")
+    assert parts == [str(ROOT), "/carried/gpu_pydeps"]
 
 
-def test_the_table_reads_every_step(ds, tmp_path):
-    (tmp_path / "versions.log").write_text("gpu: NVIDIA H100 80GB HBM3, 580.1, 81559 MiB\n")
-    (tmp_path / "versions.rc").write_text("0\n")
-    (tmp_path / "gpu_tests.log").write_text("....F\n=========== 1 failed, 4 passed, 2 skipped in 80.12s ===========\n")
-    (tmp_path / "gpu_tests.rc").write_text("1\n")
-    (tmp_path / "calibrate.log").write_text("calibrated on 24 timed schedules: mean squared log error 1.250 -> 0.310\n")
-    results = tmp_path / "bench_results"
-    results.mkdir()
-    rows = [{"name": "a", "status": "ok"}, {"name": "b", "status": "mismatch"}, {"name": "c", "status": "ok"}]
-    (results / "suite_llm_sm_90.json").write_text(json.dumps(
-        {"rows": rows, "geomean_speedup": {"eager": 0.87, "compile": 0.5}}))
-    (tmp_path / "ncu_matmul4096.csv").write_text(NCU_CSV)
-    text = ds.table(tmp_path)
-    assert "NVIDIA H100" in text
-    assert "| gpu_tests | 1 | 1 failed, 4 passed, 2 skipped |" in text
-    assert "| suite | not run | 2/3 ok; geomean vs eager 0.87x |" in text
-    assert "log error 1.250 -> 0.310" in text
-    assert "| merged_matmul | Compute (SM) Throughput | 81.52 % |" in text
-    assert "L1/TEX Hit Rate" not in text                          # only the metrics that say what limits
-    assert "| ncu | not run |" in text
+def test_no_time_left_marks_the_step_out_of_time(ds, tmp_path):
+    clock = ds.Clock(ds.REPORT_RESERVE_S + 1)          # one second past the report's reserve
+    state = ds.new_state("x")
+    record = ds.run_step(ds.PLAN[3], state, tmp_path, tmp_path, clock, io.StringIO())
+    assert record["status"] == "out of time"
 
 
-def test_an_unknown_step_is_one_line(tmp_path):
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_session.py"), "--out", str(tmp_path),
-                        "--steps", "suite,benchmark"], capture_output=True, text=True)
-    assert p.returncode == 2
-    assert p.stderr.strip().count("\n") == 0 and "unknown step 'benchmark'" in p.stderr
+def test_losers_are_the_worst_ok_entries(ds):
+    rows = [{"name": n, "status": "ok", "report": {"speedup_vs_eager": s}} for n, s in
+            (("a", 1.5), ("b", 0.4), ("c", 0.9), ("d", 2.0))] + [{"name": "e", "status": "mismatch"}]
+    assert ds.losers({"eager": rows}) == ["b", "c", "a"]
+
+
+def test_suite_rows_round_trip_through_results_for_resume(ds, tmp_path):
+    rows = [{"name": "add.qwen.s32", "op": "add", "status": "ok"},
+            {"name": "add.qwen.s128", "op": "add", "status": "mismatch", "check": "max error 3"}]
+    state = {"check": rows}
+    ds.seed_suite(state, tmp_path, "check")
+    from deplokit.bench.resume import previous_rows, still_to_run
+    from deplokit.bench.suite import suite_entries
+    prev = previous_rows(str(ds._suite_json(tmp_path, "check")), "llm", ds.TARGET, "check")
+    todo = [e.name for e in still_to_run(suite_entries("llm"), prev)]
+    assert "add.qwen.s32" not in todo and "add.qwen.s128" in todo   # a failed row runs again
+    fresh = {}
+    ds.harvest_suite(fresh, tmp_path, "check")
+    assert fresh["check"] == rows
+
+
+def test_a_finished_step_is_skipped_on_the_next_call(ds, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    done = {s.name: {"status": "done", "rc": 0} for s in ds.PLAN if s.name not in ("versions", "report")}
+    (out / "results.json").write_text(json.dumps({**ds.new_state("earlier"), "steps": done}))
+    # every measuring step is done: only versions and the report run (no GPU needed)
+    assert ds.main(["--deadline", "60", "--out", str(out), "--work", str(tmp_path / "w")]) == 0
+    printed = capsys.readouterr().out
+    assert "[preflight] done before; skipped" in printed and "[timing] done before; skipped" in printed
+    assert (out / "BENCHMARKS.md").exists()
+    assert len(list(out.iterdir())) <= 8
+
+
+# --- BENCHMARKS.md from a SYNTHETIC results file (made-up numbers; never a committed table) ----
+
+def _report(dk, eager=None, comp=None):
+    return {"deplokit_us": dk, "eager_us": eager, "compile_us": comp,
+            "speedup_vs_eager": eager / dk if eager else None, "speedup_vs_compile": comp / dk if comp else None,
+            "pct_of_peak": 42.0, "bound": "memory"}
+
+
+SYNTHETIC = {
+    "command": "python scripts/device_session.py --deadline 520 --out $OUT", "date": "SYNTHETIC-DATE",
+    "versions": {"gpu": "SYNTHETIC GPU", "driver": "999.1", "torch": "9.9", "torch_cuda": "13.0", "cupy": "13.9",
+                 "nvrtc": "13.0"},
+    "check": [{"name": "a", "status": "ok"}, {"name": "b", "status": "ok"},
+              {"name": "c", "status": "mismatch", "check": "device inputs: max abs error 0.5"}],
+    "eager": [{"name": "a", "status": "ok", "report": _report(10.0, eager=20.0)},
+              {"name": "b", "status": "ok", "report": _report(10.0, eager=5.0)},
+              {"name": "c", "status": "mismatch", "check": "max abs error 0.5"}],
+    "compile": [{"name": "a", "status": "ok", "report": _report(10.0, comp=30.0)}],
+    "bf16": [{"name": "a.bf16", "status": "ok", "report": _report(4.0, eager=8.0, comp=2.0)}],
+    "steps": {"timing": {"status": "done"}, "compile": {"status": "out of time"}},
+    "gpu_tests": "12 passed, 1 skipped",
+}
+
+
+def test_benchmarks_md_is_computed_from_the_synthetic_results():
+    text = render(SYNTHETIC, ["a", "b", "c", "d", "a.bf16"])
+    for v in ("SYNTHETIC GPU", "999.1", "torch: 9.9", "CuPy: 13.9", "NVRTC: 13.0", "SYNTHETIC-DATE",
+              "--deadline 520"):
+        assert v in text
+    assert "geomean speedup vs torch eager: 1.00x over 2 entries" in text     # sqrt(2.0 * 0.5)
+    assert "vs torch.compile: 3.00x over 1 entries" in text
+    assert "| a | 10.00 | 20.00 | 30.00 | 2.00x | 3.00x | 42.0% memory | ok |" in text
+    assert f"| b | 10.00 | 5.00 |  | 0.50x |  | 42.0% memory | ok; torch.compile {OUT_OF_TIME} |" in text
+    assert "- c: check mismatch: device inputs: max abs error 0.5" in text
+    assert f"- d: {OUT_OF_TIME}" in text
+    assert "12 passed, 1 skipped" in text
+    assert "bf16 geomean speedup vs torch eager: 2.00x over 1 entries; vs torch.compile: 0.50x" in text
+    assert "| a.bf16 | 4.00 | 8.00 | 2.00 | 2.00x | 0.50x | 42.0% memory | ok |" in text
+    assert render(SYNTHETIC, ["a", "b", "c", "d", "a.bf16"]) == text                   # byte-identical
+
+
+def test_a_skipped_timing_step_says_why_not_out_of_time():
+    state = {"steps": {"timing": {"status": "skipped", "note": "preflight failed"}}}
+    assert entry_rows(state, ["a"])[0]["status"] == "not measured: preflight failed"
+
+
+def test_geomean_ignores_missing_values():
+    assert geomean([None, 4.0, 1.0]) == pytest.approx(2.0)
+    assert geomean([]) is None
+
+
+_HEAD = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+         '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+_ROW = '"0","1","python","h","merged_matmul","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","GPU Speed Of Light",'
+NCU_CSV = "\n".join(["==PROF== Connected to process 1", _HEAD, _ROW + '"Compute (SM) Throughput","%","81.52"',
+                     _ROW + '"L1/TEX Hit Rate","%","3.1"']) + "\n"
+
+
+def test_ncu_summary_keeps_the_metrics_that_say_what_limits(ds):
+    assert ds.ncu_summary(NCU_CSV) == [("merged_matmul", "Compute (SM) Throughput", "81.52 %")]
 
 
 def test_the_ncu_programs_compile_on_the_host():
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_programs.py"), "--check"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                       capture_output=True, text=True, cwd=ROOT,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 0, p.stderr
     lines = dict(line.split(" ", 1) for line in p.stdout.strip().splitlines())
     assert set(lines) == {"matmul4096", "proj_s128", "attention_s512"}
-    assert all("matmul" in lines[k] for k in ("matmul4096", "proj_s128"))
 
 
-def test_the_inputs_are_never_zeros():
+def test_a_suite_entrys_ncu_inputs_are_its_own():
     nc = _load("ncu_programs")
-    for name in nc.PROGRAMS:
-        if name == "matmul4096":
-            continue                      # 128 MiB of inputs: the generator is the same code path
-        xs = nc.inputs(name)
-        assert all(x.abs().sum() > 0 and x.std() > 0 for x in xs)
+    xs = nc.inputs("softmax.tinyllama.s32")
+    assert len(xs) == 1 and xs[0].std() > 0

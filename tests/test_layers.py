@@ -28,6 +28,12 @@ LOCAL_ON_PURPOSE = {
         "the package root loads compile/Compilation on first use, so deplokit.ir and deplokit.passes stand alone",
     ("deplokit.cli", "deplokit.cli.app"):
         "the commands import torch inside main's guard: Ctrl-C or a broken install while it loads is one line",
+    **{("deplokit.compilation", m): "compile loads only the passes; running, timing, disassembling or tuning "
+                                    "loads its module on first use"
+       for m in ("deplokit.runtime.sim", "deplokit.runtime.cupy_backend", "deplokit.runtime.bench",
+                 "deplokit.runtime.sass", "deplokit.tune.tuner", "deplokit.tune.timeline")},
+    ("deplokit.bench.suite", "deplokit.bench.programs"):
+        "an entry's torch program and inputs load on first use, so `deplokit bench --list` never imports torch",
     ("deplokit.notebook.highlight", "deplokit.notebook.lexers"):
         "lexers.py needs pygments (the notebook extra): without it the IR text is shown plain",
 }

@@ -2,6 +2,7 @@
 identical layers compiled once, the kernel inventory, and logits checked on the simulator
 against transformers holding the same weights."""
 import json
+import re
 
 import pytest
 import torch
@@ -102,7 +103,7 @@ def test_identical_layers_compile_once():
     assert str(five.cuda).count("__global__") == len(five.kernel_ir.kernels) < len(five.loop_ir.kernels)
     assert len(five.launches) == len(five.loop_ir.kernels)
     per_layer = (len(five.launches) - len(three.launches)) // 2
-    runs = {e.kernel: e.launches for e in five.inventory()}
+    runs = {e.kernel: e.launches for e in five.inventory() if not e.of}      # split-K reducers aside
     assert sum(runs.values()) == len(five.launches)
     assert max(runs.values()) >= 5 and per_layer >= 10
     assert "dedup" in [s.name for s in five.trace]
@@ -132,7 +133,7 @@ def test_inventory_counts_bytes_and_flops():
     assert cost.bytes == 8 * 8 + 4 * 8 * 48 * 2     # ids, the 8 rows read, the output
     assert cost.flops == 0
     text = format_inventory(inventory(c.loop_ir))
-    assert text.splitlines()[0].split()[:2] == ["kernel", "runs"]
+    assert text.splitlines()[0].split()[:2] == ["kernel", "launches"] and text.splitlines()[1].endswith("matmul")
     assert text.endswith("total: 1 launches of 1 unique kernels, 14.34 kB moved, 65.54 kFLOP\n")
 
 
@@ -175,7 +176,11 @@ def test_cli_compiles_a_layer_and_prints_the_inventory_on_stderr(capsys):
     assert out.startswith("=== ") and "kernel inventory" not in out
     assert err.startswith(f"# {TINYLLAMA} (transformers, weights on meta) seq 16 layer 2: kernel inventory\n")
     # attention as one flash-attention kernel (fuse_attention) and swiglu its own kernel (the prologue guard)
-    assert "total: 13 launches" in err and "flash_scaled_dot_product_attention" in err
+    # 13 kernels, each split-K matmul followed by its reducer (a launch and a unique kernel of its own)
+    rows = [line.split() for line in err.splitlines()[2:-1]]
+    kernels = sum(int(r[1]) for r in rows if not r[0].endswith("_reduce"))
+    total = int(re.search(r"total: (\d+) launches", err)[1])
+    assert kernels == 13 and total == sum(int(r[1]) for r in rows) and "flash_scaled_dot_product_attention" in err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -200,8 +205,9 @@ def test_qwen_7b_compiles_to_cuda_without_its_weights():
     program = models.build(QWEN, seq=128)
     c = compile_model(program)
     entries = c.inventory()
-    assert len(entries) <= 20 and sum(e.launches for e in entries) == len(c.loop_ir.kernels) >= 28 * 12
-    assert str(c.cuda).count("__global__") == len(c.kernel_ir.kernels)
+    kernels = [e for e in entries if not e.of]                  # the Loop-IR kernels; e.of: a split-K reducer
+    assert len(kernels) <= 20 and sum(e.launches for e in kernels) == len(c.loop_ir.kernels) >= 28 * 12
+    assert str(c.cuda).count("__global__") == len(c.kernel_ir.kernels) == len(entries)
     assert c.loop_ir.types()[c.loop_ir.outputs[0]].shape == (1, 128, 152064)
     assert sum(e.launches * e.flops for e in entries) > 2 * 7e9 * 128 * 0.9   # ~2 FLOPs per weight per token
 

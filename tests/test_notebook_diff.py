@@ -42,7 +42,7 @@ def test_ir_objects_print_as_their_text_at_a_prompt():
     for ir in (c.torch_ir, c.tensor_ir, c.loop_ir, c.tile_ir, c.tile_ir.kernels[0], c.kernel_ir,
                c.kernel_ir.kernels[0], c.cuda):
         assert repr(ir) == str(ir) and (ir is c.torch_ir or "\n" in repr(ir))
-    assert repr(c) == "<Compilation sm_90: 1 torch op, 9 tensor nodes, 1 kernel>"
+    assert repr(c) == "<Compilation sm_90: 1 torch op, 9 tensor nodes, 1 launch of 1 unique kernel>"
     check = repr(c.check(backend="loop"))
     assert check.startswith("ok: backend=loop") and "every element within atol + rtol*|expected|" in check
 

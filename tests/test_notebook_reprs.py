@@ -293,3 +293,46 @@ def test_module_program_renders_torch_graph():
     b = c.torch_ir._repr_mimebundle_()
     parse(b["text/html"])
     assert "rms_norm" in b["text/html"]
+
+
+def test_the_inventory_and_a_timeline_have_html_and_count_reducers():
+    """One vocabulary: launches (reducers included) and unique kernels; an HTML inventory
+    that does not wrap; one layer's launches in order with bytes, FLOPs and model µs."""
+    import torch
+
+    import deplokit
+    torch.manual_seed(0)
+    mm = deplokit.compile(torch.matmul, torch.randn(512, 128), torch.randn(128, 512))
+    inv = mm.inventory()
+    assert [e.of for e in inv] == ["", inv[0].kernel] and inv.reducers == 1 and inv.launches == 2
+    assert str(inv).splitlines()[-1].startswith("total: 2 launches of 2 unique kernels (1 split-K reducer among them)")
+    assert len(inv) == sum("__global__" in line for line in str(mm.cuda).splitlines())
+    html = inv._repr_mimebundle_()["text/html"]
+    assert "split-K reducer, after each" in html and "white-space: nowrap" in html
+    t = mm.timeline()
+    assert [r.kernel for r in t.rows] == [e.kernel for e in inv] and t.label == "the program"
+    assert t.rows[1].start_us == t.rows[0].model_us and t.model_us == sum(r.model_us for r in t.rows) > 0
+    assert t.rows[0].bytes == inv[0].bytes and t.rows[0].flops == inv[0].flops
+    html = t._repr_mimebundle_()["text/html"]
+    assert html.count("flex: 0 0") == 2 and "timeline of the program" in html
+
+
+def test_a_kernel_says_what_it_computes_in_the_models_words():
+    """A layer's kernels, named by the weights they read and the arithmetic they do."""
+    from deplokit.analysis.computes import computes, merged_labels, module_of
+    from deplokit.frontend import models
+    from deplokit.frontend.presets import PRESETS
+    assert module_of("p_model_layers_0_self_attn_q_proj_weight") == "self_attn.q_proj"
+    assert module_of("p_model_layers_3_input_layernorm_weight") == "input_layernorm"
+    assert module_of("p_lm_head_weight") == "lm_head"
+    assert merged_labels(["mlp.gate_proj: matmul", "mlp.up_proj: matmul"]) == "mlp.gate_proj / mlp.up_proj: matmul"
+    program = models.build(models.tiny(PRESETS["TinyLlama/TinyLlama-1.1B-Chat-v1.0"], layers=1), seq=8,
+                           backend="transformers")
+    import deplokit
+    c = deplokit.compile(program.fn, *program.inputs)
+    said = [computes(k) for k in c.loop_ir.kernels]
+    for expected in ("input_layernorm: rmsnorm", "self_attn.q_proj: matmul", "rope", "silu(gate) * up",
+                     "self_attn.o_proj: matmul", "mlp.down_proj: matmul", "lm_head: matmul"):
+        assert expected in said, (expected, said)
+    t = c.timeline()
+    assert [r.computes for r in t.rows if not r.of] == said

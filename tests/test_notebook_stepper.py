@@ -281,3 +281,30 @@ def test_a_lowering_pass_that_changes_nothing_is_one_collapsed_line(rms):
     assert "not applied to" in html and "rgba(46, 160, 67" not in html
     s.changed_only = True
     assert zero.index not in s.visible and s.steps[16].index in s.visible     # 001 materialize always changes it
+
+
+def test_unticking_changed_only_in_the_widget_stays_on_the_step(matmul):
+    """Unticking "only passes that changed something" gives the slider new options, which
+    resets it to its first; the stepper must stay where it was (it jumped back to 001)."""
+    ipywidgets = pytest.importorskip("ipywidgets")
+    s = matmul.stepper(check=False, changed_only=True)
+    w = s.widget
+    s.next().next()
+    here = s.index
+    assert here > 0
+    s._toggle.value = False
+    assert not s.changed_only and s.index == here and s._slider.value == here
+    s._toggle.value = True
+    assert s.changed_only and s.index == here
+    buttons = [c for c in w.children[0].children if isinstance(c, ipywidgets.Button)]
+    assert all(b.layout.min_width == b.layout.width for b in buttons)       # never squeezed to "◀ p…"
+
+
+def test_a_block_too_large_to_launch_says_so_until_blockify(matmul):
+    s = matmul.stepper(check=False)
+    first = s.steps[0]                          # 001 tileify: one thread per output element
+    assert first.threads == 128 * 128 and "not launchable yet" in first.unlaunchable
+    assert "not launchable yet" in s.go(0).html() and "16,384 threads" in s.text()
+    blockify = next(st for st in s.steps if st.name == "005_blockify_launch")
+    assert 0 < blockify.threads <= 1024 and blockify.unlaunchable == ""
+    assert all(st.unlaunchable == "" for st in s.steps[blockify.index:])

@@ -143,3 +143,42 @@ def test_a_kernel_pass_record_gates_flags_and_notes():
     assert probe.run(c.tile_ir, Context(get_target("sm_80"))).skipped_reason == "relu: sm_80 has no TMA (sm_90+)"
     off = probe.run(c.tile_ir, Context(get_target("sm_90"), {"relu:099_probe.on": False}))
     assert off.skipped_reason == "relu: probing disabled by the knob" and off.after == c.tile_ir
+
+
+def test_a_pass_of_ones_own_runs_after_the_sixteen_and_is_checked():
+    """compile(passes=...): the exercise of notebook 02; the pass is a trace step like the others."""
+    import torch
+
+    import deplokit
+    from deplokit.errors import ConfigError
+    from deplokit.ir.tile_ir import Tile, map_body
+    from deplokit.passes.record import KernelPass, Skip, replace_tile
+    from deplokit.passes.schedule import SCHEDULE
+
+    def unroll_strided(kernel, pctx):
+        from deplokit.ir.tile_ir import StridedLoop
+        marked = []
+
+        def mark(s):
+            if isinstance(s, StridedLoop) and not s.unroll:
+                marked.append(s.var)
+                return StridedLoop(s.var, s.start, s.stop, s.step, s.kind, s.body, s.role, True)
+            return s
+        tile = kernel.tile()
+        body = map_body(tile.body, mark)
+        return replace_tile(kernel, Tile(tile.axes, body)) if marked else Skip("no strided loop left to unroll")
+
+    mine = KernelPass("017_unroll_strided", "tile", "unroll every strided loop", unroll_strided)
+    torch.manual_seed(0)
+    c = deplokit.compile(torch.nn.RMSNorm(300), torch.randn(5, 300), passes=[mine],
+                         config={"016_mark_unroll.max_trip": 0})
+    names = [s.name for s in c.trace if s.stage == "tile"]
+    assert names == [p.name for p in SCHEDULE] + ["017_unroll_strided"]
+    step = next(s for s in c.trace if s.name == "017_unroll_strided")
+    assert step.changed and "unroll" in str(c.tile_ir)
+    assert all(check.result.ok for check in c.check_passes())
+    assert "017_unroll_strided" in [s.name for s in c.recompile({}).trace]        # recompile keeps it
+    with pytest.raises(ConfigError, match="already in the pipeline"):
+        deplokit.compile(torch.nn.RMSNorm(300), torch.randn(5, 300), passes=[SCHEDULE[0]])
+    with pytest.raises(ConfigError, match="KernelPass of stage 'tile'"):
+        deplokit.compile(torch.nn.RMSNorm(300), torch.randn(5, 300), passes=[unroll_strided])

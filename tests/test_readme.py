@@ -30,12 +30,12 @@ def test_every_marked_figure_is_one_the_script_computes():
 
 def test_the_marker_regeneration_rewrites_only_marked_text(monkeypatch):
     text = "a <!-- figure:rmsnorm-knob-space -->old<!-- /figure --> b <!-- figure:other -->x<!-- /figure -->"
-    monkeypatch.setitem(figures.FIGURES, "rmsnorm-knob-space", (True, lambda: "new"))
+    monkeypatch.setitem(figures.FIGURES, "rmsnorm-knob-space", ("cheap", lambda: "new"))
     assert figures.regenerate(text, ["rmsnorm-knob-space"]) == \
         "a <!-- figure:rmsnorm-knob-space -->new<!-- /figure --> b <!-- figure:other -->x<!-- /figure -->"
 
 
-@pytest.mark.parametrize("name", sorted(n for n, (cheap, _) in figures.FIGURES.items() if cheap))
+@pytest.mark.parametrize("name", sorted(n for n, (kind, _) in figures.FIGURES.items() if kind == "cheap"))
 def test_cheap_figures_match_what_deplokit_computes(name):
     assert figures.marked(README)[name] == figures.FIGURES[name][1](), \
         f"README figure {name} drifted: python scripts/readme_figures.py --only {name}"
@@ -45,8 +45,8 @@ def test_cheap_figures_match_what_deplokit_computes(name):
 def test_model_figures_match_what_deplokit_computes():
     """The Qwen2.5-7B and TinyLlama figures (two whole-model compiles, weights on meta)."""
     present = figures.marked(README)
-    for name, (cheap, compute) in sorted(figures.FIGURES.items()):
-        if not cheap:
+    for name, (kind, compute) in sorted(figures.FIGURES.items()):
+        if kind == "model":
             assert present[name] == compute(), f"README figure {name} drifted: python scripts/readme_figures.py"
 
 

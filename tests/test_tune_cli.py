@@ -43,8 +43,21 @@ def test_tune_prints_a_table_and_compile_uses_the_result(capsys, tmp_path):
 def test_tune_verbose_lists_each_trial_and_every_knob(capsys, tmp_path):
     code, out, err = run_cli(capsys, "tune", "-v", "-c", SOFTMAX, "--budget", "3", "--cache", str(tmp_path / "t.db"))
     assert code == 0
-    assert "trial 0: merged_softmax:" in err and "(default)" in err
+    assert "trial 0: merged_softmax:" in err and "the start (the config compiled with)" in err
     assert "016_mark_unroll.max_trip=" in out
+
+
+def test_tune_verbose_names_the_knobs_tried_and_only_those_in_effect(capsys, tmp_path):
+    """RMSNorm(37): each trial line names the knobs it changed; the summary lists only knobs
+    the kernel depends on (no matmul knob, and not 005's block_threads: 004 shaped the block)."""
+    code, out, err = run_cli(capsys, "tune", "-v", "-c", "nn.RMSNorm(37)(torch.randn(1,32,37))", "--budget", "4",
+                             "--cache", str(tmp_path / "t.db"))
+    assert code == 0
+    trials = [line for line in err.splitlines() if line.startswith("trial ")]
+    assert len(trials) == 4 and all("=" in line for line in trials[1:])
+    knobs = out.splitlines()[1].split("x  ", 1)[1]
+    assert "004_cooperative_reduce.lanes=" in knobs
+    assert not any(k in knobs for k in ("002_", "003_", "008_", "block_threads", "thread_shape"))
 
 
 def test_the_default_cache_is_the_environments_folder(capsys):

@@ -115,3 +115,52 @@ def test_bad_tune_arguments_are_clear_errors(tmp_path, kwargs, needle):
     c = compiled("softmax")
     with pytest.raises(DeplokitError, match=needle):
         c.tune(cache=str(tmp_path / "t.db"), ptxas=False, **kwargs)
+
+
+def test_the_surrogate_predicts_from_near_neighbours():
+    from deplokit.tune.surrogate_search import predict
+    seen = {(("a", 1), ("b", 1)): 0.0, (("a", 2), ("b", 2)): 10.0}
+    near_first, u_near = predict((("a", 1), ("b", 1)), seen)
+    between, _ = predict((("a", 1), ("b", 2)), seen)
+    assert near_first < between < 10.0 and between == pytest.approx(5.0)
+    _, u_far = predict((("a", 3), ("b", 3)), seen)
+    assert u_far > u_near              # farther from anything seen: less sure
+
+
+def test_surrogate_search_draws_distinct_leaves_and_is_seeded():
+    _, space = _space("softmax")
+    runs = []
+    for _ in range(2):
+        ev = Counting(space, budget=12)
+        from deplokit.tune.surrogate_search import surrogate_search
+        try:
+            surrogate_search(space, ev, seed=5)
+        except StopSearch:
+            pass
+        runs.append(ev.calls)
+    assert len(runs[0]) == len(set(runs[0])) == 12
+    assert runs[0] == runs[1]
+
+
+def test_surrogate_search_through_the_tuner_never_loses_to_its_start(tmp_path):
+    c = compiled("softmax")
+    result = c.tune(budget=10, search="surrogate", cache=str(tmp_path / "t.db"), ptxas=False)
+    assert len(result.history) == 10 and len({t.config for t in result.history}) == 10
+    assert result.best.cost_us <= result.default.cost_us
+
+
+def test_tune_starts_from_the_config_the_compilation_was_made_with(tmp_path):
+    """Trial 0 of a kernel is the schedule `c` holds, not the passes' heuristics (issue 27)."""
+    import deplokit
+    from deplokit.tune.space import kernel_spaces as spaces_of
+    c = compiled("softmax")
+    (space,) = spaces_of(c.loop_ir, c.target)
+    default = dict(space.default_leaf().config)["005_blockify_launch.block_threads"]
+    other = next(v for v in (64, 128, 256, 512, 1024) if v != default)
+    mine = deplokit.compile(c.source, *c.example_inputs, config={"005_blockify_launch.block_threads": other})
+    assert mine.config == {"005_blockify_launch.block_threads": other}
+    result = mine.tune(budget=3, cache=str(tmp_path / "t.db"), ptxas=False)
+    first = dict(result.history[0].config)
+    assert result.history[0].default and first["005_blockify_launch.block_threads"] == other
+    mine.recompile(result.best_config)                                                # the best config compiles
+    assert any(t.config != result.history[0].config for t in result.history[1:])    # and it still searches

@@ -19,6 +19,7 @@ lane by lane, one access per value of the vector variable, taken at `slot` too. 
 sectors are the same model the cost model prices (analysis/work.py); this module shows them lane by lane."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,7 @@ class WarpAccess(Displayable):
     addresses: tuple[tuple[int, ...], ...]
     element_bytes: int = 4
     phase_lanes: int = WARP         # lanes served together in shared memory (8 for float4)
+    label: str = ""                 # which schedule this is (two views side by side: "padded")
 
     @property
     def shared(self) -> bool:
@@ -107,7 +109,8 @@ class WarpAccess(Displayable):
 
     def __str__(self) -> str:
         a = self.access
-        head = f"access {a.number}: {a.kind} of {a.tensor}, warp {self.warp} of block 0: {a.text.strip()}"
+        head = (f"{self.label + ': ' if self.label else ''}access {a.number}: {a.kind} of {a.tensor}, "
+                f"warp {self.warp} of block 0: {a.text.strip()}")
         unit = "word" if self.shared else "element"
         lines = [head]
         for i, lane in enumerate(self.addresses):
@@ -229,12 +232,14 @@ def _filled(env: dict, e) -> dict:
 
 
 def memory_access(compilation, access: int | str = 0, kernel: str | None = None, warp: int = 0,
-                  slot: dict | None = None) -> WarpAccess:
-    """warp_access on a Compilation's Tile IR; `kernel` by name, the first by default."""
+                  slot: dict | None = None, label: str = "") -> WarpAccess:
+    """warp_access on a Compilation's Tile IR; `kernel` by name, the first by default; `label`
+    heads the view (which of two schedules shown side by side this one is)."""
     tile = compilation.tile_ir
     names = [k.name for k in tile.kernels]
     if not names:
         raise DeplokitError("this program has no kernel")
     if kernel is not None and kernel not in names:
         raise DeplokitError(f"no kernel {kernel!r}; kernels: {', '.join(names)}")
-    return warp_access(tile.kernel(kernel or names[0]), tile.types(), access, warp, slot)
+    w = warp_access(tile.kernel(kernel or names[0]), tile.types(), access, warp, slot)
+    return dataclasses.replace(w, label=label) if label else w

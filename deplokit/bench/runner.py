@@ -3,6 +3,7 @@ whose kernel faults or hangs is reported by name and the suite goes on.
 
     run_entry(name, ...)      in the worker: compile, check against eager on the GPU, bench
     compile_entry(name, ...)  in the worker, no GPU needed: compile and NVRTC-compile
+    check_entry(name, ...)    in the worker: compile, check against eager from host and device inputs
     run_suite(entries, job)   in the parent: the rows, whatever happened to each entry
 """
 from __future__ import annotations
@@ -73,14 +74,33 @@ def compile_entry(name: str, target: str = "sm_90") -> dict:
             "compile_s": t1 - t0, "nvrtc_s": t2 - t1, "cubin_bytes": len(compiled.cubin)}
 
 
-JOBS = {"bench": "deplokit.bench.runner:run_entry", "compile": "deplokit.bench.runner:compile_entry"}
+def check_entry(name: str, target: str = "sm_90") -> dict:
+    """Compile entry `name` and check it against eager on the GPU, from host inputs and from
+    device inputs; nothing is timed (the device session checks every entry before timing any)."""
+    e = entry(name)
+    c = dk_compile(e.program(), *e.inputs(), target=target)
+    host = e.inputs()
+    row = {"name": name, "op": e.op, "kernels": len(c.kernel_ir.kernels)}
+    tol = dict(rtol=CHECK_RTOL, atol=CHECK_ATOL) if e.dtype == "float32" else {}   # as run_entry
+    for where, inputs in (("host", host), ("device", tuple(t.to("cuda") for t in host))):
+        check = c.check(*inputs, backend="cupy", **tol)
+        row[f"check_{where}"] = str(check)
+        if not check.passed:
+            return {**row, "status": "mismatch", "check": f"{where} inputs: {check}"}
+    del c
+    _release_device_memory()
+    return {**row, "status": "ok"}
+
+
+JOBS = {"bench": "deplokit.bench.runner:run_entry", "compile": "deplokit.bench.runner:compile_entry",
+        "check": "deplokit.bench.runner:check_entry"}
 
 
 @dataclass
 class SuiteResult:
     suite: str
     target: str
-    job: str                        # bench | compile
+    job: str                        # bench | compile | check
     rows: list[dict] = field(default_factory=list)
 
     @property

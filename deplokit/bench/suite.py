@@ -26,12 +26,8 @@ Programs (weights are inputs, so every entry is one self-contained kernel progra
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from dataclasses import dataclass
-
-import torch
-import torch.nn.functional as F
 
 from ..errors import DeplokitError
 from ..frontend.presets import PRESETS, ModelPreset
@@ -62,7 +58,8 @@ class SuiteEntry:
 
     def program(self):
         """The function of this entry's inputs that deplokit, eager and torch.compile run."""
-        return _PROGRAMS[self.op](self)
+        from .programs import entry_program  # torch loads here: listing the suite stays instant
+        return entry_program(self)
 
     def eager_ways(self) -> dict:
         """The ways torch eager can run this entry, by name, the suite's program first: the
@@ -71,65 +68,13 @@ class SuiteEntry:
         backends differ in which of the two they take, so both are timed."""
         if self.op != "sdpa":
             return {"eager": self.program()}
-        return {"enable_gqa=True": self.program(), "K/V repeated": _sdpa_repeated_kv}
+        from .programs import sdpa_repeated_kv
+        return {"enable_gqa=True": self.program(), "K/V repeated": sdpa_repeated_kv}
 
-    def inputs(self, seed: int = 0, device="cpu", empty: bool = False) -> tuple[torch.Tensor, ...]:
-        """Seeded inputs (`empty`: uninitialised, for compiling only). Matmul weights are
-        scaled by 1/sqrt(K) so outputs stay O(1) and FP32 comparisons stay meaningful."""
-        dtype = getattr(torch, self.dtype)
-        if empty:
-            return tuple(torch.empty(s, device=device, dtype=dtype) for s in self.shapes)
-        g = torch.Generator().manual_seed(seed)
-        out = []
-        for i, s in enumerate(self.shapes):
-            t = torch.randn(s, generator=g)
-            if self.op.startswith(("matmul", "silu_mul_matmul")) and i == (2 if self.op == "silu_mul_matmul" else 1):
-                t = t / math.sqrt(s[0])
-            out.append(t.to(device=device, dtype=dtype))
-        return tuple(out)
-
-
-def _rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _sdpa_repeated_kv(q, k, v):
-    """Causal SDPA with each K/V head repeated to the query heads it serves (no enable_gqa)."""
-    groups = q.shape[1] // k.shape[1]
-    return F.scaled_dot_product_attention(q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1),
-                                          is_causal=True)
-
-
-def _program_rmsnorm(e):
-    hidden, eps = e.shapes[1][0], e.eps
-
-    def rmsnorm(x, weight):
-        return F.rms_norm(x, (hidden,), weight, eps)
-    return rmsnorm
-
-
-def _program_naive_attn(e):
-    scale = 1.0 / math.sqrt(e.shapes[0][-1])
-
-    def naive_attn(q, k, v):
-        return torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * scale, dim=-1) @ v
-    return naive_attn
-
-
-_PROGRAMS = {
-    "matmul": lambda e: (lambda x, w: torch.matmul(x, w)),
-    "matmul_bias": lambda e: (lambda x, w, b: torch.matmul(x, w) + b),
-    "matmul_add": lambda e: (lambda x, w, residual: torch.matmul(x, w) + residual),
-    "rmsnorm": _program_rmsnorm,
-    "rope": lambda e: (lambda x, cos, sin: x * cos + _rotate_half(x) * sin),
-    "softmax": lambda e: (lambda scores: torch.softmax(scores, dim=-1)),
-    "sdpa": lambda e: (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)),
-    "naive_attn": _program_naive_attn,
-    "silu_mul": lambda e: (lambda gate, up: F.silu(gate) * up),
-    "silu_mul_matmul": lambda e: (lambda gate, up, w: torch.matmul(F.silu(gate) * up, w)),
-    "add": lambda e: (lambda x, residual: x + residual),
-}
+    def inputs(self, seed: int = 0, device="cpu", empty: bool = False) -> tuple:
+        """Seeded torch inputs (`empty`: uninitialised, for compiling only); see programs.entry_inputs."""
+        from .programs import entry_inputs
+        return entry_inputs(self, seed, device, empty)
 
 
 def model_entries(p: ModelPreset, seqs=SEQS, dtypes=tuple(DTYPES)) -> list[SuiteEntry]:

@@ -1,29 +1,36 @@
-"""The parser of every command and the one dispatch: each command module adds its
-subparser with a handler (parser.add_command), and `dispatch` calls the handler of the
-command parsed."""
+"""The parser of every command and the one dispatch: commands.py declares each command's
+arguments and names its handler ("MODULE:FUNCTION"); `dispatch` imports that one module
+when the command runs, so --help and usage errors never load torch or the compiler."""
 from __future__ import annotations
 
-from .. import __version__
-from . import bench_cmd, compile_cmd, ops_cmd, preflight_cmd, run_cmd, tune_cmd
-from .parser import DEBUG_HELP, TRUST_NOTE, Parser, stages
+import importlib
 
-COMMANDS = (compile_cmd, run_cmd, bench_cmd, tune_cmd, preflight_cmd, ops_cmd)
+from .. import __version__
+from .commands import COMMANDS
+from .parser import DEBUG_HELP, STAGES, TRUST_NOTE, Parser
 
 
 def build_parser() -> Parser:
     parser = Parser(
         prog="deplokit",
         description="deplokit: a teaching compiler that lowers PyTorch programs through inspectable IRs "
-                    f"({' -> '.join(stages())}).",
+                    f"({' -> '.join(STAGES)}).",
         epilog="Note: " + TRUST_NOTE,
     )
     parser.add_argument("--version", action="version", version=f"deplokit {__version__}")
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        command.add_parser(sub)
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 
+def handler(spec: str):
+    """The function "MODULE:FUNCTION" names, MODULE a module of deplokit/cli."""
+    module, function = spec.split(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), function)
+
+
 def dispatch(args) -> int:
-    return args.handler(args)
+    spec = args.handler(args) if callable(args.handler) else args.handler
+    return handler(spec)(args)

@@ -5,7 +5,9 @@
     deplokit bench --suite llm --compile-only        (no GPU needed: compile + NVRTC each entry)
     deplokit bench --suite llm --resume              (run only what an earlier, cut-short run left)
 
-Without a CUDA device nothing is timed: `run --bench` says so after its check, and
+Without a CUDA device nothing is timed: `run --bench` / `--profile` say so before compiling
+and print what the machine can tell without one (format_model_profile: per kernel bytes,
+FLOPs, registers, shared memory, occupancy, the cost model's µs and the roofline), and
 `bench --suite` (timing) is a one-line error.
 """
 from __future__ import annotations
@@ -16,15 +18,14 @@ import sys
 from ..bench.report import summary, to_json, to_markdown
 from ..bench.resume import merged, previous_rows, still_to_run
 from ..bench.runner import run_suite
-from ..bench.suite import format_list, select, suite_entries
+from ..bench.suite import select, suite_entries
 from ..errors import DeplokitError, DeviceUnavailableError
-from ..runtime.bench_text import NO_GPU_MESSAGE, format_bench, format_profile
+from ..runtime.bench_text import format_bench, format_profile
 from ..runtime.device import gpu_available
-from ..target import TARGETS
-from .parser import add_command, count
+from ..runtime.nvcc import nvcc_available
+from ..tune.cost_model import estimate
+from ..tune.roofline import roofline_of
 from .program import write_atomic
-
-DEFAULT_WARMUP, DEFAULT_REPEATS = 10, 100
 
 
 def parse_compare(text: str) -> tuple[str, ...]:
@@ -36,30 +37,12 @@ def parse_compare(text: str) -> tuple[str, ...]:
     return parts
 
 
-def add_timing_args(p) -> None:
-    p.add_argument("--warmup", type=count(0), default=DEFAULT_WARMUP, help="untimed runs first (default: %(default)s)")
-    p.add_argument("--repeats", type=count(1), default=DEFAULT_REPEATS,
-                   help="timed runs; the median is reported (default: %(default)s)")
-    p.add_argument("--compare", default="eager,compile",
-                   help="what to time deplokit against: eager, compile, eager,compile or none (default: %(default)s)")
-
-
-def add_run_args(p) -> None:
-    """`run`'s --bench and --profile."""
-    p.add_argument("--bench", action="store_true",
-                   help="also time deplokit, torch eager and torch.compile on the GPU (CUDA events, L2 flushed, "
-                        "median): us, speedups, GB/s, %% of the target's peak")
-    p.add_argument("--profile", action="store_true",
-                   help="time each kernel too: time, bytes, FLOPs, registers, shared memory, occupancy")
-    add_timing_args(p)
-
-
 def bench_after_run(args, compilation) -> None:
     """Print the timings `run --bench/--profile` asked for, or say that none can be taken."""
     if not (args.bench or args.profile):
         return
     if not gpu_available():
-        print(NO_GPU_MESSAGE)
+        sys.stdout.write(format_model_profile(compilation, per_kernel=args.profile))
         return
     report = compilation.bench(warmup=args.warmup, repeats=args.repeats, compare=parse_compare(args.compare),
                                profile=args.profile, name=args.expr or args.path or "program")
@@ -68,34 +51,12 @@ def bench_after_run(args, compilation) -> None:
         sys.stdout.write(format_profile(report))
 
 
-def add_parser(sub) -> None:
-    pb = add_command(sub, "bench", cmd_bench, help="benchmark a kernel suite on the GPU",
-                        description="Benchmark a suite of kernel shapes (each entry in a watchdog worker: one that "
-                                    "faults or hangs is reported and the suite goes on). Writes JSON and a "
-                                    "markdown table, prints geomean speedups.")
-    pb.add_argument("--suite", required=True, choices=["llm"], help="which suite")
-    pb.add_argument("--list", action="store_true", help="print the suite's entries and shapes, and exit")
-    pb.add_argument("--filter", action="append", default=[], metavar="TEXT",
-                    help="only entries whose name contains TEXT (repeatable)")
-    pb.add_argument("--target", choices=list(TARGETS), default="sm_90", help="(default: %(default)s)")
-    pb.add_argument("--profile", action="store_true", help="per-kernel timings in the JSON")
-    pb.add_argument("--timeout", type=float, default=600.0, help="seconds per entry before the watchdog kills "
-                                                                 "its worker (default: %(default)s)")
-    pb.add_argument("--out", default="bench_results", metavar="DIR",
-                    help="folder for suite_<suite>_<target>.json and .md (default: %(default)s)")
-    pb.add_argument("--compile-only", action="store_true",
-                    help="no timing, no GPU: compile every entry and its CUDA with NVRTC")
-    pb.add_argument("--resume", action="store_true",
-                    help="keep the ok rows of the JSON an earlier (cut short) run left in --out and run only the "
-                         "other entries")
-    add_timing_args(pb)
 
 
 def cmd_bench(args) -> int:
     entries = select(suite_entries(args.suite), args.filter)
-    if args.list:
-        sys.stdout.write(format_list(entries))
-        return 0
+    if args.dtype:
+        entries = tuple(e for e in entries if e.dtype == args.dtype)
     job = "compile" if args.compile_only else "bench"
     job_args = {}
     if job == "bench":
@@ -141,3 +102,34 @@ def cmd_bench(args) -> int:
     sys.stdout.write(summary(result))
     print(f"wrote {stem}.json and {stem}.md")
     return 0 if not result.failed else 1
+
+
+def format_model_profile(compilation, per_kernel: bool = True) -> str:
+    """What `run --bench/--profile` prints without a device: per kernel (per_kernel) its
+    launches, compulsory bytes, FLOPs, registers (ptxas's where nvcc is installed, else the
+    model's estimate), shared memory, occupancy, the cost model's µs and the roofline's; then
+    the program's total. Nothing here is a measurement."""
+    stats = compilation.nvcc().stats if nvcc_available() else None
+    est = {k.name: k for k in estimate(compilation.tile_ir, compilation.kernel_ir, compilation.target, stats).kernels}
+    roof = roofline_of(compilation)
+    launches = {e.kernel: e.launches for e in compilation.inventory()}
+    regs_from = "ptxas" if stats else "estimated"
+    head = (f"  {'kernel':<32} {'launches':>8} {'MB':>9} {'MFLOP':>10} {'regs':>5} {'smem B':>7} {'occup':>6} "
+            f"{'model us':>9} {'roof us':>9}  bound")
+    lines = [f"model profile on {roof.target} ({roof.gpu}, {roof.peak_bandwidth_gbs:g} GB/s, "
+             f"{roof.peak_gflops / 1e3:g} TFLOP/s FP32): predicted, not measured; registers {regs_from}"]
+    if per_kernel:
+        lines.append(head)
+    total_model = total_roof = 0.0
+    for p in roof.points:
+        k, n = est[p.name], launches.get(p.name, 1)
+        total_model += n * k.time_us
+        total_roof += n * p.roof_us
+        if per_kernel:
+            side = "memory" if p.intensity < roof.ridge else "compute"
+            lines.append(f"  {p.name:<32} {n:>8} {p.bytes / 1e6:9.3f} {p.flops / 1e6:10.2f} {k.registers:>5} "
+                         f"{k.smem_bytes:>7} {100 * k.occupancy:5.0f}% {k.time_us:9.2f} {p.roof_us:9.2f}  "
+                         f"{side} (model: {k.bound})")
+    lines.append(f"  program: {total_model:.2f} us by the cost model, {total_roof:.2f} us at the roofline "
+                 f"({100 * total_roof / total_model:.0f}% of the roof)" if total_model else "  program: no kernels")
+    return "\n".join(lines) + "\n"

@@ -5,35 +5,10 @@ from __future__ import annotations
 import sys
 
 from ..analysis.inventory import format_inventory
-from ..frontend.models import MODEL_DTYPES, ModelProgram
-from ..precision import DEFAULT_PRECISION, PRECISIONS
+from ..frontend.models import ModelProgram
 from ..trace import format_step
-from .parser import TRUST_NOTE, add_command, add_source, stages
+from .parser import stages
 from .program import compile_program, load_program, write_atomic
-
-
-def add_parser(sub) -> None:
-    pc = add_command(sub, "compile", cmd_compile, help="compile a program and print one of its IRs",
-                     description="Compile a program and print one of its IRs.", epilog="Note: " + TRUST_NOTE)
-    add_source(pc)
-    pc.add_argument("--ir", choices=stages() + ["sass"], default="cuda",
-                    help="which IR to print (default: %(default)s); sass: the machine code nvcc makes, "
-                         "disassembled, with each kernel's hottest loop summarised (needs nvcc and cuobjdump)")
-    pc.add_argument("-v", "--verbose", action="count", default=0,
-                    help="-v: add the IR's buffer header and the pass decisions (fusion for loop); "
-                         "-vv: also print every pass up to --ir with a diff of its before/after text")
-    pc.add_argument("-o", "--output", metavar="FILE",
-                    help="write the IR to FILE (atomically) instead of standard output")
-    pc.add_argument("--seq", type=int, metavar="N",
-                    help="for a named model: the sequence length to compile for (default 128)")
-    pc.add_argument("--layer", type=int, metavar="N",
-                    help="for a named model: compile decoder layer N alone (input: hidden states)")
-    pc.add_argument("--dtype", choices=list(MODEL_DTYPES),
-                    help="for a named model: the weights' and activations' dtype (default float32); "
-                         "half tensors are stored in half and computed in float32 (docs/precision.md)")
-    pc.add_argument("--precision", choices=list(PRECISIONS), default=DEFAULT_PRECISION,
-                    help="how float32 matmuls multiply: float32 (exact) or tf32 (operands rounded to "
-                         "TF32, as torch's allow_tf32) (default: %(default)s)")
 
 
 def _lines(text) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from ..errors import DeplokitError
-from ..pipeline import STAGES
 from ..target import TARGETS
 
 TRUST_NOTE = ("-c evaluates Python code, with the same trust as running a script: "
@@ -49,6 +48,11 @@ def stages() -> list[str]:
     return list(STAGES)
 
 
+# pipeline.STAGES spelled out: importing the pipeline loads every pass (tests/test_cli.py
+# checks that the two agree).
+STAGES = ("torch", "tensor", "loop", "tile", "kernel", "cuda")
+
+
 def count(least: int):
     """An argparse type: a whole number >= least."""
     def parse(text: str) -> int:
@@ -63,7 +67,9 @@ def count(least: int):
 
 
 def add_command(sub, name: str, handler, **kwargs) -> Parser:
-    """A subcommand parser whose parsed args dispatch to `handler(args)`."""
+    """A subcommand parser whose parsed args dispatch to `handler`: "MODULE:FUNCTION" of a
+    module in deplokit/cli, imported only when the command runs (app.dispatch), or a function
+    of the parsed args that gives one (a light mode of a heavy command)."""
     p = sub.add_parser(name, **kwargs)
     p.set_defaults(handler=handler, subparser=p)
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)

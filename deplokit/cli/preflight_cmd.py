@@ -8,17 +8,10 @@ import torch
 from ..compilation import compile as dk_compile
 from ..runtime.cupy_backend import device_arch
 from ..runtime.preflight import preflight
-from .parser import add_command
 
 
-def add_parser(sub) -> None:
-    add_command(sub, "preflight", lambda args: preflight(check_program),
-                help="check that this machine can run the CUDA kernels",
-                description="Print the torch / CUDA / CuPy / driver / NVRTC versions and the device, then check in "
-                            "order, stopping at the first failure: NVRTC builds a cubin for the device, the driver "
-                            "loads and runs it, DLPack shares memory between torch and CuPy, and one program matches "
-                            "torch eager on the device. Exit status 0 when every check passed, 1 on a failure, 2 "
-                            "without a CUDA device.")
+def cmd_preflight(args) -> int:
+    return preflight(check_program)
 
 
 def check_program() -> str:

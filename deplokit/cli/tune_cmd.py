@@ -21,63 +21,52 @@ from ..tune.cache import TuneCache
 from ..tune.calibrate import fit_constants, log_error, measure_samples
 from ..tune.constants import save_constants
 from ..tune.cost_model import CostConstants
-from ..tune.objective import OBJECTIVES
+from ..tune.result import PROGRAM
 from ..tune.space import kernel_spaces
-from ..tune.tuner import SEARCHES
-from .parser import CACHE_HELP, add_command, add_source
 from .program import compile_program, load_program, warn
-
-SEARCH_HELP = "search algorithm (default: %(default)s): SP-MCTS or random search over the same knob tree"
-
-
-def add_parser(sub) -> None:
-    pt = add_command(sub, "tune", cmd_tune, help="autotune the scheduling knobs of every kernel (SP-MCTS)",
-                        description="Search the scheduling passes' knobs of each kernel and keep every trial in "
-                                    "a SQLite cache; compile and run then use the best config found.")
-    add_source(pt, tuned_cache=False)
-    pt.add_argument("-v", "--verbose", action="count", default=0,
-                    help="print a line per trial and every knob of the best configs")
-    pt.add_argument("--budget", type=int, default=64, metavar="N",
-                    help="trials per kernel, cached ones included (default: %(default)s)")
-    pt.add_argument("--objective", choices=list(OBJECTIVES), default="model",
-                    help="model: predicted by the cost model (no GPU needed); gpu: measured with CuPy "
-                         "(default: %(default)s)")
-    pt.add_argument("--cache", metavar="PATH", help=CACHE_HELP)
-    pt.add_argument("--search", choices=list(SEARCHES), default="mcts", help=SEARCH_HELP)
-    pt.add_argument("--seed", type=int, default=0, help="random seed of the search (default: %(default)s)")
-    pt.add_argument("--patience", type=int, default=None, metavar="P",
-                    help="stop a kernel's search after P trials without a better one")
-    pt.add_argument("--calibrate", action="store_true",
-                    help="instead of tuning, time random schedules on the GPU and fit the cost model's constants "
-                         "to them (stored in the cache, used by --objective model)")
 
 
 def _progress(total: int, verbose: int):
-    """(listener, close): a tqdm bar on stderr; with -v also a line per trial."""
+    """(listener, close): a tqdm bar on stderr; with -v also a line per trial naming the knobs
+    it tried (those that differ from its kernel's trial 0, the config compiled with). The
+    program-level options priced first are trials beyond the kernels' budget: each adds one
+    to the bar's total, so the bar ends where the trials do."""
     bar = tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True, leave=False)
+    starts: dict[str, dict] = {}
 
     def listener(trial):
+        if trial.kernel == PROGRAM:
+            bar.total += 1
         best = "-" if trial.best_us is None else f"{trial.best_us:.2f} µs"
         bar.set_postfix_str(f"{trial.kernel} best {best}", refresh=False)
         bar.update(1)
         if verbose:
             cost = f"{trial.cost_us:.2f} µs" if trial.ok else f"failed: {trial.error}"
-            tags = " (default)" if trial.default else ""
-            tags += " (cached)" if trial.cached else ""
-            bar.write(f"trial {trial.index}: {trial.kernel}: {cost}{tags}", file=sys.stderr)
-    return listener, bar.close
+            start = starts.setdefault(trial.kernel, dict(trial.config))
+            tried = ", ".join(f"{k}={v}" for k, v in trial.config if start.get(k) != v)
+            what = "the start (the config compiled with)" if trial.default else (tried or "the start's kernel")
+            bar.write(f"trial {trial.index}: {trial.kernel}: {cost}{' (cached)' if trial.cached else ''}: {what}",
+                      file=sys.stderr)
+
+    def close():
+        bar.total = bar.n          # a search cut short (patience, a small space) ends the bar here
+        bar.close()
+    return listener, close
 
 
 def format_table(result, verbose: int = 0) -> str:
-    """Each tuned kernel: trials, the default's and the best cost, the speedup, and its knobs
-    (those that differ from the default; -v: all)."""
+    """Each tuned kernel: trials, the default's and the best cost, the speedup, and the knobs
+    in effect in its best config (those its kernel depends on, KernelSpace.in_effect) that
+    differ from the default; -v: every knob in effect."""
     unit = "µs (model)" if result.objective == "model" else "µs"
     rows = [("kernel", "trials", f"default {unit}", f"best {unit}", "speedup", "knobs")]
     for kernel, names in result.kernels:
         trials = [t for t in result.history if t.kernel == kernel]
         best, default = result.best_for(kernel), result.default_for(kernel)
         dflt = dict(default.config) if default else {}
-        knobs = [(k, v) for k, v in (best.config if best else ()) if verbose or dflt.get(k) != v]
+        effect = result.in_effect_for(kernel)
+        knobs = [(k, v) for k, v in (effect if effect is not None else best.config if best else ())
+                 if verbose or dflt.get(k) != v]
         text = ", ".join(f"{k}={v}" for k, v in knobs) or "(the default)"
         label = kernel if len(names) == 1 else f"{kernel} (x{len(names)})"
         d = f"{default.cost_us:.2f}" if default and default.ok else "failed"

@@ -85,7 +85,8 @@ def _shared_html(w: WarpAccess) -> str:
 
 def access_html(w: WarpAccess) -> str:
     a = w.access
-    heading = title(f"{esc(a.kind)} of <code>{esc(a.tensor)}</code> · warp {w.warp} of block 0")
+    heading = title((f"{esc(w.label)}: " if w.label else "")
+                    + f"{esc(a.kind)} of <code>{esc(a.tensor)}</code> · warp {w.warp} of block 0")
     stmt = f'<div style="font-family: {MONO}; font-size: 0.9em; margin: 2px 0 6px 0;">{esc(a.text.strip())}</div>'
     bad = (w.shared and w.degree > 1) or (not w.shared and w.efficiency < 0.999)
     verdict = f'<div style="color: {BAD if bad else OK}; font-weight: 600; margin-top: 4px;">{esc(summary(w))}</div>'

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import display
 from ..analysis.access import WarpAccess
+from ..analysis.inventory import Inventory, si, total_line
 from ..compilation import CheckResult, Compilation, PassCheck
 from ..ir.kernel_ir import KernelFunc, KernelProgram
 from ..ir.loop_ir import Kernel, LoopProgram
@@ -15,13 +16,14 @@ from ..ir.torch_ir import TorchProgram
 from ..passes.lower.cuda import CudaSource
 from ..pipeline import TraceStep
 from ..tune.roofline import Roofline
+from ..tune.timeline import Timeline
 from .access_view import render_access
 from .check_view import check_html, count
 from .diff import STAGE_TITLES, step_html
 from .graph import graph_html
 from .highlight import highlight_html
 from .overview import overview_html
-from .style import BAD, OK, box, esc, note, table, title
+from .style import BAD, OK, box, esc, kernel_fill, note, table, title
 
 
 def _bundle(obj, html: str) -> dict:
@@ -104,6 +106,45 @@ def render_roofline(r: Roofline) -> dict:
     return _bundle(r, box(html))
 
 
+def render_inventory(inv: Inventory) -> dict:
+    """The inventory as a table that never wraps a row: a reducer's row names the kernel it follows."""
+    rows = []
+    for e in inv:
+        of = (f'<br><span style="font-size: 0.85em; opacity: 0.7">split-K reducer, after each '
+              f"<code>{esc(e.of)}</code></span>") if e.of else ""
+        name = f"<code>{esc(e.kernel)}</code>" + of
+        rows.append([name, esc(e.computes) or "—", f"{e.launches}",
+                     f'<span style="white-space: nowrap">{esc(e.shapes)}</span>', esc(si(e.bytes, "B")),
+                     esc(si(e.flops, ""))])
+    head = ["kernel", "computes", "launches", "shapes (inputs → outputs)", "bytes / launch", "FLOPs / launch"]
+    html = (title("kernel inventory: each unique kernel and how often it is launched")
+            + f'<div style="overflow-x: auto">{table(head, rows)}</div>')
+    return _bundle(inv, box(html + note(esc(total_line(inv.entries)))))
+
+
+def render_timeline(t: Timeline) -> dict:
+    """A strip of the launches in order, each as wide as the model's time (colour: the unique
+    kernel it runs), above the table."""
+    total = t.model_us or 1.0
+    colours = {k: kernel_fill(i) for i, k in enumerate(dict.fromkeys(r.kernel for r in t.rows))}
+    strip = "".join(f'<div title="{esc(r.launch)}: {r.model_us:.2f} µs" '
+                    f'style="flex: 0 0 {100 * r.model_us / total:.3f}%; height: 18px; background: {colours[r.kernel]}; '
+                    'border-right: 1px solid rgba(0,0,0,0.25)"></div>'
+                    for r in t.rows)
+    rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>", f"<code>{esc(r.kernel)}</code>",
+             f"{r.start_us:.2f}", f"{r.model_us:.2f}", esc(si(r.bytes, "B")), esc(si(r.flops, "")),
+             "—" if r.measured_us is None else f"{r.measured_us:.2f}"] for i, r in enumerate(t.rows)]
+    html = (title(f"timeline of {esc(t.label)} on {esc(t.target)}: {len(t.rows)} launches, {t.model_us:.2f} µs "
+                  "by the cost model") +
+            f'<div style="display: flex; width: 100%; margin: 4px 0 8px 0">{strip}</div>' +
+            '<div style="overflow-x: auto">' +
+            table(["#", "computes", "launch", "runs kernel", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
+                  rows) + "</div>" +
+            note("predicted by the cost model, one launch after another; measured times need a GPU "
+                 "(<code>c.bench(profile=True)</code>, then <code>c.timeline(report=...)</code>)"))
+    return _bundle(t, box(html))
+
+
 def render_compilation(c: Compilation) -> dict:
     return _bundle(c, overview_html(c))
 
@@ -113,6 +154,7 @@ RENDERERS = {
     TileProgram: render_tile, TileKernel: render_tile_kernel, KernelProgram: render_kernel_program,
     KernelFunc: render_kernel_func, CudaSource: render_cuda, TraceStep: render_step, CheckResult: render_check,
     PassCheck: render_pass_check, Compilation: render_compilation, WarpAccess: render_access, Roofline: render_roofline,
+    Inventory: render_inventory, Timeline: render_timeline,
 }
 
 

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 
 from ..errors import DeplokitError
 from ..ir.kernel_ir import KernelProgram
+from ..ir.tile_ir import THREAD, TileProgram
 from ..passes.lower import LOWERING
 from ..passes.schedule import SCHEDULE
+from ..target import MAX_BLOCK_THREADS
 from .diff import diff_html
 from .extra import NotebookExtraMissing, require
 from .highlight import highlight_html
@@ -111,6 +113,16 @@ class PassStep:
     of: int = 16
     tag: str = ""           # t:007_stage_inputs, t:kernel:001_materialize (as in -vv)
     notes: tuple[str, ...] = ()
+    threads: int = 0        # threads per block of the kernel after a Tile-IR step (0: not a tile step)
+
+    @property
+    def unlaunchable(self) -> str:
+        """Why the kernel after this step cannot be launched yet ('' when it can): a block of
+        more threads than CUDA allows, until 005 blockify_launch splits it into blocks."""
+        if self.threads <= MAX_BLOCK_THREADS:
+            return ""
+        return (f"not launchable yet: a block of {self.threads:,} threads (CUDA allows {MAX_BLOCK_THREADS}); "
+                "the simulator runs it all the same, and 005 blockify_launch splits it into blocks")
 
     @property
     def label(self) -> str:
@@ -142,8 +154,19 @@ def pass_steps(compilation, kernel: str) -> tuple[PassStep, ...]:
             reason = "" if applied else (skip_reason(step, kernel) or "no change")
             out.append(PassStep(len(out), step.name, step.description, kernel, knobs, applied, reason, before,
                                 after, step.stage, ir_stage(step.before), position, len(steps), step.tag,
-                                step_notes(step, kernel)))
+                                step_notes(step, kernel), block_threads(step.after, kernel)))
     return tuple(out)
+
+
+def block_threads(ir, kernel: str) -> int:
+    """Threads per block of `kernel` in a Tile program (the product of its THREAD axes); 0
+    for another IR."""
+    if not isinstance(ir, TileProgram):
+        return 0
+    n = 1
+    for axis in ir.kernel(kernel).tile().axes:
+        n *= axis.extent if axis.kind == THREAD else 1
+    return n
 
 
 def pass_checks(compilation) -> tuple | str:
@@ -195,6 +218,8 @@ def step_html(step: PassStep, check) -> str:
         return box(head + why + details("knobs", _knobs_html(step)) + ir)
     parts = [head, _knobs_html(step), f"<div>applied to <code>{esc(step.kernel)}</code></div>"]
     parts += [note("# " + esc(n)) for n in step.notes]
+    if step.unlaunchable:
+        parts.append(f'<div style="color: {BAD}; font-weight: 600">{esc(step.unlaunchable)}</div>')
     if step.stage != "tile":
         parts.append(note(LOWERING_CHECK))
     else:
@@ -217,6 +242,8 @@ def step_text(step: PassStep) -> str:
         lines.append(f"  not applied to {step.kernel}: {step.reason}")
         return "\n".join(lines)
     lines += [f"  # {n}" for n in step.notes]
+    if step.unlaunchable:
+        lines.append(f"  {step.unlaunchable}")
     if step.lowers:
         lines.append(f"  applied to {step.kernel}; the Kernel IR it made:")
         return "\n".join(lines + ["  " + line for line in step.after.splitlines()])
@@ -241,6 +268,7 @@ class Stepper:
         self.steps = pass_steps(compilation, kernel)
         self._index = self.visible[0] if self.visible else 0
         self._widget = None
+        self._syncing = False
 
     # -- driving it from code ------------------------------------------------------------------
     @property
@@ -358,14 +386,15 @@ class Stepper:
                                          continuous_update=False, readout=True,
                                          layout=w.Layout(width="460px"), style={"description_width": "initial"})
         w.jslink((self._play, "value"), (self._slider, "index"))
-        prev_b = w.Button(description="◀ prev", layout=w.Layout(width="auto"))
-        next_b = w.Button(description="next ▶", layout=w.Layout(width="auto"))
+        # a fixed width that never shrinks: in a narrow HBox "auto" buttons were cut to "◀ p…"
+        prev_b = w.Button(description="◀ prev", layout=w.Layout(width="90px", min_width="90px", flex="0 0 auto"))
+        next_b = w.Button(description="next ▶", layout=w.Layout(width="90px", min_width="90px", flex="0 0 auto"))
         prev_b.on_click(lambda _: self.prev())
         next_b.on_click(lambda _: self.next())
         self._picker = w.Dropdown(options=list(self.kernels), value=self._kernel, description="kernel")
         self._picker.observe(lambda ch: setattr(self, "kernel", ch["new"]), names="value")
         self._slider.observe(lambda ch: self.go(ch["new"]) if ch["new"] is not None and ch["new"] != self._index
-                             else None, names="value")
+                             and not self._syncing else None, names="value")
         self._toggle.observe(lambda ch: setattr(self, "changed_only", ch["new"]), names="value")
         self._view = w.HTML(value=self.html())
         controls = [self._play, prev_b, self._slider, next_b] + ([self._picker] if len(self.kernels) > 1 else [])
@@ -374,16 +403,26 @@ class Stepper:
     def _sync(self, options: bool = False) -> None:
         if self._widget is None:
             return
+        # New options reset a SelectionSlider to its first one; that event must not move the
+        # stepper (unticking "only passes that changed something" jumped back to 001).
+        self._syncing = True
+        try:
+            self._sync_widgets(options)
+        finally:
+            self._syncing = False
+        self._view.value = self.html()
+
+    def _sync_widgets(self, options: bool) -> None:
         if options or [v for _, v in self._slider.options] != list(self.visible):
             self._slider.options = self._options()
             self._play.max = len(self.visible) - 1
+            self._play.value = self.visible.index(self._index)
         if self._toggle.value != self._changed_only:
             self._toggle.value = self._changed_only
         if self._slider.value != self._index:
             self._slider.value = self._index
         if self._picker.value != self._kernel:
             self._picker.value = self._kernel
-        self._view.value = self.html()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         try:

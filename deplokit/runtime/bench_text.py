@@ -7,7 +7,7 @@ import dataclasses
 from .bench_report import BenchReport, KernelProfile
 
 NO_GPU_MESSAGE = ("bench: timing needs a CUDA device and none is available (cupy found no GPU); "
-                  "no timings were taken")
+                  "no timings will be taken: the cost model's figures per kernel instead")
 
 
 def _mb(n: int) -> str:

@@ -16,7 +16,7 @@ class Trial:
     error: str = ""                         # why the config failed (illegal, nvcc, mismatch)
     cached: bool = False                    # read from the cache, not run again
     kernel: str = ""                        # the Loop-IR kernel the config schedules ("" for one)
-    default: bool = False                   # the passes' own heuristics
+    default: bool = False                   # the start: the config the compilation was made with
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class TuneResult:
     # were tuned under (empty when the program-level knobs make one program only).
     programs: tuple[Trial, ...] = ()
     program_config: tuple[tuple[str, object], ...] = ()
+    # Per tuned kernel, the knobs of its best config its kernel depends on (KernelSpace.in_effect):
+    # a knob whose every value gives the same kernel (a matmul knob on RMSNorm) is not listed.
+    in_effect: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     @property
     def best(self) -> Trial | None:
@@ -41,6 +44,10 @@ class TuneResult:
     def best_for(self, kernel: str) -> Trial | None:
         done = [t for t in self.history if t.kernel == kernel and t.ok and t.cost_us is not None]
         return min(done, key=lambda t: (t.cost_us, t.index)) if done else None
+
+    def in_effect_for(self, kernel: str) -> tuple[tuple[str, object], ...] | None:
+        """The knobs of `kernel`'s best config that change its kernel (None: not known)."""
+        return dict(self.in_effect).get(kernel)
 
     def default_for(self, kernel: str) -> Trial | None:
         return next((t for t in self.history if t.kernel == kernel and t.default), None)

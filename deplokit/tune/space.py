@@ -72,9 +72,13 @@ class KernelSpace:
     same kernels whatever the later knobs are merged; the last knob's values are merged when
     they give the same kernel."""
 
-    def __init__(self, program: LoopProgram, kernel_name: str, target, fixed: dict | None = None):
+    def __init__(self, program: LoopProgram, kernel_name: str, target, fixed: dict | None = None,
+                 start: dict | None = None):
         self.program = initial(program)
         self.fixed = dict(fixed or {})      # "NNN_pass.knob" -> value: knobs held out of the search
+        # a compile config ("NNN_pass.knob" or "kernel:NNN_pass.knob" -> value): where the search
+        # starts (option 0, the default leaf) in place of the passes' heuristics; still searched
+        self.start = dict(start or {})
         self.kernel_name = kernel_name
         self.target = target
         self.types = self.program.types()
@@ -91,7 +95,7 @@ class KernelSpace:
         if memo not in self._results:
             p = SCHEDULE[depth]
             label, knobs = p.name, p.knobs
-            default = p.knob_values(kernel, self.target, {})
+            default = p.knob_values(kernel, self.target, self.start)
             default.update({n: self.fixed[f"{label}.{n}"] for n in default if f"{label}.{n}" in self.fixed})
             domains = [(self.fixed[f"{label}.{k.name}"],) if f"{label}.{k.name}" in self.fixed
                        else k.search_domain(kernel, self.target) for k in knobs]
@@ -149,6 +153,25 @@ class KernelSpace:
             pos = opts[0].after
         return pos
 
+    def in_effect(self, config) -> tuple[tuple[str, object], ...]:
+        """The knobs of a leaf's `config` its kernel depends on: those where another value (the
+        pass's other knobs as in `config`) gives a different kernel or a refusal. A matmul knob
+        on a row reduction, or 005's block_threads where 004 already shaped the block, is not."""
+        values, kernel, out = dict(config), self.root.kernel, []
+        for depth, p in enumerate(SCHEDULE):
+            chosen = {k.name: values.get(f"{p.name}.{k.name}") for k in p.knobs}
+            results = self.results(depth, kernel)
+            after = next((a for c, a in results if c == chosen), None)
+            if after is None:
+                raise DeplokitError(f"{p.name}: {chosen} is not a schedule of kernel {self.kernel_name}")
+            for k in p.knobs:
+                others = [a for c, a in results if c[k.name] != chosen[k.name]
+                          and all(c[n] == v for n, v in chosen.items() if n != k.name)]
+                if any(a is None or a.body != after.body for a in others):
+                    out.append((f"{p.name}.{k.name}", chosen[k.name]))
+            kernel = after
+        return tuple(out)
+
     # -- leaves ------------------------------------------------------------------------------
     def _walk(self, pick) -> tuple[tuple[int, ...], Leaf]:
         path, config = [], []
@@ -175,7 +198,8 @@ class KernelSpace:
         return leaf
 
     def default_leaf(self) -> Leaf:
-        """The passes' own heuristics: option 0 (the default's group) at every decision."""
+        """Option 0 (the default's group) at every decision: the passes' own heuristics, or
+        where `start` names a knob, its value there (the config a compilation was made with)."""
         return self._walk(lambda i, opts: 0)[1]
 
     def random_leaf(self, rng: random.Random) -> tuple[tuple[int, ...], Leaf]:
@@ -269,12 +293,12 @@ class KernelSpace:
         return red
 
 
-def kernel_spaces(program: LoopProgram, target) -> list[KernelSpace]:
+def kernel_spaces(program: LoopProgram, target, start: dict | None = None) -> list[KernelSpace]:
     """One space per structurally distinct kernel of `program`, in launch order: kernels equal up
-    to tensor names (28 identical decoder layers) are tuned once."""
+    to tensor names (28 identical decoder layers) are tuned once; `start`: see KernelSpace."""
     seen, out = set(), []
     for k in program.kernels:
-        space = KernelSpace(program, k.name, target)
+        space = KernelSpace(program, k.name, target, start=start)
         if space.key not in seen:
             seen.add(space.key)
             out.append(space)

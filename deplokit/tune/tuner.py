@@ -3,10 +3,11 @@
     result = tune_compilation(c, budget=64, objective="model", listener=print, cache="tune.db")
     c2 = c.recompile(result.best_config)
 
-For each kernel (keyed by its structural hash) the passes' default schedule is evaluated
-first, then the search (SP-MCTS, or random search) spends the rest of `budget` trials. A
-trial found in the cache is read back, never run again, and counts toward the budget, so a
-run interrupted by Ctrl-C resumes where it stopped and a finished run repeats for free. A
+For each kernel (keyed by its structural hash) the schedule the compilation was made with
+(the passes' defaults, or the knobs its `config` set) is evaluated first, then the search
+(SP-MCTS, random search, or tune/surrogate_search.py's model-guided one) spends the rest of
+`budget` trials. A trial found in the cache is read back, never run again, and counts toward
+the budget, so a run interrupted by Ctrl-C resumes where it stopped and a finished run repeats for free. A
 config that builds a kernel an earlier trial already built takes that trial's cost (no trial).
 `patience`: stop a kernel's search after that many trials without a better one.
 
@@ -33,8 +34,9 @@ from .program_space import program_key as choices_key
 from .random_search import StopSearch, random_search
 from .result import PROGRAM, Trial, TuneResult
 from .space import KernelSpace, kernel_spaces
+from .surrogate_search import surrogate_search
 
-SEARCHES = ("mcts", "random")
+SEARCHES = ("mcts", "random", "surrogate")
 
 
 def program_key(spaces) -> str:
@@ -127,7 +129,7 @@ def tune_compilation(compilation, budget: int = 64, objective: str = "model", li
         if choice is not None and hasattr(obj, "use_program"):
             obj.use_program(dict(choice.config))
         loop = compilation.loop_ir if choice is None else choice.program
-        spaces = kernel_spaces(loop, target)
+        spaces = kernel_spaces(loop, target, start=compilation.config)   # trial 0: the config c was made with
         types = loop.types()
         sharing = {s.key: tuple(k.name for k in loop.kernels if structural_hash(k, types) == s.key) for s in spaces}
         history: list[Trial] = []      # the chosen program's kernels only
@@ -141,15 +143,20 @@ def tune_compilation(compilation, budget: int = 64, objective: str = "model", li
                     tree = SPMCTS(space, c=c, d=d, seed=seed)
                     tree.reference = default_cost
                     tree.run(run, max_iterations=50 * budget)
+                elif search == "surrogate":
+                    surrogate_search(space, run, seed=seed, max_iterations=50 * budget)
                 else:
                     random_search(space, run, seed=seed, max_iterations=50 * budget)
             except StopSearch:
                 pass
         keys = {s.kernel_name for s in spaces}
         default = next((t for t in history if t.default and t.kernel in keys), None)
-        return TuneResult(program_key(spaces), target.name, objective, tuple(history), default,
-                          tuple((s.kernel_name, sharing[s.key]) for s in spaces), programs,
-                          () if choice is None else choice.config)
+        result = TuneResult(program_key(spaces), target.name, objective, tuple(history), default,
+                            tuple((s.kernel_name, sharing[s.key]) for s in spaces), programs,
+                            () if choice is None else choice.config)
+        effect = tuple((s.kernel_name, s.in_effect(result.best_for(s.kernel_name).config))
+                       for s in spaces if result.best_for(s.kernel_name) is not None)
+        return dataclasses.replace(result, in_effect=effect)
     finally:
         if store is not cache:
             store.close()
@@ -190,7 +197,7 @@ def _program_cost(compilation, option, obj, run_of) -> float:
         return obj.program_cost(dict(option.config))
     costs = {}
     types = option.program.types()
-    for space in kernel_spaces(option.program, compilation.target):
+    for space in kernel_spaces(option.program, compilation.target, start=compilation.config):
         costs[space.key] = run_of(space)(space.default_leaf(), default=True)
         if costs[space.key] is None:
             raise TrialFailed(f"kernel {space.kernel_name}'s default schedule failed")
