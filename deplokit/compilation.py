@@ -486,7 +486,7 @@ def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict |
     captured = capture(module_or_fn, example_inputs, scalars=tuple(scalars))
     check_precision(precision, [b.type.dtype for b in captured.program.buffers])
     return Compilation(module_or_fn, example_inputs, captured,
-                       Context(tgt, dict(config or {}), dedup, tuned, tuple(passes), precision=precision))
+                       Context(tgt, dict(config or {}), dedup, tuned, precision=precision, passes=tuple(passes)))
 
 
 def compile_model(program, target: str = "sm_90", config: dict | None = None, tuned=None,
