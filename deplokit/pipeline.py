@@ -84,7 +84,7 @@ STAGES = ("torch",) + tuple(dict.fromkeys(p.stage for p in PIPELINE))
 
 
 def with_passes(passes) -> tuple:
-    """PIPELINE with one's own Tile-IR passes run after the 16 scheduling passes, in order."""
+    """PIPELINE with one's own Tile-IR passes run after the scheduling passes (SCHEDULE), in order."""
     passes = tuple(passes)
     names = {p.name for p in PIPELINE}
     for p in passes:

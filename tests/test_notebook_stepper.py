@@ -275,7 +275,7 @@ def test_a_kernels_kernel_ir_includes_the_kernels_launched_for_it(matmul):
 def test_a_lowering_pass_that_changes_nothing_is_one_collapsed_line(rms):
     s = rms.stepper(check=False)
     zero = next(st for st in s.steps if st.stage == "kernel" and st.name == "003_zero_init")
-    assert zero.index == 16 + 2 and not zero.applied and zero.reason    # no split-K: nothing to zero
+    assert zero.index == len(SCHEDULE) + 2 and not zero.applied and zero.reason    # no split-K: nothing to zero
     html = s.go(zero.index).html()
     parse(html)
     assert "not applied to" in html and "rgba(46, 160, 67" not in html

@@ -1,4 +1,4 @@
-"""Loop IR → Tile IR: the 16 scheduling passes, in order, each traced as one step.
+"""Loop IR → Tile IR: the scheduling passes (SCHEDULE), in order, each traced as one step.
 
 The order lives here, in one flat tuple of pass records, as in the article:
 
@@ -56,6 +56,6 @@ initial = t001_tileify.as_tile_program
 
 
 def schedule(program: LoopProgram, ctx: Context) -> tuple[TileProgram, tuple[TraceStep, ...]]:
-    """The 16 passes alone on a Loop program (benchmarks and tests; the compiler runs them
+    """The scheduling passes alone on a Loop program (benchmarks and tests; the compiler runs them
     inside deplokit.pipeline.lower): the Tile program and one trace step per pass."""
     return run_passes(SCHEDULE, program, ctx)
