@@ -376,7 +376,7 @@ class Compilation(Displayable):
         return getattr(self, f"{stage}_ir" if stage != "cuda" else "cuda")
 
     def stepper(self, kernel: str | None = None, check: bool = True, changed_only: bool = False):
-        """A widget that walks the 16 Tile-IR passes of `kernel` (the first by default), then
+        """A widget that walks the Tile-IR passes (SCHEDULE) of `kernel` (the first by default), then
         the Kernel-IR lowering passes: each
         pass's diff, knobs, the IR after it and its simulator check (needs the notebook extra);
         `changed_only` steps through the passes that changed the kernel only."""
@@ -478,7 +478,7 @@ def compile(module_or_fn, *example_inputs, target: str = "sm_90", config: dict |
     e.g. a decode position: arguments of the kernels, see docs/generation.md). `precision`: how
     float32 matmuls multiply, "float32" (exact, the default) or "tf32" (operands rounded to
     TF32, as torch's allow_tf32; docs/precision.md). `passes`: Tile-IR
-    passes of one's own (KernelPass, stage "tile"), run after the 16 scheduling passes
+    passes of one's own (KernelPass, stage "tile"), run after the scheduling passes (SCHEDULE)
     (pipeline.with_passes)."""
     if hf.is_causal_lm(module_or_fn):
         module_or_fn = hf.LogitsOnly(module_or_fn)

@@ -12,6 +12,7 @@ from torch import nn
 
 import deplokit
 from deplokit.cli.compile_cmd import format_ir
+from deplokit.passes.schedule import SCHEDULE
 from deplokit.pipeline import STAGES
 from deplokit.runtime.device import gpu_available
 from deplokit.runtime.nvcc import annotate_program, nvcc_available
@@ -43,7 +44,7 @@ def main() -> int:
         print(f"{backend:>8}: {result}")
         if not result.ok:
             failed.append(backend)
-    print("==== the Tile IR after each of the 16 passes, on the simulator ====")
+    print(f"==== the Tile IR after each of the {len(SCHEDULE)} passes, on the simulator ====")
     for check in compilation.check_passes(x):
         print(f"  {check}")
         if not check.result.ok:

@@ -266,12 +266,14 @@ def test_a_lowering_steps_notes_are_shown_on_the_kernels_they_name():
 def test_a_lowering_pass_that_changes_nothing_is_one_collapsed_line(rms):
     s = rms.stepper(check=False)
     unclash = next(st for st in s.steps if st.stage == "kernel" and st.name == "003_unclash_names")
-    assert unclash.index == 16 + 2 and not unclash.applied and unclash.reason    # no local meets a parameter's name
+    # no local meets a parameter's name
+    assert unclash.index == len(SCHEDULE) + 2 and not unclash.applied and unclash.reason
     html = s.go(unclash.index).html()
     parse(html)
     assert "not applied to" in html and "rgba(46, 160, 67" not in html
     s.changed_only = True
-    assert unclash.index not in s.visible and s.steps[16].index in s.visible     # 001 materialize always changes it
+    # 001 materialize always changes it
+    assert unclash.index not in s.visible and s.steps[len(SCHEDULE)].index in s.visible
 
 
 def test_unticking_changed_only_in_the_widget_stays_on_the_step(matmul):

@@ -18,6 +18,8 @@ from deplokit.passes.record import Skip
 from deplokit.passes.schedule.t007_stage_inputs import PASS
 from deplokit.target import get_target
 
+GOLDEN = {PASS.name}     # the passes this module gives a golden test (test_pass_registry.py)
+
 TYPES = {"a": TensorType((32, 64), "float32"), "b": TensorType((64, 32), "float32"),
          "matmul": TensorType((32, 32), "float32")}
 

@@ -112,7 +112,7 @@ def test_skipped_kernels_are_decisions_not_strings():
 
 def test_every_scheduling_pass_keeps_a_kernels_locals():
     """Nothing restores what a pass drops: a kernel's on-chip rows (row-fused attention)
-    survive all 16 passes because each pass replaces only what it changes."""
+    survive every scheduling pass because each pass replaces only what it changes."""
     q = torch.randn(1, 2, 8, 16)
     c = deplokit.compile(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), q, q, q,
                          config={"fuse_rows.by_cost": False, "fuse_attention.enable": False})

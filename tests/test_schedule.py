@@ -1,4 +1,4 @@
-"""Tile IR: the 16 passes in order, their effect on the seeds' kernels, and that every
+"""Tile IR: the scheduling passes in order, their effect on the seeds' kernels, and that every
 program still matches torch after every pass (check_passes) and on the simulator."""
 import pytest
 import torch
@@ -16,7 +16,7 @@ def tile_steps(c):
     return [s for s in c.trace if s.stage == "tile"]
 
 
-def test_the_sixteen_passes_in_order():
+def test_the_scheduling_passes_in_order():
     labels = [m.name for m in SCHEDULE]
     assert labels == ["001_tileify", "002_chunk_matmul_k", "003_split_matmul_k", "004_cooperative_reduce",
                       "005_blockify_launch", "006_chunk_reduce", "007_stage_inputs", "008_register_tile",

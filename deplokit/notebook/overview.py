@@ -76,6 +76,7 @@ def overview_html(c) -> str:
     parts.append(details("stages", "".join(details(STAGE_TITLES[s], html) for s, html in stages)))
     parts.append(details("trace", _trace_html(c)))
     passes = sum(1 for s in c.trace if s.stage == "tile" and s.changed)
-    parts.append(note(f"{passes} of 16 Tile-IR passes changed the program; "
+    total = sum(1 for s in c.trace if s.stage == "tile")
+    parts.append(note(f"{passes} of {total} Tile-IR passes changed the program; "
                       "<code>.stepper()</code> walks them one by one"))
     return box("".join(parts))

@@ -1,4 +1,4 @@
-"""The pass stepper: walk the 16 Tile-IR passes of one kernel, then the Kernel-IR lowering
+"""The pass stepper: walk the Tile-IR passes (SCHEDULE) of one kernel, then the Kernel-IR lowering
 passes (passes/lower/kNNN_*.py) that turn it into Kernel IR, one pass a step.
 
 Each step shows the pass's number, name and one-line DESCRIPTION, its knobs with the values
@@ -141,7 +141,7 @@ class PassStep:
 
 
 def pass_steps(compilation, kernel: str) -> tuple[PassStep, ...]:
-    """The 16 Tile-IR trace steps, then the Kernel-IR lowering steps, seen from one kernel."""
+    """The Tile-IR trace steps (one per SCHEDULE pass), then the Kernel-IR lowering steps, seen from one kernel."""
     out = []
     for steps in (tile_trace(compilation), lowering_trace(compilation)):
         for position, step in enumerate(steps, 1):

@@ -33,7 +33,7 @@ class Table:
 
 
 def knobs_table() -> Table:
-    """Every knob of the 16 passes: its pass, domain and what it decides."""
+    """Every knob of the scheduling passes: its pass, domain and what it decides."""
     rows = tuple((f"{p.name}.{k.name}", ", ".join(str(v) for v in k.domain), k.doc) for p in SCHEDULE for k in p.knobs)
     return Table(("knob", "domain", "what it decides"), rows, f"{len(rows)} knobs in {len(SCHEDULE)} passes")
 

@@ -9,7 +9,7 @@ one-line description, its knobs (name, finite domain, default heuristic), and
 tensor types and the compile's Context. Two kinds, one protocol:
 
 - `Pass` applies to the whole program (decompose, fuse, dedup, render): one trace step.
-- `KernelPass` applies kernel by kernel (the 16 scheduling passes, per-kernel Kernel-IR
+- `KernelPass` applies kernel by kernel (the scheduling passes (SCHEDULE), per-kernel Kernel-IR
   lowering passes): each kernel gets its own knob values (config `kernel:NNN_pass.knob`
   first, then `NNN_pass.knob`, then the knob's default), and the trace step records one
   Decision per kernel. `needs` gates a pass on a target capability ("sm_90+ TMA"), a

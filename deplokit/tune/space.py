@@ -1,4 +1,4 @@
-"""The search space of one Loop-IR kernel: the 16 scheduling passes' knobs, as a tree.
+"""The search space of one Loop-IR kernel: the scheduling passes' knobs, as a tree.
 
 Level i of the tree is pass i (in the order of deplokit/passes/schedule). A node holds the
 kernel as passes 1..i-1 scheduled it; its options are the *distinct* kernels pass i makes

@@ -1,4 +1,4 @@
-"""Loop IR → Tile IR: the 16 scheduling passes, in order, each traced as one step.
+"""Loop IR → Tile IR: the scheduling passes (SCHEDULE), in order, each traced as one step.
 
 The order lives here, in one flat tuple of pass records, as in the article:
 

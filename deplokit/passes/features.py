@@ -1,0 +1,32 @@
+"""The advanced features beside the core, and the config that switches each one off.
+
+The core (docs/CORE.md) takes RMSNorm and a matmul from nn.Module to CUDA: capture,
+decompose, lift and fuse, the scheduling passes' plain paths, the basic lowering, render and
+the interpreters. Each feature below is an existing pass knob (passes/record.py): setting it
+is an ordinary config (`deplokit.compile(..., config=core_config())`), validated like any
+other, and every kernel is then compiled by the core alone. The SASS-based cost model is not
+here: only the tuner reads it (deplokit/tune/cost_model.py); compile never does."""
+from __future__ import annotations
+
+ADVANCED = {
+    # attention's kernels become one flash kernel (fuse/attention*.py, schedule/flash_*.py)
+    "flash_attention": {"fuse_attention.enable": False},
+    # attention's scores kept a row at a time on chip (fuse/rows.py)
+    "row_fusion": {"fuse_rows.enable": False},
+    # TMA bulk copies, their mbarrier rings, swizzled boxes and repacked operands
+    # (schedule/t011_tma_copy.py, t012_swizzle_smem.py, repack.py, lower/stage_plan.py)
+    "tma": {"011_tma_copy.enable": False, "011_tma_copy.repack": False},
+    # a matmul's K spread over blocks, partials reduced in order (schedule/t003_split_matmul_k.py)
+    "split_k": {"003_split_matmul_k.splits": 1},
+    # long reductions of few rows spread over blocks (passes/split_reduce.py)
+    "split_reduce": {"split_reduce.splits": 1},
+}
+
+
+def core_config(**keep: bool) -> dict:
+    """The config that switches every advanced feature off, except those passed as
+    `name=True` (e.g. core_config(tma=True))."""
+    unknown = set(keep) - set(ADVANCED)
+    if unknown:
+        raise ValueError(f"no advanced feature {sorted(unknown)}; they are {sorted(ADVANCED)}")
+    return {k: v for name, cfg in ADVANCED.items() if not keep.get(name) for k, v in cfg.items()}
