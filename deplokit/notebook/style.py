@@ -5,11 +5,11 @@ JupyterLab's light and dark themes, in a saved notebook and in nbviewer: each co
 names the theme's variable first and a fallback that reads on white and on near-black."""
 from __future__ import annotations
 
-from html import escape as _escape
+import html
 
 
 def esc(text) -> str:
-    return _escape(str(text), quote=True)
+    return html.escape(str(text), quote=True)
 
 
 FG = "var(--jp-content-font-color1, #24292f)"
