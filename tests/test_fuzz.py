@@ -35,7 +35,8 @@ def test_templates_follow_the_decompose_registry():
 def test_knobs_come_from_the_passes():
     keys = dict(declared_knobs())
     assert "003_split_matmul_k.splits" in keys and "split_reduce.splits" in keys
-    assert keys["003_split_matmul_k.splits"] == (1, 2, 4, 8, 16, 32, 64)
+    from deplokit.passes.schedule.t003_split_matmul_k import PASS as split_k
+    assert keys["003_split_matmul_k.splits"] == tuple(split_k.knobs[0].domain)
 
 
 def test_mismatch_sees_nan_and_error_but_allows_ill_conditioning():
