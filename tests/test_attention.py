@@ -13,7 +13,7 @@ import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.loop_ir import Kernel, LocalBuffer
 from deplokit.ir.structural import structural_hash
-from deplokit.passes.fuse.rows import ROW_BUDGET
+from deplokit.passes.rows.rows import ROW_BUDGET
 from deplokit.passes.schedule import SCHEDULE
 from deplokit.runtime.sim import SimulationError, simulate_program
 

@@ -8,7 +8,7 @@ import torch
 import deplokit
 from deplokit.runtime.sass import sass_available
 from deplokit.tune.cost_model import CostConstants, estimate, main_loop_time
-from deplokit.tune.main_loop import main_loop
+from deplokit.tune.sass_model.main_loop import main_loop
 
 needs_sass = pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
 

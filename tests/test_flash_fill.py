@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import deplokit
-from deplokit.passes.fuse.attention_plan import FILL_BYTES, flash_blocks, flash_traffic
+from deplokit.passes.flash.attention_plan import FILL_BYTES, flash_blocks, flash_traffic
 from deplokit.target import get_target
 
 FLASH = {"fuse_attention.by_cost": False}
@@ -81,7 +81,7 @@ def test_extra_bytes_of_a_subgroup_are_counted():
 
 
 def test_without_a_sm_count_the_plan_is_unfilled():
-    from deplokit.passes.fuse.attention_plan import plan_flash
+    from deplokit.passes.flash.attention_plan import plan_flash
     c = _compile(*CASES["causal_gqa4_subgrouped"])
     k = _flash(c)
     plain = plan_flash(k, c.loop_ir.types())

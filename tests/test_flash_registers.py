@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.passes.fuse.attention_plan import plan_flash
-from deplokit.passes.fuse.flash_registers import budget, register_cap, thread_registers
+from deplokit.passes.flash.attention_plan import plan_flash
+from deplokit.passes.flash.flash_registers import budget, register_cap, thread_registers
 from deplokit.runtime.nvcc import nvcc_available
 
 FLASH = {"fuse_attention.by_cost": False}

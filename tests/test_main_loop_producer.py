@@ -11,8 +11,8 @@ import deplokit
 from deplokit.analysis.sass_issue import issue_split, slots_per_k_step
 from deplokit.ir import kernel_ir as K
 from deplokit.runtime.sass import sass_available
-from deplokit.tune.loop_overhead import OVERHEAD
-from deplokit.tune.main_loop import main_loop
+from deplokit.tune.sass_model.loop_overhead import OVERHEAD
+from deplokit.tune.sass_model.main_loop import main_loop
 
 needs_sass = pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
 

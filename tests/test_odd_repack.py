@@ -10,7 +10,7 @@ import torch
 
 import deplokit
 from deplokit.ir.tile_ir import Stage, walk
-from deplokit.passes.schedule.repack import misaligned_rows, padded_shape, repack_cost
+from deplokit.passes.repack.repack import misaligned_rows, padded_shape, repack_cost
 from deplokit.passes.verify import IRInvariantError, verify
 from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import nvcc_available

@@ -46,7 +46,7 @@ from ..ir.stages import (  # noqa: F401  (re-exported)
 )
 from ..ir.tile_ir import BLOCK, Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
-from .tma_geometry import swizzle_for, tensor_map_box
+from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import load_shared_width, multiples_of_vector
 
 SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom

@@ -60,7 +60,7 @@ from ..ir.tile_ir import (
 )
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
-from .tma_geometry import swizzle_for, tensor_map_box
+from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
 
 

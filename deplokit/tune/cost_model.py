@@ -47,7 +47,7 @@ from ..analysis.work import KernelWork, count_work
 from ..ir import kernel_ir as K
 from ..ir.loop_ir import Loop
 from ..ir.tile_ir import walk
-from .main_loop import MainLoop, main_loop
+from .sass_model.main_loop import MainLoop, main_loop
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,11 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Tile
+from ..flash.flash_stage import flash_tma_notes, flash_tma_skip
 from ..record import Knob, Needs, Noted, PassContext, Skip, replace_tile
+from ..repack.repack import RepackingPass, plan_repack, with_workspaces
 from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
-from ..tma_geometry import tensor_map_box
-from .flash_stage import flash_tma_notes, flash_tma_skip
-from .repack import RepackingPass, plan_repack, with_workspaces
+from ..tma.tma_geometry import tensor_map_box
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"

@@ -35,8 +35,8 @@ from ...ir.index import Affine, substitute, var
 from ...ir.loop_ir import Compute, Kernel, Load, LocalBuffer, Loop, Store
 from ...ir.names import fresh_name
 from ...ir.types import TensorType
+from ..rows.rows import renumber
 from .attention_match import AttentionParts, rename_var
-from .rows import renumber
 
 
 def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], taken: set[str]) -> Kernel:

@@ -30,10 +30,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..analysis.sass import SharedLoadCounts
-from ..ir import kernel_ir as K
-from ..ir.ops import OPS
-from ..ir.tensor_ir import ELEMENTWISE_OPS
+from ...analysis.sass import SharedLoadCounts
+from ...ir import kernel_ir as K
+from ...ir.ops import OPS
+from ...ir.tensor_ir import ELEMENTWISE_OPS
 from .loop_addresses import compile_int, evaluate, vector_runs
 from .loop_overhead import OVERHEAD
 from .loop_unroll import (

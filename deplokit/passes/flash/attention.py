@@ -17,14 +17,14 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.loop_ir import LoopProgram
+from ..fuse.grid_fill import estimate, unfused_estimate
+from ..fuse.guard import Traffic, fusion_pays
 from ..record import Noted, Pass, Skip, flag_knob
+from ..rows.row_cost import unfused_traffic
+from ..rows.rows import ChainFacts, merge_chain, plan_chain, with_kernels
 from .attention_loop import flash_kernel
 from .attention_match import match_attention
 from .attention_plan import flash_blocks, flash_traffic, plan_flash
-from .grid_fill import estimate, unfused_estimate
-from .guard import Traffic, fusion_pays
-from .row_cost import unfused_traffic
-from .rows import ChainFacts, merge_chain, plan_chain, with_kernels
 
 FLASH_WORK_BUDGET = 1.5
 
