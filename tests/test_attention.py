@@ -1,5 +1,5 @@
 """Attention lowered without S x T intermediates in global memory (row fusion,
-deplokit/passes/fuse/rows.py): the structural property, every backend and every pass
+deplokit/passes/rows/rows.py): the structural property, every backend and every pass
 against torch eager, the printed IRs, and where row fusion rightly does not apply."""
 import dataclasses
 from functools import lru_cache

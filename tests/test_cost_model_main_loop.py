@@ -1,4 +1,4 @@
-"""The cost model's main loop (tune/main_loop.py, tune/cost_model.py): its predicted
+"""The cost model's main loop (tune/sass_model/main_loop.py, tune/cost_model.py): its predicted
 instruction mix on Kernel IR, and its ranking of tiles checked against the SASS view."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Flash attention's grid fill (passes/fuse/attention_plan.py _fill): with the target's SM
+"""Flash attention's grid fill (passes/flash/attention_plan.py _fill): with the target's SM
 count, a plan of fewer blocks than SMs takes smaller query tiles or blocks serving a divisor
 of the GQA group's heads, within FILL_BYTES x the compulsory bytes; the plan says why it
-stopped, blocks and bytes agree with what schedule/flash_tile.py deals, and the kernels
+stopped, blocks and bytes agree with what flash/flash_tile.py deals, and the kernels
 match eager on the simulator (test_flash_registers.py builds them for sm_80/sm_90: no spills)."""
 import pytest
 import torch

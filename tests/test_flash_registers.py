@@ -1,4 +1,4 @@
-"""The flash plan's register budget (passes/fuse/flash_registers.py, attention_plan.py) and the
+"""The flash plan's register budget (passes/flash/flash_registers.py, attention_plan.py) and the
 warp reconvergence before a lane-split row's shuffle (passes/lower/k004_reconverge_warps.py):
 the rows and lanes a block gets fit the registers its thread count leaves a thread, the trace
 says so, and ptxas spills nothing over a spread of attention shapes on sm_80 and sm_90."""

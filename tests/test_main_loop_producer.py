@@ -1,4 +1,4 @@
-"""The main-loop model's per-K-step issue (tune/main_loop.py, issue 15): what every warp issues
+"""The main-loop model's per-K-step issue (tune/sass_model/main_loop.py, issue 15): what every warp issues
 plus the elected TMA producer's slots shared by the warps, and the kept K loop's own step
 around an inner k loop. Pure-model checks on hand-built and compiled Kernel IR, then the
 model against analysis/sass_issue.py's split of the sm_90 machine code (nvcc + cuobjdump)."""

@@ -1,4 +1,4 @@
-"""011's repack of operands whose rows are not 16 bytes apart (passes/schedule/repack.py): the
+"""011's repack of operands whose rows are not 16 bytes apart (passes/repack/repack.py): the
 matmul stages a zero-padded copy through a tensor map; the copy kernel runs just before it."""
 from __future__ import annotations
 

@@ -381,7 +381,7 @@ class _KernelChecker:
 
 
 def check_repacks(kernel: TileKernel, earlier, program) -> None:
-    """011's repacks (passes/schedule/repack.py): each workspace declared in `program` with
+    """011's repacks (passes/repack/repack.py): each workspace declared in `program` with
     its shape, each repack kernel among the kernels launched before it (`earlier`)."""
     types = program.types() if kernel.repacks else {}
     for r in kernel.repacks:

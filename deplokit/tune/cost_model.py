@@ -16,7 +16,7 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
              a grid too small for the GPU or a partial last wave leaves SMs idle
     fixed    a launch per kernel, block barriers
 
-    main loop the kernel's hottest loop as nvcc issues it (tune/main_loop.py, predicted from
+    main loop the kernel's hottest loop as nvcc issues it (tune/sass_model/main_loop.py, predicted from
              the Kernel IR): issue slots per FFMA (loads, copies, waits and bookkeeping
              besides the FFMA), shared-memory wavefronts by load width, the resident blocks
              of each wave (the last, partial wave costs a whole one: the tail), and latency

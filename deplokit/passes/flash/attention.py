@@ -5,7 +5,7 @@ a contraction over the same rows), the merged row body is matched against attent
 (attention_match.py) and rebuilt as one pass over the keys with an online softmax
 (attention_loop.py). Its plan (attention_plan.py: the query rows and heads a block owns,
 the key tile, causal tiles skipped) is recorded on the kernel, and 001 tileify schedules it
-(schedule/flash_tile.py). The fusion goes ahead when the guard's count says it wins: it
+(flash/flash_tile.py). The fusion goes ahead when the guard's count says it wins: it
 moves no more bytes than the three kernels it replaces and its work (the online rescale
 adds a multiply per output element and key; causal skipping removes tiles) stays within
 FLASH_WORK_BUDGET times theirs, and, its blocks dealt to the target's SMs, it is estimated

@@ -232,7 +232,7 @@ def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
 
 def flash_blocks(kernel: Kernel, plan: FlashPlan) -> int:
     """Blocks the flash kernel launches: one per query tile of each kv-head group (and of
-    every other row loop), as schedule/flash_tile.py deals them."""
+    every other row loop), as flash/flash_tile.py deals them."""
     blocks = 1
     for lp in flash_parts(kernel)[0]:
         if lp.var == plan.query:

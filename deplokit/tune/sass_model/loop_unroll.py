@@ -1,4 +1,4 @@
-"""How nvcc unrolls the loops of a Kernel-IR kernel, as the main-loop model (tune/main_loop.py) needs it:
+"""How nvcc unrolls the loops of a Kernel-IR kernel, as the main-loop model (tune/sass_model/main_loop.py) needs it:
 which loops it unrolls fully into the loop around them, and how far it unrolls a loop it keeps."""
 from __future__ import annotations
 
