@@ -12,11 +12,19 @@ import numpy as np
 
 from ...ir import kernel_ir as K
 from ..numpy_ops import OPS, apply
-from . import mma as sim_mma
-from . import tma as sim_tma
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
+from .mma import exec_ldmatrix, exec_mma, exec_tf32_round
+from .tma import (
+    exec_mbarrier_arrive,
+    exec_mbarrier_init,
+    exec_mbarrier_wait,
+    exec_proxy_fence,
+    exec_tma_load,
+    exec_tma_tensor_load,
+    mbar_name,
+)
 from .values import (
     BIN_ALIAS,
     C_MINMAX,
@@ -49,10 +57,10 @@ _INT32_MAX = 2 ** 31 - 1
 # (A table, not mixins: a reader of a feature module sees every Chunk name it uses spelled
 # `chunk.x`, and Chunk names no feature but here.)
 FEATURE_STATEMENTS = {
-    K.TmaLoad: sim_tma.exec_tma_load, K.TmaTensorLoad: sim_tma.exec_tma_tensor_load,
-    K.MbarrierInit: sim_tma.exec_mbarrier_init, K.MbarrierArrive: sim_tma.exec_mbarrier_arrive,
-    K.MbarrierWait: sim_tma.exec_mbarrier_wait, K.ProxyFence: sim_tma.exec_proxy_fence,
-    K.LdMatrix: sim_mma.exec_ldmatrix, K.Tf32Round: sim_mma.exec_tf32_round, K.Mma: sim_mma.exec_mma,
+    K.TmaLoad: exec_tma_load, K.TmaTensorLoad: exec_tma_tensor_load,
+    K.MbarrierInit: exec_mbarrier_init, K.MbarrierArrive: exec_mbarrier_arrive,
+    K.MbarrierWait: exec_mbarrier_wait, K.ProxyFence: exec_proxy_fence,
+    K.LdMatrix: exec_ldmatrix, K.Tf32Round: exec_tf32_round, K.Mma: exec_mma,
 }
 
 
@@ -549,7 +557,7 @@ class Chunk:
                 if bad.any():
                     tag = int(np.broadcast_to(p, self.shape)[np.broadcast_to(bad, self.shape)][0])
                     what = (f"cp.async group {tag}, not yet waited for (CpAsyncWait)" if tag > 0 else
-                            f"a TmaLoad not yet completed (MbarrierWait on {sim_tma.mbar_name(self, -tag - 1)})")
+                            f"a TmaLoad not yet completed (MbarrierWait on {mbar_name(self, -tag - 1)})")
                     self.fail(f"{kind} reads shared array {sh.name} before its data lands: "
                               f"written by {what} ({self.where(bad)})")
         if self.check:
