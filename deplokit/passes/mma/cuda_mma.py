@@ -23,11 +23,11 @@ def render_ldmatrix(r, s: LdMatrix, scope) -> None:
     r.emit("{")
     r.depth += 1
     r.emit(f"unsigned {', '.join(regs)};")
-    outs = ", ".join(f'"=r"({r})' for r in regs)
+    outs = ", ".join(f'"=r"({reg})' for reg in regs)
     r.emit(f'asm volatile("ldmatrix.sync.aligned.m8n8.x{s.num}{".trans" if s.trans else ""}.shared.b16 '
-              f'{{{ops}}}, [%{s.num}];\\n" : {outs} : "r"({addr}));')
-    for i, r in enumerate(regs):
-        r.emit(f"{reg_at(r, s.dst, s.index, i, scope)} = __uint_as_float({r});")
+           f'{{{ops}}}, [%{s.num}];\\n" : {outs} : "r"({addr}));')
+    for i, reg in enumerate(regs):
+        r.emit(f"{reg_at(r, s.dst, s.index, i, scope)} = __uint_as_float({reg});")
     r.depth -= 1
     r.emit("}")
 
@@ -36,7 +36,7 @@ def render_tf32_round(r, s: Tf32Round, scope) -> None:
     r.need_sm(80, "cvt.rna.tf32.f32")
     at, u = reg_at(r, s.dst, s.index, 0, scope), r.fresh("tf")
     r.emit(f'{{ unsigned {u}; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({u}) : "f"({at})); '
-              f'{at} = __uint_as_float({u}); }}')
+           f'{at} = __uint_as_float({u}); }}')
 
 
 def render_mma(r, s: Mma, scope) -> None:
