@@ -1,7 +1,7 @@
 """A gather's id tensor read past its end (issue 13 defect 4: the inactive branch of a cat or
 a pad evaluated a gather's ids at points the padded load discards): every backend agrees
 with eager, bit for bit. The Loop-IR interpreter clamps the id read (ir.index.evaluate); the
-simulator and the CUDA clamp it and mask the row load (passes/lower/kernel_expr.guard)."""
+simulator and the CUDA clamp it and mask the row load (ir/kernel_expr.guard)."""
 from __future__ import annotations
 
 import numpy as np

@@ -319,7 +319,7 @@ def _eval_atom(atom: Atom, env, tensors):
         return evaluate(atom.expr, env, tensors) % atom.divisor
     table = tensors[atom.tensor]
     # A lane past the end (an inactive branch of a cat or pad) reads a valid id, as the Kernel
-    # lowering clamps it (passes/lower/kernel_expr.guard): the load it feeds is masked anyway.
+    # lowering clamps it (ir/kernel_expr.guard): the load it feeds is masked anyway.
     idx = tuple(np.clip(evaluate(i, env, tensors), 0, max(extent - 1, 0))
                 for i, extent in zip(atom.index, table.shape))
     return table[idx].astype(np.int64)

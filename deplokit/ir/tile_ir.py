@@ -106,7 +106,7 @@ from typing import Union
 from ..display import Displayable
 from .companions import Repack, SplitK  # noqa: F401  (TileKernel.split_k, .repacks; re-exported)
 from .fragments import MmaTile
-from .index import Affine, format_index
+from .index import Affine, format_index, free_vars
 from .loop_ir import Accumulate, Assign, Compute, Load, LocalBuffer, Loop, Store, format_loop_operand  # noqa: F401  (Loop IR's statements)
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .types import Buffer, format_header
@@ -409,6 +409,22 @@ def walk(body, loops=()):
         yield s, loops
         if isinstance(s, (Tile, StridedLoop, Loop)):
             yield from walk(s.body, loops + (s,))
+
+
+def used_vars(body) -> set[str]:
+    """Every variable a loop, axis, slab or index inside `body` names (what a fresh name must avoid)."""
+    names: set[str] = set()
+    for s, _ in walk(body):
+        if isinstance(s, (Loop, StridedLoop)):
+            names.add(s.var)
+        elif isinstance(s, Tile):
+            names |= {a.var for a in s.axes}
+        if isinstance(s, (Load, Store)):
+            for e in s.index:
+                names |= free_vars(e)
+        if isinstance(s, Stage):
+            names |= {a.var for a in s.slab}
+    return names
 
 
 def accumulators(body) -> list[tuple[str, str]]:

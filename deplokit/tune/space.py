@@ -27,12 +27,13 @@ from ..ir.loop_ir import LoopProgram
 from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.record import Skip
-from ..passes.repack.repack import repack_kernel, with_workspaces
+from ..passes.repack.repack import with_workspaces
 from ..passes.repack.repack import workspace_buffer as repack_workspace
 from ..passes.schedule import SCHEDULE
 from ..passes.schedule.t001_tileify import as_tile_program
 from ..passes.schedule.t003_split_matmul_k import PASS as SPLIT_PASS
 from ..passes.schedule.t003_split_matmul_k import reducer, workspace_buffer
+from ..passes.schedule.t011_tma_copy import PASS as TMA_PASS
 
 DEPTH = len(SCHEDULE)
 
@@ -271,7 +272,8 @@ class KernelSpace:
             after = (self.reducer_of(leaf, written[-1]),)
         types, repacks = self.types, [r for r in leaf.kernel.repacks if r.workspace not in self.types]
         written += tuple(repack_workspace(r, types[r.tensor].dtype) for r in repacks)
-        kernels = tuple(repack_kernel(r, types[r.tensor], leaf.kernel.name, self.target, types) for r in repacks)
+        kernels = tuple(TMA_PASS.repack_kernel(r, types[r.tensor], leaf.kernel.name, self.target, types)
+                        for r in repacks)
         return TileProgram(self.program.buffers, written, kernels + (leaf.kernel,) + after, self.program.outputs)
 
     def reducer_of(self, leaf: Leaf, workspace) -> TileKernel:

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import Affine
+from ...ir.kernel_expr import affine_expr, flat_offset
 from ...ir.kernel_ir import KernelFunc, KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.lanes import multiples_of
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.smem_layout import PlacedStage, smem_offset, smem_size
 from ...ir.stages import head_stages
 from ...ir.tensor_ir import reduction_identity
 from ...ir.tile_ir import (
@@ -49,11 +51,9 @@ from ..mma.mma_lower import declarations as mma_declarations
 from ..mma.mma_lower import lower_fragment_load, lower_mma
 from ..record import Pass
 from .combine import lower_combine
-from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .register_quads import lower_quads, quad_loads
-from .smem_layout import PlacedStage, smem_offset, smem_size
 from .stage_plan import plan_stage, slot_of
 from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, FloorDiv, Gather, Mod, Var, gathers
+from ...ir.kernel_expr import affine_expr, flat_offset, guard
 from ...ir.kernel_ir import Param
 from ...ir.loop_ir import Accumulate, Compute, Load
 from ...ir.tile_ir import THREAD, Stage, Tile, TileKernel, walk
 from ...ir.types import DTYPE_CTYPE, TensorType, value_dtype
 from .index_width import index_bits
-from .kernel_expr import affine_expr, flat_offset, guard
 from .value_expr import constant
 
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import const, substitute, var
+from ...ir.kernel_expr import affine_expr
 from ...ir.loop_ir import Load, Loop
+from ...ir.smem_layout import smem_offset
 from ...ir.substitute import substitute_body
 from ...target import VECTOR
-from .kernel_expr import affine_expr
-from .smem_layout import smem_offset
 
 LANES = "xyzw"
 

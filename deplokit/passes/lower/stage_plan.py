@@ -15,10 +15,10 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.index import var
+from ...ir.kernel_expr import affine_expr
 from ...ir.stages import loop_start, loop_stop
 from ...ir.tile_ir import Stage
 from ..tma.tma_geometry import box_bytes
-from .kernel_expr import affine_expr
 
 
 @dataclasses.dataclass(frozen=True)

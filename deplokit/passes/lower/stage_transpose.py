@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import const
+from ...ir.kernel_expr import affine_expr, plus
 from ...ir.stages import in_tensor_order, row_major_strides
 from ...ir.tile_ir import Stage
 from ...target import VECTOR
-from .kernel_expr import affine_expr, plus
 from .stage_plan import StagePlan
 from .stage_units import clamped_global, cooperative_units, copy_units, stage_at
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
+from ...ir.kernel_expr import affine_expr, flat_offset, plus
+from ...ir.smem_layout import smem_size
 from ...ir.stages import dim_multipliers, loop_start, loop_stop, row_major_strides, transposed
 from ...ir.tile_ir import Stage
 from ...ir.types import shared_ctype
 from ...target import VECTOR
-from .kernel_expr import affine_expr, flat_offset, plus
-from .smem_layout import smem_size
 from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
 
 

@@ -14,9 +14,9 @@ from ...errors import DeplokitError
 from ...ir import kernel_ir as K
 from ...ir.fragments import WARP, element_lanes, ldmatrix_row_lanes
 from ...ir.index import Affine, const, floordiv, free_vars, mod, substitute, var
+from ...ir.kernel_expr import affine_expr
+from ...ir.smem_layout import smem_offset
 from ...ir.tile_ir import FragmentLoad, MmaSync
-from ..lower.kernel_expr import affine_expr
-from ..lower.smem_layout import smem_offset
 
 FR, FC = "fr", "fc"
 

@@ -62,10 +62,10 @@ from ...ir.tile_ir import (
     Tile,
     TileAxis,
     TileKernel,
+    used_vars,
     walk,
 )
 from ..record import Skip, fresh_name, replace_tile
-from ..schedule.rewrite import used_vars
 
 FR, FC = "fr", "fc"                # the fragment's row and column in a FragmentLoad's index
 

@@ -39,16 +39,6 @@ from ...ir.loop_ir import Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, Repack, TileKernel
 from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Skip, program_types
-from ..schedule.t001_tileify import PASS as P001
-from ..schedule.t002_chunk_matmul_k import PASS as P002
-from ..schedule.t003_split_matmul_k import PASS as P003
-from ..schedule.t004_cooperative_reduce import PASS as P004
-from ..schedule.t005_blockify_launch import PASS as P005
-from ..schedule.t006_chunk_reduce import PASS as P006
-from ..schedule.t007_stage_inputs import PASS as P007
-from ..schedule.t008_register_tile import PASS as P008
-from ..schedule.t009_permute_register_tile import PASS as P009
-from ..schedule.t010_double_buffer import PASS as P010
 from ..stage_geometry import head_stages, k_outer_loops
 from ..tma.tma_geometry import FLOAT, GLOBAL_ALIGN, tensor_map_box
 
@@ -58,9 +48,6 @@ COPY_SLOTS = 6      # issue slots of one 4-byte cp.async in the K loop (address,
                     # slots included): ~6 each
 TMA_SLOTS = 25      # one operand's share of the TMA producer's ~50 slots per K step (011)
 LAUNCH_US = 2.5     # one more kernel launch (the cost model's launch_us)
-# the repack kernel is scheduled by 001..010 (012..016 follow it in the pipeline): imported one by
-# one, not from the package, whose SCHEDULE holds 011, which holds this module
-EARLY_PASSES = (P001, P002, P003, P004, P005, P006, P007, P008, P009, P010)
 
 
 def misaligned_rows(shape, dtype: str) -> bool:
@@ -140,26 +127,36 @@ def with_workspaces(types, kernel) -> dict:
                           for r in getattr(kernel, "repacks", ()) if r.workspace not in types})
 
 
-def repack_kernel(repack: Repack, source: TensorType, owner: str, target, types, ctx=None) -> TileKernel:
+def repack_kernel(repack: Repack, source: TensorType, owner: str, target, types, passes,
+                  ctx=None) -> TileKernel:
     """The elementwise kernel workspace[i.., j] = tensor[i.., j] (0 for j past the row),
-    scheduled by passes 001 to 010 with their default knobs."""
+    scheduled by `passes` (001 to 010: RepackingPass.early) with their default knobs."""
     idx = tuple(var(f"a{d}") for d in range(len(repack.shape)))
     body: tuple = (Load("v0", repack.tensor, idx, pad=0.0), Store(repack.workspace, idx, "v0"))
     for d in reversed(range(len(repack.shape))):
         body = (Loop(f"a{d}", repack.shape[d], "free", body),)
     kernel = TileKernel(repack.kernel, (repack.workspace,), body, repacks_for=owner)
     types = dict(types, **{repack.workspace: TensorType(repack.shape, source.dtype)})
-    for p in EARLY_PASSES:
+    for p in passes:
         result, _ = p.apply_to(kernel, target, p.knob_values(kernel, target, {}), types, ctx)
         if not isinstance(result, Skip):
             kernel = result
     return kernel
 
 
+@dataclass(frozen=True)
 class RepackingPass(KernelPass):
     """011 as a KernelPass whose program step also adds each repack kernel 011 chose (right
     before the kernel it serves) and its workspace (a temporary), as 003's step adds its
-    reducers; the tuner's per-kernel `apply_to` rewrites only the matmul."""
+    reducers; the tuner's per-kernel `apply_to` rewrites only the matmul. `early`: the
+    passes that schedule a repack kernel (001 to 010; 012 to 016 follow it in the pipeline),
+    handed over by 011, which imports them: this module imports no scheduling pass, so
+    011 and the schedule it belongs to import it without a cycle."""
+
+    early: tuple = ()
+
+    def repack_kernel(self, repack: Repack, source: TensorType, owner: str, target, types, ctx=None) -> TileKernel:
+        return repack_kernel(repack, source, owner, target, types, self.early, ctx)
 
     def run(self, program, ctx):
         step = super().run(program, ctx)
@@ -170,7 +167,7 @@ class RepackingPass(KernelPass):
         for k in after.kernels:
             fresh = [r for r in k.repacks if r not in getattr(before.get(k.name), "repacks", ())]
             for r in fresh:
-                kernels.append(repack_kernel(r, types[r.tensor], k.name, ctx.target, types, ctx))
+                kernels.append(self.repack_kernel(r, types[r.tensor], k.name, ctx.target, types, ctx))
                 written.append(workspace_buffer(r, types[r.tensor].dtype))
             kernels.append(k)
         if len(kernels) == len(after.kernels):

@@ -1,28 +1,12 @@
-"""Helpers the scheduling passes share: list the variables in use, wait for the stages a
-pass made asynchronous. (Substituting index variables is a plain IR rewrite:
-ir/substitute.py.)"""
+"""A helper the scheduling passes share: wait for the stages a pass made asynchronous.
+(Listing the variables in use is ir/tile_ir.py's used_vars; substituting index variables
+is a plain IR rewrite: ir/substitute.py.)"""
 from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import free_vars
-from ...ir.loop_ir import Load, Loop, Store
-from ...ir.tile_ir import AsyncWait, Stage, StridedLoop, Tile, walk
-
-
-def used_vars(body) -> set[str]:
-    names: set[str] = set()
-    for s, _ in walk(body):
-        if isinstance(s, (Loop, StridedLoop)):
-            names.add(s.var)
-        elif isinstance(s, Tile):
-            names |= {a.var for a in s.axes}
-        if isinstance(s, (Load, Store)):
-            for e in s.index:
-                names |= free_vars(e)
-        if isinstance(s, Stage):
-            names |= {a.var for a in s.slab}
-    return names
+from ...ir.loop_ir import Loop
+from ...ir.tile_ir import AsyncWait, Stage, StridedLoop, Tile
 
 
 def await_copies(body, names):

@@ -73,11 +73,10 @@ import dataclasses
 from ...ir.index import const, floordiv, mod, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
-from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
+from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, used_vars, walk
 from ...ir.types import Buffer, TensorType, value_dtype
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from .grid_plan import FULL_BLOCK, MIN_CHUNKS, SHORT_CHUNKS, SPLITS, decide, old_splits, sm_count, thread_tiles
-from .rewrite import used_vars
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 from ...ir.index import floordiv, mod, var
 from ...ir.loop_ir import Loop
 from ...ir.substitute import substitute_body
-from ...ir.tile_ir import THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, accumulators
+from ...ir.tile_ir import THREAD, Combine, StridedLoop, Tile, TileAxis, TileKernel, accumulators, used_vars
 from ..record import KernelPass, Knob, PassContext, Skip, fresh_name, replace_tile
 from .knobs import pow2_at_least
-from .rewrite import used_vars
 
 DESCRIPTION = "let multiple threads share one reduce; tree-merge with Combine"
 

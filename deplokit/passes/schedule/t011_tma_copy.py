@@ -44,6 +44,16 @@ from ..repack.repack import RepackingPass, plan_repack, with_workspaces
 from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
 from ..tma.tma_geometry import tensor_map_box
 from .rewrite import await_copies
+from .t001_tileify import PASS as P001
+from .t002_chunk_matmul_k import PASS as P002
+from .t003_split_matmul_k import PASS as P003
+from .t004_cooperative_reduce import PASS as P004
+from .t005_blockify_launch import PASS as P005
+from .t006_chunk_reduce import PASS as P006
+from .t007_stage_inputs import PASS as P007
+from .t008_register_tile import PASS as P008
+from .t009_permute_register_tile import PASS as P009
+from .t010_double_buffer import PASS as P010
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"
 
@@ -122,4 +132,5 @@ def apply(kernel, pctx: PassContext):
 
 
 PASS = RepackingPass("011_tma_copy", "tile", DESCRIPTION, apply, KNOBS,
-                     needs=(Needs("tma", "TMA (bulk copies need sm_90)"),), flash_aware=True)
+                     needs=(Needs("tma", "TMA (bulk copies need sm_90)"),), flash_aware=True,
+                     early=(P001, P002, P003, P004, P005, P006, P007, P008, P009, P010))

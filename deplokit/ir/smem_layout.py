@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir import kernel_ir as K
-from ...ir.stages import buffer_floats, row_major_strides
-from ...ir.swizzle import swizzle_word
-from ...ir.tile_ir import Stage
+from . import kernel_ir as K
+from .stages import buffer_floats, row_major_strides
+from .swizzle import swizzle_word
+from .tile_ir import Stage
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Tile-IR index arithmetic as Kernel-IR expressions: affine forms, flat offsets, and the
-guard that keeps an access inside its tensor. Pure functions shared by every lowering pass."""
+guard that keeps an access inside its tensor. Pure functions shared by every lowering pass
+(passes/lower/, passes/mma/mma_lower.py)."""
 from __future__ import annotations
 
-from ...ir import kernel_ir as K
-from ...ir.index import Affine, FloorDiv, Mod, Var, bounds
+from . import kernel_ir as K
+from .index import Affine, FloorDiv, Mod, Var, bounds
 
 
 def affine_expr(e: Affine) -> K.Expr:
