@@ -1,8 +1,8 @@
 """The core alone: every advanced feature (deplokit/passes/features.py) switched off by
 config, and the core's programs still compile and match PyTorch on the loop interpreter and
 the simulator: RMSNorm, softmax, a matmul (one large enough that split-K and TMA would
-apply), a long reduction of few rows (split-reduce would apply), attention (flash would)
-and a tiny Llama decoder layer."""
+apply), a long reduction of few rows (split-reduce would apply), attention (flash would),
+a tf32 matmul (tensor cores would) and a tiny Llama decoder layer."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -27,7 +27,8 @@ def only_the_core(c):
     steps = {s.name: s for s in c.trace}
     assert all(not steps[n].changed for n in ADVANCED_STEPS), [n for n in ADVANCED_STEPS if steps[n].changed]
     kinds = {type(s).__name__ for k in c.tile_ir.kernels for s, _ in walk(k.body)}
-    assert not {n for n in kinds if n.startswith("Tma")}
+    assert not {n for n in kinds if n.startswith("Tma") or n in ("MmaSync", "FragmentLoad")}
+    assert all(k.mma is None for k in c.tile_ir.kernels)
     assert all(getattr(k, "flash", None) is None for k in c.tile_ir.kernels)
 
 
@@ -50,6 +51,17 @@ def test_the_core_alone_matches_torch(name):
     if name in ("matmul", "long_rows", "attention"):
         on = deplokit.compile(fn, *inputs)
         assert any(s.changed for s in on.trace if s.name in ADVANCED_STEPS)
+
+
+def test_tensor_cores_are_switched_off_too():
+    """A tf32 matmul runs on tensor cores by default; with the core alone, as FMAs of its
+    tf32-rounded operands, the same numbers within tf32's rounding."""
+    a, b = torch.randn(64, 32), torch.randn(32, 48)
+    on = deplokit.compile(lambda a, b: a @ b, a, b, precision="tf32")
+    assert on.tile_ir.kernels[0].mma is not None
+    off = deplokit.compile(lambda a, b: a @ b, a, b, precision="tf32", config=core_config())
+    only_the_core(off)
+    assert off.check(backend="sim").ok
 
 
 def test_a_tiny_llama_layer_with_the_core_alone():

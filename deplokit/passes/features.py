@@ -5,9 +5,10 @@ decompose, lift and fuse, the scheduling passes' plain paths, the basic lowering
 the interpreters. Each feature below is an existing pass knob (passes/record.py): setting it
 is an ordinary config (`deplokit.compile(..., config=core_config())`), validated like any
 other, and every kernel is then compiled by the core alone. Each feature's modules are a
-package beside the core (passes/flash, rows, tma, repack, split; README.md in each). Tensor
-cores (passes/mma) are off unless asked for (008_register_tile.mma, precision="tf32"). The
-SASS-based cost model (tune/sass_model) is not here: only the tuner reads it; compile never does."""
+package beside the core (passes/flash, rows, tma, repack, split, mma; README.md in each),
+with its CUDA spelling and its simulation beside the core's (passes/tma/cuda_tma.py,
+runtime/sim/tma.py, ...). The SASS-based cost model (tune/sass_model) is not here: only the
+tuner reads it; compile never does."""
 from __future__ import annotations
 
 ADVANCED = {
@@ -16,8 +17,13 @@ ADVANCED = {
     # attention's scores kept a row at a time on chip (passes/rows/)
     "row_fusion": {"fuse_rows.enable": False},
     # TMA bulk copies, their mbarrier rings, swizzled boxes and repacked operands (passes/tma/,
-    # passes/repack/; the passes schedule/t011_tma_copy.py, t012_swizzle_smem.py)
+    # passes/repack/; the passes schedule/t011_tma_copy.py, t012_swizzle_smem.py; rendered by
+    # passes/tma/cuda_tma.py, simulated by runtime/sim/tma.py)
     "tma": {"011_tma_copy.enable": False, "011_tma_copy.repack": False},
+    # tensor cores: 008's register block as mma.sync fragments (passes/mma/; rendered by
+    # passes/mma/cuda_mma.py, simulated by runtime/sim/mma.py). On by default only for
+    # precision="tf32" programs on sm_80+; off, they run as plain FMAs of tf32-rounded operands
+    "tensor_cores": {"008_register_tile.mma": "off"},
     # a matmul's K spread over blocks, partials reduced in order (schedule/t003_split_matmul_k.py)
     "split_k": {"003_split_matmul_k.splits": 1},
     # long reductions of few rows spread over blocks (passes/split/)
