@@ -220,6 +220,10 @@ ATEN_OPS.update({
     "max.default": ("amax", lambda a, k: ((a[0],), (("dim", ()), ("keepdim", False)))),
     "min.default": ("amin", lambda a, k: ((a[0],), (("dim", ()), ("keepdim", False)))),
     "cumsum.default": ("cumsum", _positional(("dim",), {}, 1)),
+    # mixture of experts (docs/moe.md): the counting, the scatter and transformers' grouped matmul
+    "histc.default": ("histc", _positional(("bins", "min", "max"), {"bins": 100, "min": 0, "max": 0}, 1)),
+    "index_put.default": ("index_put", lambda a, k: _index_put(a, k)),
+    "transformers.grouped_mm_fallback.default": ("grouped_mm", lambda a, k: ((a[0], a[1], a[2]), ())),
 })
 for _aten, _op in (("__and__", "bitwise_and"), ("bitwise_and", "bitwise_and"), ("__or__", "bitwise_or"),
                    ("bitwise_or", "bitwise_or"), ("__xor__", "bitwise_xor"), ("bitwise_xor", "bitwise_xor"),
@@ -231,7 +235,7 @@ ATEN_OPS["__invert__.default"] = ("bitwise_not", _unary)
 ATEN_OPS["bitwise_not.default"] = ("bitwise_not", _unary)
 
 # Operators whose result depends only on their input's shape and dtype: folded at capture.
-SHAPE_ONLY_OPS = {"ones_like.default", "zeros_like.default", "full_like.default", "new_ones.default",
+SHAPE_ONLY_OPS = {"empty_like.default", "ones_like.default", "zeros_like.default", "full_like.default", "new_ones.default",
                   "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
                   "zeros.default", "ones.default"}
 
@@ -279,6 +283,16 @@ def _index(args, kwargs):
     indices = list(args[1])
     dims = tuple(p for p, i in enumerate(indices) if i is not None)
     return (args[0],) + tuple(i for i in indices if i is not None), (("dims", dims),)
+
+
+def _index_put(args, kwargs):
+    """x.index_put_((i0, None, ..), values, accumulate): x, values and the index tensors as
+    operands; `dims` says which axes they index."""
+    indices = list(args[1])
+    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    dims = tuple(p for p, i in enumerate(indices) if i is not None)
+    return ((args[0], args[2]) + tuple(i for i in indices if i is not None),
+            (("dims", dims), ("accumulate", bool(accumulate))))
 
 
 def _variance(args, kwargs, unbiased: bool = False, whole: bool = False):
