@@ -151,6 +151,7 @@ def test_sparse_block_matches_transformers_at_an_odd_shape(name):
     assert want.abs().max() > 1e-3       # the experts really contribute
 
 
+@pytest.mark.slow     # 20-30 s each: whole models on the simulator
 @pytest.mark.parametrize("dims", [BASE, ODD], ids=["base", "odd"])
 @pytest.mark.parametrize("name", sorted(MOE))
 def test_tiny_moe_model_matches_transformers_on_the_simulator(name, dims):
@@ -163,3 +164,18 @@ def test_tiny_moe_model_matches_transformers_on_the_simulator(name, dims):
     torch.testing.assert_close(c.run(*fresh, backend="sim"), _logits(model, fresh), rtol=1e-4, atol=1e-5)
     if dims is ODD and nvcc_available():
         assert c.nvcc().arch == "sm_90"
+
+
+# -- the LLM suite's MoE entry ------------------------------------------------------------------
+
+def test_suite_moe_entry_is_mixtral_and_matches_eager_on_the_simulator():
+    from deplokit.bench.suite import MoeShape, moe_entries, suite_entries
+    names = {e.name: e for e in suite_entries("llm") if e.op == "moe"}
+    assert set(names) == {f"moe.mixtral.s{s}{d}" for s in (32, 128, 512) for d in ("", ".bf16")}
+    assert names["moe.mixtral.s128"].shapes == ((1, 128, 4096), (8, 4096), (8, 2 * 14336, 4096), (8, 4096, 14336))
+    tiny = moe_entries(MoeShape("Test/Tiny-1", hidden=24, intermediate=20, experts=4, top_k=2), seqs=(5,))
+    assert {e.dtype for e in tiny} == {"float32", "bfloat16"}
+    for e in tiny:
+        c = deplokit.compile(e.program(), *e.inputs())
+        result = c.check(backend="sim")
+        assert result.passed, (e.name, str(result))

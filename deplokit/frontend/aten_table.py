@@ -224,6 +224,7 @@ ATEN_OPS.update({
     "histc.default": ("histc", _positional(("bins", "min", "max"), {"bins": 100, "min": 0, "max": 0}, 1)),
     "index_put.default": ("index_put", lambda a, k: _index_put(a, k)),
     "transformers.grouped_mm_fallback.default": ("grouped_mm", lambda a, k: ((a[0], a[1], a[2]), ())),
+    "deplokit.grouped_mm.default": ("grouped_mm", lambda a, k: ((a[0], a[1], a[2]), ())),   # bench/programs.py
 })
 for _aten, _op in (("__and__", "bitwise_and"), ("bitwise_and", "bitwise_and"), ("__or__", "bitwise_or"),
                    ("bitwise_or", "bitwise_or"), ("__xor__", "bitwise_xor"), ("bitwise_xor", "bitwise_xor"),
