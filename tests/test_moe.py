@@ -179,3 +179,26 @@ def test_suite_moe_entry_is_mixtral_and_matches_eager_on_the_simulator():
         c = deplokit.compile(e.program(), *e.inputs())
         result = c.check(backend="sim")
         assert result.passed, (e.name, str(result))
+
+
+# -- the fuzzer's routing template ----------------------------------------------------------------
+
+def test_fuzzer_routing_template_matches_eager_at_random_shapes():
+    import random
+
+    from deplokit.fuzz import makers
+    from deplokit.fuzz.programs import Case
+    from deplokit.fuzz.runner import run_case
+    from deplokit.fuzz.templates import covered_templates
+    assert "moe_routing" in {t.name for t in covered_templates()}    # the registry covers its ops
+    for seed, shape in ((1, (7, 12)), (5, (2, 3, 5))):
+        rng, lines = random.Random(seed), [f"x0 = torch.randn({', '.join(map(str, shape))})"]
+
+        def new_input(s):
+            lines.append(f"x{len(lines)} = torch.randn({', '.join(map(str, s))}{',' if len(s) == 1 else ''})")
+            return f"x{len(lines) - 1}"
+        expr, out = makers.moe_routing(rng, shape, new_input)
+        assert out == shape and "topk" in expr and "grouped_mm" in expr
+        case = Case(seed, 0, "\n".join(lines + [expr.replace("{x}", "x0")]), ("moe_routing",))
+        outcome = run_case(case, timeout=120)
+        assert outcome.status == "ok", (outcome.stage, outcome.message, case.text)

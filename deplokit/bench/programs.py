@@ -7,6 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..frontend.moe_ops import grouped_mm
+
 
 def entry_program(e):
     """The function of entry `e`'s inputs that deplokit, eager and torch.compile run."""
@@ -57,25 +59,6 @@ def _program_naive_attn(e):
     def naive_attn(q, k, v):
         return torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * scale, dim=-1) @ v
     return naive_attn
-
-
-@torch.library.custom_op("deplokit::grouped_mm", mutates_args=())
-def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
-    """Rows sorted by expert, x[start:end] @ w[e] for each expert's run (offs: the runs' ends),
-    rows past the last run zero: transformers' grouped_mm_fallback, as an op torch.export keeps
-    whole (the runs' lengths are data, so the loop cannot be traced)."""
-    out = torch.zeros(x.shape[0], w.shape[2], dtype=x.dtype, device=x.device)
-    start = 0
-    for e, end in enumerate(offs.tolist()):
-        if end > start:
-            out[start:end] = x[start:end] @ w[e]
-        start = end
-    return out
-
-
-@grouped_mm.register_fake
-def _grouped_mm_shape(x, w, offs):
-    return x.new_empty(x.shape[0], w.shape[2])
 
 
 def _program_moe(e):
