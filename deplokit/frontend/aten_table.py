@@ -235,9 +235,10 @@ ATEN_OPS["logical_xor.default"] = ("bitwise_xor", _binary)     # torch.logical_x
 ATEN_OPS["__invert__.default"] = ("bitwise_not", _unary)
 ATEN_OPS["bitwise_not.default"] = ("bitwise_not", _unary)
 
-# Operators whose result depends only on their input's shape and dtype: folded at capture.
-SHAPE_ONLY_OPS = {"empty_like.default", "ones_like.default", "zeros_like.default", "full_like.default", "new_ones.default",
-                  "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
+# Operators whose result depends only on their input's shape and dtype: folded at capture
+# (empty_like as zeros: no garbage in the IR).
+SHAPE_ONLY_OPS = {"empty_like.default", "ones_like.default", "zeros_like.default", "full_like.default",
+                  "new_ones.default", "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
                   "zeros.default", "ones.default"}
 
 # Operators whose result shares its input's storage: an in-place update of one would change

@@ -399,7 +399,8 @@ def moe_routing(rng, shape, inp):
     router, bias = inp((experts, hidden)), inp((experts,))
     up, down = inp((experts, hidden, inner)), inp((experts, inner, hidden))
     if rng.random() < 0.5:      # Mixtral, Qwen3-MoE: softmax, top-k, renormalised
-        pick, weigh = f"torch.topk(torch.softmax(h @ r.t() + b, -1), {k}, dim=-1)", "tk[0] / tk[0].sum(-1, keepdim=True)"
+        pick = f"torch.topk(torch.softmax(h @ r.t() + b, -1), {k}, dim=-1)"
+        weigh = "tk[0] / tk[0].sum(-1, keepdim=True)"
     else:                       # top-k of the logits, softmax over the chosen
         pick, weigh = f"torch.topk(h @ r.t() + b, {k})", "torch.softmax(tk[0], -1)"
     gmm = "torch.ops.deplokit.grouped_mm"
