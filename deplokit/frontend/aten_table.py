@@ -324,5 +324,9 @@ def _vector_norm(args, kwargs):
     return (args[0],), (("ord", vals.get("ord", 2)), ("dim", dims), ("keepdim", bool(vals.get("keepdim", False))))
 
 
+# Torch-IR ops made only from pieces of a multi-output op (frontend/multi_output.py).
+PIECE_OPS = ("topk", "sort")
+
+
 def covered_ops() -> list[str]:
-    return sorted({op for op, _ in ATEN_OPS.values()})
+    return sorted({op for op, _ in ATEN_OPS.values()} | set(PIECE_OPS))
