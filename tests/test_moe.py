@@ -140,11 +140,12 @@ def _logits(model, inputs):
         return model(input_ids=inputs[0], use_cache=False, **kwargs).logits
 
 
+@pytest.mark.parametrize("dims", [BASE, ODD], ids=["base", "odd"])
 @pytest.mark.parametrize("name", sorted(MOE))
-def test_sparse_block_matches_transformers_at_an_odd_shape(name):
+def test_sparse_block_matches_transformers(name, dims):
     torch.manual_seed(0)
-    block = MOE[name](ODD).eval().model.layers[0].mlp
-    x = torch.randn(3, 7, ODD.hidden)
+    block = MOE[name](dims).eval().model.layers[0].mlp
+    x = torch.randn(dims.batch + 2, dims.seq, dims.hidden)
     with torch.no_grad():
         want = block(x)
     _same(block, x, atol=1e-5)
