@@ -129,7 +129,8 @@ INDENT = "    "
 PARAM_CTYPES = {"float": "float", "float32": "float", "int64": "long long", "int32": "int",
                 "int": "int", "bool": "bool", "bf16": "__nv_bfloat16", "f16": "__half"}
 SCALAR_CTYPES = {"float": "float", "int": "int", "bool": "bool", "int64": "long long",
-                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half"}
+                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half",
+                 "b32": "unsigned"}       # a tensor-core register of two packed halves
 # The Kernel-IR type of a value read from a buffer of each parameter ctype.
 _PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int64", "int32": "int32",
                      "int": "int32", "bool": "bool", "bf16": "bf16", "f16": "f16"}
@@ -972,8 +973,9 @@ class _Renderer:
         outs = ", ".join(f'"=r"({r})' for r in regs)
         self.emit(f'asm volatile("ldmatrix.sync.aligned.m8n8.x{s.num}{".trans" if s.trans else ""}.shared.b16 '
                   f'{{{ops}}}, [%{s.num}];\\n" : {outs} : "r"({addr}));')
+        packed = scope.lookup(s.dst) == "regs:b32"          # 16-bit fragments: the bits as they are
         for i, r in enumerate(regs):
-            self.emit(f"{self.reg_at(s.dst, s.index, i, scope)} = __uint_as_float({r});")
+            self.emit(f"{self.reg_at(s.dst, s.index, i, scope)} = {r if packed else f'__uint_as_float({r})'};")
         self.depth -= 1
         self.emit("}")
 
@@ -989,15 +991,16 @@ class _Renderer:
         if shape is None:
             raise self.err(f"mma shape {s.shape!r}; supported: {', '.join(MMA_SHAPES)}")
         na, nb = shape.elements("A") // shape.per_reg, shape.elements("B") // shape.per_reg
-        if shape.per_reg != 1:
-            raise self.err(f"mma {s.shape}: packed 16-bit fragments are not rendered yet")
+        if shape.per_reg != 1 and not (scope.lookup(s.a) == scope.lookup(s.b) == "regs:b32"):
+            raise self.err(f"mma {s.shape}: 16-bit fragments live in packed registers (b32 arrays)")
         n = 4 + na + nb
         groups = [range(0, 4), range(4, 4 + na), range(4 + na, n)]
         ops = ", ".join("{" + ", ".join(f"%{i}" for i in g) + "}" for g in groups)
         self.emit(f'asm("{shape.ptx()} {ops}, {{%0, %1, %2, %3}};\\n"')
         outs = ", ".join(f'"+f"({self.reg_at(s.acc, s.acc_at, i, scope)})' for i in range(4))
-        ins = [f'"r"(__float_as_uint({self.reg_at(s.a, s.a_at, i, scope)}))' for i in range(na)]
-        ins += [f'"r"(__float_as_uint({self.reg_at(s.b, s.b_at, i, scope)}))' for i in range(nb)]
+        bits = "{}" if shape.per_reg != 1 else "__float_as_uint({})"      # packed halves: already bits
+        ins = [f'"r"({bits.format(self.reg_at(s.a, s.a_at, i, scope))})' for i in range(na)]
+        ins += [f'"r"({bits.format(self.reg_at(s.b, s.b_at, i, scope))})' for i in range(nb)]
         self.emit(f"    : {outs}")
         self.emit(f"    : {', '.join(ins)});")
 
@@ -1006,7 +1009,7 @@ class _Renderer:
         if s.nbytes not in (4, 8, 16):
             raise self.err(f"cp.async of {s.nbytes} bytes; supported: 4, 8, 16")
         p = self.param(s.buffer)
-        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+        if _PARAM_VALUE_TYPE[p.ctype] not in ("float", "bf16", "f16"):     # halves: copied as bytes
             raise self.err(f"cp.async from {s.buffer!r}, a buffer of {p.ctype}")
         kind = "cg" if s.nbytes == 16 else "ca"       # cg: through L2 only, 16 bytes
         dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")

@@ -51,6 +51,7 @@ from ...ir.index import Affine, Var, floordiv, free_vars, mod, var
 from ...ir.lanes import is_multiple
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
+from ...ir.tensor_ir import CONVERT_OP
 from ...ir.tile_ir import (
     THREAD,
     AsyncWait,
@@ -62,12 +63,14 @@ from ...ir.tile_ir import (
     Tile,
     TileAxis,
     TileKernel,
+    map_body,
     walk,
 )
 from ..record import Skip, fresh_name, replace_tile
 from .rewrite import used_vars
 
 FR, FC = "fr", "fc"                # the fragment's row and column in a FragmentLoad's index
+HALF_OF = {"bf16": "bfloat16", "f16": "float16"}
 
 
 def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> TileKernel | Skip:
@@ -106,6 +109,9 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
         body = ctx.body(tile.body)
     except _Refused as e:
         return Skip(f"mma: {e}")
+    # the operands' stages hold what the fragments read: half elements, raw (2 bytes each)
+    body = map_body(body, lambda s: dataclasses.replace(s, dtype=ctx.half_stages[s.name])
+                    if isinstance(s, Stage) and s.name in ctx.half_stages else s)
     axes = []
     for a in tile.axes:
         if a is tm:
@@ -152,6 +158,7 @@ class _Ctx:
     regs: dict
     types: dict
     tile: Tile
+    half_stages: dict = dataclasses.field(default_factory=dict)     # stage name -> the dtype it holds
 
     def body(self, body) -> tuple:
         out, stages = [], {}
@@ -204,7 +211,10 @@ class _Ctx:
         accs = [x for x in s.body if isinstance(x, Accumulate)]
         # precision="tf32" programs round each operand (round_tf32) before the multiply; the
         # fragment loads round to tf32 themselves (cvt.rna: the same value but on exact ties)
-        rounds = {c.dst: c.args[0] for c in comps if c.op == "round_tf32" and len(c.args) == 1}
+        # a half program's operands are `convert -> float32` of half loads (exact): the
+        # fragments read the half elements themselves
+        wrap = "round_tf32" if self.stamp.shape.dtype == "tf32" else CONVERT_OP
+        rounds = {c.dst: c.args[0] for c in comps if c.op == wrap and len(c.args) == 1}
         muls = [c for c in comps if c.op == "multiply"]
         operands = {rounds.get(a, a) for a in muls[0].args} if len(muls) == 1 else set()
         if (len(s.body) != len(loads) + len(comps) + len(accs) or len(loads) != 2 or len(accs) != 1
@@ -228,6 +238,10 @@ class _Ctx:
             dtype = self.types[tensor].dtype if tensor in self.types else "float32"
             if self.stamp.shape.dtype == "tf32" and dtype != "float32":
                 raise _Refused(f"{tensor} is {dtype}; tf32 reads float32")
+            if self.stamp.shape.dtype != "tf32" and (dtype != HALF_OF[self.stamp.shape.dtype]
+                                                     or ld.dst not in rounds.values()):
+                raise _Refused(f"{tensor} is {dtype}; {self.stamp.shape.name} reads {HALF_OF[self.stamp.shape.dtype]}")
+            self.half_stages[ld.tensor] = dtype if self.stamp.shape.dtype != "tf32" else "float32"
         n, st = self.n, self.stamp
         (fm, fn) = st.tiles
         m0 = var(n["w0"]) * (fm * st.shape.m) + var(n["f0"]) * st.shape.m
@@ -238,6 +252,10 @@ class _Ctx:
         sa, sb = by_role["A"].tensor, by_role["B"].tensor
         fa = FragmentLoad(st.a, (var(n["f0"]),), "A", sa, a_at, self.via("A", sa, a_at))
         fb = FragmentLoad(st.b, (var(n["f1"]),), "B", sb, b_at, self.via("B", sb, b_at))
+        for f in (fa, fb):
+            if st.shape.per_reg == 2 and f.via == "lds":
+                # packed 16-bit registers are filled by ldmatrix only
+                raise _Refused(f"{f.operand}'s slab {f.stage} has no 16-byte rows ldmatrix can read")
         mma = MmaSync(st.acc, (var(n["f0"]), var(n["f1"])), st.a, (var(n["f0"]),), st.b, (var(n["f1"]),),
                       st.shape.name)
         body = (Loop(n["f0"], fm, "register", (fa,), "M", True),

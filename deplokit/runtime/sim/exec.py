@@ -11,9 +11,10 @@ import numpy as np
 from ...ir import kernel_ir as K
 from ...ir.fragments import SHAPES as MMA_SHAPES
 from ...ir.swizzle import REPEAT, swizzle_word
+from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
 from ..tensor_map import box_values
-from ..warp_mma import ldmatrix, mma_sync, tf32_round
+from ..warp_mma import half_bits, half_values, ldmatrix, mma_sync, tf32_round
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
@@ -184,7 +185,8 @@ class Chunk:
                       f"({self.where(bad)})")
 
     def s_declare_array(self, s: K.DeclareArray, mask):
-        self.scopes[-1][s.name] = RegArray(np.full((s.size,) + self.shape, s.init, dtype=dtype_of(s.ctype)))
+        dtype = np.uint32 if s.ctype == "b32" else dtype_of(s.ctype)      # b32: packed halves, as bits
+        self.scopes[-1][s.name] = RegArray(np.full((s.size,) + self.shape, s.init, dtype=dtype))
 
     def s_assign(self, s: K.Assign, mask):
         scope = self.lookup(s.name)
@@ -246,11 +248,18 @@ class Chunk:
         w = self.whole_warps(mask, "ldmatrix")
         sh = self.sarr(s.array, "LdMatrix")
         if sh.data.dtype != np.float32:
-            self.fail(f"ldmatrix from {s.array}: only 32-bit words are simulated (tf32 fragments)")
+            self.fail(f"ldmatrix from {s.array}, an array of {sh.ctype}: 32-bit words or halves")
+        per_row = 16 // sh.elem_bytes                    # a row is 16 bytes: 4 words or 8 halves
         off = np.broadcast_to(self.ev_int(s.offset, mask), self.shape)
-        rows = np.stack([np.broadcast_to(v, self.shape) for v in self.shared_read(sh, off, 4, mask, "LdMatrix")], -1)
-        got = ldmatrix(rows.reshape(self.nb, w, 32, 4), s.num, s.trans)       # (nb, w, 32, num, 1)
+        rows = np.stack([np.broadcast_to(v, self.shape)
+                         for v in self.shared_read(sh, off, per_row, mask, "LdMatrix")], -1)
+        got = ldmatrix(rows.reshape(self.nb, w, 32, per_row), s.num, s.trans)   # (nb, w, 32, num, 1 or 2)
         reg = self.reg_array(s.dst, "ldmatrix")
+        if (reg.data.dtype == np.uint32) != (per_row == 8):
+            self.fail(f"ldmatrix of {sh.ctype} into {s.dst}: halves go to packed (b32) registers, words to float")
+        if per_row == 8:                 # two halves a register, the first in the low 16 bits
+            bits = half_bits(got, sh.ctype)
+            got = bits[..., 0] | (bits[..., 1] << np.uint32(16))
         i = uniform_value(self.ev_int(s.index, mask))
         if i is None or not 0 <= i <= reg.data.shape[0] - s.num:
             self.fail(f"ldmatrix into {s.dst}[{i} +{s.num}]: not a fixed run of its registers")
@@ -266,8 +275,13 @@ class Chunk:
         shape = MMA_SHAPES.get(s.shape)
         if shape is None:
             self.fail(f"unknown mma shape {s.shape!r}")
-        a, _, _ = self.reg_run(s.a, s.a_at, shape.elements("A"), mask, "mma.sync A")
-        b, _, _ = self.reg_run(s.b, s.b_at, shape.elements("B"), mask, "mma.sync B")
+        per = shape.per_reg
+        a, ra, _ = self.reg_run(s.a, s.a_at, shape.elements("A") // per, mask, "mma.sync A")
+        b, rb, _ = self.reg_run(s.b, s.b_at, shape.elements("B") // per, mask, "mma.sync B")
+        if per == 2:                     # packed halves: element 2j is register j's low 16 bits
+            if ra.data.dtype != np.uint32 or rb.data.dtype != np.uint32:
+                self.fail(f"mma.sync {s.shape}: A and B must be packed (b32) registers of two halves")
+            a, b = (half_values(x, shape.dtype) for x in (a, b))
         c, reg, i = self.reg_run(s.acc, s.acc_at, 4, mask, "mma.sync C")
         d = mma_sync(shape, a, b, c)
         reg.data[i:i + 4] = np.moveaxis(d.reshape(self.nb, self.T, 4), -1, 0)
@@ -490,6 +504,12 @@ class Chunk:
             self.fail(f"{kind} names {name!r}, which is not a kernel parameter")
         return buf
 
+    def elem_bytes(self, name, buf) -> int:
+        """Bytes of one element of global buffer `name` as the kernel declares it: a half
+        buffer's values are held in float32 here but take 2 bytes on the device."""
+        p = self.params.get(name)
+        return ctype_bytes(p.ctype) if p is not None else buf.itemsize
+
     def check_bounds(self, off, n, size, mask, what, kind, align=1):
         """Fail when an active thread's run off..off+n-1 leaves 0..size-1 (or is misaligned);
         return off with inactive out-of-range lanes clamped to 0."""
@@ -517,7 +537,7 @@ class Chunk:
         off = self.check_bounds(self.ev_int(e.offset, mask), 1, buf.size, mask,
                                 f"buffer {e.buffer}", "GlobalLoad")
         v = np.take(buf, off)
-        self.stats.global_bytes_loaded += self.count(mask) * buf.itemsize
+        self.stats.global_bytes_loaded += self.count(mask) * self.elem_bytes(e.buffer, buf)
         self.stats.global_loads += self.count(mask)
         return cast(v, dtype_of(e.ctype))
 
@@ -559,7 +579,7 @@ class Chunk:
                 win = last_per_key(keys)          # highest lane wins, deterministically
                 for j, v in enumerate(vals):
                     buf[keys[win] + j] = v[win]
-        self.stats.global_bytes_stored += keys.size * n * buf.itemsize
+        self.stats.global_bytes_stored += keys.size * n * self.elem_bytes(name, buf)
         self.stats.global_stores += keys.size
 
     def s_global_store(self, s: K.GlobalStore, mask):
@@ -571,7 +591,7 @@ class Chunk:
     def s_shared_array(self, s: K.SharedArray, mask):
         sh = self.shared.get(s.name)
         if sh is None:
-            self.shared[s.name] = SharedState(s.name, int(s.size), self.nb, dtype_of(s.ctype))
+            self.shared[s.name] = SharedState(s.name, int(s.size), self.nb, dtype_of(s.ctype), s.ctype)
         elif sh.size != s.size:
             self.fail(f"shared array {s.name} declared twice with sizes {sh.size} and {s.size}")
 
@@ -612,8 +632,11 @@ class Chunk:
                         self.race(sh, kind, off + j, w, bad, "written")
             self.tick += 1
             sh.reads.append((off, mask, n, self.tick))
-        self.stats.shared_bytes_loaded += self.count(mask) * 4 * n
-        fronts, phases = wavefronts(off, n, mask, self.shape)
+        self.stats.shared_bytes_loaded += self.count(mask) * sh.elem_bytes * n
+        if sh.elem_bytes == 2:       # halves: the 4-byte words (banks) they sit in
+            fronts, phases = wavefronts(off // 2, max(n // 2, 1), mask, self.shape)
+        else:
+            fronts, phases = wavefronts(off, n, mask, self.shape)
         self.stats.shared_load_wavefronts += fronts
         self.stats.shared_load_phases += phases
         return [self.gather(sh.data, off + j) for j in range(n)]
@@ -853,14 +876,18 @@ class Chunk:
     def s_cp_async(self, s: K.CpAsync, mask):
         if s.nbytes not in (4, 8, 16):
             self.fail(f"cp.async of {s.nbytes} bytes (must be 4, 8 or 16)")
-        n = s.nbytes // 4
         buf = self.gbuf(s.buffer, "CpAsync")
+        sh = self.sarr(s.array, "CpAsync")
+        width = self.elem_bytes(s.buffer, buf)
+        if width != sh.elem_bytes or s.nbytes % width:
+            self.fail(f"cp.async of {s.nbytes} bytes from {s.buffer} ({width}-byte elements) into "
+                      f"{s.array} ({sh.elem_bytes}-byte elements)")
+        n = s.nbytes // width
         src = self.check_bounds(self.ev_int(s.src_offset, mask), n, buf.size, mask,
                                 f"buffer {s.buffer}", "CpAsync", align=n)
         vals = [cast(np.take(buf, src + j), F32) for j in range(n)]
-        self.stats.global_bytes_loaded += self.count(mask) * 4 * n
+        self.stats.global_bytes_loaded += self.count(mask) * s.nbytes
         self.stats.global_loads += self.count(mask)
-        sh = self.sarr(s.array, "CpAsync")
         self.shared_write(sh, self.ev_int(s.dst_offset, mask), vals, mask, "CpAsync", align=n,
                           pend_tag=self.cp_open)
 
