@@ -110,8 +110,7 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
     except _Refused as e:
         return Skip(f"mma: {e}")
     # the operands' stages hold what the fragments read: half elements, raw (2 bytes each)
-    body = map_body(body, lambda s: dataclasses.replace(s, dtype=ctx.half_stages[s.name])
-                    if isinstance(s, Stage) and s.name in ctx.half_stages else s)
+    body = map_body(body, lambda s: ctx.restage(s) if isinstance(s, Stage) else s)
     axes = []
     for a in tile.axes:
         if a is tm:
@@ -159,6 +158,13 @@ class _Ctx:
     types: dict
     tile: Tile
     half_stages: dict = dataclasses.field(default_factory=dict)     # stage name -> the dtype it holds
+    k_tails: dict = dataclasses.field(default_factory=dict)         # K tail var -> its extent, whole k steps
+
+    def restage(self, s: Stage) -> Stage:
+        """The stage as the fragments read it: the dtype it holds, a K tail's slab grown to whole k."""
+        slab = tuple(dataclasses.replace(ax, extent=self.k_tails[ax.var]) if ax.var in self.k_tails else ax
+                     for ax in s.slab)
+        return dataclasses.replace(s, dtype=self.half_stages.get(s.name, s.dtype), slab=slab)
 
     def body(self, body) -> tuple:
         out, stages = [], {}
@@ -223,7 +229,15 @@ class _Ctx:
             raise _Refused("the K loop's body is not two loads, a multiply and a sum")
         k = self.stamp.shape.k
         if s.extent % k:
-            raise _Refused(f"a K run of {s.extent} is not a whole number of the instruction's k = {k}")
+            # a K tail (002's last chunk): its own stages, slabs of exactly the tail; grown to a
+            # whole k they read zeros past the tensor's end (the copies guard every unit), and
+            # a product with zero adds exactly nothing
+            tails = [st for st, _ in walk(self.tile.body) if isinstance(st, Stage)
+                     and st.name in {ld.tensor for ld in loads} and any(ax.var == s.var for ax in st.slab)]
+            if len(tails) != len(loads) or any(st.buffers > 1 for st in tails):
+                raise _Refused(f"a K run of {s.extent} is not a whole number of the instruction's k = {k}")
+            self.k_tails[s.var] = -(-s.extent // k) * k
+            s = dataclasses.replace(s, extent=self.k_tails[s.var])
         by_role = {}
         for ld in loads:
             used = set().union(*(free_vars(e) for e in ld.index))
@@ -272,7 +286,7 @@ class _Ctx:
         if along is None or any(along in free_vars(e) for e in outer) or _coef(inner, along) != 1:
             return "lds"
         unit = 16 // (4 if self.stamp.shape.dtype == "tf32" else 2)      # elements in a 16-byte row
-        stage = next(st for st, _ in walk(self.tile.body) if isinstance(st, Stage) and st.name == stage_name)
+        stage = self.restage(next(st for st, _ in walk(self.tile.body) if isinstance(st, Stage) and st.name == stage_name))
         if stage.slab[-1].extent % unit or not is_multiple(inner - var(along), unit):
             return "lds"
         lay = self.stamp.layout(operand)
