@@ -10,6 +10,7 @@ from deplokit.passes.lower import LOWERING
 from deplokit.passes.lower.mma_lower import lane_expr
 from deplokit.passes.verify import verify
 from deplokit.pipeline import PIPELINE, Context, run_passes
+from deplokit.ir.tile_ir import Stage, walk
 from deplokit.target import get_target
 
 MMA = {"008_register_tile.mma": "tf32"}
@@ -56,11 +57,15 @@ def test_linear_reads_both_operands_with_ldmatrix():
     assert "# ldmatrix.x4" in text and "# ldmatrix.x2" in text and "# lds" not in text
 
 
-def test_tail_not_a_whole_k_step_falls_back_to_fma():
-    tile, steps = schedule(lambda a, b: a @ b, torch.randn(100, 70), torch.randn(70, 56))
-    assert tile.kernels[0].mma is None and tile.kernels[0].register_tiles
-    note = step(steps, "008_register_tile").decision("merged_matmul").note
-    assert "mma: a K run of 6 is not a whole number of the instruction's k = 8: FP32 FMA register tile" in note
+def test_k_tail_grows_to_a_whole_k_step():
+    """K = 70: 002's tail chunk of 6 is staged by itself; 008 grows its slabs to 8 (zeros past
+    the tensor's end) and the tail is one more k step on tensor cores."""
+    tile, _ = schedule(lambda a, b: a @ b, torch.randn(100, 70), torch.randn(70, 56))
+    k = tile.kernels[0]
+    assert k.mma is not None
+    tails = [s for s, _ in walk(k.tile().body) if isinstance(s, Stage) and s.buffers == 1]
+    assert tails and all(any(ax.extent == 8 for ax in s.slab) for s in tails)
+    assert "K run of 6" not in str(k)
 
 
 def test_default_is_exact_fp32():
@@ -85,7 +90,7 @@ def test_knob_in_the_tuners_space_only_where_precision_allows():
     from deplokit.passes.schedule.t008_register_tile import PASS
     from deplokit.tune.space import kernel_spaces
     knob = next(k for k in PASS.knobs if k.name == "mma")
-    assert knob.domain == ("off", "tf32")
+    assert knob.domain == ("off", "tf32", "half")
     # an exact float32 program: the tuner never trades its precision for tensor cores
     a, b = torch.randn(256, 64), torch.randn(64, 128)
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80")
