@@ -177,3 +177,27 @@ def test_sass_main_loop_is_hmma_fed_by_ldsm():
     assert 2 * mix.ldsm <= mix.hmma
     assert mix.ldgsts > 0                   # the operands arrive by cp.async
     assert kern.spill_stores == 0
+
+
+def test_cost_model_prices_tensor_cores_at_the_targets_rate():
+    """The main loop is mma.sync: the work counts its FLOPs as tensor-core FLOPs and the model's
+    floor is the target's dense bf16 peak (Target.tensor_tflops), not the FP32 SGEMM rate."""
+    from deplokit.target import get_target
+    from deplokit.tune.cost_model import compute_floor_us, estimate, roofline_us
+
+    n = 2048
+    a, b = _operands(n, n, n, torch.bfloat16)
+    h100 = get_target("sm_90")
+    assert h100.tensor_rate("bf16") == 989.4 and get_target("sm_80").tensor_rate("bf16") == 312.0
+    assert "datasheet" in h100.tensor_sources
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    (k,) = estimate(c.tile_ir, c.kernel_ir, c.target).kernels
+    flops = 2 * n ** 3
+    assert k.work.tensor_flops == k.work.flops == flops and k.work.tensor_dtype == "bf16"
+    assert compute_floor_us(k.work, h100) == pytest.approx(flops / 989.4e6)
+    assert roofline_us(k.work, h100) == pytest.approx(flops / 989.4e6)
+    assert k.time_us >= k.sm_us >= flops / 989.4e6
+    # the same matmul in float32 (FFMA) is floored at the SGEMM rate: far slower
+    f = deplokit.compile(lambda a, b: a @ b, a.float(), b.float(), target="sm_90")
+    (kf,) = estimate(f.tile_ir, f.kernel_ir, f.target).kernels
+    assert kf.work.tensor_flops == 0 and kf.time_us >= flops / (h100.fp32_tflops * 1e6) > 3 * k.time_us

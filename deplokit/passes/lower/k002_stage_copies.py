@@ -217,7 +217,8 @@ class StageCopier:
             return []
         self.declared.add(s.name)
         align = {"align": TMA_ALIGN} if p.kind == "tma" else {}
-        return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=stage_ctype(s, self.types[s.tensor].dtype), **align)]
+        ctype = stage_ctype(s, self.types[s.tensor].dtype)
+        return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=ctype, **align)]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:

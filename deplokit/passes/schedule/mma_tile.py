@@ -286,7 +286,8 @@ class _Ctx:
         if along is None or any(along in free_vars(e) for e in outer) or _coef(inner, along) != 1:
             return "lds"
         unit = 16 // (4 if self.stamp.shape.dtype == "tf32" else 2)      # elements in a 16-byte row
-        stage = self.restage(next(st for st, _ in walk(self.tile.body) if isinstance(st, Stage) and st.name == stage_name))
+        stage = self.restage(next(st for st, _ in walk(self.tile.body)
+                                  if isinstance(st, Stage) and st.name == stage_name))
         if stage.slab[-1].extent % unit or not is_multiple(inner - var(along), unit):
             return "lds"
         lay = self.stamp.layout(operand)

@@ -89,7 +89,8 @@ def apply(kernel, pctx: PassContext):
             stages[lp.var] = n
             base += (n - 1) * one
     if not stages:
-        return Skip(f"two buffers need {smem_bytes(tile) + sum(s.element_bytes * _elements(s) for s, _ in todo)} bytes of "
+        need = smem_bytes(tile) + sum(s.element_bytes * _elements(s) for s, _ in todo)
+        return Skip(f"two buffers need {need} bytes of "
                     f"shared memory, more than the {limit} bytes a block may use on {pctx.target.name}")
 
     def promote(s: Stage, loop) -> Stage:

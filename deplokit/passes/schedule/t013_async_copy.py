@@ -52,9 +52,11 @@ def apply(kernel, pctx: PassContext):
     def why_not(s) -> str:
         if s.dtype != "float32":       # halves held raw (008's mma operands): 16-byte copies only
             if copy_unit(dataclasses.replace(s, copy="async"), types[s.tensor], ranges[s.name]) == 1:
-                return f"{s.name}: rows of {s.tensor}'s halves are not 16-byte units (cp.async moves 4, 8 or 16 bytes)"
+                return (f"{s.name}: rows of {s.tensor}'s halves are not 16-byte units "
+                        "(cp.async moves 4, 8 or 16 bytes)")
             return ""
-        return "" if types[s.tensor].dtype == "float32" else f"{s.name}: {s.tensor} is {types[s.tensor].dtype}, not float32"
+        dtype = types[s.tensor].dtype
+        return "" if dtype == "float32" else f"{s.name}: {s.tensor} is {dtype}, not float32"
 
     chosen = {s.name for s in sync if not why_not(s)}
     if not chosen:

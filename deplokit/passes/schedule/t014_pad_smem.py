@@ -116,7 +116,8 @@ def _default_pad(kernel: TileKernel, target) -> int:
     return best
 
 
-KNOBS = (Knob("pad", PADS, _default_pad, "4-byte words of padding after each row of a bank-conflicting stage (0: off)"),)
+KNOBS = (Knob("pad", PADS, _default_pad,
+              "4-byte words of padding after each row of a bank-conflicting stage (0: off)"),)
 
 
 def _smem_floats(stage: Stage, pad: int) -> int:
