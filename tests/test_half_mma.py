@@ -99,6 +99,8 @@ def test_ldmatrix_rows_are_conflict_free():
     simulate_program(c.kernel_ir, {"a": a.float().numpy(), "b": b.float().numpy()}, stats=stats)
     st = stats[0]
     assert st.shared_load_wavefronts == st.shared_load_phases
+    # every byte cp.async brings from global memory lands in shared memory: 2 bytes a half
+    assert st.shared_bytes_stored == st.global_bytes_loaded > 0
 
 
 def test_simulator_counts_half_bytes():

@@ -732,7 +732,7 @@ class Chunk:
             self.mark_pending(sh, keys, n, pend_tag)
         elif self.proxy_watch:
             self.note_generic(sh, keys, tids, n)
-        self.stats.shared_bytes_stored += keys.size * 4 * n
+        self.stats.shared_bytes_stored += keys.size * sh.elem_bytes * n
 
     def shared_write_cols(self, sh: SharedState, off, values, mask, kind, pend_tag):
         """shared_write when the offsets and the mask are the same in every block: the work
@@ -797,7 +797,7 @@ class Chunk:
             for j in range(n):
                 sh.pend[:, cols + j] = pend_tag[:, None]
             sh.has_pending = True
-        self.stats.shared_bytes_stored += self.nb * cols.size * 4 * n
+        self.stats.shared_bytes_stored += self.nb * cols.size * sh.elem_bytes * n
 
     def conflict(self, sh, kind, t1, t2, row, element):
         self.fail(f"{kind} write-write conflict on shared array {sh.name}: threads "
