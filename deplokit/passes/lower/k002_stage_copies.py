@@ -75,9 +75,9 @@ from ...ir.kernel_ir import KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.stages import head_stages, loop_start, loop_stop, transposed
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..record import Pass
+from ..tma.proxy_fence import fence_generic_stores
 from .dynamic_smem import carve
 from .kernel_expr import affine_expr
-from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size, stage_ctype
 from .stage_plan import (
     PrologueTiles,

@@ -11,8 +11,8 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, LoopProgram, walk
 from ...ir.tensor_ir import CONVERT_OP, TF32_OP
 from ...ir.tile_ir import THREAD, Tile, TileAxis, TileKernel, TileProgram
 from ...ir.types import HALF_DTYPES
+from ..flash.flash_tile import flash_tile
 from ..record import KernelPass, PassContext, Skip
-from .flash_tile import flash_tile
 
 DESCRIPTION = "lift outer free Loops to thread axes"
 
