@@ -1,7 +1,7 @@
 """bf16 and fp16 matmuls on tensor cores (008 mma=half, the default for half operands on sm_80+):
 mma.sync m16n8k16 with FP32 accumulate, the operands staged in shared memory as halves (16-byte
 cp.async of 8 halves, rows padded so ldmatrix reads them without bank conflicts), ldmatrix (.x4,
-.x2.trans) into packed 32-bit registers. Simulated against eager and against the exact product
+.x4.trans: two B tiles at once) into packed 32-bit registers. Simulated against eager and against the exact product
 of the half operands at odd shapes (K tails too); a planted wrong fragment layout fails the
 simulator; the CUDA compiles for sm_80/sm_90/sm_120; nvcc's sm_80 main loop is HMMA fed by LDSM."""
 import dataclasses
@@ -78,11 +78,13 @@ def test_kernel_ir_and_cuda_spell_packed_half_fragments():
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80")
     kir, cuda = str(c.kernel_ir), str(c.cuda)
     assert "b32 acc0_a[" in kir and "shared bf16 a_smem[" in kir
-    assert "= ldmatrix.x4 shared a_smem[" in kir and "= ldmatrix.x2.trans shared b_smem[" in kir
+    assert "= ldmatrix.x4 shared a_smem[" in kir and "= ldmatrix.x4.trans shared b_smem[" in kir
+    # B's two adjacent n tiles in one ldmatrix: the Tile IR says so
+    assert "+0..2] = fragment B b_smem[" in str(c.tile_ir) and "# ldmatrix.x4.trans" in str(c.tile_ir)
     assert "+= mma.m16n8k16.bf16(acc0_a[" in kir and "cvt.rna" not in kir
     assert "cp.async 16B shared a_smem[" in kir
     assert "unsigned acc0_a[" in cuda and "__shared__ __align__(16) __nv_bfloat16 a_smem[" in cuda
-    assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in cuda
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in cuda
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}" in cuda
     again = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80")
     assert str(c.cuda) == str(again.cuda)

@@ -51,10 +51,13 @@ def test_4096_matmul_on_tensor_cores():
 
 
 def test_linear_reads_both_operands_with_ldmatrix():
-    """x @ w.T stages w n-major: B's registers are rows of the slab too (ldmatrix.x2)."""
+    """x @ w.T stages w n-major: B's registers are rows of the slab too (ldmatrix.x2; two
+    adjacent n tiles at once: .x4)."""
     tile, _ = schedule(lambda x, w: torch.nn.functional.linear(x, w), torch.randn(256, 512), torch.randn(384, 512))
     text = str(tile.kernels[0])
-    assert "# ldmatrix.x4" in text and "# ldmatrix.x2" in text and "# lds" not in text
+    b = [line for line in text.splitlines() if "= fragment B" in line]
+    assert "# ldmatrix.x4" in text and b and all(line.endswith("]  # ldmatrix.x4") for line in b)
+    assert "+0..2] = fragment B" in b[0] and "# lds" not in text
 
 
 def test_k_tail_grows_to_a_whole_k_step():

@@ -269,9 +269,13 @@ class FragmentLoad:
     stage: str
     at: tuple[Affine, ...]
     via: str                       # ldmatrix.x4 | ldmatrix.x2 | ldmatrix.x2.trans ... | lds
+    # an ldmatrix of `tiles` adjacent operand tiles (along n for B, m for A) at once, into
+    # slots index .. index + tiles - 1: the second tile's rows come from lanes 16..31
+    tiles: int = 1
 
     def text(self) -> str:
-        return (f"{self.dst}[{format_index(self.index)}] = fragment {self.operand} "
+        slots = f" +0..{self.tiles}" if self.tiles > 1 else ""
+        return (f"{self.dst}[{format_index(self.index)}{slots}] = fragment {self.operand} "
                 f"{self.stage}[{format_index(self.at)}]  # {self.via}")
 
 

@@ -82,8 +82,8 @@ def lower_fragment_load(state, s: FragmentLoad) -> list:
 
     out: list = []
     if s.via.startswith("ldmatrix"):
-        num, trans = lay.registers, s.via.endswith(".trans")
-        rows, cols = ldmatrix_row_lanes(lay, _along(s.at) == FC)
+        num, trans = lay.registers * s.tiles, s.via.endswith(".trans")
+        rows, cols = ldmatrix_row_lanes(lay, _along(s.at) == FC, s.tiles)
         out.append(K.LdMatrix(s.dst, element(0), num, trans, stage.name, offset(rows, cols)))
         regs = range(num * lay.per_reg) if tf32 else ()
     else:

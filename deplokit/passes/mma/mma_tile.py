@@ -270,10 +270,19 @@ class _Ctx:
             if st.shape.per_reg == 2 and f.via == "lds":
                 # packed 16-bit registers are filled by ldmatrix only
                 raise _Refused(f"{f.operand}'s slab {f.stage} has no 16-byte rows ldmatrix can read")
+        b_loop = Loop(n["f1"], fn, "register", (fb,), "N", True)
+        lay_b = st.layout("B")
+        if fb.via.startswith("ldmatrix") and fn % 2 == 0 and 2 * lay_b.registers <= 4:
+            # two adjacent B tiles per ldmatrix (.x2 -> .x4): half the LDSM for B
+            n0p = var(n["w1"]) * (fn * st.shape.n) + var(n["f1"]) * (2 * st.shape.n)
+            b2 = substitute_body((by_role["B"],), {s.var: kv + var(FR), self.t_n: n0p + var(FC)}, self.ranges)[0].index
+            via = fb.via.replace(f".x{lay_b.registers}", f".x{2 * lay_b.registers}")
+            fb2 = FragmentLoad(st.b, (var(n["f1"]) * 2,), "B", sb, b2, via, 2)
+            b_loop = Loop(n["f1"], fn // 2, "register", (fb2,), "N", True)
         mma = MmaSync(st.acc, (var(n["f0"]), var(n["f1"])), st.a, (var(n["f0"]),), st.b, (var(n["f1"]),),
                       st.shape.name)
         body = (Loop(n["f0"], fm, "register", (fa,), "M", True),
-                Loop(n["f1"], fn, "register", (fb,), "N", True),
+                b_loop,
                 Loop(n["f0"], fm, "register", (Loop(n["f1"], fn, "register", (mma,), "N", True),), "M", True))
         return dataclasses.replace(s, extent=s.extent // k, body=body)
 
