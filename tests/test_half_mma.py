@@ -205,3 +205,16 @@ def test_cost_model_prices_tensor_cores_at_the_targets_rate():
     f = deplokit.compile(lambda a, b: a @ b, a.float(), b.float(), target="sm_90")
     (kf,) = estimate(f.tile_ir, f.kernel_ir, f.target).kernels
     assert kf.work.tensor_flops == 0 and kf.time_us >= flops / (h100.fp32_tflops * 1e6) > 3 * k.time_us
+
+
+def test_the_tuner_searches_tensor_cores_against_fma_for_half():
+    import random
+
+    from deplokit.tune.space import kernel_spaces
+
+    a, b = _operands(256, 64, 128, torch.bfloat16)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80")
+    space = kernel_spaces(c.loop_ir, c.target)[0]
+    rng = random.Random(0)
+    seen = {dict(space.random_leaf(rng)[1].config)["008_register_tile.mma"] for _ in range(16)}
+    assert seen == {"off", "half"}
