@@ -112,7 +112,8 @@ INDENT = "    "
 PARAM_CTYPES = {"float": "float", "float32": "float", "int64": "long long", "int32": "int",
                 "int": "int", "bool": "bool", "bf16": "__nv_bfloat16", "f16": "__half"}
 SCALAR_CTYPES = {"float": "float", "int": "int", "bool": "bool", "int64": "long long",
-                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half"}
+                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half",
+                 "b32": "unsigned"}       # a tensor-core register of two packed halves
 # The Kernel-IR type of a value read from a buffer of each parameter ctype.
 _PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int64", "int32": "int32",
                      "int": "int32", "bool": "bool", "bf16": "bf16", "f16": "f16"}
@@ -881,7 +882,7 @@ class _Renderer:
         if s.nbytes not in (4, 8, 16):
             raise self.err(f"cp.async of {s.nbytes} bytes; supported: 4, 8, 16")
         p = self.param(s.buffer)
-        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+        if _PARAM_VALUE_TYPE[p.ctype] not in ("float", "bf16", "f16"):     # halves: copied as bytes
             raise self.err(f"cp.async from {s.buffer!r}, a buffer of {p.ctype}")
         kind = "cg" if s.nbytes == 16 else "ca"       # cg: through L2 only, 16 bytes
         dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")

@@ -29,7 +29,7 @@ import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, map_body, walk
 from ..record import KernelPass, Needs, PassContext, Skip, flag_knob, replace_tile
-from ..stage_geometry import restamp_stages
+from ..stage_geometry import copy_unit, restamp_stages, scope_ranges
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow the remaining stages to cp.async copies (sm_80+)"
@@ -47,9 +47,20 @@ def apply(kernel, pctx: PassContext):
     if not sync:
         return Skip("every stage is already an asynchronous (TMA) copy")
     types = pctx.types
-    chosen = {s.name for s in sync if types[s.tensor].dtype == "float32"}
+    ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}
+
+    def why_not(s) -> str:
+        if s.dtype != "float32":       # halves held raw (008's mma operands): 16-byte copies only
+            if copy_unit(dataclasses.replace(s, copy="async"), types[s.tensor], ranges[s.name]) == 1:
+                return (f"{s.name}: rows of {s.tensor}'s halves are not 16-byte units "
+                        "(cp.async moves 4, 8 or 16 bytes)")
+            return ""
+        dtype = types[s.tensor].dtype
+        return "" if dtype == "float32" else f"{s.name}: {s.tensor} is {dtype}, not float32"
+
+    chosen = {s.name for s in sync if not why_not(s)}
     if not chosen:
-        return Skip("; ".join(f"{s.name}: {s.tensor} is {types[s.tensor].dtype}, not float32" for s in sync))
+        return Skip("; ".join(why_not(s) for s in sync))
 
     def narrow(st):
         if isinstance(st, Stage) and st.name in chosen:

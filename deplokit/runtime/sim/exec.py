@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
 from .banks import wavefronts
 from .errors import SimulationError
@@ -201,7 +202,8 @@ class Chunk:
                       f"({self.where(bad)})")
 
     def s_declare_array(self, s: K.DeclareArray, mask):
-        self.scopes[-1][s.name] = RegArray(np.full((s.size,) + self.shape, s.init, dtype=dtype_of(s.ctype)))
+        dtype = np.uint32 if s.ctype == "b32" else dtype_of(s.ctype)      # b32: packed halves, as bits
+        self.scopes[-1][s.name] = RegArray(np.full((s.size,) + self.shape, s.init, dtype=dtype))
 
     def s_assign(self, s: K.Assign, mask):
         scope = self.lookup(s.name)
@@ -449,6 +451,12 @@ class Chunk:
             self.fail(f"{kind} names {name!r}, which is not a kernel parameter")
         return buf
 
+    def elem_bytes(self, name, buf) -> int:
+        """Bytes of one element of global buffer `name` as the kernel declares it: a half
+        buffer's values are held in float32 here but take 2 bytes on the device."""
+        p = self.params.get(name)
+        return ctype_bytes(p.ctype) if p is not None else buf.itemsize
+
     def check_bounds(self, off, n, size, mask, what, kind, align=1):
         """Fail when an active thread's run off..off+n-1 leaves 0..size-1 (or is misaligned);
         return off with inactive out-of-range lanes clamped to 0."""
@@ -476,7 +484,7 @@ class Chunk:
         off = self.check_bounds(self.ev_int(e.offset, mask), 1, buf.size, mask,
                                 f"buffer {e.buffer}", "GlobalLoad")
         v = np.take(buf, off)
-        self.stats.global_bytes_loaded += self.count(mask) * buf.itemsize
+        self.stats.global_bytes_loaded += self.count(mask) * self.elem_bytes(e.buffer, buf)
         self.stats.global_loads += self.count(mask)
         return cast(v, dtype_of(e.ctype))
 
@@ -518,7 +526,7 @@ class Chunk:
                 win = last_per_key(keys)          # highest lane wins, deterministically
                 for j, v in enumerate(vals):
                     buf[keys[win] + j] = v[win]
-        self.stats.global_bytes_stored += keys.size * n * buf.itemsize
+        self.stats.global_bytes_stored += keys.size * n * self.elem_bytes(name, buf)
         self.stats.global_stores += keys.size
 
     def s_global_store(self, s: K.GlobalStore, mask):
@@ -530,7 +538,7 @@ class Chunk:
     def s_shared_array(self, s: K.SharedArray, mask):
         sh = self.shared.get(s.name)
         if sh is None:
-            self.shared[s.name] = SharedState(s.name, int(s.size), self.nb, dtype_of(s.ctype))
+            self.shared[s.name] = SharedState(s.name, int(s.size), self.nb, dtype_of(s.ctype), s.ctype)
         elif sh.size != s.size:
             self.fail(f"shared array {s.name} declared twice with sizes {sh.size} and {s.size}")
 
@@ -571,8 +579,11 @@ class Chunk:
                         self.race(sh, kind, off + j, w, bad, "written")
             self.tick += 1
             sh.reads.append((off, mask, n, self.tick))
-        self.stats.shared_bytes_loaded += self.count(mask) * 4 * n
-        fronts, phases = wavefronts(off, n, mask, self.shape)
+        self.stats.shared_bytes_loaded += self.count(mask) * sh.elem_bytes * n
+        if sh.elem_bytes == 2:       # halves: the 4-byte words (banks) they sit in
+            fronts, phases = wavefronts(off // 2, max(n // 2, 1), mask, self.shape)
+        else:
+            fronts, phases = wavefronts(off, n, mask, self.shape)
         self.stats.shared_load_wavefronts += fronts
         self.stats.shared_load_phases += phases
         return [self.gather(sh.data, off + j) for j in range(n)]
@@ -668,7 +679,7 @@ class Chunk:
             self.mark_pending(sh, keys, n, pend_tag)
         elif self.proxy_watch:
             self.note_generic(sh, keys, tids, n)
-        self.stats.shared_bytes_stored += keys.size * 4 * n
+        self.stats.shared_bytes_stored += keys.size * sh.elem_bytes * n
 
     def shared_write_cols(self, sh: SharedState, off, values, mask, kind, pend_tag):
         """shared_write when the offsets and the mask are the same in every block: the work
@@ -733,7 +744,7 @@ class Chunk:
             for j in range(n):
                 sh.pend[:, cols + j] = pend_tag[:, None]
             sh.has_pending = True
-        self.stats.shared_bytes_stored += self.nb * cols.size * 4 * n
+        self.stats.shared_bytes_stored += self.nb * cols.size * sh.elem_bytes * n
 
     def conflict(self, sh, kind, t1, t2, row, element):
         self.fail(f"{kind} write-write conflict on shared array {sh.name}: threads "
@@ -812,14 +823,18 @@ class Chunk:
     def s_cp_async(self, s: K.CpAsync, mask):
         if s.nbytes not in (4, 8, 16):
             self.fail(f"cp.async of {s.nbytes} bytes (must be 4, 8 or 16)")
-        n = s.nbytes // 4
         buf = self.gbuf(s.buffer, "CpAsync")
+        sh = self.sarr(s.array, "CpAsync")
+        width = self.elem_bytes(s.buffer, buf)
+        if width != sh.elem_bytes or s.nbytes % width:
+            self.fail(f"cp.async of {s.nbytes} bytes from {s.buffer} ({width}-byte elements) into "
+                      f"{s.array} ({sh.elem_bytes}-byte elements)")
+        n = s.nbytes // width
         src = self.check_bounds(self.ev_int(s.src_offset, mask), n, buf.size, mask,
                                 f"buffer {s.buffer}", "CpAsync", align=n)
         vals = [cast(np.take(buf, src + j), F32) for j in range(n)]
-        self.stats.global_bytes_loaded += self.count(mask) * 4 * n
+        self.stats.global_bytes_loaded += self.count(mask) * s.nbytes
         self.stats.global_loads += self.count(mask)
-        sh = self.sarr(s.array, "CpAsync")
         self.shared_write(sh, self.ev_int(s.dst_offset, mask), vals, mask, "CpAsync", align=n,
                           pend_tag=self.cp_open)
 
