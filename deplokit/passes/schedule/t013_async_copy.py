@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, map_body, walk
-from ..record import KernelPass, Needs, PassContext, Skip, flag_knob, replace_tile
+from ..record import KernelPass, Needs, Noted, PassContext, Skip, flag_knob, replace_tile
 from ..stage_geometry import restamp_stages
 from .rewrite import await_copies
 
@@ -47,9 +47,14 @@ def apply(kernel, pctx: PassContext):
     if not sync:
         return Skip("every stage is already an asynchronous (TMA) copy")
     types = pctx.types
-    chosen = {s.name for s in sync if types[s.tensor].dtype == "float32"}
+    # a prologue stage (007) transforms each element between load and store: cp.async cannot
+    registers = [s for s in sync if s.prologue is not None]
+    chosen = {s.name for s in sync if types[s.tensor].dtype == "float32" and s.prologue is None}
+    why = [f"{s.name}: its prologue ({', '.join(c.op for c in s.prologue.body)}) is applied in registers "
+           f"between the global load and the shared store: a synchronous copy" for s in registers]
     if not chosen:
-        return Skip("; ".join(f"{s.name}: {s.tensor} is {types[s.tensor].dtype}, not float32" for s in sync))
+        return Skip("; ".join(why + [f"{s.name}: {s.tensor} is {types[s.tensor].dtype}, not float32"
+                                     for s in sync if s.prologue is None]))
 
     def narrow(st):
         if isinstance(st, Stage) and st.name in chosen:
@@ -58,7 +63,8 @@ def apply(kernel, pctx: PassContext):
 
     new_tile = Tile(tile.axes, await_copies(map_body(tile.body, narrow), chosen))
     # a 16-byte cp.async also needs 16-byte aligned shared rows: the copy units are restamped
-    return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    narrowed = restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    return Noted(narrowed, tuple(why)) if why else narrowed
 
 
 PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),),
