@@ -181,6 +181,9 @@ class KernelBuilder:
         self.instances.append(inst)
         return self.table.add(EAcc(self.instance_of[key]))
 
+    def _shape_of(self, name):
+        return tuple(self.nodes[name].type.shape) if name in self.nodes else tuple(self.buffer_shapes[name])
+
     def _buffer_shape(self, name):
         return self.buffer_shapes[name]
 
@@ -269,6 +272,7 @@ class KernelBuilder:
             if role in extent:
                 extent[role] *= self.ranges[v]
         sides: dict[str, set] = {}
+        leaves: set = set()
         for e, ex in enumerate(self.table.exprs):
             if isinstance(ex, EOp):
                 used = {roles.get(v, "?") for v in self.table.vars[e]}
@@ -276,7 +280,17 @@ class KernelBuilder:
                     else None
                 if side and ex.op in STORAGE_OPS:   # a half operand's stage holds its half elements
                     return {}
+                if side:
+                    leaves.update((side, self.table.exprs[a]) for a in ex.args
+                                  if isinstance(a, int) and isinstance(self.table.exprs[a], ELoad))
                 sides.setdefault(ex.origin, set()).add(side)
+        # one slab: every leaf of a side's prologue read at the same index of a same-shaped
+        # tensor (007 stages exactly that; silu(gate) * up, not x[m, k] * scale[k])
+        for side in ("A", "B"):
+            reads = {(ld.index, self._shape_of(ld.tensor)) for sd, ld in leaves if sd == side}
+            padded = any(ld.pad is not None for sd, ld in leaves if sd == side)   # 007 stages no masked read
+            if len(reads) > 1 or padded:
+                sides = {n: {None} if side in ss else ss for n, ss in sides.items()}
         out = {}
         for node, s in sides.items():
             if s == {"A"}:
