@@ -43,14 +43,16 @@ def _reads(s) -> set[str]:
     return set()
 
 
-def find_prologues(body, leaf_key: dict[int, tuple], shapes: dict[str, tuple]) -> list[Prologue]:
+def find_prologues(body, leaf_key: dict[int, tuple], shapes: dict[str, tuple], in_k: bool = False) -> list[Prologue]:
     """The prologue chains in `body` and its nested loops. leaf_key: id(load) -> (007's group
     key, the load's index into the slab) for each load 007 could stage; shapes: tensor shapes
     (the leaves of one chain share the tensor shape, so one flat offset reads them all)."""
     out: list[Prologue] = []
     for s in body:
         if isinstance(s, (Loop, StridedLoop)):
-            out += find_prologues(s.body, leaf_key, shapes)
+            out += find_prologues(s.body, leaf_key, shapes, in_k or s.role == "K")
+    if not in_k:          # a contraction's operand only (the guard's staged prologue), not a norm's row
+        return out
     geometry: dict[str, tuple] = {}     # value -> (scope, origin, dims, slab index, shape)
     defs: dict[str, object] = {}
     for s in body:
