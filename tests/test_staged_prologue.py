@@ -23,7 +23,8 @@ def _swiglu_down(g, u, w):
 
 def _compile(M, K, N, target="sm_90", seed=0):
     gen = torch.Generator().manual_seed(seed)
-    inputs = (torch.randn(1, M, K, generator=gen), torch.randn(1, M, K, generator=gen), torch.randn(K, N, generator=gen))
+    inputs = (torch.randn(1, M, K, generator=gen), torch.randn(1, M, K, generator=gen),
+              torch.randn(K, N, generator=gen))
     return deplokit.compile(_swiglu_down, *inputs, target=target)
 
 

@@ -16,9 +16,9 @@ from ...ir.tile_ir import Stage
 from ...ir.types import shared_ctype
 from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset, plus
-from .value_expr import lower_value
 from .smem_layout import smem_size
 from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
+from .value_expr import lower_value
 
 
 def _tid0():
