@@ -180,6 +180,23 @@ class SlabAxis:
 
 
 @dataclass(frozen=True)
+class StagedPrologue:
+    """An elementwise function applied to each slab element between its global loads and its
+    shared store (007: SwiGLU's silu(gate) * up staged as the A operand of down_proj):
+    `inputs[i]` is read at the stage's origin + slab element into `params[i]`, `body` computes
+    from them, the stage holds `result` (float32). The inputs share the stage tensor's shape.
+    cp.async and TMA copy bytes as they are: such a stage is copied through registers."""
+    inputs: tuple[str, ...]
+    params: tuple[str, ...]
+    body: tuple[Compute, ...]
+    result: str
+
+    def text(self) -> str:
+        reads = ", ".join(f"{p} = {t}" for p, t in zip(self.params, self.inputs))
+        return f"prologue({reads}; {'; '.join(c.text() for c in self.body)})"
+
+
+@dataclass(frozen=True)
 class Stage:
     """name[slab] = tensor[origin + slab] in shared memory, for the rest of the scope.
 
@@ -201,6 +218,7 @@ class Stage:
     prefetch: int = 0              # d >= 1: issued d K-outer iterations ahead (software pipeline)
     tma: TmaBox | None = None      # the tensor-map copy (011) and its swizzle (012)
     unit: int = 1                  # elements per unit the threads copy: 16 bytes (float4 / cp.async 16) or 1 (007)
+    prologue: StagedPrologue | None = None   # applied on the way in (007): a register-staged copy
     # the element type held in shared memory: float32 (a half tensor converted as it is
     # copied), or the tensor's own half type where 008's tensor-core path reads it raw
     # (2 bytes an element: pad, units and 16-byte rows count halves)
@@ -226,6 +244,7 @@ class Stage:
         extra += f", {self.tma.text()}" if self.tma else ""
         extra += f", prefetch={self.prefetch}" if self.prefetch else ""
         extra += f", {self.dtype}" if self.dtype != "float32" else ""
+        extra += f", {self.prologue.text()}" if self.prologue else ""
         return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "
                 f"slab=({', '.join(str(s) for s in self.slab)}){extra})")
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, map_body, walk
-from ..record import KernelPass, Needs, PassContext, Skip, flag_knob, replace_tile
+from ..record import KernelPass, Needs, Noted, PassContext, Skip, flag_knob, replace_tile
 from ..stage_geometry import copy_unit, restamp_stages, scope_ranges
 from .rewrite import await_copies
 
@@ -50,6 +50,9 @@ def apply(kernel, pctx: PassContext):
     ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}
 
     def why_not(s) -> str:
+        if s.prologue is not None:     # 007's prologue transforms each element: cp.async cannot
+            return (f"{s.name}: its prologue ({', '.join(c.op for c in s.prologue.body)}) is applied in "
+                    "registers between the global load and the shared store: a synchronous copy")
         if s.dtype != "float32":       # halves held raw (008's mma operands): 16-byte copies only
             if copy_unit(dataclasses.replace(s, copy="async"), types[s.tensor], ranges[s.name]) == 1:
                 return (f"{s.name}: rows of {s.tensor}'s halves are not 16-byte units "
@@ -59,6 +62,7 @@ def apply(kernel, pctx: PassContext):
         return "" if dtype == "float32" else f"{s.name}: {s.tensor} is {dtype}, not float32"
 
     chosen = {s.name for s in sync if not why_not(s)}
+    why = [why_not(s) for s in sync if s.prologue is not None]
     if not chosen:
         return Skip("; ".join(why_not(s) for s in sync))
 
@@ -69,7 +73,8 @@ def apply(kernel, pctx: PassContext):
 
     new_tile = Tile(tile.axes, await_copies(map_body(tile.body, narrow), chosen))
     # a 16-byte cp.async also needs 16-byte aligned shared rows: the copy units are restamped
-    return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    narrowed = restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    return Noted(narrowed, tuple(why)) if why else narrowed
 
 
 PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),),
