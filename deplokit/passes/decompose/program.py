@@ -31,6 +31,7 @@ from . import (  # noqa: F401
     hardtanh,
     index_copy,
     index_select,
+    key_mask,
     layer_norm,
     leaky_relu,
     linear,
