@@ -36,8 +36,9 @@ class GraphPlan:
     launches: int
 
     def text(self) -> str:
+        state = ", ".join(self.state) or "nothing"
         return (f"one CUDA graph of {self.launches} launches a call; before each replay: "
-                f"{', '.join(self.rewritten)} written into device memory; in place: {', '.join(self.state) or 'nothing'}")
+                f"{', '.join(self.rewritten)} written into device memory; in place: {state}")
 
 
 def graph_plan(executor) -> GraphPlan:

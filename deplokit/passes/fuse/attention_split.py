@@ -83,7 +83,8 @@ def combine_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], s
             Compute(f"{s}_wx", "multiply", (f"{s}_w", f"{s}_x")),
             Accumulate(acc, "sum", f"{s}_wx")))
 
-    body = [Loop("%s_max", splits, "reduce", (Load("%m_s", out_max, at("%s_max", False)), Accumulate(big, "max", "%m_s"))),
+    body = [Loop("%s_max", splits, "reduce",
+                 (Load("%m_s", out_max, at("%s_max", False)), Accumulate(big, "max", "%m_s"))),
             Compute("%unseen", "equal", (big, float("-inf")), dtype="bool"),
             Compute("%base", "where", ("%unseen", 0.0, big), "a row of masked keys keeps exp finite"),
             weighted("%s_sum", out_sum, "%l_all"),
