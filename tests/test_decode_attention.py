@@ -102,3 +102,23 @@ def test_a_long_cache_fills_the_sms():
 def test_split_and_combine_compile_with_nvcc(short, arch):
     result = short.nvcc(arch)
     assert set(result.stats) == set(short.cuda.kernels)
+
+
+def test_identical_layers_compile_once():
+    """The decode program of 2 and of 4 layers: the same unique kernels (one split attention
+    kernel and one combine among them), more launches."""
+    transformers = pytest.importorskip("transformers")
+    from deplokit.generate import build_decoder
+
+    def decode(layers):
+        torch.manual_seed(0)
+        cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
+                                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                       max_position_embeddings=64)
+        return build_decoder(transformers.LlamaForCausalLM(cfg).eval(), max_length=32).decode
+    two, four = decode(2), decode(4)
+    assert len(four.kernel_ir.kernels) == len(two.kernel_ir.kernels)
+    assert sum(k.name.endswith("_split") for k in two.kernel_ir.kernels) == 1
+    assert sum(k.name.endswith("_combine") for k in two.kernel_ir.kernels) == 1
+    per_layer = (len(four.launches) - len(two.launches)) // 2
+    assert per_layer > 0 and len(two.launches) > 2 * per_layer      # each layer's kernels, launched per layer

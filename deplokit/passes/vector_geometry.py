@@ -56,7 +56,7 @@ def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -
             # step's attention row read by the o projection) is a unit stride in the flat
             # row-major offset: judged there, as one row of all the elements
             flat = row_major_offset(index, ttype.shape)
-            if split_lane(flat, lane) is not None:
+            if (split_lane(flat, lane) or (0,))[0] == 1:
                 return float4_reason(tensor, (flat,), lane, dataclasses.replace(ttype, shape=(ttype.numel,)),
                                      multiples)
             return f"{where}: {lane} indexes dimension {d}, not the contiguous last one"
