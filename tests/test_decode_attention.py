@@ -1,4 +1,4 @@
-"""Flash-decoding (passes/fuse/attention_split.py): one query row's keys split over blocks,
+"""Flash-decoding (passes/flash/attention_split.py): one query row's keys split over blocks,
 then combined in split order; the key loop bounded at run time by the position `pos`.
 SmolLM2-135M's attention sizes: 9 query heads, 3 kv heads, head_dim 64."""
 import numpy as np

@@ -136,7 +136,7 @@ class Positions:
         """`arange(K) <= pos + c` (le, lt, ge, gt of a constant that is an arange along its last
         axis and a position of one offset c): the op `key_mask(pos, offset=c')`, true where the
         last index k <= pos + c'. Its decomposition compares the index itself, so that passes
-        can read the bound (flash-decoding stops its key loop there: passes/fuse/attention_split)."""
+        can read the bound (flash-decoding stops its key loop there: passes/flash/attention_split)."""
         flips = {"le": "le", "lt": "lt", "ge": "le", "gt": "lt"}
         op = key.split(".")[0]
         val = node.meta.get("val")

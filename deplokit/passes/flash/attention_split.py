@@ -28,7 +28,7 @@ from ...ir.substitute import substitute_body
 from ...ir.types import Buffer, TensorType
 from .attention_loop import flash_kernel
 from .attention_match import AttentionParts
-from .rows import renumber
+from ..rows.rows import renumber
 
 SPLIT = "%split"
 
