@@ -26,9 +26,9 @@ from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, flash_parts, 
 from ...ir.names import fresh_name
 from ...ir.substitute import substitute_body
 from ...ir.types import Buffer, TensorType
+from ..rows.rows import renumber
 from .attention_loop import flash_kernel
 from .attention_match import AttentionParts
-from ..rows.rows import renumber
 
 SPLIT = "%split"
 
