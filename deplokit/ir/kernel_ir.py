@@ -549,7 +549,9 @@ def varies(e, varying) -> bool:
             return True
         if isinstance(x, Var) and x.name in varying:
             return True
-        if isinstance(x, (GlobalLoad, SharedLoad, RegLoad, Shuffle)):
+        # a global read at an address every thread computes alike (a runtime scalar, pos[0])
+        # reads one value: uniform where its offset is (subexprs visits the offset too)
+        if isinstance(x, (SharedLoad, RegLoad, Shuffle)) or (isinstance(x, GlobalLoad) and x.buffer in varying):
             return True
     return False
 

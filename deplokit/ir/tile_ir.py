@@ -436,7 +436,7 @@ def map_body(body, fn):
         elif isinstance(s, StridedLoop):
             s = StridedLoop(s.var, s.start, s.stop, s.step, s.kind, map_body(s.body, fn), s.role, s.unroll)
         elif isinstance(s, Loop):
-            s = Loop(s.var, s.extent, s.kind, map_body(s.body, fn), s.role, s.unroll)
+            s = Loop(s.var, s.extent, s.kind, map_body(s.body, fn), s.role, s.unroll, s.stop)
         r = fn(s)
         if isinstance(r, tuple):
             out.extend(r)

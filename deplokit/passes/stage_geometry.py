@@ -250,7 +250,7 @@ def k_outer_loops(tile: Tile, flash: bool = False):
     for s in tile.body:
         if isinstance(s, Loop) and s.role == "K" and any(isinstance(c, Loop) and c.role == "K" for c in s.body):
             out.append(s)
-        elif flash and isinstance(s, Loop) and s.kind == "serial":
+        elif flash and isinstance(s, Loop) and s.kind == "serial" and s.stop is None:   # no ring past a runtime stop
             out.append(s)
         elif flash and isinstance(s, StridedLoop) and s.kind == "serial" and s.step == 1 and \
                 free_vars(s.start) <= blocks:

@@ -34,6 +34,7 @@ from . import (  # noqa: F401
     index_copy,
     index_put,
     index_select,
+    key_mask,
     layer_norm,
     leaky_relu,
     linear,

@@ -45,6 +45,13 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
     consumers: dict[str, list[str]] = {}
     producers = {n.name: tuple(n.inputs()) for n in program.nodes}
     free = frozenset(n.name for n in program.nodes if isinstance(n, Elementwise) and n.op in STORAGE_OPS)
+    # values of runtime scalars alone (a position's bound, its broadcast): an integer op on one
+    # loaded element, recomputed anywhere for nothing
+    scalar_only = {b.name for b in program.buffers if b.kind == "scalar"}
+    for n in program.nodes:
+        if isinstance(n, (Elementwise, IndexMap)) and n.inputs() and set(n.inputs()) <= scalar_only:
+            scalar_only.add(n.name)
+    free |= scalar_only
     for n in program.nodes:
         for i in n.inputs():
             consumers.setdefault(i, []).append(n.name)

@@ -499,7 +499,8 @@ class _Renderer:
         inner = _Scope(scope)
         inner.declare(s.var, "int")
         start = self.init_expr(s.start, scope)
-        stop = self.expr(s.stop, inner)
+        cmp = ">" if isinstance(s.step, Const) and s.step.value < 0 else "<"
+        stop = self._sub(s.stop, inner, _PREC[cmp], cmp, True)    # a runtime bound may be a ?: (min)
         if isinstance(s.step, Const) and s.step.value == 1:
             step = f"++{s.var}"
         elif isinstance(s.step, Const) and s.step.value == -1:

@@ -186,7 +186,11 @@ class Materializer(LoweringState):
             self.ranges[s.var] = s.extent
             body = self.stmts(s.body)
             # a register loop is always unrolled: its variable indexes register arrays
-            loop = K.For(s.var, K.Const(0, "int"), K.Const(s.extent, "int"), K.Const(1, "int"), tuple(body),
+            stop = K.Const(s.extent, "int")
+            if s.stop is not None:      # a runtime bound, at most the extent: min(extent, stop)
+                bound = self.index_exprs((s.stop,), pre)[0]
+                stop = K.Select(K.Binary("<", bound, stop), bound, stop)
+            loop = K.For(s.var, K.Const(0, "int"), stop, K.Const(1, "int"), tuple(body),
                          s.unroll or s.kind == "register")
         else:
             self.ranges[s.var] = s.stop
