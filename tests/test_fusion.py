@@ -117,11 +117,12 @@ def test_llama_layer_kernel_inventory():
     c = deplokit.compile(LlamaLayer(hidden=64, heads=4, kv_heads=2, intermediate=96), torch.randn(1, 37, 64))
     names = [k.name for k in c.loop_ir.kernels]
     # norm, q, k, v, rope(q), rope(k), attention (one flash-attention kernel: fuse_attention;
-    # row fusion would re-read K and V for every query row), o_proj, norm, gate, up, swiglu (its
-    # own elementwise kernel: inside down_proj's K loop it would be recomputed per output
-    # column), down+residual
-    assert len(names) == 13, names
-    assert "merged_mul_4" in names
+    # row fusion would re-read K and V for every query row), o_proj, norm, gate, up,
+    # swiglu·down+residual (silu(gate) * up staged with down_proj's A slab: computed once per
+    # element and N-block, never stored)
+    assert len(names) == 12, names
+    assert "merged_mul_4" not in names
+    assert any("staged prologue" in n for s in c.trace if s.name == "fuse" for n in s.notes)
     assert [k.name for k in c.loop_ir.kernels if k.flash is not None] == ["flash_scaled_dot_product_attention"]
     assert all(k.flash is not None for k in c.loop_ir.kernels if k.locals)     # no row-fused kernel
     assert names.count("merged_rms_norm") + names.count("merged_rms_norm_1") == 2
