@@ -741,6 +741,15 @@ case(
     tol=EXACT,
 )
 case("floor_divide/remainder(float)", "(3,37)", lambda x: x // 0.75 + x % -1.5, randn(3, 37, scale=4.0), tol=EXACT)
+# issue 29: sliding windows (PatchTSMixer), argmax routing, Mamba's causal depthwise conv,
+# a strided dilated conv with bias, and an empty_like a copy_ fills (tests/test_model_ops.py)
+case("unfold(-1,4,3)", "(3,5,37)", lambda x: x.unfold(-1, 4, 3), randn(3, 5, 37), tol=EXACT)
+case("one_hot(argmax)", "(5,37)", lambda x: F.one_hot(x.argmax(-1), 37), randn(5, 37), tol=EXACT)
+case("conv1d(depthwise causal)", "(3,5,37)",
+     module(lambda: nn.Conv1d(5, 5, 4, groups=5, padding=3)), randn(3, 5, 37), tol=REDUCE)
+case("conv1d(stride 3,dilation 2,bias)", "(3,5,37)->7",
+     module(lambda: nn.Conv1d(5, 7, 4, stride=3, dilation=2, padding=2)), randn(3, 5, 37), tol=REDUCE)
+case("copy_ into empty_like", "(3,37)", lambda x: torch.empty_like(x).copy_(x.amax(0)) - x, randn(3, 37), tol=EXACT)
 
 
 def _routed(x, w, ids):

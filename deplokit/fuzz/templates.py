@@ -184,6 +184,11 @@ TEMPLATES = (
         ("where", "gt", "lt"),
         _unary("torch.where({x} > 1.8, float('nan'), torch.where({x} < -2.2, float('-inf'), {x}))"),
     ),
+    Template("unfold", ("unfold",), mk.unfold),
+    Template("one_hot", ("one_hot", "argmax", "to", "mul"), mk.one_hot),
+    Template("conv1d", ("conv1d", "slice"), mk.conv1d),
+    Template("add_", ("tanh", "add"), mk.in_place_add),
+    Template("empty_like_copy", ("copy", "mul", "add", "sub"), mk.overwritten_empty),
     Template("float_divmod", ("mul", "abs", "add", "neg", "floor_divide", "remainder"), ints.float_divmod),
 )
 

@@ -105,8 +105,13 @@ def _sized(d, dv, group, query_tile, key_tile, causal, decode, tma=True) -> Flas
         key_tile = query_tile if causal else key_tile
     if not fits(query_tile, key_tile):
         return f"{group} query rows of {d} floats and a key tile do not fit {SHARED_BUDGET} bytes"
-    why = "query rows in shared memory: no tile of rows kept a thread's row within its register cap; " + \
-        budget(d, dv, key_tile, 1, group * query_tile, query_in_registers=False).text()
+    fit = budget(d, dv, key_tile, 1, group * query_tile, query_in_registers=False, tma=tma)
+    if not fit.fits:
+        # a thread still keeps its whole output row: past the cap it spills every key tile's
+        # update to local memory (head_dim 1000: ~1100 registers); the separate kernels win
+        return f"a thread's output row of {dv} floats does not fit its registers even with the query rows " \
+            f"in shared memory: {fit.text()}"
+    why = "query rows in shared memory: no tile of rows kept a thread's row within its register cap; " + fit.text()
     return FlashPlan("", "", group, query_tile, key_tile, causal, False, 1, why)
 
 
