@@ -15,8 +15,19 @@ class SplitK:
     workspace: str
     reducer: str
     leftover: int = 0       # K chunks past splits x (chunks // splits): the reducer's, with the K tail
+    # in_kernel: no reducer kernel; the last block of each output tile to arrive (an int
+    # counter per tile in `counter`, zero between launches) adds the partials in split order
+    reduce: str = "reducer"
+    counter: str = ""
+
+    @property
+    def in_kernel(self) -> bool:
+        return self.reduce == "in_kernel"
 
     def text(self) -> str:
+        if self.in_kernel:
+            return (f"split-K {self.splits} into {self.workspace}, reduced in the kernel by the last block of each tile "
+                    f"(counter {self.counter})  # deterministic: split order")
         rest = f", {self.leftover} K chunks left to it" if self.leftover else ""
         return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}{rest}  # deterministic"
 
