@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ...analysis.occupancy import balanced, sm_balance
+from ...analysis.work import SPLIT_TAIL_ROUND_TRIPS
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, walk
 from .block_shape import (
@@ -262,7 +263,6 @@ def _reducer_cycles(splits: int, outputs: int, target) -> float:
 
 LAUNCH_US = 2.5            # a kernel launch (tune/cost_model.CostConstants.launch_us)
 SM_PORT_BYTES = 64         # bytes an SM moves to or from L2 a clock: the bound on one SM's share
-TAIL_LATENCIES = 3         # an in-kernel tail's round trips: the fence, the counter's atomic, the partials
 
 
 def reduce_choice(m: int, n: int, other: int, splits: int, tiles: int, target) -> tuple[str, str]:
@@ -271,13 +271,13 @@ def reduce_choice(m: int, n: int, other: int, splits: int, tiles: int, target) -
     applies the epilogue) or `reducer` (a kernel launched after). Both read the S partials and
     write the output once; the reducer pays a launch and its latency waves
     (_reducer_cycles), the in-kernel tail runs on the `tiles` last blocks only, at most one
-    SM's port each (SM_PORT_BYTES a clock), after a fence and an atomic (TAIL_LATENCIES)."""
+    SM's port each (SM_PORT_BYTES a clock), after a fence and an atomic (SPLIT_TAIL_ROUND_TRIPS)."""
     bw = target.bandwidth_gbs * 1e9
     clock = target.clock_hz
     moved = (splits + 1) * other * m * n * WORD
     reducer = LAUNCH_US + (moved / bw + _reducer_cycles(splits, other * m * n, target) / clock) * 1e6
     ports = min(tiles, sm_count(target)) * SM_PORT_BYTES * clock
-    tail = (moved / min(bw, ports) + TAIL_LATENCIES * LATENCY_CYCLES / clock) * 1e6
+    tail = (moved / min(bw, ports) + SPLIT_TAIL_ROUND_TRIPS * LATENCY_CYCLES / clock) * 1e6
     if tail <= reducer:
         return "in_kernel", (f"in the kernel: the last of {splits} blocks per tile adds the partials in split order "
                              f"(tail ~{tail:.1f} µs on {tiles} tiles vs a reducer kernel ~{reducer:.1f} µs)")
