@@ -26,8 +26,8 @@ class SplitK:
 
     def text(self) -> str:
         if self.in_kernel:
-            return (f"split-K {self.splits} into {self.workspace}, reduced in the kernel by the last block of each tile "
-                    f"(counter {self.counter})  # deterministic: split order")
+            return (f"split-K {self.splits} into {self.workspace}, reduced in the kernel by the last block of "
+                    f"each tile (counter {self.counter})  # deterministic: split order")
         rest = f", {self.leftover} K chunks left to it" if self.leftover else ""
         return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}{rest}  # deterministic"
 

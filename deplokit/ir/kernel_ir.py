@@ -391,8 +391,9 @@ class TensorMap:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, SyncWarp, ThreadFence, AtomicInc, Broadcast, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
-             MbarrierArrive, MbarrierWait, ProxyFence, Comment, LdMatrix, Tf32Round, Mma]
+             For, If, Barrier, SyncWarp, ThreadFence, AtomicInc, Broadcast, CpAsync, CpAsyncCommit, CpAsyncWait,
+             TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait, ProxyFence, Comment, LdMatrix,
+             Tf32Round, Mma]
 
 
 # -- statements pending a later lowering pass ----------------------------------------------
