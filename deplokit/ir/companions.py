@@ -19,6 +19,10 @@ class SplitK:
     # counter per tile in `counter`, zero between launches) adds the partials in split order
     reduce: str = "reducer"
     counter: str = ""
+    # K chunks past the end that the last split runs as zeros: a split count that is neither a
+    # power of two nor a divisor of the chunks gives every split ceil(chunks / splits) of them
+    # (the loads past K read zeros: every block runs as long, the grid stays balanced)
+    overhang: int = 0
 
     @property
     def in_kernel(self) -> bool:
@@ -26,9 +30,11 @@ class SplitK:
 
     def text(self) -> str:
         if self.in_kernel:
+            over = f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
             return (f"split-K {self.splits} into {self.workspace}, reduced in the kernel by the last block of "
-                    f"each tile (counter {self.counter})  # deterministic: split order")
+                    f"each tile (counter {self.counter}){over}  # deterministic: split order")
         rest = f", {self.leftover} K chunks left to it" if self.leftover else ""
+        rest += f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
         return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}{rest}  # deterministic"
 
 

@@ -86,6 +86,7 @@ from .grid_plan import (
     old_splits,
     reduce_choice,
     sm_count,
+    split_run,
     thread_tiles,
 )
 from .rewrite import used_vars
@@ -195,8 +196,9 @@ def _tiles(mm: _Matmul, splits: int, target) -> int:
 def _in_kernel_blocker(mm: _Matmul, splits: int) -> str:
     """Why the last block cannot add the partials itself ("" when it can): K products that no
     split reduces (002's K tail, chunks past splits x (chunks // splits)) are the reducer's."""
-    if mm.tail or mm.chunks % splits:
-        what = "a K tail" if mm.tail else f"{mm.chunks % splits} leftover K chunks"
+    left = mm.chunks % splits if mm.tail else mm.chunks - splits * split_run(mm.chunks, splits)[0]
+    if mm.tail or left > 0:
+        what = "a K tail" if mm.tail else f"{left} leftover K chunks"
         return f"reducer: {what} to reduce besides the partials"
     return ""
 
@@ -242,12 +244,14 @@ def apply(kernel: TileKernel, pctx: PassContext):
     tile, outer = mm.tile, mm.outer
     base = outer.var[:-1] if outer.var.endswith("o") else outer.var
     ks = fresh_name(f"{base}s", used_vars(kernel.body))
-    C = mm.chunks // S
+    C, over = split_run(mm.chunks, S)
+    if over and mm.tail:          # chunks past the end would read 002's K tail: the reducer's leftover instead
+        C, over = mm.chunks // S, 0
     body = substitute_body(outer.body, {outer.var: var(ks) * C + var(outer.var)}, {outer.var: C, ks: S})
     new_outer = Loop(outer.var, C, outer.kind, body, outer.role, outer.unroll)
     ws = fresh_name(f"{kernel.name}_partials", set(pctx.types))
     partial = Store(ws, (var(ks),) + tuple(mm.store.index), mm.acc)
-    split = SplitK(S, ws, f"{kernel.name}_reduce", mm.chunks - S * C)
+    split = SplitK(S, ws, f"{kernel.name}_reduce", max(0, mm.chunks - S * C), overhang=over)
     notes = (why,) if planned is not None and planned.splits == S else ()
     reduce, reason = _reduce_decision(mm, S, pctx.target)
     tail: tuple = ()
