@@ -125,12 +125,20 @@ def test_the_cost_model_prices_the_tail_and_the_choice_keeps_the_reducer_where_c
     assert reduce_choice(32, 3584, 1, 7, 56, H100)[0] == "in_kernel"
 
 
-def test_a_k_tail_keeps_the_reducer_and_says_why():
+def test_a_k_tail_keeps_the_reducer_and_says_why_unless_an_overhang_absorbs_it():
     g = torch.Generator().manual_seed(3)
-    a, b = torch.randn(4, 1000, generator=g), torch.randn(1000, 64, generator=g)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, config={REDUCE: "in_kernel"})
+    a, b = torch.randn(4, 1000, generator=g), torch.randn(1000, 64, generator=g)    # 62 chunks and 8
+    c = deplokit.compile(lambda a, b: a @ b, a, b, config={REDUCE: "in_kernel", "003_split_matmul_k.splits": 4})
     split = next(k for k in c.tile_ir.kernels if k.split_k is not None).split_k
     assert not split.in_kernel and len(c.kernel_ir.kernels) == 2
     note = next(s for s in c.trace if s.name == "003_split_matmul_k").decisions[0].note
     assert "reducer: a K tail to reduce besides the partials" in note
     assert c.check(a, b, backend="sim", atol=1e-4).ok
+    # 3 splits of 21 chunks run past the 62: through the K tail (002's loop dropped), then zeros
+    c = deplokit.compile(lambda a, b: a @ b, a, b, config={REDUCE: "in_kernel", "003_split_matmul_k.splits": 3})
+    (tile,) = c.tile_ir.kernels
+    assert tile.split_k.in_kernel and tile.split_k.overhang == 1
+    env = {"a": a.numpy(), "b": b.numpy()}
+    first = simulate_program(c.kernel_ir, env)[0]
+    np.testing.assert_allclose(first, (a @ b).numpy(), rtol=1e-4, atol=1e-4)
+    assert np.array_equal(first, simulate_program(c.kernel_ir, env, block_order="reversed")[0])

@@ -196,8 +196,9 @@ def _tiles(mm: _Matmul, splits: int, target) -> int:
 def _in_kernel_blocker(mm: _Matmul, splits: int) -> str:
     """Why the last block cannot add the partials itself ("" when it can): K products that no
     split reduces (002's K tail, chunks past splits x (chunks // splits)) are the reducer's."""
-    left = mm.chunks % splits if mm.tail else mm.chunks - splits * split_run(mm.chunks, splits)[0]
-    if mm.tail or left > 0:
+    run, over = split_run(mm.chunks, splits)
+    left = mm.chunks - splits * run
+    if (mm.tail and not over) or left > 0:      # an overhang absorbs 002's K tail
         what = "a K tail" if mm.tail else f"{left} leftover K chunks"
         return f"reducer: {what} to reduce besides the partials"
     return ""
@@ -244,9 +245,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
     tile, outer = mm.tile, mm.outer
     base = outer.var[:-1] if outer.var.endswith("o") else outer.var
     ks = fresh_name(f"{base}s", used_vars(kernel.body))
+    # overhanging splits (split_run) run past the chunks: through 002's K tail (which they
+    # absorb, its loop dropped: one run reads it, in order) and then past K, as zeros
     C, over = split_run(mm.chunks, S)
-    if over and mm.tail:          # chunks past the end would read 002's K tail: the reducer's leftover instead
-        C, over = mm.chunks // S, 0
     body = substitute_body(outer.body, {outer.var: var(ks) * C + var(outer.var)}, {outer.var: C, ks: S})
     new_outer = Loop(outer.var, C, outer.kind, body, outer.role, outer.unroll)
     ws = fresh_name(f"{kernel.name}_partials", set(pctx.types))
@@ -303,7 +304,7 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
     taken |= {st.dst for st in summed}
     dtype = next((a.dtype for a, _ in walk(before.body) if isinstance(a, Accumulate) and a.acc == mm.acc),
                  "float32")
-    if mm.tail or split.leftover:
+    if (mm.tail and not split.overhang) or split.leftover:
         summed = fresh_name(f"{mm.acc}_sum", taken)
         body.append(Compute(summed, "add", (total, mm.acc), dtype=dtype))
         total = summed
@@ -319,6 +320,8 @@ def _tail(mm: _Matmul, split: SplitK) -> list:
     (K-inner below BK, K-outer below the chunk count: a K built from reshaped axes reads
     (ko * BK + ki) // 32 as ko // 2), so the run's variable enters as chunk tv // BK and
     lane tv % BK, never as a K-inner longer than BK."""
+    if split.overhang:          # the overhanging run read the K tail
+        return []
     if not split.leftover:
         return list(mm.tail)
     inner = next(c for c in mm.outer.body if isinstance(c, Loop) and c.role == "K")
