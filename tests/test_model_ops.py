@@ -148,7 +148,8 @@ def test_one_hot_without_a_class_count_is_refused():
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
 def test_the_cuda_compiles(target):
-    conv, dw = _module(lambda: nn.Conv1d(5, 7, 4, stride=3, dilation=2, padding=2)), _module(lambda: CausalDepthwise(5, 3))
+    conv = _module(lambda: nn.Conv1d(5, 7, 4, stride=3, dilation=2, padding=2))
+    dw = _module(lambda: CausalDepthwise(5, 3))
 
     def model(x):
         h = torch.sigmoid(dw(x))

@@ -302,7 +302,8 @@ def test_the_inventory_and_a_timeline_have_html_and_count_reducers():
 
     import deplokit
     torch.manual_seed(0)
-    mm = deplokit.compile(torch.matmul, torch.randn(512, 128), torch.randn(128, 512))
+    mm = deplokit.compile(torch.matmul, torch.randn(512, 128), torch.randn(128, 512),
+                          config={"003_split_matmul_k.reduce": "reducer"})
     inv = mm.inventory()
     assert [e.of for e in inv] == ["", inv[0].kernel] and inv.reducers == 1 and inv.launches == 2
     assert str(inv).splitlines()[-1].startswith("total: 2 launches of 2 unique kernels (1 split-K reducer among them)")

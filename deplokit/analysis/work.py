@@ -21,11 +21,12 @@ from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.ops import OPS
 from ..ir.stages import row_major_strides
-from ..ir.tile_ir import THREAD, AsyncWait, Combine, FragmentLoad, MmaSync, Stage, StridedLoop, TileKernel
+from ..ir.tile_ir import THREAD, AsyncWait, Combine, FragmentLoad, MmaSync, SplitArrive, Stage, StridedLoop, TileKernel
 from .banks import WARP, smem_loads, thread_values
 from .units import is_flop
 
 SECTOR = 32
+SPLIT_TAIL_ROUND_TRIPS = 3     # an in-kernel split-K tail: the fence, the counter's atomic, the partials
 # Special-function-unit ops (ir/ops.py `slots`) issue at a quarter of the FP32 rate.
 SLOW_OPS = {name for name, op in OPS.items() if op.slots}
 
@@ -48,6 +49,9 @@ class KernelWork:
     prefetch: int = 0           # K tiles the stages are fetched ahead of their use (015: stages - 1)
     tensor_flops: float = 0.0   # of `flops`, those mma.sync does on tensor cores
     tensor_dtype: str = ""      # their input type (bf16, f16, tf32): Target.tensor_rate's key
+    # round trips to memory a block makes after its main loop, one after another, before its
+    # tile is done: an in-kernel split-K tail's fence, counter atomic and partials (3), else 0
+    tail_round_trips: int = 0
 
     @property
     def coalescing(self) -> float:
@@ -73,6 +77,7 @@ class _Counter:
         self.pipelined = False
         self.prefetch = 0
         self.vector = 1             # elements per access inside a vector loop
+        self.tail_round_trips = 0
 
     # -- helpers -----------------------------------------------------------------------------
     def _env(self, env: dict, e) -> dict:
@@ -100,6 +105,17 @@ class _Counter:
         per_warp = per_block * self.warps
         per_thread = per_block * self.threads
         for s in body:
+            if isinstance(s, SplitArrive):
+                # a fence, two barriers and one thread's atomic in every block; what follows
+                # runs in one block of each `splits` (the tile's last): 1/splits of the grid
+                self.barriers += 2 * mult
+                self.instr += per_block * 3
+                self.tail_round_trips = SPLIT_TAIL_ROUND_TRIPS
+                mult /= s.splits
+                per_block = mult * self.blocks
+                per_warp = per_block * self.warps
+                per_thread = per_block * self.threads
+                continue
             if isinstance(s, Loop) and s.kind == "vector":
                 # 005's float4 loop: one 16-byte access per lane covers all its elements, so
                 # a warp's access spans every value of the vector variable at once; its
@@ -189,4 +205,5 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
                       c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch,
-                      c.tensor_flops, kernel.mma.shape.dtype if kernel.mma is not None else "")
+                      c.tensor_flops, kernel.mma.shape.dtype if kernel.mma is not None else "",
+                      c.tail_round_trips)

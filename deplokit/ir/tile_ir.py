@@ -91,8 +91,10 @@ Split-K (003 split_matmul_k) adds a BLOCK axis of role K (`a2s(K):8=BLOCK`): eac
 reduces one contiguous range of K chunks and stores its partial sum into its own slice of a
 workspace (`matmul_partials[a2s, ...] = acc0`); a second kernel, which 003 adds just after,
 sums the slices in a fixed order and applies the epilogue once (`split-K 8 into
-matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). No atomics: the result is
-bit-identical run to run.
+matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). Or (reduce=in_kernel) the
+split kernel reduces them itself: a `SplitArrive` after the partial store lets only the last
+block of each output tile through, which adds the slices in split order (an integer counter
+picks the block; no float atomic: the result is bit-identical run to run).
 
 A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it keeps on chip one row
 at a time, in shared memory once materialised (passes/lower/local_rows.py). A store or load whose index can leave
@@ -273,6 +275,24 @@ class AsyncWait:
 
     def text(self) -> str:
         return f"AsyncWait({', '.join(self.stages)})"
+
+
+@dataclass(frozen=True)
+class SplitArrive:
+    """Split-K reduced in the GEMM (003, reduce=in_kernel): after a block has stored its
+    partial sum, it counts itself in on its output tile's counter (`counter`, one int per
+    output tile, indexed by the block axes but the split axis `split`); every block but the
+    last of the `splits` to arrive ends here, and the last runs the statements after this
+    one (the partials added in split order, the epilogue) and resets the counter to 0 for
+    the next launch. Materialised as a fence, one integer atomic and a block-wide broadcast
+    (passes/lower/split_tail.py): which block is last depends on timing, the sum's order
+    does not."""
+    counter: str
+    split: str                     # the BLOCK axis of role K (003's a2s)
+    splits: int
+
+    def text(self) -> str:
+        return f"SplitArrive({self.counter}[tile], of {self.splits} along {self.split})  # the last block goes on"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
              a kernel whose stage ring keeps bandwidth x `latency_cycles` bytes in flight
              GPU-wide (Little's law) streams at the full DRAM rate with few warps;
              a grid too small for the GPU or a partial last wave leaves SMs idle
-    fixed    a launch per kernel, block barriers
+    fixed    a launch per kernel, block barriers, and an in-kernel split-K tail's round trips
+             (fence, counter atomic, partials: the tail's bytes are in dram/l2 above, counted
+             for one block in `splits`, the tile's last)
 
     main loop the kernel's hottest loop as nvcc issues it (tune/sass_model/main_loop.py, predicted from
              the Kernel IR): issue slots per FFMA (loads, copies, waits and bookkeeping
@@ -24,7 +26,7 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
              a global load's latency); for a matmul-like kernel's loop of FFMA off shared
              memory (its K loop) that time is the SM term
 
-    time = launch + max(dram, l2, sm) + overlap * (the other two) + barriers
+    time = launch + max(dram, l2, sm) + overlap * (the other two) + barriers + tail
              (overlap halved for a kernel whose stages are double buffered or prefetched)
 
 Cycles are priced at the target's sustained clock, bytes at its achievable bandwidth, and no
@@ -218,7 +220,10 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     bound = max(parts, key=parts.get)
     rest = sum(parts.values()) - parts[bound]
     overlap = c.overlap / 2 if work.pipelined else c.overlap     # prefetched copies hide more
-    time = c.launch_us + parts[bound] + overlap * rest + barrier_us
+    # an in-kernel split-K tail: the tile's last block waits out its fence, its counter's
+    # atomic and its partials' loads one after another once the main loop is done
+    tail_us = work.tail_round_trips * c.latency_cycles / clock * 1e6
+    time = c.launch_us + parts[bound] + overlap * rest + barrier_us + tail_us
     return KernelEstimate(work.name, time, dram_us, l2_us, sm_us, barrier_us, occ, registers, smem, bound, work,
                           loop, looped.us if looped else 0.0, waves, tail, looped.cover if looped else 0.0)
 

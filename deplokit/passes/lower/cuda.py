@@ -54,8 +54,10 @@ import numpy as np
 from ...display import Displayable
 from ...ir.kernel_ir import (
     Assign,
+    AtomicInc,
     Barrier,
     Binary,
+    Broadcast,
     Call,
     Cast,
     Comment,
@@ -87,6 +89,7 @@ from ...ir.kernel_ir import (
     Special,
     SyncWarp,
     Tf32Round,
+    ThreadFence,
     TmaLoad,
     TmaTensorLoad,
     Unary,
@@ -395,6 +398,15 @@ class _Renderer:
             self.if_stmt(s, scope, prefix="if")
         elif isinstance(s, (Barrier, SyncWarp)):
             self.emit("__syncthreads();" if isinstance(s, Barrier) else "__syncwarp();")
+        elif isinstance(s, ThreadFence):
+            self.emit("__threadfence();")
+        elif isinstance(s, Broadcast):
+            self.emit(f"int {s.dst} = {s.array}[0];")
+            scope.declare(s.dst, "int")
+        elif isinstance(s, AtomicInc):
+            self.param(s.buffer, write=True)
+            self.emit(f"int {s.dst} = atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], 1);")
+            scope.declare(s.dst, "int")
         elif isinstance(s, CpAsync):
             self.cp_async(s, scope)
         elif isinstance(s, CpAsyncCommit):

@@ -68,9 +68,10 @@ FEATURE_STATEMENTS = {
 class Chunk:
     """The blocks b0 .. b0+nb-1 of one kernel launch, run together."""
 
-    def __init__(self, k, buffers, params, scratch, stats, b0, nb, check_races):
+    def __init__(self, k, buffers, params, scratch, stats, b0, nb, check_races, reverse=False):
         self.k, self.buffers, self.params, self.scratch = k, buffers, params, scratch
         self.stats, self.nb, self.check = stats, nb, check_races
+        self.reverse = reverse       # atomics arrive from the chunk's last block to its first
         bx, by, bz = k.block
         gx, gy, _ = k.grid
         self.T = T = bx * by * bz
@@ -113,6 +114,8 @@ class Chunk:
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
             K.CpAsyncWait: self.s_cp_wait,
+            K.ThreadFence: lambda s, mask: None,        # a store is visible to every block at once
+            K.AtomicInc: self.s_atomic_inc, K.Broadcast: self.s_broadcast,
             K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
         }
         self.exec.update({node: functools.partial(run, self) for node, run in FEATURE_STATEMENTS.items()})
@@ -532,6 +535,31 @@ class Chunk:
     def s_global_store(self, s: K.GlobalStore, mask):
         off = self.ev_int(s.offset, mask)
         self.global_write(s.buffer, "GlobalStore", off, [self.ev(s.value, mask)], mask)
+
+    def s_atomic_inc(self, s: K.AtomicInc, mask):
+        """atomicAdd(&buffer[offset], 1) by every active lane, one after another in the order
+        the blocks arrive (lane order, or the chunk's blocks last to first when `reverse`);
+        each lane's `dst` is the count before its own increment."""
+        buf = self.gbuf(s.buffer, "AtomicInc")
+        if self.params[s.buffer].const:
+            self.fail(f"AtomicInc on read-only parameter {s.buffer}")
+        off = self.check_bounds(self.ev_int(s.offset, mask), 1, buf.size, mask, f"buffer {s.buffer}", "AtomicInc")
+        live = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
+        offs = np.broadcast_to(off, self.shape)
+        old = np.zeros(self.shape, dtype=I64)
+        rows = range(self.nb - 1, -1, -1) if self.reverse else range(self.nb)
+        for r in rows:
+            for t in np.nonzero(live[r])[0]:
+                o = int(offs[r, t])
+                old[r, t] = int(buf[o])
+                buf[o] += 1
+        self.stats.global_loads += int(live.sum())
+        self.scopes[-1][s.dst] = [dtype_of("int"), old]
+
+    def s_broadcast(self, s: K.Broadcast, mask):
+        sh = self.sarr(s.array, "Broadcast")
+        value = self.shared_read(sh, np.zeros((1, 1), dtype=I64), 1, mask, "Broadcast")[0]
+        self.scopes[-1][s.dst] = [dtype_of("int"), owned(cast(np.asarray(value), dtype_of("int")))]
 
     # -- shared memory ---------------------------------------------------------------
 
