@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...analysis.computes import KernelNamer
 from ...ir.loop_ir import LoopProgram
 from ..record import Noted, Pass, Skip, flag_knob
 from .attention_loop import flash_kernel
@@ -38,6 +39,7 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
     taken = set(types) | {b.name for k in kernels for b in k.locals}
     notes: list[str] = []
     facts = ChainFacts()
+    namer = KernelNamer()       # a model's flash kernel named by what it computes
     i = 0
     while i + 2 < len(kernels):
         chain = kernels[i:i + 3]
@@ -71,7 +73,8 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
             notes.append(f"attention: {names} stay separate kernels: {why}{fill}")
             i += 1
             continue
-        kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]
+        flash = dataclasses.replace(flash, flash=schedule, name=namer.name_at(kernels, i, flash, "attention (flash)"))
+        kernels[i:i + 3] = [flash]
         notes.append(f"attention: kernel {flash.name} fuses {names} with an online softmax; {schedule.text()}")
         notes.append(f"attention: {'cost: ' + why if wins else 'fused without the cost check: ' + why}")
         i += 1

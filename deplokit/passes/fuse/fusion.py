@@ -8,6 +8,9 @@ Repeats until no kernel objects, so every decision is explained in `decisions`. 
 fusion (attention.py) and row fusion (rows.py) are the pipeline's next passes."""
 from __future__ import annotations
 
+import dataclasses
+
+from ...analysis.computes import kernel_names
 from ...ir.loop_ir import LoopProgram
 from ...ir.tensor_ir import STORAGE_OPS, Elementwise, IndexMap, Reduction, TensorProgram, Update, written_buffer
 from ..record import Noted, Pass, Skip
@@ -99,16 +102,19 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
             changed = True
 
     roots = sorted(built, key=order.__getitem__)
-    for root in roots:
+    # a model's kernels named by what they compute (analysis/computes.py), once the program is whole
+    names = kernel_names(built[r].kernel for r in roots)
+    kernels = tuple(dataclasses.replace(built[r].kernel, name=n) for r, n in zip(roots, names))
+    for root, kernel in zip(roots, kernels):
         bk = built[root]
         members = sorted(bk.inlined - {root}, key=order.__getitem__)
         fused = f" fuses {', '.join(members)}" if members else ""
         ratio = f"{bk.work} work"
         if verdicts[root].startswith("prologue "):   # a contraction that keeps its prologue: say why
             ratio += f"; {verdicts[root]}"
-        decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
+        decisions.append(f"kernel {kernel.name}{fused} ({ratio})")
     written = tuple(written_buffer(nodes[r], program.outputs) for r in roots)
-    loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
+    loop = LoopProgram(program.buffers, written, kernels, program.outputs)
     return loop, tuple(decisions), tuple(compounding)
 
 
