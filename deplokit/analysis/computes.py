@@ -169,7 +169,8 @@ class KernelNamer:
 
 def module_part(modules) -> str:
     """self_attn_q_proj; mlp_gate_proj + mlp_up_proj -> mlp_gate_up (their common path and
-    what follows it, `_proj` dropped); more than two -> the common path alone (self_attn)."""
+    what follows it, `_proj` dropped); more than two under a common path -> that path alone
+    (self_attn); none: what is left of each (q_proj, k_proj, v_proj -> q_k_v)."""
     if len(modules) == 1:
         return modules[0]
     parts = [m.split("_") for m in modules]
@@ -181,7 +182,7 @@ def module_part(modules) -> str:
     tails = [re.sub(r"_proj$", "", "_".join(p[len(common):])) for p in parts]
     if len(tails) > 2 and common:
         return "_".join(common)
-    return "_".join(common + [t for t in tails if t][:2])
+    return "_".join(common + [t for t in tails if t])
 
 
 def kernel_names(kernels) -> list[str]:

@@ -13,6 +13,7 @@ from ..ir.loop_ir import Kernel, LoopProgram
 from ..ir.tensor_ir import TensorProgram
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..ir.torch_ir import TorchProgram
+from ..ir.types import format_shape
 from ..passes.lower.cuda import CudaSource
 from ..pipeline import TraceStep
 from ..tune.roofline import Roofline
@@ -113,13 +114,23 @@ def render_inventory(inv: Inventory) -> dict:
         of = (f'<br><span style="font-size: 0.85em; opacity: 0.7">split-K reducer, after each '
               f"<code>{esc(e.of)}</code></span>") if e.of else ""
         name = f"<code>{esc(e.kernel)}</code>" + of
-        rows.append([name, esc(e.computes) or "—", f"{e.launches}",
-                     f'<span style="white-space: nowrap">{esc(e.shapes)}</span>', esc(si(e.bytes, "B")),
-                     esc(si(e.flops, ""))])
+        rows.append([name, esc(e.computes) or "—", f"{e.launches}", _shapes(e), _nowrap(si(e.bytes, "B")),
+                     _nowrap(si(e.flops, ""))])
     head = ["kernel", "computes", "launches", "shapes (inputs → outputs)", "bytes / launch", "FLOPs / launch"]
     html = (title("kernel inventory: each unique kernel and how often it is launched")
             + f'<div style="overflow-x: auto">{table(head, rows)}</div>')
     return _bundle(inv, box(html + note(esc(total_line(inv.entries)))))
+
+
+def _nowrap(text: str) -> str:
+    return f'<span style="white-space: nowrap">{esc(text)}</span>'
+
+
+def _shapes(e) -> str:
+    """Each shape whole on a line; a long list wraps between shapes, so the table fits a notebook's width."""
+    def shapes(group):
+        return ", ".join(_nowrap(format_shape(s)) for s in group)
+    return f"{shapes(e.inputs)} {_nowrap('→ ' + ', '.join(format_shape(s) for s in e.outputs))}"
 
 
 def render_timeline(t: Timeline) -> dict:
@@ -132,7 +143,7 @@ def render_timeline(t: Timeline) -> dict:
                     'border-right: 1px solid rgba(0,0,0,0.25)"></div>'
                     for r in t.rows)
     rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>", f"<code>{esc(r.kernel)}</code>",
-             f"{r.start_us:.2f}", f"{r.model_us:.2f}", esc(si(r.bytes, "B")), esc(si(r.flops, "")),
+             f"{r.start_us:.2f}", f"{r.model_us:.2f}", _nowrap(si(r.bytes, "B")), _nowrap(si(r.flops, "")),
              "—" if r.measured_us is None else f"{r.measured_us:.2f}"] for i, r in enumerate(t.rows)]
     html = (title(f"timeline of {esc(t.label)} on {esc(t.target)}: {len(t.rows)} launches, {t.model_us:.2f} µs "
                   "by the cost model") +
