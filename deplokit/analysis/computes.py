@@ -50,7 +50,7 @@ def _module_and_op(kernel: Kernel) -> tuple[list[str], str]:
     ops = {s.op for s in stmts if isinstance(s, Compute)}
     loads = [s for s in stmts if isinstance(s, Load)]
     params = list(dict.fromkeys(s.tensor for s in loads if s.tensor.startswith("p_")))
-    modules = list(dict.fromkeys(m for m in (module_of(p) for p in params) if m and m != "weight"))
+    modules = list(dict.fromkeys(m for m in (module_of(p) for p in params) if m and m not in ("weight", "bias")))
     contraction = any(isinstance(s, Loop) and s.role == "K" for s in stmts)
     if kernel.flash is not None:
         what = "attention (flash)"
