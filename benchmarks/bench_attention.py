@@ -5,7 +5,7 @@ heads, seq 128, head_dim 64, causal), compiled twice: with row fusion off
 (config {"fuse_rows.enable": False}: scores -> softmax -> P @ V as three kernels, the scores
 and probabilities stored in global memory) and forced on ({"fuse_rows.by_cost": False}: one
 kernel per query row that keeps both rows in shared memory; the fusion guard alone keeps the
-three kernels at this shape), and flash attention (passes/fuse/attention.py, the guard's
+three kernels at this shape), and flash attention (passes/flash/attention.py, the guard's
 choice: one kernel, query tiles sharing staged K/V tiles, online softmax). Then issue 16's targets on a
 Qwen2.5-7B-shaped causal GQA
 attention (28 query heads, 4 kv heads, head_dim 128; seq 64 by default, `--seq N`): global

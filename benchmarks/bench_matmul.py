@@ -25,14 +25,14 @@ For each program, its largest kernel (the matmul), default knobs:
               the elected producer's / warps, the K step around a kept inner loop) and the
               producer's slots per K step (MainLoop.producer_per_k_step), beside the SASS ones
     regs      registers per thread, and spilled bytes (ptxas)
-    model instr/slots  the cost model's main loop (tune/main_loop.py): instructions per FFMA
+    model instr/slots  the cost model's main loop (tune/sass_model/main_loop.py): instructions per FFMA
               it predicts for the loop (compare 1 / FFMA share) and issue slots per FFMA
               (one warp's TMA issue weighted by the warps that run it)
     model us  the cost model's predicted time (tune/cost_model.py) of the whole program
     floor     max(FLOPs at 67 TFLOP/s FP32, compulsory bytes at 3.35 TB/s): the H100 bound
     model/fl  how far the prediction is from the floor (1.0 = at the floor)
     repack MB bytes 011's repack kernels read and write for operands whose rows are not 16 bytes
-              apart (schedule/repack.py: a padded copy a tensor map can read)
+              apart (repack/repack.py: a padded copy a tensor map can read)
 
 Needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump): without them the SASS columns
 print as `-`. Run: PYTHONPATH=. python benchmarks/bench_matmul.py [--all] [--filter S]
@@ -150,7 +150,7 @@ def row(name, fn, shapes, target, with_sass: bool, config=None) -> list[str]:
 
 
 def repack_text(tile_ir) -> str:
-    """Megabytes 011's repack kernels read and write (schedule/repack.py), '-' without one."""
+    """Megabytes 011's repack kernels read and write (repack/repack.py), '-' without one."""
     types = tile_ir.types()
     moved = sum(4 * (types[r.tensor].numel + math.prod(r.shape)) for k in tile_ir.kernels for r in k.repacks)
     return f"{moved / 1e6:.1f}" if moved else "-"

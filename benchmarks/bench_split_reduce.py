@@ -1,4 +1,4 @@
-"""Few long rows: what the two-phase reduction (passes/split_reduce.py) changes.
+"""Few long rows: what the two-phase reduction (passes/split/split_reduce.py) changes.
 
 Each program is compiled for sm_90 (132 SMs) twice: with split_reduce off
 (config {"split_reduce.splits": 1}) and on (the default decision). Prints, for each, the

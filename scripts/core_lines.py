@@ -80,19 +80,19 @@ PATHS = [
 ]
 
 ADVANCED = [
-    ("flash attention", "fuse_attention.enable", ["deplokit/passes/fuse/attention.py",
-     "deplokit/passes/fuse/attention_loop.py", "deplokit/passes/fuse/attention_match.py",
-     "deplokit/passes/fuse/attention_plan.py", "deplokit/passes/fuse/flash_registers.py",
-     "deplokit/passes/schedule/flash_stage.py", "deplokit/passes/schedule/flash_tile.py"]),
-    ("row fusion", "fuse_rows.enable", ["deplokit/passes/fuse/rows.py", "deplokit/passes/fuse/row_cost.py"]),
+    ("flash attention", "fuse_attention.enable", ["deplokit/passes/flash/attention.py",
+     "deplokit/passes/flash/attention_loop.py", "deplokit/passes/flash/attention_match.py",
+     "deplokit/passes/flash/attention_plan.py", "deplokit/passes/flash/flash_registers.py",
+     "deplokit/passes/flash/flash_stage.py", "deplokit/passes/flash/flash_tile.py"]),
+    ("row fusion", "fuse_rows.enable", ["deplokit/passes/rows/rows.py", "deplokit/passes/rows/row_cost.py"]),
     ("TMA copies, mbarrier rings, swizzle, repack", "011_tma_copy.enable / .repack",
      ["deplokit/passes/schedule/t011_tma_copy.py", "deplokit/passes/schedule/t012_swizzle_smem.py",
-      "deplokit/passes/schedule/repack.py", "deplokit/passes/tma_geometry.py", "deplokit/ir/swizzle.py"]),
+      "deplokit/passes/repack/repack.py", "deplokit/passes/tma/tma_geometry.py", "deplokit/ir/swizzle.py"]),
     ("split-K", "003_split_matmul_k.splits = 1", ["deplokit/passes/schedule/t003_split_matmul_k.py",
                                                    "deplokit/passes/schedule/grid_plan.py"]),
-    ("split-reduce", "split_reduce.splits = 1", ["deplokit/passes/split_reduce.py"]),
+    ("split-reduce", "split_reduce.splits = 1", ["deplokit/passes/split/split_reduce.py"]),
     ("the SASS-based cost model", "(the tuner only: compile never reads it)",
-     ["deplokit/tune/cost_model.py", "deplokit/tune/main_loop.py", "deplokit/analysis/sass.py"]),
+     ["deplokit/tune/cost_model.py", "deplokit/tune/sass_model/main_loop.py", "deplokit/analysis/sass.py"]),
 ]
 
 

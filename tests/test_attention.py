@@ -1,5 +1,5 @@
 """Attention lowered without S x T intermediates in global memory (row fusion,
-deplokit/passes/fuse/rows.py): the structural property, every backend and every pass
+deplokit/passes/rows/rows.py): the structural property, every backend and every pass
 against torch eager, the printed IRs, and where row fusion rightly does not apply."""
 import dataclasses
 from functools import lru_cache
@@ -13,7 +13,7 @@ import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.loop_ir import Kernel, LocalBuffer
 from deplokit.ir.structural import structural_hash
-from deplokit.passes.fuse.rows import ROW_BUDGET
+from deplokit.passes.rows.rows import ROW_BUDGET
 from deplokit.passes.schedule import SCHEDULE
 from deplokit.runtime.sim import SimulationError, simulate_program
 

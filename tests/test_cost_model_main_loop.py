@@ -1,4 +1,4 @@
-"""The cost model's main loop (tune/main_loop.py, tune/cost_model.py): its predicted
+"""The cost model's main loop (tune/sass_model/main_loop.py, tune/cost_model.py): its predicted
 instruction mix on Kernel IR, and its ranking of tiles checked against the SASS view."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 import deplokit
 from deplokit.runtime.sass import sass_available
 from deplokit.tune.cost_model import CostConstants, estimate, main_loop_time
-from deplokit.tune.main_loop import main_loop
+from deplokit.tune.sass_model.main_loop import main_loop
 
 needs_sass = pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
 

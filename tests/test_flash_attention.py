@@ -1,4 +1,4 @@
-"""Flash attention in the IRs (passes/fuse/attention*.py, schedule/flash_tile.py): every
+"""Flash attention in the IRs (passes/flash/attention*.py, flash/flash_tile.py): every
 variant against eager on the loop and sim backends, the shape of its Loop and Tile IR, the
 cost decision and its knob, causal tiles skipped, and the CUDA through nvcc."""
 import math
@@ -119,7 +119,7 @@ def test_flash_tile_ir_shares_key_tiles_and_skips_causal_ones():
     # threads share a row (half of head_dim each, their partial scores added by a shuffle)
     assert "register q_reg[48]" in text and "Combine(acc0, add, over=(a4l,))" in text
     # head_dim 80 too (80 + 80 + 16 floats and the ring's addresses spilled at 255 registers on
-    # sm_80: fuse/flash_registers.py); head_dim 64 keeps one thread a row
+    # sm_80: flash/flash_registers.py); head_dim 64 keeps one thread a row
     assert "register q_reg[40]" in str(_compiled("causal_gqa_hd80_t70").tile_ir)
     assert "register q_reg[64]" in str(_compiled("sdpa_noncausal_hd64_odd").tile_ir)
     # an odd head_dim that does not fit: the block's query rows staged in shared memory, padded

@@ -1,14 +1,14 @@
-"""Flash attention's grid fill (passes/fuse/attention_plan.py _fill): with the target's SM
+"""Flash attention's grid fill (passes/flash/attention_plan.py _fill): with the target's SM
 count, a plan of fewer blocks than SMs takes smaller query tiles or blocks serving a divisor
 of the GQA group's heads, within FILL_BYTES x the compulsory bytes; the plan says why it
-stopped, blocks and bytes agree with what schedule/flash_tile.py deals, and the kernels
+stopped, blocks and bytes agree with what flash/flash_tile.py deals, and the kernels
 match eager on the simulator (test_flash_registers.py builds them for sm_80/sm_90: no spills)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import deplokit
-from deplokit.passes.fuse.attention_plan import FILL_BYTES, flash_blocks, flash_traffic
+from deplokit.passes.flash.attention_plan import FILL_BYTES, flash_blocks, flash_traffic
 from deplokit.target import get_target
 
 FLASH = {"fuse_attention.by_cost": False}
@@ -81,7 +81,7 @@ def test_extra_bytes_of_a_subgroup_are_counted():
 
 
 def test_without_a_sm_count_the_plan_is_unfilled():
-    from deplokit.passes.fuse.attention_plan import plan_flash
+    from deplokit.passes.flash.attention_plan import plan_flash
     c = _compile(*CASES["causal_gqa4_subgrouped"])
     k = _flash(c)
     plain = plan_flash(k, c.loop_ir.types())

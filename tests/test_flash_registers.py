@@ -1,4 +1,4 @@
-"""The flash plan's register budget (passes/fuse/flash_registers.py, attention_plan.py) and the
+"""The flash plan's register budget (passes/flash/flash_registers.py, attention_plan.py) and the
 warp reconvergence before a lane-split row's shuffle (passes/lower/k004_reconverge_warps.py):
 the rows and lanes a block gets fit the registers its thread count leaves a thread, the trace
 says so, and ptxas spills nothing over a spread of attention shapes on sm_80 and sm_90."""
@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.passes.fuse.attention_plan import plan_flash
-from deplokit.passes.fuse.flash_registers import budget, register_cap, thread_registers
+from deplokit.passes.flash.attention_plan import plan_flash
+from deplokit.passes.flash.flash_registers import budget, register_cap, thread_registers
 from deplokit.runtime.nvcc import nvcc_available
 
 FLASH = {"fuse_attention.by_cost": False}

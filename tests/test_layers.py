@@ -70,6 +70,12 @@ FORBIDDEN = {
     # the schedule decides how data moves and stamps it on Tile IR; the lowering reads the stamps
     "deplokit.passes.lower": ("deplokit.passes.stage_geometry", "deplokit.passes.vector_geometry",
                               "deplokit.passes.schedule"),
+    # the advanced features' modules (docs/CORE.md) keep the rules of the stage they serve
+    **{m: ("deplokit.passes.fuse", "deplokit.passes.decompose")
+       for m in ("deplokit.passes.flash.flash_tile", "deplokit.passes.flash.flash_stage",
+                 "deplokit.passes.mma.mma_tile", "deplokit.passes.repack")},
+    **{m: ("deplokit.passes.stage_geometry", "deplokit.passes.vector_geometry", "deplokit.passes.schedule")
+       for m in ("deplokit.passes.mma.mma_lower", "deplokit.passes.tma.proxy_fence")},
     "deplokit.frontend": ("deplokit.passes", "deplokit.runtime", "deplokit.tune", "deplokit.notebook", "deplokit.cli",
                           "deplokit.compilation", "deplokit.pipeline"),
 }
@@ -230,7 +236,7 @@ def test_imports_follow_the_layer_order():
 
 
 def test_the_layer_finder_picks_the_most_specific_prefix():
-    assert _layer("deplokit") == 7 and _layer("deplokit.passes.fuse.rows") == 2 and _layer("deplokit.cli.app") == 8
+    assert _layer("deplokit") == 7 and _layer("deplokit.passes.rows.rows") == 2 and _layer("deplokit.cli.app") == 8
 
 
 def test_runtime_neither_compiles_nor_reaches_into_frontend_privates():

@@ -1,4 +1,4 @@
-"""The main-loop model's per-K-step issue (tune/main_loop.py, issue 15): what every warp issues
+"""The main-loop model's per-K-step issue (tune/sass_model/main_loop.py, issue 15): what every warp issues
 plus the elected TMA producer's slots shared by the warps, and the kept K loop's own step
 around an inner k loop. Pure-model checks on hand-built and compiled Kernel IR, then the
 model against analysis/sass_issue.py's split of the sm_90 machine code (nvcc + cuobjdump)."""
@@ -11,8 +11,8 @@ import deplokit
 from deplokit.analysis.sass_issue import issue_split, slots_per_k_step
 from deplokit.ir import kernel_ir as K
 from deplokit.runtime.sass import sass_available
-from deplokit.tune.loop_overhead import OVERHEAD
-from deplokit.tune.main_loop import main_loop
+from deplokit.tune.sass_model.loop_overhead import OVERHEAD
+from deplokit.tune.sass_model.main_loop import main_loop
 
 needs_sass = pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
 

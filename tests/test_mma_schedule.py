@@ -7,7 +7,7 @@ from deplokit.errors import DeplokitError
 from deplokit.frontend.capture import capture
 from deplokit.ir.fragments import M16N8K8_TF32, ptx_layout
 from deplokit.passes.lower import LOWERING
-from deplokit.passes.lower.mma_lower import lane_expr
+from deplokit.passes.mma.mma_lower import lane_expr
 from deplokit.passes.verify import verify
 from deplokit.pipeline import PIPELINE, Context, run_passes
 from deplokit.target import get_target

@@ -1,4 +1,4 @@
-"""011's repack of operands whose rows are not 16 bytes apart (passes/schedule/repack.py): the
+"""011's repack of operands whose rows are not 16 bytes apart (passes/repack/repack.py): the
 matmul stages a zero-padded copy through a tensor map; the copy kernel runs just before it."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 import deplokit
 from deplokit.ir.tile_ir import Stage, walk
-from deplokit.passes.schedule.repack import misaligned_rows, padded_shape, repack_cost
+from deplokit.passes.repack.repack import misaligned_rows, padded_shape, repack_cost
 from deplokit.passes.verify import IRInvariantError, verify
 from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import nvcc_available

@@ -16,8 +16,8 @@ from deplokit.passes.decompose.registry import RULES
 from deplokit.passes.lower.cuda import _FLOAT_FUNCS, _INFIX_CALLS  # noqa: F401
 from deplokit.runtime import numpy_ops
 from deplokit.runtime.sim.values import binary_values
-from deplokit.tune.loop_addresses import evaluate
-from deplokit.tune.main_loop import SLOW_CALLS
+from deplokit.tune.sass_model.loop_addresses import evaluate
+from deplokit.tune.sass_model.main_loop import SLOW_CALLS
 
 
 def test_every_table_reads_the_op_table():

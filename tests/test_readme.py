@@ -10,7 +10,10 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 WINGS = ["deplokit/frontend", "deplokit/ir", "deplokit/passes", "deplokit/passes/decompose", "deplokit/passes/fuse",
          "deplokit/passes/schedule", "deplokit/passes/lower", "deplokit/runtime", "deplokit/tune",
-         "deplokit/notebook", "deplokit/analysis", "deplokit/cli"]
+         "deplokit/notebook", "deplokit/analysis", "deplokit/cli",
+         # the advanced features beside the core (docs/CORE.md)
+         "deplokit/passes/flash", "deplokit/passes/rows", "deplokit/passes/tma", "deplokit/passes/split",
+         "deplokit/passes/repack", "deplokit/passes/mma", "deplokit/tune/sass_model"]
 
 
 def _figures():

@@ -1,4 +1,4 @@
-"""Two-phase reductions (passes/split_reduce.py): few long rows are spread over many blocks,
+"""Two-phase reductions (passes/split/split_reduce.py): few long rows are spread over many blocks,
 partials combined in a fixed order; every backend against eager, the CUDA through nvcc."""
 import numpy as np
 import pytest

@@ -305,7 +305,7 @@ def _zero_then_tma(fenced):
             K.GlobalStore("out", tid, K.SharedLoad("tile", tid)))
     k = K.KernelFunc("zero_then_tma", (K.Param("x"), K.Param("out", const=False)), (1, 1, 1), (64, 1, 1), body)
     if fenced:
-        from deplokit.passes.lower.proxy_fence import fence_generic_stores
+        from deplokit.passes.tma.proxy_fence import fence_generic_stores
         k = fence_generic_stores(k)
     return k
 

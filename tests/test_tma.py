@@ -57,7 +57,7 @@ def test_swizzle_halves_the_weight_fragment_bank_conflicts():
 
 def test_swizzle_span_follows_the_box_inner_row():
     from deplokit.ir.tile_ir import TmaBox
-    from deplokit.passes.tma_geometry import swizzle_for
+    from deplokit.passes.tma.tma_geometry import swizzle_for
     assert [swizzle_for(TmaBox((64, n)))[0] for n in (4, 8, 16, 32, 64)] == [0, 32, 64, 128, 0]
     assert "inner rows of 256 bytes are no swizzle span" in swizzle_for(TmaBox((16, 64)))[1]
     assert "not a whole 1024-byte swizzle pattern" in swizzle_for(TmaBox((4, 32)))[1]

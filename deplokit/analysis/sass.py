@@ -39,7 +39,7 @@ def shared_width(opcode: str) -> int:
 
 class SharedLoadCounts:
     """Shared loads of all widths, and per FFMA, of a mix with lds, lds64, lds128 and ffma
-    counts: the machine code's here, the cost model's prediction (tune/main_loop.py)."""
+    counts: the machine code's here, the cost model's prediction (tune/sass_model/main_loop.py)."""
     __slots__ = ()
 
     @property

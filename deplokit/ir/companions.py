@@ -26,7 +26,7 @@ class Repack:
     """011's repack decision: the kernel stages `tensor`, whose rows are not a multiple of 16
     bytes apart (no tensor map can describe it), from `workspace` instead: the same rows
     with their innermost extent rounded up to `shape[-1]`, the padding zero (as a tensor
-    map's out-of-bounds reads). The kernel `kernel` (launched just before, schedule/repack.py)
+    map's out-of-bounds reads). The kernel `kernel` (launched just before, repack/repack.py)
     copies it there."""
     tensor: str
     workspace: str

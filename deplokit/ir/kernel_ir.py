@@ -441,7 +441,7 @@ class KernelFunc(Displayable):
     # Split-K without atomics (003): on the reducer, the kernel whose workspace of partial
     # sums it adds up; it runs just after each launch of that kernel (runtime/launches.py).
     reduces_for: str = ""
-    # On a repack kernel (011, passes/schedule/repack.py): the kernel whose operand it copies
+    # On a repack kernel (011, passes/repack/repack.py): the kernel whose operand it copies
     # into a 16-byte pitched workspace; it runs just before each launch of it.
     repacks_for: str = ""
     # Bytes of dynamic shared memory the launch gives the kernel (its SharedArrays with an

@@ -15,7 +15,7 @@ loop that contains it, and holds the reduced value after that loop.
 
 A kernel may keep tensors to itself (`local causal[29]: one row of (1, 4, 37, 29) float32 at
 a time, on chip`, printed under its header): it stores and loads them like any tensor, but
-they never reach global memory (attention's scores; see passes/fuse/rows.py).
+they never reach global memory (attention's scores; see passes/rows/rows.py).
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def walk(body: tuple[Stmt, ...]):
 class LocalBuffer:
     """A tensor a kernel writes and reads back itself, never in global memory: only one row
     of it (the dims in `row_dims`) exists at a time, on chip, for the iteration of the
-    kernel's outer (row) loops that index its other dims (see passes/fuse/rows.py).
+    kernel's outer (row) loops that index its other dims (see passes/rows/rows.py).
     Loads and stores name it with its full index, so the interpreters treat it as a tensor."""
     name: str
     type: TensorType
@@ -184,7 +184,7 @@ class LocalBuffer:
 
 @dataclass(frozen=True)
 class FlashPlan:
-    """How flash attention (passes/fuse/attention.py) shares work: a block owns `query_tile`
+    """How flash attention (passes/flash/attention.py) shares work: a block owns `query_tile`
     rows of `query` for `group` heads of `heads` (the query heads of one kv head), and reads
     keys and values in tiles of `key_tile` rows, each staged once per block; `causal`: the
     tiles above the diagonal are skipped (the key loop starts at the query tile's diagonal)."""
@@ -223,7 +223,7 @@ class Kernel(Displayable):
     outputs: tuple[str, ...]
     body: tuple[Stmt, ...]
     locals: tuple[LocalBuffer, ...] = ()   # tensors kept on chip (row fusion)
-    flash: FlashPlan | None = None         # flash attention's online softmax (passes/fuse/attention.py)
+    flash: FlashPlan | None = None         # flash attention's online softmax (passes/flash/attention.py)
 
     def inputs(self) -> tuple[str, ...]:
         """Global tensors the kernel reads, in order of first read (not its locals)."""
@@ -291,7 +291,7 @@ def index_vars(index) -> frozenset[str]:
 
 
 def flash_parts(kernel: Kernel):
-    """The parts of a flash-attention kernel (passes/fuse/attention_loop.py) its plan and
+    """The parts of a flash-attention kernel (passes/flash/attention_loop.py) its plan and
     schedule read: (row loops, the serial key loop, the dot product's loop, q load, k load,
     v load); ValueError or StopIteration when the kernel has another shape."""
     rows, body = [], kernel.body

@@ -316,7 +316,7 @@ class TileKernel(Displayable):
     reduces_for: str = ""          # on 003's reducer: the split kernel whose partials it adds
     repacks: tuple[Repack, ...] = ()   # 011: operands staged from a 16-byte pitched workspace
     repacks_for: str = ""          # on a repack kernel: the kernel it copies an operand for (runs first)
-    flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (schedule/flash_tile.py)
+    flash: object = None           # Loop IR's FlashPlan: scheduled by 001 tileify (flash/flash_tile.py)
     mma: MmaTile | None = None     # 008: the matmul runs on tensor cores (fragments, warps, instruction)
     # How the kernel's matmul multiplies, stamped by 001 tileify: "float32" (exact FFMA) or
     # "tf32" (its operands are round_tf32 values: an mma.sync ...tf32 lowering may read them

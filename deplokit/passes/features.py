@@ -4,21 +4,23 @@ The core (docs/CORE.md) takes RMSNorm and a matmul from nn.Module to CUDA: captu
 decompose, lift and fuse, the scheduling passes' plain paths, the basic lowering, render and
 the interpreters. Each feature below is an existing pass knob (passes/record.py): setting it
 is an ordinary config (`deplokit.compile(..., config=core_config())`), validated like any
-other, and every kernel is then compiled by the core alone. The SASS-based cost model is not
-here: only the tuner reads it (deplokit/tune/cost_model.py); compile never does."""
+other, and every kernel is then compiled by the core alone. Each feature's modules are a
+package beside the core (passes/flash, rows, tma, repack, split; README.md in each). Tensor
+cores (passes/mma) are off unless asked for (008_register_tile.mma, precision="tf32"). The
+SASS-based cost model (tune/sass_model) is not here: only the tuner reads it; compile never does."""
 from __future__ import annotations
 
 ADVANCED = {
-    # attention's kernels become one flash kernel (fuse/attention*.py, schedule/flash_*.py)
+    # attention's kernels become one flash kernel (passes/flash/)
     "flash_attention": {"fuse_attention.enable": False},
-    # attention's scores kept a row at a time on chip (fuse/rows.py)
+    # attention's scores kept a row at a time on chip (passes/rows/)
     "row_fusion": {"fuse_rows.enable": False},
-    # TMA bulk copies, their mbarrier rings, swizzled boxes and repacked operands
-    # (schedule/t011_tma_copy.py, t012_swizzle_smem.py, repack.py, lower/stage_plan.py)
+    # TMA bulk copies, their mbarrier rings, swizzled boxes and repacked operands (passes/tma/,
+    # passes/repack/; the passes schedule/t011_tma_copy.py, t012_swizzle_smem.py)
     "tma": {"011_tma_copy.enable": False, "011_tma_copy.repack": False},
     # a matmul's K spread over blocks, partials reduced in order (schedule/t003_split_matmul_k.py)
     "split_k": {"003_split_matmul_k.splits": 1},
-    # long reductions of few rows spread over blocks (passes/split_reduce.py)
+    # long reductions of few rows spread over blocks (passes/split/)
     "split_reduce": {"split_reduce.splits": 1},
 }
 

@@ -3,9 +3,12 @@ order, as pass records (deplokit/pipeline.py splices FRONT, SCHEDULE and LOWERIN
 pipeline; the tuner's program-level choices are the knobs of FRONT's Loop-IR passes)."""
 from __future__ import annotations
 
-from . import dedup, split_reduce
+from . import dedup
 from .decompose import program as decompose
-from .fuse import attention, fusion, lift, rows
+from .flash import attention
+from .fuse import fusion, lift
+from .rows import rows
+from .split import split_reduce
 
 FRONT = (
     decompose.PASS,     # Torch IR -> Tensor IR (passes/decompose/program.py)

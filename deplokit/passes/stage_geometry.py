@@ -17,7 +17,7 @@ its inner part). In shared memory the slab is row-major over its axes, each row 
 innermost axis followed by `pad` floats.
 
 The copy moves *units*: 1 float (a scalar copy or a 4-byte cp.async) or 4 floats (float4,
-16-byte cp.async); a TMA stage is one tensor-map box instead (tma_geometry.py). A unit
+16-byte cp.async); a TMA stage is one tensor-map box instead (tma/tma_geometry.py). A unit
 wider than one float needs:
 
 * contiguity: the innermost slab axis runs along the tensor's last dimension;
@@ -46,7 +46,7 @@ from ..ir.stages import (  # noqa: F401  (re-exported)
 )
 from ..ir.tile_ir import BLOCK, Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
-from .tma_geometry import swizzle_for, tensor_map_box
+from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import load_shared_width, multiples_of_vector
 
 SWIZZLE_SPAN = 32            # floats in a 128-byte swizzle atom

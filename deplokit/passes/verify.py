@@ -60,7 +60,7 @@ from ..ir.tile_ir import (
 )
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
-from .tma_geometry import swizzle_for, tensor_map_box
+from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
 
 
@@ -381,7 +381,7 @@ class _KernelChecker:
 
 
 def check_repacks(kernel: TileKernel, earlier, program) -> None:
-    """011's repacks (passes/schedule/repack.py): each workspace declared in `program` with
+    """011's repacks (passes/repack/repack.py): each workspace declared in `program` with
     its shape, each repack kernel among the kernels launched before it (`earlier`)."""
     types = program.types() if kernel.repacks else {}
     for r in kernel.repacks:

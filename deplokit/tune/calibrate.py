@@ -23,8 +23,8 @@ from ..passes.lower.materialize import lower_tiles
 from ..runtime.device import require_gpu
 from ..trace import Context
 from .cost_model import CostConstants, DoesNotFit, kernel_time
-from .main_loop import main_loop
 from .objective import ModelObjective
+from .sass_model.main_loop import main_loop
 from .space import kernel_spaces
 
 # Constants the fit may move, and how far (a factor either way) from the default.

@@ -16,7 +16,7 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
              a grid too small for the GPU or a partial last wave leaves SMs idle
     fixed    a launch per kernel, block barriers
 
-    main loop the kernel's hottest loop as nvcc issues it (tune/main_loop.py, predicted from
+    main loop the kernel's hottest loop as nvcc issues it (tune/sass_model/main_loop.py, predicted from
              the Kernel IR): issue slots per FFMA (loads, copies, waits and bookkeeping
              besides the FFMA), shared-memory wavefronts by load width, the resident blocks
              of each wave (the last, partial wave costs a whole one: the tail), and latency
@@ -47,7 +47,7 @@ from ..analysis.work import KernelWork, count_work
 from ..ir import kernel_ir as K
 from ..ir.loop_ir import Loop
 from ..ir.tile_ir import walk
-from .main_loop import MainLoop, main_loop
+from .sass_model.main_loop import MainLoop, main_loop
 
 
 @dataclass(frozen=True)

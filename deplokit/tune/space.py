@@ -27,9 +27,9 @@ from ..ir.loop_ir import LoopProgram
 from ..ir.structural import structural_hash
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..passes.record import Skip
+from ..passes.repack.repack import repack_kernel, with_workspaces
+from ..passes.repack.repack import workspace_buffer as repack_workspace
 from ..passes.schedule import SCHEDULE
-from ..passes.schedule.repack import repack_kernel, with_workspaces
-from ..passes.schedule.repack import workspace_buffer as repack_workspace
 from ..passes.schedule.t001_tileify import as_tile_program
 from ..passes.schedule.t003_split_matmul_k import PASS as SPLIT_PASS
 from ..passes.schedule.t003_split_matmul_k import reducer, workspace_buffer

@@ -45,13 +45,13 @@ from ...ir.tile_ir import (
 )
 from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...target import VECTOR
+from ..mma.mma_lower import declarations as mma_declarations
+from ..mma.mma_lower import lower_fragment_load, lower_mma
 from ..record import Pass
 from .combine import lower_combine
 from .kernel_expr import affine_expr, flat_offset
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
-from .mma_lower import declarations as mma_declarations
-from .mma_lower import lower_fragment_load, lower_mma
 from .register_quads import lower_quads, quad_loads
 from .smem_layout import PlacedStage, smem_offset, smem_size
 from .stage_plan import plan_stage, slot_of

@@ -76,9 +76,9 @@ from ...ir.stages import head_stages, loop_start, loop_stop, transposed
 from ...ir.types import shared_ctype
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..record import Pass
+from ..tma.proxy_fence import fence_generic_stores
 from .dynamic_smem import carve
 from .kernel_expr import affine_expr
-from .proxy_fence import fence_generic_stores
 from .smem_layout import smem_size
 from .stage_plan import (
     PrologueTiles,

@@ -17,7 +17,7 @@ from ...ir import kernel_ir as K
 from ...ir.index import var
 from ...ir.stages import loop_start, loop_stop
 from ...ir.tile_ir import Stage
-from ..tma_geometry import box_bytes
+from ..tma.tma_geometry import box_bytes
 from .kernel_expr import affine_expr
 
 

@@ -10,8 +10,8 @@ import dataclasses
 from ...ir.loop_ir import Compute, Load, Loop, LoopProgram, walk
 from ...ir.tensor_ir import TF32_OP
 from ...ir.tile_ir import THREAD, Tile, TileAxis, TileKernel, TileProgram
+from ..flash.flash_tile import flash_tile
 from ..record import KernelPass, PassContext, Skip
-from .flash_tile import flash_tile
 
 DESCRIPTION = "lift outer free Loops to thread axes"
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 from ...ir.index import Affine, Gather, Var, free_vars, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
+from ..flash.flash_stage import stage_key_tiles
 from ..record import KernelPass, Knob, PassContext, Skip, flag_knob, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
-from .flash_stage import stage_key_tiles
 from .knobs import combine_smem, local_smem
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"

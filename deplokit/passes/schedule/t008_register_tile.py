@@ -58,11 +58,11 @@ from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Loop
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, Combine, RegisterTile, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
+from ..mma.mma_tile import mma_tile
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
 from .block_shape import EXTENTS, default_extents
 from .grid_plan import decided, plan, split_geometry
-from .mma_tile import mma_tile
 from .register_nest import drop_dead, nest_body
 from .rewrite import used_vars
 from .slot_maps import slot_index, warp_lanes, warp_slot_map

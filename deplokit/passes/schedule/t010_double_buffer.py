@@ -31,9 +31,9 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Stage
+from ..flash.flash_stage import key_loop_skip
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob
 from ..stage_geometry import head_stages, k_outer_loops, rewrite_k_heads, smem_bytes, stage_smem_budget, trips
-from .flash_stage import key_loop_skip
 from .grid_plan import ring_stages
 
 DESCRIPTION = "promote K-outer Stages to BufferedStage (a ring of 2 to 4 buffers)"

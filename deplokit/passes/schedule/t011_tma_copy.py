@@ -12,7 +12,7 @@ staged operand. A stage is eligible when
   * the tensor is float32 with at most 5 dimensions, and the slab is a box of it: one
     slab axis per tensor dimension, in the tensor's order, rows not padded,
   * the tensor's rows are a multiple of 16 bytes apart, the box's inner row a multiple of
-    16 bytes, each box extent at most 256 (passes/tma_geometry.py).
+    16 bytes, each box extent at most 256 (passes/tma/tma_geometry.py).
 
 Where the slab crosses the tensor's end (odd M, N or K tails) the copy reads zeros, so
 stages whose rows would end in the middle of a 16-byte unit are eligible as long as the
@@ -38,11 +38,11 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Tile
+from ..flash.flash_stage import flash_tma_notes, flash_tma_skip
 from ..record import Knob, Needs, Noted, PassContext, Skip, replace_tile
+from ..repack.repack import RepackingPass, plan_repack, with_workspaces
 from ..stage_geometry import head_stages, k_outer_loops, restamp_stages, rewrite_k_heads
-from ..tma_geometry import tensor_map_box
-from .flash_stage import flash_tma_notes, flash_tma_skip
-from .repack import RepackingPass, plan_repack, with_workspaces
+from ..tma.tma_geometry import tensor_map_box
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow eligible BufferedStages to TMA tensor-map copies (sm_90+)"
@@ -76,7 +76,7 @@ def _small_block(kernel) -> int | None:
 KNOBS = (Knob("enable", (True, False), _default_enable,
               "copy eligible BufferedStages with one TMA tensor-map copy each"),
          Knob("repack", ("auto", True, False), lambda kernel, target: "auto",
-              "stage an operand whose rows are not 16 bytes apart from a padded copy (schedule/repack.py): "
+              "stage an operand whose rows are not 16 bytes apart from a padded copy (repack/repack.py): "
               "auto (where it pays), always, never"))
 
 

@@ -30,7 +30,7 @@ import dataclasses
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import Stage, Tile, map_body, walk
 from ..record import KernelPass, Noted, PassContext, Skip, flag_knob, replace_tile
-from ..tma_geometry import swizzle_for
+from ..tma.tma_geometry import swizzle_for
 
 DESCRIPTION = "swizzle TMA stages' shared-memory boxes (128/64/32-byte XOR) against bank conflicts"
 

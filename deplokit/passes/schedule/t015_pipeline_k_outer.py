@@ -44,9 +44,9 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import AsyncWait, Stage, Tile
+from ..flash.flash_stage import key_loop_skip
 from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
 from ..stage_geometry import head_length, head_stages, k_outer_loops, trips
-from .flash_stage import key_loop_skip
 
 DESCRIPTION = "rotate the K-outer loop into prologue / steady state / epilogue (cp.async + TMA)"
 

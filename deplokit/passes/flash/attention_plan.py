@@ -14,8 +14,8 @@ import dataclasses
 from ...analysis.traffic import loop_kernel_cost, loop_kernel_flops
 from ...ir.index import FloorDiv, Gather, Var, free_vars, stride_one, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, flash_parts, index_vars, walk
+from ..fuse.guard import Traffic
 from .flash_registers import budget
-from .guard import Traffic
 
 STAGE_BUDGET = 32 * 1024     # bytes of one key tile and one value tile in shared memory
 SHARED_BUDGET = 40 * 1024    # bytes of staged query rows, key tile and value tile
@@ -232,7 +232,7 @@ def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
 
 def flash_blocks(kernel: Kernel, plan: FlashPlan) -> int:
     """Blocks the flash kernel launches: one per query tile of each kv-head group (and of
-    every other row loop), as schedule/flash_tile.py deals them."""
+    every other row loop), as flash/flash_tile.py deals them."""
     blocks = 1
     for lp in flash_parts(kernel)[0]:
         if lp.var == plan.query:

@@ -21,8 +21,8 @@ K tails) the copy reads zeros: no clamp, no split, no guard.
 """
 from __future__ import annotations
 
-from ..ir.swizzle import REPEAT
-from ..ir.tile_ir import Stage, TmaBox
+from ...ir.swizzle import REPEAT
+from ...ir.tile_ir import Stage, TmaBox
 
 MAX_RANK = 5
 MAX_BOX = 256

@@ -16,7 +16,7 @@ them in the machine code:
     LDS widths  the distinct shared addresses one unrolled iteration reads, per array, cut
                 into aligned runs of 4 (LDS.128), 2 (LDS.64) and single floats, for every
                 sampled thread and iteration (nvcc must prove the alignment for all)
-    overhead    constants read off sm_90 SASS of deplokit's kernels (tune/loop_overhead.py)
+    overhead    constants read off sm_90 SASS of deplokit's kernels (tune/sass_model/loop_overhead.py)
     K step      a main loop nested in a kept K loop (an inner k loop nvcc keeps) also pays its
                 share of the K loop's own step (waits, copies, the TMA producer) per pass
 
@@ -30,10 +30,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..analysis.sass import SharedLoadCounts
-from ..ir import kernel_ir as K
-from ..ir.ops import OPS
-from ..ir.tensor_ir import ELEMENTWISE_OPS
+from ...analysis.sass import SharedLoadCounts
+from ...ir import kernel_ir as K
+from ...ir.ops import OPS
+from ...ir.tensor_ir import ELEMENTWISE_OPS
 from .loop_addresses import compile_int, evaluate, vector_runs
 from .loop_overhead import OVERHEAD
 from .loop_unroll import (

@@ -65,7 +65,7 @@ from ...ir.tile_ir import (
     walk,
 )
 from ..record import Skip, fresh_name, replace_tile
-from .rewrite import used_vars
+from ..schedule.rewrite import used_vars
 
 FR, FC = "fr", "fc"                # the fragment's row and column in a FragmentLoad's index
 

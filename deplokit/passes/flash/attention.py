@@ -5,7 +5,7 @@ a contraction over the same rows), the merged row body is matched against attent
 (attention_match.py) and rebuilt as one pass over the keys with an online softmax
 (attention_loop.py). Its plan (attention_plan.py: the query rows and heads a block owns,
 the key tile, causal tiles skipped) is recorded on the kernel, and 001 tileify schedules it
-(schedule/flash_tile.py). The fusion goes ahead when the guard's count says it wins: it
+(flash/flash_tile.py). The fusion goes ahead when the guard's count says it wins: it
 moves no more bytes than the three kernels it replaces and its work (the online rescale
 adds a multiply per output element and key; causal skipping removes tiles) stays within
 FLASH_WORK_BUDGET times theirs, and, its blocks dealt to the target's SMs, it is estimated
@@ -18,14 +18,14 @@ import dataclasses
 
 from ...analysis.computes import KernelNamer
 from ...ir.loop_ir import LoopProgram
+from ..fuse.grid_fill import estimate, unfused_estimate
+from ..fuse.guard import Traffic, fusion_pays
 from ..record import Noted, Pass, Skip, flag_knob
+from ..rows.row_cost import unfused_traffic
+from ..rows.rows import ChainFacts, merge_chain, plan_chain, with_kernels
 from .attention_loop import flash_kernel
 from .attention_match import match_attention
 from .attention_plan import flash_blocks, flash_traffic, plan_flash
-from .grid_fill import estimate, unfused_estimate
-from .guard import Traffic, fusion_pays
-from .row_cost import unfused_traffic
-from .rows import ChainFacts, merge_chain, plan_chain, with_kernels
 
 FLASH_WORK_BUDGET = 1.5
 

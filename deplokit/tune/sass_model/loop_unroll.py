@@ -1,8 +1,8 @@
-"""How nvcc unrolls the loops of a Kernel-IR kernel, as the main-loop model (tune/main_loop.py) needs it:
+"""How nvcc unrolls the loops of a Kernel-IR kernel, as the main-loop model (tune/sass_model/main_loop.py) needs it:
 which loops it unrolls fully into the loop around them, and how far it unrolls a loop it keeps."""
 from __future__ import annotations
 
-from ..ir import kernel_ir as K
+from ...ir import kernel_ir as K
 
 # nvcc's unrolling, in unrolled_size units, fitted to its sm_90 SASS of deplokit's matmuls: a 4x4
 # register tile's k loop of 16 (832) unrolls fully, of 32 (1664) partly, an 8x4's of 16 by 4

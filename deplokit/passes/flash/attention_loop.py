@@ -25,7 +25,7 @@ exp(m_old - m_new). After the last key, out = o / l.
 
 The key loop is `serial`: each iteration reads what the previous one stored. The three
 running values are the kernel's locals (a row of Dv floats and two scalars per query row);
-the Tile IR keeps them in registers (schedule/flash_tile.py). A fully masked row ends with
+the Tile IR keeps them in registers (flash/flash_tile.py). A fully masked row ends with
 o = 0 and l = 0: 0 / 0 = NaN, as eager's softmax of a row of -inf; where the source zeroes
 such rows (sdpa with a bool mask), the same test of the max zeroes the output row.
 """
@@ -35,8 +35,8 @@ from ...ir.index import Affine, substitute, var
 from ...ir.loop_ir import Compute, Kernel, Load, LocalBuffer, Loop, Store
 from ...ir.names import fresh_name
 from ...ir.types import TensorType
+from ..rows.rows import renumber
 from .attention_match import AttentionParts, rename_var
-from .rows import renumber
 
 
 def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], taken: set[str]) -> Kernel:

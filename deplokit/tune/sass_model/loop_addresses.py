@@ -7,8 +7,8 @@ from an aligned base for every sampled thread.
 """
 from __future__ import annotations
 
-from ..ir import kernel_ir as K
-from ..ir.index import c_div, c_rem
+from ...ir import kernel_ir as K
+from ...ir.index import c_div, c_rem
 
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
         "/": lambda a, b: c_div(a, b) if b else 0, "//": lambda a, b: a // b if b else 0,

@@ -30,10 +30,10 @@ import dataclasses
 from ...analysis.computes import KernelNamer
 from ...ir.index import free_vars, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, LocalBuffer, Loop, LoopProgram, Store, walk
+from ..fuse.guard import fusion_pays
+from ..fuse.tidy import print_order_names, rename_body
 from ..record import Noted, Pass, Skip, flag_knob
-from .guard import fusion_pays
 from .row_cost import row_fused_traffic, unfused_traffic
-from .tidy import print_order_names, rename_body
 
 # Bytes of on-chip memory the local rows of one kernel may take (shared memory also holds
 # staged inputs and reduction partials: Target.static_smem_per_block in all).

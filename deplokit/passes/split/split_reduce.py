@@ -25,12 +25,12 @@ output tiles (at least DOT_OUTPUTS outputs): 003 split_matmul_k splits its K.
 """
 from __future__ import annotations
 
-from ..ir.index import Affine, floordiv, free_vars, gathers, mod, var
-from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store, walk
-from ..ir.substitute import substitute_body
-from ..ir.tensor_ir import reduction_identity
-from ..ir.types import Buffer, TensorType
-from .record import Knob, Noted, Pass, Skip
+from ...ir.index import Affine, floordiv, free_vars, gathers, mod, var
+from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store, walk
+from ...ir.substitute import substitute_body
+from ...ir.tensor_ir import reduction_identity
+from ...ir.types import Buffer, TensorType
+from ..record import Knob, Noted, Pass, Skip
 
 MIN_LENGTH = 4096      # reduce loops shorter than this are not worth a second kernel
 MIN_CHUNK = 1024       # elements each split reduces at least

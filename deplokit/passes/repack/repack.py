@@ -39,18 +39,18 @@ from ...ir.loop_ir import Load, Loop, Store
 from ...ir.tile_ir import BLOCK, THREAD, Repack, TileKernel
 from ...ir.types import Buffer, TensorType
 from ..record import KernelPass, Skip, program_types
+from ..schedule.t001_tileify import PASS as P001
+from ..schedule.t002_chunk_matmul_k import PASS as P002
+from ..schedule.t003_split_matmul_k import PASS as P003
+from ..schedule.t004_cooperative_reduce import PASS as P004
+from ..schedule.t005_blockify_launch import PASS as P005
+from ..schedule.t006_chunk_reduce import PASS as P006
+from ..schedule.t007_stage_inputs import PASS as P007
+from ..schedule.t008_register_tile import PASS as P008
+from ..schedule.t009_permute_register_tile import PASS as P009
+from ..schedule.t010_double_buffer import PASS as P010
 from ..stage_geometry import head_stages, k_outer_loops
-from ..tma_geometry import FLOAT, GLOBAL_ALIGN, tensor_map_box
-from .t001_tileify import PASS as P001
-from .t002_chunk_matmul_k import PASS as P002
-from .t003_split_matmul_k import PASS as P003
-from .t004_cooperative_reduce import PASS as P004
-from .t005_blockify_launch import PASS as P005
-from .t006_chunk_reduce import PASS as P006
-from .t007_stage_inputs import PASS as P007
-from .t008_register_tile import PASS as P008
-from .t009_permute_register_tile import PASS as P009
-from .t010_double_buffer import PASS as P010
+from ..tma.tma_geometry import FLOAT, GLOBAL_ALIGN, tensor_map_box
 
 COPY_SLOTS = 6      # issue slots of one 4-byte cp.async in the K loop (address, bounds, LDGSTS): sm_90
                     # SASS of 1000x777 @ 777x1531 issues 1272 instructions per thread and K step of

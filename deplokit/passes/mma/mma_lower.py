@@ -15,8 +15,8 @@ from ...ir import kernel_ir as K
 from ...ir.fragments import WARP, element_lanes, ldmatrix_row_lanes
 from ...ir.index import Affine, const, floordiv, free_vars, mod, substitute, var
 from ...ir.tile_ir import FragmentLoad, MmaSync
-from .kernel_expr import affine_expr
-from .smem_layout import smem_offset
+from ..lower.kernel_expr import affine_expr
+from ..lower.smem_layout import smem_offset
 
 FR, FC = "fr", "fc"
 

@@ -1,6 +1,6 @@
 """How many registers a flash-attention thread needs, and how many its block lets it have.
 
-A thread of the flash kernel (schedule/flash_tile.py) keeps in registers its slice of the
+A thread of the flash kernel (flash/flash_tile.py) keeps in registers its slice of the
 query row (D / lanes floats, unless the rows are staged in shared memory), its slice of the
 output accumulator (Dv / lanes), the scores of one key tile, and the online softmax's
 running max and sum; beyond those floats it spends registers on addresses, loop counters

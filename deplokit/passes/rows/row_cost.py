@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...analysis.traffic import loop_kernel_cost, loop_kernel_flops
 from ...ir.index import free_vars
 from ...ir.loop_ir import Kernel, Load, Store, walk
-from .guard import Traffic
+from ..fuse.guard import Traffic
 
 
 def unfused_traffic(chain, types) -> Traffic:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from ...ir.index import Affine, free_vars
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store, walk
-from .rows import defined_names, row_loops
-from .tidy import rename_body
+from ..fuse.tidy import rename_body
+from ..rows.rows import defined_names, row_loops
 
 
 @dataclass(frozen=True)
