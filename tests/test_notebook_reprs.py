@@ -315,6 +315,8 @@ def test_the_inventory_and_a_timeline_have_html_and_count_reducers():
     assert t.rows[0].bytes == inv[0].bytes and t.rows[0].flops == inv[0].flops
     html = t._repr_mimebundle_()["text/html"]
     assert html.count("flex: 0 0") == 2 and "timeline of the program" in html
+    # a launch of another's kernel (here the reducer) says which it runs, under its name: no column of repeats
+    assert html.count("runs <code>") == 1 and f"runs <code>{inv[1].kernel}</code>" in html
 
 
 def test_a_kernel_says_what_it_computes_in_the_models_words():

@@ -142,14 +142,17 @@ def render_timeline(t: Timeline) -> dict:
                     f'style="flex: 0 0 {100 * r.model_us / total:.3f}%; height: 18px; background: {colours[r.kernel]}; '
                     'border-right: 1px solid rgba(0,0,0,0.25)"></div>'
                     for r in t.rows)
-    rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>", f"<code>{esc(r.kernel)}</code>",
+    # the kernel a launch runs under its name, where it is another's (an identical layer's, a reducer)
+    rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>" + (
+                "" if r.kernel == r.launch else
+                f'<br><span style="font-size: 0.85em; opacity: 0.7">runs <code>{esc(r.kernel)}</code></span>'),
              f"{r.start_us:.2f}", f"{r.model_us:.2f}", _nowrap(si(r.bytes, "B")), _nowrap(si(r.flops, "")),
              "—" if r.measured_us is None else f"{r.measured_us:.2f}"] for i, r in enumerate(t.rows)]
     html = (title(f"timeline of {esc(t.label)} on {esc(t.target)}: {len(t.rows)} launches, {t.model_us:.2f} µs "
                   "by the cost model") +
             f'<div style="display: flex; width: 100%; margin: 4px 0 8px 0">{strip}</div>' +
             '<div style="overflow-x: auto">' +
-            table(["#", "computes", "launch", "runs kernel", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
+            table(["#", "computes", "launch", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
                   rows) + "</div>" +
             note("predicted by the cost model, one launch after another; measured times need a GPU "
                  "(<code>c.bench(profile=True)</code>, then <code>c.timeline(report=...)</code>)"))
