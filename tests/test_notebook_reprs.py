@@ -327,6 +327,8 @@ def test_a_kernel_says_what_it_computes_in_the_models_words():
     assert module_of("p_model_layers_0_self_attn_q_proj_weight") == "self_attn.q_proj"
     assert module_of("p_model_layers_3_input_layernorm_weight") == "input_layernorm"
     assert module_of("p_lm_head_weight") == "lm_head"
+    assert module_of("p_inner_model_model_layers_2_mlp_down_proj_weight") == "mlp.down_proj"    # decode's wrapper
+    assert module_of("p_inner_model_lm_head_weight") == "lm_head"
     assert merged_labels(["mlp.gate_proj: matmul", "mlp.up_proj: matmul"]) == "mlp.gate_proj / mlp.up_proj: matmul"
     program = models.build(models.tiny(PRESETS["TinyLlama/TinyLlama-1.1B-Chat-v1.0"], layers=1), seq=8,
                            backend="transformers")

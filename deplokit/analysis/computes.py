@@ -24,11 +24,14 @@ import re
 from ..ir.index import gathers
 from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, walk
 
-_CONTAINERS = re.compile(r"^(model_)?(layers_\d+_)?")
+# the containers before a layer's module path: model_, a wrapper's inner_model_model_ (the decode
+# program's static-cache exporter), layers_N_
+_CONTAINERS = re.compile(r"^(?:\w*?model_)*(?:layers_\d+_)?")
 
 
 def module_of(param: str) -> str:
-    """p_model_layers_0_self_attn_q_proj_weight -> self_attn.q_proj (best effort: the last two
+    """p_model_layers_0_self_attn_q_proj_weight (or p_inner_model_model_layers_0_...) ->
+    self_attn.q_proj (best effort: the last two
     parts of the module path, `.`-joined where a known container starts it)."""
     path = _CONTAINERS.sub("", re.sub(r"_(weight|bias)$", "", param[2:]))
     for container in ("self_attn_", "mlp_"):
