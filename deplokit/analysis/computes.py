@@ -151,10 +151,11 @@ class KernelNamer:
         part = _OP_PART.get(what, "")
         if own and what in ("matmul", "embedding"):
             part = ""
-        if not what:    # an op with no word for it: the root's, without a stitched layer's prefix
+        written = [t for t in kernel.outputs if t.endswith("_written")]
+        if not what and not written:    # an op with no word for it: the root's, without a stitched layer's prefix
             part = re.sub(r"_\d+$", "", _STITCHED_LAYER.sub("", kernel.outputs[0] if kernel.outputs else kernel.name))
         # an in-place write into state (a KV cache: kv_cache0_written) says so: _write_kv_cache
-        states = [re.sub(r"\d*_written$", "", t) for t in kernel.outputs if t.endswith("_written")]
+        states = [re.sub(r"\d*_written$", "", t) for t in written]
         write = f"write_{states[0]}" if states else ""
         return "_".join(p for p in (f"layer{layer}" if layer else "", module_part(modules), part, write) if p)
 
