@@ -13,7 +13,7 @@ from programs import config_of, corpus
 import deplokit
 from deplokit.analysis.banks import conflict_degree, smem_loads
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.loop_ir import Accumulate, Load, Loop
+from deplokit.ir.loop_ir import Accumulate, Compute, Load, Loop
 from deplokit.ir.tile_ir import BLOCK, Stage, walk
 from deplokit.passes.lower.cuda import render_kernel
 from deplokit.passes.lower.materialize import materialize
@@ -185,13 +185,17 @@ def test_register_tile_hoists_prologue_out_of_the_register_loop():
     c = compiled("llama_layer_small", **SHAPE_16x16)       # M = 16: one row of threads
     k = after(c, "008_register_tile", "merged_add_3")
     k_loop = next(s for s, _ in walk(k.tile().body) if isinstance(s, Loop) and s.var == "a2i")
-    # silu(gate) * up is its own kernel now (the fuse guard: recomputed per output column it
-    # costs more than the contraction allows); its value does not depend on the register slot,
-    # so its load stays outside the register loop: once per k
+    # silu(gate) * up is a prologue staged with down_proj's A slab (issue 26): the loop reads
+    # it from the stage; its value does not depend on the register slot, so that load stays
+    # outside the register loop: once per k
     assert [type(s).__name__ for s in k_loop.body] == ["Load", "Loop"]
+    staged = k_loop.body[0]
     reg = k_loop.body[-1]
     assert reg.kind == "register" and reg.role == "N"
-    assert [s for s in reg.body if isinstance(s, Accumulate)][0].text() == "acc0[a1r] <- add(acc0[a1r], v0)"
+    product = next(s for s in reg.body if isinstance(s, Compute) and s.op == "multiply")
+    assert staged.dst in product.args
+    acc = [s for s in reg.body if isinstance(s, Accumulate)][0]
+    assert acc.text() == f"acc0[a1r] <- add(acc0[a1r], {product.dst})"
 
 
 # -- 009 permute_register_tile -----------------------------------------------------------------

@@ -741,6 +741,27 @@ case(
     tol=EXACT,
 )
 case("floor_divide/remainder(float)", "(3,37)", lambda x: x // 0.75 + x % -1.5, randn(3, 37, scale=4.0), tol=EXACT)
+
+
+def _routed(x, w, ids):
+    """MoE's expert runs: sorted ids counted (histc), cumulated, one grouped matmul (docs/moe.md)."""
+    from deplokit.frontend import moe_ops
+    ids = torch.sort(ids, stable=True).values
+    offs = torch.cumsum(torch.histc(ids.float(), w.shape[0], 0, w.shape[0] - 1), 0, dtype=torch.int32)
+    return moe_ops.grouped_mm(x, w, offs)
+
+
+case("topk(softmax)", "(37,5)", lambda x: torch.topk(torch.softmax(x, -1), 2), randn(37, 5), tol=REDUCE)
+# (torch's CPU topk orders tied values as it likes: test_moe.py checks deplokit's lowest-index-first)
+case("topk(dim 0,smallest)", "(9,4)", lambda x: torch.topk(x, 3, dim=0, largest=False).indices,
+     randn(9, 4), tol=EXACT)
+case("sort(stable ids)", "(33,)", lambda i: torch.sort(i, stable=True),
+     lambda g: torch.randint(0, 5, (33,), generator=g), tol=EXACT)
+case("histc", "(3,37)", lambda x: torch.histc(x, 7, -1.0, 1.5), randn(3, 37), tol=EXACT)
+case("index_put(inverse permutation)", "(31,)", lambda p: torch.empty_like(p).index_put_((p,), torch.arange(31)),
+     lambda g: torch.randperm(31, generator=g), tol=EXACT)
+case("grouped_mm(routed runs)", "(33,8)x(4,8,31)", _routed, randn(33, 8), randn(4, 8, 31),
+     lambda g: torch.randint(0, 3, (33,), generator=g), tol=REDUCE)
 COVERAGE_CASES = tuple(c.id for c in CASES[_FIRST_COVERAGE:])
 
 

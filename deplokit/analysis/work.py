@@ -46,6 +46,8 @@ class KernelWork:
     stage_bytes: int            # shared memory the kernel's stages take (double buffers twice)
     pipelined: bool = False     # copies overlap compute (double buffered or prefetched stages)
     prefetch: int = 0           # K tiles the stages are fetched ahead of their use (015: stages - 1)
+    tensor_flops: float = 0.0   # of `flops`, those mma.sync does on tensor cores
+    tensor_dtype: str = ""      # their input type (bf16, f16, tf32): Target.tensor_rate's key
 
     @property
     def coalescing(self) -> float:
@@ -65,7 +67,7 @@ class _Counter:
         self.stages: dict[str, Stage] = {}
         self.smem = {(ld.stage, ld.dst): ld for ld in smem_loads(kernel)}
         self.touched: set[str] = set()
-        self.flops = self.fp = self.instr = self.requested = self.sectors = 0.0
+        self.flops = self.fp = self.instr = self.requested = self.sectors = self.tensor_flops = 0.0
         self.wavefronts = self.barriers = 0.0
         self.stage_bytes = 0
         self.pipelined = False
@@ -139,6 +141,7 @@ class _Counter:
             elif isinstance(s, MmaSync):           # one warp-wide tensor-core instruction
                 shape = MMA_SHAPES[s.shape]
                 self.flops += per_warp * 2 * shape.m * shape.n * shape.k
+                self.tensor_flops += per_warp * 2 * shape.m * shape.n * shape.k
                 self.instr += per_warp
             elif isinstance(s, FragmentLoad):      # an ldmatrix, or a shared load per element
                 ld = self.smem.get((s.stage, s.dst))
@@ -185,4 +188,5 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
     compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
-                      c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch)
+                      c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch,
+                      c.tensor_flops, kernel.mma.shape.dtype if kernel.mma is not None else "")

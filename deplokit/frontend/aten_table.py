@@ -220,6 +220,11 @@ ATEN_OPS.update({
     "max.default": ("amax", lambda a, k: ((a[0],), (("dim", ()), ("keepdim", False)))),
     "min.default": ("amin", lambda a, k: ((a[0],), (("dim", ()), ("keepdim", False)))),
     "cumsum.default": ("cumsum", _positional(("dim",), {}, 1)),
+    # mixture of experts (docs/moe.md): the counting, the scatter and transformers' grouped matmul
+    "histc.default": ("histc", _positional(("bins", "min", "max"), {"bins": 100, "min": 0, "max": 0}, 1)),
+    "index_put.default": ("index_put", lambda a, k: _index_put(a, k)),
+    "transformers.grouped_mm_fallback.default": ("grouped_mm", lambda a, k: ((a[0], a[1], a[2]), ())),
+    "deplokit.grouped_mm.default": ("grouped_mm", lambda a, k: ((a[0], a[1], a[2]), ())),   # bench/programs.py
 })
 for _aten, _op in (("__and__", "bitwise_and"), ("bitwise_and", "bitwise_and"), ("__or__", "bitwise_or"),
                    ("bitwise_or", "bitwise_or"), ("__xor__", "bitwise_xor"), ("bitwise_xor", "bitwise_xor"),
@@ -230,9 +235,10 @@ ATEN_OPS["logical_xor.default"] = ("bitwise_xor", _binary)     # torch.logical_x
 ATEN_OPS["__invert__.default"] = ("bitwise_not", _unary)
 ATEN_OPS["bitwise_not.default"] = ("bitwise_not", _unary)
 
-# Operators whose result depends only on their input's shape and dtype: folded at capture.
-SHAPE_ONLY_OPS = {"ones_like.default", "zeros_like.default", "full_like.default", "new_ones.default",
-                  "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
+# Operators whose result depends only on their input's shape and dtype: folded at capture
+# (empty_like as zeros: no garbage in the IR).
+SHAPE_ONLY_OPS = {"empty_like.default", "ones_like.default", "zeros_like.default", "full_like.default",
+                  "new_ones.default", "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
                   "zeros.default", "ones.default"}
 
 # Operators whose result shares its input's storage: an in-place update of one would change
@@ -281,6 +287,16 @@ def _index(args, kwargs):
     return (args[0],) + tuple(i for i in indices if i is not None), (("dims", dims),)
 
 
+def _index_put(args, kwargs):
+    """x.index_put_((i0, None, ..), values, accumulate): x, values and the index tensors as
+    operands; `dims` says which axes they index."""
+    indices = list(args[1])
+    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    dims = tuple(p for p, i in enumerate(indices) if i is not None)
+    return ((args[0], args[2]) + tuple(i for i in indices if i is not None),
+            (("dims", dims), ("accumulate", bool(accumulate))))
+
+
 def _variance(args, kwargs, unbiased: bool = False, whole: bool = False):
     """var / std in their three spellings: (x, unbiased), (x, dim, unbiased, keepdim) and
     (x, dim, correction=, keepdim=); torch's default correction is 1."""
@@ -308,5 +324,9 @@ def _vector_norm(args, kwargs):
     return (args[0],), (("ord", vals.get("ord", 2)), ("dim", dims), ("keepdim", bool(vals.get("keepdim", False))))
 
 
+# Torch-IR ops made only from pieces of a multi-output op (frontend/multi_output.py).
+PIECE_OPS = ("topk", "sort")
+
+
 def covered_ops() -> list[str]:
-    return sorted({op for op, _ in ATEN_OPS.values()})
+    return sorted({op for op, _ in ATEN_OPS.values()} | set(PIECE_OPS))

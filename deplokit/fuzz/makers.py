@@ -378,3 +378,38 @@ def position_ids(rng, shape, inp):
         return None
     d = dim(rng, shape) - len(shape)
     return f"(({{x}} > 0).long().cumsum({d}) - 1).masked_fill({{x}} <= 0, 1).float() * {{x}}", shape
+
+
+def moe_routing(rng, shape, inp):
+    """A mixture-of-experts block on the value's rows (tokens of its last axis): a biased
+    router, softmax then top-k (renormalised) or top-k then softmax, the assignments sorted
+    by expert and counted into runs (histc, cumsum), two grouped matmuls with SiLU between,
+    the routing weights, and the rows scattered back (index_put) and summed per token.
+    The router's bias keeps equal logits (rows of zeros) from tying: torch leaves the order
+    of tied top-k values unspecified (docs/moe.md)."""
+    if not shape:
+        return None
+    hidden, tokens = shape[-1], numel(shape[:-1])
+    experts = rng.choice((2, 3, 4, 5, 8))
+    k = rng.randint(1, min(experts, 3))
+    inner = rng.choice((1, 3, 16, 31))
+    rows = tokens * k
+    if rows > 256 or rows * hidden * inner * 2 > MAX_MATMUL or rows * max(hidden, experts) > MAX_NUMEL:
+        return None
+    router, bias = inp((experts, hidden)), inp((experts,))
+    up, down = inp((experts, hidden, inner)), inp((experts, inner, hidden))
+    if rng.random() < 0.5:      # Mixtral, Qwen3-MoE: softmax, top-k, renormalised
+        pick = f"torch.topk(torch.softmax(h @ r.t() + b, -1), {k}, dim=-1)"
+        weigh = "tk[0] / tk[0].sum(-1, keepdim=True)"
+    else:                       # top-k of the logits, softmax over the chosen
+        pick, weigh = f"torch.topk(h @ r.t() + b, {k})", "torch.softmax(tk[0], -1)"
+    gmm = "torch.ops.deplokit.grouped_mm"
+    # one expression: lambdas name the intermediate values (every tensor comes in as an argument)
+    combine = (f"h.new_zeros({rows}, {hidden}).index_put_((s[1],), {gmm}(F.silu({gmm}(h[s[1] // {k}], up, offs)), "
+               f"dn, offs) * w.reshape(-1)[s[1], None]).reshape({tokens}, {k}, {hidden}).sum(1)"
+               f".reshape({', '.join(map(str, shape))})")
+    counts = f"torch.cumsum(torch.histc(s[0].float(), {experts}, 0, {experts - 1}), 0, dtype=torch.int32)"
+    expr = (f"(lambda h, r, b, up, dn: (lambda tk: (lambda w, s: (lambda offs: {combine})({counts}))"
+            f"({weigh}, torch.sort(tk[1].reshape(-1), stable=True)))({pick}))"
+            f"({{x}}.reshape(-1, {hidden}), {router}, {bias}, {up}, {down})")
+    return expr, shape

@@ -167,6 +167,8 @@ TEMPLATES = (
         "pick_by_argmax", ("argmax", "argmin", "gather", "index", "sub", "unsqueeze", "flatten"), mk.pick_by_argmax
     ),
     Template("gather", ("gather",), mk.gather),
+    Template("moe_routing", ("topk", "softmax", "sort", "histc", "cumsum", "grouped_mm", "index_put", "index",
+                             "floor_divide", "silu", "sum", "div", "mul", "reshape"), mk.moe_routing),
     Template("index", ("index",), mk.index_first),
     Template("index_dim", ("index",), mk.index_second),
     Template("index_select", ("index",), mk.index_select),

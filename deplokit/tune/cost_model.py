@@ -28,8 +28,9 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
              (overlap halved for a kernel whose stages are double buffered or prefetched)
 
 Cycles are priced at the target's sustained clock, bytes at its achievable bandwidth, and no
-FP32 kernel is priced faster than the target's cuBLAS-class SGEMM rate (Target's data, with
-their sources). `estimate` prices every kernel of a program, split-K reducers and zero fills
+FP32 kernel is priced faster than the target's cuBLAS-class SGEMM rate, no tensor-core kernel
+(a main loop of mma.sync) faster than the target's dense tensor-core peak for its input type
+(Target's data, with their sources). `estimate` prices every kernel of a program, split-K reducers and zero fills
 included: the model objective's trial is the sum.
 
 Registers and shared memory come from ptxas when its statistics are given (tune/objective.py
@@ -211,7 +212,7 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     )
     if looped is not None:
         sm_us = looped.us
-    sm_us = max(sm_us, work.flops / (target.fp32_tflops * 1e6))      # no faster than cuBLAS's SGEMM
+    sm_us = max(sm_us, compute_floor_us(work, target))
     barrier_us = work.barriers * c.barrier_cycles * waves / clock * 1e6
     parts = {"dram": dram_us, "l2": l2_us, "sm": sm_us}
     bound = max(parts, key=parts.get)
@@ -220,6 +221,15 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     time = c.launch_us + parts[bound] + overlap * rest + barrier_us
     return KernelEstimate(work.name, time, dram_us, l2_us, sm_us, barrier_us, occ, registers, smem, bound, work,
                           loop, looped.us if looped else 0.0, waves, tail, looped.cover if looped else 0.0)
+
+
+def compute_floor_us(work: KernelWork, target) -> float:
+    """The fastest the kernel's arithmetic can run: its FP32 FLOPs at cuBLAS's SGEMM rate,
+    plus those of a main loop of mma.sync at the target's dense tensor-core peak for its
+    input type (Target.tensor_tflops; the FP32 rate where the target has none)."""
+    fp32 = (work.flops - work.tensor_flops) / (target.fp32_tflops * 1e6)
+    rate = target.tensor_rate(work.tensor_dtype) or target.fp32_tflops
+    return fp32 + (work.tensor_flops / (rate * 1e6) if work.tensor_flops else 0.0)
 
 
 def bytes_in_flight(work: KernelWork) -> float:
@@ -271,9 +281,13 @@ def estimate(tile_program, kernel_program, target, stats: dict | None = None,
 
 
 def roofline_us(work: KernelWork, target) -> float:
-    """The time no schedule can beat: compulsory bytes at peak bandwidth or the FLOPs at peak."""
-    return max(work.compulsory_bytes / (target.peak_bandwidth_gbs * 1e3),
-               work.flops / (target.peak_fp32_tflops * 1e6)) if work else 0.0
+    """The time no schedule can beat: compulsory bytes at peak bandwidth or the FLOPs at peak
+    (an mma.sync main loop's at the tensor-core peak for its input type)."""
+    if not work:
+        return 0.0
+    rate = target.tensor_rate(work.tensor_dtype) or target.peak_fp32_tflops
+    flops_us = (work.flops - work.tensor_flops) / (target.peak_fp32_tflops * 1e6) + work.tensor_flops / (rate * 1e6)
+    return max(work.compulsory_bytes / (target.peak_bandwidth_gbs * 1e3), flops_us)
 
 
 __all__ = [

@@ -105,7 +105,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: d
                 changed = True
                 break
             verdict = judge(bk.kernel.name, bk.evals, numel, bk.reduction_points, bk.reduction_instances, bk.work,
-                            order, bk.contraction)
+                            order, bk.contraction, bk.shared_along)
             if verdict.node is not None and verdict.node not in stored:
                 materialise(verdict.node, verdict.reason)
                 changed = True
@@ -142,7 +142,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: d
         members = sorted(bk.inlined - {root}, key=order.__getitem__)
         fused = f" fuses {', '.join(members)}" if members else ""
         ratio = f"{bk.work} work"
-        if verdicts[root].startswith("prologue "):   # a contraction that keeps its prologue: say why
+        if verdicts[root].startswith(("prologue ", "staged prologue ")):   # a kept prologue: say why
             ratio += f"; {verdicts[root]}"
         decisions.append(f"kernel {kernel.name}{fused} ({ratio})")
     written = tuple(written_buffer(nodes[r], program.outputs) for r in roots)

@@ -201,7 +201,8 @@ class Materializer(LoweringState):
         """Place the stage (loads from it read the buffer of the current iteration) and leave
         its copy to 002_stage_copies."""
         plan = plan_stage(self, s, self.body_loop)
-        self.note_read(s.tensor)
+        for t in s.prologue.inputs if s.prologue else (s.tensor,):
+            self.note_read(t)
         base = None
         if plan.buffered:                      # the slot ko % buffers of its ring
             base = K.Binary("*", slot_of(plan, "cur"), K.Const(smem_size(s), "int"))
