@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...analysis.computes import KernelNamer
 from ...ir.loop_ir import LoopProgram, flash_parts
 from ..fuse.grid_fill import estimate, unfused_estimate
 from ..fuse.guard import Traffic, fusion_pays
@@ -41,6 +42,7 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
     facts = ChainFacts()
     added: tuple = ()     # the split kernels' partial tensors
     scalars = frozenset(b.name for b in program.buffers if b.kind == "scalar")
+    namer = KernelNamer()       # a model's flash kernel named by what it computes
     i = 0
     while i + 2 < len(kernels):
         chain = kernels[i:i + 3]
@@ -74,6 +76,7 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
             notes.append(f"attention: {names} stay separate kernels: {why}{fill}")
             i += 1
             continue
+        flash = dataclasses.replace(flash, name=namer.name_at(kernels, i, flash, "attention (flash)"))
         if schedule.splits > 1:     # flash-decoding: a split kernel and a combine
             first, combine, buffers = split_kernels(parts, flash.name, last.outputs, taken, schedule.splits,
                                                     scalars)
