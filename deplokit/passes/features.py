@@ -21,8 +21,8 @@ ADVANCED = {
     # passes/tma/cuda_tma.py, simulated by runtime/sim/tma.py)
     "tma": {"011_tma_copy.enable": False, "011_tma_copy.repack": False},
     # tensor cores: 008's register block as mma.sync fragments (passes/mma/; rendered by
-    # passes/mma/cuda_mma.py, simulated by runtime/sim/mma.py). On by default only for
-    # precision="tf32" programs on sm_80+; off, they run as plain FMAs of tf32-rounded operands
+    # passes/mma/cuda_mma.py, simulated by runtime/sim/mma.py). On by default on sm_80+ for
+    # precision="tf32" programs and matmuls of half operands; off, plain FMAs of the same operands
     "tensor_cores": {"008_register_tile.mma": "off"},
     # a matmul's K spread over blocks, partials reduced in order (schedule/t003_split_matmul_k.py)
     "split_k": {"003_split_matmul_k.splits": 1},

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ...ir.index import DIM_NAMES, Affine, bounds, const, free_vars, gathers, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store
-from ...ir.tensor_ir import Axis, Elementwise, IndexMap, Reduction, TensorNode, Update
+from ...ir.tensor_ir import STORAGE_OPS, Axis, Elementwise, IndexMap, Reduction, TensorNode, Update
 from .expr import EAcc, ELoad, EOp, ExprTable, IntConst
 from .tidy import annotate_roles, article_notes, count_evaluations, loads_first, rename_in_print_order
 
@@ -43,6 +43,10 @@ class BuiltKernel:
     reduction_instances: dict[str, int]
     work: int
     contraction: bool = False         # a fused sum of products with M, N, K roles (a matmul)
+    # a contraction's prologue node -> the extent of the output axis its value does not vary
+    # along (N for an A-side prologue, M for a B-side one): staged with its operand's slab,
+    # it is computed once per block along that axis instead of once per output column
+    shared_along: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -177,6 +181,9 @@ class KernelBuilder:
         self.instances.append(inst)
         return self.table.add(EAcc(self.instance_of[key]))
 
+    def _shape_of(self, name):
+        return tuple(self.nodes[name].type.shape) if name in self.nodes else tuple(self.buffer_shapes[name])
+
     def _buffer_shape(self, name):
         return self.buffer_shapes[name]
 
@@ -253,7 +260,44 @@ class KernelBuilder:
             n_inst[inst.red.name] = n_inst.get(inst.red.name, 0) + 1
         name = self.root if len(self.inlined) <= 1 else f"merged_{self.root}"
         return BuiltKernel(Kernel(name, (self.root,), body), frozenset(self.inlined), evals, points, n_inst, work,
-                           contraction=bool(roles))
+                           contraction=bool(roles), shared_along=self._shared_along(roles))
+
+    def _shared_along(self, roles: dict[str, str]) -> dict[str, int]:
+        """Each computed node of a contraction whose every expression varies along K and one
+        operand's output axis only (M for A, N for B): the extent of the other output axis."""
+        if not roles:
+            return {}
+        extent = {role: 1 for role in ("M", "N")}
+        for v, role in roles.items():
+            if role in extent:
+                extent[role] *= self.ranges[v]
+        sides: dict[str, set] = {}
+        leaves: set = set()
+        for e, ex in enumerate(self.table.exprs):
+            if isinstance(ex, EOp):
+                used = {roles.get(v, "?") for v in self.table.vars[e]}
+                side = "A" if used <= {"M", "K"} and "K" in used else "B" if used <= {"N", "K"} and "K" in used \
+                    else None
+                if side and ex.op in STORAGE_OPS:   # a half operand's stage holds its half elements
+                    return {}
+                if side:
+                    leaves.update((side, self.table.exprs[a]) for a in ex.args
+                                  if isinstance(a, int) and isinstance(self.table.exprs[a], ELoad))
+                sides.setdefault(ex.origin, set()).add(side)
+        # one slab: every leaf of a side's prologue read at the same index of a same-shaped
+        # tensor (007 stages exactly that; silu(gate) * up, not x[m, k] * scale[k])
+        for side in ("A", "B"):
+            reads = {(ld.index, self._shape_of(ld.tensor)) for sd, ld in leaves if sd == side}
+            padded = any(ld.pad is not None for sd, ld in leaves if sd == side)   # 007 stages no masked read
+            if len(reads) > 1 or padded:
+                sides = {n: {None} if side in ss else ss for n, ss in sides.items()}
+        out = {}
+        for node, s in sides.items():
+            if s == {"A"}:
+                out[node] = extent["N"]
+            elif s == {"B"}:
+                out[node] = extent["M"]
+        return out
 
     def _open(self, v, extent, kind):
         self.frames.append(_Frame(v, extent, kind))

@@ -54,8 +54,10 @@ import numpy as np
 from ...display import Displayable
 from ...ir.kernel_ir import (
     Assign,
+    AtomicInc,
     Barrier,
     Binary,
+    Broadcast,
     Call,
     Cast,
     Comment,
@@ -87,6 +89,7 @@ from ...ir.kernel_ir import (
     Special,
     SyncWarp,
     Tf32Round,
+    ThreadFence,
     TmaLoad,
     TmaTensorLoad,
     Unary,
@@ -112,7 +115,8 @@ INDENT = "    "
 PARAM_CTYPES = {"float": "float", "float32": "float", "int64": "long long", "int32": "int",
                 "int": "int", "bool": "bool", "bf16": "__nv_bfloat16", "f16": "__half"}
 SCALAR_CTYPES = {"float": "float", "int": "int", "bool": "bool", "int64": "long long",
-                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half"}
+                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half",
+                 "b32": "unsigned"}       # a tensor-core register of two packed halves
 # The Kernel-IR type of a value read from a buffer of each parameter ctype.
 _PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int64", "int32": "int32",
                      "int": "int32", "bool": "bool", "bf16": "bf16", "f16": "f16"}
@@ -394,6 +398,15 @@ class _Renderer:
             self.if_stmt(s, scope, prefix="if")
         elif isinstance(s, (Barrier, SyncWarp)):
             self.emit("__syncthreads();" if isinstance(s, Barrier) else "__syncwarp();")
+        elif isinstance(s, ThreadFence):
+            self.emit("__threadfence();")
+        elif isinstance(s, Broadcast):
+            self.emit(f"int {s.dst} = {s.array}[0];")
+            scope.declare(s.dst, "int")
+        elif isinstance(s, AtomicInc):
+            self.param(s.buffer, write=True)
+            self.emit(f"int {s.dst} = atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], 1);")
+            scope.declare(s.dst, "int")
         elif isinstance(s, CpAsync):
             self.cp_async(s, scope)
         elif isinstance(s, CpAsyncCommit):
@@ -498,7 +511,8 @@ class _Renderer:
         inner = _Scope(scope)
         inner.declare(s.var, "int")
         start = self.init_expr(s.start, scope)
-        stop = self.expr(s.stop, inner)
+        cmp = ">" if isinstance(s.step, Const) and s.step.value < 0 else "<"
+        stop = self._sub(s.stop, inner, _PREC[cmp], cmp, True)    # a runtime bound may be a ?: (min)
         if isinstance(s.step, Const) and s.step.value == 1:
             step = f"++{s.var}"
         elif isinstance(s.step, Const) and s.step.value == -1:
@@ -881,7 +895,7 @@ class _Renderer:
         if s.nbytes not in (4, 8, 16):
             raise self.err(f"cp.async of {s.nbytes} bytes; supported: 4, 8, 16")
         p = self.param(s.buffer)
-        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+        if _PARAM_VALUE_TYPE[p.ctype] not in ("float", "bf16", "f16"):     # halves: copied as bytes
             raise self.err(f"cp.async from {s.buffer!r}, a buffer of {p.ctype}")
         kind = "cg" if s.nbytes == 16 else "ca"       # cg: through L2 only, 16 bytes
         dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")

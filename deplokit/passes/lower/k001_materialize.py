@@ -39,6 +39,7 @@ from ...ir.tile_ir import (
     Combine,
     FragmentLoad,
     MmaSync,
+    SplitArrive,
     Stage,
     StridedLoop,
     TileProgram,
@@ -54,6 +55,7 @@ from .combine import lower_combine
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .register_quads import lower_quads, quad_loads
+from .split_tail import arrive
 from .stage_plan import plan_stage, slot_of
 from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop
@@ -105,6 +107,9 @@ class Materializer(LoweringState):
                 out.append(StagePrologue(s, self.loop_depth, tuple(self.ranges.items())))
             if local_barriers[i]:
                 out.append(K.Barrier())              # a local row written by the block is read
+            if isinstance(s, SplitArrive):           # the rest runs in the tile's last block only
+                self.note_write(s.counter)
+                return out + arrive(s, self.block_axes, self.fresh, self.stmts(body[i + 1:]))
             out += self.stmt(s)
         return out
 
@@ -186,7 +191,11 @@ class Materializer(LoweringState):
             self.ranges[s.var] = s.extent
             body = self.stmts(s.body)
             # a register loop is always unrolled: its variable indexes register arrays
-            loop = K.For(s.var, K.Const(0, "int"), K.Const(s.extent, "int"), K.Const(1, "int"), tuple(body),
+            stop = K.Const(s.extent, "int")
+            if s.stop is not None:      # a runtime bound, at most the extent: min(extent, stop)
+                bound = self.index_exprs((s.stop,), pre)[0]
+                stop = K.Select(K.Binary("<", bound, stop), bound, stop)
+            loop = K.For(s.var, K.Const(0, "int"), stop, K.Const(1, "int"), tuple(body),
                          s.unroll or s.kind == "register")
         else:
             self.ranges[s.var] = s.stop
@@ -201,7 +210,8 @@ class Materializer(LoweringState):
         """Place the stage (loads from it read the buffer of the current iteration) and leave
         its copy to 002_stage_copies."""
         plan = plan_stage(self, s, self.body_loop)
-        self.note_read(s.tensor)
+        for t in s.prologue.inputs if s.prologue else (s.tensor,):
+            self.note_read(t)
         base = None
         if plan.buffered:                      # the slot ko % buffers of its ring
             base = K.Binary("*", slot_of(plan, "cur"), K.Const(smem_size(s), "int"))

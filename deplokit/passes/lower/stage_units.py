@@ -12,12 +12,13 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.kernel_expr import affine_expr, flat_offset, plus
-from ...ir.smem_layout import smem_size
+from ...ir.smem_layout import smem_size, stage_ctype
 from ...ir.stages import dim_multipliers, loop_start, loop_stop, row_major_strides, transposed
 from ...ir.tile_ir import Stage
-from ...ir.types import shared_ctype
+from ...ir.types import HALF_DTYPES
 from ...target import VECTOR
 from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
+from .value_expr import lower_value
 
 
 def _tid0():
@@ -145,14 +146,20 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     count, smem, g, unit_ext, ranges = copy_units(m, s, origin, ranges, unit, 1, i)
     src, cond = clamped_global(m, s, g, unit_ext, ranges)
     dst = plus(base, affine_expr(smem))
-    ctype = shared_ctype(m.types[s.tensor].dtype)      # an integer stage stays exact (sync copies)
-    zero = K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
+    ctype = stage_ctype(s, m.types[s.tensor].dtype)    # an integer stage stays exact (sync copies)
+    half = s.dtype in HALF_DTYPES                       # the tensor's halves, copied as they are
+    zero = K.Cast(ctype, K.Const(0.0)) if half else K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
     if p.kind == "async":
-        body = [K.CpAsync(s.name, dst, s.tensor, src, 4 * unit)]
+        body = [K.CpAsync(s.name, dst, s.tensor, src, s.element_bytes * unit)]
         if cond is not None:       # past the end: an ordinary store of zeros
             zeros = [K.SharedStore(s.name, dst, zero)] if unit == 1 else \
-                [K.VectorStore("shared", s.name, dst, (zero,) * 4)]
+                [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, zero) for j in range(unit)] \
+                if half else [K.VectorStore("shared", s.name, dst, (zero,) * 4)]
             body = [K.If(cond, tuple(body), tuple(zeros))]
+    elif s.prologue is not None:
+        body = prologue_copy(s, src, cond, dst, unit)
+    elif half and unit != 1:
+        raise ValueError(f"{s.name}: a half stage's sync copy moves one element at a time, not {unit}")
     elif unit == 1:
         value = K.GlobalLoad(s.tensor, src, ctype)
         if cond is not None:
@@ -168,6 +175,41 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
             body += [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, v)
                      for j, v in enumerate(vals)]
     return cooperative_units(i, count, m.threads, body)
+
+
+def prologue_copy(s: Stage, src, cond, dst, unit: int) -> list:
+    """A prologue stage's copy of one unit through registers: each input loaded at the same
+    offset (float4 where the unit is 4), the prologue computed per element (Stage.prologue,
+    value_expr.lower_value), the results stored; an element past the end stores 0 as any
+    stage does."""
+    pro = s.prologue
+    lanes = ("x", "y", "z", "w") if unit > 1 else ("",)
+    out: list = []
+    for t, param in zip(pro.inputs, pro.params):
+        regs = tuple(f"{s.name}_{param}{c}" for c in lanes)
+        out += [K.VectorLoad(regs, "global", t, src)] if unit > 1 else \
+            [K.Declare(regs[0], "float", K.GlobalLoad(t, src, "float"))]
+    n = 0
+
+    def fresh(prefix):
+        nonlocal n
+        n += 1
+        return f"{s.name}_{prefix}{n}"
+    results = []
+    for c in lanes:
+        name = {p: f"{s.name}_{p}{c}" for p in pro.params}
+        for st in pro.body:
+            name[st.dst] = f"{s.name}_{st.dst}{c}"
+            args = [(K.Var(name[a]), "float32") if isinstance(a, str) else (K.Const(float(a)), None)
+                    for a in st.args]
+            out += lower_value(name[st.dst], st.op, args, st.dtype, fresh)
+        value = K.Var(name[pro.result])
+        results.append(value if cond is None else K.Select(cond, value, K.Const(0.0)))
+    if unit == 1:
+        return out + [K.SharedStore(s.name, dst, results[0])]
+    if (s.slab[-1].extent + s.pad) % VECTOR == 0:
+        return out + [K.VectorStore("shared", s.name, dst, tuple(results))]
+    return out + [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, v) for j, v in enumerate(results)]
 
 
 def tma_copies(m, tma, it, bar) -> list:

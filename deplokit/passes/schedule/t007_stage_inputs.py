@@ -18,12 +18,13 @@ the threads loads float4 along A's rows and stores them down a column
 from __future__ import annotations
 
 from ...ir.index import Affine, Gather, Var, free_vars, var
-from ...ir.loop_ir import Load, Loop
-from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, walk
+from ...ir.loop_ir import Compute, Load, Loop
+from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StagedPrologue, StridedLoop, Tile, TileKernel, walk
 from ..flash.flash_stage import stage_key_tiles
-from ..record import KernelPass, Knob, PassContext, Skip, flag_knob, fresh_name, replace_tile
+from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
 from .knobs import combine_smem, local_smem
+from .stage_prologue import find_prologues, leaf_uses_outside
 
 DESCRIPTION = "hoist hot input slabs into Stage nodes"
 
@@ -66,6 +67,14 @@ def apply(kernel: TileKernel, pctx: PassContext):
             if not (isinstance(lp, Loop) and lp.var in riders):   # a2 + a2v: a2's range counts them
                 accesses *= lp.extent if isinstance(lp, Loop) else lp.stop
         groups.setdefault(key, (scope, []))[1].append((s, axes, accesses, index))
+    # prologues applied while staging (stage_prologue.py): their leaf loads leave the groups
+    leaf_key = {id(ld): (key, index) for key, (_, loads) in groups.items() for ld, _, _, index in loads}
+    leaf_info = {id(ld): (axes, acc) for _, loads in groups.values() for ld, axes, acc, _ in loads}
+    prologues = find_prologues(tile.body, leaf_key, {n: t.shape for n, t in pctx.types.items()})
+    kept = leaf_uses_outside(tile.body, prologues)
+    taken = {id(ld) for p in prologues for ld in p.leaves if ld.dst not in kept}
+    for key, (scope, loads) in list(groups.items()):
+        groups[key] = (scope, [x for x in loads if id(x[0]) not in taken])
     stages: dict = {}          # id(scope) -> [Stage]
     rewrites, reasons, used, names = {}, [], combine_smem(tile) + local_smem(kernel), []
     for (scope_id, tensor, origin, dims), (scope, loads) in groups.items():
@@ -86,17 +95,47 @@ def apply(kernel: TileKernel, pctx: PassContext):
         stages.setdefault(scope_id, []).append(Stage(name, tensor, origin, slab[::-1] if flip else slab))
         for load, _, _, index in loads:
             rewrites[id(load)] = Load(load.dst, name, index[::-1] if flip else index)
+    notes = []
+    for p in prologues:
+        scope_id, tensor, origin, dims = p.key
+        size = 1
+        for _, e in dims:
+            size *= e
+        slab, accesses = leaf_info[id(p.leaves[0])]
+        index = leaf_key[id(p.leaves[0])][1]
+        if accesses < 2 * size:
+            continue
+        if used + 4 * size > pctx.target.static_smem_per_block:
+            reasons.append(f"{p.root.dst}: prologue slab of {4 * size} bytes exceeds "
+                           f"{pctx.target.static_smem_per_block} bytes of static shared memory")
+            continue
+        used += 4 * size
+        name = fresh_name("_".join(dict.fromkeys(ld.tensor for ld in p.leaves)) + "_smem", names, "_")
+        names.append(name)
+        body = tuple(c for c in p.chain)
+        stage = Stage(name, tensor, origin, slab, prologue=StagedPrologue(
+            tuple(ld.tensor for ld in p.leaves), tuple(ld.dst for ld in p.leaves), body, p.root.dst))
+        stages.setdefault(scope_id, []).append(stage)
+        rewrites[id(p.root)] = Load(p.root.dst, name, index)
+        for c in p.chain[:-1]:
+            rewrites[id(c)] = None
+        for ld in p.leaves:
+            if ld.dst not in kept:
+                rewrites[id(ld)] = None
+        notes.append(f"{name}: {', '.join(c.op for c in p.chain)} of {', '.join(ld.tensor for ld in p.leaves)} "
+                       f"applied while staging (once per element and block), copied through registers")
     if not stages:
         return Skip("; ".join(reasons) or "no input is read more than once per block")
     def rewrite(s):
-        if isinstance(s, Load):
+        if isinstance(s, (Load, Compute)):
             return rewrites.get(id(s), s)
         return s
 
     body = _place(tile.body, stages, rewrite)
     new_tile = Tile(tile.axes, tuple(stages.get(id(None), ())) + body)
     # how the threads copy each stage (float4 or scalar units), stamped for the lowering
-    return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    staged = restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    return Noted(staged, tuple(notes)) if notes else staged
 
 
 def k_major_eligible(slab, tile: Tile, scope) -> bool:
@@ -118,10 +157,12 @@ def _place(body, stages, rewrite):
         if isinstance(s, (Loop, StridedLoop)):
             inner = tuple(stages.get(id(s), ())) + _place(s.body, stages, rewrite)
             if isinstance(s, Loop):
-                s = Loop(s.var, s.extent, s.kind, inner, s.role, s.unroll)
+                s = Loop(s.var, s.extent, s.kind, inner, s.role, s.unroll, s.stop)
             else:
                 s = StridedLoop(s.var, s.start, s.stop, s.step, s.kind, inner, s.role, s.unroll)
-        out.append(rewrite(s))
+        s = rewrite(s)
+        if s is not None:                 # a prologue's loads and values: computed by its stage's copy
+            out.append(s)
     return tuple(out)
 
 

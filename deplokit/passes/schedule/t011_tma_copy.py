@@ -105,6 +105,9 @@ def apply(kernel, pctx: PassContext):
                     "no BufferedStage at the head of a K-outer loop (010 double_buffer did not apply)")
     reasons, chosen, repacks, notes = [], {}, {}, []
     for s in candidates:
+        if s.prologue is not None:   # a tensor-map copy moves bytes as they are
+            reasons.append(f"{s.name}: its prologue is applied between load and store: a copy through registers")
+            continue
         t = pctx.types[s.tensor]
         box, why = tensor_map_box(s, t.shape, t.dtype)
         if why:     # rows no tensor map takes: from a 16-byte pitched copy, where it pays

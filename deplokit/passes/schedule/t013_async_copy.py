@@ -28,8 +28,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, map_body, walk
-from ..record import KernelPass, Needs, PassContext, Skip, flag_knob, replace_tile
-from ..stage_geometry import restamp_stages
+from ..record import KernelPass, Needs, Noted, PassContext, Skip, flag_knob, replace_tile
+from ..stage_geometry import copy_unit, restamp_stages, scope_ranges
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow the remaining stages to cp.async copies (sm_80+)"
@@ -47,9 +47,24 @@ def apply(kernel, pctx: PassContext):
     if not sync:
         return Skip("every stage is already an asynchronous (TMA) copy")
     types = pctx.types
-    chosen = {s.name for s in sync if types[s.tensor].dtype == "float32"}
+    ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}
+
+    def why_not(s) -> str:
+        if s.prologue is not None:     # 007's prologue transforms each element: cp.async cannot
+            return (f"{s.name}: its prologue ({', '.join(c.op for c in s.prologue.body)}) is applied in "
+                    "registers between the global load and the shared store: a synchronous copy")
+        if s.dtype != "float32":       # halves held raw (008's mma operands): 16-byte copies only
+            if copy_unit(dataclasses.replace(s, copy="async"), types[s.tensor], ranges[s.name]) == 1:
+                return (f"{s.name}: rows of {s.tensor}'s halves are not 16-byte units "
+                        "(cp.async moves 4, 8 or 16 bytes)")
+            return ""
+        dtype = types[s.tensor].dtype
+        return "" if dtype == "float32" else f"{s.name}: {s.tensor} is {dtype}, not float32"
+
+    chosen = {s.name for s in sync if not why_not(s)}
+    why = [why_not(s) for s in sync if s.prologue is not None]
     if not chosen:
-        return Skip("; ".join(f"{s.name}: {s.tensor} is {types[s.tensor].dtype}, not float32" for s in sync))
+        return Skip("; ".join(why_not(s) for s in sync))
 
     def narrow(st):
         if isinstance(st, Stage) and st.name in chosen:
@@ -58,7 +73,8 @@ def apply(kernel, pctx: PassContext):
 
     new_tile = Tile(tile.axes, await_copies(map_body(tile.body, narrow), chosen))
     # a 16-byte cp.async also needs 16-byte aligned shared rows: the copy units are restamped
-    return restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    narrowed = restamp_stages(replace_tile(kernel, new_tile), pctx.types)
+    return Noted(narrowed, tuple(why)) if why else narrowed
 
 
 PASS = KernelPass("013_async_copy", "tile", DESCRIPTION, apply, KNOBS, needs=(Needs("cp_async", "cp.async (sm_80+)"),),

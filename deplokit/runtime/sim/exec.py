@@ -11,6 +11,7 @@ import functools
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
 from .banks import wavefronts
 from .errors import SimulationError
@@ -67,9 +68,10 @@ FEATURE_STATEMENTS = {
 class Chunk:
     """The blocks b0 .. b0+nb-1 of one kernel launch, run together."""
 
-    def __init__(self, k, buffers, params, scratch, stats, b0, nb, check_races):
+    def __init__(self, k, buffers, params, scratch, stats, b0, nb, check_races, reverse=False):
         self.k, self.buffers, self.params, self.scratch = k, buffers, params, scratch
         self.stats, self.nb, self.check = stats, nb, check_races
+        self.reverse = reverse       # atomics arrive from the chunk's last block to its first
         bx, by, bz = k.block
         gx, gy, _ = k.grid
         self.T = T = bx * by * bz
@@ -112,6 +114,8 @@ class Chunk:
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
             K.CpAsyncWait: self.s_cp_wait,
+            K.ThreadFence: lambda s, mask: None,        # a store is visible to every block at once
+            K.AtomicInc: self.s_atomic_inc, K.Broadcast: self.s_broadcast,
             K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
         }
         self.exec.update({node: functools.partial(run, self) for node, run in FEATURE_STATEMENTS.items()})
@@ -201,7 +205,8 @@ class Chunk:
                       f"({self.where(bad)})")
 
     def s_declare_array(self, s: K.DeclareArray, mask):
-        self.scopes[-1][s.name] = RegArray(np.full((s.size,) + self.shape, s.init, dtype=dtype_of(s.ctype)))
+        dtype = np.uint32 if s.ctype == "b32" else dtype_of(s.ctype)      # b32: packed halves, as bits
+        self.scopes[-1][s.name] = RegArray(np.full((s.size,) + self.shape, s.init, dtype=dtype))
 
     def s_assign(self, s: K.Assign, mask):
         scope = self.lookup(s.name)
@@ -449,6 +454,12 @@ class Chunk:
             self.fail(f"{kind} names {name!r}, which is not a kernel parameter")
         return buf
 
+    def elem_bytes(self, name, buf) -> int:
+        """Bytes of one element of global buffer `name` as the kernel declares it: a half
+        buffer's values are held in float32 here but take 2 bytes on the device."""
+        p = self.params.get(name)
+        return ctype_bytes(p.ctype) if p is not None else buf.itemsize
+
     def check_bounds(self, off, n, size, mask, what, kind, align=1):
         """Fail when an active thread's run off..off+n-1 leaves 0..size-1 (or is misaligned);
         return off with inactive out-of-range lanes clamped to 0."""
@@ -476,7 +487,7 @@ class Chunk:
         off = self.check_bounds(self.ev_int(e.offset, mask), 1, buf.size, mask,
                                 f"buffer {e.buffer}", "GlobalLoad")
         v = np.take(buf, off)
-        self.stats.global_bytes_loaded += self.count(mask) * buf.itemsize
+        self.stats.global_bytes_loaded += self.count(mask) * self.elem_bytes(e.buffer, buf)
         self.stats.global_loads += self.count(mask)
         return cast(v, dtype_of(e.ctype))
 
@@ -518,19 +529,44 @@ class Chunk:
                 win = last_per_key(keys)          # highest lane wins, deterministically
                 for j, v in enumerate(vals):
                     buf[keys[win] + j] = v[win]
-        self.stats.global_bytes_stored += keys.size * n * buf.itemsize
+        self.stats.global_bytes_stored += keys.size * n * self.elem_bytes(name, buf)
         self.stats.global_stores += keys.size
 
     def s_global_store(self, s: K.GlobalStore, mask):
         off = self.ev_int(s.offset, mask)
         self.global_write(s.buffer, "GlobalStore", off, [self.ev(s.value, mask)], mask)
 
+    def s_atomic_inc(self, s: K.AtomicInc, mask):
+        """atomicAdd(&buffer[offset], 1) by every active lane, one after another in the order
+        the blocks arrive (lane order, or the chunk's blocks last to first when `reverse`);
+        each lane's `dst` is the count before its own increment."""
+        buf = self.gbuf(s.buffer, "AtomicInc")
+        if self.params[s.buffer].const:
+            self.fail(f"AtomicInc on read-only parameter {s.buffer}")
+        off = self.check_bounds(self.ev_int(s.offset, mask), 1, buf.size, mask, f"buffer {s.buffer}", "AtomicInc")
+        live = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
+        offs = np.broadcast_to(off, self.shape)
+        old = np.zeros(self.shape, dtype=I64)
+        rows = range(self.nb - 1, -1, -1) if self.reverse else range(self.nb)
+        for r in rows:
+            for t in np.nonzero(live[r])[0]:
+                o = int(offs[r, t])
+                old[r, t] = int(buf[o])
+                buf[o] += 1
+        self.stats.global_loads += int(live.sum())
+        self.scopes[-1][s.dst] = [dtype_of("int"), old]
+
+    def s_broadcast(self, s: K.Broadcast, mask):
+        sh = self.sarr(s.array, "Broadcast")
+        value = self.shared_read(sh, np.zeros((1, 1), dtype=I64), 1, mask, "Broadcast")[0]
+        self.scopes[-1][s.dst] = [dtype_of("int"), owned(cast(np.asarray(value), dtype_of("int")))]
+
     # -- shared memory ---------------------------------------------------------------
 
     def s_shared_array(self, s: K.SharedArray, mask):
         sh = self.shared.get(s.name)
         if sh is None:
-            self.shared[s.name] = SharedState(s.name, int(s.size), self.nb, dtype_of(s.ctype))
+            self.shared[s.name] = SharedState(s.name, int(s.size), self.nb, dtype_of(s.ctype), s.ctype)
         elif sh.size != s.size:
             self.fail(f"shared array {s.name} declared twice with sizes {sh.size} and {s.size}")
 
@@ -571,8 +607,11 @@ class Chunk:
                         self.race(sh, kind, off + j, w, bad, "written")
             self.tick += 1
             sh.reads.append((off, mask, n, self.tick))
-        self.stats.shared_bytes_loaded += self.count(mask) * 4 * n
-        fronts, phases = wavefronts(off, n, mask, self.shape)
+        self.stats.shared_bytes_loaded += self.count(mask) * sh.elem_bytes * n
+        if sh.elem_bytes == 2:       # halves: the 4-byte words (banks) they sit in
+            fronts, phases = wavefronts(off // 2, max(n // 2, 1), mask, self.shape)
+        else:
+            fronts, phases = wavefronts(off, n, mask, self.shape)
         self.stats.shared_load_wavefronts += fronts
         self.stats.shared_load_phases += phases
         return [self.gather(sh.data, off + j) for j in range(n)]
@@ -668,7 +707,7 @@ class Chunk:
             self.mark_pending(sh, keys, n, pend_tag)
         elif self.proxy_watch:
             self.note_generic(sh, keys, tids, n)
-        self.stats.shared_bytes_stored += keys.size * 4 * n
+        self.stats.shared_bytes_stored += keys.size * sh.elem_bytes * n
 
     def shared_write_cols(self, sh: SharedState, off, values, mask, kind, pend_tag):
         """shared_write when the offsets and the mask are the same in every block: the work
@@ -733,7 +772,7 @@ class Chunk:
             for j in range(n):
                 sh.pend[:, cols + j] = pend_tag[:, None]
             sh.has_pending = True
-        self.stats.shared_bytes_stored += self.nb * cols.size * 4 * n
+        self.stats.shared_bytes_stored += self.nb * cols.size * sh.elem_bytes * n
 
     def conflict(self, sh, kind, t1, t2, row, element):
         self.fail(f"{kind} write-write conflict on shared array {sh.name}: threads "
@@ -812,14 +851,18 @@ class Chunk:
     def s_cp_async(self, s: K.CpAsync, mask):
         if s.nbytes not in (4, 8, 16):
             self.fail(f"cp.async of {s.nbytes} bytes (must be 4, 8 or 16)")
-        n = s.nbytes // 4
         buf = self.gbuf(s.buffer, "CpAsync")
+        sh = self.sarr(s.array, "CpAsync")
+        width = self.elem_bytes(s.buffer, buf)
+        if width != sh.elem_bytes or s.nbytes % width:
+            self.fail(f"cp.async of {s.nbytes} bytes from {s.buffer} ({width}-byte elements) into "
+                      f"{s.array} ({sh.elem_bytes}-byte elements)")
+        n = s.nbytes // width
         src = self.check_bounds(self.ev_int(s.src_offset, mask), n, buf.size, mask,
                                 f"buffer {s.buffer}", "CpAsync", align=n)
         vals = [cast(np.take(buf, src + j), F32) for j in range(n)]
-        self.stats.global_bytes_loaded += self.count(mask) * 4 * n
+        self.stats.global_bytes_loaded += self.count(mask) * s.nbytes
         self.stats.global_loads += self.count(mask)
-        sh = self.sarr(s.array, "CpAsync")
         self.shared_write(sh, self.ev_int(s.dst_offset, mask), vals, mask, "CpAsync", align=n,
                           pend_tag=self.cp_open)
 

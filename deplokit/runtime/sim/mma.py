@@ -8,7 +8,7 @@ import numpy as np
 
 from ...ir import kernel_ir as K
 from ...ir.fragments import SHAPES as MMA_SHAPES
-from ..warp_mma import ldmatrix, mma_sync, tf32_round
+from ..warp_mma import half_bits, half_values, ldmatrix, mma_sync, tf32_round
 from .memory import RegArray
 from .values import uniform_value
 
@@ -45,11 +45,18 @@ def exec_ldmatrix(chunk, s: K.LdMatrix, mask):
     w = whole_warps(chunk, mask, "ldmatrix")
     sh = chunk.sarr(s.array, "LdMatrix")
     if sh.data.dtype != np.float32:
-        chunk.fail(f"ldmatrix from {s.array}: only 32-bit words are simulated (tf32 fragments)")
+        chunk.fail(f"ldmatrix from {s.array}, an array of {sh.ctype}: 32-bit words or halves")
+    per_row = 16 // sh.elem_bytes                    # a row is 16 bytes: 4 words or 8 halves
     off = np.broadcast_to(chunk.ev_int(s.offset, mask), chunk.shape)
-    rows = np.stack([np.broadcast_to(v, chunk.shape) for v in chunk.shared_read(sh, off, 4, mask, "LdMatrix")], -1)
-    got = ldmatrix(rows.reshape(chunk.nb, w, 32, 4), s.num, s.trans)       # (nb, w, 32, num, 1)
+    rows = np.stack([np.broadcast_to(v, chunk.shape)
+                     for v in chunk.shared_read(sh, off, per_row, mask, "LdMatrix")], -1)
+    got = ldmatrix(rows.reshape(chunk.nb, w, 32, per_row), s.num, s.trans)   # (nb, w, 32, num, 1 or 2)
     reg = reg_array(chunk, s.dst, "ldmatrix")
+    if (reg.data.dtype == np.uint32) != (per_row == 8):
+        chunk.fail(f"ldmatrix of {sh.ctype} into {s.dst}: halves go to packed (b32) registers, words to float")
+    if per_row == 8:                 # two halves a register, the first in the low 16 bits
+        bits = half_bits(got, sh.ctype)
+        got = bits[..., 0] | (bits[..., 1] << np.uint32(16))
     i = uniform_value(chunk.ev_int(s.index, mask))
     if i is None or not 0 <= i <= reg.data.shape[0] - s.num:
         chunk.fail(f"ldmatrix into {s.dst}[{i} +{s.num}]: not a fixed run of its registers")
@@ -67,8 +74,13 @@ def exec_mma(chunk, s: K.Mma, mask):
     shape = MMA_SHAPES.get(s.shape)
     if shape is None:
         chunk.fail(f"unknown mma shape {s.shape!r}")
-    a, _, _ = reg_run(chunk, s.a, s.a_at, shape.elements("A"), mask, "mma.sync A")
-    b, _, _ = reg_run(chunk, s.b, s.b_at, shape.elements("B"), mask, "mma.sync B")
+    per = shape.per_reg
+    a, ra, _ = reg_run(chunk, s.a, s.a_at, shape.elements("A") // per, mask, "mma.sync A")
+    b, rb, _ = reg_run(chunk, s.b, s.b_at, shape.elements("B") // per, mask, "mma.sync B")
+    if per == 2:                     # packed halves: element 2j is register j's low 16 bits
+        if ra.data.dtype != np.uint32 or rb.data.dtype != np.uint32:
+            chunk.fail(f"mma.sync {s.shape}: A and B must be packed (b32) registers of two halves")
+        a, b = (half_values(x, shape.dtype) for x in (a, b))
     c, reg, i = reg_run(chunk, s.acc, s.acc_at, 4, mask, "mma.sync C")
     d = mma_sync(shape, a, b, c)
     reg.data[i:i + 4] = np.moveaxis(d.reshape(chunk.nb, chunk.T, 4), -1, 0)
