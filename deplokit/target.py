@@ -45,6 +45,14 @@ class Target:
     achievable_bandwidth_gbs: float = 0.0   # a streaming copy's DRAM rate (0: 85% of the peak)
     sgemm_tflops: float = 0.0               # a cuBLAS-class FP32 SGEMM at full waves (0: the peak)
     sources: str = ""
+    # Dense tensor-core peaks with FP32 accumulate, TFLOP/s by input type (mma.sync's
+    # bf16 / f16 / tf32): the cost model's rate for a kernel whose main loop is mma
+    tensor_tflops: tuple[tuple[str, float], ...] = ()
+    tensor_sources: str = ""
+
+    def tensor_rate(self, dtype: str) -> float:
+        """Dense tensor-core TFLOP/s for `dtype` inputs (bf16, f16, tf32); 0 where unknown."""
+        return dict(self.tensor_tflops).get(dtype, 0.0)
 
     @property
     def clock_hz(self) -> float:
@@ -76,20 +84,30 @@ TARGETS = {
                     sources="clock: NVIDIA's HPL Rpeak convention, the clock an A100 sustains at its power "
                             "limit (1305 of 1410 MHz boost; glennklockwood.com/garden/peak-FLOPS); bandwidth: "
                             "~85% of 2039 GB/s, a coalesced copy's rate; SGEMM: ~92% of the 1305 MHz FP32 peak "
-                            "(an estimate: calibrate on a device)"),
+                            "(an estimate: calibrate on a device)",
+                    tensor_tflops=(("bf16", 312.0), ("f16", 312.0), ("tf32", 156.0)),
+                    tensor_sources="NVIDIA A100 datasheet: 312 TFLOP/s dense BF16/FP16 tensor (FP32 accumulate), "
+                                   "156 TF32"),
     "sm_90": Target("sm_90", 90, 227 * 1024, 255, True, True, 3350.0, 67.0, "H100 SXM",
                     sm_count=132, smem_per_sm=228 * 1024, l2_bytes=50 << 20,
                     sustained_clock_ghz=1.755, achievable_bandwidth_gbs=2850.0, sgemm_tflops=51.6,
                     sources="clock: the H100 SXM's default application clock (1755 of 1980 MHz boost; "
                             "67 TFLOP/s is the boost clock's); bandwidth: a coalesced load stream measures "
                             "~2.8 TB/s of 3.35 (84%, mikamirai.com/blog/gpu-memory-bandwidth); SGEMM: "
-                            "cuBLAS FP32 at ~51.6 TFLOP/s for full waves (issue 26's independent model)"),
+                            "cuBLAS FP32 at ~51.6 TFLOP/s for full waves (issue 26's independent model)",
+                    tensor_tflops=(("bf16", 989.4), ("f16", 989.4), ("tf32", 494.7)),
+                    tensor_sources="NVIDIA H100 SXM datasheet: 989.4 TFLOP/s dense BF16/FP16 tensor, 494.7 TF32 "
+                                   "(the sparse figures halved); mma.sync reaches well below it, wgmma near it"),
     "sm_120": Target("sm_120", 120, 99 * 1024, 255, True, False, 1792.0, 104.8, "RTX 5090",
                      sm_count=170, max_threads_per_sm=1536, max_blocks_per_sm=24, smem_per_sm=100 * 1024,
                      l2_bytes=96 << 20, sustained_clock_ghz=2.407, achievable_bandwidth_gbs=1520.0,
                      sources="clock: the RTX 5090's boost clock (104.8 TFLOP/s = 170 SMs x 256 FLOP x 2.407 GHz; "
                              "a consumer part holds it); bandwidth: ~85% of 1792 GB/s; SGEMM: not anchored "
-                             "(the peak): calibrate on a device"),
+                             "(the peak): calibrate on a device",
+                     tensor_tflops=(("bf16", 209.6), ("f16", 209.6), ("tf32", 104.8)),
+                     tensor_sources="838.4 TFLOP/s sparse FP16 (NVIDIA's RTX 5090 figure) halved for dense and "
+                                    "halved again for FP32 accumulate on a GeForce part; TF32 half of that: "
+                                    "an estimate, calibrate on a device"),
 }
 
 

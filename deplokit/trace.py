@@ -71,10 +71,27 @@ class Decision:
     knobs: tuple[tuple[str, Any], ...] = ()   # the knob values it ran with (applied)
     skipped: str = ""                           # why it left the kernel as it was ('' if it ran)
     note: str = ""                              # a choice its knobs asked for and the kernel refused
+    # the values the pass actually applied where they differ from `knobs` (None: no effect),
+    # as the pass reported them (passes/record.py, Noted.used)
+    used: tuple[tuple[str, Any], ...] = ()
 
     @property
     def applied(self) -> bool:
         return not self.skipped
+
+    @property
+    def in_effect(self) -> tuple[tuple[str, Any], ...]:
+        """The knob values in effect: those given, replaced by what the pass used; a knob
+        that had no effect left out."""
+        used = dict(self.used)
+        return tuple((k, used.get(k, v)) for k, v in self.knobs if used.get(k, v) is not None)
+
+    def knob_text(self) -> str:
+        """`block_threads=256→32, vector_width=4, thread_shape=16x16 (no effect)`: each knob's
+        value, `requested→used` where the pass used another."""
+        used = dict(self.used)
+        return ", ".join(f"{k}={v}" if k not in used else f"{k}={v} (no effect)" if used[k] is None
+                         else f"{k}={v}→{used[k]}" for k, v in self.knobs)
 
 
 @dataclass(frozen=True)
@@ -128,9 +145,10 @@ def format_step(step: TraceStep) -> list[str]:
     if step.skipped_reason or _text(step.before) == _text(step.after):
         return [f"--- {step.tag} skipped: {step.skipped_reason or 'no change'}"]
     out = [f">>> {step.tag}"]
-    for kernel, knobs in step.params:
-        knob_text = ", ".join(f"{k}={v}" for k, v in knobs)
-        out.append(f"@@ {kernel}{': ' + knob_text if knob_text else ''} @@")
+    for d in step.decisions:
+        if d.applied:
+            knob_text = d.knob_text()
+            out.append(f"@@ {d.kernel}{': ' + knob_text if knob_text else ''} @@")
     out += [f"# {remark}" for remark in step.remarks]
     diff = difflib.unified_diff(_text(step.before).splitlines(), _text(step.after).splitlines(), lineterm="")
     out += [line for line in diff if not line.startswith(("--- ", "+++ "))]

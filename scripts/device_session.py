@@ -14,6 +14,8 @@ DIR as it goes:
     timing       every suite entry against eager (`deplokit bench --suite llm --compare eager`)
     compile      torch.compile timing: a stratified subset (one entry per op) first, then the rest
     extras       generation tokens/s (benchmarks/bench_generate.py) and bf16 entries, where present
+    (--plan generate: versions, preflight, generate, report: the CUDA-graph decode's gpu tests
+    and benchmarks/bench_generate.py --device-only, a session of its own)
     ncu          Nsight Compute on the entries that lose most to eager
     report       BENCHMARKS.md from whatever finished (deplokit/bench/benchmarks_md.py)
 
@@ -71,6 +73,17 @@ PLAN = (
     Step("ncu", 40, 150, "Nsight Compute on the entries that lose most"),
     Step("report", 2, 30, "BENCHMARKS.md from whatever finished"),
 )
+# `--plan generate`: a session of its own for issue 24 part 5 (SmolLM2's load and the two
+# compiles take minutes of host time: no room in the suite session). tokens/s at batch 1 of
+# deplokit's CUDA-graph decode against transformers eager and torch.compile + static cache.
+GENERATE_PLAN = (
+    Step("versions", 10, 40, "device, driver and library versions beside every figure"),
+    Step("preflight", 30, 120, "NVRTC -> cubin -> launch -> DLPack -> RMSNorm vs eager"),
+    Step("generate", 330, 480, "CUDA-graph decode vs loop (pytest -m gpu), then SmolLM2 tokens/s: deplokit "
+                                "(graph) vs transformers eager vs torch.compile + static cache"),
+    Step("report", 2, 30, "BENCHMARKS.md from whatever finished"),
+)
+PLANS = {"suite": PLAN, "generate": GENERATE_PLAN}
 
 
 def suite_names() -> list[str]:
@@ -242,6 +255,9 @@ def plan_commands(step: Step, work: Path, state: dict) -> list[list[str]]:
         if any(n.endswith(".bf16") for n in suite_names()):
             cmds.append(bench_cmd(work, "bf16", "eager,compile", timeout=240, dtype="bfloat16"))
         return cmds
+    if step.name == "generate":
+        return [[PY, "-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_cuda_graph.py"],
+                [PY, "benchmarks/bench_generate.py", "--device-only", "--gpu-tokens", "64", "--max-length", "128"]]
     if step.name == "ncu":
         return [["ncu", "--csv", "--page", "details", "--launch-count", "8", "--section", "SpeedOfLight",
                  "--section", "MemoryWorkloadAnalysis", "--section", "Occupancy", "--log-file",
@@ -314,8 +330,8 @@ def run_step(step: Step, state: dict, work: Path, out: Path, clock: Clock, log) 
         if step.name == "correctness" and i == 0:
             text = Path(log.name).read_text(errors="replace")[start:]
             state["gpu_tests"] = pytest_summary(text) or f"pytest exit {rcs[-1]}"
-        if step.name == "extras" and "bench_generate" in " ".join(cmd):
-            tail = Path(log.name).read_text(errors="replace")[start:].strip().splitlines()[-5:]
+        if step.name in ("extras", "generate") and "bench_generate" in " ".join(cmd):
+            tail = Path(log.name).read_text(errors="replace")[start:].strip().splitlines()[-6:]
             state["generate"] = {"log": " / ".join(tail), "rc": rcs[-1]}
     if kind:
         harvest_suite(state, work, kind)
@@ -365,9 +381,9 @@ def check_suite(work: Path, timeout: float) -> int:
     return 0 if not result.failed else 1
 
 
-def dry_run(work: Path, state: dict, deadline: float) -> str:
+def dry_run(work: Path, state: dict, deadline: float, plan=PLAN) -> str:
     lines = [f"plan for a {deadline:.0f} s deadline (estimates on an H100; each step also stops at the deadline):"]
-    for step in PLAN:
+    for step in plan:
         done = (state.get("steps", {}).get(step.name) or {}).get("status") == "done"
         lines.append(f"  {step.name:<12} ~{step.estimate_s:>4} s  (limit {step.limit_s} s)  {step.why}"
                      + ("  [done before: skipped]" if done else ""))
@@ -375,7 +391,7 @@ def dry_run(work: Path, state: dict, deadline: float) -> str:
             lines.append("      " + shlex.join(cmd))
         if step.name == "ncu" and not losers(state):
             lines.append(f"      the {NCU_KERNELS} entries that lose most, chosen after timing")
-    total = sum(s.estimate_s for s in PLAN)
+    total = sum(s.estimate_s for s in plan)
     lines.append(f"total ~{total} s + {MACHINE_START_S} s machine start = {total + MACHINE_START_S} s "
                  f"(one device session: {SESSION_S} s)")
     return "\n".join(lines) + "\n"
@@ -388,6 +404,8 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default=None, metavar="FILE", help="a results.json carried back: resume from it")
     ap.add_argument("--work", default=None, help="scratch folder for the suite's own files (default: a temp dir)")
     ap.add_argument("--dry-run", action="store_true", help="print the plan with each step's estimate, run nothing")
+    ap.add_argument("--plan", choices=sorted(PLANS), default="suite",
+                    help="suite: the benchmark suite session; generate: SmolLM2 tokens/s (default: %(default)s)")
     ap.add_argument("--check-suite", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=90, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -404,14 +422,14 @@ def main(argv=None) -> int:
     command = "python scripts/device_session.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     state = load_state(out, args.results, command)
     if args.dry_run:
-        print(dry_run(work, state, args.deadline), end="")
+        print(dry_run(work, state, args.deadline, PLANS[args.plan]), end="")
         return 0
     clock = Clock(args.deadline)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     stop = None
     with open(out / "session.log", "a") as log:
-        for step in PLAN:
+        for step in PLANS[args.plan]:
             done = (state["steps"].get(step.name) or {}).get("status") == "done"
             if done and step.name not in ("versions", "report"):
                 print(f"[{step.name}] done before; skipped")

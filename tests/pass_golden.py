@@ -32,7 +32,7 @@ def _programs():
         # TMA forced (the default keeps cp.async for register blocks this small)
         "matmul_tma": (lambda a, b: a @ b, (torch.randn(32, 64), torch.randn(64, 32)), {"011_tma_copy.enable": True}),
         "matmul_long_k_tma": (lambda a, b: a @ b, (torch.randn(16, 1024), torch.randn(1024, 16)),
-                              {"011_tma_copy.enable": True}),
+                              {"011_tma_copy.enable": True, "003_split_matmul_k.reduce": "reducer"}),
         # a linear layer's weight tile is read along its rows: a column conflict 014 pads away
         "linear": (torch.nn.functional.linear, (torch.randn(16, 64), torch.randn(32, 64)),
                    {"011_tma_copy.enable": False}),

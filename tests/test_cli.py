@@ -462,3 +462,35 @@ def test_every_command_names_a_handler_that_exists():
         specs = [spec(type("A", (), {"list": flag})) for flag in (False, True)] if callable(spec) else [spec]
         for s in specs:
             assert callable(handler(s)), (name, s)
+
+
+def test_v_prints_the_knob_values_in_effect(capsys):
+    """RMSNorm(37): 005 is asked for 256 threads and float4 accesses, but the block holds
+    004's 32 lanes and a row of 37 floats is not a multiple of 4: -v and -vv say what was
+    used, `requested→used`, and that thread_shape (a matmul's) had no effect."""
+    code, out, _ = run_cli(capsys, "compile", "-c", "nn.RMSNorm(37)(torch.randn(4,37))", "--ir", "tile", "-v")
+    assert code == 0
+    line = next(l for l in out.splitlines() if l.startswith("# 005_blockify_launch: merged_rms_norm: block"))
+    assert line.endswith(": block_threads=256→32, vector_width=4→1, thread_shape=16x16 (no effect)"), line
+    assert "# 004_cooperative_reduce: merged_rms_norm: lanes=32" in out     # used as given: no arrow
+    code, out, _ = run_cli(capsys, "compile", "-c", "nn.RMSNorm(64)(torch.randn(4,64))", "--ir", "tile", "-vv")
+    assert "@@ merged_rms_norm: block_threads=256→32, vector_width=4, thread_shape=16x16 (no effect) @@" in out
+
+
+def test_the_trace_records_the_values_a_pass_used():
+    """Decided once in the pass (Noted.used), recorded on the trace's Decision: in_effect
+    is what -v prints; a matmul's thread shape is in effect, its block_threads as split."""
+    import torch
+
+    import deplokit
+    c = deplokit.compile(torch.nn.RMSNorm(37), torch.randn(4, 37))
+    (d,) = next(s for s in c.trace if s.name == "005_blockify_launch").decisions
+    assert dict(d.knobs)["block_threads"] == 256 and d.used == (("block_threads", 32), ("vector_width", 1),
+                                                                 ("thread_shape", None))
+    assert d.in_effect == (("block_threads", 32), ("vector_width", 1))
+    mm = deplokit.compile(torch.matmul, torch.randn(64, 64), torch.randn(64, 64))
+    d = next(s for s in mm.trace if s.name == "005_blockify_launch").decisions[0]
+    shape = dict(d.knobs)["thread_shape"]
+    assert dict(d.in_effect)["thread_shape"] == shape and "thread_shape" not in dict(d.used)
+    t_m, t_n = map(int, shape.split("x"))
+    assert dict(d.in_effect)["block_threads"] == t_m * t_n

@@ -57,7 +57,7 @@ def test_the_stratified_subset_has_one_entry_per_op(ds):
     ops = {n.split(".")[0] for n in names}
     assert sorted(n.split(".")[0] for n in subset) == sorted(ops)
     assert set(subset) <= set(names)
-    assert len({n.split(".")[1] for n in subset}) == 2     # both models are seen
+    assert {"tinyllama", "qwen"} <= {n.split(".")[1] for n in subset}     # both dense models are seen
     assert not any(n.endswith(".bf16") for n in subset)    # FP32 first; bf16 has its own step
 
 
@@ -203,3 +203,17 @@ def test_a_suite_entrys_ncu_inputs_are_its_own():
     nc = _load("ncu_programs")
     xs = nc.inputs("softmax.tinyllama.s32")
     assert len(xs) == 1 and xs[0].std() > 0
+
+
+def test_the_generate_plan_is_a_session_of_its_own(ds, tmp_path):
+    """`--plan generate` (issue 24 part 5): the CUDA-graph gpu tests, then bench_generate on the
+    device only, within one device session; the suite's plan is unchanged."""
+    assert [s.name for s in ds.GENERATE_PLAN] == ["versions", "preflight", "generate", "report"]
+    total = sum(s.estimate_s for s in ds.GENERATE_PLAN)
+    assert total + ds.MACHINE_START_S <= 9 * 60 and all(s.limit_s <= 560 for s in ds.GENERATE_PLAN)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "device_session.py"), "--dry-run", "--plan", "generate",
+                        "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "tests/test_cuda_graph.py" in p.stdout and "bench_generate.py --device-only" in p.stdout
+    assert "  timing " not in p.stdout and not (tmp_path / "o").exists()

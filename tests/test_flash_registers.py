@@ -155,3 +155,21 @@ def test_without_tma_a_row_needs_more_registers():
     assert lanes == {"sm_80": 2, "sm_90": 2}
     texts = {t: p.text() for t, p in plans.items()}
     assert "1 lane a row" in texts["sm_90"] and "1 lane a row" not in texts["sm_80"]
+
+
+def test_an_output_row_past_the_register_cap_keeps_the_kernels_separate():
+    """Fuzz seed 101 case 77: head_dim 1000 (lanes at most 8, still over the cap) fell back to
+    the query rows in shared memory with a whole 1000-float output row a thread (~1100
+    registers): one thread a block, spilled on a GPU and minutes in the simulator. Now the
+    kernels stay separate, the trace says why, and the simulator matches eager at once."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 1, 1000, generator=g)
+    k, v = torch.randn(1, 1, 33, 1000, generator=g), torch.randn(1, 1, 33, 1000, generator=g)
+    c = deplokit.compile(_sdpa(False), q, k, v, target="sm_90")
+    assert all(kern.flash is None for kern in c.loop_ir.kernels)
+    notes = next(s.skipped_reason for s in c.trace if s.name.endswith("fuse_attention"))
+    assert "output row of 1000 floats does not fit its registers" in notes and "exceed the cap of 255" in notes
+    torch.testing.assert_close(c.run(q, k, v, backend="sim"), _sdpa(False)(q, k, v), rtol=1e-4, atol=1e-4)
+    # a head_dim whose row fits whole (33) still gets its flash kernel
+    small = deplokit.compile(_sdpa(False), q[..., :33], k[..., :33], v[..., :33], target="sm_90", config=FLASH)
+    assert _flash(small).flash is not None

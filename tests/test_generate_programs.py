@@ -100,9 +100,12 @@ def test_decode_program_prints_the_cache_and_the_position(decoder):
     assert "kv_cache0_written = kv_cache0 with [0, j, pos[0], l] = " in str(c.tensor_ir)
     assert "kv_cache0_written[0, a0, pos[0], a1] = " in str(c.loop_ir)
     assert "const long long* __restrict__ pos" in str(c.cuda)
-    # cos, sin and the mask tabulated over the positions, each row read once for both layers
+    # cos and sin tabulated over the positions, each row read once for both layers; the causal
+    # mask a comparison with the position (its bound stops the decode attention's key loop)
     rows = [op for op in c.torch_ir.ops if op.op == "embedding" and op.args[1] == "pos"]
-    assert len(rows) == 3 and all(op.args[0].endswith("_table") for op in rows)
+    assert len(rows) == 2 and all(op.args[0].endswith("_table") for op in rows)
+    assert [op.args for op in c.torch_ir.ops if op.op == "key_mask"] == [("pos",)]
+    assert " while " in str(c.loop_ir) and "pos[0]" in next(l for l in str(c.loop_ir).splitlines() if " while " in l)
 
 
 @pytest.mark.slow

@@ -81,9 +81,13 @@ def test_half_storage_and_compute_types_are_visible_in_every_ir():
     cuda = str(c.cuda)
     assert "#include <cuda_bf16.h>" in cuda
     assert "const __nv_bfloat16* __restrict__ x" in cuda
-    assert "__bfloat162float(x[" in cuda and "__float2bfloat16_rn(" in cuda
-    # the matmul accumulates in float32 registers
+    assert "__float2bfloat16_rn(" in cuda
+    # the matmul accumulates in float32 registers: on tensor cores (sm_90's default for half
+    # operands) from the halves staged as they are, else from halves converted as they are read
     assert "float acc0" in cuda
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in cuda and "__nv_bfloat16 x_smem[" in cuda
+    fma = deplokit.compile(lambda x, w: torch.relu(x @ w), x, w, config={"008_register_tile.mma": "off"})
+    assert "__bfloat162float(x[" in str(fma.cuda) and "mma.sync" not in str(fma.cuda)
 
 
 def test_mixed_half_weights_float32_activations():
@@ -212,7 +216,9 @@ def test_tf32_is_recorded_rounded_and_checked():
     assert "a_tf32 = round_tf32(a) -> (37, 53) float32" in str(tf32.tensor_ir)
     assert "precision tf32" in str(tf32.tile_ir)
     assert all(k.precision == "tf32" for k in tf32.tile_ir.kernels)
-    assert "round_tf32(" in str(tf32.cuda)
+    # on tensor cores (a precision="tf32" matmul's default on sm_90; the K tail of 5 is one k
+    # step of 8 over zeros): each fragment element rounded by cvt.rna
+    assert "cvt.rna.tf32.f32" in str(tf32.cuda)
     outs = {}
     for backend in BACKENDS:
         r = tf32.check(backend=backend)

@@ -37,6 +37,8 @@ def run_plan_on_sim(c, inputs):
             bufs[spec.name] = t.numpy().astype(spec.device_dtype).reshape(-1)
         elif spec.offset is not None:
             bufs[spec.name] = arena[spec.offset:spec.offset + spec.nbytes].view(spec.device_dtype)
+        elif spec.kind == "counter":         # allocated zeroed (cupy.zeros), never in the arena
+            bufs[spec.name] = np.zeros(spec.numel, dtype=spec.device_dtype)
         else:
             bufs[spec.name] = np.full(spec.numel, np.nan, dtype=spec.device_dtype)
     kernels = {k.name: k for k in c.kernel_ir.kernels}
@@ -62,9 +64,17 @@ def test_matmul_plan_launch_config_and_args():
         assert ln.dynamic_smem == 0 and ln.static_smem == static_smem_bytes(k)
     assert plan.inputs == ("a", "b") and plan.outputs == ("matmul",)
     assert plan.buffer("matmul").nbytes == 4 * 32 * 64
-    # split-K (003): the partial sums live in the scratch arena, the reducer writes the output
-    ws = plan.buffer("merged_matmul_partials")
+    # split-K (003), reduced in the kernel: the partial sums live in the scratch arena, the
+    # arrival counters outside it (zeroed once, left zero by every launch), one launch
+    ws, counter = plan.buffer("merged_matmul_partials"), plan.buffer("merged_matmul_arrivals")
     assert ws.kind == "temp" and ws.offset == 0 and plan.scratch_bytes == ws.nbytes == 4 * 4 * 32 * 64
+    assert counter.kind == "counter" and counter.offset is None and counter.device_dtype == "int32"
+    assert [ln.args for ln in plan.launches] == [("a", "b", "merged_matmul_partials", "merged_matmul_arrivals",
+                                                  "matmul")]
+    # with a reducer kernel: the partials, then the reducer writes the output
+    red = deplokit.compile(lambda a, b: a @ b, torch.randn(1, 32, 256), torch.randn(256, 64),
+                           config={"003_split_matmul_k.reduce": "reducer"})
+    plan = build_plan(red.kernel_ir, red.input_names, red.target)
     assert [ln.args for ln in plan.launches] == [("a", "b", "merged_matmul_partials"),
                                                  ("merged_matmul_partials", "matmul")]
     assert pack_args(plan.launches[0], {"a": 1, "b": 2, "merged_matmul_partials": 3, "other": 4}) == (1, 2, 3)

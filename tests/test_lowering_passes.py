@@ -75,7 +75,7 @@ def test_a_pass_that_changes_nothing_is_a_skip_with_its_reason():
     assert noted.skipped_reason == "nothing to rename"
 
 def test_split_k_reducer_names_its_kernel_and_launches_read_it():
-    c = compiled("matmul_small_m_long_k")
+    c = compiled("matmul_small_m_long_k", **{"003_split_matmul_k.reduce": "reducer"})
     red = [k for k in c.kernel_ir.kernels if k.reduces_for]
     assert red and all(r.reduces_for in {k.name for k in c.kernel_ir.kernels} for r in red)
     assert "# adds up the split-K partial sums of " in str(c.kernel_ir)

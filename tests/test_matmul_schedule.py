@@ -85,6 +85,7 @@ OLD_PROJECTION = {
     "008_register_tile.layout": "strided",
 }
 NO_REGISTER_TILE = {**SHAPE_16x16, "008_register_tile.tm": 1, "008_register_tile.tn": 1}
+REDUCER = {"003_split_matmul_k.reduce": "reducer"}      # split-K reduced by a kernel of its own
 STRIDED_2x4 = {
     **SHAPE_16x16,
     "008_register_tile.tm": 2,
@@ -156,7 +157,7 @@ def test_register_tile_defaults_and_knobs():
     assert dict(dict(step(c, "005_blockify_launch").params)["merged_linear"])["thread_shape"] == "8x16"
     assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {
         "tm": 4, "tn": 2, "layout": "quads", "mma": "off"}
-    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32}
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32, "reduce": "in_kernel"}
     assert c.kernel_ir.kernels[0].grid == (8 * 32, 1, 1)
     assert c.check(backend="sim").ok
     assert default_extents(32, 256, 132) == (2, 8)                 # 16 x 16 threads
@@ -285,9 +286,9 @@ def test_pad_smem_skips_what_has_no_conflict():
 # -- 003 split_matmul_k -------------------------------------------------------------------------
 
 def test_split_k_promotes_k_outer_chunks_to_a_grid_axis():
-    c = compiled("llm_projection")
+    c = compiled("llm_projection", **REDUCER)
     # 8 output tiles on 132 SMs: the fewest splits that give every SM a block (4 chunks each)
-    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32}
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32, "reduce": "reducer"}
     s3 = step(c, "003_split_matmul_k")
     main, red = s3.after.kernels
     assert str(main) == """\
@@ -319,7 +320,7 @@ Tile(axes=(a0(M):32=THREAD, a1(N):256=THREAD, a2s(K):32=BLOCK)):
 
 
 def test_split_k_stores_partials_then_a_reducer_adds_them_without_atomics():
-    c = compiled("llm_projection")
+    c = compiled("llm_projection", **REDUCER)
     main, red = c.kernel_ir.kernels
     assert (main.name, red.name, red.reduces_for) == ("merged_linear", "merged_linear_reduce", "merged_linear")
     # 8 blocks of 32 x 32 (8 x 16 threads, 4 x 2 each) x 32 splits (4 K chunks each): 4 x 4
@@ -348,7 +349,7 @@ def test_split_k_small_m_long_k_and_the_knob():
     c = compiled("matmul_small_m_long_k")
     # 4 x 64 outputs: 32 splits of 4 chunks give at most 4 tiles x 32 = 128 blocks for 132 SMs,
     # so grid_plan takes 64 splits of 2 chunks over 4 tiles of 4 x 16 threads, 1 output each
-    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"]) == {"splits": 64}
+    assert dict(dict(step(c, "003_split_matmul_k").params)["merged_matmul"])["splits"] == 64
     assert c.kernel_ir.kernels[0].grid == (4 * 64, 1, 1)
     assert c.check(backend="sim").ok
     c = compiled("matmul_small_m_long_k", **{"003_split_matmul_k.splits": 4})
@@ -372,9 +373,12 @@ def test_split_k_reduces_any_epilogue_and_k_tails_deterministically(fn, shapes):
     inputs = [torch.randn(*s, generator=g) for s in shapes]
     c = deplokit.compile(fn, *inputs)
     assert step(c, "003_split_matmul_k").changed
-    main, red = c.kernel_ir.kernels[:2]
-    assert red.reduces_for == main.name
-    assert "atomic" not in str(c.cuda)
+    split = next(k for k in c.tile_ir.kernels if k.split_k is not None).split_k
+    if split.in_kernel:        # the last block of each tile adds them: one kernel, an int counter
+        assert len(c.kernel_ir.kernels) == 1 and split.counter
+    else:                      # a K tail: the reducer's
+        main, red = c.kernel_ir.kernels[:2]
+        assert red.reduces_for == main.name and "atomic" not in str(c.cuda)
     assert c.check(*inputs, backend="sim", atol=1e-4).ok
     assert torch.equal(c.run(*inputs, backend="sim"), c.run(*inputs, backend="sim"))
 

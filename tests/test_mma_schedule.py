@@ -6,6 +6,7 @@ import torch
 from deplokit.errors import DeplokitError
 from deplokit.frontend.capture import capture
 from deplokit.ir.fragments import M16N8K8_TF32, ptx_layout
+from deplokit.ir.tile_ir import Stage, walk
 from deplokit.passes.lower import LOWERING
 from deplokit.passes.mma.mma_lower import lane_expr
 from deplokit.passes.verify import verify
@@ -50,17 +51,24 @@ def test_4096_matmul_on_tensor_cores():
 
 
 def test_linear_reads_both_operands_with_ldmatrix():
-    """x @ w.T stages w n-major: B's registers are rows of the slab too (ldmatrix.x2)."""
+    """x @ w.T stages w n-major: B's registers are rows of the slab too (ldmatrix.x2; two
+    adjacent n tiles at once: .x4)."""
     tile, _ = schedule(lambda x, w: torch.nn.functional.linear(x, w), torch.randn(256, 512), torch.randn(384, 512))
     text = str(tile.kernels[0])
-    assert "# ldmatrix.x4" in text and "# ldmatrix.x2" in text and "# lds" not in text
+    b = [line for line in text.splitlines() if "= fragment B" in line]
+    assert "# ldmatrix.x4" in text and b and all(line.endswith("]  # ldmatrix.x4") for line in b)
+    assert "+0..2] = fragment B" in b[0] and "# lds" not in text
 
 
-def test_tail_not_a_whole_k_step_falls_back_to_fma():
-    tile, steps = schedule(lambda a, b: a @ b, torch.randn(100, 70), torch.randn(70, 56))
-    assert tile.kernels[0].mma is None and tile.kernels[0].register_tiles
-    note = step(steps, "008_register_tile").decision("merged_matmul").note
-    assert "mma: a K run of 6 is not a whole number of the instruction's k = 8: FP32 FMA register tile" in note
+def test_k_tail_grows_to_a_whole_k_step():
+    """K = 70: 002's tail chunk of 6 is staged by itself; 008 grows its slabs to 8 (zeros past
+    the tensor's end) and the tail is one more k step on tensor cores."""
+    tile, _ = schedule(lambda a, b: a @ b, torch.randn(100, 70), torch.randn(70, 56))
+    k = tile.kernels[0]
+    assert k.mma is not None
+    tails = [s for s, _ in walk(k.tile().body) if isinstance(s, Stage) and s.buffers == 1]
+    assert tails and all(any(ax.extent == 8 for ax in s.slab) for s in tails)
+    assert "K run of 6" not in str(k)
 
 
 def test_default_is_exact_fp32():
@@ -85,7 +93,7 @@ def test_knob_in_the_tuners_space_only_where_precision_allows():
     from deplokit.passes.schedule.t008_register_tile import PASS
     from deplokit.tune.space import kernel_spaces
     knob = next(k for k in PASS.knobs if k.name == "mma")
-    assert knob.domain == ("off", "tf32")
+    assert knob.domain == ("off", "tf32", "half")
     # an exact float32 program: the tuner never trades its precision for tensor cores
     a, b = torch.randn(256, 64), torch.randn(64, 128)
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80")

@@ -183,7 +183,11 @@ def test_cli_compiles_a_layer_and_prints_the_inventory_on_stderr(capsys):
     rows = [line.split() for line in err.splitlines()[2:-1]]
     kernels = sum(int(r[1]) for r in rows if not r[0].endswith("_reduce"))
     total = int(re.search(r"total: (\d+) launches", err)[1])
-    assert kernels == 13 and total == sum(int(r[1]) for r in rows) and "flash_scaled_dot_product_attention" in err
+    assert kernels == 13 and total == sum(int(r[1]) for r in rows)
+    # named by what they compute, in layer 2's words (analysis/computes.py)
+    names = [r[0] for r in rows]
+    assert {"layer2_self_attn_flash_attention", "layer2_input_layernorm_rms_norm", "layer2_mlp_gate_up_silu_mul",
+            "layer2_self_attn_q_proj_rope"} <= set(names), names
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -307,3 +311,55 @@ def test_unsupported_op_in_a_stitched_layer_names_its_path():
         layer.mlp.act_fn = Cumprod()
     with pytest.raises(UnsupportedOpError, match=r"in model\.layers\.0\.mlp\.act_fn \(Cumprod\)\) is not supported"):
         compile_model(built)
+
+
+def test_a_tinyllama_layers_kernels_are_named_by_what_they_compute():
+    """`<layer>_<module>_<op>` (analysis/computes.py): RMSNorm, q/k/v projections, rope,
+    attention, o_proj + residual, gate/up + silu·mul, down + residual; valid C, unique, and
+    the same in the trace, the Kernel IR, the CUDA, the inventory and the timeline. Layer 1
+    launches layer 0's kernels where they are identical (dedup keeps the first name)."""
+    program = models.build(models.tiny(PRESETS[TINYLLAMA], layers=2), seq=8, backend="transformers")
+    c = deplokit.compile(program.fn, *program.inputs, dedup=True)
+    layer = ["input_layernorm_rms_norm", "self_attn_q_proj", "self_attn_k_proj", "self_attn_v_proj",
+             "self_attn_q_proj_rope", "self_attn_k_proj_rope", "self_attn_flash_attention", "self_attn_o_proj_add",
+             "post_attention_layernorm_rms_norm", "mlp_gate_proj", "mlp_up_proj",
+             "mlp_down_proj_add"]     # silu(gate) * up staged inside down_proj's kernel (the fusion guard)
+    names = [k.name for k in c.loop_ir.kernels]                 # the whole program (launches: c.launches)
+    assert names[0] == "embed_tokens" and names[-2:] == ["norm_add_rms_norm", "lm_head"]
+    assert names[1:13] == [f"layer0_{n}" for n in layer]
+    # layer 1: its residual add moved into the norm after attention (the fusion guard's choice)
+    assert names[13:25] == [f"layer1_{n}" for n in layer[:7]] + [
+        "layer1_self_attn_o_proj", "layer1_post_attention_layernorm_add_rms_norm", "layer1_mlp_gate_proj",
+        "layer1_mlp_up_proj", "layer1_mlp_down_proj"]
+    assert len(set(names)) == len(names) and all(re.fullmatch(r"[A-Za-z_]\w*", n) for n in names)
+    runs = {launch.kernel: launch.runs for launch in c.launches}
+    assert runs["layer1_self_attn_q_proj"] == "layer0_self_attn_q_proj"
+    assert runs["layer0_self_attn_v_proj"] == "layer0_self_attn_k_proj"        # the same shapes: one kernel
+    assert runs["layer1_mlp_up_proj"] == "layer0_mlp_gate_proj"
+    unique = [k.name for k in c.kernel_ir.kernels]
+    assert unique == list(dict.fromkeys(runs.values())) and "layer0_self_attn_flash_attention" in unique
+    cuda = str(c.cuda)
+    assert all(f" {n}(" in cuda for n in unique)
+    fuse = next(s for s in c.trace if s.name == "fuse")
+    assert any(note.startswith("kernel layer0_mlp_down_proj_add fuses ") for note in fuse.notes)
+    attention = next(s for s in c.trace if s.name == "fuse_attention")
+    assert any(note.startswith("attention: kernel layer0_self_attn_flash_attention fuses layer0_self_attn_")
+               for note in attention.notes)
+    inv = c.inventory()
+    assert [e.kernel for e in inv] == unique
+    assert all(f"<code>{n}</code>" in inv._repr_mimebundle_()["text/html"] for n in unique)
+    assert all(n in str(inv) for n in unique)
+    rows = c.timeline(layer=1).rows
+    assert [(r.launch, r.kernel) for r in rows[:2]] == [
+        ("layer1_input_layernorm_rms_norm", "layer0_input_layernorm_rms_norm"),
+        ("layer1_self_attn_q_proj", "layer0_self_attn_q_proj")]
+
+
+def test_a_kernel_outside_a_model_keeps_its_roots_name():
+    """An expression has no module path: its kernels keep the fused root's name."""
+    from deplokit.analysis.computes import module_part
+    c = deplokit.compile(torch.nn.RMSNorm(64), torch.randn(4, 64))
+    assert [k.name for k in c.loop_ir.kernels] == ["merged_rms_norm"]
+    assert module_part(["mlp_gate_proj", "mlp_up_proj"]) == "mlp_gate_up"
+    assert module_part(["self_attn_q_proj", "self_attn_k_proj", "self_attn_v_proj"]) == "self_attn"
+    assert module_part(["q_proj", "k_proj", "v_proj"]) == "q_k_v"

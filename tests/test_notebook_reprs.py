@@ -302,7 +302,8 @@ def test_the_inventory_and_a_timeline_have_html_and_count_reducers():
 
     import deplokit
     torch.manual_seed(0)
-    mm = deplokit.compile(torch.matmul, torch.randn(512, 128), torch.randn(128, 512))
+    mm = deplokit.compile(torch.matmul, torch.randn(512, 128), torch.randn(128, 512),
+                          config={"003_split_matmul_k.reduce": "reducer"})
     inv = mm.inventory()
     assert [e.of for e in inv] == ["", inv[0].kernel] and inv.reducers == 1 and inv.launches == 2
     assert str(inv).splitlines()[-1].startswith("total: 2 launches of 2 unique kernels (1 split-K reducer among them)")
@@ -315,6 +316,8 @@ def test_the_inventory_and_a_timeline_have_html_and_count_reducers():
     assert t.rows[0].bytes == inv[0].bytes and t.rows[0].flops == inv[0].flops
     html = t._repr_mimebundle_()["text/html"]
     assert html.count("flex: 0 0") == 2 and "timeline of the program" in html
+    # a launch of another's kernel (here the reducer) says which it runs, under its name: no column of repeats
+    assert html.count("runs <code>") == 1 and f"runs <code>{inv[1].kernel}</code>" in html
 
 
 def test_a_kernel_says_what_it_computes_in_the_models_words():
@@ -325,14 +328,17 @@ def test_a_kernel_says_what_it_computes_in_the_models_words():
     assert module_of("p_model_layers_0_self_attn_q_proj_weight") == "self_attn.q_proj"
     assert module_of("p_model_layers_3_input_layernorm_weight") == "input_layernorm"
     assert module_of("p_lm_head_weight") == "lm_head"
+    assert module_of("p_inner_model_model_layers_2_mlp_down_proj_weight") == "mlp.down_proj"    # decode's wrapper
+    assert module_of("p_inner_model_lm_head_weight") == "lm_head"
     assert merged_labels(["mlp.gate_proj: matmul", "mlp.up_proj: matmul"]) == "mlp.gate_proj / mlp.up_proj: matmul"
     program = models.build(models.tiny(PRESETS["TinyLlama/TinyLlama-1.1B-Chat-v1.0"], layers=1), seq=8,
                            backend="transformers")
     import deplokit
     c = deplokit.compile(program.fn, *program.inputs)
     said = [computes(k) for k in c.loop_ir.kernels]
-    for expected in ("input_layernorm: rmsnorm", "self_attn.q_proj: matmul", "rope", "silu(gate) * up",
+    # silu(gate) * up is staged inside down_proj's kernel (the fusion guard), so no kernel of its own
+    for expected in ("input_layernorm: rmsnorm", "self_attn.q_proj: matmul", "rope",
                      "self_attn.o_proj: matmul", "mlp.down_proj: matmul", "lm_head: matmul"):
         assert expected in said, (expected, said)
-    t = c.timeline()
+    t = c.timeline(layer=None)                  # the whole program, every launch in order
     assert [r.computes for r in t.rows if not r.of] == said

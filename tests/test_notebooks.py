@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
-SERIES = ["00_quickstart", "01_ir_hierarchy", "02_tile_ir_scheduling", "03_autotuning", "04_full_model", "05_generate"]
+SERIES = ["00_quickstart", "01_ir_hierarchy", "02_tile_ir_scheduling", "03_autotuning", "04_full_model", "05_generate",
+          "06_tensor_cores"]
 
 
 def _cells(path):

@@ -134,9 +134,6 @@ def test_nvcc_builds_the_repacked_program_for_each_target():
         assert ("merged_matmul_repack_x0" in stats) == (target == "sm_90")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26's balanced grid gives 1000x777 a 16-output register "
-                   "block, so 011 declines "
-                   "TMA before the repack's cost is weighed; the test needs a shape whose balanced grid keeps 8x8")
 def test_the_decision_is_by_cost_and_the_trace_says_why():
     sm90 = get_target("sm_90")
     big, _ = _matmul(4095, 4095, 4095)                    # the main loop dwarfs the repack

@@ -741,6 +741,36 @@ case(
     tol=EXACT,
 )
 case("floor_divide/remainder(float)", "(3,37)", lambda x: x // 0.75 + x % -1.5, randn(3, 37, scale=4.0), tol=EXACT)
+# issue 29: sliding windows (PatchTSMixer), argmax routing, Mamba's causal depthwise conv,
+# a strided dilated conv with bias, and an empty_like a copy_ fills (tests/test_model_ops.py)
+case("unfold(-1,4,3)", "(3,5,37)", lambda x: x.unfold(-1, 4, 3), randn(3, 5, 37), tol=EXACT)
+case("one_hot(argmax)", "(5,37)", lambda x: F.one_hot(x.argmax(-1), 37), randn(5, 37), tol=EXACT)
+case("conv1d(depthwise causal)", "(3,5,37)",
+     module(lambda: nn.Conv1d(5, 5, 4, groups=5, padding=3)), randn(3, 5, 37), tol=REDUCE)
+case("conv1d(stride 3,dilation 2,bias)", "(3,5,37)->7",
+     module(lambda: nn.Conv1d(5, 7, 4, stride=3, dilation=2, padding=2)), randn(3, 5, 37), tol=REDUCE)
+case("copy_ into empty_like", "(3,37)", lambda x: torch.empty_like(x).copy_(x.amax(0)) - x, randn(3, 37), tol=EXACT)
+
+
+def _routed(x, w, ids):
+    """MoE's expert runs: sorted ids counted (histc), cumulated, one grouped matmul (docs/moe.md)."""
+    from deplokit.frontend import moe_ops
+    ids = torch.sort(ids, stable=True).values
+    offs = torch.cumsum(torch.histc(ids.float(), w.shape[0], 0, w.shape[0] - 1), 0, dtype=torch.int32)
+    return moe_ops.grouped_mm(x, w, offs)
+
+
+case("topk(softmax)", "(37,5)", lambda x: torch.topk(torch.softmax(x, -1), 2), randn(37, 5), tol=REDUCE)
+# (torch's CPU topk orders tied values as it likes: test_moe.py checks deplokit's lowest-index-first)
+case("topk(dim 0,smallest)", "(9,4)", lambda x: torch.topk(x, 3, dim=0, largest=False).indices,
+     randn(9, 4), tol=EXACT)
+case("sort(stable ids)", "(33,)", lambda i: torch.sort(i, stable=True),
+     lambda g: torch.randint(0, 5, (33,), generator=g), tol=EXACT)
+case("histc", "(3,37)", lambda x: torch.histc(x, 7, -1.0, 1.5), randn(3, 37), tol=EXACT)
+case("index_put(inverse permutation)", "(31,)", lambda p: torch.empty_like(p).index_put_((p,), torch.arange(31)),
+     lambda g: torch.randperm(31, generator=g), tol=EXACT)
+case("grouped_mm(routed runs)", "(33,8)x(4,8,31)", _routed, randn(33, 8), randn(4, 8, 31),
+     lambda g: torch.randint(0, 3, (33,), generator=g), tol=REDUCE)
 COVERAGE_CASES = tuple(c.id for c in CASES[_FIRST_COVERAGE:])
 
 

@@ -20,7 +20,7 @@ TSV = os.path.join(os.path.dirname(__file__), "data", "llm_suite_84.tsv")
 
 
 def test_suite_covers_the_84_reference_shapes_by_name():
-    entries = {e.name: e for e in suite_entries("llm") if e.dtype == "float32"}
+    entries = {e.name: e for e in suite_entries("llm") if e.dtype == "float32" and e.op != "moe"}
     rows = [line.rstrip("\n").split("\t") for line in open(TSV) if not line.startswith("#")]
     assert len(rows) == 84
     for name, op, shapes in rows:
@@ -31,7 +31,7 @@ def test_suite_covers_the_84_reference_shapes_by_name():
     assert extra == {"rope", "add", "matmul_bias"}
     assert len(entries) == 102
     # and the same 102 shapes in bf16, named <name>.bf16
-    half = {e.name: e for e in suite_entries("llm") if e.dtype == "bfloat16"}
+    half = {e.name: e for e in suite_entries("llm") if e.dtype == "bfloat16" and e.op != "moe"}
     assert len(half) == 102
     for name, e in entries.items():
         twin = half[name + ".bf16"]
@@ -75,7 +75,8 @@ def test_list_and_filter(capsys):
     assert main(["bench", "--suite", "llm", "--list"]) == 0
     out = capsys.readouterr().out
     assert "matmul.qwen.down_proj.s512" in out and "(1,512,18944) x (18944,3584)" in out
-    assert out.rstrip().endswith("204 shapes") and "matmul.qwen.down_proj.s512.bf16" in out
+    assert out.rstrip().endswith("210 shapes") and "matmul.qwen.down_proj.s512.bf16" in out
+    assert "moe.mixtral.s512" in out   # 204 decoder-layer shapes and 6 MoE blocks
     assert main(["bench", "--suite", "llm", "--list", "--filter", "rmsnorm.", "--filter", "sdpa.qwen"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("18 shapes")
     assert main(["bench", "--suite", "llm", "--list", "--filter", "nothing"]) == 2

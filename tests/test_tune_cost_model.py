@@ -74,7 +74,7 @@ def test_predictions_respect_the_roofline_and_register_pressure():
 def test_estimate_covers_every_kernel_the_schedule_materialises():
     g = torch.Generator().manual_seed(0)
     c = deplokit.compile(lambda a, b: a @ b, torch.randn(4, 2048, generator=g), torch.randn(2048, 64, generator=g),
-                         config={"003_split_matmul_k.splits": 8})
+                         config={"003_split_matmul_k.splits": 8, "003_split_matmul_k.reduce": "reducer"})
     kp = materialize(c.tile_ir)
     e = estimate(c.tile_ir, kp, c.target)
     assert [k.name for k in e.kernels] == [k.name for k in kp.kernels]
@@ -103,10 +103,12 @@ def test_the_model_objective_prices_every_kernel_split_k_reducer_included():
     from deplokit.tune.objective import ModelObjective
     from deplokit.tune.space import kernel_spaces
     g = torch.Generator().manual_seed(0)
-    c = deplokit.compile(lambda a, b: a @ b, torch.randn(32, 2048, generator=g), torch.randn(2048, 256, generator=g))
+    reducer = {"003_split_matmul_k.reduce": "reducer"}
+    c = deplokit.compile(lambda a, b: a @ b, torch.randn(32, 2048, generator=g), torch.randn(2048, 256, generator=g),
+                         config=reducer)
     assert [k.name for k in c.kernel_ir.kernels] == ["merged_matmul", "merged_matmul_reduce"]
     whole = estimate(c.tile_ir, c.kernel_ir, c.target)
-    space = kernel_spaces(c.loop_ir, c.target)[0]
+    space = kernel_spaces(c.loop_ir, c.target, start=reducer)[0]
     leaf = space.default_leaf()
     program = space.program_with(leaf)
     assert [k.name for k in program.kernels] == ["merged_matmul", "merged_matmul_reduce"]

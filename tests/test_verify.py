@@ -246,7 +246,7 @@ def test_register_tile_shapes_are_stamped_and_read():
 
 
 def test_split_k_kernel_is_followed_by_its_reducer_and_writes_a_declared_workspace():
-    c = matmul(**{"003_split_matmul_k.splits": 4})
+    c = matmul(**{"003_split_matmul_k.splits": 4, "003_split_matmul_k.reduce": "reducer"})
     k, red = c.tile_ir.kernels
     assert k.split_k.splits == 4 and k.split_k.reducer == red.name and red.reduces_for == k.name
     assert k.outputs == (k.split_k.workspace,)
@@ -256,6 +256,13 @@ def test_split_k_kernel_is_followed_by_its_reducer_and_writes_a_declared_workspa
     caught(with_kernel(c.tile_ir, dataclasses.replace(k, split_k=ghost)), "split-k")
     main_f, red_f = c.kernel_ir.kernels
     assert red_f.reduces_for == main_f.name
+    # reduced in the kernel: its counter declared as int32 and the output among its writes
+    c = matmul(**{"003_split_matmul_k.splits": 4, "003_split_matmul_k.reduce": "in_kernel"})
+    (k,) = c.tile_ir.kernels
+    assert k.split_k.in_kernel and k.outputs[0] == k.split_k.workspace and len(k.outputs) == 2
+    no_counter = dataclasses.replace(c.tile_ir, written=tuple(b for b in c.tile_ir.written
+                                                              if b.name != k.split_k.counter))
+    caught(no_counter, "split-k")
 
 
 def _func(body, params=("out",)):

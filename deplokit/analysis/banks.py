@@ -102,6 +102,8 @@ def stage_word(stage: Stage, index_values, swizzle: int | None = None) -> np.nda
     for v, extent in zip(reversed(index_values), reversed(shape)):
         word = word + v * stride
         stride *= extent
+    if stage.element_bytes != 4:        # a half stage: the 4-byte word its element sits in
+        word = word * stage.element_bytes // 4
     return swizzle_word(word, swizzle)
 
 
@@ -177,7 +179,7 @@ def _fragment_cost(st, s: FragmentLoad, stage: Stage, tile, loops, lanes, thread
     lay = st.layout(s.operand)
     if s.via.startswith("ldmatrix"):
         along_cols = "fc" in free_vars(s.at[-1])
-        tables, width = [ldmatrix_row_lanes(lay, along_cols)], 4
+        tables, width = [ldmatrix_row_lanes(lay, along_cols, s.tiles)], 4
     else:
         tables, width = [element_lanes(lay, i) for i in range(len(lay.coords[0]))], 1
     swz = None if swizzles is None else swizzles.get(stage.name)

@@ -21,11 +21,12 @@ from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.ops import OPS
 from ..ir.stages import row_major_strides
-from ..ir.tile_ir import THREAD, AsyncWait, Combine, FragmentLoad, MmaSync, Stage, StridedLoop, TileKernel
+from ..ir.tile_ir import THREAD, AsyncWait, Combine, FragmentLoad, MmaSync, SplitArrive, Stage, StridedLoop, TileKernel
 from .banks import WARP, smem_loads, thread_values
 from .units import is_flop
 
 SECTOR = 32
+SPLIT_TAIL_ROUND_TRIPS = 3     # an in-kernel split-K tail: the fence, the counter's atomic, the partials
 # Special-function-unit ops (ir/ops.py `slots`) issue at a quarter of the FP32 rate.
 SLOW_OPS = {name for name, op in OPS.items() if op.slots}
 
@@ -46,6 +47,11 @@ class KernelWork:
     stage_bytes: int            # shared memory the kernel's stages take (double buffers twice)
     pipelined: bool = False     # copies overlap compute (double buffered or prefetched stages)
     prefetch: int = 0           # K tiles the stages are fetched ahead of their use (015: stages - 1)
+    tensor_flops: float = 0.0   # of `flops`, those mma.sync does on tensor cores
+    tensor_dtype: str = ""      # their input type (bf16, f16, tf32): Target.tensor_rate's key
+    # round trips to memory a block makes after its main loop, one after another, before its
+    # tile is done: an in-kernel split-K tail's fence, counter atomic and partials (3), else 0
+    tail_round_trips: int = 0
 
     @property
     def coalescing(self) -> float:
@@ -65,12 +71,13 @@ class _Counter:
         self.stages: dict[str, Stage] = {}
         self.smem = {(ld.stage, ld.dst): ld for ld in smem_loads(kernel)}
         self.touched: set[str] = set()
-        self.flops = self.fp = self.instr = self.requested = self.sectors = 0.0
+        self.flops = self.fp = self.instr = self.requested = self.sectors = self.tensor_flops = 0.0
         self.wavefronts = self.barriers = 0.0
         self.stage_bytes = 0
         self.pipelined = False
         self.prefetch = 0
         self.vector = 1             # elements per access inside a vector loop
+        self.tail_round_trips = 0
 
     # -- helpers -----------------------------------------------------------------------------
     def _env(self, env: dict, e) -> dict:
@@ -98,6 +105,17 @@ class _Counter:
         per_warp = per_block * self.warps
         per_thread = per_block * self.threads
         for s in body:
+            if isinstance(s, SplitArrive):
+                # a fence, two barriers and one thread's atomic in every block; what follows
+                # runs in one block of each `splits` (the tile's last): 1/splits of the grid
+                self.barriers += 2 * mult
+                self.instr += per_block * 3
+                self.tail_round_trips = SPLIT_TAIL_ROUND_TRIPS
+                mult /= s.splits
+                per_block = mult * self.blocks
+                per_warp = per_block * self.warps
+                per_thread = per_block * self.threads
+                continue
             if isinstance(s, Loop) and s.kind == "vector":
                 # 005's float4 loop: one 16-byte access per lane covers all its elements, so
                 # a warp's access spans every value of the vector variable at once; its
@@ -139,6 +157,7 @@ class _Counter:
             elif isinstance(s, MmaSync):           # one warp-wide tensor-core instruction
                 shape = MMA_SHAPES[s.shape]
                 self.flops += per_warp * 2 * shape.m * shape.n * shape.k
+                self.tensor_flops += per_warp * 2 * shape.m * shape.n * shape.k
                 self.instr += per_warp
             elif isinstance(s, FragmentLoad):      # an ldmatrix, or a shared load per element
                 ld = self.smem.get((s.stage, s.dst))
@@ -185,4 +204,6 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
     compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
-                      c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch)
+                      c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch,
+                      c.tensor_flops, kernel.mma.shape.dtype if kernel.mma is not None else "",
+                      c.tail_round_trips)

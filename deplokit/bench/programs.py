@@ -7,6 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..frontend.moe_ops import grouped_mm
+
 
 def entry_program(e):
     """The function of entry `e`'s inputs that deplokit, eager and torch.compile run."""
@@ -25,6 +27,8 @@ def entry_inputs(e, seed: int = 0, device="cpu", empty: bool = False) -> tuple[t
         t = torch.randn(s, generator=g)
         if e.op.startswith(("matmul", "silu_mul_matmul")) and i == (2 if e.op == "silu_mul_matmul" else 1):
             t = t / math.sqrt(s[0])
+        if e.op == "moe" and i > 0:     # router and experts: (E, N, K) weights, scaled by 1/sqrt(K)
+            t = t / math.sqrt(s[-1])
         out.append(t.to(device=device, dtype=dtype))
     return tuple(out)
 
@@ -57,6 +61,27 @@ def _program_naive_attn(e):
     return naive_attn
 
 
+def _program_moe(e):
+    """A Mixtral sparse block as transformers routes it: softmax router, top-k weights
+    normalised, assignments sorted by expert, counted (histc) into runs, two grouped matmuls
+    (SwiGLU between), weighted, un-sorted and summed per token (docs/moe.md)."""
+    top_k = e.top_k
+
+    def moe(x, router, gate_up, down):
+        experts, hidden = router.shape
+        h = x.reshape(-1, hidden)
+        probs = torch.softmax(h @ router.t(), dim=-1)
+        weights, chosen = torch.topk(probs, top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        ids, order = torch.sort(chosen.reshape(-1), stable=True)
+        offs = torch.cumsum(torch.histc(ids.float(), experts, 0, experts - 1), 0, dtype=torch.int32)
+        gate, up = grouped_mm(h[order // top_k], gate_up.transpose(1, 2), offs).chunk(2, dim=-1)
+        y = grouped_mm(F.silu(gate) * up, down.transpose(1, 2), offs) * weights.reshape(-1)[order, None]
+        back = torch.empty_like(order).index_put_((order,), torch.arange(order.numel(), device=order.device))
+        return y[back].reshape(h.shape[0], top_k, hidden).sum(dim=1).reshape(x.shape)
+    return moe
+
+
 _PROGRAMS = {
     "matmul": lambda e: (lambda x, w: torch.matmul(x, w)),
     "matmul_bias": lambda e: (lambda x, w, b: torch.matmul(x, w) + b),
@@ -69,4 +94,5 @@ _PROGRAMS = {
     "silu_mul": lambda e: (lambda gate, up: F.silu(gate) * up),
     "silu_mul_matmul": lambda e: (lambda gate, up, w: torch.matmul(F.silu(gate) * up, w)),
     "add": lambda e: (lambda x, residual: x + residual),
+    "moe": _program_moe,
 }

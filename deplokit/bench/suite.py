@@ -22,6 +22,8 @@ Programs (weights are inputs, so every entry is one self-contained kernel progra
   silu_mul     silu(gate) * up             SwiGLU
   silu_mul_matmul  (silu(gate) * up) @ w_down
   add          x + residual
+  moe          a Mixtral-8x7B sparse block (router, top-2, grouped SwiGLU experts, combine):
+               x (1, S, H), router (E, H), gate_up (E, 2I, H), down (E, H, I); docs/moe.md
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ class SuiteEntry:
     shapes: tuple[tuple[int, ...], ...]     # input shapes, in argument order
     eps: float = 0.0                        # rmsnorm's epsilon (the preset's)
     dtype: str = "float32"                  # every input's (float32 or bfloat16)
+    top_k: int = 0                          # moe: experts per token
 
     def shape_text(self) -> str:
         return " x ".join("(" + ",".join(map(str, s)) + ")" for s in self.shapes)
@@ -119,12 +122,37 @@ def model_entries(p: ModelPreset, seqs=SEQS, dtypes=tuple(DTYPES)) -> list[Suite
     return [dataclasses.replace(e, name=e.name + DTYPES[dt], dtype=dt) for dt in dtypes for e in out]
 
 
+@dataclass(frozen=True)
+class MoeShape:
+    """A published mixture-of-experts config: the sizes of one sparse block."""
+    name: str
+    hidden: int
+    intermediate: int
+    experts: int
+    top_k: int
+
+
+# mistralai/Mixtral-8x7B-v0.1's config.json: hidden_size 4096, intermediate_size 14336,
+# num_local_experts 8, num_experts_per_tok 2
+MOE_SHAPES = (MoeShape("mistralai/Mixtral-8x7B-v0.1", 4096, 14336, 8, 2),)
+
+
+def moe_entries(m: MoeShape, seqs=SEQS, dtypes=tuple(DTYPES)) -> list[SuiteEntry]:
+    """The sparse block of `m` at each sequence length (`moe.mixtral.s128`), in each dtype."""
+    short = re.match(r"[A-Za-z]+", m.name.split("/")[-1]).group().lower()
+    H, I, E = m.hidden, m.intermediate, m.experts
+    return [SuiteEntry(f"moe.{short}.s{S}{DTYPES[dt]}", "moe", m.name, S,
+                       ((1, S, H), (E, H), (E, 2 * I, H), (E, H, I)), dtype=dt, top_k=m.top_k)
+            for dt in dtypes for S in seqs]
+
+
 def suite_entries(suite: str = "llm", presets=None) -> tuple[SuiteEntry, ...]:
     """The entries of `suite`, model by model in PRESETS order."""
     if suite not in SUITES:
         raise DeplokitError(f"unknown suite {suite!r}; suites: {', '.join(SUITES)}")
+    moe = [e for m in MOE_SHAPES for e in moe_entries(m)] if presets is None else []
     presets = PRESETS.values() if presets is None else presets
-    entries = [e for p in presets for e in model_entries(p)]
+    entries = [e for p in presets for e in model_entries(p)] + moe
     seen = [e.name for e in entries]
     dupes = sorted({n for n in seen if seen.count(n) > 1})
     if dupes:

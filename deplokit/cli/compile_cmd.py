@@ -36,8 +36,8 @@ def format_ir(compilation, stage: str, verbose: int) -> str:
             if step.skipped_reason:
                 out.append(f"# {step.name}: skipped: {step.skipped_reason}")
                 continue
-            out += [f"# {step.name}: {kernel}: " + ", ".join(f"{k}={v}" for k, v in knobs)
-                    for kernel, knobs in step.params if knobs]
+            # the values in effect, `requested→used` where the pass used another (trace.Decision)
+            out += [f"# {step.name}: {d.kernel}: {d.knob_text()}" for d in step.decisions if d.applied and d.knobs]
             out += [f"# {step.name}: {remark}" for remark in step.remarks]   # program notes, then per kernel
     out += _lines(str(ir))
     return "\n".join(out) + "\n"

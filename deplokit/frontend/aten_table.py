@@ -220,6 +220,18 @@ ATEN_OPS.update({
     "max.default": ("amax", lambda a, k: ((a[0],), (("dim", ()), ("keepdim", False)))),
     "min.default": ("amin", lambda a, k: ((a[0],), (("dim", ()), ("keepdim", False)))),
     "cumsum.default": ("cumsum", _positional(("dim",), {}, 1)),
+    "unfold.default": ("unfold", _positional(("dim", "size", "step"), {}, 1)),
+    "one_hot.default": ("one_hot", lambda a, k: _one_hot(a, k)),
+    "conv1d.default": ("conv1d", lambda a, k: _conv1d(a, k)),
+    "conv1d.padding": ("conv1d", lambda a, k: _conv1d(a, k)),
+    # dest.copy_(src) as its functional twin (capture's _functional): dest's old values are
+    # not read, so dest is no operand; the rule broadcasts src to the result's shape and dtype
+    "copy.default": ("copy", lambda a, k: ((a[1],), ())),
+    # mixture of experts (docs/moe.md): the counting, the scatter and transformers' grouped matmul
+    "histc.default": ("histc", _positional(("bins", "min", "max"), {"bins": 100, "min": 0, "max": 0}, 1)),
+    "index_put.default": ("index_put", lambda a, k: _index_put(a, k)),
+    "transformers.grouped_mm_fallback.default": ("grouped_mm", lambda a, k: ((a[0], a[1], a[2]), ())),
+    "deplokit.grouped_mm.default": ("grouped_mm", lambda a, k: ((a[0], a[1], a[2]), ())),   # bench/programs.py
 })
 for _aten, _op in (("__and__", "bitwise_and"), ("bitwise_and", "bitwise_and"), ("__or__", "bitwise_or"),
                    ("bitwise_or", "bitwise_or"), ("__xor__", "bitwise_xor"), ("bitwise_xor", "bitwise_xor"),
@@ -230,10 +242,15 @@ ATEN_OPS["logical_xor.default"] = ("bitwise_xor", _binary)     # torch.logical_x
 ATEN_OPS["__invert__.default"] = ("bitwise_not", _unary)
 ATEN_OPS["bitwise_not.default"] = ("bitwise_not", _unary)
 
-# Operators whose result depends only on their input's shape and dtype: folded at capture.
-SHAPE_ONLY_OPS = {"ones_like.default", "zeros_like.default", "full_like.default", "new_ones.default",
-                  "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
+# Operators whose result depends only on their input's shape and dtype: folded at capture
+# (empty_like as zeros: no garbage in the IR).
+SHAPE_ONLY_OPS = {"empty_like.default", "ones_like.default", "zeros_like.default", "full_like.default",
+                  "new_ones.default", "new_zeros.default", "new_full.default", "scalar_tensor.default", "full.default",
                   "zeros.default", "ones.default"}
+
+# Operators whose values are undefined until written: folded like SHAPE_ONLY_OPS only where
+# the first thing that touches the result is a copy_ that overwrites all of it (capture checks).
+OVERWRITTEN_OPS = {"empty_like.default"}
 
 # Operators whose result shares its input's storage: an in-place update of one would change
 # the input too (capture refuses to functionalise it).
@@ -242,7 +259,7 @@ VIEW_OPS = {"view.default", "_unsafe_view.default", "reshape.default", "transpos
             "squeeze.dim", "squeeze.dims", "squeeze.default", "expand.default", "broadcast_to.default",
             "flatten.using_ints",
             "alias.default", "detach.default", "unflatten.int", "narrow.default", "contiguous.default",
-            "split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int"}
+            "split.Tensor", "split_with_sizes.default", "chunk.default", "unbind.int", "unfold.default"}
 
 # Operators that only assert facts about the graph: dropped at capture.
 IGNORED_OPS = {"_assert_tensor_metadata.default", "_assert_scalar.default",
@@ -274,11 +291,43 @@ def _layer_norm(args, kwargs):
     return ops, tuple(attrs)
 
 
+def _one_hot(args, kwargs):
+    n = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+    if n < 0:   # the class count would be the data's max + 1: a shape known only at run time
+        raise TypeError("one_hot needs num_classes (without it the class count depends on the data)")
+    return (args[0],), (("num_classes", n),)
+
+
+def _conv1d(args, kwargs):
+    """conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1); padding
+    "same" becomes its left pad (the right one is what the result's length leaves)."""
+    names = ("stride", "padding", "dilation", "groups")
+    vals = dict(zip(names, args[3:]))
+    vals.update({k: v for k, v in kwargs.items() if k in names})
+    bias = args[2] if len(args) > 2 else kwargs.get("bias")
+    attrs = []
+    for key, default in (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1)):
+        v = vals.get(key, default)
+        v = v[0] if isinstance(v, (list, tuple)) and len(v) == 1 else v
+        attrs.append((key, _freeze(v)))
+    return (args[0], args[1]) + ((bias,) if bias is not None else ()), tuple(attrs)
+
+
 def _index(args, kwargs):
     """x[i0, None, i2]: x and the index tensors as operands; `dims` says which axes they index."""
     indices = list(args[1])
     dims = tuple(p for p, i in enumerate(indices) if i is not None)
     return (args[0],) + tuple(i for i in indices if i is not None), (("dims", dims),)
+
+
+def _index_put(args, kwargs):
+    """x.index_put_((i0, None, ..), values, accumulate): x, values and the index tensors as
+    operands; `dims` says which axes they index."""
+    indices = list(args[1])
+    accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+    dims = tuple(p for p, i in enumerate(indices) if i is not None)
+    return ((args[0], args[2]) + tuple(i for i in indices if i is not None),
+            (("dims", dims), ("accumulate", bool(accumulate))))
 
 
 def _variance(args, kwargs, unbiased: bool = False, whole: bool = False):
@@ -308,5 +357,9 @@ def _vector_norm(args, kwargs):
     return (args[0],), (("ord", vals.get("ord", 2)), ("dim", dims), ("keepdim", bool(vals.get("keepdim", False))))
 
 
+# Torch-IR ops made only from pieces of a multi-output op (frontend/multi_output.py).
+PIECE_OPS = ("topk", "sort")
+
+
 def covered_ops() -> list[str]:
-    return sorted({op for op, _ in ATEN_OPS.values()})
+    return sorted({op for op, _ in ATEN_OPS.values()} | set(PIECE_OPS))

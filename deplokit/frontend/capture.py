@@ -19,8 +19,8 @@ from ..errors import CaptureError, DynamicShapeError, UnsupportedDtypeError, Uns
 from ..ir.c_names import c_safe, tensor_name_ok
 from ..ir.torch_ir import TorchOp, TorchProgram
 from ..ir.types import Buffer, TensorType
-from .aten_table import ATEN_OPS, IGNORED_OPS, SHAPE_ONLY_OPS, VIEW_OPS, covered_ops
-from .multi_output import MULTI_OUTPUT_OPS
+from .aten_table import ATEN_OPS, IGNORED_OPS, OVERWRITTEN_OPS, SHAPE_ONLY_OPS, VIEW_OPS, covered_ops
+from .multi_output import FRESH_PIECES, MULTI_OUTPUT_OPS
 from .positions import Positions
 
 _DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32", torch.bool: "bool",
@@ -188,9 +188,17 @@ def _convert(ep, scalars: tuple[str, ...] = (), scalar_limit: int = 0) -> Captur
                 continue
             if positions.track(node, key):     # pos + offset, or a write at it: handled there
                 continue
+            if key in OVERWRITTEN_OPS:     # empty_like: zeros stand in for what copy_ overwrites
+                _check_overwritten(node, key)
+                v = node.meta["val"]
+                folded[node.name] = torch.zeros(tuple(v.shape), dtype=v.dtype)
+                names[node.name] = ir_name[node.name]
+                continue
             tensor_inputs = [a for a in node.all_input_nodes]
             if (all(a.name in folded for a in tensor_inputs) or key in SHAPE_ONLY_OPS) and not _is_random(key):
                 folded[node.name] = _evaluate(node, folded, shape_only=key in SHAPE_ONLY_OPS)
+                if key.split(".")[0] in ("empty", "empty_like", "new_empty"):   # no garbage in the IR
+                    folded[node.name] = torch.zeros_like(folded[node.name])
                 names[node.name] = ir_name[node.name]
                 continue
             val = node.meta.get("val")
@@ -300,7 +308,7 @@ def _module_path(node) -> str:
 
 # getitem on a multi-output op: the Torch-IR op it becomes, under a key of its own.
 _PIECE_KEYS = {f"piece.{op}": (op, lambda a, k: (tuple(a), tuple(k.items())))
-               for op in ("slice", "select", "amax", "amin", "argmax", "argmin")}
+               for op in ("slice", "select", "amax", "amin", "argmax", "argmin", "topk", "sort")}
 
 
 def _piece(node, pending, names):
@@ -336,11 +344,34 @@ def _functional(key: str, node):
         return key, None
     target = node.args[0]
     producer = _aten_key(target.target) if target.op == "call_function" else None
+    if target.target is operator.getitem:     # a piece of a multi-output op: a view unless fresh
+        source = target.args[0]
+        producer = _aten_key(source.target) if source.op == "call_function" else None
+        if producer in FRESH_PIECES:
+            return functional, target
     if producer in VIEW_OPS or target.target is operator.getitem:
         raise UnsupportedOpError(f"in-place aten.{key} (node {node.name}{_module_path(node)}) updates a view "
                                  f"({target.name}, made by aten.{producer}); deplokit supports in-place ops "
                                  "on whole tensors only")
     return functional, target
+
+
+def _check_overwritten(node, key: str) -> None:
+    """The first node (in graph order) that uses `node` must be a copy_ into all of it: any
+    other read would see undefined values, which no backend could reproduce."""
+    user = node.next
+    while user.op != "output" and node not in user.all_input_nodes:
+        user = user.next
+    # copy_ overwrites all of it; index_put_ is MoE's scatter of a permutation (docs/moe.md),
+    # which that rule answers for
+    whole_copy = (user.op == "call_function" and _aten_key(user.target) in ("copy_.default", "index_put_.default")
+                  and user.args[0] is node)
+    if not whole_copy and (user.op != "output" or node in user.all_input_nodes):
+        first = "the output" if user.op == "output" else f"aten.{_aten_key(user.target)} (node {user.name})"
+        raise UnsupportedOpError(
+            f"aten.{key} (node {node.name}{_module_path(node)}) is read by {first} before a copy_ fills it "
+            "whole: its values are undefined there; deplokit supports empty_like only when a copy_ "
+            "overwrites all of it first")
 
 
 def _is_random(key: str) -> bool:

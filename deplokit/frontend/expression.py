@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ExpressionError
+from . import moe_ops  # noqa: F401  (registers torch.ops.deplokit.grouped_mm for -c texts)
 from .expression_eval import FILENAME, evaluate_once, node_position, position, scope
 
 FACTORIES = frozenset({

@@ -1,4 +1,5 @@
-"""Operators that return several tensors (split, chunk, unbind, max(dim) with indices), made
+"""Operators that return several tensors (split, chunk, unbind, max(dim) with indices, topk,
+sort), made
 single-output at capture: each `getitem(op, i)` the program reads becomes its own Torch-IR
 op (a slice, a select, an amax or an argmax), so every later IR keeps one result per node.
 
@@ -43,6 +44,23 @@ def _extremum(values_op: str, index_op: str) -> Piece:
     return piece
 
 
+def _topk(args, kwargs, vals, i):
+    """topk(x, k, dim, largest, sorted): (values, indices), one Torch-IR topk op per piece."""
+    names = ("k", "dim", "largest", "sorted")
+    defaults = {"dim": -1, "largest": True, "sorted": True}
+    got = {n: args[1 + p] if len(args) > 1 + p else kwargs.get(n, defaults.get(n)) for p, n in enumerate(names)}
+    attrs = tuple((n, got[n]) for n in names)
+    return "topk", (args[0],), attrs + (("output", ("values", "indices")[i]),)
+
+
+def _sort(args, kwargs, vals, i):
+    """sort(x, dim, descending) and sort(x, stable=, dim=, descending=): (values, indices)."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", -1)
+    descending = args[2] if len(args) > 2 else kwargs.get("descending", False)
+    return "sort", (args[0],), (("dim", dim), ("descending", bool(descending)),
+                                ("output", ("values", "indices")[i]))
+
+
 MULTI_OUTPUT_OPS: dict[str, Piece] = {
     "split.Tensor": _along(2),
     "split_with_sizes.default": _along(2),
@@ -55,4 +73,11 @@ MULTI_OUTPUT_OPS: dict[str, Piece] = {
     "unbind.int": _unbind,
     "max.dim": _extremum("amax", "argmax"),
     "min.dim": _extremum("amin", "argmin"),
+    "topk.default": _topk,
+    "sort.default": _sort,
+    "sort.stable": _sort,
 }
+
+# Multi-output ops whose pieces are fresh tensors, not views of the input: an in-place
+# update of a piece (topk's values /= their sum) changes nothing else.
+FRESH_PIECES = ("max.dim", "min.dim", "topk.default", "sort.default", "sort.stable")

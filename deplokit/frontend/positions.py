@@ -56,6 +56,8 @@ class Positions:
             return True
         if not tabbed and self._shift(node, key, ins):
             return True
+        if not tabbed and self._key_mask(node, key, ins):
+            return True
         if self._tabulate(node, key, ins + tabbed):
             return True
         for a in ins + tabbed:
@@ -128,6 +130,34 @@ class Positions:
         if key.split(".")[0].endswith("_"):      # in place: later reads of the target see the new value
             self.sym[node.args[0].name] = entry
             self.folded.pop(node.args[0].name, None)
+        return True
+
+    def _key_mask(self, node, key, ins) -> bool:
+        """`arange(K) <= pos + c` (le, lt, ge, gt of a constant that is an arange along its last
+        axis and a position of one offset c): the op `key_mask(pos, offset=c')`, true where the
+        last index k <= pos + c'. Its decomposition compares the index itself, so that passes
+        can read the bound (flash-decoding stops its key loop there: passes/flash/attention_split)."""
+        flips = {"le": "le", "lt": "lt", "ge": "le", "gt": "lt"}
+        op = key.split(".")[0]
+        val = node.meta.get("val")
+        if op not in flips or len(ins) != 1 or len(node.args) != 2 or not isinstance(val, torch.Tensor):
+            return False
+        pos_at = 1 if op in ("le", "lt") else 0
+        p, a = node.args[pos_at], node.args[1 - pos_at]
+        if p is not ins[0] or not isinstance(a, torch.fx.Node) or a.name not in self.folded:
+            return False
+        keys = _on_cpu(self.folded[a.name])
+        scalar, offset = self.sym[p.name]
+        if keys.dtype != torch.int64 or keys.dim() == 0 or keys.numel() != keys.shape[-1] \
+                or not torch.equal(keys.reshape(-1), torch.arange(keys.shape[-1])) \
+                or offset.numel() != 1 or tuple(val.shape[:-1]) != (1,) * (val.dim() - 1) \
+                or val.shape[-1] != keys.shape[-1] or (val.dim() < offset.dim()):
+            return False
+        c = int(offset.reshape(-1)[0]) - (1 if flips[op] == "lt" else 0)
+        out = self.ir_name[node.name]
+        self.ops.append(TorchOp(out, "key_mask", (scalar,), (("offset", c),),
+                                TensorType(tuple(val.shape), "bool")))
+        self.names[node.name] = out
         return True
 
     def _write(self, node, key: str) -> None:

@@ -378,3 +378,97 @@ def position_ids(rng, shape, inp):
         return None
     d = dim(rng, shape) - len(shape)
     return f"(({{x}} > 0).long().cumsum({d}) - 1).masked_fill({{x}} <= 0, 1).float() * {{x}}", shape
+
+
+def unfold(rng, shape, inp):
+    """Tensor.unfold(d, size, step): sliding windows of one axis, a new last axis."""
+    axes = [d for d, e in enumerate(shape) if e >= 2]
+    if not axes or len(shape) >= 4:
+        return None
+    d = rng.choice(axes)
+    size = rng.randint(1, min(shape[d], 8))
+    step = rng.randint(1, 4)
+    out = shape[:d] + ((shape[d] - size) // step + 1,) + shape[d + 1:] + (size,)
+    return f"{{x}}.unfold({d - len(shape)}, {size}, {step})", out
+
+
+def one_hot(rng, shape, inp):
+    """Argmax routing: a one-hot of the last axis' argmax, as floats (times the value, or alone)."""
+    if not shape:
+        return None
+    n = shape[-1] + rng.choice((0, 0, 2))
+    hot = f"F.one_hot({{x}}.argmax(-1), {n})"
+    if n == shape[-1] and rng.random() < 0.6:
+        return f"{hot}.float() * {{x}}", shape
+    # as floats: an int64 one-hot fed to float-only ops (hardswish, bmm with floats) is
+    # refused by eager itself, a case wasted
+    return f"{hot}.float()", shape[:-1] + (n,)
+
+
+def conv1d(rng, shape, inp):
+    """nn.Conv1d over (N, C, L) or (C, L): Mamba's depthwise causal form (padding k - 1, cut
+    to L) or groups, stride, dilation, padding and bias drawn at random."""
+    if len(shape) not in (2, 3) or shape[-1] < 2:
+        return None
+    c, length = shape[-2], shape[-1]
+    k = rng.choice((1, 2, 3, 4))
+    if rng.random() < 0.5:
+        if numel(shape) * k > MAX_MATMUL:
+            return None
+        return f"nn.Conv1d({c}, {c}, {k}, groups={c}, padding={k - 1})({{x}})[..., :{length}]", shape
+    groups = rng.choice([g for g in (1, 1, 3, c) if c % g == 0])
+    c_out = groups * rng.choice((1, 2, 3)) if groups > 1 else rng.choice((1, 3, 5, 8))
+    stride, dilation = rng.choice((1, 1, 2, 3)), rng.choice((1, 1, 2))
+    padding = rng.randint(0, k)
+    l_out = (length + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    out = shape[:-2] + (c_out, l_out)
+    if l_out < 1 or numel(out) * (c // groups) * k > MAX_MATMUL:
+        return None
+    return (f"nn.Conv1d({c}, {c_out}, {k}, stride={stride}, padding={padding}, dilation={dilation}, "
+            f"groups={groups}, bias={rng.random() < 0.5})({{x}})"), out
+
+
+def in_place_add(rng, shape, inp):
+    """Falcon's x.add_(y) on a whole tensor, y broadcast."""
+    y = inp(broadcast_shape(rng, shape))
+    return f"torch.tanh({{x}}).add_({y})", shape
+
+
+def overwritten_empty(rng, shape, inp):
+    """empty_like filled whole by copy_ (a broadcast source), beside ones/zeros/full_like."""
+    y = inp(broadcast_shape(rng, shape))
+    return (f"torch.empty_like({{x}}).copy_({y}) * torch.ones_like({{x}}) + torch.zeros_like({{x}}) "
+            f"- torch.full_like({{x}}, 0.5) + {{x}}"), shape
+def moe_routing(rng, shape, inp):
+    """A mixture-of-experts block on the value's rows (tokens of its last axis): a biased
+    router, softmax then top-k (renormalised) or top-k then softmax, the assignments sorted
+    by expert and counted into runs (histc, cumsum), two grouped matmuls with SiLU between,
+    the routing weights, and the rows scattered back (index_put) and summed per token.
+    The router's bias keeps equal logits (rows of zeros) from tying: torch leaves the order
+    of tied top-k values unspecified (docs/moe.md)."""
+    if not shape:
+        return None
+    hidden, tokens = shape[-1], numel(shape[:-1])
+    experts = rng.choice((2, 3, 4, 5, 8))
+    k = rng.randint(1, min(experts, 3))
+    inner = rng.choice((1, 3, 16, 31))
+    rows = tokens * k
+    if rows > 256 or rows * hidden * inner * 2 > MAX_MATMUL or rows * max(hidden, experts) > MAX_NUMEL:
+        return None
+    router, bias = inp((experts, hidden)), inp((experts,))
+    up, down = inp((experts, hidden, inner)), inp((experts, inner, hidden))
+    if rng.random() < 0.5:      # Mixtral, Qwen3-MoE: softmax, top-k, renormalised
+        pick = f"torch.topk(torch.softmax(h @ r.t() + b, -1), {k}, dim=-1)"
+        weigh = "tk[0] / tk[0].sum(-1, keepdim=True)"
+    else:                       # top-k of the logits, softmax over the chosen
+        pick, weigh = f"torch.topk(h @ r.t() + b, {k})", "torch.softmax(tk[0], -1)"
+    gmm = "torch.ops.deplokit.grouped_mm"
+    # one expression: lambdas name the intermediate values (every tensor comes in as an argument)
+    combine = (f"h.new_zeros({rows}, {hidden}).index_put_((s[1],), {gmm}(F.silu({gmm}(h[s[1] // {k}], up, offs)), "
+               f"dn, offs) * w.reshape(-1)[s[1], None]).reshape({tokens}, {k}, {hidden}).sum(1)"
+               f".reshape({', '.join(map(str, shape))})")
+    counts = f"torch.cumsum(torch.histc(s[0].float(), {experts}, 0, {experts - 1}), 0, dtype=torch.int32)"
+    expr = (f"(lambda h, r, b, up, dn: (lambda tk: (lambda w, s: (lambda offs: {combine})({counts}))"
+            f"({weigh}, torch.sort(tk[1].reshape(-1), stable=True)))({pick}))"
+            f"({{x}}.reshape(-1, {hidden}), {router}, {bias}, {up}, {down})")
+    return expr, shape

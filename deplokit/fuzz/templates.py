@@ -167,6 +167,8 @@ TEMPLATES = (
         "pick_by_argmax", ("argmax", "argmin", "gather", "index", "sub", "unsqueeze", "flatten"), mk.pick_by_argmax
     ),
     Template("gather", ("gather",), mk.gather),
+    Template("moe_routing", ("topk", "softmax", "sort", "histc", "cumsum", "grouped_mm", "index_put", "index",
+                             "floor_divide", "silu", "sum", "div", "mul", "reshape"), mk.moe_routing),
     Template("index", ("index",), mk.index_first),
     Template("index_dim", ("index",), mk.index_second),
     Template("index_select", ("index",), mk.index_select),
@@ -182,6 +184,11 @@ TEMPLATES = (
         ("where", "gt", "lt"),
         _unary("torch.where({x} > 1.8, float('nan'), torch.where({x} < -2.2, float('-inf'), {x}))"),
     ),
+    Template("unfold", ("unfold",), mk.unfold),
+    Template("one_hot", ("one_hot", "argmax", "to", "mul"), mk.one_hot),
+    Template("conv1d", ("conv1d", "slice"), mk.conv1d),
+    Template("add_", ("tanh", "add"), mk.in_place_add),
+    Template("empty_like_copy", ("copy", "mul", "add", "sub"), mk.overwritten_empty),
     Template("float_divmod", ("mul", "abs", "add", "neg", "floor_divide", "remainder"), ints.float_divmod),
 )
 

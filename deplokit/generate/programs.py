@@ -19,6 +19,7 @@ import torch
 from ..compilation import Compilation, resolve_backend
 from ..errors import CacheFullError, CaptureError, ExecutionError, PromptTooLongError
 from ..frontend.capture import capture
+from ..runtime.cuda_graph import GraphStep
 from ..target import get_target
 from ..trace import Context
 
@@ -97,8 +98,8 @@ class Decoder:
             self._prefill[prompt_length] = self._compile(prompt_length)
         return self._prefill[prompt_length]
 
-    def session(self, backend: str = "loop") -> "Session":
-        return Session(self, backend)
+    def session(self, backend: str = "loop", graphs: bool = True) -> "Session":
+        return Session(self, backend, graphs)
 
     def __repr__(self) -> str:
         return (f"<Decoder {type(self.model).__name__} max_length={self.max_length} {self.target.name}: "
@@ -110,9 +111,11 @@ class Session:
     """One generation: the KV cache arrays (held here, updated in place by every call) and the
     position of the next token."""
 
-    def __init__(self, decoder: Decoder, backend: str = "loop"):
+    def __init__(self, decoder: Decoder, backend: str = "loop", graphs: bool = True):
         self.decoder = decoder
         self.backend = resolve_backend(backend)
+        self.graphs = graphs        # cupy: the decode step as one CUDA graph (runtime/cuda_graph.py)
+        self._graph = None
         self.position = 0
         self._state: dict[str, np.ndarray] = {}    # state name -> array (the same names in every program)
 
@@ -123,7 +126,14 @@ class Session:
                                      else np.zeros_like(c.values[name]))
         ids = torch.tensor([list(token_ids)], dtype=torch.int64)
         pos = torch.tensor([self.position], dtype=torch.int64)
-        logits = c.execute((ids, pos), backend=self.backend, state=self._state)[0]
+        if self.backend == "cupy" and self.graphs and c is self.decoder.decode:
+            # one CUDA graph a token: captured on the first decode step, then the token id and
+            # the position written into its device buffers before each replay
+            if self._graph is None:
+                self._graph = GraphStep(c.cupy_executor(), (ids, pos), self._state)
+            logits = self._graph((ids, pos))[0]
+        else:
+            logits = c.execute((ids, pos), backend=self.backend, state=self._state)[0]
         self.position += len(token_ids)
         return np.asarray(logits).reshape(-1)
 

@@ -15,9 +15,26 @@ class SplitK:
     workspace: str
     reducer: str
     leftover: int = 0       # K chunks past splits x (chunks // splits): the reducer's, with the K tail
+    # in_kernel: no reducer kernel; the last block of each output tile to arrive (an int
+    # counter per tile in `counter`, zero between launches) adds the partials in split order
+    reduce: str = "reducer"
+    counter: str = ""
+    # K chunks past the end that the last split runs as zeros: a split count that is neither a
+    # power of two nor a divisor of the chunks gives every split ceil(chunks / splits) of them
+    # (the loads past K read zeros: every block runs as long, the grid stays balanced)
+    overhang: int = 0
+
+    @property
+    def in_kernel(self) -> bool:
+        return self.reduce == "in_kernel"
 
     def text(self) -> str:
+        if self.in_kernel:
+            over = f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
+            return (f"split-K {self.splits} into {self.workspace}, reduced in the kernel by the last block of "
+                    f"each tile (counter {self.counter}){over}  # deterministic: split order")
         rest = f", {self.leftover} K chunks left to it" if self.leftover else ""
+        rest += f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
         return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}{rest}  # deterministic"
 
 

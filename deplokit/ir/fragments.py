@@ -259,17 +259,26 @@ def element_lanes(layout: FragmentLayout, i: int) -> tuple[list[int], list[int]]
     return [layout.coords[lane][i][0] for lane in range(WARP)], [layout.coords[lane][i][1] for lane in range(WARP)]
 
 
-def ldmatrix_row_lanes(layout: FragmentLayout, along_cols: bool) -> tuple[list[int], list[int]]:
+def ldmatrix_row_lanes(layout: FragmentLayout, along_cols: bool, tiles: int = 1) -> tuple[list[int], list[int]]:
     """(rows, cols) over the 32 lanes of the operand element whose address each lane gives to
     an ldmatrix of `layout`'s registers: lane 8i + r gives row r of matrix i (register i),
     which starts where lane 0's register i does. `along_cols`: the stored rows run along the
     operand's columns (A read along k), else along its rows (B stored n-major). Lanes past
-    8 * registers give an address ldmatrix ignores (a valid one: lane % (8 * registers))."""
+    8 * registers give an address ldmatrix ignores (a valid one: lane % (8 * registers)).
+    `tiles` 2: one ldmatrix of two adjacent operand tiles (B: along n, A: along m); the lanes
+    past 8 * registers give the second tile's rows."""
     num, per = layout.registers, layout.per_reg
+    if num * tiles > 4:
+        raise ValueError(f"ldmatrix of {tiles} tiles of {num} registers: more than .x4")
     rows, cols = [], []
     for lane in range(WARP):
         mat, r = (lane % (8 * num)) // 8, lane % 8
+        tile = (lane // (8 * num)) % tiles
         r0, c0 = layout.coords[0][mat * per]
+        if layout.operand == "B":
+            c0 += tile * layout.cols
+        else:
+            r0 += tile * layout.rows
         rows.append(r0 + r if along_cols else r0)
         cols.append(c0 if along_cols else c0 + r)
     return rows, cols

@@ -213,6 +213,30 @@ class SyncWarp:
 
 
 @dataclass(frozen=True)
+class ThreadFence:
+    """__threadfence(): this thread's global writes before it are visible to every block of
+    the grid before any write or atomic after it (split-K's partials before its counter)."""
+
+
+@dataclass(frozen=True)
+class AtomicInc:
+    """int dst = atomicAdd(&buffer[offset], 1): an integer counter's old value (split-K's
+    arrivals at a tile; integers add exactly in any order, unlike floats)."""
+    dst: str
+    buffer: str                   # an int32 kernel parameter
+    offset: "Expr"
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """int dst = array[0]: what one thread stored into a shared int before a Barrier, read by
+    every thread of the block; the same in all of them (a branch on it keeps barriers legal:
+    split-K's "this block is the tile's last")."""
+    dst: str
+    array: str
+
+
+@dataclass(frozen=True)
 class CpAsync:
     """cp.async of `nbytes` (4, 8 or 16) from global to shared; lands by a later wait."""
     array: str
@@ -367,8 +391,9 @@ class TensorMap:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait, TmaLoad, TmaTensorLoad, MbarrierInit,
-             MbarrierArrive, MbarrierWait, ProxyFence, Comment, LdMatrix, Tf32Round, Mma]
+             For, If, Barrier, SyncWarp, ThreadFence, AtomicInc, Broadcast, CpAsync, CpAsyncCommit, CpAsyncWait,
+             TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait, ProxyFence, Comment, LdMatrix,
+             Tf32Round, Mma]
 
 
 # -- statements pending a later lowering pass ----------------------------------------------
@@ -549,7 +574,9 @@ def varies(e, varying) -> bool:
             return True
         if isinstance(x, Var) and x.name in varying:
             return True
-        if isinstance(x, (GlobalLoad, SharedLoad, RegLoad, Shuffle)):
+        # a global read at an address every thread computes alike (a runtime scalar, pos[0])
+        # reads one value: uniform where its offset is (subexprs visits the offset too)
+        if isinstance(x, (SharedLoad, RegLoad, Shuffle)) or (isinstance(x, GlobalLoad) and x.buffer in varying):
             return True
     return False
 
@@ -666,6 +693,12 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}barrier")
         elif isinstance(s, SyncWarp):
             lines.append(f"{pad}syncwarp")
+        elif isinstance(s, ThreadFence):
+            lines.append(f"{pad}threadfence")
+        elif isinstance(s, Broadcast):
+            lines.append(f"{pad}int {s.dst} = block-uniform shared {s.array}[0]")
+        elif isinstance(s, AtomicInc):
+            lines.append(f"{pad}int {s.dst} = atomic_inc global {_at(s.buffer, s.offset)}")
         elif isinstance(s, CpAsync):
             lines.append(f"{pad}cp.async {s.nbytes}B {_copy(s)}")
         elif isinstance(s, CpAsyncCommit):

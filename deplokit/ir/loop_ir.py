@@ -136,11 +136,16 @@ class Loop:
     body: tuple["Stmt", ...]
     role: str = ""                    # M, N or K in a matmul-like kernel
     unroll: bool = False              # a scheduling hint (Tile IR's mark_unroll)
+    # A bound known at run time only (a serial loop's, say flash-decoding's keys up to the
+    # runtime position): iterations var >= stop are not run; extent stays the most it runs.
+    # Set only where those iterations change nothing (their keys score -inf).
+    stop: Affine | None = None
 
     def text(self) -> str:
         role = f" ({self.role})" if self.role else ""
         unroll = " unroll" if self.unroll else ""
-        return f"for {self.var} in 0..{self.extent}:  # {self.kind}{role}{unroll}"
+        bound = f" while {self.var} < {self.stop}" if self.stop is not None else ""
+        return f"for {self.var} in 0..{self.extent}{bound}:  # {self.kind}{role}{unroll}"
 
 
 Stmt = Union[Load, Compute, Accumulate, Store, Loop]
@@ -199,6 +204,10 @@ class FlashPlan:
     registers: str = ""             # why these rows and lanes: a thread's registers against its block's cap
     kv_group: int = 0               # query heads sharing one kv head, when a block serves fewer (`group` of them)
     fill: str = ""                  # how the grid was filled to the target's SMs (attention_plan.py)
+    # flash-decoding (one query row): the keys split into `splits` ranges run by blocks of their
+    # own, then combined (passes/flash/attention_split.py); `split` names the split kernel's loop
+    splits: int = 1
+    split: str = ""
 
     @property
     def rereads(self) -> int:
@@ -210,6 +219,9 @@ class FlashPlan:
         if self.kv_group:       # a sub-group: the grid filled with blocks of fewer heads
             heads = f" x {self.group} head{'s' if self.group > 1 else ''} (of the {self.kv_group} sharing a kv head)"
         skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
+        if self.splits > 1:
+            skip += f"; the keys split {self.splits} ways (a block a split" + \
+                (f", loop {self.split}" if self.split else "") + "), the splits combined by a second kernel"
         where = "registers" if self.query_registers else "shared memory"
         where += f", {self.lanes} threads a row" if self.lanes > 1 else ""
         why = f" ({self.registers})" if self.registers else ""

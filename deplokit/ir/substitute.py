@@ -35,7 +35,8 @@ def substitute_body(body, mapping: dict, ranges: dict):
             s = dataclasses.replace(s, args=tuple(_sub(a, mapping, ranges) if isinstance(a, Affine) else a
                                                   for a in s.args))
         elif isinstance(s, Loop):
-            s = Loop(s.var, s.extent, s.kind, substitute_body(s.body, mapping, ranges), s.role, s.unroll)
+            s = Loop(s.var, s.extent, s.kind, substitute_body(s.body, mapping, ranges), s.role, s.unroll,
+                     None if s.stop is None else _sub(s.stop, mapping, ranges))
         elif isinstance(s, StridedLoop):
             s = StridedLoop(s.var, _sub(s.start, mapping, ranges), s.stop, s.step, s.kind,
                             substitute_body(s.body, mapping, ranges), s.role, s.unroll)

@@ -91,8 +91,10 @@ Split-K (003 split_matmul_k) adds a BLOCK axis of role K (`a2s(K):8=BLOCK`): eac
 reduces one contiguous range of K chunks and stores its partial sum into its own slice of a
 workspace (`matmul_partials[a2s, ...] = acc0`); a second kernel, which 003 adds just after,
 sums the slices in a fixed order and applies the epilogue once (`split-K 8 into
-matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). No atomics: the result is
-bit-identical run to run.
+matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). Or (reduce=in_kernel) the
+split kernel reduces them itself: a `SplitArrive` after the partial store lets only the last
+block of each output tile through, which adds the slices in split order (an integer counter
+picks the block; no float atomic: the result is bit-identical run to run).
 
 A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it keeps on chip one row
 at a time, in shared memory once materialised (passes/lower/local_rows.py). A store or load whose index can leave
@@ -212,13 +214,26 @@ class Stage:
     tensor: str
     origin: tuple[Affine, ...]     # the slab's first element, per tensor dimension
     slab: tuple[SlabAxis, ...]
-    pad: int = 0                   # extra floats after each row of the innermost slab axis
+    pad: int = 0                   # extra elements after each row of the innermost slab axis
     copy: str = "sync"             # sync | async (cp.async) | tma
     buffers: int = 1               # N >= 2: a ring of N buffers inside a K loop (2 = ping-pong)
     prefetch: int = 0              # d >= 1: issued d K-outer iterations ahead (software pipeline)
     tma: TmaBox | None = None      # the tensor-map copy (011) and its swizzle (012)
-    unit: int = 1                  # floats per unit the threads copy: 4 (float4 / cp.async 16) or 1 (007)
+    unit: int = 1                  # elements per unit the threads copy: 16 bytes (float4 / cp.async 16) or 1 (007)
     prologue: StagedPrologue | None = None   # applied on the way in (007): a register-staged copy
+    # the element type held in shared memory: float32 (a half tensor converted as it is
+    # copied), or the tensor's own half type where 008's tensor-core path reads it raw
+    # (2 bytes an element: pad, units and 16-byte rows count halves)
+    dtype: str = "float32"
+
+    @property
+    def element_bytes(self) -> int:
+        return 2 if self.dtype in ("bfloat16", "float16") else 4
+
+    @property
+    def vector(self) -> int:
+        """Elements in 16 bytes: a float4 / 16-byte cp.async / ldmatrix row."""
+        return 16 // self.element_bytes
 
     def text(self) -> str:
         kind = "Stage" if self.buffers == 1 else "BufferedStage"
@@ -230,6 +245,7 @@ class Stage:
         extra += f", pad={self.pad}" if self.pad else ""
         extra += f", {self.tma.text()}" if self.tma else ""
         extra += f", prefetch={self.prefetch}" if self.prefetch else ""
+        extra += f", {self.dtype}" if self.dtype != "float32" else ""
         extra += f", {self.prologue.text()}" if self.prologue else ""
         return (f"{self.name} = {kind}({self.tensor}, origin=({format_index(self.origin)}), "
                 f"slab=({', '.join(str(s) for s in self.slab)}){extra})")
@@ -262,6 +278,24 @@ class AsyncWait:
 
 
 @dataclass(frozen=True)
+class SplitArrive:
+    """Split-K reduced in the GEMM (003, reduce=in_kernel): after a block has stored its
+    partial sum, it counts itself in on its output tile's counter (`counter`, one int per
+    output tile, indexed by the block axes but the split axis `split`); every block but the
+    last of the `splits` to arrive ends here, and the last runs the statements after this
+    one (the partials added in split order, the epilogue) and resets the counter to 0 for
+    the next launch. Materialised as a fence, one integer atomic and a block-wide broadcast
+    (passes/lower/split_tail.py): which block is last depends on timing, the sum's order
+    does not."""
+    counter: str
+    split: str                     # the BLOCK axis of role K (003's a2s)
+    splits: int
+
+    def text(self) -> str:
+        return f"SplitArrive({self.counter}[tile], of {self.splits} along {self.split})  # the last block goes on"
+
+
+@dataclass(frozen=True)
 class FragmentLoad:
     """dst[index] = this warp's fragment of mma operand A or B, read from a staged slab: `at` is
     the slab index of element (fr, fc) of the operand's 16 x k (A) or k x 8 (B) tile, and every
@@ -274,9 +308,13 @@ class FragmentLoad:
     stage: str
     at: tuple[Affine, ...]
     via: str                       # ldmatrix.x4 | ldmatrix.x2 | ldmatrix.x2.trans ... | lds
+    # an ldmatrix of `tiles` adjacent operand tiles (along n for B, m for A) at once, into
+    # slots index .. index + tiles - 1: the second tile's rows come from lanes 16..31
+    tiles: int = 1
 
     def text(self) -> str:
-        return (f"{self.dst}[{format_index(self.index)}] = fragment {self.operand} "
+        slots = f" +0..{self.tiles}" if self.tiles > 1 else ""
+        return (f"{self.dst}[{format_index(self.index)}{slots}] = fragment {self.operand} "
                 f"{self.stage}[{format_index(self.at)}]  # {self.via}")
 
 
@@ -317,6 +355,11 @@ class RegisterTile:
 
     def text(self) -> str:
         return f"register {self.acc}[{', '.join(map(str, self.shape))}]"
+
+
+PRECISION_NOTE = {"tf32": "matmul operands rounded to TF32, accumulated in float32",
+                  "bfloat16": "matmul operands are bfloat16 values, accumulated in float32",
+                  "float16": "matmul operands are float16 values, accumulated in float32"}
 
 
 @dataclass(frozen=True)
@@ -366,7 +409,7 @@ class TileKernel(Displayable):
         lines += [f"reduces {self.reduces_for}  # its split-K partial sums, in split order"] if self.reduces_for else []
         lines += [r.text() for r in self.repacks]
         lines += [f"repacks for {self.repacks_for}  # runs just before it"] if self.repacks_for else []
-        lines += [f"precision {self.precision}  # matmul operands rounded to TF32, accumulated in float32"] \
+        lines += [f"precision {self.precision}  # {PRECISION_NOTE.get(self.precision, '')}"] \
             if self.precision != "float32" else []
         format_body(self.body, 0, lines)
         return "\n".join(lines)
@@ -413,7 +456,7 @@ def map_body(body, fn):
         elif isinstance(s, StridedLoop):
             s = StridedLoop(s.var, s.start, s.stop, s.step, s.kind, map_body(s.body, fn), s.role, s.unroll)
         elif isinstance(s, Loop):
-            s = Loop(s.var, s.extent, s.kind, map_body(s.body, fn), s.role, s.unroll)
+            s = Loop(s.var, s.extent, s.kind, map_body(s.body, fn), s.role, s.unroll, s.stop)
         r = fn(s)
         if isinstance(r, tuple):
             out.extend(r)

@@ -77,7 +77,9 @@ def format_shape(shape: tuple[int, ...]) -> str:
 # call, e.g. the decode position: index expressions read it as `pos[0]` and it reaches the
 # CUDA as a kernel argument, its value in device memory) and `state` (a tensor the program
 # holds between calls and updates in place, e.g. a static KV cache).
-BUFFER_KINDS = ("input", "param", "const", "temp", "output", "scalar", "state")
+# counter: integers zero before the first launch that the kernels return to zero (split-K's
+# arrival counters): allocated zeroed, never in the scratch arena
+BUFFER_KINDS = ("input", "param", "const", "temp", "output", "scalar", "state", "counter")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from ..ir.loop_ir import Kernel, LoopProgram
 from ..ir.tensor_ir import TensorProgram
 from ..ir.tile_ir import TileKernel, TileProgram
 from ..ir.torch_ir import TorchProgram
+from ..ir.types import format_shape
 from ..passes.lower.cuda import CudaSource
 from ..pipeline import TraceStep
 from ..tune.roofline import Roofline
@@ -113,13 +114,23 @@ def render_inventory(inv: Inventory) -> dict:
         of = (f'<br><span style="font-size: 0.85em; opacity: 0.7">split-K reducer, after each '
               f"<code>{esc(e.of)}</code></span>") if e.of else ""
         name = f"<code>{esc(e.kernel)}</code>" + of
-        rows.append([name, esc(e.computes) or "—", f"{e.launches}",
-                     f'<span style="white-space: nowrap">{esc(e.shapes)}</span>', esc(si(e.bytes, "B")),
-                     esc(si(e.flops, ""))])
+        rows.append([name, esc(e.computes) or "—", f"{e.launches}", _shapes(e), _nowrap(si(e.bytes, "B")),
+                     _nowrap(si(e.flops, ""))])
     head = ["kernel", "computes", "launches", "shapes (inputs → outputs)", "bytes / launch", "FLOPs / launch"]
     html = (title("kernel inventory: each unique kernel and how often it is launched")
             + f'<div style="overflow-x: auto">{table(head, rows)}</div>')
     return _bundle(inv, box(html + note(esc(total_line(inv.entries)))))
+
+
+def _nowrap(text: str) -> str:
+    return f'<span style="white-space: nowrap">{esc(text)}</span>'
+
+
+def _shapes(e) -> str:
+    """Each shape whole on a line; a long list wraps between shapes, so the table fits a notebook's width."""
+    def shapes(group):
+        return ", ".join(_nowrap(format_shape(s)) for s in group)
+    return f"{shapes(e.inputs)} {_nowrap('→ ' + ', '.join(format_shape(s) for s in e.outputs))}"
 
 
 def render_timeline(t: Timeline) -> dict:
@@ -131,14 +142,17 @@ def render_timeline(t: Timeline) -> dict:
                     f'style="flex: 0 0 {100 * r.model_us / total:.3f}%; height: 18px; background: {colours[r.kernel]}; '
                     'border-right: 1px solid rgba(0,0,0,0.25)"></div>'
                     for r in t.rows)
-    rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>", f"<code>{esc(r.kernel)}</code>",
-             f"{r.start_us:.2f}", f"{r.model_us:.2f}", esc(si(r.bytes, "B")), esc(si(r.flops, "")),
+    # the kernel a launch runs under its name, where it is another's (an identical layer's, a reducer)
+    rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>" + (
+                "" if r.kernel == r.launch else
+                f'<br><span style="font-size: 0.85em; opacity: 0.7">runs <code>{esc(r.kernel)}</code></span>'),
+             f"{r.start_us:.2f}", f"{r.model_us:.2f}", _nowrap(si(r.bytes, "B")), _nowrap(si(r.flops, "")),
              "—" if r.measured_us is None else f"{r.measured_us:.2f}"] for i, r in enumerate(t.rows)]
     html = (title(f"timeline of {esc(t.label)} on {esc(t.target)}: {len(t.rows)} launches, {t.model_us:.2f} µs "
                   "by the cost model") +
             f'<div style="display: flex; width: 100%; margin: 4px 0 8px 0">{strip}</div>' +
             '<div style="overflow-x: auto">' +
-            table(["#", "computes", "launch", "runs kernel", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
+            table(["#", "computes", "launch", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
                   rows) + "</div>" +
             note("predicted by the cost model, one launch after another; measured times need a GPU "
                  "(<code>c.bench(profile=True)</code>, then <code>c.timeline(report=...)</code>)"))

@@ -65,13 +65,19 @@ class Skip:
 @dataclass(frozen=True)
 class Noted:
     """The pass applied and explains a choice (why accesses stay scalar, what fusion stored):
-    `notes` a tuple of lines (one string is taken as one line)."""
+    `notes` a tuple of lines (one string is taken as one line). `used`: the knob values the
+    pass actually applied where they differ from those it was given ((name, value) pairs, a
+    dict is taken in order; value None: the knob had no effect on this kernel), decided once
+    here and recorded on the trace's Decision for -v and the stepper to read."""
     ir: Any
     notes: tuple[str, ...] = ()
+    used: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
         if isinstance(self.notes, str):
             object.__setattr__(self, "notes", (self.notes,) if self.notes else ())
+        if isinstance(self.used, Mapping):
+            object.__setattr__(self, "used", tuple(self.used.items()))
 
 
 @dataclass(frozen=True)
@@ -173,26 +179,33 @@ class KernelPass:
     def apply_to(self, kernel, target: Target, knobs: Mapping, types: Mapping, ctx: Context | None = None):
         """(rewritten kernel | Skip, note): one kernel, as the pipeline and the tuner's search
         space both run it. The knob values it ran with are recorded on the kernel (`knobs`)."""
+        result, note, _ = self.apply_used(kernel, target, knobs, types, ctx)
+        return result, note
+
+    def apply_used(self, kernel, target: Target, knobs: Mapping, types: Mapping, ctx: Context | None = None):
+        """apply_to's (result, note) and the knob values the pass reported it actually used
+        where they differ from `knobs` (Noted.used; () when it used them as given)."""
         for need in self.needs:
             if need.missing(target):
-                return Skip(need.missing(target)), ""
+                return Skip(need.missing(target)), "", ()
         if getattr(kernel, "flash", None) is not None and self.stage == "tile" and not self.flash_aware:
             return Skip(
                 "flash attention: 001 tileify (its plan), 007, 010, 011, 013 and 015 (its K/V tiles) schedule it"
-            ), ""
+            ), "", ()
         off = switched_off(self.knobs, knobs)
         if off is not None:
-            return off, ""
+            return off, "", ()
         result = self.apply(kernel, PassContext(target, knobs, types, ctx))
         if isinstance(result, Skip):
-            return result, ""
-        note = ""
+            return result, "", ()
+        note, used = "", ()
         if isinstance(result, Noted):          # applied, declining part of what a knob asked
+            used = tuple((n, v) for n, v in result.used if n in knobs and knobs[n] != v)
             result, note = result.ir, "; ".join(result.notes)
         if knobs and self.stamp_knobs:
             result = dataclasses.replace(result, knobs=result.knobs + tuple(
                 (f"{self.name}.{n}", v) for n, v in knobs.items()))
-        return result, note
+        return result, note, used
 
     def run(self, program, ctx: Context) -> TraceStep:
         config = ctx.knob_config(program)
@@ -202,12 +215,12 @@ class KernelPass:
         kernels, decisions = [], []
         for k in program.kernels:
             knobs = self.knob_values(k, ctx.target, config)
-            result, note = self.apply_to(k, ctx.target, knobs, types, ctx)
+            result, note, used = self.apply_used(k, ctx.target, knobs, types, ctx)
             if isinstance(result, Skip):
                 decisions.append(Decision(k.name, skipped=result.reason))
                 kernels.append(k)
                 continue
-            decisions.append(Decision(k.name, tuple(knobs.items()), note=note))
+            decisions.append(Decision(k.name, tuple(knobs.items()), note=note, used=used))
             kernels.append(result)
         after = dataclasses.replace(program, kernels=tuple(kernels))
         skipped = "" if after != program else (

@@ -78,21 +78,25 @@ class Rows:
     wholly: int               # largest unit (of 32/16/8/4 floats) that is wholly in or out of bounds, else 0
     clamp_ok: bool            # rows past an outer dimension's end can be clamped keeping alignment
     reason: str               # why the rows do not allow 16-byte units ('' when they do)
+    per16: int = VECTOR       # elements in 16 bytes (4 floats, 8 halves)
 
     @property
     def vector(self) -> bool:
         """16-byte units (float4 / cp.async 16) are possible."""
-        return self.contiguous and self.aligned and self.clamp_ok and (not self.crosses_end or self.wholly >= VECTOR)
+        return self.contiguous and self.aligned and self.clamp_ok and \
+            (not self.crosses_end or self.wholly >= self.per16)
 
 
 def rows(stage, shape, ranges) -> Rows:
     slab, origin = stage.slab, stage.origin
+    vec = getattr(stage, "vector", VECTOR)      # elements per 16 bytes of what the stage holds
+    size = 16 // vec
     D = len(shape) - 1
     last = slab[-1]
     if D < 0 or last.dim != D:
         return Rows(False, False, False, 0, False,
                     f"the innermost slab axis {last.var} runs along dim {last.dim}, not along the tensor's "
-                    f"contiguous last dimension: rows are not contiguous in global memory")
+                    f"contiguous last dimension: rows are not contiguous in global memory", vec)
     E = last.extent
     strides = row_major_strides(shape)
     mult = dim_multipliers(slab)
@@ -107,32 +111,36 @@ def rows(stage, shape, ranges) -> Rows:
     hi_last = _hi(origin[D], ranges)
     crosses = hi_last is None or hi_last + span[D] > shape[D]
     wholly = 0
-    for a in (SWIZZLE_SPAN, 16, 8, VECTOR):
+    for a in sorted({SWIZZLE_SPAN, 16, 8, vec}, reverse=True):
         if E % a == 0 and shape[D] % a == 0 and _all_multiple(origin[D], a):
             wholly = a
             break
     clamp_ok = True
     for d in range(D):
         hi = _hi(origin[d], ranges)
-        if (hi is None or hi + span[d] > shape[d]) and strides[d] % VECTOR:
+        if (hi is None or hi + span[d] > shape[d]) and strides[d] % vec:
             clamp_ok = False
-    aligned = E % VECTOR == 0 and _all_multiple(start, VECTOR)
+    aligned = E % vec == 0 and _all_multiple(start, vec)
     reason = ""
-    if E % VECTOR:
-        reason = f"slab rows of {E} floats ({4 * E} bytes) are not a multiple of 16 bytes"
+    if E % vec:
+        reason = f"slab rows of {E} {_unit_name(size)} ({size * E} bytes) are not a multiple of 16 bytes"
     elif not aligned:
         varying = any(d in {ax.dim for ax in slab[:-1]} or not origin[d].is_const for d in range(D))
-        if varying and any(strides[d] % VECTOR for d in range(D)):
-            reason = (f"the row stride of {stage.tensor} is {shape[D]} floats ({4 * shape[D]} bytes): "
-                      f"rows are not 16-byte aligned")
+        if varying and any(strides[d] % vec for d in range(D)):
+            reason = (f"the row stride of {stage.tensor} is {shape[D]} {_unit_name(size)} "
+                      f"({size * shape[D]} bytes): rows are not 16-byte aligned")
         else:
             reason = f"the slab starts at column {origin[D]} of {stage.tensor}: rows are not 16-byte aligned"
     elif not clamp_ok:
         reason = "rows past the tensor's end cannot be clamped to an aligned row"
-    elif crosses and wholly < VECTOR:
-        reason = (f"rows may run past the end of {stage.tensor}'s last dimension ({shape[D]} floats) in the "
-                  f"middle of a 16-byte unit")
-    return Rows(True, aligned, crosses, wholly, clamp_ok, reason)
+    elif crosses and wholly < vec:
+        reason = (f"rows may run past the end of {stage.tensor}'s last dimension ({shape[D]} "
+                  f"{_unit_name(size)}) in the middle of a 16-byte unit")
+    return Rows(True, aligned, crosses, wholly, clamp_ok, reason, vec)
+
+
+def _unit_name(size: int) -> str:
+    return "floats" if size == 4 else "halves"
 
 
 def copy_unit(stage, ttype, ranges) -> int:
@@ -145,6 +153,13 @@ def copy_unit(stage, ttype, ranges) -> int:
         if stage.copy != "sync" or ttype.dtype != "float32":
             return 1
         return VECTOR if rows(in_tensor_order(stage), ttype.shape, ranges).vector else 1
+    if stage.dtype != "float32":
+        # a half stage holds the tensor's bytes: 16-byte cp.async units of 8 halves; its sync
+        # copies move one element at a time
+        if stage.dtype != ttype.dtype or stage.copy != "async" or not rows(stage, ttype.shape, ranges).vector \
+                or (stage.slab[-1].extent + stage.pad) % stage.vector:
+            return 1
+        return stage.vector
     if ttype.dtype != "float32" or not rows(stage, ttype.shape, ranges).vector:
         return 1
     if stage.copy != "sync" and (stage.slab[-1].extent + stage.pad) % VECTOR:
@@ -235,7 +250,7 @@ def k_outer_loops(tile: Tile, flash: bool = False):
     for s in tile.body:
         if isinstance(s, Loop) and s.role == "K" and any(isinstance(c, Loop) and c.role == "K" for c in s.body):
             out.append(s)
-        elif flash and isinstance(s, Loop) and s.kind == "serial":
+        elif flash and isinstance(s, Loop) and s.kind == "serial" and s.stop is None:   # no ring past a runtime stop
             out.append(s)
         elif flash and isinstance(s, StridedLoop) and s.kind == "serial" and s.step == 1 and \
                 free_vars(s.start) <= blocks:
@@ -261,7 +276,7 @@ def smem_bytes(tile: Tile) -> int:
     total = 0
     for s, _ in walk(tile.body):
         if isinstance(s, Stage):
-            total += 4 * buffer_floats(s) * s.buffers
+            total += s.element_bytes * buffer_floats(s) * s.buffers
     return total
 
 

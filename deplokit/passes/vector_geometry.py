@@ -52,6 +52,13 @@ def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -
         return f"{where}: a scalar"
     for d, e in enumerate(index[:-1]):
         if lane in free_vars(e):
+            # an axis split and merged back (x[a // 64, a % 64] of a (9, 64) tensor: a decode
+            # step's attention row read by the o projection) is a unit stride in the flat
+            # row-major offset: judged there, as one row of all the elements
+            flat = row_major_offset(index, ttype.shape)
+            if (split_lane(flat, lane) or (0,))[0] == 1:
+                return float4_reason(tensor, (flat,), lane, dataclasses.replace(ttype, shape=(ttype.numel,)),
+                                     multiples)
             return f"{where}: {lane} indexes dimension {d}, not the contiguous last one"
     parts = split_lane(index[-1], lane)
     if parts is None or parts[0] != 1:
@@ -62,6 +69,15 @@ def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -
         return (f"{where}: last dimension of {ttype.shape[-1]} is not a multiple of {VECTOR}: "
                 f"rows are not 16-byte aligned")
     return ""
+
+
+def row_major_offset(index, shape) -> Affine:
+    """The flat element offset of `index` into a contiguous tensor of `shape`."""
+    out, stride = Affine(), 1
+    for e, extent in reversed(list(zip(index, shape))):
+        out = out + e * stride
+        stride *= extent
+    return out
 
 
 def stamp_widths(loop, types, multiples=frozenset()):

@@ -87,9 +87,19 @@ def verify(ir, target=None) -> None:
 
 def _check_split(k, nxt, program) -> None:
     split = k.split_k
-    if split.workspace not in program.types() or k.outputs != (split.workspace,):
+    types = program.types()
+    if split.workspace not in types or not k.outputs or k.outputs[0] != split.workspace:
         raise IRInvariantError("Tile", "split-k", k.name, f"the workspace {split.workspace} is not a declared "
                                                           f"buffer the kernel writes")
+    if split.in_kernel:       # the kernel's last block per tile reduces: its counters, no reducer
+        counter = types.get(split.counter)
+        if counter is None or counter.dtype != "int32" or len(k.outputs) != 2:
+            raise IRInvariantError("Tile", "split-k", k.name, f"an in-kernel reduction needs its int32 counter "
+                                                              f"{split.counter} and writes its output")
+        return
+    if k.outputs != (split.workspace,):
+        raise IRInvariantError("Tile", "split-k", k.name, f"the kernel writes {', '.join(k.outputs)} besides "
+                                                          f"its workspace; its reducer writes the output")
     if nxt is None or nxt.name != split.reducer or nxt.reduces_for != k.name:
         raise IRInvariantError("Tile", "split-k", k.name, f"its reducer {split.reducer} does not follow it")
 
@@ -291,7 +301,8 @@ class _KernelChecker:
         raise IRInvariantError("Kernel", invariant, self.f.name, detail)
 
     def run(self):
-        self.body(self.f.body, set(), set(), divergent="")
+        # a buffer the kernel writes may read differently between threads (K.varies)
+        self.body(self.f.body, set(), {p.name for p in self.f.params if not p.const}, divergent="")
         smem = declared_smem_bytes(self.f)
         if self.limit is not None and smem > self.limit:
             self.fail("static-smem", f"{smem} bytes of shared memory declared, more than {self.limit} per block")
@@ -312,6 +323,13 @@ class _KernelChecker:
                 varying.add(s.name)
         elif isinstance(s, K.DeclareArray):
             scope.add(s.name)
+        elif isinstance(s, K.AtomicInc):
+            self.buffer(s.buffer)
+            scope.add(s.dst)
+            varying.add(s.dst)
+        elif isinstance(s, K.Broadcast):     # block-uniform by construction
+            self.array(s.array)
+            scope.add(s.dst)
         elif isinstance(s, K.VectorLoad):
             scope.update(s.dsts)
             if s.space == "shared":

@@ -193,6 +193,8 @@ class CupyExecutor:
                 continue
             if spec.offset is not None:
                 bufs[spec.name] = arena[spec.offset:spec.offset + spec.nbytes].view(storage_dtype(spec.device_dtype))
+            elif spec.kind == "counter":    # split-K's arrival counters: zero; each launch leaves them zero
+                bufs[spec.name] = cp.zeros(spec.numel, dtype=storage_dtype(spec.device_dtype))
             else:   # outputs (and a written buffer no temp slot was planned for); kernels zero what they accumulate
                 bufs[spec.name] = cp.empty(spec.numel, dtype=storage_dtype(spec.device_dtype))
         bufs["__arena__"] = arena           # keeps the views' memory alive with the dict

@@ -125,8 +125,11 @@ class _Runner:
         if s.kind == "serial":   # each iteration reads what the previous one stored
             chunk = 1
         axes = reduce_axes + (axis,) if s.kind == "reduce" else reduce_axes
-        for start in range(0, s.extent, chunk):
-            n = min(chunk, s.extent - start)
+        extent = s.extent
+        if s.stop is not None:      # a runtime bound: up to the furthest any row runs
+            extent = min(extent, max(0, int(np.max(evaluate(s.stop, ctx, self.buffers)))))
+        for start in range(0, extent, chunk):
+            n = min(chunk, extent - start)
             shape = [1] * self.ndim
             shape[axis] = n
             inner = dict(ctx)

@@ -66,6 +66,31 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), x, out)
 
 
+def half_bits(x, kind: str) -> np.ndarray:
+    """The 16-bit patterns (as uint32) of half values held in float32: `kind` bf16 or f16.
+    Values that are not exactly halves are rounded to nearest even first."""
+    x = np.asarray(x, dtype=np.float32)
+    if kind == "bf16":
+        return (_bf16(x).view(np.uint32) >> np.uint32(16)).astype(np.uint32)
+    if kind == "f16":
+        return x.astype(np.float16).view(np.uint16).astype(np.uint32)
+    raise ValueError(f"half kind {kind!r}; bf16 or f16")
+
+
+def half_values(regs, kind: str) -> np.ndarray:
+    """32-bit registers (..., n) of two packed halves each as their 2n values (float32):
+    element 2j is register j's low 16 bits, 2j + 1 its high ones (PTX's packing)."""
+    regs = np.asarray(regs, dtype=np.uint32)
+    parts = np.stack([regs & np.uint32(0xFFFF), regs >> np.uint32(16)], -1)      # (..., n, 2)
+    if kind == "bf16":
+        vals = (parts << np.uint32(16)).astype(np.uint32).view(np.float32)
+    elif kind == "f16":
+        vals = parts.astype(np.uint16).view(np.float16).astype(np.float32)
+    else:
+        raise ValueError(f"half kind {kind!r}; bf16 or f16")
+    return vals.reshape(regs.shape[:-1] + (2 * regs.shape[-1],))
+
+
 def gather(layout: FragmentLayout, matrix: np.ndarray) -> np.ndarray:
     """Every lane's fragment of `matrix` (..., rows, cols): (..., 32, elements)."""
     rows = np.array([[rc[0] for rc in lane] for lane in layout.coords])

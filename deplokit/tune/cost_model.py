@@ -14,7 +14,9 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
              a kernel whose stage ring keeps bandwidth x `latency_cycles` bytes in flight
              GPU-wide (Little's law) streams at the full DRAM rate with few warps;
              a grid too small for the GPU or a partial last wave leaves SMs idle
-    fixed    a launch per kernel, block barriers
+    fixed    a launch per kernel, block barriers, and an in-kernel split-K tail's round trips
+             (fence, counter atomic, partials: the tail's bytes are in dram/l2 above, counted
+             for one block in `splits`, the tile's last)
 
     main loop the kernel's hottest loop as nvcc issues it (tune/sass_model/main_loop.py, predicted from
              the Kernel IR): issue slots per FFMA (loads, copies, waits and bookkeeping
@@ -24,12 +26,13 @@ It prices the work counted on the Tile IR (analysis/work.py) against the target'
              a global load's latency); for a matmul-like kernel's loop of FFMA off shared
              memory (its K loop) that time is the SM term
 
-    time = launch + max(dram, l2, sm) + overlap * (the other two) + barriers
+    time = launch + max(dram, l2, sm) + overlap * (the other two) + barriers + tail
              (overlap halved for a kernel whose stages are double buffered or prefetched)
 
 Cycles are priced at the target's sustained clock, bytes at its achievable bandwidth, and no
-FP32 kernel is priced faster than the target's cuBLAS-class SGEMM rate (Target's data, with
-their sources). `estimate` prices every kernel of a program, split-K reducers and zero fills
+FP32 kernel is priced faster than the target's cuBLAS-class SGEMM rate, no tensor-core kernel
+(a main loop of mma.sync) faster than the target's dense tensor-core peak for its input type
+(Target's data, with their sources). `estimate` prices every kernel of a program, split-K reducers and zero fills
 included: the model objective's trial is the sum.
 
 Registers and shared memory come from ptxas when its statistics are given (tune/objective.py
@@ -211,15 +214,27 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     )
     if looped is not None:
         sm_us = looped.us
-    sm_us = max(sm_us, work.flops / (target.fp32_tflops * 1e6))      # no faster than cuBLAS's SGEMM
+    sm_us = max(sm_us, compute_floor_us(work, target))
     barrier_us = work.barriers * c.barrier_cycles * waves / clock * 1e6
     parts = {"dram": dram_us, "l2": l2_us, "sm": sm_us}
     bound = max(parts, key=parts.get)
     rest = sum(parts.values()) - parts[bound]
     overlap = c.overlap / 2 if work.pipelined else c.overlap     # prefetched copies hide more
-    time = c.launch_us + parts[bound] + overlap * rest + barrier_us
+    # an in-kernel split-K tail: the tile's last block waits out its fence, its counter's
+    # atomic and its partials' loads one after another once the main loop is done
+    tail_us = work.tail_round_trips * c.latency_cycles / clock * 1e6
+    time = c.launch_us + parts[bound] + overlap * rest + barrier_us + tail_us
     return KernelEstimate(work.name, time, dram_us, l2_us, sm_us, barrier_us, occ, registers, smem, bound, work,
                           loop, looped.us if looped else 0.0, waves, tail, looped.cover if looped else 0.0)
+
+
+def compute_floor_us(work: KernelWork, target) -> float:
+    """The fastest the kernel's arithmetic can run: its FP32 FLOPs at cuBLAS's SGEMM rate,
+    plus those of a main loop of mma.sync at the target's dense tensor-core peak for its
+    input type (Target.tensor_tflops; the FP32 rate where the target has none)."""
+    fp32 = (work.flops - work.tensor_flops) / (target.fp32_tflops * 1e6)
+    rate = target.tensor_rate(work.tensor_dtype) or target.fp32_tflops
+    return fp32 + (work.tensor_flops / (rate * 1e6) if work.tensor_flops else 0.0)
 
 
 def bytes_in_flight(work: KernelWork) -> float:
@@ -271,9 +286,13 @@ def estimate(tile_program, kernel_program, target, stats: dict | None = None,
 
 
 def roofline_us(work: KernelWork, target) -> float:
-    """The time no schedule can beat: compulsory bytes at peak bandwidth or the FLOPs at peak."""
-    return max(work.compulsory_bytes / (target.peak_bandwidth_gbs * 1e3),
-               work.flops / (target.peak_fp32_tflops * 1e6)) if work else 0.0
+    """The time no schedule can beat: compulsory bytes at peak bandwidth or the FLOPs at peak
+    (an mma.sync main loop's at the tensor-core peak for its input type)."""
+    if not work:
+        return 0.0
+    rate = target.tensor_rate(work.tensor_dtype) or target.peak_fp32_tflops
+    flops_us = (work.flops - work.tensor_flops) / (target.peak_fp32_tflops * 1e6) + work.tensor_flops / (rate * 1e6)
+    return max(work.compulsory_bytes / (target.peak_bandwidth_gbs * 1e3), flops_us)
 
 
 __all__ = [

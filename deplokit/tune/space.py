@@ -32,7 +32,7 @@ from ..passes.repack.repack import workspace_buffer as repack_workspace
 from ..passes.schedule import SCHEDULE
 from ..passes.schedule.t001_tileify import as_tile_program
 from ..passes.schedule.t003_split_matmul_k import PASS as SPLIT_PASS
-from ..passes.schedule.t003_split_matmul_k import reducer, workspace_buffer
+from ..passes.schedule.t003_split_matmul_k import counter_buffer, reducer, workspace_buffer
 
 DEPTH = len(SCHEDULE)
 
@@ -268,7 +268,10 @@ class KernelSpace:
         if split is not None and split.workspace not in self.types:
             out = self.types[self.program.kernel(self.kernel_name).outputs[0]]
             written += (workspace_buffer(split, out),)
-            after = (self.reducer_of(leaf, written[-1]),)
+            if split.in_kernel:       # its last block per tile reduces: counters, no reducer
+                written += (counter_buffer(split, out),)
+            else:
+                after = (self.reducer_of(leaf, written[-1]),)
         types, repacks = self.types, [r for r in leaf.kernel.repacks if r.workspace not in self.types]
         written += tuple(repack_workspace(r, types[r.tensor].dtype) for r in repacks)
         kernels = tuple(repack_kernel(r, types[r.tensor], leaf.kernel.name, self.target, types) for r in repacks)

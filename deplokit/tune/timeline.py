@@ -41,13 +41,14 @@ class Timeline(Displayable):
         return sum(r.model_us for r in self.rows)
 
     def __str__(self) -> str:
-        head = (f"{'#':>3}  {'launch':<34} {'start µs':>9} {'model µs':>9} {'MB':>8} {'MFLOP':>9} {'measured':>9}"
+        w = max([34] + [len(r.launch) for r in self.rows])      # the launch column fits the longest name
+        head = (f"{'#':>3}  {'launch':<{w}} {'start µs':>9} {'model µs':>9} {'MB':>8} {'MFLOP':>9} {'measured':>9}"
                 "  computes (runs kernel)")
         lines = [f"timeline of {self.label} on {self.target}: {len(self.rows)} launches, "
                  f"{self.model_us:.2f} µs by the cost model (predicted, one after another)", head]
         for i, r in enumerate(self.rows):
             measured = f"{r.measured_us:9.2f}" if r.measured_us is not None else f"{'—':>9}"
-            lines.append(f"{i:>3}  {r.launch:<34} {r.start_us:9.2f} {r.model_us:9.2f} "
+            lines.append(f"{i:>3}  {r.launch:<{w}} {r.start_us:9.2f} {r.model_us:9.2f} "
                          f"{r.bytes / 1e6:8.3f} {r.flops / 1e6:9.2f} {measured}  {r.computes} ({r.kernel})")
         return "\n".join(lines)
 
@@ -64,7 +65,7 @@ def timeline_of(compilation, layer: int | None = 0, report=None) -> Timeline:
     measured = {k.name: k.time_us for k in getattr(report, "kernels", ())}
     pairs = [(launch.kernel, launch.runs) for launch in compilation.launches] or \
         [(k.name, k.name) for k in compilation.loop_ir.kernels]
-    ours = re.compile(rf"(^|_)layer{layer}_")       # merged_layer0_mul_4, flash_layer0_...
+    ours = re.compile(rf"(^|_)layer{layer}_")       # layer0_self_attn_q_proj (analysis/computes.py)
     mine = [p for p in pairs if layer is not None and ours.search(p[0])]
     label = f"layer {layer}" if mine else "the program"
     rows, start = [], 0.0

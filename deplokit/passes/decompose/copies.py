@@ -1,4 +1,5 @@
-"""to / contiguous / clone / alias / detach / dropout (eval): the tensor itself.
+"""to / contiguous / clone / alias / detach / dropout (eval): the tensor itself; copy (a
+functional copy_): the source broadcast to the destination's shape and cast to its dtype.
 
 A cast between the dtypes deplokit holds is not a no-op: mask.float() must turn True into
 1.0 (a sum of it counts), x.bool() must test against zero. Casts that round (float to
@@ -15,6 +16,12 @@ from .registry import rule
 @rule("to", "contiguous", "clone", "alias", "detach", "dropout")
 def decompose_copy(op, b: Builder) -> str:
     return cast(b, op.args[0], op.type.dtype, f"{op.op} (node {op.name})")
+
+
+@rule("copy")
+def decompose_copy_into(op, b: Builder) -> str:
+    """dest.copy_(src) made functional (capture): src broadcast to dest's shape, in dest's dtype."""
+    return cast(b, b.broadcast_to(op.args[0], op.type.shape), op.type.dtype, f"copy_ (node {op.name})")
 
 
 def cast(b: Builder, x: str, want: str, where: str) -> str:

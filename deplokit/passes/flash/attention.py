@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.loop_ir import LoopProgram
+from ...analysis.computes import KernelNamer
+from ...ir.loop_ir import LoopProgram, flash_parts
 from ..fuse.grid_fill import estimate, unfused_estimate
 from ..fuse.guard import Traffic, fusion_pays
 from ..record import Noted, Pass, Skip, flag_knob
@@ -24,7 +25,8 @@ from ..rows.row_cost import unfused_traffic
 from ..rows.rows import ChainFacts, merge_chain, plan_chain, with_kernels
 from .attention_loop import flash_kernel
 from .attention_match import match_attention
-from .attention_plan import flash_blocks, flash_traffic, plan_flash
+from .attention_plan import FILL_BYTES, flash_blocks, flash_traffic, plan_flash
+from .attention_split import split_kernels
 
 FLASH_WORK_BUDGET = 1.5
 
@@ -38,6 +40,9 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
     taken = set(types) | {b.name for k in kernels for b in k.locals}
     notes: list[str] = []
     facts = ChainFacts()
+    added: tuple = ()     # the split kernels' partial tensors
+    scalars = frozenset(b.name for b in program.buffers if b.kind == "scalar")
+    namer = KernelNamer()       # a model's flash kernel named by what it computes
     i = 0
     while i + 2 < len(kernels):
         chain = kernels[i:i + 3]
@@ -65,28 +70,43 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
         fused = flash_traffic(flash, schedule, types)
         fill = None if target is None else \
             (estimate(fused, flash_blocks(flash, schedule), target), unfused_estimate(chain, types, target))
-        wins, why = flash_pays(fused, unfused, fill)
+        wins, why = flash_pays(fused, unfused, fill, split=schedule.splits > 1)
         if by_cost and not wins:
             fill = f"; its plan: {schedule.fill}" if schedule.fill else ""
             notes.append(f"attention: {names} stay separate kernels: {why}{fill}")
             i += 1
             continue
-        kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]
-        notes.append(f"attention: kernel {flash.name} fuses {names} with an online softmax; {schedule.text()}")
+        flash = dataclasses.replace(flash, name=namer.name_at(kernels, i, flash, "attention (flash)"))
+        if schedule.splits > 1:     # flash-decoding: a split kernel and a combine
+            first, combine, buffers = split_kernels(parts, flash.name, last.outputs, taken, schedule.splits,
+                                                    scalars)
+            schedule = dataclasses.replace(schedule, split=flash_parts(first)[0][-1].var)
+            kernels[i:i + 3] = [dataclasses.replace(first, flash=schedule), combine]
+            added += buffers
+            notes.append(f"attention: kernels {first.name} and {combine.name} fuse {names} with an online "
+                         f"softmax over {schedule.splits} key ranges, then combine them; {schedule.text()}")
+        else:
+            kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]
+            notes.append(f"attention: kernel {flash.name} fuses {names} with an online softmax; {schedule.text()}")
         notes.append(f"attention: {'cost: ' + why if wins else 'fused without the cost check: ' + why}")
         i += 1
-    if len(kernels) == len(program.kernels):
+    if len(kernels) == len(program.kernels) and not added:
         return program, tuple(notes)
-    return with_kernels(program, kernels), tuple(notes)
+    fused = with_kernels(program, kernels)
+    return dataclasses.replace(fused, written=fused.written + added), tuple(notes)
 
 
-def flash_pays(fused: Traffic, unfused: Traffic, fill=None) -> tuple[bool, str]:
+def flash_pays(fused: Traffic, unfused: Traffic, fill=None, split: bool = False) -> tuple[bool, str]:
     """No more bytes than the kernels it replaces, work within FLASH_WORK_BUDGET x theirs,
     and (fill: the (fused, unfused) grid_fill estimates) no slower once its blocks are dealt
-    to the SMs."""
+    to the SMs. Split keys (flash-decoding, with a fill estimate): the partials' bytes buy the
+    blocks, so the bytes may reach FILL_BYTES x theirs and the estimate decides."""
     _, verdict = fusion_pays("flash attention", fused, unfused)
-    wins = fused.bytes <= unfused.bytes and fused.flops <= FLASH_WORK_BUDGET * unfused.flops
+    bound = FILL_BYTES * unfused.bytes if split and fill is not None else unfused.bytes
+    wins = fused.bytes <= bound and fused.flops <= FLASH_WORK_BUDGET * unfused.flops
     why = f"{verdict}; work budget {FLASH_WORK_BUDGET:g}x"
+    if bound != unfused.bytes:
+        why += f"; split keys: bytes up to {FILL_BYTES}x theirs, the grid fill decides"
     if fill is not None:
         mine, theirs = fill
         wins = wins and mine.us <= theirs.us

@@ -39,8 +39,11 @@ from ..rows.rows import renumber
 from .attention_match import AttentionParts, rename_var
 
 
-def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], taken: set[str]) -> Kernel:
-    """The online-softmax kernel for the attention in `parts` (names in `taken` avoided)."""
+def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], taken: set[str],
+                 partial: tuple[str, str, str] | None = None) -> Kernel:
+    """The online-softmax kernel for the attention in `parts` (names in `taken` avoided).
+    `partial` (flash-decoding's split kernel, attention_split.py): instead of out = o / l, the
+    running max, sum (one a row) and output row are stored into those three tensors."""
     rows = parts.rows
     row_index = tuple(var(lp.var) for lp in rows)
     shape = tuple(lp.extent for lp in rows)
@@ -76,6 +79,9 @@ def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], tak
             Compute("%o", "add", ("%o_c", "%pv")),
             Store(o_name, o_at, "%o"))),
     ]
+    if partial is not None:
+        return Kernel(name, outputs, renumber(_rows(rows, row_body_partial(
+            rows, row_index, parts, step, m_name, l_name, o_name, partial))), locals_)
     # after the keys: the row's tests of the max read its final value, then out = o / l
     finish: list = [Load(parts.running_max, m_name, at)] if parts.zero_if else []
     finish.append(Load("%l_end", l_name, at))
@@ -88,15 +94,38 @@ def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], tak
         last.append(Compute(parts.acc, "where", (parts.zero_cond, 0.0, "%o_div"), "the source zeroes a masked row"))
     last += list(parts.epilogue) + [parts.store]
     tail = rename_var(tuple(last), parts.column, out_col)
-    row_body = (Store(m_name, at, float("-inf")), Store(l_name, at, 0.0),
+    row_body = (*parts.prologue, Store(m_name, at, float("-inf")), Store(l_name, at, 0.0),
                 Loop("%initcol", parts.columns, "free", (Store(o_name, row_index + (var("%initcol"),), 0.0),)),
                 Loop(key, parts.keys, "serial", tuple(step)),
                 *finish,
                 Loop(out_col, parts.columns, "free", tail))
-    body = row_body
+    return Kernel(name, outputs, renumber(_rows(rows, row_body)), locals_)
+
+
+def _rows(rows, body) -> tuple:
     for lp in reversed(rows):
         body = (Loop(lp.var, lp.extent, "free", body),)
-    return Kernel(name, outputs, renumber(body), locals_)
+    return body
+
+
+def row_body_partial(rows, row_index, parts: AttentionParts, step, m_name, l_name, o_name, partial) -> tuple:
+    """The split kernel's row: the online softmax over its keys, then the running max, sum
+    (a row's) and output row stored unnormalised for the combine (a split of masked keys stores -inf,
+    0 and a row of zeros: the combine weighs it exp(-inf) = 0)."""
+    at = row_index + (Affine(),)
+    col = "%outcol"
+    o_at = row_index + (var(col),)
+    out_max, out_sum, out_row = partial
+    return (*parts.prologue, Store(m_name, at, float("-inf")), Store(l_name, at, 0.0),
+            Loop("%initcol", parts.columns, "free", (Store(o_name, row_index + (var("%initcol"),), 0.0),)),
+            Loop(parts.key, parts.keys, "serial", tuple(step)),
+            Load("%m_end", m_name, at),
+            Load("%l_end", l_name, at),
+            Store(out_max, row_index, "%m_end"),
+            Store(out_sum, row_index, "%l_end"),
+            Loop(col, parts.columns, "free", (
+                Load("%o_end", o_name, o_at),
+                Store(out_row, o_at, "%o_end"))))
 
 
 def _at_column(index, old: str, new: str):

@@ -43,6 +43,7 @@ class AttentionParts:
     store: Store                  # out[..., column] = ...
     scores_local: str             # the row fusion locals this replaces
     probs_local: str
+    prologue: tuple = ()          # row statements before the keys (values hoisted out of the key loop)
 
 
 def rename_var(body, old: str, new: str) -> tuple:
@@ -97,6 +98,12 @@ def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
         return "its sum phase is not a sum of exp(x - max)"
     running_sum = e_tail[2].acc
     # the row values of the max (a fully masked row's test), between the phases
+    # (values read before the scores, hoisted out of the key loop by fusion, say a runtime
+    # position: the flash kernel computes them once a row, before its keys)
+    prologue = tuple(body[:body.index(s_ph)])
+    if any(isinstance(s, (Store, Accumulate)) for s in prologue):
+        return "its row stores something before the scores"
+    between = [s for s in between if s not in prologue]
     zero_if = tuple(s for s in between if isinstance(s, Compute))
     if len(zero_if) != len(between) or any(running_sum in s.args for s in zero_if):
         return "its row statements are not tests of the max"
@@ -138,7 +145,7 @@ def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
     if any(free_vars(e) - row_vars - {o_ph.var} for e in store.index):
         return "its output is not stored per row and column"
     return AttentionParts(rows, key, keys, score, x, zero_if, zero_cond, running_max, o_ph.var, o_ph.extent,
-                          value, tuple(o_body[1:-1]), rest[1].acc, store, scores_local, probs_local)
+                          value, tuple(o_body[1:-1]), rest[1].acc, store, scores_local, probs_local, prologue)
 
 
 def _read_scores(body, local: str, value) -> tuple[list, dict]:

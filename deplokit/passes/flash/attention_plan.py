@@ -106,8 +106,13 @@ def _sized(d, dv, group, query_tile, key_tile, causal, decode, tma=True) -> Flas
         key_tile = query_tile if causal else key_tile
     if not fits(query_tile, key_tile):
         return f"{group} query rows of {d} floats and a key tile do not fit {SHARED_BUDGET} bytes"
-    why = "query rows in shared memory: no tile of rows kept a thread's row within its register cap; " + \
-        budget(d, dv, key_tile, 1, group * query_tile, query_in_registers=False).text()
+    fit = budget(d, dv, key_tile, 1, group * query_tile, query_in_registers=False, tma=tma)
+    if not fit.fits:
+        # a thread still keeps its whole output row: past the cap it spills every key tile's
+        # update to local memory (head_dim 1000: ~1100 registers); the separate kernels win
+        return f"a thread's output row of {dv} floats does not fit its registers even with the query rows " \
+            f"in shared memory: {fit.text()}"
+    why = "query rows in shared memory: no tile of rows kept a thread's row within its register cap; " + fit.text()
     return FlashPlan("", "", group, query_tile, key_tile, causal, False, 1, why)
 
 
@@ -117,7 +122,8 @@ def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized, byte_lim
     below MIN_QUERY_TILE rows), or blocks serving the next smaller divisor of the GQA group's
     heads (each sub-group's blocks stage the same K/V tiles again). A step that would move
     more than FILL_BYTES x the compulsory bytes is not taken: K/V re-read that often costs
-    more than the idle SMs; nor one over `byte_limit` (the unfused kernels' bytes)."""
+    more than the idle SMs; nor one over `byte_limit` (the unfused kernels' bytes). One query
+    row (decode): twice the key splits is a step too (_more_splits, flash-decoding)."""
     blocks = start = flash_blocks(kernel, plan)
     if blocks >= sm_count:
         return plan
@@ -130,19 +136,29 @@ def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized, byte_lim
     taken, why = [], "no smaller query tile or head group remains"
     while blocks < sm_count:
         steps = []
+        more = _more_splits(kernel, plan)
+        if more is not None:
+            steps.append(more)
         if plan.query and not plan.causal and plan.query_tile // 2 >= MIN_QUERY_TILE:
             steps.append(sized(plan.group, plan.query_tile // 2))
         shared = plan.kv_group or plan.group
         fewer = [g for g in range(plan.group - 1, 0, -1) if shared % g == 0]
         if plan.heads and fewer:
-            steps.append(sized(fewer[0], plan.query_tile))
+            fewer_heads = sized(fewer[0], plan.query_tile)
+            if isinstance(fewer_heads, FlashPlan):    # the keys stay split as they were
+                fewer_heads = dataclasses.replace(fewer_heads, splits=plan.splits)
+            steps.append(fewer_heads)
         steps = [p for p in steps if isinstance(p, FlashPlan) and flash_blocks(kernel, p) > blocks]
         if not steps:
             break
         best = min(steps, key=lambda p: flash_traffic(kernel, p, types).bytes)
         moved = flash_traffic(kernel, best, types).bytes
-        if moved > limit:
-            why = f"{_shape(best)} would move {moved} bytes, over {over}"
+        # splitting the keys adds only the partials' bytes (the combine's), never re-reads K/V:
+        # bounded by FILL_BYTES x the compulsory bytes alone (fuse_attention weighs its time)
+        cap, cap_text = (limit, over) if best.splits == plan.splits else \
+            (FILL_BYTES * compulsory, f"{FILL_BYTES}x the compulsory {compulsory}")
+        if moved > cap:
+            why = f"{_shape(best)} would move {moved} bytes, over {cap_text}"
             break
         plan, blocks = best, flash_blocks(kernel, best)
         taken.append(_shape(plan))
@@ -155,7 +171,20 @@ def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized, byte_lim
 
 
 def _shape(plan: FlashPlan) -> str:
-    return f"{plan.query_tile} rows x {plan.group} head{'s' if plan.group > 1 else ''} a block"
+    splits = f" x 1/{plan.splits} of the keys" if plan.splits > 1 else ""
+    return f"{plan.query_tile} rows x {plan.group} head{'s' if plan.group > 1 else ''}{splits} a block"
+
+
+def _more_splits(kernel: Kernel, plan: FlashPlan) -> FlashPlan | None:
+    """One query row (decode): twice the key splits (flash-decoding, attention_split.py),
+    each split a whole number of key tiles; None where the keys do not divide so."""
+    if plan.query:
+        return None
+    n_keys = flash_parts(kernel)[1].extent
+    splits = plan.splits * 2
+    if n_keys % (plan.key_tile * splits):
+        return None
+    return dataclasses.replace(plan, splits=splits)
 
 
 def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode, tma=True):
@@ -246,6 +275,12 @@ def flash_traffic(kernel: Kernel, plan: FlashPlan, types) -> Traffic:
         for name in used:
             n *= extents.get(name, 1)
         total += n * types[s.tensor].itemsize * (kept if keys.var in used else 1.0)
+    if plan.splits > 1 and not plan.split:    # the partials: 3 floats a column and split, written and read
+        rows_n = 1
+        for lp in rows:
+            rows_n *= lp.extent
+        columns = [s for s in keys.body if isinstance(s, Loop)][-1].extent
+        total += 2 * rows_n * plan.splits * (columns + 2) * 4
     return Traffic(int(total), int(loop_kernel_flops(kernel) * kept))
 
 
@@ -260,4 +295,4 @@ def flash_blocks(kernel: Kernel, plan: FlashPlan) -> int:
             blocks *= lp.extent // plan.group
         else:
             blocks *= lp.extent
-    return blocks
+    return blocks if plan.split else blocks * plan.splits   # the split kernel has the splits as a loop

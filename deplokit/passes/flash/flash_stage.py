@@ -135,6 +135,9 @@ def key_loop_skip(kernel) -> str:
     if any(isinstance(s, StridedLoop) and s.kind == "serial" for s in kernel.tile().body):
         return ("flash attention: the key loop's start is not an index of the block, or its step is not 1: "
                 "its K/V tiles keep one buffer")
+    if any(isinstance(s, Loop) and s.kind == "serial" and s.stop is not None for s in kernel.tile().body):
+        return ("flash attention: the key-tile loop stops at a runtime bound (the position): its K/V tiles "
+                "keep one buffer (a ring would copy tiles past the bound)")
     return "flash attention: no key-tile loop"
 
 

@@ -183,8 +183,10 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                              Load("v_key", v.tensor, v_at))
     if plan.causal:
         loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", tile_body)
-    else:
-        loop = Loop(ko, n_tiles, "serial", tile_body)
+    else:       # a runtime bound on the keys (flash-decoding's split: up to the position) -> on the tiles
+        stop = None if keys.stop is None else \
+            floordiv(substitute(keys.stop, mapping, ranges) + (tk - 1), tk, ranges)
+        loop = Loop(ko, n_tiles, "serial", tile_body, stop=stop)
     body = tuple(head) + before + (loop,) + after
     registers = ((RegisterTile(q_reg, (dot.extent // lanes,)),) if plan.query_registers else ()) + \
         (RegisterTile("s_tile", (tk,)), RegisterTile(o_name, (col.extent // lanes,)))

@@ -8,6 +8,9 @@ Repeats until no kernel objects, so every decision is explained in `decisions`. 
 fusion (attention.py) and row fusion (rows.py) are the pipeline's next passes."""
 from __future__ import annotations
 
+import dataclasses
+
+from ...analysis.computes import kernel_names
 from ...ir.loop_ir import LoopProgram
 from ...ir.tensor_ir import STORAGE_OPS, Elementwise, IndexMap, Reduction, TensorProgram, Update, written_buffer
 from ..record import Noted, Pass, Skip
@@ -18,19 +21,51 @@ from .guard import compounding_copies, judge
 def fuse_kernels(program: TensorProgram) -> tuple[LoopProgram, tuple[str, ...]]:
     """Every Tensor-IR node lifted to a loop nest and fused into its consumers where the
     guard allows: the kernels and one decision line per store and per kernel."""
-    loop, decisions, compounding = _fuse(program, ())
+    builds: dict = {}
+    loop, decisions, compounding = _fuse(program, (), builds)
     if compounding:
         # Values stored against compounding copies are known only once the kernels exist;
         # by then other values were stored on their account (a matmul nested in a norm that
         # recomputed the residual stream). Fuse again with them stored from the start, so the
         # matmul becomes the residual add's reduce phase again.
-        loop, decisions, _ = _fuse(program, compounding)
+        loop, decisions, _ = _fuse(program, compounding, builds)
     return loop, decisions
 
 
-def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
+class _Consulted:
+    """The stored set as a build sees it, noting each membership it asks about: a build is
+    a function of its root and those answers, so one made before is reused while they hold."""
+
+    def __init__(self, stored: set[str]):
+        self.stored, self.seen = stored, {}
+
+    def __contains__(self, name) -> bool:
+        answer = self.seen[name] = name in self.stored
+        return answer
+
+
+def _build(nodes, stored: set[str], root: str, shapes, builds: dict):
+    """KernelBuilder(nodes, stored, root).build(shapes), or the same build made before under
+    the same answers about what is stored (the second round of fuse_kernels rebuilds most
+    kernels of a model unchanged); NeedMaterialise is raised again as it was."""
+    for seen, result in builds.get(root, ()):
+        if all((name in stored) == answer for name, answer in seen.items()):
+            break
+    else:
+        consulted = _Consulted(stored)
+        try:
+            result = KernelBuilder(nodes, consulted, root).build(shapes)
+        except NeedMaterialise as e:
+            result = e
+        builds.setdefault(root, []).append((consulted.seen, result))
+    if isinstance(result, NeedMaterialise):
+        raise result
+    return result
+
+
+def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: dict):
     """(LoopProgram, decisions, the stores made against compounding copies). `seeded`:
-    (node, reason) pairs stored from the start."""
+    (node, reason) pairs stored from the start; `builds`: the builds made so far (_build)."""
     nodes = {n.name: n for n in program.nodes}
     order = {n.name: i for i, n in enumerate(program.nodes)}
     shapes = {b.name: b.type.shape for b in program.buffers}
@@ -45,6 +80,13 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
     consumers: dict[str, list[str]] = {}
     producers = {n.name: tuple(n.inputs()) for n in program.nodes}
     free = frozenset(n.name for n in program.nodes if isinstance(n, Elementwise) and n.op in STORAGE_OPS)
+    # values of runtime scalars alone (a position's bound, its broadcast): an integer op on one
+    # loaded element, recomputed anywhere for nothing
+    scalar_only = {b.name for b in program.buffers if b.kind == "scalar"}
+    for n in program.nodes:
+        if isinstance(n, (Elementwise, IndexMap)) and n.inputs() and set(n.inputs()) <= scalar_only:
+            scalar_only.add(n.name)
+    free |= scalar_only
     for n in program.nodes:
         for i in n.inputs():
             consumers.setdefault(i, []).append(n.name)
@@ -62,7 +104,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
             if root in built:
                 continue
             try:
-                bk = KernelBuilder(nodes, stored, root).build(shapes)
+                bk = _build(nodes, stored, root, shapes, builds)
             except NeedMaterialise as e:
                 node = _promote(e.node, program, consumers, nodes) if e.nested else e.node
                 reason = e.reason if node == e.node else f"{e.reason}; storing {node}"
@@ -99,16 +141,19 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...]):
             changed = True
 
     roots = sorted(built, key=order.__getitem__)
-    for root in roots:
+    # a model's kernels named by what they compute (analysis/computes.py), once the program is whole
+    names = kernel_names(built[r].kernel for r in roots)
+    kernels = tuple(dataclasses.replace(built[r].kernel, name=n) for r, n in zip(roots, names))
+    for root, kernel in zip(roots, kernels):
         bk = built[root]
         members = sorted(bk.inlined - {root}, key=order.__getitem__)
         fused = f" fuses {', '.join(members)}" if members else ""
         ratio = f"{bk.work} work"
         if verdicts[root].startswith(("prologue ", "staged prologue ")):   # a kept prologue: say why
             ratio += f"; {verdicts[root]}"
-        decisions.append(f"kernel {bk.kernel.name}{fused} ({ratio})")
+        decisions.append(f"kernel {kernel.name}{fused} ({ratio})")
     written = tuple(written_buffer(nodes[r], program.outputs) for r in roots)
-    loop = LoopProgram(program.buffers, written, tuple(built[r].kernel for r in roots), program.outputs)
+    loop = LoopProgram(program.buffers, written, kernels, program.outputs)
     return loop, tuple(decisions), tuple(compounding)
 
 

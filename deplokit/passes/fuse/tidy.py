@@ -13,7 +13,7 @@ def annotate_roles(body, roles):
     out = []
     for s in body:
         if isinstance(s, Loop):
-            s = Loop(s.var, s.extent, s.kind, annotate_roles(s.body, roles), roles.get(s.var, ""))
+            s = Loop(s.var, s.extent, s.kind, annotate_roles(s.body, roles), roles.get(s.var, ""), stop=s.stop)
         out.append(s)
     return tuple(out)
 
@@ -26,7 +26,7 @@ def loads_first(body):
         if isinstance(s, Loop):
             out += loads + rest
             loads, rest = [], []
-            out.append(Loop(s.var, s.extent, s.kind, loads_first(s.body), s.role))
+            out.append(Loop(s.var, s.extent, s.kind, loads_first(s.body), s.role, stop=s.stop))
         elif isinstance(s, Load):
             loads.append(s)
         else:
@@ -87,7 +87,8 @@ def rename_body(body, names: dict[str, str], loop_vars=None, notes: bool = True,
         out = []
         for s in stmts:
             if isinstance(s, Loop):
-                out.append(Loop(names[s.var], s.extent, s.kind, rewrite(s.body), s.role if roles else ""))
+                out.append(Loop(names[s.var], s.extent, s.kind, rewrite(s.body), s.role if roles else "",
+                                stop=None if s.stop is None else rename(s.stop, var_names)))
             elif isinstance(s, Load):
                 out.append(Load(names[s.dst], s.tensor, index(s.index), s.pad))
             elif isinstance(s, Compute):
@@ -119,7 +120,7 @@ def article_notes(body):
                 after_k = True
             else:
                 inner = article_notes(inner)
-            s = Loop(s.var, s.extent, s.kind, inner, s.role)
+            s = Loop(s.var, s.extent, s.kind, inner, s.role, stop=s.stop)
         elif isinstance(s, Compute) and after_k:
             s = Compute(s.dst, s.op, s.args, "epilogue (outside reduce)", s.dtype)
             after_k = False

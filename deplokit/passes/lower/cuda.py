@@ -32,31 +32,14 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
   as CUDA's `INFINITY`, `-INFINITY`, `NAN`.
 * Asynchronous copies are inline PTX, so the instruction issued is on the page:
   `cp.async.{ca,cg}.shared.global` (sm_80+; `cg`, which bypasses L1, for 16 bytes),
-  `cp.async.commit_group`, `cp.async.wait_group N`; TMA tensor-map copies
-  `cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes` (N = the
-  map's rank, coordinates innermost first; the kernel takes each map as a
-  `const __grid_constant__ deplokit_tensor_map` parameter after its buffers, the 128-byte
-  layout of cuda.h's CUtensorMap declared once per translation unit) and 1-D bulk copies
-  `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes`, completing on an
-  mbarrier (`mbarrier.init` / `mbarrier.arrive.expect_tx` / `mbarrier.try_wait.parity`),
-  sm_90+ (plain sm_90, no `sm_90a` needed; sm_120 accepts them too). Rendering one of them
-  for a target that lacks it raises ValueError.
-* TMA and mbarrier semantics. Every mbarrier named by an `MbarrierInit` is a shared
-  `unsigned long long`, declared at the top of the kernel. `MbarrierInit`, `TmaLoad` and
-  `TmaTensorLoad` are issued by one thread: where they stand outside any `If` (every thread of the block reaches
-  them) the printer guards them with `if (<flat thread id> == 0)`; inside an `If`, that
-  `If`'s condition is the election and must select one thread. Each `TmaLoad` and
-  `TmaTensorLoad` is one arrival (with its byte count, the box's for a tensor copy, as the
-  transaction count), so an mbarrier expects as many arrivals per phase
-  (`MbarrierInit.count`) as copies complete on it. Other threads may use an
-  mbarrier only after a `Barrier` that follows its `MbarrierInit`. `MbarrierWait` is
-  executed by every thread that reaches it; its phase prints as `phase & 1` (the parity).
+  `cp.async.commit_group`, `cp.async.wait_group N`. The advanced features' statements are
+  printed by their own modules through FEATURE_STATEMENTS: TMA copies and mbarriers by
+  passes/tma/cuda_tma.py, the tensor cores' ldmatrix and mma.sync by passes/mma/cuda_mma.py.
 * Output is deterministic (same tree, same bytes) with 4-space indentation.
 
 One module, one job, in reading order: the C types, literals, operator precedence and
-function tables; the inline-PTX declarations; the `_Renderer` (its statements, then its
-expressions, then its inline PTX: cp.async, TMA copies, mbarriers); the kernel
-and program entries.
+function tables; the feature table; the `_Renderer` (its statements, then its
+expressions, then its inline PTX: cp.async); the kernel and program entries.
 """
 from __future__ import annotations
 
@@ -69,11 +52,12 @@ from typing import Iterator
 import numpy as np
 
 from ...display import Displayable
-from ...ir.fragments import SHAPES as MMA_SHAPES
 from ...ir.kernel_ir import (
     Assign,
+    AtomicInc,
     Barrier,
     Binary,
+    Broadcast,
     Call,
     Cast,
     Comment,
@@ -105,19 +89,21 @@ from ...ir.kernel_ir import (
     Special,
     SyncWarp,
     Tf32Round,
+    ThreadFence,
     TmaLoad,
     TmaTensorLoad,
     Unary,
     Var,
     VectorLoad,
     VectorStore,
-    walk_stmts,
 )
 from ...ir.names import fresh_name
 from ...ir.ops import OPS, is_c_operator
 from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
+from ..mma import cuda_mma
 from ..record import Pass
+from ..tma import cuda_tma
 
 __all__ = ["CudaSource", "render_cuda", "render_kernel", "render_program", "format_float"]
 
@@ -129,7 +115,8 @@ INDENT = "    "
 PARAM_CTYPES = {"float": "float", "float32": "float", "int64": "long long", "int32": "int",
                 "int": "int", "bool": "bool", "bf16": "__nv_bfloat16", "f16": "__half"}
 SCALAR_CTYPES = {"float": "float", "int": "int", "bool": "bool", "int64": "long long",
-                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half"}
+                 "int32": "int", "bf16": "__nv_bfloat16", "f16": "__half",
+                 "b32": "unsigned"}       # a tensor-core register of two packed halves
 # The Kernel-IR type of a value read from a buffer of each parameter ctype.
 _PARAM_VALUE_TYPE = {"float": "float", "float32": "float", "int64": "int64", "int32": "int32",
                      "int": "int32", "bool": "bool", "bf16": "bf16", "f16": "f16"}
@@ -266,38 +253,19 @@ class _Scope:
 # -- inline PTX declarations ----------------------------------------------------------------
 # cuda.h's CUtensorMap (128 opaque bytes, 64-byte aligned), declared here so that the
 # translation unit needs no driver header (NVRTC has none on its include path)
-TENSOR_MAP_TYPE = "deplokit_tensor_map"
-TENSOR_MAP_DECL = (f"// the layout of cuda.h's CUtensorMap: a tensor map the host encodes "
-                   f"(cuTensorMapEncodeTiled), passed by value\n"
-                   f"struct alignas(64) {TENSOR_MAP_TYPE} {{ unsigned long long opaque[16]; }};\n")
-
-
-# the one-thread election of a TMA producer (sm_90): elect.sync in a converged warp 0; ptxas
-# then issues the producer's copies once, with no loop over the warp's distinct operands
-ELECT_DECL = (
-    "// one lane of the calling (converged) warp: the issuer of a TMA producer's copies\n"
-    "__device__ __forceinline__ bool deplokit_elect_one() {\n"
-    "    unsigned elected;\n"
-    '    asm volatile("{\\n .reg .pred e;\\n elect.sync _|e, 0xffffffff;\\n selp.u32 %0, 1, 0, e;\\n}\\n" : "=r"(elected));\n'  # noqa: E501 (one line of C)
-    "    return elected != 0;\n"
-    "}\n"
-)
-
-
-def elects(k, sm: int) -> bool:
-    """Kernel k's one-thread TMA issue is spelled with deplokit_elect_one (ELECT_DECL) on sm."""
-    return sm >= 90 and any(isinstance(s, If) and s.elect for s in walk_stmts(k.body))
-
-
-def _is_tid0(e) -> bool:
-    return (isinstance(e, Binary) and e.op == "==" and e.a == Special("tid.x")
-            and isinstance(e.b, Const) and int(e.b.value) == 0)
-
-
-# statements one elected thread runs (the renderer guards them where every thread reaches them)
-ONE_THREAD = (TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive)
-
 MAX_THREADS = 1024
+
+# The advanced features' statements, printed by plain functions of their own modules that
+# take the renderer as their first argument: the core's statements stay methods of
+# _Renderer, each feature's live beside it, and this one table says which is which. (A
+# table, not mixins: a reader of a feature module sees every renderer name it uses spelled
+# `r.x`, and the renderer names no feature but here and at the preamble's hooks.)
+FEATURE_STATEMENTS = {
+    TmaLoad: cuda_tma.render_tma_load, TmaTensorLoad: cuda_tma.render_tma_tensor_load,
+    MbarrierInit: cuda_tma.render_mbarrier_init, MbarrierArrive: cuda_tma.render_mbarrier_arrive,
+    MbarrierWait: cuda_tma.render_mbarrier_wait, ProxyFence: cuda_tma.render_proxy_fence,
+    LdMatrix: cuda_mma.render_ldmatrix, Tf32Round: cuda_mma.render_tf32_round, Mma: cuda_mma.render_mma,
+}
 
 
 def _walk(node) -> Iterator[object]:
@@ -356,7 +324,8 @@ class _Renderer:
         self.lane = self.fresh("lane") if "lane" in self.specials else None
         self.warp = self.fresh("warp") if "warp" in self.specials else None
         one_d = k.block[1] == 1 and k.block[2] == 1
-        self.needs_election = any(isinstance(n, ONE_THREAD) for n in _walk(k.body))
+        self.needs_election = any(isinstance(n, cuda_tma.ONE_THREAD) for n in _walk(k.body))
+        self.tma_arrays: dict[str, str] | None = None    # cuda_tma.tma_destinations fills it
         self.tid: str | None = None
         self.dynamic_smem = self.fresh("dyn_smem") if k.dynamic_smem else None
         if one_d:
@@ -413,7 +382,7 @@ class _Renderer:
                 self.smem_bytes = -(-self.smem_bytes // s.align) * s.align + ctype_bytes(s.ctype) * s.size
                 self.emit(f"__shared__ __align__({s.align}) {self.c_type(s.ctype)} {s.name}[{s.size}];")
             scope.declare(s.name, f"shared:{s.ctype}")
-            self.declare_tma_destination(s)
+            cuda_tma.declare_tma_destination(self, s)
         elif isinstance(s, GlobalStore):
             self.param(s.buffer, write=True)
             self.emit(f"{s.buffer}[{self.expr(s.offset, scope)}] = {self.expr(s.value, scope)};")
@@ -429,31 +398,26 @@ class _Renderer:
             self.if_stmt(s, scope, prefix="if")
         elif isinstance(s, (Barrier, SyncWarp)):
             self.emit("__syncthreads();" if isinstance(s, Barrier) else "__syncwarp();")
+        elif isinstance(s, ThreadFence):
+            self.emit("__threadfence();")
+        elif isinstance(s, Broadcast):
+            self.emit(f"int {s.dst} = {s.array}[0];")
+            scope.declare(s.dst, "int")
+        elif isinstance(s, AtomicInc):
+            self.param(s.buffer, write=True)
+            self.emit(f"int {s.dst} = atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], 1);")
+            scope.declare(s.dst, "int")
         elif isinstance(s, CpAsync):
             self.cp_async(s, scope)
         elif isinstance(s, CpAsyncCommit):
             self.cp_async_commit()
         elif isinstance(s, CpAsyncWait):
             self.cp_async_wait(s)
-        elif isinstance(s, TmaLoad):
-            self.tma_load(s, scope)
-        elif isinstance(s, TmaTensorLoad):
-            self.tma_tensor_load(s, scope)
-        elif isinstance(s, MbarrierInit):
-            self.mbarrier_init(s)
-        elif isinstance(s, ProxyFence):
-            self.proxy_fence()
-        elif isinstance(s, (MbarrierArrive, MbarrierWait)):
-            (self.mbarrier_arrive if isinstance(s, MbarrierArrive) else self.mbarrier_wait)(s, scope)
         elif isinstance(s, Comment):
             for line in str(s.text).splitlines() or [""]:
                 self.emit(f"// {line}".rstrip())
-        elif isinstance(s, LdMatrix):
-            self.ldmatrix(s, scope)
-        elif isinstance(s, Tf32Round):
-            self.tf32_round(s, scope)
-        elif isinstance(s, Mma):
-            self.mma(s, scope)
+        elif type(s) in FEATURE_STATEMENTS:
+            FEATURE_STATEMENTS[type(s)](self, s, scope)
         else:
             raise self.err(f"not a Kernel-IR statement: {s!r}")
 
@@ -547,7 +511,8 @@ class _Renderer:
         inner = _Scope(scope)
         inner.declare(s.var, "int")
         start = self.init_expr(s.start, scope)
-        stop = self.expr(s.stop, inner)
+        cmp = ">" if isinstance(s.step, Const) and s.step.value < 0 else "<"
+        stop = self._sub(s.stop, inner, _PREC[cmp], cmp, True)    # a runtime bound may be a ?: (min)
         if isinstance(s.step, Const) and s.step.value == 1:
             step = f"++{s.var}"
         elif isinstance(s.step, Const) and s.step.value == -1:
@@ -565,7 +530,7 @@ class _Renderer:
         self.emit("}")
 
     def if_stmt(self, s: If, scope: _Scope, prefix: str) -> None:
-        line = f"{prefix} ({self.elected_cond(s, scope) if s.elect else self.expr(s.cond, scope)}) {{"
+        line = f"{prefix} ({cuda_tma.elected_cond(self, s, scope) if s.elect else self.expr(s.cond, scope)}) {{"
         if prefix == "if":
             self.emit(line)
         else:
@@ -602,7 +567,7 @@ class _Renderer:
             const = "const " if p.const else ""
             params.append(f"{const}{PARAM_CTYPES[p.ctype]}* __restrict__ {p.name}")
             scope.declare(p.name, "param")
-        params += self.tensor_map_params(scope)
+        params += cuda_tma.tensor_map_params(self, scope)
         # Preamble: the thread coordinates the printer introduces, then the mbarriers.
         bx, by, bz = k.block
         if self.tid:
@@ -616,7 +581,7 @@ class _Renderer:
             self.emit(f"const int {self.lane} = {self.flat_tid} & 31;")
         if self.warp:
             self.emit(f"const int {self.warp} = {self.flat_tid} >> 5;")
-        self.declare_mbarriers(scope)
+        cuda_tma.declare_mbarriers(self, scope)
         if self.dynamic_smem:
             self.emit(f"extern __shared__ __align__(1024) unsigned char {self.dynamic_smem}[];  "
                       f"// {k.dynamic_smem} bytes at launch")
@@ -860,6 +825,18 @@ class _Renderer:
         cfn = _FLOAT_FUNCS[fn]
         return f"{cfn}({', '.join(self.expr(a, scope) for a in args)})", _P_PRIMARY, None
 
+    def operand(self, e, scope: _Scope, op: str) -> str:
+        """e printed as the left operand of the binary C operator `op` (in parentheses where
+        C's precedence needs them)."""
+        return self._sub(e, scope, _PREC[op], op, False)
+
+    def float_param(self, name: str, what: str) -> Param:
+        """Buffer parameter `name`, which `what` copies as float words."""
+        p = self.param(name)
+        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            raise self.err(f"{what} from {name!r}, a buffer of {p.ctype}")
+        return p
+
     def param(self, name: str, write: bool = False) -> Param:
         p = self.params.get(name)
         if p is None:
@@ -876,7 +853,7 @@ class _Renderer:
             return self.special(e.name, bare=True)[0]
         return self.expr(e, scope)
 
-    # -- inline PTX: cp.async, TMA copies, mbarriers -------------------------------------------
+    # -- inline PTX: cp.async (TMA copies and mbarriers: passes/tma/cuda_tma.py) ---
 
     def emit_asm(self, template: list[str], inputs: list[str], outputs: list[str] = (), volatile=True) -> None:
         """`asm volatile(...)` with a "memory" clobber, wrapped one operand a line when long
@@ -909,104 +886,16 @@ class _Renderer:
     def shared_addr(self, ref: str) -> str:
         return f"static_cast<unsigned>(__cvta_generic_to_shared(&{ref}))"
 
-    def pinned_addr(self, var: str, ref: str, why: str) -> None:
-        """`unsigned var`: the shared address of `ref`, computed once and kept in a register:
-        passed through an (empty) asm so that nvcc cannot recompute it (S2R SR_CgaCtaId and
-        a LEA) at each use in the K loop."""
-        self.emit(f"unsigned {var};  // {why}")
-        self.emit_asm(["mov.u32 %0, %1;"], [f'"r"({self.shared_addr(ref)})'], [f'"=r"({var})'], volatile=False)
-
-    def elected_cond(self, s: If, scope) -> str:
-        """The condition of an If that picks the one issuing thread (If.elect): warp 0 elects
-        one lane on sm_90 (the copies' operands are the same for every thread)."""
-        if self.sm < 90 or not _is_tid0(s.cond):
-            return self.expr(s.cond, scope)
-        return f"{self.flat_tid} < 32 && deplokit_elect_one()"
-
-    def tma_destinations(self) -> set:
-        if not hasattr(self, "_tma_arrays"):
-            arrays = dict.fromkeys(n.array for n in walk_stmts(self.k.body) if isinstance(n, TmaTensorLoad))
-            self._tma_arrays = {a: self.fresh(f"{a}_addr") for a in arrays}
-        return self._tma_arrays
-
-    def declare_tma_destination(self, s: SharedArray) -> None:
-        """After a shared array that tensor-map copies fill: its shared address, kept."""
-        var = self.tma_destinations().get(s.name)
-        if var:
-            self.pinned_addr(var, f"{s.name}[0]", "the shared address tensor-map copies fill from")
-
-    def guarded(self, why: str) -> bool:
-        """Open `if (thread 0)` around a one-thread statement that every thread reaches."""
-        if self.if_depth:
-            return False
-        self.emit(f"if ({self.flat_tid} == 0) {{  // {why}")
-        self.depth += 1
-        return True
-
-    def close_guard(self, opened: bool) -> None:
-        if opened:
-            self.depth -= 1
-            self.emit("}")
-
     def need_sm(self, sm: int, what: str) -> None:
         if self.sm < sm:
             raise self.err(f"{what} needs sm_{sm} or newer; target is sm_{self.sm}")
-
-    # -- tensor cores ----------------------------------------------------------------------
-    # Fragments live in float register arrays; the instructions take their bits as .b32
-    # registers (__float_as_uint / __uint_as_float move no data).
-
-    def reg_at(self, array: str, at, i: int, scope: _Scope) -> str:
-        return f"{array}[{self.expr(Binary('+', at, Const(i, 'int')) if i else at, scope)}]"
-
-    def ldmatrix(self, s: LdMatrix, scope: _Scope) -> None:
-        self.need_sm(80, "ldmatrix")
-        if s.num not in (1, 2, 4):
-            raise self.err(f"ldmatrix .x{s.num}; supported: .x1, .x2, .x4")
-        regs = [self.fresh("lm") for _ in range(s.num)]
-        addr = self.shared_addr(f"{s.array}[{self.expr(s.offset, scope)}]")
-        ops = ", ".join(f"%{i}" for i in range(s.num))
-        self.emit("{")
-        self.depth += 1
-        self.emit(f"unsigned {', '.join(regs)};")
-        outs = ", ".join(f'"=r"({r})' for r in regs)
-        self.emit(f'asm volatile("ldmatrix.sync.aligned.m8n8.x{s.num}{".trans" if s.trans else ""}.shared.b16 '
-                  f'{{{ops}}}, [%{s.num}];\\n" : {outs} : "r"({addr}));')
-        for i, r in enumerate(regs):
-            self.emit(f"{self.reg_at(s.dst, s.index, i, scope)} = __uint_as_float({r});")
-        self.depth -= 1
-        self.emit("}")
-
-    def tf32_round(self, s: Tf32Round, scope: _Scope) -> None:
-        self.need_sm(80, "cvt.rna.tf32.f32")
-        at, u = self.reg_at(s.dst, s.index, 0, scope), self.fresh("tf")
-        self.emit(f'{{ unsigned {u}; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({u}) : "f"({at})); '
-                  f'{at} = __uint_as_float({u}); }}')
-
-    def mma(self, s: Mma, scope: _Scope) -> None:
-        self.need_sm(80, "mma.sync")
-        shape = MMA_SHAPES.get(s.shape)
-        if shape is None:
-            raise self.err(f"mma shape {s.shape!r}; supported: {', '.join(MMA_SHAPES)}")
-        na, nb = shape.elements("A") // shape.per_reg, shape.elements("B") // shape.per_reg
-        if shape.per_reg != 1:
-            raise self.err(f"mma {s.shape}: packed 16-bit fragments are not rendered yet")
-        n = 4 + na + nb
-        groups = [range(0, 4), range(4, 4 + na), range(4 + na, n)]
-        ops = ", ".join("{" + ", ".join(f"%{i}" for i in g) + "}" for g in groups)
-        self.emit(f'asm("{shape.ptx()} {ops}, {{%0, %1, %2, %3}};\\n"')
-        outs = ", ".join(f'"+f"({self.reg_at(s.acc, s.acc_at, i, scope)})' for i in range(4))
-        ins = [f'"r"(__float_as_uint({self.reg_at(s.a, s.a_at, i, scope)}))' for i in range(na)]
-        ins += [f'"r"(__float_as_uint({self.reg_at(s.b, s.b_at, i, scope)}))' for i in range(nb)]
-        self.emit(f"    : {outs}")
-        self.emit(f"    : {', '.join(ins)});")
 
     def cp_async(self, s: CpAsync, scope: _Scope) -> None:
         self.need_sm(80, "cp.async")
         if s.nbytes not in (4, 8, 16):
             raise self.err(f"cp.async of {s.nbytes} bytes; supported: 4, 8, 16")
         p = self.param(s.buffer)
-        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+        if _PARAM_VALUE_TYPE[p.ctype] not in ("float", "bf16", "f16"):     # halves: copied as bytes
             raise self.err(f"cp.async from {s.buffer!r}, a buffer of {p.ctype}")
         kind = "cg" if s.nbytes == 16 else "ca"       # cg: through L2 only, 16 bytes
         dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
@@ -1024,25 +913,6 @@ class _Renderer:
             raise self.err(f"cp.async.wait_group {s.pending!r}: pending groups must be 0..7")
         self.emit_asm([f"cp.async.wait_group {s.pending};"], [])
 
-    def declare_mbarriers(self, scope: _Scope) -> None:
-        """The preamble's mbarriers (an array of them for a ring's slots), before any float
-        array, each with a variable holding its shared address."""
-        inits: dict[str, int] = {}
-        for n in walk_stmts(self.k.body):
-            if isinstance(n, MbarrierInit) and n.name not in self.mbarriers:
-                self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
-                self.mbarriers[n.name] = self.fresh(f"{n.name}_addr")
-                inits[n.name] = n.slots
-        self.smem_bytes = 8 * sum(inits.values())
-        for name, slots in inits.items():
-            if slots == 1:
-                self.emit(f"__shared__ __align__(8) unsigned long long {name};  // mbarrier")
-                self.pinned_addr(self.mbarriers[name], name, "its shared address")
-            else:
-                self.emit(f"__shared__ __align__(8) unsigned long long {name}[{slots}];  // one mbarrier per slot")
-                self.pinned_addr(self.mbarriers[name], name + "[0]", "their shared address")
-            scope.declare(name, "mbarrier")
-
     def dynamic_array(self, s: SharedArray) -> None:
         """A shared array carved from the kernel's dynamic shared memory at its fixed offset."""
         nbytes, ctype = ctype_bytes(s.ctype) * s.size, self.c_type(s.ctype)
@@ -1052,133 +922,6 @@ class _Renderer:
                            f"dynamic shared memory or misaligned")
         self.emit(f"{ctype}* const {s.name} = reinterpret_cast<{ctype}*>({self.dynamic_smem} + {s.offset});"
                   f"  // {nbytes} bytes")
-
-    def mbarrier(self, name: str, slot=None, scope=None) -> str:
-        """The shared address of mbarrier `name` (of name[slot] in an array of them)."""
-        if name not in self.mbarriers:
-            raise self.err(f"mbarrier {name!r} is used but no MbarrierInit declares it")
-        addr = self.mbarriers[name]
-        if slot is None or (isinstance(slot, Const) and int(slot.value) == 0):
-            return addr
-        if isinstance(slot, Const):
-            return f"{addr} + {8 * int(slot.value)}"
-        return f"{addr} + 8 * ({self.expr(slot, scope)})"
-
-    def tma_load(self, s: TmaLoad, scope: _Scope) -> None:
-        self.need_sm(90, "TMA (cp.async.bulk)")
-        nbytes = 4 * s.count
-        if s.count <= 0 or nbytes % 16:
-            raise self.err(f"TMA bulk copy of {s.count} floats ({nbytes} bytes): the size must be a "
-                           f"positive multiple of 16 bytes")
-        p = self.param(s.buffer)
-        if _PARAM_VALUE_TYPE[p.ctype] != "float":
-            raise self.err(f"TMA copy from {s.buffer!r}, a buffer of {p.ctype}")
-        bar = self.mbarrier(s.barrier, s.slot, scope)
-        dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
-        src = f"&{s.buffer}[{self.expr(s.src_offset, scope)}]"
-        opened = self.guarded("one thread issues the bulk copy")
-        if s.expect:
-            self.emit(f"// {s.barrier} expects {nbytes} more bytes this phase; the copy completes them")
-            self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
-                          [f'"r"({bar})', f'"r"({nbytes})'])
-        self.emit_asm(["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"],
-                      [f'"r"({dst})', f'"l"({src})', f'"r"({nbytes})', f'"r"({bar})'])
-        self.close_guard(opened)
-
-    def tensor_map_params(self, scope: _Scope) -> list[str]:
-        """The kernel's tensor maps as parameters, after its buffers, passed by value."""
-        for t in self.k.tensor_maps:
-            scope.declare(t.name, "param")
-        return [f"const __grid_constant__ {TENSOR_MAP_TYPE} {t.name}" for t in self.k.tensor_maps]
-
-    def tma_tensor_load(self, s: TmaTensorLoad, scope: _Scope) -> None:
-        self.need_sm(90, "TMA (cp.async.bulk.tensor)")
-        try:
-            tmap = self.k.tensor_map(s.tensor_map)
-        except KeyError:
-            raise self.err(f"TMA copy through tensor map {s.tensor_map!r}, which is no tensor-map parameter "
-                           f"of the kernel") from None
-        rank = len(tmap.box)
-        if not 1 <= rank <= 5 or len(s.coords) != rank:
-            raise self.err(f"TMA copy through {s.tensor_map} with {len(s.coords)} coordinates; the map has "
-                           f"rank {rank} (1 to 5)")
-        bar = self.mbarrier(s.barrier, s.slot, scope)
-        base = self.tma_destinations()[s.array]
-        nbytes = ctype_bytes((scope.lookup(s.array) or "shared:float").split(":")[-1])
-        if isinstance(s.dst_offset, Const):
-            dst = f"{base} + {nbytes * int(s.dst_offset.value)}" if int(s.dst_offset.value) else base
-        else:
-            dst = f"{base} + {nbytes} * ({self.expr(s.dst_offset, scope)})"
-        coords = [self.expr(c, scope) for c in reversed(s.coords)]      # PTX: innermost first
-        opened = self.guarded("one thread issues the tensor-map copy")
-        if s.expect:
-            self.emit(f"// {s.barrier} expects the box's {tmap.box_bytes} bytes this phase; the copy completes them")
-            self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
-                          [f'"r"({bar})', f'"r"({tmap.box_bytes})'])
-        at = ", ".join(f"%{3 + i}" for i in range(rank))
-        self.emit_asm([f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                       f" [%0], [%1, {{{at}}}], [%2];"],
-                      [f'"r"({dst})', f'"l"(reinterpret_cast<unsigned long long>(&{tmap.name}))', f'"r"({bar})']
-                      + [f'"r"({c})' for c in coords])
-        self.close_guard(opened)
-
-    def proxy_fence(self) -> None:
-        self.need_sm(90, "fence.proxy.async")
-        self.emit_asm(["fence.proxy.async.shared::cta;"], [])
-
-    def mbarrier_init(self, s: MbarrierInit) -> None:
-        self.need_sm(90, "mbarrier (Kernel IR completes mbarriers with TMA)")
-        if not (isinstance(s.count, int) and s.count >= 1):
-            raise self.err(f"mbarrier {s.name!r}: arrival count {s.count!r} must be >= 1")
-        if not (isinstance(s.slots, int) and s.slots >= 1):
-            raise self.err(f"mbarrier {s.name!r}: {s.slots!r} slots; must be >= 1")
-        bar = self.mbarrier(s.name)
-        opened = self.guarded("one thread initialises the mbarrier" + ("s" if s.slots > 1 else ""))
-        if s.slots == 1:
-            self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar})', f'"r"({s.count})'])
-        else:
-            i = self.fresh("slot")
-            self.emit(f"for (int {i} = 0; {i} < {s.slots}; ++{i}) {{")
-            self.depth += 1
-            self.emit_asm(["mbarrier.init.shared.b64 [%0], %1;"], [f'"r"({bar} + 8 * {i})', f'"r"({s.count})'])
-            self.depth -= 1
-            self.emit("}")
-        self.emit("// make the initialised mbarrier visible to the async proxy (the TMA unit)")
-        self.emit_asm(["fence.proxy.async.shared::cta;"], [])
-        self.close_guard(opened)
-
-    def mbarrier_arrive(self, s: MbarrierArrive, scope: _Scope) -> None:
-        self.need_sm(90, "mbarrier.arrive")
-        bar = self.mbarrier(s.name, s.slot, scope)
-        if not s.expect_tx:
-            self.emit_asm(["mbarrier.arrive.shared.b64 _, [%0];"], [f'"r"({bar})'])
-            return
-        if not (isinstance(s.expect_tx, int) and 0 < s.expect_tx < (1 << 20)):
-            raise self.err(f"mbarrier {s.name!r}: expect_tx {s.expect_tx!r} bytes; must be in 1..2^20-1")
-        self.emit(f"// {s.name} expects {s.expect_tx} bytes of copies this phase; they complete them")
-        self.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
-                      [f'"r"({bar})', f'"r"({s.expect_tx})'])
-
-    def mbarrier_wait(self, s: MbarrierWait, scope: _Scope) -> None:
-        self.need_sm(90, "mbarrier.try_wait")
-        bar = self.mbarrier(s.name, s.slot, scope)
-        if isinstance(s.phase, Const):
-            parity = str(int(s.phase.value) & 1)
-        else:
-            parity = f"{self._sub(s.phase, scope, _PREC['&'], '&', False)} & 1"
-        ready = self.fresh("ready")
-        self.emit(f"{{  // wait until mbarrier {s.name} completes the phase of parity {parity}")
-        self.depth += 1
-        self.emit(f"unsigned {ready} = 0;")
-        self.emit("do {")
-        self.depth += 1
-        self.emit_asm(["{", "    .reg .pred p;", "    mbarrier.try_wait.parity.shared.b64 p, [%1], %2;",
-                       "    selp.u32 %0, 1, 0, p;", "}"],
-                      [f'"r"({bar})', f'"r"({parity})'], [f'"=r"({ready})'])
-        self.depth -= 1
-        self.emit(f"}} while (!{ready});")
-        self.depth -= 1
-        self.emit("}")
 
 
 def _target_sm(target_sm) -> int:
@@ -1215,8 +958,8 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
     ]
     if p.outputs:
         header.append(f"// Program outputs: {', '.join(p.outputs)}")
-    parts = ["\n".join(header) + "\n"] + ([TENSOR_MAP_DECL] if any(k.tensor_maps for k in p.kernels) else [])
-    parts += [ELECT_DECL] if any(elects(k, sm) for k in p.kernels) else []
+    parts = ["\n".join(header) + "\n"] + ([cuda_tma.TENSOR_MAP_DECL] if any(k.tensor_maps for k in p.kernels) else [])
+    parts += [cuda_tma.ELECT_DECL] if any(cuda_tma.elects(k, sm) for k in p.kernels) else []
     kernels = [_Renderer(k, sm).render() for k in p.kernels]      # the min / max helpers declared once
     text = "".join(kernels)
     if headers := half_headers(text):      # after the comment block, before any declaration

@@ -37,6 +37,7 @@ from ...ir.tile_ir import (
     Combine,
     FragmentLoad,
     MmaSync,
+    SplitArrive,
     Stage,
     StridedLoop,
     TileProgram,
@@ -54,6 +55,7 @@ from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .register_quads import lower_quads, quad_loads
 from .smem_layout import PlacedStage, smem_offset, smem_size
+from .split_tail import arrive
 from .stage_plan import plan_stage, slot_of
 from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop
@@ -105,6 +107,9 @@ class Materializer(LoweringState):
                 out.append(StagePrologue(s, self.loop_depth, tuple(self.ranges.items())))
             if local_barriers[i]:
                 out.append(K.Barrier())              # a local row written by the block is read
+            if isinstance(s, SplitArrive):           # the rest runs in the tile's last block only
+                self.note_write(s.counter)
+                return out + arrive(s, self.block_axes, self.fresh, self.stmts(body[i + 1:]))
             out += self.stmt(s)
         return out
 
@@ -186,7 +191,11 @@ class Materializer(LoweringState):
             self.ranges[s.var] = s.extent
             body = self.stmts(s.body)
             # a register loop is always unrolled: its variable indexes register arrays
-            loop = K.For(s.var, K.Const(0, "int"), K.Const(s.extent, "int"), K.Const(1, "int"), tuple(body),
+            stop = K.Const(s.extent, "int")
+            if s.stop is not None:      # a runtime bound, at most the extent: min(extent, stop)
+                bound = self.index_exprs((s.stop,), pre)[0]
+                stop = K.Select(K.Binary("<", bound, stop), bound, stop)
+            loop = K.For(s.var, K.Const(0, "int"), stop, K.Const(1, "int"), tuple(body),
                          s.unroll or s.kind == "register")
         else:
             self.ranges[s.var] = s.stop

@@ -73,13 +73,12 @@ from ...ir import kernel_ir as K
 from ...ir.index import var
 from ...ir.kernel_ir import KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.stages import head_stages, loop_start, loop_stop, transposed
-from ...ir.types import shared_ctype
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..record import Pass
 from ..tma.proxy_fence import fence_generic_stores
 from .dynamic_smem import carve
 from .kernel_expr import affine_expr
-from .smem_layout import smem_size
+from .smem_layout import smem_size, stage_ctype
 from .stage_plan import (
     PrologueTiles,
     StagePlan,
@@ -218,7 +217,8 @@ class StageCopier:
             return []
         self.declared.add(s.name)
         align = {"align": TMA_ALIGN} if p.kind == "tma" else {}
-        return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=shared_ctype(self.types[s.tensor].dtype), **align)]
+        ctype = stage_ctype(s, self.types[s.tensor].dtype)
+        return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=ctype, **align)]
 
     # -- groups -----------------------------------------------------------------------------------
     def group(self, body, i, j) -> tuple[list, bool]:

@@ -9,6 +9,7 @@ from ...ir import kernel_ir as K
 from ...ir.stages import buffer_floats, row_major_strides
 from ...ir.swizzle import swizzle_word
 from ...ir.tile_ir import Stage
+from ...ir.types import DTYPE_CTYPE, HALF_DTYPES, shared_ctype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +24,14 @@ class PlacedStage(Stage):
 
 
 def smem_size(s: Stage) -> int:
+    """Elements of one buffer of the stage (floats, or halves for a half stage)."""
     return buffer_floats(s)
+
+
+def stage_ctype(s: Stage, tensor_dtype: str) -> str:
+    """The element type of the stage's shared array: its half type where it holds the tensor's
+    halves raw (008's tensor-core operands), else shared_ctype's."""
+    return DTYPE_CTYPE[s.dtype] if s.dtype in HALF_DTYPES else shared_ctype(tensor_dtype)
 
 
 def _sum(terms) -> K.Expr:

@@ -6,9 +6,10 @@ seam with the copy issue).
 
 The schedule chose the kind (011 tma_copy, 013 async_copy) and the buffering (010); the
 lowering only narrows what the kernel as it stands cannot keep: a non-float32 tensor is
-copied by the threads, a TMA stage outside a double-buffered K loop is copied with cp.async
-in the same schedule. A TMA stage is one tensor-map copy of the box 011 stamped on it
-(Stage.tma, with 012's swizzle; the verifier checks it)."""
+copied by the threads (unless the stage holds its halves raw: Stage.dtype), a TMA stage
+outside a double-buffered K loop is copied with cp.async in the same schedule. A TMA stage
+is one tensor-map copy of the box 011 stamped on it (Stage.tma, with 012's swizzle; the
+verifier checks it)."""
 from __future__ import annotations
 
 import dataclasses
@@ -48,7 +49,7 @@ def plan_stage(m, s: Stage, loop_info) -> StagePlan:
     top = loop is not None and depth == 0
     buffered = s.buffers >= 2 and top
     kind = s.copy
-    if t.dtype != "float32":
+    if t.dtype != "float32" and s.dtype != t.dtype:     # converted to float as it is copied
         kind = "sync"
     if kind == "tma" and (not buffered or not s.tma):
         kind = "async"

@@ -13,10 +13,10 @@ from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.stages import dim_multipliers, loop_start, loop_stop, row_major_strides, transposed
 from ...ir.tile_ir import Stage
-from ...ir.types import shared_ctype
+from ...ir.types import HALF_DTYPES
 from ...target import VECTOR
 from .kernel_expr import affine_expr, flat_offset, plus
-from .smem_layout import smem_size
+from .smem_layout import smem_size, stage_ctype
 from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
 from .value_expr import lower_value
 
@@ -146,16 +146,20 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     count, smem, g, unit_ext, ranges = copy_units(m, s, origin, ranges, unit, 1, i)
     src, cond = clamped_global(m, s, g, unit_ext, ranges)
     dst = plus(base, affine_expr(smem))
-    ctype = shared_ctype(m.types[s.tensor].dtype)      # an integer stage stays exact (sync copies)
-    zero = K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
+    ctype = stage_ctype(s, m.types[s.tensor].dtype)    # an integer stage stays exact (sync copies)
+    half = s.dtype in HALF_DTYPES                       # the tensor's halves, copied as they are
+    zero = K.Cast(ctype, K.Const(0.0)) if half else K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
     if p.kind == "async":
-        body = [K.CpAsync(s.name, dst, s.tensor, src, 4 * unit)]
+        body = [K.CpAsync(s.name, dst, s.tensor, src, s.element_bytes * unit)]
         if cond is not None:       # past the end: an ordinary store of zeros
             zeros = [K.SharedStore(s.name, dst, zero)] if unit == 1 else \
-                [K.VectorStore("shared", s.name, dst, (zero,) * 4)]
+                [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, zero) for j in range(unit)] \
+                if half else [K.VectorStore("shared", s.name, dst, (zero,) * 4)]
             body = [K.If(cond, tuple(body), tuple(zeros))]
     elif s.prologue is not None:
         body = prologue_copy(s, src, cond, dst, unit)
+    elif half and unit != 1:
+        raise ValueError(f"{s.name}: a half stage's sync copy moves one element at a time, not {unit}")
     elif unit == 1:
         value = K.GlobalLoad(s.tensor, src, ctype)
         if cond is not None:

@@ -1,5 +1,6 @@
 """Tensor-core statements (008's MmaTile) spelled in Kernel IR: fragment loads as ldmatrix or
-one shared load per element, each element rounded to tf32; mma.sync over register arrays.
+one shared load per element, each element rounded to tf32; mma.sync over register arrays. A
+16-bit (bf16/f16) fragment is an array of 32-bit registers of two halves each, filled by ldmatrix.
 
 Every lane's addresses come from the layouts stamped on the kernel (MmaTile.layout_a/_b), not
 from PTX's tables: the lane's row or element is a table over the 32 lanes, written as an index
@@ -19,6 +20,7 @@ from ..lower.kernel_expr import affine_expr
 from ..lower.smem_layout import smem_offset
 
 FR, FC = "fr", "fc"
+PACKED = "b32"          # a register array of 32-bit words, each two halves (low: the first)
 
 
 def declarations(kernel) -> list:
@@ -27,7 +29,15 @@ def declarations(kernel) -> list:
     if st is None:
         return []
     (fm, fn) = st.tiles
+    if st.shape.per_reg == 2:         # 16-bit operands: 32-bit registers of two packed halves
+        return [K.DeclareArray(st.a, fm * registers(st, "A"), 0, PACKED),
+                K.DeclareArray(st.b, fn * registers(st, "B"), 0, PACKED)]
     return [K.DeclareArray(st.a, fm * st.fragment_size("A")), K.DeclareArray(st.b, fn * st.fragment_size("B"))]
+
+
+def registers(st, operand: str) -> int:
+    """32-bit registers of one fragment of `operand` (elements / elements per register)."""
+    return st.fragment_size(operand) // st.layout(operand).per_reg
 
 
 def lane_expr(values, g: str, t: str) -> Affine:
@@ -59,7 +69,7 @@ def lower_fragment_load(state, s: FragmentLoad) -> list:
     lay = st.layout(s.operand)
     g, t = st.lanes
     stage = state.stages[s.stage]
-    size = st.fragment_size(s.operand)
+    size = registers(st, s.operand)              # the fragment array holds registers
     slot = affine_expr(s.index[0])
     tf32 = st.shape.dtype == "tf32"
 
@@ -72,11 +82,14 @@ def lower_fragment_load(state, s: FragmentLoad) -> list:
 
     out: list = []
     if s.via.startswith("ldmatrix"):
-        num, trans = lay.registers, s.via.endswith(".trans")
-        rows, cols = ldmatrix_row_lanes(lay, _along(s.at) == FC)
+        num, trans = lay.registers * s.tiles, s.via.endswith(".trans")
+        rows, cols = ldmatrix_row_lanes(lay, _along(s.at) == FC, s.tiles)
         out.append(K.LdMatrix(s.dst, element(0), num, trans, stage.name, offset(rows, cols)))
         regs = range(num * lay.per_reg) if tf32 else ()
     else:
+        if not tf32:
+            raise DeplokitError(f"{s.operand} fragment of {st.shape.name} read by {s.via}: packed 16-bit "
+                                "registers are filled by ldmatrix only")
         for i in range(size):
             out.append(K.Assign(s.dst, K.SharedLoad(stage.name, offset(*element_lanes(lay, i))), element(i)))
         regs = range(size) if tf32 else ()
@@ -88,7 +101,7 @@ def lower_mma(state, s: MmaSync) -> list:
     st = state.kernel.mma
     zero = (const(0),)
     acc = state.register_index(st.acc, s.index + zero)
-    na, nb = st.fragment_size("A"), st.fragment_size("B")
+    na, nb = registers(st, "A"), registers(st, "B")
     a = K.Binary("*", affine_expr(s.a_index[0]), K.Const(na, "int"))
     b = K.Binary("*", affine_expr(s.b_index[0]), K.Const(nb, "int"))
     return [K.Mma(st.shape.name, st.acc, acc, st.a, a, st.b, b)]

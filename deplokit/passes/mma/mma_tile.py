@@ -51,6 +51,7 @@ from ...ir.index import Affine, Var, floordiv, free_vars, mod, var
 from ...ir.lanes import is_multiple
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
+from ...ir.tensor_ir import CONVERT_OP
 from ...ir.tile_ir import (
     THREAD,
     AsyncWait,
@@ -62,12 +63,14 @@ from ...ir.tile_ir import (
     Tile,
     TileAxis,
     TileKernel,
+    map_body,
     walk,
 )
 from ..record import Skip, fresh_name, replace_tile
 from ..schedule.rewrite import used_vars
 
 FR, FC = "fr", "fc"                # the fragment's row and column in a FragmentLoad's index
+HALF_OF = {"bf16": "bfloat16", "f16": "float16"}
 
 
 def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> TileKernel | Skip:
@@ -106,6 +109,8 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
         body = ctx.body(tile.body)
     except _Refused as e:
         return Skip(f"mma: {e}")
+    # the operands' stages hold what the fragments read: half elements, raw (2 bytes each)
+    body = map_body(body, lambda s: ctx.restage(s) if isinstance(s, Stage) else s)
     axes = []
     for a in tile.axes:
         if a is tm:
@@ -152,6 +157,14 @@ class _Ctx:
     regs: dict
     types: dict
     tile: Tile
+    half_stages: dict = dataclasses.field(default_factory=dict)     # stage name -> the dtype it holds
+    k_tails: dict = dataclasses.field(default_factory=dict)         # K tail var -> its extent, whole k steps
+
+    def restage(self, s: Stage) -> Stage:
+        """The stage as the fragments read it: the dtype it holds, a K tail's slab grown to whole k."""
+        slab = tuple(dataclasses.replace(ax, extent=self.k_tails[ax.var]) if ax.var in self.k_tails else ax
+                     for ax in s.slab)
+        return dataclasses.replace(s, dtype=self.half_stages.get(s.name, s.dtype), slab=slab)
 
     def body(self, body) -> tuple:
         out, stages = [], {}
@@ -204,7 +217,10 @@ class _Ctx:
         accs = [x for x in s.body if isinstance(x, Accumulate)]
         # precision="tf32" programs round each operand (round_tf32) before the multiply; the
         # fragment loads round to tf32 themselves (cvt.rna: the same value but on exact ties)
-        rounds = {c.dst: c.args[0] for c in comps if c.op == "round_tf32" and len(c.args) == 1}
+        # a half program's operands are `convert -> float32` of half loads (exact): the
+        # fragments read the half elements themselves
+        wrap = "round_tf32" if self.stamp.shape.dtype == "tf32" else CONVERT_OP
+        rounds = {c.dst: c.args[0] for c in comps if c.op == wrap and len(c.args) == 1}
         muls = [c for c in comps if c.op == "multiply"]
         operands = {rounds.get(a, a) for a in muls[0].args} if len(muls) == 1 else set()
         if (len(s.body) != len(loads) + len(comps) + len(accs) or len(loads) != 2 or len(accs) != 1
@@ -213,7 +229,15 @@ class _Ctx:
             raise _Refused("the K loop's body is not two loads, a multiply and a sum")
         k = self.stamp.shape.k
         if s.extent % k:
-            raise _Refused(f"a K run of {s.extent} is not a whole number of the instruction's k = {k}")
+            # a K tail (002's last chunk): its own stages, slabs of exactly the tail; grown to a
+            # whole k they read zeros past the tensor's end (the copies guard every unit), and
+            # a product with zero adds exactly nothing
+            tails = [st for st, _ in walk(self.tile.body) if isinstance(st, Stage)
+                     and st.name in {ld.tensor for ld in loads} and any(ax.var == s.var for ax in st.slab)]
+            if len(tails) != len(loads) or any(st.buffers > 1 for st in tails):
+                raise _Refused(f"a K run of {s.extent} is not a whole number of the instruction's k = {k}")
+            self.k_tails[s.var] = -(-s.extent // k) * k
+            s = dataclasses.replace(s, extent=self.k_tails[s.var])
         by_role = {}
         for ld in loads:
             used = set().union(*(free_vars(e) for e in ld.index))
@@ -228,6 +252,10 @@ class _Ctx:
             dtype = self.types[tensor].dtype if tensor in self.types else "float32"
             if self.stamp.shape.dtype == "tf32" and dtype != "float32":
                 raise _Refused(f"{tensor} is {dtype}; tf32 reads float32")
+            if self.stamp.shape.dtype != "tf32" and (dtype != HALF_OF[self.stamp.shape.dtype]
+                                                     or ld.dst not in rounds.values()):
+                raise _Refused(f"{tensor} is {dtype}; {self.stamp.shape.name} reads {HALF_OF[self.stamp.shape.dtype]}")
+            self.half_stages[ld.tensor] = dtype if self.stamp.shape.dtype != "tf32" else "float32"
         n, st = self.n, self.stamp
         (fm, fn) = st.tiles
         m0 = var(n["w0"]) * (fm * st.shape.m) + var(n["f0"]) * st.shape.m
@@ -238,10 +266,23 @@ class _Ctx:
         sa, sb = by_role["A"].tensor, by_role["B"].tensor
         fa = FragmentLoad(st.a, (var(n["f0"]),), "A", sa, a_at, self.via("A", sa, a_at))
         fb = FragmentLoad(st.b, (var(n["f1"]),), "B", sb, b_at, self.via("B", sb, b_at))
+        for f in (fa, fb):
+            if st.shape.per_reg == 2 and f.via == "lds":
+                # packed 16-bit registers are filled by ldmatrix only
+                raise _Refused(f"{f.operand}'s slab {f.stage} has no 16-byte rows ldmatrix can read")
+        b_loop = Loop(n["f1"], fn, "register", (fb,), "N", True)
+        lay_b = st.layout("B")
+        if fb.via.startswith("ldmatrix") and fn % 2 == 0 and 2 * lay_b.registers <= 4:
+            # two adjacent B tiles per ldmatrix (.x2 -> .x4): half the LDSM for B
+            n0p = var(n["w1"]) * (fn * st.shape.n) + var(n["f1"]) * (2 * st.shape.n)
+            b2 = substitute_body((by_role["B"],), {s.var: kv + var(FR), self.t_n: n0p + var(FC)}, self.ranges)[0].index
+            via = fb.via.replace(f".x{lay_b.registers}", f".x{2 * lay_b.registers}")
+            fb2 = FragmentLoad(st.b, (var(n["f1"]) * 2,), "B", sb, b2, via, 2)
+            b_loop = Loop(n["f1"], fn // 2, "register", (fb2,), "N", True)
         mma = MmaSync(st.acc, (var(n["f0"]), var(n["f1"])), st.a, (var(n["f0"]),), st.b, (var(n["f1"]),),
                       st.shape.name)
         body = (Loop(n["f0"], fm, "register", (fa,), "M", True),
-                Loop(n["f1"], fn, "register", (fb,), "N", True),
+                b_loop,
                 Loop(n["f0"], fm, "register", (Loop(n["f1"], fn, "register", (mma,), "N", True),), "M", True))
         return dataclasses.replace(s, extent=s.extent // k, body=body)
 
@@ -254,7 +295,8 @@ class _Ctx:
         if along is None or any(along in free_vars(e) for e in outer) or _coef(inner, along) != 1:
             return "lds"
         unit = 16 // (4 if self.stamp.shape.dtype == "tf32" else 2)      # elements in a 16-byte row
-        stage = next(st for st, _ in walk(self.tile.body) if isinstance(st, Stage) and st.name == stage_name)
+        stage = self.restage(next(st for st, _ in walk(self.tile.body)
+                                  if isinstance(st, Stage) and st.name == stage_name))
         if stage.slab[-1].extent % unit or not is_multiple(inner - var(along), unit):
             return "lds"
         lay = self.stamp.layout(operand)

@@ -25,6 +25,9 @@ one dim each, and the locals' rows must fit ROW_BUDGET bytes; otherwise the trac
 """
 from __future__ import annotations
 
+import dataclasses
+
+from ...analysis.computes import KernelNamer
 from ...ir.index import free_vars, var
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, LocalBuffer, Loop, LoopProgram, Store, walk
 from ..fuse.guard import fusion_pays
@@ -50,6 +53,7 @@ def fuse_rows(program: LoopProgram, enabled: bool = True, by_cost: bool = True) 
     types = program.types()
     notes: list[str] = []
     facts = ChainFacts()
+    namer = KernelNamer()       # a model's merged kernel named by what it computes
     i = 0
     while i + 1 < len(kernels):
         for n in (3, 2):
@@ -71,6 +75,7 @@ def fuse_rows(program: LoopProgram, enabled: bool = True, by_cost: bool = True) 
             notes.append(f"rows: {names} stay separate kernels: {why}")
             i += 1
             continue
+        merged = dataclasses.replace(merged, name=namer.name_at(kernels, i, merged, "attention"))
         kernels[i:i + len(chain)] = [merged]
         rows = ", ".join(f"{b.name} [{', '.join(map(str, b.row_shape))}]" for b in merged.locals)
         size = sum(4 * b.row_numel for b in merged.locals)

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ...analysis.occupancy import balanced, sm_balance
+from ...analysis.work import SPLIT_TAIL_ROUND_TRIPS
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, walk
 from .block_shape import (
@@ -144,14 +145,26 @@ def worth_filling(chunks: int) -> bool:
 POW2_SPLITS = (2, 4, 8, 16, 32, 64)   # the counts whose leftover chunks the reducer may take
 
 
+def split_run(chunks: int, splits: int) -> tuple[int, int]:
+    """(K chunks each split runs, chunks past the end the last one runs as zeros). A power of
+    two runs chunks // splits and leaves the rest to the reducer; any other count that does
+    not divide the chunks overhangs: ceil(chunks / splits) each, the loads past K reading
+    zeros (N = 5632 at 32 rows: 44 tiles x 3 splits of 43 of 128 chunks, 132 blocks, where no
+    count with a factor 3 divides 128)."""
+    if splits in POW2_SPLITS or chunks % splits == 0:
+        return chunks // splits, 0
+    run = -(-chunks // splits)
+    return run, splits * run - chunks
+
+
 def split_counts(chunks: int, least: int, dividing: bool = False) -> tuple[int, ...]:
     """The split counts of SPLITS (2 up) that leave each split at least `least` of `chunks`
-    (`dividing`: only those that divide them; else the rest goes to the reducer). A count
-    that is not a power of two is offered only where it divides the chunks: a leftover chunk
-    is the reducer's, one thread an output walking it off L2 (qwen down_proj at 128 rows,
-    7 splits of 1184 chunks: a 127 µs reducer by the cost model)."""
-    return tuple(s for s in SPLITS[1:] if chunks // s >= least
-                 and not ((dividing or s not in POW2_SPLITS) and chunks % s))
+    (`dividing`: only those that divide them; else a power of two leaves the rest to the
+    reducer). A count that is not a power of two and does not divide the chunks overhangs
+    (split_run): every split runs ceil(chunks / splits), the last one's past K as zeros; a
+    leftover run is the reducer's only for powers of two (one thread an output walking it off
+    L2: qwen down_proj at 128 rows, 7 splits of 1184 chunks had a 127 µs reducer)."""
+    return tuple(s for s in SPLITS[1:] if chunks // s >= least and not (dividing and chunks % s))
 
 
 def _cheapest(m, n, chunks, bk, target, other, counts, threads) -> GridPlan | None:
@@ -221,16 +234,17 @@ def _price(m, n, chunks, bk, target, other, shape, threads, regs, splits) -> Gri
     per_sm = -(-blocks // sms)
     waves = -(-blocks // (sms * resident))       # a partial last wave costs a whole one
     per_sm = waves * min(per_sm, resident)
-    steps = (chunks // splits) * bk
+    run, over = split_run(chunks, splits)
+    steps = run * bk
     instr_per_warp = steps * (regs[0] * regs[1] * (1 + loads_per_ffma(regs)) + K_STEP_OVERHEAD)
     issue = max(per_sm * warps * instr_per_warp / 4, waves * instr_per_warp)           # cycles
     stage = (bm + bn) * bk * WORD
-    inflight = min(per_sm, resident) * stage * (ring_stages(chunks // splits) - 1)
+    inflight = min(per_sm, resident) * stage * (ring_stages(run) - 1)
     pull = dram / min(blocks, sms) * LATENCY_CYCLES / inflight                         # Little's law, cycles
     main = max(dram / bw, (issue + waves * LATENCY_CYCLES) / clock, pull / clock)
     # chunks past splits x (chunks // splits) are the reducer's: one thread per output walks
     # them, an A and a weight element per product from L2 (priced at DRAM's bandwidth)
-    leftover = (chunks % splits) * bk * other * m * n * 2 * WORD
+    leftover = max(0, chunks - splits * run) * bk * other * m * n * 2 * WORD
     reducer = (
         (partials + leftover + other * m * n * WORD) / bw + _reducer_cycles(splits, other * m * n, target) / clock
         if splits > 1
@@ -258,6 +272,30 @@ def _reducer_cycles(splits: int, outputs: int, target) -> float:
     threads = -(-outputs // 4)                               # a float4 of outputs each
     waves = -(-threads // (warps_per_sm * 32 * sm_count(target)))
     return waves * LATENCY_CYCLES
+
+
+LAUNCH_US = 2.5            # a kernel launch (tune/cost_model.CostConstants.launch_us)
+SM_PORT_BYTES = 64         # bytes an SM moves to or from L2 a clock: the bound on one SM's share
+
+
+def reduce_choice(m: int, n: int, other: int, splits: int, tiles: int, target) -> tuple[str, str]:
+    """Who adds `splits` partial sums of an m x n output (times `other`) cut into `tiles`
+    output tiles, and why: `in_kernel` (the last block of each tile to arrive adds them, then
+    applies the epilogue) or `reducer` (a kernel launched after). Both read the S partials and
+    write the output once; the reducer pays a launch and its latency waves
+    (_reducer_cycles), the in-kernel tail runs on the `tiles` last blocks only, at most one
+    SM's port each (SM_PORT_BYTES a clock), after a fence and an atomic (SPLIT_TAIL_ROUND_TRIPS)."""
+    bw = target.bandwidth_gbs * 1e9
+    clock = target.clock_hz
+    moved = (splits + 1) * other * m * n * WORD
+    reducer = LAUNCH_US + (moved / bw + _reducer_cycles(splits, other * m * n, target) / clock) * 1e6
+    ports = min(tiles, sm_count(target)) * SM_PORT_BYTES * clock
+    tail = (moved / min(bw, ports) + SPLIT_TAIL_ROUND_TRIPS * LATENCY_CYCLES / clock) * 1e6
+    if tail <= reducer:
+        return "in_kernel", (f"in the kernel: the last of {splits} blocks per tile adds the partials in split order "
+                             f"(tail ~{tail:.1f} µs on {tiles} tiles vs a reducer kernel ~{reducer:.1f} µs)")
+    return "reducer", (f"reducer: a reducer kernel ~{reducer:.1f} µs vs an in-kernel tail ~{tail:.1f} µs "
+                       f"on {tiles} tiles")
 
 
 @dataclass(frozen=True)
@@ -291,7 +329,7 @@ def split_geometry(kernel) -> SplitGeometry | None:
         if a.kind != BLOCK or a.role != "K":
             sizes[a.role if a.role in ("M", "N") else ""] *= a.extent
     return SplitGeometry(sizes["M"], sizes["N"], sizes[""], splits[0],
-                         splits[0] * outer.extent + kernel.split_k.leftover, inner.extent)
+                         splits[0] * outer.extent + kernel.split_k.leftover - kernel.split_k.overhang, inner.extent)
 
 
 def thread_tiles(m: int, n: int, other: int, sms: int) -> float:
@@ -353,7 +391,7 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
                 because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
                                                 f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
                                                 "no tile and split count balances it") + " (stream-K would)")
-            return skinny, _why(skinny, sms, because)
+            return skinny, _why(skinny, sms, because, chunks)
     s0 = old_splits(m, n, chunks, other, target)
     blocks = default_blocks(m, n, other, s0, target)
     if balanced(blocks, sms) or blocks < sms or chunks < 2 * MIN_CHUNKS:
@@ -362,13 +400,17 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
     best = _cheapest(m, n, chunks, bk, target, other, counts, None)
     if best is None or sm_balance(best.blocks, sms) <= sm_balance(blocks, sms):
         return None, ""
-    return best, _why(best, sms, f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}")
+    return best, _why(best, sms, f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}",
+                      chunks)
 
 
-def _why(p: GridPlan, sms: int, because: str) -> str:
+def _why(p: GridPlan, sms: int, because: str, chunks: int = 0) -> str:
     bm, bn = p.threads[0] * p.regs[0], p.threads[1] * p.regs[1]
+    run, over = split_run(chunks, p.splits) if chunks else (0, 0)
+    overhang = (f"; {p.splits} splits of {run} of {chunks} K chunks, {over} past the end read as zeros: no "
+                f"split count with this factor divides the chunks, every block runs as long") if over else ""
     return (f"grid {p.blocks} blocks ({bm}x{bn} tiles x {p.splits} split{'s' if p.splits > 1 else ''}) on {sms} "
-            f"SMs: {p.blocks / sms:.2f} per SM, SM balance {sm_balance(p.blocks, sms):.2f} ({because})")
+            f"SMs: {p.blocks / sms:.2f} per SM, SM balance {sm_balance(p.blocks, sms):.2f} ({because}{overhang})")
 
 
 def matmul_geometry(kernel) -> SplitGeometry | None:

@@ -92,6 +92,8 @@ def find_prologues(body, leaf_key: dict[int, tuple], shapes: dict[str, tuple], i
             continue                      # shares a computed value with another root
         leaves = tuple(s for s in body if isinstance(s, Load) and s.dst in mine)
         chain = tuple(s for s in body if isinstance(s, Compute) and s.dst in mine)
+        if all(c.op == "convert" for c in chain):
+            continue                      # a plain stage converts as it copies (or 008 reads halves raw)
         out.append(Prologue(root, chain, leaves, leaf_key[id(leaves[0])][0]))
     return out
 

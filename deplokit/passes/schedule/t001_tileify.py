@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.loop_ir import Compute, Load, Loop, LoopProgram, walk
-from ...ir.tensor_ir import TF32_OP
+from ...ir.loop_ir import Accumulate, Compute, Load, Loop, LoopProgram, walk
+from ...ir.tensor_ir import CONVERT_OP, TF32_OP
 from ...ir.tile_ir import THREAD, Tile, TileAxis, TileKernel, TileProgram
+from ...ir.types import HALF_DTYPES
 from ..flash.flash_tile import flash_tile
 from ..record import KernelPass, PassContext, Skip
 
@@ -25,6 +26,10 @@ def apply(kernel: TileKernel, pctx: PassContext):
     # where the kernel becomes Tile IR, for the lowering that picks the multiply instruction
     if any(isinstance(s, Compute) and s.op == TF32_OP for s, _ in walk(kernel.body)):
         kernel = dataclasses.replace(kernel, precision="tf32")
+    elif (half := half_operands(kernel, pctx.types)):
+        # both operands of its summed product are half values (converted exactly at the load):
+        # an mma.sync m16n8k16 lowering may read them raw (008)
+        kernel = dataclasses.replace(kernel, precision=half)
     loops = [s for s in kernel.body if isinstance(s, Loop)]
     first = next((i for i, s in enumerate(kernel.body) if isinstance(s, Loop)), len(kernel.body))
     uniform = kernel.body[:first]
@@ -39,6 +44,22 @@ def apply(kernel: TileKernel, pctx: PassContext):
         body = _sink_invariants(loop.body)
     # A free loop followed by statements at the same level stays a loop inside the Tile.
     return dataclasses.replace(kernel, body=uniform + (Tile(tuple(axes), body),))
+
+
+def half_operands(kernel, types) -> str:
+    """The half dtype both factors of the kernel's summed product are read from (each a
+    `convert -> float32` of a load of a tensor of that dtype), else ''."""
+    stmts = [s for s, _ in walk(kernel.body)]
+    loads = {s.dst: s.tensor for s in stmts if isinstance(s, Load)}
+    converts = {s.dst: s.args[0] for s in stmts if isinstance(s, Compute) and s.op == CONVERT_OP
+                and s.dtype == "float32" and len(s.args) == 1}
+    summed = {s.value for s in stmts if isinstance(s, Accumulate) and s.reduction == "sum"}
+    for s in stmts:
+        if isinstance(s, Compute) and s.op == "multiply" and s.dst in summed and len(s.args) == 2:
+            dtypes = {getattr(types.get(loads.get(converts.get(a))), "dtype", "") for a in s.args}
+            if len(dtypes) == 1 and next(iter(dtypes)) in HALF_DTYPES:
+                return next(iter(dtypes))
+    return ""
 
 
 def _sink_invariants(body: tuple) -> tuple:

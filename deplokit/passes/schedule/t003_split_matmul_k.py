@@ -73,10 +73,22 @@ import dataclasses
 from ...ir.index import const, floordiv, mod, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
-from ...ir.tile_ir import BLOCK, THREAD, SplitK, Tile, TileAxis, TileKernel, walk
+from ...ir.tile_ir import BLOCK, THREAD, SplitArrive, SplitK, Tile, TileAxis, TileKernel, walk
 from ...ir.types import Buffer, TensorType, value_dtype
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
-from .grid_plan import FULL_BLOCK, MIN_CHUNKS, SHORT_CHUNKS, SPLITS, decide, old_splits, sm_count, thread_tiles
+from .grid_plan import (
+    FULL_BLOCK,
+    MIN_CHUNKS,
+    SHORT_CHUNKS,
+    SPLITS,
+    decide,
+    default_blocks,
+    old_splits,
+    reduce_choice,
+    sm_count,
+    split_run,
+    thread_tiles,
+)
 from .rewrite import used_vars
 
 DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
@@ -171,7 +183,47 @@ def _default_splits(kernel: TileKernel, target) -> int:
     return old_splits(extents["M"], extents["N"], mm.chunks, other, target)
 
 
-KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),)
+def _tiles(mm: _Matmul, splits: int, target) -> int:
+    """Output tiles of the split grid at the default thread shape and register block (the
+    grid plan's where it decided the grid): the blocks that run an in-kernel reduction."""
+    extents, other = _extents(mm.tile)
+    planned, _ = _decision(mm, target)
+    if planned is not None and planned.splits == splits:
+        return planned.blocks // splits
+    return default_blocks(extents["M"], extents["N"], other, splits, target) // splits
+
+
+def _in_kernel_blocker(mm: _Matmul, splits: int) -> str:
+    """Why the last block cannot add the partials itself ("" when it can): K products that no
+    split reduces (002's K tail, chunks past splits x (chunks // splits)) are the reducer's."""
+    run, over = split_run(mm.chunks, splits)
+    left = mm.chunks - splits * run
+    if (mm.tail and not over) or left > 0:      # an overhang absorbs 002's K tail
+        what = "a K tail" if mm.tail else f"{left} leftover K chunks"
+        return f"reducer: {what} to reduce besides the partials"
+    return ""
+
+
+def _reduce_decision(mm: _Matmul, splits: int, target) -> tuple[str, str]:
+    """(in_kernel | reducer, why) for `splits` splits of the matmul: the reducer where the
+    last block cannot add the partials itself, else the cheaper of the two by
+    grid_plan.reduce_choice."""
+    blocker = _in_kernel_blocker(mm, splits)
+    if blocker:
+        return "reducer", blocker
+    extents, other = _extents(mm.tile)
+    return reduce_choice(extents["M"], extents["N"], other, splits, _tiles(mm, splits, target), target)
+
+
+def _default_reduce(kernel: TileKernel, target) -> str:
+    mm = _Matmul(kernel)
+    splits = _default_splits(kernel, target)
+    return "reducer" if mm.reason or splits == 1 else _reduce_decision(mm, splits, target)[0]
+
+
+KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),
+         Knob("reduce", ("in_kernel", "reducer"), _default_reduce,
+              "who adds the partials: the last block of each tile (a counter) or a reducer kernel"))
 
 
 def apply(kernel: TileKernel, pctx: PassContext):
@@ -193,28 +245,38 @@ def apply(kernel: TileKernel, pctx: PassContext):
     tile, outer = mm.tile, mm.outer
     base = outer.var[:-1] if outer.var.endswith("o") else outer.var
     ks = fresh_name(f"{base}s", used_vars(kernel.body))
-    C = mm.chunks // S
+    # overhanging splits (split_run) run past the chunks: through 002's K tail (which they
+    # absorb, its loop dropped: one run reads it, in order) and then past K, as zeros
+    C, over = split_run(mm.chunks, S)
     body = substitute_body(outer.body, {outer.var: var(ks) * C + var(outer.var)}, {outer.var: C, ks: S})
     new_outer = Loop(outer.var, C, outer.kind, body, outer.role, outer.unroll)
     ws = fresh_name(f"{kernel.name}_partials", set(pctx.types))
     partial = Store(ws, (var(ks),) + tuple(mm.store.index), mm.acc)
-    new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(mm.prologue) + (new_outer, partial))
-    out = dataclasses.replace(replace_tile(kernel, new_tile), outputs=(ws,),
-                              split_k=SplitK(S, ws, f"{kernel.name}_reduce", mm.chunks - S * C))
-    return Noted(out, (why,)) if planned is not None and planned.splits == S else out
+    split = SplitK(S, ws, f"{kernel.name}_reduce", max(0, mm.chunks - S * C), overhang=over)
+    notes = (why,) if planned is not None and planned.splits == S else ()
+    reduce, reason = _reduce_decision(mm, S, pctx.target)
+    tail: tuple = ()
+    if pctx.knobs.get("reduce", "reducer") == "in_kernel" and not _in_kernel_blocker(mm, S):
+        counter = fresh_name(f"{kernel.name}_arrivals", set(pctx.types) | {ws})
+        split = dataclasses.replace(split, reduce="in_kernel", counter=counter, reducer="")
+        tail = (SplitArrive(counter, ks, S),) + tuple(_sum_partials(mm, split, used_vars(kernel.body) | {mm.acc}))
+        tail += tuple(_rename(st, mm.acc, tail[-1].dst if len(tail) > 1 else mm.acc) for st in mm.epilogue)
+        notes += (reason if reduce == "in_kernel" else f"in the kernel by the knob ({reason})",)
+    elif S > 1:
+        notes += (reason if reduce == "reducer" else f"a reducer kernel ({reason.split(': ', 1)[-1]})",)
+    new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(mm.prologue) + (new_outer, partial) + tail)
+    outputs = (ws,) + ((mm.store.tensor,) if tail else ())
+    out = dataclasses.replace(replace_tile(kernel, new_tile), outputs=outputs, split_k=split)
+    return Noted(out, notes) if notes else out
 
 
-def reducer(before: TileKernel, split: SplitK) -> TileKernel:
-    """The kernel that adds `before`'s split partial sums in split order (and its K tail)
-    and applies its epilogue: one thread per output element, scheduled by the later passes."""
-    mm = _Matmul(before)
-    taken = used_vars(before.body) | {mm.acc}
+def _sum_partials(mm: _Matmul, split: SplitK, taken: set) -> list:
+    """Loads of the `split.splits` partials at the output's index, added in split order (one
+    fixed order of float adds, whoever adds them); the last statement holds the sum."""
     index = tuple(mm.store.index)
-    # the K % BK tail first (a K loop: later passes treat what follows as its epilogue), then
-    # the partials in split order, then the tail's sum: one fixed order of float adds
-    body, total = list(mm.prologue) + _tail(mm, split), None
-    dtype = next((a.dtype for a, _ in walk(before.body) if isinstance(a, Accumulate) and a.acc == mm.acc),
+    dtype = next((a.dtype for a, _ in walk(mm.outer.body) if isinstance(a, Accumulate) and a.acc == mm.acc),
                  "float32")       # an integer matmul's partials add up as integers
+    body, total = [], None
     for s in range(split.splits):
         part = fresh_name(f"{mm.acc}_p{s}", taken)
         taken.add(part)
@@ -225,7 +287,24 @@ def reducer(before: TileKernel, split: SplitK) -> TileKernel:
             body.append(Compute(summed, "add", (total, part), dtype=dtype))
             part = summed
         total = part
-    if mm.tail or split.leftover:
+    return body
+
+
+def reducer(before: TileKernel, split: SplitK) -> TileKernel:
+    """The kernel that adds `before`'s split partial sums in split order (and its K tail)
+    and applies its epilogue: one thread per output element, scheduled by the later passes."""
+    mm = _Matmul(before)
+    taken = used_vars(before.body) | {mm.acc}
+    # the K % BK tail first (a K loop: later passes treat what follows as its epilogue), then
+    # the partials in split order, then the tail's sum: one fixed order of float adds
+    body = list(mm.prologue) + _tail(mm, split)
+    summed = _sum_partials(mm, split, taken)
+    body += summed
+    total = summed[-1].dst
+    taken |= {st.dst for st in summed}
+    dtype = next((a.dtype for a, _ in walk(before.body) if isinstance(a, Accumulate) and a.acc == mm.acc),
+                 "float32")
+    if (mm.tail and not split.overhang) or split.leftover:
         summed = fresh_name(f"{mm.acc}_sum", taken)
         body.append(Compute(summed, "add", (total, mm.acc), dtype=dtype))
         total = summed
@@ -241,6 +320,8 @@ def _tail(mm: _Matmul, split: SplitK) -> list:
     (K-inner below BK, K-outer below the chunk count: a K built from reshaped axes reads
     (ko * BK + ki) // 32 as ko // 2), so the run's variable enters as chunk tv // BK and
     lane tv % BK, never as a K-inner longer than BK."""
+    if split.overhang:          # the overhanging run read the K tail
+        return []
     if not split.leftover:
         return list(mm.tail)
     inner = next(c for c in mm.outer.body if isinstance(c, Loop) and c.role == "K")
@@ -258,6 +339,14 @@ def workspace_buffer(split: SplitK, out: TensorType) -> Buffer:
     """The temporary the split kernel stores its partial sums into: splits x the output, in the
     accumulator's type (float32 for a half output: partial sums are never rounded to half)."""
     return Buffer(split.workspace, TensorType((split.splits,) + tuple(out.shape), value_dtype(out.dtype)), "temp")
+
+
+def counter_buffer(split: SplitK, out: TensorType) -> Buffer:
+    """An in-kernel reduction's arrival counters: one int32 per output tile (as many as the
+    output's elements at most), zero before the first launch (a `counter` buffer: allocated
+    zeroed, never shared) and reset by each tile's last block, so every launch, a CUDA
+    graph's replays included, starts from zeros."""
+    return Buffer(split.counter, TensorType((out.numel,), "int32"), "counter")
 
 
 def _rename(s, old: str, new: str):
@@ -286,11 +375,16 @@ class SplitKPass(KernelPass):
             if split is None or k.name not in before or before[k.name].split_k is not None:
                 kernels.append(k)
                 continue
+            out = types[_Matmul(before[k.name]).store.tensor]
+            written.append(workspace_buffer(split, out))
+            if split.in_kernel:
+                kernels.append(k)
+                written.append(counter_buffer(split, out))
+                continue
             name = fresh_name(split.reducer, names - {split.reducer}) if split.reducer in names else split.reducer
             names.add(name)
             split = dataclasses.replace(split, reducer=name)
             kernels += [dataclasses.replace(k, split_k=split), reducer(before[k.name], split)]
-            written.append(workspace_buffer(split, types[_Matmul(before[k.name]).store.tensor]))
         new = dataclasses.replace(after, kernels=tuple(kernels), written=tuple(written))
         return dataclasses.replace(step, after=new)
 

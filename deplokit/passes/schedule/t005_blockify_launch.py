@@ -98,7 +98,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
         body, why = tile.body, ""
         if pctx.knobs["vector_width"] > 1:
             body, why = _vector_phases(tile.body, pctx.types)
-        return _noted(replace_tile(kernel, Tile(tuple(lanes) + rows, body)), why)   # one row per block
+        new = Tile(tuple(lanes) + rows, body)      # one row per block: 004's lanes are its threads
+        return _noted(replace_tile(kernel, new), why, _used(new, pctx.knobs, body != tile.body, False))
     budget = pctx.knobs["block_threads"]
     per_role = {}
     if any(a.role for a in tile.axes):
@@ -135,11 +136,26 @@ def apply(kernel: TileKernel, pctx: PassContext):
     body = substitute_body(tile.body, mapping, ranges) if mapping else tile.body
     if vector is not None:
         body = (stamp_widths(Loop(f"{vector.var}v", VECTOR, "vector", body), pctx.types),)
-    return _noted(replace_tile(kernel, Tile(axes, body)), why)
+    new = Tile(axes, body)
+    return _noted(replace_tile(kernel, new), why, _used(new, pctx.knobs, vector is not None, bool(per_role)))
 
 
-def _noted(kernel: TileKernel, why: str):
-    return Noted(kernel, f"vector_width {VECTOR} not used: {why}") if why else kernel
+def _used(tile: Tile, knobs, vectorised: bool, matmul: bool) -> dict:
+    """The knob values in effect (Noted.used): the block's threads as split (a short axis or
+    004's lanes take fewer than block_threads), vector_width 1 where nothing was vectorised,
+    a matmul's thread shape as split (None: no effect on a kernel without M and N roles)."""
+    threads = {"": 1, "M": 1, "N": 1}
+    for a in tile.axes:
+        if a.kind == THREAD:
+            threads[""] *= a.extent
+            threads[a.role if a.role in threads else ""] *= a.extent if a.role in ("M", "N") else 1
+    return {"block_threads": threads[""],
+            "vector_width": knobs["vector_width"] if vectorised else 1,
+            "thread_shape": f"{threads['M']}x{threads['N']}" if matmul else None}
+
+
+def _noted(kernel: TileKernel, why: str, used: dict):
+    return Noted(kernel, f"vector_width {VECTOR} not used: {why}" if why else (), used)
 
 
 def _pointwise_reason(tile: Tile, inner, types) -> str:

@@ -157,7 +157,7 @@ def _place(body, stages, rewrite):
         if isinstance(s, (Loop, StridedLoop)):
             inner = tuple(stages.get(id(s), ())) + _place(s.body, stages, rewrite)
             if isinstance(s, Loop):
-                s = Loop(s.var, s.extent, s.kind, inner, s.role, s.unroll)
+                s = Loop(s.var, s.extent, s.kind, inner, s.role, s.unroll, s.stop)
             else:
                 s = StridedLoop(s.var, s.start, s.stop, s.step, s.kind, inner, s.role, s.unroll)
         s = rewrite(s)

@@ -69,7 +69,8 @@ from .slot_maps import slot_index, warp_lanes, warp_slot_map
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 LAYOUTS = ("strided", "contiguous", "quads", "warps")
-MMA = ("off", "tf32")
+MMA = ("off", "tf32", "half")
+HALF_PRECISIONS = ("bfloat16", "float16")
 
 
 def role_pair(tile: Tile, role: str):
@@ -129,11 +130,21 @@ KNOBS = (
     Knob("layout", LAYOUTS, lambda k, t: "quads",
          "which outputs a thread's slots are: r*16 + t, t*TR + r, N in quads of 4 adjacent columns, "
          "or quads inside each warp's own sub-tile"),
-    Knob("mma", MMA, lambda k, t: "tf32" if getattr(k, "precision", "") == "tf32" and t.sm >= 80 else "off",
-         "tensor cores: off (FP32 FMA), or mma.sync on tf32 inputs (m16n8k8, FP32 accumulate; sm_80+; "
-         "a precision='tf32' program's default)",
-         searched=lambda k, t: MMA if getattr(k, "precision", "") == "tf32" else ("off",)),
+    Knob("mma", MMA, lambda k, t: _mma_default(k, t),
+         "tensor cores: off (FP32 FMA), mma.sync on tf32 inputs (m16n8k8; a precision='tf32' program's "
+         "default) or on the operands' half type (m16n8k16 bf16/f16; a half matmul's default); FP32 "
+         "accumulate, sm_80+",
+         searched=lambda k, t: ("off", _mma_default(k, t)) if _mma_default(k, t) != "off" else ("off",)),
 )
+
+
+def _mma_default(kernel, target) -> str:
+    """tf32 for a precision='tf32' kernel, half for one whose matmul reads half operands
+    (001 stamps both on TileKernel.precision), on sm_80+; else off."""
+    precision = getattr(kernel, "precision", "")
+    if target.sm < 80:
+        return "off"
+    return "tf32" if precision == "tf32" else "half" if precision in HALF_PRECISIONS else "off"
 
 
 def _k_loops(tile: Tile):
@@ -200,12 +211,15 @@ def _tensor_cores(kernel: TileKernel, plan, pctx: PassContext):
     precision = getattr(kernel, "precision", None)
     if pctx.knobs["mma"] == "tf32" and precision not in (None, "tf32"):
         return Skip(f"mma: tf32 inputs need precision='tf32' (the kernel computes in {precision})")
+    if pctx.knobs["mma"] == "half" and precision not in HALF_PRECISIONS:
+        return Skip(f"mma: half inputs need a matmul of bf16 or fp16 operands (its operands are {precision})")
     tile = kernel.tile()
     pairs = {role: role_pair(tile, role) for role in ("M", "N")}
     regs = {role: 1 for role in ("M", "N")} | {role: n for role, _, _, n in plan}
     if None in pairs.values():
         return Skip("mma: the output is not split into M and N blocks")
-    out = mma_tile(kernel, pairs, regs, SHAPES[MMA_SHAPE[pctx.knobs["mma"]]], pctx.types)
+    name = MMA_SHAPE[precision] if pctx.knobs["mma"] == "half" else MMA_SHAPE[pctx.knobs["mma"]]
+    out = mma_tile(kernel, pairs, regs, SHAPES[name], pctx.types)
     if isinstance(out, Skip):
         return out
     need = _smem_bytes(out)
@@ -214,7 +228,7 @@ def _tensor_cores(kernel: TileKernel, plan, pctx: PassContext):
     return restamp_stages(out, pctx.types)
 
 
-MMA_SHAPE = {"tf32": "m16n8k8.tf32"}
+MMA_SHAPE = {"tf32": "m16n8k8.tf32", "bfloat16": "m16n8k16.bf16", "float16": "m16n8k16.f16"}
 
 
 def _warps_reason(tile: Tile) -> str:
@@ -245,7 +259,7 @@ def _smem_bytes(kernel: TileKernel) -> int:
             n = s.slab[-1].extent + s.pad
             for ax in s.slab[:-1]:
                 n *= ax.extent
-            total += 4 * n * s.buffers
+            total += s.element_bytes * n * s.buffers
     return total
 
 

@@ -45,7 +45,7 @@ def _default_stages(kernel, target) -> int:
     if not heads:
         return 2
     extent = min(trips(tile, lp) for _, lp in heads)
-    one = sum(4 * _elements(s) for s, _ in heads)
+    one = sum(s.element_bytes * _elements(s) for s, _ in heads)
     # two resident blocks per SM at least: a deeper ring is not worth half the occupancy
     room = min(stage_smem_budget(target), target.smem_per_sm // 2 - 1024 if target.smem_per_sm else 0)
     return ring_stages(extent, lambda n: smem_bytes(tile) + (n - 1) * one <= room)
@@ -74,7 +74,7 @@ def apply(kernel, pctx: PassContext):
     stages: dict[str, int] = {}          # K loop variable -> buffers of its ring
     notes = []
     for lp in loops:
-        one = sum(4 * _elements(s) for s in head_stages(lp) if s.buffers == 1)
+        one = sum(s.element_bytes * _elements(s) for s in head_stages(lp) if s.buffers == 1)
         most = trips(tile, lp)
         n = min(want, most)
         while n >= 2 and base + (n - 1) * one > limit:
@@ -89,7 +89,8 @@ def apply(kernel, pctx: PassContext):
             stages[lp.var] = n
             base += (n - 1) * one
     if not stages:
-        return Skip(f"two buffers need {smem_bytes(tile) + sum(4 * _elements(s) for s, _ in todo)} bytes of "
+        need = smem_bytes(tile) + sum(s.element_bytes * _elements(s) for s, _ in todo)
+        return Skip(f"two buffers need {need} bytes of "
                     f"shared memory, more than the {limit} bytes a block may use on {pctx.target.name}")
 
     def promote(s: Stage, loop) -> Stage:

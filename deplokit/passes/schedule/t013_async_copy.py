@@ -29,7 +29,7 @@ import dataclasses
 
 from ...ir.tile_ir import Stage, Tile, map_body, walk
 from ..record import KernelPass, Needs, Noted, PassContext, Skip, flag_knob, replace_tile
-from ..stage_geometry import restamp_stages
+from ..stage_geometry import copy_unit, restamp_stages, scope_ranges
 from .rewrite import await_copies
 
 DESCRIPTION = "narrow the remaining stages to cp.async copies (sm_80+)"
@@ -47,14 +47,24 @@ def apply(kernel, pctx: PassContext):
     if not sync:
         return Skip("every stage is already an asynchronous (TMA) copy")
     types = pctx.types
-    # a prologue stage (007) transforms each element between load and store: cp.async cannot
-    registers = [s for s in sync if s.prologue is not None]
-    chosen = {s.name for s in sync if types[s.tensor].dtype == "float32" and s.prologue is None}
-    why = [f"{s.name}: its prologue ({', '.join(c.op for c in s.prologue.body)}) is applied in registers "
-           f"between the global load and the shared store: a synchronous copy" for s in registers]
+    ranges = {s.name: scope_ranges(tile, loops) for s, loops in walk(tile.body) if isinstance(s, Stage)}
+
+    def why_not(s) -> str:
+        if s.prologue is not None:     # 007's prologue transforms each element: cp.async cannot
+            return (f"{s.name}: its prologue ({', '.join(c.op for c in s.prologue.body)}) is applied in "
+                    "registers between the global load and the shared store: a synchronous copy")
+        if s.dtype != "float32":       # halves held raw (008's mma operands): 16-byte copies only
+            if copy_unit(dataclasses.replace(s, copy="async"), types[s.tensor], ranges[s.name]) == 1:
+                return (f"{s.name}: rows of {s.tensor}'s halves are not 16-byte units "
+                        "(cp.async moves 4, 8 or 16 bytes)")
+            return ""
+        dtype = types[s.tensor].dtype
+        return "" if dtype == "float32" else f"{s.name}: {s.tensor} is {dtype}, not float32"
+
+    chosen = {s.name for s in sync if not why_not(s)}
+    why = [why_not(s) for s in sync if s.prologue is not None]
     if not chosen:
-        return Skip("; ".join(why + [f"{s.name}: {s.tensor} is {types[s.tensor].dtype}, not float32"
-                                     for s in sync if s.prologue is None]))
+        return Skip("; ".join(why_not(s) for s in sync))
 
     def narrow(st):
         if isinstance(st, Stage) and st.name in chosen:

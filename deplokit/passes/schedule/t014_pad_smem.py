@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...analysis.banks import stage_cost
-from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
+from ...ir.tile_ir import FragmentLoad, Stage, Tile, TileKernel, map_body, walk
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 from ..stage_geometry import restamp, restamp_loads, scope_ranges, stage_smem_budget
 
@@ -48,16 +48,19 @@ def _stages(kernel: TileKernel) -> list[Stage]:
     return out
 
 
-def _eligible(stage: Stage, pad: int) -> str | None:
-    """Why `pad` may not be given to `stage`, or None."""
+def _eligible(stage: Stage, pad: int, ldmatrix: set = frozenset()) -> str | None:
+    """Why `pad` (in the stage's elements) may not be given to `stage`, or None. `ldmatrix`:
+    the stages a fragment load reads with ldmatrix, whose 16-byte rows must stay aligned."""
     if stage.pad:
         return f"{stage.name}: already padded"
     if len(stage.slab) < 2:
         return f"{stage.name}: one row, nothing to pad"
     if stage.copy == "tma":
         return f"{stage.name}: a TMA box lands unpadded (012 swizzles it instead)"
-    if stage.copy == "async" and (stage.slab[-1].extent + pad) % 4:
+    if stage.copy == "async" and (stage.slab[-1].extent + elements(stage, pad)) % stage.vector:
         return f"{stage.name}: pad {pad} would break the 16-byte rows its cp.async copies need"
+    if stage.name in ldmatrix and (stage.slab[-1].extent + pad) % stage.vector:
+        return f"{stage.name}: pad {pad} would break the 16-byte rows ldmatrix reads"
     return None
 
 
@@ -65,15 +68,16 @@ def _plan(kernel: TileKernel, pad: int):
     """(stage name -> pad, wavefronts saved, reasons) for padding every conflicting stage by `pad`."""
     base = stage_cost(kernel)
     plan, reasons = {}, []
+    ldmatrix = {s.stage for s, _ in walk(kernel.tile().body) if isinstance(s, FragmentLoad) and s.via != "lds"}
     for stage in _stages(kernel):
         degree, waves = base.get(stage.name, (1, 0))
         if degree <= 1:
             continue
-        why = _eligible(stage, pad)
+        why = _eligible(stage, elements(stage, pad), ldmatrix)
         if why:
             reasons.append(why)
             continue
-        plan[stage.name] = pad
+        plan[stage.name] = elements(stage, pad)
     if not plan:
         return plan, 0, reasons
     after = stage_cost(_padded(kernel, plan))
@@ -86,6 +90,12 @@ def _plan(kernel: TileKernel, pad: int):
         else:
             saved += gain
     return plan, saved, reasons
+
+
+def elements(stage: Stage, pad: int) -> int:
+    """The knob's pad (4-byte words) in the stage's elements: a half stage pads 2 per word, so
+    16-byte rows stay 16-byte rows."""
+    return pad * 4 // stage.element_bytes
 
 
 def _padded(kernel: TileKernel, plan: dict[str, int]) -> TileKernel:
@@ -106,7 +116,8 @@ def _default_pad(kernel: TileKernel, target) -> int:
     return best
 
 
-KNOBS = (Knob("pad", PADS, _default_pad, "floats of padding after each row of a bank-conflicting stage (0: off)"),)
+KNOBS = (Knob("pad", PADS, _default_pad,
+              "4-byte words of padding after each row of a bank-conflicting stage (0: off)"),)
 
 
 def _smem_floats(stage: Stage, pad: int) -> int:
@@ -126,9 +137,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
     plan, saved, reasons = _plan(kernel, pad)
     if not plan:
         return Skip("; ".join(reasons) or "no stage's loads conflict on shared-memory banks")
-    total = sum(_smem_floats(s, plan.get(s.name, s.pad)) for s in stages)
-    if 4 * total > stage_smem_budget(pctx.target):
-        return Skip(f"padding would need {4 * total} bytes of shared memory, "
+    total = sum(s.element_bytes * _smem_floats(s, plan.get(s.name, s.pad)) for s in stages)
+    if total > stage_smem_budget(pctx.target):
+        return Skip(f"padding would need {total} bytes of shared memory, "
                     f"more than {stage_smem_budget(pctx.target)}")
 
     tile = kernel.tile()

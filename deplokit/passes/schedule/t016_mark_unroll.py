@@ -34,7 +34,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if isinstance(s, Loop) and not s.unroll and pctx.knobs["unroll_k"] and _is_register_k_loop(s) \
                 and s.extent <= K_UNROLL_LIMIT:
             marked.append(s.var)
-            return Loop(s.var, s.extent, s.kind, s.body, s.role, True)
+            return Loop(s.var, s.extent, s.kind, s.body, s.role, True, s.stop)
         if isinstance(s, (Loop, StridedLoop)) and any(_is_loop(c) for c in s.body):
             return s                      # only innermost loops: unrolling an outer one copies loops
         if isinstance(s, StridedLoop) and not s.unroll and -(-s.stop // s.step) <= limit:
@@ -42,7 +42,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
             return StridedLoop(s.var, s.start, s.stop, s.step, s.kind, s.body, s.role, True)
         if isinstance(s, Loop) and not s.unroll and s.extent <= limit:
             marked.append(s.var)
-            return Loop(s.var, s.extent, s.kind, s.body, s.role, True)
+            return Loop(s.var, s.extent, s.kind, s.body, s.role, True, s.stop)
         return s
 
     tile = kernel.tile()

@@ -1,22 +1,31 @@
 """The interpreter of one chunk of blocks, one class: scopes and variables, register arrays,
 expressions and control flow (If, For under active masks); global memory (bounds, alignment,
 the write-write conflict check); shared memory (the race check against missing
-barriers, bank wavefronts); asynchronous copies (cp.async groups, TMA copies completing on
-mbarriers: arrivals, transaction bytes, phases, the ring protocol's checks; the data lands
-immediately and is marked in flight in the shared array's table); float4 accesses."""
+barriers, bank wavefronts); cp.async groups; float4 accesses. The advanced features'
+statements run in their own modules through FEATURE_STATEMENTS: TMA copies completing on
+mbarriers in sim/tma.py, the tensor cores' ldmatrix and mma.sync in sim/mma.py."""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from ...ir import kernel_ir as K
-from ...ir.fragments import SHAPES as MMA_SHAPES
-from ...ir.swizzle import REPEAT, swizzle_word
+from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
-from ..tensor_map import box_values
-from ..warp_mma import ldmatrix, mma_sync, tf32_round
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
+from .mma import exec_ldmatrix, exec_mma, exec_tf32_round
+from .tma import (
+    exec_mbarrier_arrive,
+    exec_mbarrier_init,
+    exec_mbarrier_wait,
+    exec_proxy_fence,
+    exec_tma_load,
+    exec_tma_tensor_load,
+    mbar_name,
+)
 from .values import (
     BIN_ALIAS,
     C_MINMAX,
@@ -41,15 +50,28 @@ from .values import (
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
-MBAR_IDS = 1024                 # mbarriers (slots) a kernel may have: the in-flight tag's radix
+
+
+# The advanced features' statements, run by plain functions of their own modules that take
+# the chunk as their first argument: the core's statements stay methods of Chunk, each
+# feature's live beside it (sim/tma.py, sim/mma.py), and this one table says which is which.
+# (A table, not mixins: a reader of a feature module sees every Chunk name it uses spelled
+# `chunk.x`, and Chunk names no feature but here.)
+FEATURE_STATEMENTS = {
+    K.TmaLoad: exec_tma_load, K.TmaTensorLoad: exec_tma_tensor_load,
+    K.MbarrierInit: exec_mbarrier_init, K.MbarrierArrive: exec_mbarrier_arrive,
+    K.MbarrierWait: exec_mbarrier_wait, K.ProxyFence: exec_proxy_fence,
+    K.LdMatrix: exec_ldmatrix, K.Tf32Round: exec_tf32_round, K.Mma: exec_mma,
+}
 
 
 class Chunk:
     """The blocks b0 .. b0+nb-1 of one kernel launch, run together."""
 
-    def __init__(self, k, buffers, params, scratch, stats, b0, nb, check_races):
+    def __init__(self, k, buffers, params, scratch, stats, b0, nb, check_races, reverse=False):
         self.k, self.buffers, self.params, self.scratch = k, buffers, params, scratch
         self.stats, self.nb, self.check = stats, nb, check_races
+        self.reverse = reverse       # atomics arrive from the chunk's last block to its first
         bx, by, bz = k.block
         gx, gy, _ = k.grid
         self.T = T = bx * by * bz
@@ -91,13 +113,12 @@ class Chunk:
             K.VectorLoad: self.s_vector_load, K.VectorStore: self.s_vector_store,
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
-            K.CpAsyncWait: self.s_cp_wait, K.TmaLoad: self.s_tma_load,
-            K.TmaTensorLoad: self.s_tma_tensor_load,
-            K.MbarrierInit: self.s_mbar_init, K.MbarrierWait: self.s_mbar_wait,
-            K.MbarrierArrive: self.s_mbar_arrive, K.ProxyFence: self.s_proxy_fence,
+            K.CpAsyncWait: self.s_cp_wait,
+            K.ThreadFence: lambda s, mask: None,        # a store is visible to every block at once
+            K.AtomicInc: self.s_atomic_inc, K.Broadcast: self.s_broadcast,
             K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
-            K.LdMatrix: self.s_ldmatrix, K.Mma: self.s_mma, K.Tf32Round: self.s_tf32_round,
         }
+        self.exec.update({node: functools.partial(run, self) for node, run in FEATURE_STATEMENTS.items()})
         self.eval = {
             K.Var: self.e_var, K.Const: self.e_const, K.Cast: self.e_cast, K.Special: self.e_special,
             K.Binary: self.e_binary, K.Unary: self.e_unary, K.Call: self.e_call,
@@ -184,7 +205,8 @@ class Chunk:
                       f"({self.where(bad)})")
 
     def s_declare_array(self, s: K.DeclareArray, mask):
-        self.scopes[-1][s.name] = RegArray(np.full((s.size,) + self.shape, s.init, dtype=dtype_of(s.ctype)))
+        dtype = np.uint32 if s.ctype == "b32" else dtype_of(s.ctype)      # b32: packed halves, as bits
+        self.scopes[-1][s.name] = RegArray(np.full((s.size,) + self.shape, s.init, dtype=dtype))
 
     def s_assign(self, s: K.Assign, mask):
         scope = self.lookup(s.name)
@@ -214,64 +236,6 @@ class Chunk:
         if np.any(bad):
             i = int(np.broadcast_to(idx, self.shape)[np.broadcast_to(bad, self.shape)][0])
             self.fail(f"register array {name}[{size}] indexed at {i} by {self.where(bad)}")
-
-    # -- tensor cores: warp-wide instructions with PTX's lane maps (runtime/warp_mma.py) --------
-
-    def whole_warps(self, mask, what):
-        """(warps, 32) of the block: a warp-wide instruction needs every lane of every warp."""
-        if self.T % 32:
-            self.fail(f"{what} needs whole warps; the block has {self.T} threads")
-        if mask is not None and not np.broadcast_to(mask, self.shape).all():
-            idle = ~np.broadcast_to(mask, self.shape)
-            self.fail(f"{what} executed by only some lanes of a warp ({self.where(idle)} skips it)")
-        return self.T // 32
-
-    def reg_array(self, name, what) -> RegArray:
-        entry = self.lookup(name)[name]
-        if not isinstance(entry, RegArray):
-            self.fail(f"{what}: {name} is not a register array")
-        return entry
-
-    def reg_run(self, name, at, n, mask, what):
-        """Register array `name`'s elements at .. at+n-1 (at the same for every thread) as
-        (blocks, warps, 32, n), and the array and first index."""
-        reg = self.reg_array(name, what)
-        i = uniform_value(self.ev_int(at, mask))
-        if i is None or not 0 <= i <= reg.data.shape[0] - n:
-            self.fail(f"{what}: {name}[{i} +{n}] is not a fixed run of its {reg.data.shape[0]} registers")
-        run = np.moveaxis(np.broadcast_to(reg.data[i:i + n], (n,) + self.shape), 0, -1)
-        return run.reshape(self.nb, self.T // 32, 32, n), reg, i
-
-    def s_ldmatrix(self, s: K.LdMatrix, mask):
-        w = self.whole_warps(mask, "ldmatrix")
-        sh = self.sarr(s.array, "LdMatrix")
-        if sh.data.dtype != np.float32:
-            self.fail(f"ldmatrix from {s.array}: only 32-bit words are simulated (tf32 fragments)")
-        off = np.broadcast_to(self.ev_int(s.offset, mask), self.shape)
-        rows = np.stack([np.broadcast_to(v, self.shape) for v in self.shared_read(sh, off, 4, mask, "LdMatrix")], -1)
-        got = ldmatrix(rows.reshape(self.nb, w, 32, 4), s.num, s.trans)       # (nb, w, 32, num, 1)
-        reg = self.reg_array(s.dst, "ldmatrix")
-        i = uniform_value(self.ev_int(s.index, mask))
-        if i is None or not 0 <= i <= reg.data.shape[0] - s.num:
-            self.fail(f"ldmatrix into {s.dst}[{i} +{s.num}]: not a fixed run of its registers")
-        reg.data[i:i + s.num] = np.moveaxis(got.reshape(self.nb, self.T, s.num), -1, 0)
-
-    def s_tf32_round(self, s: K.Tf32Round, mask):
-        reg = self.reg_array(s.dst, "cvt.rna.tf32.f32")
-        idx = self.ev_int(s.index, mask)
-        self.reg_store(s.dst, reg, idx, tf32_round(self.e_reg_load(K.RegLoad(s.dst, s.index), mask)), mask)
-
-    def s_mma(self, s: K.Mma, mask):
-        self.whole_warps(mask, "mma.sync")
-        shape = MMA_SHAPES.get(s.shape)
-        if shape is None:
-            self.fail(f"unknown mma shape {s.shape!r}")
-        a, _, _ = self.reg_run(s.a, s.a_at, shape.elements("A"), mask, "mma.sync A")
-        b, _, _ = self.reg_run(s.b, s.b_at, shape.elements("B"), mask, "mma.sync B")
-        c, reg, i = self.reg_run(s.acc, s.acc_at, 4, mask, "mma.sync C")
-        d = mma_sync(shape, a, b, c)
-        reg.data[i:i + 4] = np.moveaxis(d.reshape(self.nb, self.T, 4), -1, 0)
-        self.stats.float_multiplies += self.nb * (self.T // 32) * shape.m * shape.n * shape.k
 
     def reg_store(self, name, reg, idx, value, mask):
         self.reg_check(name, reg, idx, mask)
@@ -490,6 +454,12 @@ class Chunk:
             self.fail(f"{kind} names {name!r}, which is not a kernel parameter")
         return buf
 
+    def elem_bytes(self, name, buf) -> int:
+        """Bytes of one element of global buffer `name` as the kernel declares it: a half
+        buffer's values are held in float32 here but take 2 bytes on the device."""
+        p = self.params.get(name)
+        return ctype_bytes(p.ctype) if p is not None else buf.itemsize
+
     def check_bounds(self, off, n, size, mask, what, kind, align=1):
         """Fail when an active thread's run off..off+n-1 leaves 0..size-1 (or is misaligned);
         return off with inactive out-of-range lanes clamped to 0."""
@@ -517,7 +487,7 @@ class Chunk:
         off = self.check_bounds(self.ev_int(e.offset, mask), 1, buf.size, mask,
                                 f"buffer {e.buffer}", "GlobalLoad")
         v = np.take(buf, off)
-        self.stats.global_bytes_loaded += self.count(mask) * buf.itemsize
+        self.stats.global_bytes_loaded += self.count(mask) * self.elem_bytes(e.buffer, buf)
         self.stats.global_loads += self.count(mask)
         return cast(v, dtype_of(e.ctype))
 
@@ -559,19 +529,44 @@ class Chunk:
                 win = last_per_key(keys)          # highest lane wins, deterministically
                 for j, v in enumerate(vals):
                     buf[keys[win] + j] = v[win]
-        self.stats.global_bytes_stored += keys.size * n * buf.itemsize
+        self.stats.global_bytes_stored += keys.size * n * self.elem_bytes(name, buf)
         self.stats.global_stores += keys.size
 
     def s_global_store(self, s: K.GlobalStore, mask):
         off = self.ev_int(s.offset, mask)
         self.global_write(s.buffer, "GlobalStore", off, [self.ev(s.value, mask)], mask)
 
+    def s_atomic_inc(self, s: K.AtomicInc, mask):
+        """atomicAdd(&buffer[offset], 1) by every active lane, one after another in the order
+        the blocks arrive (lane order, or the chunk's blocks last to first when `reverse`);
+        each lane's `dst` is the count before its own increment."""
+        buf = self.gbuf(s.buffer, "AtomicInc")
+        if self.params[s.buffer].const:
+            self.fail(f"AtomicInc on read-only parameter {s.buffer}")
+        off = self.check_bounds(self.ev_int(s.offset, mask), 1, buf.size, mask, f"buffer {s.buffer}", "AtomicInc")
+        live = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
+        offs = np.broadcast_to(off, self.shape)
+        old = np.zeros(self.shape, dtype=I64)
+        rows = range(self.nb - 1, -1, -1) if self.reverse else range(self.nb)
+        for r in rows:
+            for t in np.nonzero(live[r])[0]:
+                o = int(offs[r, t])
+                old[r, t] = int(buf[o])
+                buf[o] += 1
+        self.stats.global_loads += int(live.sum())
+        self.scopes[-1][s.dst] = [dtype_of("int"), old]
+
+    def s_broadcast(self, s: K.Broadcast, mask):
+        sh = self.sarr(s.array, "Broadcast")
+        value = self.shared_read(sh, np.zeros((1, 1), dtype=I64), 1, mask, "Broadcast")[0]
+        self.scopes[-1][s.dst] = [dtype_of("int"), owned(cast(np.asarray(value), dtype_of("int")))]
+
     # -- shared memory ---------------------------------------------------------------
 
     def s_shared_array(self, s: K.SharedArray, mask):
         sh = self.shared.get(s.name)
         if sh is None:
-            self.shared[s.name] = SharedState(s.name, int(s.size), self.nb, dtype_of(s.ctype))
+            self.shared[s.name] = SharedState(s.name, int(s.size), self.nb, dtype_of(s.ctype), s.ctype)
         elif sh.size != s.size:
             self.fail(f"shared array {s.name} declared twice with sizes {sh.size} and {s.size}")
 
@@ -598,7 +593,7 @@ class Chunk:
                 if bad.any():
                     tag = int(np.broadcast_to(p, self.shape)[np.broadcast_to(bad, self.shape)][0])
                     what = (f"cp.async group {tag}, not yet waited for (CpAsyncWait)" if tag > 0 else
-                            f"a TmaLoad not yet completed (MbarrierWait on {self.mbar_name(-tag - 1)})")
+                            f"a TmaLoad not yet completed (MbarrierWait on {mbar_name(self, -tag - 1)})")
                     self.fail(f"{kind} reads shared array {sh.name} before its data lands: "
                               f"written by {what} ({self.where(bad)})")
         if self.check:
@@ -612,8 +607,11 @@ class Chunk:
                         self.race(sh, kind, off + j, w, bad, "written")
             self.tick += 1
             sh.reads.append((off, mask, n, self.tick))
-        self.stats.shared_bytes_loaded += self.count(mask) * 4 * n
-        fronts, phases = wavefronts(off, n, mask, self.shape)
+        self.stats.shared_bytes_loaded += self.count(mask) * sh.elem_bytes * n
+        if sh.elem_bytes == 2:       # halves: the 4-byte words (banks) they sit in
+            fronts, phases = wavefronts(off // 2, max(n // 2, 1), mask, self.shape)
+        else:
+            fronts, phases = wavefronts(off, n, mask, self.shape)
         self.stats.shared_load_wavefronts += fronts
         self.stats.shared_load_phases += phases
         return [self.gather(sh.data, off + j) for j in range(n)]
@@ -709,7 +707,7 @@ class Chunk:
             self.mark_pending(sh, keys, n, pend_tag)
         elif self.proxy_watch:
             self.note_generic(sh, keys, tids, n)
-        self.stats.shared_bytes_stored += keys.size * 4 * n
+        self.stats.shared_bytes_stored += keys.size * sh.elem_bytes * n
 
     def shared_write_cols(self, sh: SharedState, off, values, mask, kind, pend_tag):
         """shared_write when the offsets and the mask are the same in every block: the work
@@ -774,7 +772,7 @@ class Chunk:
             for j in range(n):
                 sh.pend[:, cols + j] = pend_tag[:, None]
             sh.has_pending = True
-        self.stats.shared_bytes_stored += self.nb * cols.size * 4 * n
+        self.stats.shared_bytes_stored += self.nb * cols.size * sh.elem_bytes * n
 
     def conflict(self, sh, kind, t1, t2, row, element):
         self.fail(f"{kind} write-write conflict on shared array {sh.name}: threads "
@@ -848,19 +846,23 @@ class Chunk:
                 if sh.lr is not None:
                     sh.lr[rows] = -1
 
-    # -- asynchronous copies: cp.async, TMA, mbarriers -------------------------------
+    # -- asynchronous copies: cp.async (TMA and mbarriers: sim/tma.py) -------------------------------
 
     def s_cp_async(self, s: K.CpAsync, mask):
         if s.nbytes not in (4, 8, 16):
             self.fail(f"cp.async of {s.nbytes} bytes (must be 4, 8 or 16)")
-        n = s.nbytes // 4
         buf = self.gbuf(s.buffer, "CpAsync")
+        sh = self.sarr(s.array, "CpAsync")
+        width = self.elem_bytes(s.buffer, buf)
+        if width != sh.elem_bytes or s.nbytes % width:
+            self.fail(f"cp.async of {s.nbytes} bytes from {s.buffer} ({width}-byte elements) into "
+                      f"{s.array} ({sh.elem_bytes}-byte elements)")
+        n = s.nbytes // width
         src = self.check_bounds(self.ev_int(s.src_offset, mask), n, buf.size, mask,
                                 f"buffer {s.buffer}", "CpAsync", align=n)
         vals = [cast(np.take(buf, src + j), F32) for j in range(n)]
-        self.stats.global_bytes_loaded += self.count(mask) * 4 * n
+        self.stats.global_bytes_loaded += self.count(mask) * s.nbytes
         self.stats.global_loads += self.count(mask)
-        sh = self.sarr(s.array, "CpAsync")
         self.shared_write(sh, self.ev_int(s.dst_offset, mask), vals, mask, "CpAsync", align=n,
                           pend_tag=self.cp_open)
 
@@ -904,98 +906,6 @@ class Chunk:
                 p[(p > 0) & (p <= done)] = 0
                 sh.has_pending = bool(p.any())
 
-    def _one_issuer(self, rows, what):
-        per_block = np.bincount(rows, minlength=self.nb)
-        if per_block.max() > 1:
-            r = int(np.argmax(per_block))
-            self.fail(f"{what} issued by {int(per_block[r])} threads of block "
-                      f"{self.block_index(r)}; a TMA copy is issued by one thread")
-
-    def s_tma_load(self, s: K.TmaLoad, mask):
-        mb = self.mbar(s.barrier, "TmaLoad")
-        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "TmaLoad")
-        if rows.size == 0:
-            return
-        self._one_issuer(rows, f"TmaLoad into {s.array}")
-        c = int(s.count)
-        if c <= 0 or c % 4:
-            self.fail(f"TmaLoad of {c} floats: the size must be a positive multiple of 16 bytes")
-        buf = self.gbuf(s.buffer, "TmaLoad")
-        sh = self.sarr(s.array, "TmaLoad")
-        src = self.check_bounds(self.ev_int(s.src_offset, mask), c, buf.size, mask,
-                                f"buffer {s.buffer}", "TmaLoad", align=4)
-        dst = self.check_bounds(self.ev_int(s.dst_offset, mask), c, sh.size, mask,
-                                f"shared array {sh.name}", "TmaLoad", align=4)
-        src = np.broadcast_to(src, self.shape)[rows, tids]
-        dst = np.broadcast_to(dst, self.shape)[rows, tids]
-        span = np.arange(c, dtype=I64)
-        keys = (rows * sh.size + dst)[:, None] + span
-        self._land(sh, "TmaLoad", s.expect, mb, rows, tids, sl, keys, cast(buf[src[:, None] + span], F32))
-
-    def s_tma_tensor_load(self, s: K.TmaTensorLoad, mask):
-        """The box of the tensor map at the issuing thread's coordinates, elements outside the
-        tensor zero, written row-major and swizzled as the map says (where the bytes land:
-        a read with another XOR reads other elements)."""
-        mb = self.mbar(s.barrier, "TmaTensorLoad")
-        try:
-            tmap = self.k.tensor_map(s.tensor_map)
-        except KeyError:
-            self.fail(f"TmaTensorLoad through {s.tensor_map!r}, which is no tensor map of the kernel")
-        if len(s.coords) != len(tmap.box) or len(tmap.box) != len(tmap.shape):
-            self.fail(f"TmaTensorLoad through {tmap.name}: {len(s.coords)} coordinates for a box of rank "
-                      f"{len(tmap.box)} over a tensor of rank {len(tmap.shape)}")
-        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "TmaTensorLoad")
-        if rows.size == 0:
-            return
-        self._one_issuer(rows, f"TmaTensorLoad into {s.array}")
-        buf = self.gbuf(tmap.buffer, "TmaTensorLoad")
-        if buf.size != int(np.prod(tmap.shape)):
-            self.fail(
-                f"tensor map {tmap.name} describes {tmap.buffer} as {tmap.shape}, but it holds {buf.size} elements"
-            )
-        sh = self.sarr(s.array, "TmaTensorLoad")
-        n = tmap.box_bytes // 4
-        line = max(128, REPEAT[tmap.swizzle])          # where a box (and its swizzle pattern) may start
-        dst = self.check_bounds(self.ev_int(s.dst_offset, mask), n, sh.size, mask,
-                                f"shared array {sh.name}", "TmaTensorLoad", align=line // 4)
-        dst = np.broadcast_to(dst, self.shape)[rows, tids]
-        origins = np.stack([np.broadcast_to(self.ev_int(c, mask), self.shape)[rows, tids] for c in s.coords], axis=1)
-        values = cast(box_values(buf, tmap.shape, tmap.box, origins), F32)
-        keys = (rows * sh.size + dst)[:, None] + swizzle_word(np.arange(n, dtype=I64), tmap.swizzle)
-        self._land(sh, "TmaTensorLoad", s.expect, mb, rows, tids, sl, keys, values)
-
-    def _land(self, sh, kind, expect, mb, rows, tids, sl, keys, values):
-        """A TMA copy's `values` written at shared `keys` (one row per issuing thread), in
-        flight on mb[sl] until a wait observes the phase its bytes complete, after the
-        pending-copy and race checks; `expect`: the copy announces its own bytes."""
-        issuer = np.broadcast_to(tids.astype(np.int32)[:, None], keys.shape)
-        if sh.has_pending and (sh.pend.reshape(-1)[keys] != 0).any():
-            self.fail(f"{kind} into shared array {sh.name} overwrites an async copy still in flight")
-        if self.check:
-            lanes = np.broadcast_to((rows * self.T + tids)[:, None], keys.shape).reshape(-1)
-            if sh.dirty:
-                w = sh.lw.reshape(-1)[keys].reshape(-1)
-                bad = (w >= 0) & (w != issuer.reshape(-1))
-                if bad.any():
-                    self.race_flat(sh, kind, keys.reshape(-1), lanes, w, bad, "already written")
-            self.fold_reads(sh)
-            if sh.lr_dirty:
-                self.check_slot_released(sh, keys, rows, tids, issuer)
-        self.check_proxy_fenced(sh, keys, rows, tids)
-        nbytes = 4 * keys.shape[1]
-        if expect:                    # the issuer's own arrive.expect_tx, then its bytes land
-            self.mbar_arrive(mb, rows, tids, sl, nbytes)
-        sh.flat[keys] = values
-        tags = -(1 + mb.id + sl + MBAR_IDS * mb.phase[rows, sl])
-        if sh.pend is None:
-            sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)
-        sh.pend.reshape(-1)[keys] = np.broadcast_to(tags[:, None], keys.shape).astype(np.int32)
-        sh.has_pending = True
-        np.add.at(mb.tx, (rows, sl), -nbytes)          # complete_tx: the copy's bytes landed
-        self.mbar_complete(mb, rows, sl)
-        self.stats.global_bytes_loaded += keys.size * 4
-        self.stats.shared_bytes_stored += keys.size * 4
-
     def note_generic(self, sh, keys, tids, n):
         """Ordinary stores at flat keys (+0..n-1) by threads tids: not yet proxy-fenced."""
         if sh.gw is None:
@@ -1003,168 +913,6 @@ class Chunk:
         gwf = sh.gw.reshape(-1)
         for j in range(n):
             gwf[keys + j] = tids
-
-    def s_proxy_fence(self, s, mask):
-        act = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
-        for sh in self.shared.values():
-            if sh.gw is not None:
-                rows = np.arange(self.nb)[:, None]
-                sh.gw[(sh.gw >= 0) & act[rows, np.maximum(sh.gw, 0)]] = -1
-
-    def check_proxy_fenced(self, sh, keys, rows, tids):
-        """An async-proxy copy may not meet ordinary stores to its shared memory that their
-        threads did not order before it with fence.proxy.async."""
-        if sh.gw is None:
-            return
-        w = sh.gw.reshape(-1)[keys]
-        if (w >= 0).any():
-            i, j = (int(x[0]) for x in np.nonzero(w >= 0))
-            self.fail(f"TmaLoad (async proxy) into element {int(keys[i, j]) % sh.size} of shared array {sh.name} "
-                      f"in block {self.block_index(int(rows[i]))}, which thread {self.thread_index(int(w[i, j]))} "
-                      f"wrote with an ordinary store not followed by fence.proxy.async (ProxyFence)")
-
-    def check_slot_released(self, sh, keys, rows, tids, issuer):
-        """A copy may overwrite what other threads read only once their reads are ordered
-        before it: by a Barrier (which clears the read table) or by an mbarrier phase every
-        thread arrived on after reading (a ring's empty barrier) that the issuer waited for."""
-        r_ = sh.lr.reshape(-1)[keys]
-        bad = (r_ == -2) | ((r_ >= 0) & (r_ != issuer))
-        if not bad.any():
-            return
-        got = np.full(rows.size, -1, dtype=I64) if self.acquired is None else self.acquired[rows, tids]
-        bad &= sh.rt.reshape(-1)[keys] > got[:, None]
-        if bad.any():
-            i, j = (int(x[0]) for x in np.nonzero(bad))
-            w = int(r_[i, j])
-            who = "several threads" if w == -2 else f"thread {self.thread_index(w)}"
-            self.fail(f"TMA copy by thread {self.thread_index(int(tids[i]))} of block "
-                      f"{self.block_index(int(rows[i]))} overwrites element {int(keys[i, j]) % sh.size} of "
-                      f"shared array {sh.name}, read by {who} and not yet released: the slot is still "
-                      f"being read (wait for its empty mbarrier's phase, or a Barrier, before refilling it)")
-
-    # -- mbarriers ------------------------------------------------------------------------------
-    #
-    # Every mbarrier (each slot of an array) has an id; a TMA copy in flight marks the shared
-    # elements it wrote with the tag -(1 + id + MBAR_IDS * phase), the phase of that barrier
-    # its bytes complete, and a wait that observes that phase clears the mark for its block.
-    # A phase completes when `count` arrivals were made and every announced transaction
-    # byte landed (copies land when issued: the data is written at once, marked in flight).
-    # try_wait.parity P passes when the barrier's last completed phase has parity P (a fresh
-    # barrier counts parity 1 as done); otherwise the phase would have to complete while the
-    # block waits, which in the simulator's lockstep execution nobody can make happen:
-    # a deadlock (a missing arrive, missing bytes, or a wait for the wrong phase).
-
-    def mbar_name(self, tag_value):
-        ident = tag_value % MBAR_IDS
-        for name, mb in self.mbars.items():
-            if mb.id <= ident < mb.id + mb.slots:
-                return name if mb.slots == 1 else f"{name}[{ident - mb.id}]"
-        return f"#{ident}"
-
-    def s_mbar_init(self, s: K.MbarrierInit, mask):
-        mb = self.mbars.get(s.name)
-        if mb is None:
-            base = sum(m.slots for m in self.mbars.values())
-            if base + s.slots > MBAR_IDS:
-                self.fail(f"more than {MBAR_IDS} mbarriers in one kernel")
-            self.mbars[s.name] = MBarState(base, s.name, int(s.count), int(s.slots), self.nb, self.T)
-            return
-        if mb.slots != s.slots or mb.count != s.count:
-            self.fail(f"mbarrier {s.name} initialised twice with different counts or slots")
-        rows = self.block_rows(mask)
-        for table, v in ((mb.phase, 0), (mb.arrived, 0), (mb.tx, 0), (mb.first, -1), (mb.released, -1)):
-            table[rows] = v
-        mb.who[rows] = False
-
-    def block_rows(self, mask):
-        if mask is None:
-            return np.ones(self.nb, dtype=bool)
-        return np.broadcast_to(np.broadcast_to(mask, (mask.shape[0], self.T)).any(axis=1), (self.nb,))
-
-    def mbar(self, name, kind) -> MBarState:
-        mb = self.mbars.get(name)
-        if mb is None:
-            self.fail(f"{kind} on mbarrier {name!r}, which is not initialised (MbarrierInit)")
-        return mb
-
-    def mbar_threads(self, mb: MBarState, slot, mask, kind):
-        """(rows, thread ids, slots) of the active threads for a statement on mb[slot]."""
-        act = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
-        rows, tids = np.nonzero(act)
-        if slot is None:
-            return rows, tids, np.zeros(rows.size, dtype=I64)
-        sl = np.broadcast_to(self.ev_int(slot, mask), self.shape)[rows, tids].astype(I64)
-        bad = (sl < 0) | (sl >= mb.slots)
-        if bad.any():
-            self.fail(f"{kind} on mbarrier {mb.name}[{int(sl[bad][0])}], which has {mb.slots} slots "
-                      f"(thread {self.thread_index(int(tids[bad][0]))} of block "
-                      f"{self.block_index(int(rows[bad][0]))})")
-        return rows, tids, sl
-
-    def mbar_arrive(self, mb: MBarState, rows, tids, sl, expect_tx=0):
-        self.tick += 1
-        np.add.at(mb.arrived, (rows, sl), 1)
-        if expect_tx:
-            np.add.at(mb.tx, (rows, sl), int(expect_tx))
-        mb.who[rows, sl, tids] = True
-        first = mb.first[rows, sl]
-        mb.first[rows, sl] = np.where(first < 0, self.tick, first)
-        self.mbar_complete(mb, rows, sl)
-
-    def mbar_complete(self, mb: MBarState, rows, sl):
-        """Complete the current phase of every touched mb[slot] whose arrivals and bytes are in."""
-        done = (mb.arrived[rows, sl] >= mb.count) & (mb.tx[rows, sl] == 0)
-        if not done.any():
-            return
-        r, q = rows[done], sl[done]
-        every = mb.who[r, q].all(axis=-1)
-        mb.released[r, q] = np.where(every, mb.first[r, q], -1)
-        mb.phase[r, q] += 1
-        mb.arrived[r, q] = 0
-        mb.who[r, q] = False
-        mb.first[r, q] = -1
-
-    def s_mbar_arrive(self, s: K.MbarrierArrive, mask):
-        mb = self.mbar(s.name, "MbarrierArrive")
-        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "MbarrierArrive")
-        if rows.size:
-            self.mbar_arrive(mb, rows, tids, sl, s.expect_tx)
-
-    def s_mbar_wait(self, s: K.MbarrierWait, mask):
-        mb = self.mbar(s.name, "MbarrierWait")
-        rows, tids, sl = self.mbar_threads(mb, s.slot, mask, "MbarrierWait")
-        if rows.size == 0:
-            return
-        want = np.broadcast_to(self.ev_int(s.phase, mask), self.shape)[rows, tids].astype(I64) & 1
-        c = mb.phase[rows, sl]
-        ok = np.where(c >= 1, ((c - 1) & 1) == want, want == 1)
-        if not ok.all():
-            i = int(np.nonzero(~ok)[0][0])
-            r, q = int(rows[i]), int(sl[i])
-            name = s.name if mb.slots == 1 else f"{s.name}[{q}]"
-            self.fail(f"MbarrierWait on {name} waits for phase parity {int(want[i])} but block "
-                      f"{self.block_index(r)} is in phase {int(c[i])} ({int(mb.arrived[r, q])} of {mb.count} "
-                      f"arrivals, {int(mb.tx[r, q])} transaction bytes outstanding), which never completes "
-                      f"while the block waits: a missing arrive or copy, or a wait for the wrong phase "
-                      f"(stale or deadlocking wait)")
-        # the wait observes phase c - 1: its copies are visible to the waiters' blocks, and
-        # the reads released by its arrivals are ordered before the waiters' next accesses
-        seen = np.full(self.nb, -1, dtype=I64)
-        ident = np.full(self.nb, -1, dtype=I64)
-        seen[rows] = c - 1
-        ident[rows] = mb.id + sl
-        for sh in self.shared.values():
-            if sh.has_pending:
-                v = -sh.pend.astype(I64) - 1
-                hit = (sh.pend < 0) & (v % MBAR_IDS == ident[:, None]) & (v // MBAR_IDS <= seen[:, None])
-                if hit.any():
-                    sh.pend[hit] = 0
-                    if sh.lw is not None:     # completed TMA data is visible to every waiter
-                        sh.lw[hit] = -1
-                    sh.has_pending = bool(sh.pend.any())
-        if self.acquired is None:
-            self.acquired = np.full((self.nb, self.T), -1, dtype=I64)
-        np.maximum.at(self.acquired, (rows, tids), mb.released[rows, sl])
 
     # -- float4 accesses -------------------------------------------------------------
 

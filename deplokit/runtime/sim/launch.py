@@ -18,12 +18,13 @@ from .stats import SimStats
 from .values import F32, dtype_of
 
 MAX_THREADS_IN_FLIGHT = 1 << 20
+BLOCK_ORDERS = ("forward", "reversed")
 
 
 def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
                     max_threads_in_flight: int = MAX_THREADS_IN_FLIGHT,
                     check_races: bool = True, max_block_threads: int | None = None,
-                    max_smem_per_block: int | None = None) -> SimStats:
+                    max_smem_per_block: int | None = None, block_order: str = "forward") -> SimStats:
     """Run every thread of every block of `k` over `buffers` (param name -> flat numpy array;
     float32, or int64/int32 for index params). Written buffers are updated in place.
     Raises SimulationError on an invalid kernel; returns counters. `max_block_threads`
@@ -31,7 +32,11 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
     schedules still being built (one thread per element) can run. `max_smem_per_block`
     (the target's dynamic shared memory per block) rejects a kernel whose static and dynamic
     shared memory exceed it; arrays carved from dynamic shared memory must lie inside the
-    kernel's dynamic bytes without overlapping, whatever the limit."""
+    kernel's dynamic bytes without overlapping, whatever the limit. `block_order`: "forward"
+    runs the chunks of blocks first to last and an atomic's lanes in block order; "reversed"
+    runs them last to first (a result that depends on the order blocks arrive in shows)."""
+    if block_order not in BLOCK_ORDERS:
+        raise SimulationError(f"block_order {block_order!r}: one of {', '.join(BLOCK_ORDERS)}")
     gx, gy, gz = k.grid
     bx, by, bz = k.block
     if min(gx, gy, gz) < 1 or min(bx, by, bz) < 1:
@@ -76,9 +81,10 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
     params = {p.name: p for p in k.params}
     scratch: dict[str, np.ndarray] = {}
     with np.errstate(all="ignore"):
-        for b0 in range(0, nblocks, chunk):
+        starts = range(0, nblocks, chunk)
+        for b0 in (reversed(starts) if block_order == "reversed" else starts):
             nb = min(chunk, nblocks - b0)
-            Chunk(k, flat, params, scratch, stats, b0, nb, check_races).run()
+            Chunk(k, flat, params, scratch, stats, b0, nb, check_races, block_order == "reversed").run()
             stats.chunks += 1
     return stats
 
@@ -86,11 +92,12 @@ def simulate_kernel(k: K.KernelFunc, buffers: dict[str, np.ndarray], *,
 def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launches=(), whole=None,
                      check_races: bool = True, max_threads_in_flight: int = MAX_THREADS_IN_FLIGHT,
                      max_block_threads: int | None = None, stats: list | None = None,
-                     max_smem_per_block: int | None = None) -> list[np.ndarray]:
+                     max_smem_per_block: int | None = None, block_order: str = "forward") -> list[np.ndarray]:
     """Run a KernelProgram: `env` holds inputs / params / consts by name (n-d arrays); every
     written buffer starts as zeros. Returns the outputs in their shapes. SimStats of each
     kernel are appended to `stats` when given. A deduplicated program also needs its
-    `launches` and the `whole` Loop-IR program (every tensor a launch binds, the outputs)."""
+    `launches` and the `whole` Loop-IR program (every tensor a launch binds, the outputs).
+    `block_order`: as simulate_kernel's."""
     programs = (whole, p) if whole is not None else (p,)
     types = {b.name: b.type for q in programs for b in tuple(q.buffers) + tuple(q.written)}
     mem: dict[str, np.ndarray] = {}
@@ -111,7 +118,7 @@ def simulate_program(p: K.KernelProgram, env: Mapping[str, np.ndarray], *, launc
             bufs[prm.name] = mem[name]
         st = simulate_kernel(kf, bufs, max_threads_in_flight=max_threads_in_flight,
                              check_races=check_races, max_block_threads=max_block_threads,
-                             max_smem_per_block=max_smem_per_block)
+                             max_smem_per_block=max_smem_per_block, block_order=block_order)
         if stats is not None:
             stats.append(st)
     outs = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.types import ctype_bytes
 from .values import F32, I64
 
 
@@ -18,10 +19,13 @@ class RegArray:
 
 class SharedState:
     __slots__ = ("name", "size", "data", "flat", "lw", "dirty", "lr", "lr_dirty", "reads", "rt",
-                 "pend", "has_pending", "scratch", "gw")
+                 "pend", "has_pending", "scratch", "gw", "ctype", "elem_bytes")
 
-    def __init__(self, name, size, nb, dtype=F32):
+    def __init__(self, name, size, nb, dtype=F32, ctype="float"):
         self.name, self.size = name, size
+        # a half array holds its values in float32 (exact), but its elements are 2 bytes:
+        # ldmatrix rows, cp.async sizes and the bank model count bytes
+        self.ctype, self.elem_bytes = ctype, ctype_bytes(ctype)
         # garbage until written: NaN, or for integers a value no kernel computes by chance
         self.data = np.full((nb, size), np.nan if dtype == F32 else -0x5EED, dtype=dtype)
         self.flat = self.data.reshape(-1)
