@@ -832,7 +832,7 @@ def test_004_renames_the_locals_that_clash():
     assert run_alone("003_unclash_names", rms, {}).after == rms
 
 
-# -- 004_reconverge_warps, on the flash kernel of a lane-split row (head_dim 128, 2 lanes a row):
+# -- 004_reconverge_warps, on the flash kernel of a lane-split row (head_dim 128, 4 lanes a row):
 # its key loop has thread 0 issue the next K/V tiles (an `if`), then the lanes add their partial
 # dot products by shuffles. The pass puts one `syncwarp` after the copy branch, before the first
 # shuffle's loop, in the same loop body; nothing else moves. Pinned as the diff it makes (the
@@ -845,7 +845,7 @@ RECONVERGED = """\
 +    syncwarp
      for a3i = 0; < 16; += 1:  # unroll
          float acc0 = 0
-         for a4q = 0; < 16; += 1:  # unroll"""
+         for a4q = 0; < 8; += 1:  # unroll"""
 
 
 def test_005_puts_a_syncwarp_between_the_copy_branch_and_the_shuffles():
