@@ -156,7 +156,7 @@ def render_tma_load(r, s: TmaLoad, scope) -> None:
     nbytes = 4 * s.count
     if s.count <= 0 or nbytes % 16:
         raise r.err(f"TMA bulk copy of {s.count} floats ({nbytes} bytes): the size must be a "
-                       f"positive multiple of 16 bytes")
+                    f"positive multiple of 16 bytes")
     r.float_param(s.buffer, "TMA copy")
     bar = mbarrier(r, s.barrier, s.slot, scope)
     dst = r.shared_addr(f"{s.array}[{r.expr(s.dst_offset, scope)}]")
@@ -165,9 +165,9 @@ def render_tma_load(r, s: TmaLoad, scope) -> None:
     if s.expect:
         r.emit(f"// {s.barrier} expects {nbytes} more bytes this phase; the copy completes them")
         r.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
-                      [f'"r"({bar})', f'"r"({nbytes})'])
+                   [f'"r"({bar})', f'"r"({nbytes})'])
     r.emit_asm(["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"],
-                  [f'"r"({dst})', f'"l"({src})', f'"r"({nbytes})', f'"r"({bar})'])
+               [f'"r"({dst})', f'"l"({src})', f'"r"({nbytes})', f'"r"({bar})'])
     close_guard(r, opened)
 
 
@@ -184,11 +184,11 @@ def render_tma_tensor_load(r, s: TmaTensorLoad, scope) -> None:
         tmap = r.k.tensor_map(s.tensor_map)
     except KeyError:
         raise r.err(f"TMA copy through tensor map {s.tensor_map!r}, which is no tensor-map parameter "
-                       f"of the kernel") from None
+                    f"of the kernel") from None
     rank = len(tmap.box)
     if not 1 <= rank <= 5 or len(s.coords) != rank:
         raise r.err(f"TMA copy through {s.tensor_map} with {len(s.coords)} coordinates; the map has "
-                       f"rank {rank} (1 to 5)")
+                    f"rank {rank} (1 to 5)")
     bar = mbarrier(r, s.barrier, s.slot, scope)
     base = tma_destinations(r)[s.array]
     nbytes = ctype_bytes((scope.lookup(s.array) or "shared:float").split(":")[-1])
@@ -201,12 +201,12 @@ def render_tma_tensor_load(r, s: TmaTensorLoad, scope) -> None:
     if s.expect:
         r.emit(f"// {s.barrier} expects the box's {tmap.box_bytes} bytes this phase; the copy completes them")
         r.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
-                      [f'"r"({bar})', f'"r"({tmap.box_bytes})'])
+                   [f'"r"({bar})', f'"r"({tmap.box_bytes})'])
     at = ", ".join(f"%{3 + i}" for i in range(rank))
     r.emit_asm([f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                   f" [%0], [%1, {{{at}}}], [%2];"],
-                  [f'"r"({dst})', f'"l"(reinterpret_cast<unsigned long long>(&{tmap.name}))', f'"r"({bar})']
-                  + [f'"r"({c})' for c in coords])
+                f" [%0], [%1, {{{at}}}], [%2];"],
+               [f'"r"({dst})', f'"l"(reinterpret_cast<unsigned long long>(&{tmap.name}))', f'"r"({bar})']
+               + [f'"r"({c})' for c in coords])
     close_guard(r, opened)
 
 
@@ -247,7 +247,7 @@ def render_mbarrier_arrive(r, s: MbarrierArrive, scope) -> None:
         raise r.err(f"mbarrier {s.name!r}: expect_tx {s.expect_tx!r} bytes; must be in 1..2^20-1")
     r.emit(f"// {s.name} expects {s.expect_tx} bytes of copies this phase; they complete them")
     r.emit_asm(["mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;"],
-                  [f'"r"({bar})', f'"r"({s.expect_tx})'])
+               [f'"r"({bar})', f'"r"({s.expect_tx})'])
 
 
 def render_mbarrier_wait(r, s: MbarrierWait, scope) -> None:
@@ -264,8 +264,8 @@ def render_mbarrier_wait(r, s: MbarrierWait, scope) -> None:
     r.emit("do {")
     r.depth += 1
     r.emit_asm(["{", "    .reg .pred p;", "    mbarrier.try_wait.parity.shared.b64 p, [%1], %2;",
-                   "    selp.u32 %0, 1, 0, p;", "}"],
-                  [f'"r"({bar})', f'"r"({parity})'], [f'"=r"({ready})'])
+                "    selp.u32 %0, 1, 0, p;", "}"],
+               [f'"r"({bar})', f'"r"({parity})'], [f'"=r"({ready})'])
     r.depth -= 1
     r.emit(f"}} while (!{ready});")
     r.depth -= 1

@@ -31,7 +31,7 @@ def one_issuer(chunk, rows, what):
     if per_block.max() > 1:
         r = int(np.argmax(per_block))
         chunk.fail(f"{what} issued by {int(per_block[r])} threads of block "
-                  f"{chunk.block_index(r)}; a TMA copy is issued by one thread")
+                   f"{chunk.block_index(r)}; a TMA copy is issued by one thread")
 
 
 def exec_tma_load(chunk, s: K.TmaLoad, mask):
@@ -46,9 +46,9 @@ def exec_tma_load(chunk, s: K.TmaLoad, mask):
     buf = chunk.gbuf(s.buffer, "TmaLoad")
     sh = chunk.sarr(s.array, "TmaLoad")
     src = chunk.check_bounds(chunk.ev_int(s.src_offset, mask), c, buf.size, mask,
-                            f"buffer {s.buffer}", "TmaLoad", align=4)
+                             f"buffer {s.buffer}", "TmaLoad", align=4)
     dst = chunk.check_bounds(chunk.ev_int(s.dst_offset, mask), c, sh.size, mask,
-                            f"shared array {sh.name}", "TmaLoad", align=4)
+                             f"shared array {sh.name}", "TmaLoad", align=4)
     src = np.broadcast_to(src, chunk.shape)[rows, tids]
     dst = np.broadcast_to(dst, chunk.shape)[rows, tids]
     span = np.arange(c, dtype=I64)
@@ -67,7 +67,7 @@ def exec_tma_tensor_load(chunk, s: K.TmaTensorLoad, mask):
         chunk.fail(f"TmaTensorLoad through {s.tensor_map!r}, which is no tensor map of the kernel")
     if len(s.coords) != len(tmap.box) or len(tmap.box) != len(tmap.shape):
         chunk.fail(f"TmaTensorLoad through {tmap.name}: {len(s.coords)} coordinates for a box of rank "
-                  f"{len(tmap.box)} over a tensor of rank {len(tmap.shape)}")
+                   f"{len(tmap.box)} over a tensor of rank {len(tmap.shape)}")
     rows, tids, sl = mbar_threads(chunk, mb, s.slot, mask, "TmaTensorLoad")
     if rows.size == 0:
         return
@@ -81,7 +81,7 @@ def exec_tma_tensor_load(chunk, s: K.TmaTensorLoad, mask):
     n = tmap.box_bytes // 4
     line = max(128, REPEAT[tmap.swizzle])          # where a box (and its swizzle pattern) may start
     dst = chunk.check_bounds(chunk.ev_int(s.dst_offset, mask), n, sh.size, mask,
-                            f"shared array {sh.name}", "TmaTensorLoad", align=line // 4)
+                             f"shared array {sh.name}", "TmaTensorLoad", align=line // 4)
     dst = np.broadcast_to(dst, chunk.shape)[rows, tids]
     origins = np.stack([np.broadcast_to(chunk.ev_int(c, mask), chunk.shape)[rows, tids] for c in s.coords], axis=1)
     values = cast(box_values(buf, tmap.shape, tmap.box, origins), F32)
@@ -139,8 +139,8 @@ def check_proxy_fenced(chunk, sh, keys, rows, tids):
     if (w >= 0).any():
         i, j = (int(x[0]) for x in np.nonzero(w >= 0))
         chunk.fail(f"TmaLoad (async proxy) into element {int(keys[i, j]) % sh.size} of shared array {sh.name} "
-                  f"in block {chunk.block_index(int(rows[i]))}, which thread {chunk.thread_index(int(w[i, j]))} "
-                  f"wrote with an ordinary store not followed by fence.proxy.async (ProxyFence)")
+                   f"in block {chunk.block_index(int(rows[i]))}, which thread {chunk.thread_index(int(w[i, j]))} "
+                   f"wrote with an ordinary store not followed by fence.proxy.async (ProxyFence)")
 
 
 def check_slot_released(chunk, sh, keys, rows, tids, issuer):
@@ -158,9 +158,9 @@ def check_slot_released(chunk, sh, keys, rows, tids, issuer):
         w = int(r_[i, j])
         who = "several threads" if w == -2 else f"thread {chunk.thread_index(w)}"
         chunk.fail(f"TMA copy by thread {chunk.thread_index(int(tids[i]))} of block "
-                  f"{chunk.block_index(int(rows[i]))} overwrites element {int(keys[i, j]) % sh.size} of "
-                  f"shared array {sh.name}, read by {who} and not yet released: the slot is still "
-                  f"being read (wait for its empty mbarrier's phase, or a Barrier, before refilling it)")
+                   f"{chunk.block_index(int(rows[i]))} overwrites element {int(keys[i, j]) % sh.size} of "
+                   f"shared array {sh.name}, read by {who} and not yet released: the slot is still "
+                   f"being read (wait for its empty mbarrier's phase, or a Barrier, before refilling it)")
 
 
 def mbar_name(chunk, tag_value):
@@ -210,8 +210,8 @@ def mbar_threads(chunk, mb: MBarState, slot, mask, kind):
     bad = (sl < 0) | (sl >= mb.slots)
     if bad.any():
         chunk.fail(f"{kind} on mbarrier {mb.name}[{int(sl[bad][0])}], which has {mb.slots} slots "
-                  f"(thread {chunk.thread_index(int(tids[bad][0]))} of block "
-                  f"{chunk.block_index(int(rows[bad][0]))})")
+                   f"(thread {chunk.thread_index(int(tids[bad][0]))} of block "
+                   f"{chunk.block_index(int(rows[bad][0]))})")
     return rows, tids, sl
 
 
@@ -260,10 +260,10 @@ def exec_mbarrier_wait(chunk, s: K.MbarrierWait, mask):
         r, q = int(rows[i]), int(sl[i])
         name = s.name if mb.slots == 1 else f"{s.name}[{q}]"
         chunk.fail(f"MbarrierWait on {name} waits for phase parity {int(want[i])} but block "
-                  f"{chunk.block_index(r)} is in phase {int(c[i])} ({int(mb.arrived[r, q])} of {mb.count} "
-                  f"arrivals, {int(mb.tx[r, q])} transaction bytes outstanding), which never completes "
-                  f"while the block waits: a missing arrive or copy, or a wait for the wrong phase "
-                  f"(stale or deadlocking wait)")
+                   f"{chunk.block_index(r)} is in phase {int(c[i])} ({int(mb.arrived[r, q])} of {mb.count} "
+                   f"arrivals, {int(mb.tx[r, q])} transaction bytes outstanding), which never completes "
+                   f"while the block waits: a missing arrive or copy, or a wait for the wrong phase "
+                   f"(stale or deadlocking wait)")
     # the wait observes phase c - 1: its copies are visible to the waiters' blocks, and
     # the reads released by its arrivals are ordered before the waiters' next accesses
     seen = np.full(chunk.nb, -1, dtype=I64)
