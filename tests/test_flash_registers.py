@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.passes.flash.attention_plan import plan_flash
-from deplokit.passes.flash.flash_registers import budget, register_cap, thread_registers
+from deplokit.passes.flash.flash_registers import WARPS_GOAL, budget, register_cap, thread_registers
 from deplokit.runtime.nvcc import nvcc_available
 
 FLASH = {"fuse_attention.by_cost": False}
@@ -57,9 +57,34 @@ def test_noncausal_gqa_hd128_block_fits_its_register_cap_and_the_trace_says_why(
     assert "exceed the cap" in text        # the larger tile it turned down, and why
 
 
-def test_a_row_that_fits_whole_keeps_one_thread_and_its_tile():
-    plan = _unfilled(_compile(8, 8, 64, 64, 64, 64, False))      # 64 + 64 + 16 floats: one thread a row
-    assert plan.lanes == 1 and plan.query_tile == 64 and "fit the cap of 255" in plan.text()
+def test_a_row_that_fits_whole_is_dealt_to_lanes_for_occupancy():
+    """64 + 64 + 16 floats fit one thread (about 242 registers) but leave an SM 8 warps: two
+    lanes a row (about 128 registers) keep 16, the goal; the trace gives both."""
+    plan = _unfilled(_compile(8, 8, 64, 64, 64, 64, False))
+    assert plan.lanes == 2 and plan.query_tile == 64
+    one, two = budget(64, 64, 16, 1, 64), budget(64, 64, 16, 2, 128)
+    assert one.fits and one.warps < WARPS_GOAL <= two.warps
+    assert f"1 lane a row: {one.estimate} registers, {one.warps} warps an SM" in plan.text()
+    assert f"about {two.estimate} registers a thread fit the cap of 255 for 128 threads, {two.warps} warps" in plan.text()
+
+
+def test_head_dim_128_four_lanes_a_row_and_value_quads():
+    """Head_dim 128 (qwen's): two lanes a row need about 227 registers (ptxas: 248), 8 warps
+    an SM; four lanes, 256-thread blocks at about 128. Each lane owns runs of 4 adjacent output
+    columns, so 4 slots of its value loop read 4 adjacent, aligned floats of the staged tile
+    (one LDS.128; ptxas showed 512 scalar LDS become 128 LDS.128, loop FFMA share 0.53 -> 0.66)."""
+    c = _compile(4, 4, 64, 64, 128, 128, False)
+    plan = _flash(c).flash
+    assert plan.lanes == 4 and plan.group * plan.query_tile * plan.lanes <= 256
+    assert budget(128, 128, 16, 4, 256).warps >= WARPS_GOAL > budget(128, 128, 16, 2, 128).warps
+    from deplokit.ir.loop_ir import Load
+    from deplokit.ir.tile_ir import Stage, walk
+    from deplokit.passes.vector_geometry import register_quad_width
+    body = c.tile_ir.kernels[0].tile().body
+    stages = {s.name: s for s, _ in walk(body) if isinstance(s, Stage)}
+    quads = {s.tensor: register_quad_width(s, stages[s.tensor], loops[-1]) for s, loops in walk(body)
+             if isinstance(s, Load) and s.tensor in stages and loops[-1].kind == "register"}
+    assert len(stages) == 2 and quads == {name: 4 for name in stages}, quads     # keys and values
 
 
 def test_syncwarp_between_the_copy_branch_and_the_lanes_shuffle():
@@ -78,8 +103,10 @@ def test_syncwarp_between_the_copy_branch_and_the_lanes_shuffle():
 
 
 def test_no_syncwarp_without_a_shuffle():
-    """One thread a row: no warp collective, nothing to reconverge for."""
-    c = _compile(8, 8, 64, 64, 64, 64, False)
+    """One thread a row (head_dim 89: odd, the query rows in shared memory): no warp
+    collective, nothing to reconverge for."""
+    c = _compile(4, 4, 64, 64, 89, 89, False)
+    assert _flash(c).flash.lanes == 1
     assert not any(isinstance(s, K.SyncWarp) for k in c.kernel_ir.kernels for s in K.walk_stmts(k.body))
 
 
@@ -120,9 +147,14 @@ def test_without_tma_a_row_needs_more_registers():
     fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, 37, 64, generator=g) for _ in range(3))
-    lanes = {t: next(x.flash for x in deplokit.compile(fn, q, k, v, target=t, config=FLASH).loop_ir.kernels
-                     if x.flash is not None).lanes for t in ("sm_80", "sm_90")}
-    assert lanes == {"sm_80": 2, "sm_90": 1}
+    plans = {t: next(x.flash for x in deplokit.compile(fn, q, k, v, target=t, config=FLASH).loop_ir.kernels
+                     if x.flash is not None) for t in ("sm_80", "sm_90")}
+    lanes = {t: p.lanes for t, p in plans.items()}
+    # sm_90 deals it to 2 lanes too, but for occupancy (one lane a row fits, 8 warps an SM);
+    # on sm_80 one lane a row does not fit its cap at all
+    assert lanes == {"sm_80": 2, "sm_90": 2}
+    texts = {t: p.text() for t, p in plans.items()}
+    assert "1 lane a row" in texts["sm_90"] and "1 lane a row" not in texts["sm_80"]
 
 
 def test_an_output_row_past_the_register_cap_keeps_the_kernels_separate():

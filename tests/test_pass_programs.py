@@ -233,7 +233,7 @@ EXPECTED_FUSE_ATTENTION = """\
 local row_max[1]: one row of (64, 1) float32 at a time, on chip
 local row_sum[1]: one row of (64, 1) float32 at a time, on chip
 local row_out[32]: one row of (64, 32) float32 at a time, on chip
-flash: a block owns 16 query rows (in registers), keys and values in staged tiles of 16 (about 178 registers a thread fit the cap of 255 for 16 threads); 4 blocks on 132 SMs (32 rows x 1 head a block then 16 rows x 1 head a block); not more: no smaller query tile or head group remains
+flash: a block owns 16 query rows (in registers, 2 threads a row), keys and values in staged tiles of 16 (about 82 registers a thread fit the cap of 255 for 32 threads, 23 warps an SM; 1 lane a row: 178 registers, 11 warps an SM, under the goal of 16); 4 blocks on 132 SMs (32 rows x 1 head a block then 16 rows x 1 head a block); not more: no smaller query tile or head group remains
 for a0 in 0..64:  # free
     row_max[a0, 0] = -inf
     row_sum[a0, 0] = 0
@@ -832,7 +832,7 @@ def test_004_renames_the_locals_that_clash():
     assert run_alone("003_unclash_names", rms, {}).after == rms
 
 
-# -- 004_reconverge_warps, on the flash kernel of a lane-split row (head_dim 128, 2 lanes a row):
+# -- 004_reconverge_warps, on the flash kernel of a lane-split row (head_dim 128, 4 lanes a row):
 # its key loop has thread 0 issue the next K/V tiles (an `if`), then the lanes add their partial
 # dot products by shuffles. The pass puts one `syncwarp` after the copy branch, before the first
 # shuffle's loop, in the same loop body; nothing else moves. Pinned as the diff it makes (the
@@ -845,7 +845,7 @@ RECONVERGED = """\
 +    syncwarp
      for a3i = 0; < 16; += 1:  # unroll
          float acc0 = 0
-         for a4q = 0; < 16; += 1:  # unroll"""
+         for a4q = 0; < 8; += 1:  # unroll"""
 
 
 def test_005_puts_a_syncwarp_between_the_copy_branch_and_the_shuffles():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import loop_ir as L
-from ..ir.index import gathers
+from ..ir.index import free_vars, gathers
 from .units import ctype_bytes, is_flop
 
 
@@ -42,6 +42,35 @@ def loop_kernel_flops(kernel: L.Kernel) -> int:
             for loop in loops:
                 n *= loop.extent
             total += n
+    return total
+
+
+def floor_flops(kernel: L.Kernel) -> int:
+    """FLOPs as loop_kernel_flops counts them, but each Compute only over the loops its value
+    depends on (the variables of the loads feeding it): a prologue of an operand staged inside
+    a K loop (silu(gate) * up in down_proj's) counts once per element of that operand, not once
+    per output column. Accumulates, and values read from a kernel's locals or not defined in
+    the loop nest, count over every loop around them."""
+    local = {b.name for b in kernel.locals}
+    deps: dict[str, frozenset | None] = {}      # None: every enclosing loop
+    total = 0
+    for stmt, loops in L.walk(kernel.body):
+        if isinstance(stmt, L.Load):
+            deps[stmt.dst] = None if stmt.tensor in local else \
+                frozenset().union(*(free_vars(e) for e in stmt.index))
+        elif isinstance(stmt, L.Compute):
+            used: frozenset | None = frozenset()
+            for a in stmt.args:
+                d = deps.get(a) if isinstance(a, str) else free_vars(a) if hasattr(a, "terms") else frozenset()
+                used = None if used is None or d is None else used | d
+            deps[stmt.dst] = used
+        if not is_flop(stmt):
+            continue
+        n = 1
+        for loop in loops:
+            if isinstance(stmt, L.Accumulate) or deps.get(stmt.dst) is None or loop.var in deps[stmt.dst]:
+                n *= loop.extent
+        total += n
     return total
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..analysis.occupancy import occupancy as sm_occupancy
-from ..analysis.traffic import program_cost
+from ..analysis.traffic import floor_flops, program_cost
 from ..analysis.work import KernelWork, count_work
 from ..ir import kernel_ir as K
 from ..ir.loop_ir import Loop
@@ -315,7 +315,10 @@ __all__ = [
 def first_principles_us(loop_program, target) -> float:
     """The floor of a whole program on `target`: its compulsory bytes (inputs and outputs,
     no temporaries: analysis/traffic.program_cost) at the achievable DRAM bandwidth, or its
-    FLOPs at the cuBLAS-class FP32 rate, whichever is longer, plus one launch."""
+    FLOPs at the cuBLAS-class FP32 rate, whichever is longer, plus one launch. FLOPs count
+    each value over the loops it depends on (traffic.floor_flops): a staged prologue once per
+    element of its operand."""
     cost = program_cost(loop_program)
+    flops = sum(floor_flops(k) for k in loop_program.kernels)
     return CostConstants().launch_us + max(cost.bytes / (target.bandwidth_gbs * 1e3),
-                                           cost.flops / (target.fp32_tflops * 1e6))
+                                           flops / (target.fp32_tflops * 1e6))

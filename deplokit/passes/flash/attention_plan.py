@@ -15,12 +15,13 @@ from ...analysis.traffic import loop_kernel_cost, loop_kernel_flops
 from ...ir.index import FloorDiv, Gather, Var, free_vars, stride_one, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, flash_parts, index_vars, walk
 from ..fuse.guard import Traffic
-from .flash_registers import budget
+from .flash_registers import WARPS_GOAL, budget
 
 STAGE_BUDGET = 32 * 1024     # bytes of one key tile and one value tile in shared memory
 SHARED_BUDGET = 40 * 1024    # bytes of staged query rows, key tile and value tile
 MAX_KEY_TILE = 16     # small tiles: fewer causal pairs computed, the diagonal tile's waste halved
 MIN_QUERY_TILE = 16   # rows a block keeps before the query rows go to shared memory instead
+MORE_LANES_THREADS = 256   # a block dealt to more lanes for occupancy (_more_lanes) stays this small
 FILL_BYTES = 3        # grid fill re-reads K/V at most until the kernel moves 3x its compulsory bytes
 
 
@@ -201,7 +202,8 @@ def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode, tma=True)
             threads = group * query_tile * lanes
             fit = budget(d, dv, kt, lanes, threads, tma=tma)
             if fit.fits and not (decode and threads < 32 and _splits(d, dv, lanes)):
-                why = fit.text()
+                lanes, fit, more = _more_lanes(d, dv, kt, lanes, group * query_tile, fit, tma)
+                why = fit.text() + more
                 if query_tile < first:
                     wider = budget(d, dv, first if causal else key_tile, lanes, group * first * lanes, tma=tma)
                     why += f" ({first} rows: {wider.text()})"
@@ -211,6 +213,23 @@ def _fit_registers(d, dv, group, query_tile, key_tile, causal, decode, tma=True)
             lanes *= 2
         query_tile //= 2
     return None
+
+
+def _more_lanes(d, dv, kt, lanes, rows, fit, tma):
+    """(lanes, budget, why) after dealing each row to twice the lanes while its SM keeps fewer
+    than WARPS_GOAL warps and the smaller thread share raises them: head_dim 128 two lanes a
+    row took 248 registers, 8 warps an SM; four lanes take 128, 16 warps. Blocks stay within
+    MORE_LANES_THREADS, where the cap (255) leaves the estimate slack."""
+    why = ""
+    while fit.warps < WARPS_GOAL and _splits(d, dv, lanes) and rows * lanes * 2 <= MORE_LANES_THREADS:
+        wider = budget(d, dv, kt, lanes * 2, rows * lanes * 2, tma=tma)
+        if not wider.fits or wider.warps <= fit.warps:
+            break
+        why += f"; {lanes} lane{'s' if lanes > 1 else ''} a row: {fit.estimate} registers, {fit.warps} warps an SM"
+        lanes, fit = lanes * 2, wider
+    if why:
+        why = f", {fit.warps} warps an SM{why}, under the goal of {WARPS_GOAL}"
+    return lanes, fit, why
 
 
 def _splits(d: int, dv: int, lanes: int) -> bool:

@@ -12,6 +12,7 @@ query tile and lanes whose estimate fits the cap of their thread count.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 REGISTER_FILE = 65536        # 32-bit registers of an SM (sm_70 .. sm_120)
@@ -24,7 +25,16 @@ ROW_OVERHEAD = 96
 # without TMA (sm_80's cp.async ring: a thread computes its copies' addresses and bounds) a
 # whole row a thread needs more: head_dim 64, 37 keys spilled 24..232 bytes at 255 registers
 ROW_OVERHEAD_CP_ASYNC = 112
-LANE_OVERHEAD = 96
+# a row dealt to lanes: ptxas -v on sm_90 (attention at head_dim 64 and 128, key tile 16)
+# gave 128 registers for 82 floats, 82 for 50 (and 248 for 146 with 255 to spare: ptxas
+# takes what the cap leaves): about 0.55 of the floats again, at least 32
+LANE_OVERHEAD_SHARE = 0.55
+LANE_OVERHEAD_MIN = 32
+# an SM below 16 resident warps (4 a scheduler) leaves the shared-memory and exp latencies
+# of the key loop exposed: the plan deals a row to more lanes while that raises the warps
+WARPS_GOAL = 16
+MAX_WARPS = 64               # resident warps an SM (sm_80 .. sm_90)
+MAX_BLOCKS = 32              # resident blocks an SM
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,11 @@ class RegisterBudget:
     @property
     def fits(self) -> bool:
         return self.estimate <= self.cap
+
+    @property
+    def warps(self) -> int:
+        """Resident warps an SM at this estimate."""
+        return resident_warps(self.estimate, self.threads)
 
     def text(self) -> str:
         verdict = "fit" if self.fits else "exceed"
@@ -53,7 +68,18 @@ def thread_registers(d: int, dv: int, key_tile: int, lanes: int, query_in_regist
                      tma: bool = True) -> int:
     """The estimate: the query slice, the output slice, a key tile's scores, max and sum, overhead."""
     floats = (d // lanes if query_in_registers else 0) + dv // lanes + key_tile + 2
-    return floats + (LANE_OVERHEAD if lanes > 1 else ROW_OVERHEAD if tma else ROW_OVERHEAD_CP_ASYNC)
+    if lanes > 1:
+        return floats + max(LANE_OVERHEAD_MIN, math.ceil(floats * LANE_OVERHEAD_SHARE))
+    return floats + (ROW_OVERHEAD if tma else ROW_OVERHEAD_CP_ASYNC)
+
+
+def resident_warps(registers: int, threads: int) -> int:
+    """Warps an SM keeps resident when each of a block's `threads` uses `registers` (the
+    register file, the block and warp limits; shared memory is not counted here)."""
+    per_thread = -(-registers // ALLOCATION_STEP) * ALLOCATION_STEP
+    warps = -(-threads // 32)
+    blocks = min(MAX_BLOCKS, REGISTER_FILE // (per_thread * warps * 32), MAX_WARPS // warps)
+    return blocks * warps
 
 
 def budget(d: int, dv: int, key_tile: int, lanes: int, threads: int, query_in_registers: bool = True,

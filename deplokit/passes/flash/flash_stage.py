@@ -116,7 +116,8 @@ def _slab(load: Load, key_loop: Loop, loops, uniform, lanes):
     if any(free_vars(e) - uniform - set(inner) - set(lanes) for d, e in enumerate(load.index) if d != kd[0]):
         return None
     e = load.index[idim[0]]
-    part = Affine(tuple((a, c) for a, c in e.terms if isinstance(a, Var) and a.name not in uniform))
+    # the slab-relative part: every term of loop and lane variables, a quad's (c // 4, c % 4) too
+    part = Affine(tuple((a, c) for a, c in e.terms if not free_vars(Affine(((a, 1),))) & uniform))
     if free_vars(e - part) & (used - uniform):
         return None
     span = bounds(part, {**inner, **lanes})

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import Affine, Var, floordiv, substitute, var
+from ...ir.index import Affine, Var, floordiv, mod, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store, flash_parts
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, Assign, Combine, RegisterTile, StridedLoop, Tile, TileAxis, TileKernel
@@ -68,9 +68,20 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     def spread(name):   # element name * lanes + lane: the lanes interleave along head_dim
         return var(name) * lanes + var(lane) if lanes > 1 else var(name)
 
+    col_quads = lanes > 1 and (dv_extent := [s for s in keys.body if isinstance(s, Loop)][-1].extent) \
+        % (lanes * VECTOR) == 0
+
+    def spread_cols(name):
+        """An output column: with lanes, each lane owns runs of 4 adjacent columns (slot c is
+        column (c // 4 * lanes + lane) * 4 + c % 4), so its value loads are 16-byte LDS.128
+        (vector_geometry.register_quad_width), not one scalar LDS a column."""
+        if not col_quads:
+            return spread(name)
+        return (floordiv(var(name), VECTOR) * lanes + var(lane)) * VECTOR + mod(var(name), VECTOR)
+
     for st in rows[-1].body:        # the output-column loops
         if isinstance(st, Loop) and st is not keys:
-            mapping[st.var] = spread(st.var)
+            mapping[st.var] = spread_cols(st.var)
     tk, n_keys = plan.key_tile, keys.extent
     n_tiles = -(-n_keys // tk)
     ko, ki = f"{keys.var}o", f"{keys.var}i"
@@ -113,7 +124,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     col = [s for s in keys.body if isinstance(s, Loop)][-1]
     kj = f"{keys.var}j"
     ranges[kj] = tk
-    v_at = index(v.index, {keys.var: tile_of * tk + var(kj), col.var: spread(col.var)})
+    v_at = index(v.index, {keys.var: tile_of * tk + var(kj), col.var: spread_cols(col.var)})
     alias: dict[str, str] = {}
 
     def rewrite(body, at_key: bool) -> tuple:
