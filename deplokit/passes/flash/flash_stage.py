@@ -26,7 +26,7 @@ flash_tma_skip says why not), 013 cp.async otherwise.
 """
 from __future__ import annotations
 
-from ...ir.index import Affine, Var, bounds, free_vars, stride_one, substitute, var
+from ...ir.index import Affine, bounds, free_vars, stride_one, substitute, var
 from ...ir.loop_ir import Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StridedLoop, Tile, TileKernel, map_body, walk
 from ..record import Skip, fresh_name, replace_tile

@@ -68,8 +68,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     def spread(name):   # element name * lanes + lane: the lanes interleave along head_dim
         return var(name) * lanes + var(lane) if lanes > 1 else var(name)
 
-    col_quads = lanes > 1 and (dv_extent := [s for s in keys.body if isinstance(s, Loop)][-1].extent) \
-        % (lanes * VECTOR) == 0
+    col_quads = lanes > 1 and [s for s in keys.body if isinstance(s, Loop)][-1].extent % (lanes * VECTOR) == 0
 
     def spread_cols(name):
         """An output column: with lanes, each lane owns runs of 4 adjacent columns (slot c is
