@@ -53,6 +53,10 @@ class StandInCupy:
     asnumpy = staticmethod(np.asarray)
 
     @staticmethod
+    def zeros(n, dtype):                        # counters: zeroed once, left at zero by every launch
+        return np.zeros(n, dtype=dtype)
+
+    @staticmethod
     def empty(n, dtype):
         out = np.empty(n, dtype=dtype)
         out.view(np.uint8)[:] = 0xFF            # garbage, as device memory would hold

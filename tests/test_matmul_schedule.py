@@ -184,7 +184,7 @@ def test_register_tile_defaults_and_knobs():
 
 def test_register_tile_hoists_prologue_out_of_the_register_loop():
     c = compiled("llama_layer_small", **SHAPE_16x16)       # M = 16: one row of threads
-    k = after(c, "008_register_tile", "merged_add_3")
+    k = after(c, "008_register_tile", "down_proj_add")
     k_loop = next(s for s, _ in walk(k.tile().body) if isinstance(s, Loop) and s.var == "a2i")
     # silu(gate) * up is a prologue staged with down_proj's A slab (issue 26): the loop reads
     # it from the stage; its value does not depend on the register slot, so that load stays

@@ -178,15 +178,15 @@ def test_cli_compiles_a_layer_and_prints_the_inventory_on_stderr(capsys):
     out, err = capsys.readouterr()
     assert out.startswith("=== ") and "kernel inventory" not in out
     assert err.startswith(f"# {TINYLLAMA} (transformers, weights on meta) seq 16 layer 2: kernel inventory\n")
-    # attention as one flash-attention kernel (fuse_attention) and swiglu its own kernel (the prologue guard)
-    # 13 kernels, each split-K matmul followed by its reducer (a launch and a unique kernel of its own)
+    # attention as one flash-attention kernel (fuse_attention); silu(gate) * up staged inside down_proj's
+    # kernel (the staged prologue); split-K reduced inside the GEMM (no reducer launches): 12 kernels
     rows = [line.split() for line in err.splitlines()[2:-1]]
     kernels = sum(int(r[1]) for r in rows if not r[0].endswith("_reduce"))
     total = int(re.search(r"total: (\d+) launches", err)[1])
-    assert kernels == 13 and total == sum(int(r[1]) for r in rows)
+    assert kernels == 12 and total == sum(int(r[1]) for r in rows)
     # named by what they compute, in layer 2's words (analysis/computes.py)
     names = [r[0] for r in rows]
-    assert {"layer2_self_attn_flash_attention", "layer2_input_layernorm_rms_norm", "layer2_mlp_gate_up_silu_mul",
+    assert {"layer2_self_attn_flash_attention", "layer2_input_layernorm_rms_norm", "layer2_mlp_down_proj_add",
             "layer2_self_attn_q_proj_rope"} <= set(names), names
 
 

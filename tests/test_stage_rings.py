@@ -141,7 +141,7 @@ def test_slot_barrier_is_the_seam_the_copies_name():
 
 def sim(kernel, c):
     x, w = (np.asarray(v, dtype=np.float32) for v in c.example_inputs)
-    bufs = {p.name: np.zeros(p.size, dtype=np.float32) for p in kernel.params}
+    bufs = {p.name: np.zeros(p.size, dtype=np.int32 if p.ctype == "int32" else np.float32) for p in kernel.params}
     ins = [p.name for p in kernel.params if p.const]
     bufs[ins[0]], bufs[ins[1]] = x.reshape(-1), w.reshape(-1)
     simulate_kernel(kernel, bufs)
@@ -217,7 +217,8 @@ def test_cp_async_ring_waiting_for_too_few_groups_reads_unlanded_data():
     lazy = dataclasses.replace(kernel, body=edit(kernel.body, lambda s: [K.CpAsyncWait(2)]
                                                  if isinstance(s, K.CpAsyncWait) else [s]))
     with pytest.raises(SimulationError, match=r"before its data lands: written by cp.async group"):
-        simulate_kernel(lazy, {p.name: np.zeros(p.size, dtype=np.float32) for p in lazy.params})
+        simulate_kernel(lazy, {p.name: np.zeros(p.size, dtype=np.int32 if p.ctype == "int32" else np.float32)
+                               for p in lazy.params})
 
 
 # -- dynamic shared memory --------------------------------------------------------------------
@@ -231,14 +232,15 @@ def test_a_ring_above_48k_lives_in_dynamic_shared_memory():
     c = deep_ring(n=4)          # 4 x 16 KiB (tensor-map boxes are never padded: 3 are exactly 48 KiB)
     kernel = c.kernel_ir.kernels[0]
     arrays = [s for s in nodes(kernel.body, K.SharedArray)]
-    assert kernel.dynamic_smem >= sum(4 * a.size for a in arrays) > 48 * 1024
+    assert kernel.dynamic_smem >= sum(K.ctype_bytes(a.ctype) * a.size for a in arrays) > 48 * 1024
     assert all(a.offset is not None and a.offset % a.align == 0 for a in arrays)
     assert K.declared_smem_bytes(kernel) <= 48 * 1024
     assert f"# dynamic shared memory: {kernel.dynamic_smem} bytes" in str(kernel)
     cuda = str(c.cuda)
     assert "extern __shared__ __align__(1024) unsigned char dyn_smem[];" in cuda
     for a in arrays:
-        assert f"float* const {a.name} = reinterpret_cast<float*>(dyn_smem + {a.offset});" in cuda
+        ctype = {"float": "float", "int": "int", "int32": "int"}[a.ctype]
+        assert f"{ctype}* const {a.name} = reinterpret_cast<{ctype}*>(dyn_smem + {a.offset});" in cuda
     plan = build_plan(c.kernel_ir, c.input_names, c.target)
     (launch,) = [ln for ln in plan.launches if ln.name == kernel.name]
     assert launch.dynamic_smem == kernel.dynamic_smem
@@ -257,7 +259,7 @@ def test_under_48k_stays_static():
 def test_the_simulator_honours_the_dynamic_limit():
     c = deep_ring()
     kernel = c.kernel_ir.kernels[0]
-    bufs = {p.name: np.zeros(p.size, dtype=np.float32) for p in kernel.params}
+    bufs = {p.name: np.zeros(p.size, dtype=np.int32 if p.ctype == "int32" else np.float32) for p in kernel.params}
     simulate_kernel(kernel, bufs, max_smem_per_block=get_target("sm_90").dynamic_smem_per_block)
     with pytest.raises(SimulationError, match=r"bytes of shared memory .*the target allows 49152 per block"):
         simulate_kernel(kernel, bufs, max_smem_per_block=48 * 1024)

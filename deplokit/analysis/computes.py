@@ -157,7 +157,10 @@ class KernelNamer:
         # an in-place write into state (a KV cache: kv_cache0_written) says so: _write_kv_cache
         states = [re.sub(r"\d*_written$", "", t) for t in written]
         write = f"write_{states[0]}" if states else ""
-        return "_".join(p for p in (f"layer{layer}" if layer else "", module_part(modules), part, write) if p)
+        name = "_".join(p for p in (f"layer{layer}" if layer else "", module_part(modules), part, write) if p)
+        # a module path that opens with a digit (nn.Sequential's children: 0, 1) is no C
+        # identifier and says nothing: such a kernel keeps its merged_ name
+        return name if name[:1].isalpha() else ""
 
     def unique(self, base: str) -> str:
         name, n = base, 0
