@@ -148,7 +148,7 @@ def test_decode_compiles_without_weights_and_counts_one_row_written():
     assert c.missing_weights
     with pytest.raises(DeplokitError, match="no weights"):
         build_decoder(model, max_length=MAX_LENGTH).session("loop").decode(0)
-    write = next(e for e in c.inventory() if e.kernel.endswith("kv_cache1_written"))
+    write = next(e for e in c.inventory() if e.kernel.endswith("v_proj_write_kv_cache"))
     assert write.outputs == ((1, 2, MAX_LENGTH, 16),)
     # the V projection fused in: reads x (64) and W_v (32 x 64), stores one position (2 kv heads x 16)
     assert write.bytes == (64 + 32 * 64) * 4 + 2 * 16 * 4
