@@ -295,3 +295,13 @@ def test_a_clamped_float4_run_along_a_middle_dimension_stays_in_place():
     loads = [line for line in str(c.kernel_ir).splitlines() if "float4 w[" in line]
     assert loads and all("-3" not in line for line in loads)
     assert c.check(backend="sim").ok
+
+
+@pytest.mark.xfail(strict=True, raises=SimulationError,
+                   reason="open (fuzz seed 303 case 442): the float4 clamp goes to 12289 - 4, unaligned")
+def test_a_float4_run_over_a_selected_row_of_odd_length_stays_aligned():
+    """fuzz seed 303: argmin over x[0] of a (2, 2, 12289) input reads float4 runs of a row whose
+    length is not a multiple of 4; the clamped last run starts at 12285 (not 16-byte aligned)."""
+    x = torch.randn(2, 2, 12289)
+    c = deplokit.compile(lambda x: torch.argmin(x[0]).float(), x)
+    assert c.check(backend="sim").ok
