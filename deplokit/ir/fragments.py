@@ -282,3 +282,77 @@ def ldmatrix_row_lanes(layout: FragmentLayout, along_cols: bool, tiles: int = 1)
         rows.append(r0 + r if along_cols else r0)
         cols.append(c0 if along_cols else c0 + r)
     return rows, cols
+
+
+# -- wgmma (sm_90a): warpgroup-wide m64nNk16 ---------------------------------------------------
+# wgmma.mma_async multiplies a 64 x 16 A by a 16 x N B (N a multiple of 8 up to 256), both read
+# from shared memory through descriptors, into a 64 x N FP32 accumulator held by the 128
+# threads of a warpgroup (PTX ISA "Register Fragments: wgmma .m64nNk16", the D matrix): warp w
+# owns rows 16w .. 16w+15, and within those the warp holds the 16 x 8 mma accumulator layout
+# once per 8 columns: element i of lane 4g+t is (16w + g + 8 * (i/2 % 2), 8 * (i/4) + 2t + i%2).
+WARPGROUP = 128
+WGMMA_NS = tuple(range(8, 257, 8))
+
+
+@dataclass(frozen=True)
+class WgmmaAccumulator:
+    """The D fragment of wgmma m64n`n`k16: coords[thread][i] = (row, col) of element i of
+    thread `thread` (0..127) of the warpgroup, in register i of its accumulator array."""
+    n: int
+    coords: tuple[tuple[tuple[int, int], ...], ...]
+
+    @property
+    def registers(self) -> int:
+        return len(self.coords[0])
+
+    def text(self) -> str:
+        return (f"fragment D wgmma m64n{self.n}k16 64x{self.n}: thread 32w + 4g + t holds "
+                + " ".join(f"d{i}={self.coords[0][i]}" for i in range(min(4, self.registers)))
+                + " ... at (row + 16w + g, col + 2t)")
+
+
+def wgmma_accumulator(n: int) -> WgmmaAccumulator:
+    """PTX's D fragment of wgmma m64nNk16 with an FP32 accumulator."""
+    if n not in WGMMA_NS:
+        raise ValueError(f"wgmma m64n{n}k16: N is a multiple of 8 from 8 to 256")
+    coords = []
+    for thread in range(WARPGROUP):
+        w, lane = divmod(thread, WARP)
+        g, t = lane >> 2, lane % 4
+        coords.append(tuple((16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1))
+                            for i in range(n // 2)))
+    return WgmmaAccumulator(n, tuple(coords))
+
+
+# The shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"), 64 bits: start
+# address >> 4 (bits 0..13), leading byte offset >> 4 (16..29), stride byte offset >> 4
+# (32..45), base offset (49..51, 0 here: swizzled tiles start on a repeat of their pattern),
+# swizzle mode (62..63).
+DESCRIPTOR_SWIZZLE_MODE = {0: 0, 128: 1, 64: 2, 32: 3}
+DESCRIPTOR_SWIZZLE_SPAN = {v: k for k, v in DESCRIPTOR_SWIZZLE_MODE.items()}
+
+
+def descriptor_bits(leading_bytes: int, stride_bytes: int, swizzle: int) -> int:
+    """A descriptor's fields but its start address (which only the running kernel knows)."""
+    for what, v in (("leading", leading_bytes), ("stride", stride_bytes)):
+        if v % 16 or not 0 <= v >> 4 < 1 << 14:
+            raise ValueError(f"wgmma descriptor: {what} byte offset {v} is not a multiple of 16 below 256 KiB")
+    if swizzle not in DESCRIPTOR_SWIZZLE_MODE:
+        raise ValueError(f"wgmma descriptor: swizzle {swizzle}; supported: {sorted(DESCRIPTOR_SWIZZLE_MODE)}")
+    return (leading_bytes >> 4) << 16 | (stride_bytes >> 4) << 32 | DESCRIPTOR_SWIZZLE_MODE[swizzle] << 62
+
+
+def descriptor_fields(desc):
+    """(start, leading, stride) in bytes and the swizzle mode of descriptor(s) `desc` (ints or
+    uint64 numpy arrays)."""
+    return ((desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4, (desc >> 62) & 3)
+
+
+def kmajor_byte(row, k, leading, stride, span: int):
+    """Byte offset, before swizzling, of element (row, k) of a K-major tile of 2-byte elements
+    that a descriptor describes: 8-row groups `stride` bytes apart; within a group, swizzled
+    rows are `span` bytes (a K step of 16 halves, 32 bytes, fits in any span), unswizzled
+    ones are 8 x 16-byte core matrices `leading` bytes apart along K."""
+    if span:
+        return (row // 8) * stride + (row % 8) * span + k * 2
+    return (row // 8) * stride + (k // 8) * leading + (row % 8) * 16 + (k % 8) * 2

@@ -356,6 +356,54 @@ class Mma:
 
 
 @dataclass(frozen=True)
+class WgmmaDescriptor:
+    """uint64 `name` = the shared-memory matrix descriptor (PTX ISA "Matrix Descriptor
+    Format") of a K-major operand tile of shared `array` from element `offset`: start address
+    (bytes >> 4, bits 0..13), leading (bits 16..29) and stride (bits 32..45) byte offsets >> 4,
+    swizzle mode (bits 62..63; 128, 64, 32 bytes or none). The stride byte offset steps from
+    one 8-row group to the next; the leading one from one 8-element K column of core matrices
+    to the next (unused when a K step of 16 halves fits in the swizzle span)."""
+    name: str
+    array: str
+    offset: Expr
+    leading_bytes: int
+    stride_bytes: int
+    swizzle: int = 128             # bytes (0, 32, 64, 128): deplokit.ir.swizzle
+
+
+@dataclass(frozen=True)
+class WgmmaFence:
+    """wgmma.fence.sync.aligned: register and shared-memory writes before it are seen by the
+    warpgroup's following wgmma.mma_async (warpgroup-wide)."""
+
+
+@dataclass(frozen=True)
+class Wgmma:
+    """One warpgroup-wide (128 threads) wgmma.mma_async.sync.aligned.m64n`n`k16.f32.`dtype`:
+    the 64 x n accumulator, fragment in acc[acc_at .. + n/2) (deplokit.ir.fragments.
+    wgmma_accumulator), += A (64 x 16, descriptor `a_desc`) @ B (16 x n, K-major: stored n x 16,
+    descriptor `b_desc`), both read from shared memory. Asynchronous: its results are
+    defined only after a WgmmaWait covering its commit group."""
+    n: int
+    dtype: str                     # bf16 | f16
+    acc: str
+    acc_at: Expr
+    a_desc: str
+    b_desc: str
+
+
+@dataclass(frozen=True)
+class WgmmaCommit:
+    """wgmma.commit_group.sync.aligned: the warpgroup's uncommitted wgmmas form one group."""
+
+
+@dataclass(frozen=True)
+class WgmmaWait:
+    """wgmma.wait_group.sync.aligned `pending`: wait until at most `pending` groups are in flight."""
+    pending: int
+
+
+@dataclass(frozen=True)
 class TmaTensorLoad:
     """cp.async.bulk.tensor (sm_90): the box of tensor map `tensor_map` (a TensorMap of the
     kernel) whose first element is at `coords` (element coordinates, outermost dimension
@@ -393,7 +441,7 @@ class TensorMap:
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
              For, If, Barrier, SyncWarp, ThreadFence, AtomicInc, Broadcast, CpAsync, CpAsyncCommit, CpAsyncWait,
              TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait, ProxyFence, Comment, LdMatrix,
-             Tf32Round, Mma]
+             Tf32Round, Mma, WgmmaDescriptor, WgmmaFence, Wgmma, WgmmaCommit, WgmmaWait]
 
 
 # -- statements pending a later lowering pass ----------------------------------------------
@@ -539,6 +587,8 @@ def stmt_exprs(s):
     out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
     if isinstance(s, Mma):
         out += [s.acc_at, s.a_at, s.b_at]
+    if isinstance(s, Wgmma):
+        out.append(s.acc_at)
     return tuple(out)
 
 
@@ -732,6 +782,19 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
         elif isinstance(s, Mma):
             lines.append(f"{pad}{s.acc}[{_strip(format_expr(s.acc_at))} +0..4] += mma.{s.shape}("
                          f"{s.a}[{_strip(format_expr(s.a_at))} +..], {s.b}[{_strip(format_expr(s.b_at))} +..])")
+        elif isinstance(s, WgmmaDescriptor):
+            swz = f"swizzle {s.swizzle}B" if s.swizzle else "no swizzle"
+            lines.append(f"{pad}u64 {s.name} = smem_desc(shared {_at(s.array, s.offset)}, "
+                         f"leading {s.leading_bytes}B, stride {s.stride_bytes}B, {swz})")
+        elif isinstance(s, WgmmaFence):
+            lines.append(f"{pad}wgmma.fence")
+        elif isinstance(s, Wgmma):
+            lines.append(f"{pad}{s.acc}[{_strip(format_expr(s.acc_at))} +0..{s.n // 2}] += wgmma.m64n{s.n}k16."
+                         f"{s.dtype}(smem {s.a_desc}, smem {s.b_desc}) async")
+        elif isinstance(s, WgmmaCommit):
+            lines.append(f"{pad}wgmma.commit_group")
+        elif isinstance(s, WgmmaWait):
+            lines.append(f"{pad}wgmma.wait_group {s.pending}")
         elif isinstance(s, (StageCopy, StageWait, StagePrologue)):   # pending a later pass
             lines.append(pad + s.text())
         else:
@@ -778,7 +841,14 @@ _LOCAL_FIELDS = {
     TmaLoad: ("array", "barrier"), TmaTensorLoad: ("array", "barrier"), MbarrierInit: ("name",),
     MbarrierWait: ("name",), MbarrierArrive: ("name",),
     LdMatrix: ("dst", "array"), Tf32Round: ("dst",), Mma: ("acc", "a", "b"),
+    WgmmaDescriptor: ("name", "array"), Wgmma: ("acc", "a_desc", "b_desc"),
 }
+
+
+def uses_wgmma(k: "KernelFunc") -> bool:
+    """Whether `k` issues wgmma: nvcc then compiles it for the architecture-specific target
+    (sm_90a), the only one whose PTX has wgmma."""
+    return any(isinstance(s, Wgmma) for s in walk_stmts(k.body))
 
 
 def _local_fields(node) -> tuple[str, ...]:

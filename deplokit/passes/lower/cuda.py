@@ -96,6 +96,11 @@ from ...ir.kernel_ir import (
     Var,
     VectorLoad,
     VectorStore,
+    Wgmma,
+    WgmmaCommit,
+    WgmmaDescriptor,
+    WgmmaFence,
+    WgmmaWait,
 )
 from ...ir.names import fresh_name
 from ...ir.ops import OPS, is_c_operator
@@ -104,6 +109,7 @@ from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ..mma import cuda_mma
 from ..record import Pass
 from ..tma import cuda_tma
+from ..wgmma import cuda_wgmma
 
 __all__ = ["CudaSource", "render_cuda", "render_kernel", "render_program", "format_float"]
 
@@ -265,6 +271,9 @@ FEATURE_STATEMENTS = {
     MbarrierInit: cuda_tma.render_mbarrier_init, MbarrierArrive: cuda_tma.render_mbarrier_arrive,
     MbarrierWait: cuda_tma.render_mbarrier_wait, ProxyFence: cuda_tma.render_proxy_fence,
     LdMatrix: cuda_mma.render_ldmatrix, Tf32Round: cuda_mma.render_tf32_round, Mma: cuda_mma.render_mma,
+    WgmmaDescriptor: cuda_wgmma.render_wgmma_descriptor, WgmmaFence: cuda_wgmma.render_wgmma_fence,
+    Wgmma: cuda_wgmma.render_wgmma, WgmmaCommit: cuda_wgmma.render_wgmma_commit,
+    WgmmaWait: cuda_wgmma.render_wgmma_wait,
 }
 
 
@@ -282,7 +291,7 @@ def _walk(node) -> Iterator[object]:
 def _names_in(k: KernelFunc) -> set[str]:
     names = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
     for n in _walk(k.body):
-        if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit)):
+        if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit, WgmmaDescriptor)):
             names.add(n.name)
         elif isinstance(n, Assign):
             names.add(n.name)

@@ -17,6 +17,7 @@ from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
 from .mma import exec_ldmatrix, exec_mma, exec_tf32_round
+from .wgmma import exec_wgmma, exec_wgmma_descriptor, exec_wgmma_sync
 from .tma import (
     exec_mbarrier_arrive,
     exec_mbarrier_init,
@@ -62,6 +63,8 @@ FEATURE_STATEMENTS = {
     K.MbarrierInit: exec_mbarrier_init, K.MbarrierArrive: exec_mbarrier_arrive,
     K.MbarrierWait: exec_mbarrier_wait, K.ProxyFence: exec_proxy_fence,
     K.LdMatrix: exec_ldmatrix, K.Tf32Round: exec_tf32_round, K.Mma: exec_mma,
+    K.WgmmaDescriptor: exec_wgmma_descriptor, K.Wgmma: exec_wgmma, K.WgmmaFence: exec_wgmma_sync,
+    K.WgmmaCommit: exec_wgmma_sync, K.WgmmaWait: exec_wgmma_sync,
 }
 
 
@@ -105,6 +108,7 @@ class Chunk:
         # per block (the commits of a key loop whose trip count depends on the block differ)
         self.cp_open = np.ones(nb, dtype=np.int32)          # id of the cp.async group being filled
         self.cp_committed = np.zeros(nb, dtype=np.int32)    # groups 1..cp_committed are committed
+        self.descriptor_arrays: dict[str, str] = {}        # wgmma descriptor -> its shared array
         self.exec = {
             K.Declare: self.s_declare, K.DeclareArray: self.s_declare_array,
             K.Assign: self.s_assign, K.SharedArray: self.s_shared_array,
