@@ -12,13 +12,35 @@ import pytest
 import deplokit.runtime.sim.wgmma as sim_wgmma
 from deplokit.ir.fragments import WgmmaAccumulator, descriptor_bits, descriptor_fields, wgmma_accumulator
 from deplokit.ir.kernel_ir import (
-    Barrier, Binary, Const, DeclareArray, For, GlobalLoad, GlobalStore, KernelFunc, KernelProgram, Param,
-    RegLoad, SharedArray, SharedStore, Special, Var, Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence,
-    WgmmaWait, format_kernel, uses_wgmma,
+    Barrier,
+    Binary,
+    Const,
+    DeclareArray,
+    For,
+    GlobalLoad,
+    GlobalStore,
+    KernelFunc,
+    KernelProgram,
+    Param,
+    RegLoad,
+    SharedArray,
+    SharedStore,
+    Special,
+    Var,
+    Wgmma,
+    WgmmaCommit,
+    WgmmaDescriptor,
+    WgmmaFence,
+    WgmmaWait,
+    format_kernel,
+    uses_wgmma,
 )
-from deplokit.passes.lower.cuda import render_program
+from deplokit.passes.lower.cuda import render_cuda, render_program
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
+from deplokit.runtime.sass import compile_sass, sass_available
 from deplokit.runtime.sim import SimulationError, simulate_kernel
+from deplokit.target import get_target
+from deplokit.trace import Context
 
 M, KDIM = 64, 64          # one 128-byte swizzle row of halves along K: four k16 steps
 
@@ -143,5 +165,17 @@ def test_kernel_ir_text_and_cuda_spell_wgmma():
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_wgmma_cuda_compiles_for_sm_90a(dtype):
     k = wgmma_kernel(64, dtype)
-    result = compile_cuda(render_program(KernelProgram((), (), (k,), ()), 90), "sm_90a", kernel_names=[k.name])
-    assert result.cubin
+    source = render_cuda(KernelProgram((), (), (k,), ()), Context(get_target("sm_90")))
+    assert source.arch_specific and source.build_arch("sm_90") == "sm_90a"     # decided from the IR
+    assert "-arch=sm_90a" in str(source)
+    result = compile_cuda(str(source), source.build_arch("sm_90"), kernel_names=source.kernels)
+    assert result.cubin and result.stats[k.name].registers > 0
+
+
+@pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
+def test_wgmma_sass_is_hgmma_and_no_hmma():
+    k = wgmma_kernel(64)
+    program = KernelProgram((), (), (k,), ())
+    source = render_cuda(program, Context(get_target("sm_90")))
+    mix = compile_sass(source, program, "sm_90", "sm_90").kernel(k.name).mix
+    assert mix.hgmma == KDIM // 16 and mix.hmma == 0 and mix.ldsm == 0

@@ -101,6 +101,7 @@ from ...ir.kernel_ir import (
     WgmmaDescriptor,
     WgmmaFence,
     WgmmaWait,
+    uses_wgmma,
 )
 from ...ir.names import fresh_name
 from ...ir.ops import OPS, is_c_operator
@@ -963,7 +964,7 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
         f"{len(p.kernels)} kernel{'s' if len(p.kernels) != 1 else ''}, launched in this order.",
         "// Indices are non-negative ints, so C's truncating / and % are floor division and modulo;",
         "// integer values are computed exactly at their width (long long, int), casts explicit.",
-        f"// Build: nvcc -cubin -arch=sm_{sm} -O3 <this file>",
+        f"// Build: nvcc -cubin -arch=sm_{sm}{'a' if any(uses_wgmma(k) for k in p.kernels) else ''} -O3 <this file>",
     ]
     if p.outputs:
         header.append(f"// Program outputs: {', '.join(p.outputs)}")
@@ -981,14 +982,21 @@ class CudaSource(Displayable):
     text: str
     target: str                    # sm_80 | sm_90 | sm_120
     kernels: tuple[str, ...]
+    # a kernel issues wgmma (kernel_ir.uses_wgmma): nvcc must build the architecture-specific
+    # target (sm_90a), the only PTX that has it
+    arch_specific: bool = False
 
     def __str__(self) -> str:
         return self.text
 
+    def build_arch(self, arch: str) -> str:
+        """The architecture nvcc builds this source for when asked for `arch`."""
+        return f"{arch}a" if self.arch_specific and not arch.endswith("a") else arch
+
 
 def render_cuda(program, ctx) -> CudaSource:
     return CudaSource(render_program(program, ctx.target.sm), ctx.target.name,
-                      tuple(k.name for k in program.kernels))
+                      tuple(k.name for k in program.kernels), any(uses_wgmma(k) for k in program.kernels))
 
 
 PASS = Pass("render", "cuda", "print the Kernel IR as one CUDA translation unit",

@@ -17,7 +17,6 @@ from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
 from .mma import exec_ldmatrix, exec_mma, exec_tf32_round
-from .wgmma import exec_wgmma, exec_wgmma_descriptor, exec_wgmma_sync
 from .tma import (
     exec_mbarrier_arrive,
     exec_mbarrier_init,
@@ -48,6 +47,7 @@ from .values import (
     uniform_value,
     unify,
 )
+from .wgmma import exec_wgmma, exec_wgmma_descriptor, exec_wgmma_sync
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
