@@ -13,7 +13,8 @@ element offset.
 One module, one concept, in reading order: the expression and statement nodes (TMA's
 tensor maps among them), the statements that stand for a stage between two lowering passes,
 the kernel and program, walking, the text every node prints as (dispatched on the node's
-type), and the names a kernel declares with their renaming.
+type), and the names a kernel declares with their renaming. The split-K tail's statements
+(an advanced feature) live in kernel_split.py and print themselves.
 """
 from __future__ import annotations
 
@@ -213,30 +214,6 @@ class SyncWarp:
 
 
 @dataclass(frozen=True)
-class ThreadFence:
-    """__threadfence(): this thread's global writes before it are visible to every block of
-    the grid before any write or atomic after it (split-K's partials before its counter)."""
-
-
-@dataclass(frozen=True)
-class AtomicInc:
-    """int dst = atomicAdd(&buffer[offset], 1): an integer counter's old value (split-K's
-    arrivals at a tile; integers add exactly in any order, unlike floats)."""
-    dst: str
-    buffer: str                   # an int32 kernel parameter
-    offset: "Expr"
-
-
-@dataclass(frozen=True)
-class Broadcast:
-    """int dst = array[0]: what one thread stored into a shared int before a Barrier, read by
-    every thread of the block; the same in all of them (a branch on it keeps barriers legal:
-    split-K's "this block is the tile's last")."""
-    dst: str
-    array: str
-
-
-@dataclass(frozen=True)
 class CpAsync:
     """cp.async of `nbytes` (4, 8 or 16) from global to shared; lands by a later wait."""
     array: str
@@ -391,7 +368,7 @@ class TensorMap:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, SyncWarp, ThreadFence, AtomicInc, Broadcast, CpAsync, CpAsyncCommit, CpAsyncWait,
+             For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait,
              TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait, ProxyFence, Comment, LdMatrix,
              Tf32Round, Mma]
 
@@ -623,13 +600,13 @@ def format_expr(e) -> str:
     if isinstance(e, Select):
         return f"select({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
     if isinstance(e, GlobalLoad):
-        return f"global {_at(e.buffer, e.offset)}"
+        return f"global {format_at(e.buffer, e.offset)}"
     if isinstance(e, SharedLoad):
-        return f"shared {_at(e.array, e.offset)}"
+        return f"shared {format_at(e.array, e.offset)}"
     if isinstance(e, Shuffle):
         return f"shfl_xor({format_expr(e.value)}, {e.lane_mask})"
     if isinstance(e, RegLoad):
-        return _at(e.array, e.index)
+        return format_at(e.array, e.index)
     raise TypeError(e)
 
 
@@ -641,14 +618,14 @@ def _e(e) -> str:
     return _strip(format_expr(e))
 
 
-def _at(array: str, offset) -> str:
+def format_at(array: str, offset) -> str:
     """array[offset], as every memory access prints."""
     return f"{array}[{_e(offset)}]"
 
 
 def _copy(s) -> str:
     """What an asynchronous copy moves (cp.async, TMA): shared X[dst] <- global Y[src]."""
-    return f"shared {_at(s.array, s.dst_offset)} <- global {_at(s.buffer, s.src_offset)}"
+    return f"shared {format_at(s.array, s.dst_offset)} <- global {format_at(s.buffer, s.src_offset)}"
 
 
 def _mbar(name: str, slot) -> str:
@@ -670,14 +647,14 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             where = f"  # dynamic smem + {s.offset}" if s.offset is not None else ""
             lines.append(f"{pad}shared {s.ctype} {s.name}[{s.size}]{where}")
         elif isinstance(s, GlobalStore):
-            lines.append(f"{pad}global {_at(s.buffer, s.offset)} = {_e(s.value)}")
+            lines.append(f"{pad}global {format_at(s.buffer, s.offset)} = {_e(s.value)}")
         elif isinstance(s, SharedStore):
-            lines.append(f"{pad}shared {_at(s.array, s.offset)} = {_e(s.value)}")
+            lines.append(f"{pad}shared {format_at(s.array, s.offset)} = {_e(s.value)}")
         elif isinstance(s, VectorLoad):
-            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {_at(s.source, s.offset)}")
+            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {format_at(s.source, s.offset)}")
         elif isinstance(s, VectorStore):
             vals = ", ".join(format_expr(v) for v in s.values)
-            lines.append(f"{pad}{s.space} float4 {_at(s.target, s.offset)} = ({vals})")
+            lines.append(f"{pad}{s.space} float4 {format_at(s.target, s.offset)} = ({vals})")
         elif isinstance(s, For):
             unroll = "  # unroll" if s.unroll else ""
             lines.append(f"{pad}for {s.var} = {_strip(format_expr(s.start))}; < {_strip(format_expr(s.stop))}; "
@@ -693,12 +670,6 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}barrier")
         elif isinstance(s, SyncWarp):
             lines.append(f"{pad}syncwarp")
-        elif isinstance(s, ThreadFence):
-            lines.append(f"{pad}threadfence")
-        elif isinstance(s, Broadcast):
-            lines.append(f"{pad}int {s.dst} = block-uniform shared {s.array}[0]")
-        elif isinstance(s, AtomicInc):
-            lines.append(f"{pad}int {s.dst} = atomic_inc global {_at(s.buffer, s.offset)}")
         elif isinstance(s, CpAsync):
             lines.append(f"{pad}cp.async {s.nbytes}B {_copy(s)}")
         elif isinstance(s, CpAsyncCommit):
@@ -725,7 +696,7 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}// {s.text}")
         elif isinstance(s, LdMatrix):
             lines.append(f"{pad}{s.dst}[{_strip(format_expr(s.index))} +0..{s.num}] = ldmatrix.x{s.num}"
-                         f"{'.trans' if s.trans else ''} shared {_at(s.array, s.offset)}")
+                         f"{'.trans' if s.trans else ''} shared {format_at(s.array, s.offset)}")
         elif isinstance(s, Tf32Round):
             at = f"{s.dst}[{_strip(format_expr(s.index))}]"
             lines.append(f"{pad}{at} = cvt.rna.tf32({at})")
@@ -733,6 +704,8 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}{s.acc}[{_strip(format_expr(s.acc_at))} +0..4] += mma.{s.shape}("
                          f"{s.a}[{_strip(format_expr(s.a_at))} +..], {s.b}[{_strip(format_expr(s.b_at))} +..])")
         elif isinstance(s, (StageCopy, StageWait, StagePrologue)):   # pending a later pass
+            lines.append(pad + s.text())
+        elif callable(getattr(s, "text", None)):    # a feature's statement (kernel_split.py) says itself
             lines.append(pad + s.text())
         else:
             raise TypeError(s)
