@@ -72,11 +72,9 @@ from ...ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    LdMatrix,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
-    Mma,
     Param,
     ProxyFence,
     RegLoad,
@@ -87,7 +85,6 @@ from ...ir.kernel_ir import (
     Shuffle,
     Special,
     SyncWarp,
-    Tf32Round,
     TmaLoad,
     TmaTensorLoad,
     Unary,
@@ -95,6 +92,7 @@ from ...ir.kernel_ir import (
     VectorLoad,
     VectorStore,
 )
+from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
 from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
 from ...ir.names import fresh_name
 from ...ir.ops import OPS, is_c_operator

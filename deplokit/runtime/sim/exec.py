@@ -12,6 +12,7 @@ import functools
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
 from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
 from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
@@ -64,7 +65,7 @@ FEATURE_STATEMENTS = {
     K.TmaLoad: exec_tma_load, K.TmaTensorLoad: exec_tma_tensor_load,
     K.MbarrierInit: exec_mbarrier_init, K.MbarrierArrive: exec_mbarrier_arrive,
     K.MbarrierWait: exec_mbarrier_wait, K.ProxyFence: exec_proxy_fence,
-    K.LdMatrix: exec_ldmatrix, K.Tf32Round: exec_tf32_round, K.Mma: exec_mma,
+    LdMatrix: exec_ldmatrix, Tf32Round: exec_tf32_round, Mma: exec_mma,
     ThreadFence: exec_thread_fence, AtomicInc: exec_atomic_inc, Broadcast: exec_broadcast,
 }
 
