@@ -27,14 +27,9 @@ from deplokit.ir.kernel_ir import (
     SharedStore,
     Special,
     Var,
-    Wgmma,
-    WgmmaCommit,
-    WgmmaDescriptor,
-    WgmmaFence,
-    WgmmaWait,
     format_kernel,
-    uses_wgmma,
 )
+from deplokit.ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait, uses_wgmma
 from deplokit.passes.lower.cuda import render_cuda, render_program
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sass import compile_sass, sass_available

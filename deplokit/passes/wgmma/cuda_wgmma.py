@@ -6,7 +6,7 @@ is compiled for the architecture-specific target (kernel_ir.uses_wgmma)."""
 from __future__ import annotations
 
 from ...ir.fragments import WGMMA_NS, descriptor_bits
-from ...ir.kernel_ir import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
+from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.swizzle import REPEAT
 from ..mma.cuda_mma import reg_at
 

@@ -24,6 +24,7 @@ from ...ir.fragments import (
     kmajor_byte,
     wgmma_accumulator,
 )
+from ...ir.kernel_wgmma import Wgmma, WgmmaDescriptor
 from ...ir.swizzle import swizzle_bytes
 from .mma import reg_run, whole_warps
 from .values import owned
@@ -38,7 +39,7 @@ def whole_warpgroups(chunk, mask, what) -> int:
     return chunk.T // WARPGROUP
 
 
-def exec_wgmma_descriptor(chunk, s: K.WgmmaDescriptor, mask):
+def exec_wgmma_descriptor(chunk, s: WgmmaDescriptor, mask):
     sh = chunk.sarr(s.array, "WgmmaDescriptor")
     try:
         bits = descriptor_bits(s.leading_bytes, s.stride_bytes, s.swizzle)
@@ -79,7 +80,7 @@ def operand(chunk, desc: str, rows: int, mask, what):
     return vals.reshape(chunk.nb, groups, rows, K_STEP).astype(np.float64)
 
 
-def exec_wgmma(chunk, s: K.Wgmma, mask):
+def exec_wgmma(chunk, s: Wgmma, mask):
     groups = whole_warpgroups(chunk, mask, "wgmma.mma_async")
     if s.n not in WGMMA_NS or s.dtype not in ("bf16", "f16"):
         chunk.fail(f"wgmma m64n{s.n}k16.{s.dtype}: N a multiple of 8 up to 256, inputs bf16 or f16")
