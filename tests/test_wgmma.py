@@ -154,6 +154,9 @@ def test_kernel_ir_text_and_cuda_spell_wgmma():
     assert f"0x{descriptor_bits(16, 1024, 128):016x}ull" in cuda
     with pytest.raises(ValueError, match="sm_90"):
         render_program(KernelProgram((), (), (k,), ()), 80)
+    loose = tuple(SharedArray(s.name, s.size, 16, s.ctype) if isinstance(s, SharedArray) else s for s in k.body)
+    with pytest.raises(ValueError, match="aligned to 1024"):      # the swizzle repeats every 1024 bytes
+        render_program(KernelProgram((), (), (KernelFunc(k.name, k.params, k.grid, k.block, loose),), ()), 90)
 
 
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")

@@ -6,6 +6,7 @@ is compiled for the architecture-specific target (kernel_ir.uses_wgmma)."""
 from __future__ import annotations
 
 from ...ir.fragments import WGMMA_NS, descriptor_bits
+from ...ir.kernel_ir import SharedArray, walk_stmts
 from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.swizzle import REPEAT
 from ..mma.cuda_mma import reg_at
@@ -19,8 +20,12 @@ def render_wgmma_descriptor(rd, s: WgmmaDescriptor, scope) -> None:
         bits = descriptor_bits(s.leading_bytes, s.stride_bytes, s.swizzle)
     except ValueError as e:
         raise rd.err(str(e)) from None
-    addr = rd.shared_addr(f"{s.array}[{rd.expr(s.offset, scope)}]")
     # a swizzled tile starts on a repeat of its pattern (the descriptor's base offset is 0)
+    arrays = [a for a in walk_stmts(rd.k.body) if isinstance(a, SharedArray) and a.name == s.array]
+    if s.swizzle and (not arrays or arrays[0].align % REPEAT[s.swizzle]):
+        raise rd.err(f"wgmma descriptor {s.name}: shared {s.array} must be aligned to "
+                     f"{REPEAT[s.swizzle]} bytes for its {s.swizzle}B swizzle")
+    addr = rd.shared_addr(f"{s.array}[{rd.expr(s.offset, scope)}]")
     rd.emit(f"// {s.name}: K-major, leading {s.leading_bytes}B, stride {s.stride_bytes}B, "
             f"swizzle {s.swizzle}B (pattern every {REPEAT[s.swizzle]}B)")
     rd.emit(f"const unsigned long long {s.name} = 0x{bits:016x}ull | "
