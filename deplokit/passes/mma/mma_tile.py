@@ -84,7 +84,7 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
     outer = threads[:-2]
     if (threads[-2:] != [tm, tn] or any(a.role in ("M", "N") for a in outer)
             or (tm.extent * tn.extent) % WARP):
-        return Skip(f"mma: the block's threads are not one M and one N axis of whole warps")
+        return Skip("mma: the block's threads are not one M and one N axis of whole warps")
     accs = {(s.acc, s.reduction) for s, _ in walk(tile.body) if isinstance(s, Accumulate)}
     if len(accs) != 1 or next(iter(accs))[1] != "sum":
         return Skip("mma: not one sum accumulator")
