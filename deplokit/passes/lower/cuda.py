@@ -34,7 +34,8 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
   `cp.async.{ca,cg}.shared.global` (sm_80+; `cg`, which bypasses L1, for 16 bytes),
   `cp.async.commit_group`, `cp.async.wait_group N`. The advanced features' statements are
   printed by their own modules through FEATURE_STATEMENTS: TMA copies and mbarriers by
-  passes/tma/cuda_tma.py, the tensor cores' ldmatrix and mma.sync by passes/mma/cuda_mma.py.
+  passes/tma/cuda_tma.py, the tensor cores' ldmatrix and mma.sync by passes/mma/cuda_mma.py,
+  the split-K tail's fence, counter and broadcast by passes/split/cuda_split.py.
 * Output is deterministic (same tree, same bytes) with 4-space indentation.
 
 One module, one job, in reading order: the C types, literals, operator precedence and
@@ -54,10 +55,8 @@ import numpy as np
 from ...display import Displayable
 from ...ir.kernel_ir import (
     Assign,
-    AtomicInc,
     Barrier,
     Binary,
-    Broadcast,
     Call,
     Cast,
     Comment,
@@ -73,11 +72,9 @@ from ...ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    LdMatrix,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
-    Mma,
     Param,
     ProxyFence,
     RegLoad,
@@ -88,8 +85,6 @@ from ...ir.kernel_ir import (
     Shuffle,
     Special,
     SyncWarp,
-    Tf32Round,
-    ThreadFence,
     TmaLoad,
     TmaTensorLoad,
     Unary,
@@ -97,12 +92,15 @@ from ...ir.kernel_ir import (
     VectorLoad,
     VectorStore,
 )
+from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
+from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
 from ...ir.names import fresh_name
 from ...ir.ops import OPS, is_c_operator
 from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ..mma import cuda_mma
 from ..record import Pass
+from ..split import cuda_split
 from ..tma import cuda_tma
 
 __all__ = ["CudaSource", "render_cuda", "render_kernel", "render_program", "format_float"]
@@ -265,6 +263,8 @@ FEATURE_STATEMENTS = {
     MbarrierInit: cuda_tma.render_mbarrier_init, MbarrierArrive: cuda_tma.render_mbarrier_arrive,
     MbarrierWait: cuda_tma.render_mbarrier_wait, ProxyFence: cuda_tma.render_proxy_fence,
     LdMatrix: cuda_mma.render_ldmatrix, Tf32Round: cuda_mma.render_tf32_round, Mma: cuda_mma.render_mma,
+    ThreadFence: cuda_split.render_thread_fence, AtomicInc: cuda_split.render_atomic_inc,
+    Broadcast: cuda_split.render_broadcast,
 }
 
 
@@ -398,15 +398,6 @@ class _Renderer:
             self.if_stmt(s, scope, prefix="if")
         elif isinstance(s, (Barrier, SyncWarp)):
             self.emit("__syncthreads();" if isinstance(s, Barrier) else "__syncwarp();")
-        elif isinstance(s, ThreadFence):
-            self.emit("__threadfence();")
-        elif isinstance(s, Broadcast):
-            self.emit(f"int {s.dst} = {s.array}[0];")
-            scope.declare(s.dst, "int")
-        elif isinstance(s, AtomicInc):
-            self.param(s.buffer, write=True)
-            self.emit(f"int {s.dst} = atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], 1);")
-            scope.declare(s.dst, "int")
         elif isinstance(s, CpAsync):
             self.cp_async(s, scope)
         elif isinstance(s, CpAsyncCommit):
