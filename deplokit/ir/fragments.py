@@ -282,3 +282,46 @@ def ldmatrix_row_lanes(layout: FragmentLayout, along_cols: bool, tiles: int = 1)
         rows.append(r0 + r if along_cols else r0)
         cols.append(c0 if along_cols else c0 + r)
     return rows, cols
+
+
+@dataclass(frozen=True)
+class AccumulatorReuse:
+    """FlashAttention-2's register reuse: the A fragment of P (m x k) for the P @ V mma is made
+    of the C fragments of the k / n score tiles S[:, n*j : n*(j+1)] that the QK^T mma left in
+    the same lane, so P never leaves registers (convert FP32 -> half and pack, no shuffles).
+    `sources[i]` = (score tile j, C element c) that A element i is read from, in every lane."""
+    layout_a: FragmentLayout
+    layout_c: FragmentLayout
+    sources: tuple[tuple[int, int], ...]
+
+    def text(self) -> str:
+        cells = " ".join(f"a{i}=S{j}.c{c}" for i, (j, c) in enumerate(self.sources))
+        return (f"P fragment A {self.layout_a.shape.name} <- score accumulators "
+                f"S0..S{self.layout_a.cols // self.layout_c.cols - 1} (C {self.layout_c.rows}x{self.layout_c.cols}), "
+                f"same lane: {cells}")
+
+
+def accumulator_reuse(layout_a: FragmentLayout, layout_c: FragmentLayout) -> AccumulatorReuse:
+    """Which C element of which score tile each A element of P is, lane by lane, derived from
+    the two tables. Raises ValueError when an element of A sits in another lane's C fragment
+    (then P would have to cross lanes: shuffles or shared memory), or not at one C element
+    index for all lanes (the reuse would not be one register move per element)."""
+    if layout_a.rows != layout_c.rows or layout_a.cols % layout_c.cols:
+        raise ValueError(f"an A fragment of {layout_a.rows}x{layout_a.cols} is not whole "
+                         f"{layout_c.rows}x{layout_c.cols} accumulator tiles")
+    c_at = layout_c.lane_of()
+    sources = []
+    for i in range(len(layout_a.coords[0])):
+        held = set()
+        for lane in range(WARP):
+            r, c = layout_a.coords[lane][i]
+            j, col = divmod(c, layout_c.cols)
+            src_lane, e = c_at[(r, col)]
+            if src_lane != lane:
+                raise ValueError(f"A element a{i} of lane {lane} ({r}, {c}) is in lane {src_lane}'s "
+                                 f"score tile {j}: P would cross lanes")
+            held.add((j, e))
+        if len(held) != 1:
+            raise ValueError(f"A element a{i} comes from {sorted(held)} across the lanes: not one register")
+        sources.append(held.pop())
+    return AccumulatorReuse(layout_a, layout_c, tuple(sources))
