@@ -298,9 +298,9 @@ def test_a_clamped_float4_run_along_a_middle_dimension_stays_in_place():
 
 
 @pytest.mark.xfail(strict=True, raises=SimulationError,
-                   reason="open (fuzz seed 303 case 442): the float4 clamp goes to 12289 - 4, unaligned")
+                   reason="open (fuzz seed 303 case 668): the float4 clamp goes to 12289 - 4, unaligned")
 def test_a_float4_run_over_a_selected_row_of_odd_length_stays_aligned():
-    """fuzz seed 303: argmin over x[0] of a (2, 2, 12289) input reads float4 runs of a row whose
+    """fuzz seed 303 case 668: argmin over x[0] of a (2, 2, 12289) input reads float4 runs of a row whose
     length is not a multiple of 4; the clamped last run starts at 12285 (not 16-byte aligned)."""
     x = torch.randn(2, 2, 12289)
     c = deplokit.compile(lambda x: torch.argmin(x[0]).float(), x)
