@@ -29,6 +29,7 @@ from ...ir.lanes import varies
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.smem_layout import smem_offset
 from ...target import VECTOR
+from ..vector_geometry import row_major_offset
 
 LANE_NAMES = "xyzw"
 
@@ -119,9 +120,13 @@ class _VectorLowering:
         index0 = tuple(self._at(e, 0) for e in s.index)
         with _aligned_ranges(m, self.multiples):
             exprs = m.index_exprs(index0, out)
-            cond, safe = self._guard(index0, exprs, shape, self._run_dim(s.index))
+            if any(varies((e,), self.lane) for e in s.index[:-1]):
+                cond, offset = self._flat_guard(index0, exprs, shape)
+            else:
+                cond, safe = self._guard(index0, exprs, shape)
+                offset = flat_offset(safe, shape)
         m.note_read(s.tensor)
-        out.append(K.VectorLoad(dsts, "global", s.tensor, flat_offset(safe, shape)))
+        out.append(K.VectorLoad(dsts, "global", s.tensor, offset))
         if cond is not None:           # a masked run reads an aligned, clamped run, then the pad
             pad = K.Const(float(s.pad or 0.0))
             out += [K.Assign(d, K.Select(cond, K.Var(d), pad)) for d in dsts]
@@ -136,20 +141,30 @@ class _VectorLowering:
         offset = smem_offset([affine_expr(self._at(e, 0)) for e in s.index], stage)
         return [K.VectorLoad(dsts, "shared", stage.name, offset)]
 
-    def _run_dim(self, index) -> int:
-        """The dimension the run of 4 goes along: the innermost whose index moves with the
-        lane (not always the last: x[e, k, 0] of a (8, 1000, 1) tensor runs along k)."""
-        return max(d for d, e in enumerate(index) if varies((e,), self.lane))
-
-    def _guard(self, index0, exprs, shape, run_dim=None):
+    def _guard(self, index0, exprs, shape):
         """The in-bounds condition of a run of 4 (None when provable) and its clamped index.
         The first element and the extent are multiples of 4, so `first < extent` holds for
         all 4 elements when it holds for one; a clamp must keep the run aligned and inside,
-        so it goes to extent - 4 along the run's dimension, not extent - 1."""
+        so it goes to extent - 4, not extent - 1."""
         cond, _ = self.m.guard(index0, exprs, shape)
         if cond is None:
             return None, exprs
-        _, safe = self.m.guard(index0, exprs, _first_of_four(shape, run_dim))
+        _, safe = self.m.guard(index0, exprs, _first_of_four(shape))
+        return cond, safe
+
+    def _flat_guard(self, index0, exprs, shape):
+        """As _guard, for a run that moves along a dimension other than the last (x[e, k, 0]
+        of an (8, 1000, 1) tensor, x[j // 12289, j % 12289]): 005 judged it on the flat
+        offset (vector_geometry.float4_reason), so the clamp is of the flat offset, to
+        numel - 4 (a multiple of 4): a per-dimension clamp would move the run off its 16 bytes."""
+        cond, _ = self.m.guard(index0, exprs, shape)
+        flat = flat_offset(exprs, shape)
+        if cond is None:
+            return None, flat
+        numel = 1
+        for n in shape:
+            numel *= n
+        _, (safe,) = self.m.guard((row_major_offset(index0, shape),), (flat,), (numel - (VECTOR - 1),))
         return cond, safe
 
     def _store(self, s: Store) -> list:
@@ -169,10 +184,9 @@ class _VectorLowering:
         return out
 
 
-def _first_of_four(shape, run_dim) -> tuple[int, ...]:
-    """The shape the first of 4 aligned elements, running along `run_dim`, must lie in for
-    all 4 to lie in `shape`."""
-    return tuple(n - (VECTOR - 1) if d == run_dim else n for d, n in enumerate(shape))
+def _first_of_four(shape) -> tuple[int, ...]:
+    """The shape the first of 4 aligned elements must lie in for all 4 to lie in `shape`."""
+    return tuple(shape[:-1]) + (shape[-1] - (VECTOR - 1),)
 
 
 class _aligned_ranges:
