@@ -393,6 +393,14 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
                                                 "no tile and split count balances it") + " (stream-K would)")
             return skinny, _why(skinny, sms, because, chunks)
     s0 = old_splits(m, n, chunks, other, target)
+    if other > 1:
+        launched = batched_default_blocks(m, n, other, s0, target)
+        if not balanced(launched, sms):
+            even = batched_plan(m, n, chunks, bk, target, other)
+            if even is not None and sm_balance(even.blocks, sms) > sm_balance(launched, sms):
+                return even, _why(even, sms, f"a batch of {other} {m}x{n} matmuls over {chunks} K chunks: the "
+                                             f"default grid of {launched} blocks has SM balance "
+                                             f"{sm_balance(launched, sms):.2f}; one batch entry a block", chunks)
     blocks = default_blocks(m, n, other, s0, target)
     if balanced(blocks, sms) or blocks < sms or chunks < 2 * MIN_CHUNKS:
         return None, ""          # even already, or too small a grid to fill: 003's old rule
@@ -402,6 +410,53 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
         return None, ""
     return best, _why(best, sms, f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}",
                       chunks)
+
+
+BATCH_THREADS = 16         # threads 005 gives a batch axis at most (block_threads' leftover)
+LEAST_THREADS = 64         # a batched plan's blocks: at least two warps
+
+
+def batched_default_blocks(m: int, n: int, other: int, splits: int, target, block_threads: int = 256) -> int:
+    """Blocks 005 launches for `other` m x n matmuls at the default thread shape and register
+    block: a shape of fewer than `block_threads` threads gives the leftover to the batch axis
+    (up to BATCH_THREADS), so 32 heads of 32 x 32 at 8 x 16 threads run two heads a block, 16
+    blocks."""
+    sms = sm_count(target)
+    t = fitted_threads(parse_shape(default_thread_shape(m, n, sms)), m, n)
+    batch = min(_pow2(other), BATCH_THREADS, max(1, block_threads // (t[0] * t[1])))
+    return -(-other // batch) * splits * blocks_of(m, n, t, default_extents(m, n, sms, t))
+
+
+def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int) -> GridPlan | None:
+    """The cheapest balanced grid of a batch of `other` m x n matmuls (attention's Q @ K^T and
+    P @ V: K of 32..512, 28 or 32 heads) over the thread shapes of at least LEAST_THREADS
+    threads and at most MAX_DEFAULT_SIDE a side, every register block inside the output and
+    the split counts leaving SHORT_CHUNKS chunks a split; each block takes one batch entry
+    (005 gives the batch axis no threads: `block_threads` defaults to the plan's). A batch
+    count sharing no factor with the SM count balances only by the right tile count: 28 heads
+    x 32 tiles = 896 blocks, 6.79 per SM (0.97), where 4 tiles (112) or 16 (448) leave 0.85.
+    None when no candidate balances."""
+    sms = sm_count(target)
+    best, best_key = None, None
+    shapes, seen = [], set()
+    for order, s in enumerate(THREAD_SHAPES):
+        t = fitted_threads(parse_shape(s), m, n)
+        if max(parse_shape(s)) <= MAX_DEFAULT_SIDE and t[0] * t[1] >= LEAST_THREADS and t not in seen:
+            shapes.append((order, s, t))
+            seen.add(t)
+    for order, shape, t in shapes:
+        for tm in EXTENTS:
+            for tn in EXTENTS:
+                if tm > default_extent(m, t[0]) or tn > default_extent(n, t[1]):
+                    continue
+                for s in (1,) + split_counts(chunks, SHORT_CHUNKS):
+                    cand = _price(m, n, chunks, bk, target, other, shape, t, (tm, tn), s)
+                    if not balanced(cand.blocks, sms):
+                        continue
+                    key = (round(cand.us, 4), cand.workspace_bytes, -tm * tn, order)
+                    if best_key is None or key < best_key:
+                        best, best_key = cand, key
+    return best
 
 
 def _why(p: GridPlan, sms: int, because: str, chunks: int = 0) -> str:
