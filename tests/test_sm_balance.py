@@ -6,12 +6,14 @@ says why."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import deplokit
 from deplokit.analysis.occupancy import balanced, sm_balance
 from deplokit.bench.suite import suite_entries
 from deplokit.passes.schedule.grid_plan import decide, default_blocks, old_splits
+from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sim import simulate_program
 from deplokit.target import get_target
 
@@ -152,3 +154,33 @@ def test_every_suite_attention_matmul_kernel_is_balanced(capsys):
                                     "--no-ptxas"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "matmul kernels below SM balance 0.90 with < 8 blocks per SM: 0 of 12" in out[-1]
+
+
+def _naive_attention(q, k, v):
+    return torch.softmax(q @ k.transpose(-1, -2) / 8.0, dim=-1) @ v
+
+
+def test_a_balanced_half_attention_bmm_keeps_its_tensor_cores_and_matches_eager():
+    # bf16 Q @ K^T of 28 heads x 64 x 64 over head_dim 64: main ran 28 blocks of mma (0.21); the
+    # balanced grid keeps whole warp tiles of m16n8, so mma.sync stays
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(1, 28, 64, 64, generator=g).to(torch.bfloat16) for _ in range(2))
+    c = deplokit.compile(lambda q, k: q @ k.transpose(-1, -2), q, k)
+    func = c.kernel_ir.kernels[0]
+    assert balanced(func.grid[0] * func.grid[1] * func.grid[2], H100.sm_count)
+    assert "mma.sync" in str(c.cuda)
+    assert c.check(q, k, backend="sim", rtol=2e-2, atol=2e-2).ok
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_balanced_attention_bmms_compile_without_spills(dtype):
+    # qwen's naive attention at 128 tokens (28 heads, head_dim 128): every matmul kernel balanced
+    x = torch.zeros(1, 28, 128, 128, dtype=dtype)
+    c = deplokit.compile(_naive_attention, x, x, x, target="sm_90")
+    stats = compile_cuda(str(c.cuda), "sm_90", kernel_names=c.cuda.kernels).stats
+    matmuls = [f for f in c.kernel_ir.kernels if "matmul" in f.name]
+    assert len(matmuls) == 2
+    for f in matmuls:
+        assert balanced(f.grid[0] * f.grid[1] * f.grid[2], H100.sm_count), f.name
+        assert stats[f.name].spills == 0, f.name
