@@ -327,7 +327,7 @@ class Compilation(Displayable):
         Kernel IR). The compilation itself is left as it was."""
         arch = arch or self.target.name
         source = self.cuda if arch == self.target.name else render_cuda(self.kernel_ir, Context(get_target(arch)))
-        return compile_cuda(str(source), arch, kernel_names=source.kernels)
+        return compile_cuda(str(source), source.build_arch(arch), kernel_names=source.kernels)
 
     def sass(self, arch: str | None = None):
         """The machine code nvcc makes for `arch` (the target by default), disassembled: each

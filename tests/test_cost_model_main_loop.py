@@ -136,3 +136,28 @@ def test_a_partial_last_wave_costs_a_whole_one():
     one, two = times[full], times[full + 1]
     assert (one.waves, two.waves) == (1, 2) and one.tail == 1.0 and two.tail < 0.51
     assert two.loop_us == pytest.approx(2 * one.loop_us)
+
+
+def test_compiled_index_matches_the_closure_tree():
+    # compile_int turns an index into one Python function; closure_int walks the tree: same ints
+    import itertools
+
+    from deplokit.ir import kernel_ir as K
+    from deplokit.tune.sass_model.loop_addresses import INT_OPS, closure_int, compile_int
+    leaves = [K.Const(7), K.Const(-3), K.Var("i"), K.Special("tid.x"), K.Var("unset")]
+    exprs = [K.Binary(op, a, b) for op in sorted(INT_OPS) for a, b in itertools.product(leaves, repeat=2)]
+    exprs += [K.Unary("neg", exprs[5]), K.Unary("not", exprs[9]), K.Select(exprs[3], exprs[11], exprs[40])]
+    deep = K.Var("i")
+    for n in range(400):                        # past the parser's nesting limit: the closure tree
+        deep = K.Binary("+", deep, K.Const(n))
+    exprs.append(deep)
+    for env in ({"i": 5, "tid.x": 2}, {"i": -9, "tid.x": 0}, {"i": 0, "tid.x": 31}):
+        for e in exprs:
+            assert _outcome(compile_int(e), env) == _outcome(closure_int(e), env), e
+
+
+def _outcome(fn, env):
+    try:
+        return fn(env)
+    except ValueError as err:       # a negative shift count, either way
+        return type(err)

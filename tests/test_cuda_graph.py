@@ -10,17 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from deplokit.generate import build_decoder
 from deplokit.runtime.cuda_graph import GraphStep, graph_plan
 from deplokit.runtime.cupy_backend import CupyExecutor
 from deplokit.runtime.device import gpu_available
 from deplokit.runtime.nvrtc import nvrtc_available
 
 sys.path.insert(0, str(Path(__file__).parent))
+from decoder_helpers import MAX_LENGTH  # noqa: E402
 from test_cupy_host import StandInCupy  # noqa: E402
-from test_generate_programs import tiny_llama  # noqa: E402
-
-MAX_LENGTH = 32
 
 
 class CapturingCupy(StandInCupy):
@@ -78,16 +75,6 @@ class CapturingCupy(StandInCupy):
         return maybe_record
 
 
-@pytest.fixture(scope="module")
-def model():
-    return tiny_llama()
-
-
-@pytest.fixture(scope="module")
-def decoder(model):
-    return build_decoder(model, max_length=MAX_LENGTH)
-
-
 def executor(c, fake):
     exe = CupyExecutor(c.kernel_ir, str(c.cuda), c.input_names, c.values, c.target, cupy=fake,
                        launches=c.launches, whole=c.loop_ir, encode_tensor_map=fake.encode_tensor_map)
@@ -95,8 +82,8 @@ def executor(c, fake):
     return exe
 
 
-def test_the_capture_plan_names_what_each_replay_rewrites(decoder):
-    c = decoder.decode
+def test_the_capture_plan_names_what_each_replay_rewrites(llama_decoder):
+    c = llama_decoder.decode
     plan = graph_plan(SimpleNamespace(plan=SimpleNamespace(inputs=c.input_names, launches=c.launches or ()),
                                       state_names=c.state_names()))
     assert plan.rewritten == ("input_ids", "pos")
@@ -106,17 +93,17 @@ def test_the_capture_plan_names_what_each_replay_rewrites(decoder):
 
 
 @pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (cupy + libnvrtc) is not available")
-def test_one_capture_serves_every_token_on_the_host_stand_in(model, decoder):
+def test_one_capture_serves_every_token_on_the_host_stand_in(llama_decoder):
     """Captured once at position 0; three replays, each after the token and the position were
     written into the graph's own input buffers, match the loop backend token for token."""
-    c = decoder.decode
+    c = llama_decoder.decode
     fake = CapturingCupy(c.kernel_ir)
     exe = executor(c, fake)
     state = exe.new_state()
     ids, pos = torch.tensor([[3]]), torch.tensor([0])
     step = GraphStep(exe, (ids, pos), state)
     assert fake.captures == 1 and fake.launches == []          # captured, nothing run yet
-    want = decoder.session("loop")
+    want = llama_decoder.session("loop")
     token = 3
     for p in range(3):
         got = step((torch.tensor([[token]]), torch.tensor([p])))[0].numpy().reshape(-1)
@@ -132,10 +119,10 @@ def test_one_capture_serves_every_token_on_the_host_stand_in(model, decoder):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a CUDA device")
-def test_graph_decode_on_the_device_matches_the_loop_backend(model, decoder):
-    graph = decoder.session("cupy")
-    plain = decoder.session("cupy", graphs=False)
-    loop = decoder.session("loop")
+def test_graph_decode_on_the_device_matches_the_loop_backend(llama_decoder):
+    graph = llama_decoder.session("cupy")
+    plain = llama_decoder.session("cupy", graphs=False)
+    loop = llama_decoder.session("loop")
     prompt = [3, 17, 42]
     a, b, w = graph.prefill(prompt), plain.prefill(prompt), loop.prefill(prompt)
     for _ in range(8):

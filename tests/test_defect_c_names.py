@@ -53,6 +53,17 @@ def test_c_safe_gives_names_c_takes_and_keeps_good_ones():
     assert {"exp", "expf", "div", "max", "tanh", "int", "threadIdx", "select"} <= RESERVED
 
 
+def test_in_place_op_names_make_no_double_underscore():
+    """fuzz seed 303 case 149: `.add_(x1)` named a tensor `add_`; its split part became
+    `merged_add__part0`, which CUDA C++ reserves to the compiler."""
+    assert not tensor_name_ok("add_") and c_safe("add_") == "add" and c_safe("add_", {"add"}) == "add_1"
+    x0 = torch.randn(3, 129, 31)
+    c = check_everywhere(lambda x0, x1: torch.tanh(torch.sigmoid(torch.argmin(x0).float())).add_(x1),
+                         x0, torch.randn(()), atol=1e-5)
+    for k in c.kernel_ir.kernels:
+        assert name_problems(k) == [], (k.name, name_problems(k))
+
+
 def _kernel(name="k", params=("x", "out"), body=()):
     ps = (K.Param(params[0], size=4), K.Param(params[1], const=False, size=4))
     return K.KernelFunc(name, ps, (1, 1, 1), (4, 1, 1), tuple(body))

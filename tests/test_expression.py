@@ -111,6 +111,38 @@ def test_multiline_statements_and_constants_computed_once():
     assert c.check(backend="tensor").ok
 
 
+class _RealMatmuls(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts matmuls computed on real (not meta) tensors."""
+    def __init__(self):
+        super().__init__()
+        self.real = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.startswith("mm") and not any(
+                isinstance(a, torch.Tensor) and a.is_meta for a in args):
+            self.real += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_what_depends_on_an_input_is_shape_checked_not_computed():
+    # a 4096² bf16 matmul took minutes of CPU time to evaluate eagerly before capture
+    with _RealMatmuls() as counter:
+        p = load_expression("w = torch.randn(64, 32); torch.relu(torch.randn(16, 64) @ w)")
+    assert counter.real == 0
+    assert p.names == ("w", "x0") and [tuple(t.shape) for t in p.inputs] == [(64, 32), (16, 64)]
+    assert not any(t.is_meta for t in p.inputs)
+
+
+@pytest.mark.parametrize("text", [
+    "x = torch.randn(5); x * x.sum().item()",          # item(): no meta kernel, evaluated eagerly
+    "x = torch.randn(4, 3); x + torch.rand_like(x)",   # a factory shaped like an input
+])
+def test_what_needs_values_is_evaluated_eagerly(text):
+    p = load_expression(text)
+    assert not any(t.is_meta for t in p.inputs)
+    assert torch.isfinite(p.fn(*p.inputs)).all()
+
+
 @pytest.mark.parametrize("text, needle", [
     ("torch.relu(torch.randn(4,4)", "line 1, column"),
     ("torch.randn(4,4) +* 2", "malformed expression"),

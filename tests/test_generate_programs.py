@@ -4,6 +4,7 @@ position, and the decode program's CUDA compiles for sm_80/90/120."""
 import numpy as np
 import pytest
 import torch
+from decoder_helpers import MAX_LENGTH, tiny_llama
 
 from deplokit.errors import DeplokitError
 from deplokit.generate import CacheFullError, PromptTooLongError, build_decoder
@@ -11,25 +12,7 @@ from deplokit.runtime.nvcc import nvcc_available
 
 transformers = pytest.importorskip("transformers")
 
-MAX_LENGTH = 32
 PROMPT = [3, 17, 42, 99]
-
-
-def tiny_llama():
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    return transformers.LlamaForCausalLM(cfg).eval()
-
-
-@pytest.fixture(scope="module")
-def model():
-    return tiny_llama()
-
-
-@pytest.fixture(scope="module")
-def decoder(model):
-    return build_decoder(model, max_length=MAX_LENGTH)
 
 
 def reference(model, prompt, steps):
@@ -54,31 +37,31 @@ def generate(decoder, backend, prompt, steps):
     return s, out
 
 
-def test_sixteen_decode_steps_on_the_simulator_match_transformers(model, decoder):
-    want = reference(model, PROMPT, 16)
-    s, got = generate(decoder, "sim", PROMPT, 16)
+def test_sixteen_decode_steps_on_the_simulator_match_transformers(llama, llama_decoder):
+    want = reference(llama, PROMPT, 16)
+    s, got = generate(llama_decoder, "sim", PROMPT, 16)
     assert s.position == len(PROMPT) + 16
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     assert [int(g.argmax()) for g in got] == [int(w.argmax()) for w in want]
 
 
-def test_one_decode_compile_serves_every_position(model, decoder):
+def test_one_decode_compile_serves_every_position(llama, llama_decoder):
     """From a one-token prompt (the decode program itself) to the cache's last position, on the
     loop backend: the same Compilation object every step, with `pos` an argument of its kernels."""
-    program = decoder.decode
-    compiled = decoder.compile_count
+    program = llama_decoder.decode
+    compiled = llama_decoder.compile_count
     steps = MAX_LENGTH - 1
-    want = reference(model, PROMPT[:1], steps)
-    s = decoder.session("loop")
+    want = reference(llama, PROMPT[:1], steps)
+    s = llama_decoder.session("loop")
     got = [s.prefill(PROMPT[:1])]
     for _ in range(steps):
-        assert decoder.decode is program
+        assert llama_decoder.decode is program
         got.append(s.decode(int(got[-1].argmax())))
     assert s.position == MAX_LENGTH
     assert [int(g.argmax()) for g in got] == [int(w.argmax()) for w in want]
     np.testing.assert_allclose(got[-1], want[-1], rtol=1e-4, atol=1e-5)
-    assert decoder.compile_count == compiled         # nothing compiled while positions 0..31 ran
+    assert llama_decoder.compile_count == compiled         # nothing compiled while positions 0..31 ran
     # the position is a kernel argument, not a constant: each cache write reads it
     writers = [k for k in program.kernel_ir.kernels
                if any(p.name.endswith("_written") and not p.const for p in k.params)]
@@ -87,14 +70,14 @@ def test_one_decode_compile_serves_every_position(model, decoder):
         s.decode(0)
 
 
-def test_prompt_longer_than_the_cache_is_refused(decoder):
+def test_prompt_longer_than_the_cache_is_refused(llama_decoder):
     with pytest.raises(PromptTooLongError, match="33 tokens from position 0 do not fit the cache of 32"):
-        decoder.session("loop").prefill([1] * (MAX_LENGTH + 1))
+        llama_decoder.session("loop").prefill([1] * (MAX_LENGTH + 1))
     assert issubclass(PromptTooLongError, DeplokitError) and issubclass(CacheFullError, DeplokitError)
 
 
-def test_decode_program_prints_the_cache_and_the_position(decoder):
-    c = decoder.decode
+def test_decode_program_prints_the_cache_and_the_position(llama_decoder):
+    c = llama_decoder.decode
     assert "# pos: (1,) int64 runtime scalar" in c.torch_ir.header()
     assert sum("state" in line for line in c.torch_ir.header().splitlines()) == 4    # K and V of 2 layers
     assert "kv_cache0_written = kv_cache0 with [0, j, pos[0], l] = " in str(c.tensor_ir)
@@ -111,8 +94,8 @@ def test_decode_program_prints_the_cache_and_the_position(decoder):
 @pytest.mark.slow
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_120"])
-def test_decode_program_compiles_with_nvcc(model, arch):
-    c = build_decoder(model, max_length=MAX_LENGTH, target=arch).decode
+def test_decode_program_compiles_with_nvcc(llama, arch):
+    c = build_decoder(llama, max_length=MAX_LENGTH, target=arch).decode
     result = c.nvcc()
     assert set(result.stats) == set(c.cuda.kernels)
 
@@ -154,12 +137,12 @@ def test_decode_compiles_without_weights_and_counts_one_row_written():
     assert write.bytes == (64 + 32 * 64) * 4 + 2 * 16 * 4
 
 
-def test_a_second_prefill_continues_from_the_sessions_position(model, decoder):
+def test_a_second_prefill_continues_from_the_sessions_position(llama, llama_decoder):
     """pos is the first token's position: a prompt fed in two pieces gives the logits of the
     whole prompt (the second piece's queries read the first piece's keys from the cache)."""
     whole = PROMPT + [7, 8]
-    want = reference(model, whole, 0)[0]
-    s = decoder.session("loop")
+    want = reference(llama, whole, 0)[0]
+    s = llama_decoder.session("loop")
     s.prefill(PROMPT)
     got = s.prefill(whole[len(PROMPT):])
     assert s.position == len(whole)

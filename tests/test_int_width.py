@@ -14,6 +14,7 @@ from defect_checks import needs_nvcc
 import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.index import var
+from deplokit.ir.kernel_split import AtomicInc
 from deplokit.ir.loop_ir import Load, Loop, Store
 from deplokit.ir.tile_ir import BLOCK, Tile, TileAxis, TileKernel
 from deplokit.ir.types import TensorType
@@ -63,7 +64,7 @@ def test_int64_matmul_register_tiles_hold_integers():
     a, b = torch.randint(-2 ** 20, 2 ** 20, (16, 4096)), torch.randint(-2 ** 20, 2 ** 20, (4096, 16))
     c = _exact_everywhere(lambda a, b: a @ b, a, b)
     # split-K: a reducer kernel, or the last block of each tile adding the partials (a counter)
-    split_in_kernel = any(isinstance(s, K.AtomicInc) for k in c.kernel_ir.kernels for s in K.walk_stmts(k.body))
+    split_in_kernel = any(isinstance(s, AtomicInc) for k in c.kernel_ir.kernels for s in K.walk_stmts(k.body))
     assert len(c.kernel_ir.kernels) > 1 or split_in_kernel
 
 

@@ -119,6 +119,18 @@ def test_residual_stream_is_stored_not_recomputed():
     assert any("copies would compound" in note for note in fuse.notes)
 
 
+def test_inventory_counts_a_fused_swiglu_prologue_once_per_element():
+    """silu(g) * u fused into down's K loop: its FLOPs per element of the operand, not per
+    output column (the Qwen inventory's total counted it 128x per token)."""
+    m, k, n = 64, 256, 128
+    f = torch.nn.functional
+    c = deplokit.compile(lambda g, u, w: f.linear(f.silu(g) * u, w), torch.randn(m, k), torch.randn(m, k),
+                         torch.randn(n, k))
+    (entry,) = c.inventory()
+    prologue = entry.flops - 2 * m * k * n
+    assert 0 < prologue <= 8 * m * k
+
+
 def test_inventory_counts_bytes_and_flops():
     x, w, ids = torch.randn(16, 64), torch.randn(32, 64), torch.randint(0, 1000, (1, 8))
     c = deplokit.compile(torch.nn.functional.linear, x, w)

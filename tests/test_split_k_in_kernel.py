@@ -11,6 +11,7 @@ import torch
 import deplokit
 from deplokit.bench.suite import suite_entries
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_split import ThreadFence
 from deplokit.passes.schedule.grid_plan import reduce_choice
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
@@ -81,7 +82,7 @@ def test_the_kernel_ir_counts_with_an_integer_atomic_after_a_fence_and_broadcast
     fence, atomic, flag = kinds.index("ThreadFence"), kinds.index("AtomicInc"), kinds.index("Broadcast")
     assert fence < atomic < flag
     tail = next(s for s in stmts[flag:] if isinstance(s, K.If))
-    assert isinstance(tail.then[0], K.ThreadFence)       # acquire: the others' partials after the count
+    assert isinstance(tail.then[0], ThreadFence)       # acquire: the others' partials after the count
     assert any(isinstance(s, K.GlobalStore) and s.buffer == "add" for s in K.walk_stmts(tail.then))
     text = str(c.kernel_ir)
     assert "atomic_inc global merged_add_arrivals[" in text and "block-uniform shared split_last[0]" in text

@@ -13,6 +13,7 @@ import deplokit
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.kernel_ir import TmaTensorLoad
 from deplokit.ir.tile_ir import Stage, walk
+from deplokit.ir.types import ctype_bytes
 from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sim import SimulationError
@@ -232,7 +233,7 @@ def test_a_ring_above_48k_lives_in_dynamic_shared_memory():
     c = deep_ring(n=4)          # 4 x 16 KiB (tensor-map boxes are never padded: 3 are exactly 48 KiB)
     kernel = c.kernel_ir.kernels[0]
     arrays = [s for s in nodes(kernel.body, K.SharedArray)]
-    assert kernel.dynamic_smem >= sum(K.ctype_bytes(a.ctype) * a.size for a in arrays) > 48 * 1024
+    assert kernel.dynamic_smem >= sum(ctype_bytes(a.ctype) * a.size for a in arrays) > 48 * 1024
     assert all(a.offset is not None and a.offset % a.align == 0 for a in arrays)
     assert K.declared_smem_bytes(kernel) <= 48 * 1024
     assert f"# dynamic shared memory: {kernel.dynamic_smem} bytes" in str(kernel)

@@ -84,3 +84,16 @@ def test_estimated_size_is_near_the_count_and_repeatable(name):
     estimate = space.estimate_size(probes=300, seed=1)
     assert estimate == space.estimate_size(probes=300, seed=1)
     assert 0.7 * exact <= estimate <= 1.3 * exact
+
+
+def test_a_second_space_of_the_same_kernel_reuses_the_pass_applications(monkeypatch):
+    # the notebook's space table and the tune after it expand the same tree once
+    c, first = _space("rms_norm")
+    leaf = first.default_leaf()
+    import deplokit.tune.space as space_module
+    calls = []
+    real = space_module.with_workspaces         # called once per pass application
+    monkeypatch.setattr(space_module, "with_workspaces", lambda *a: calls.append(1) or real(*a))
+    again = kernel_spaces(c.loop_ir, c.target)[0]
+    assert again is not first and again.default_leaf() == leaf
+    assert calls == []

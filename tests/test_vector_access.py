@@ -285,3 +285,13 @@ def test_row_reduction_reads_its_row_with_float4(op):
     folds = [s for s in _kernel_stmts(c) if isinstance(s, K.Assign) and s.name == "acc0"]
     assert [f.value.args[1].name for f in folds[:4]] == ["in0_x", "in0_y", "in0_z", "in0_w"]
     assert c.check(backend="sim").ok
+
+
+def test_a_clamped_float4_run_along_a_middle_dimension_stays_in_place():
+    """fuzz seed 401 (MoE): x3[expert, k, 0] of an (8, 1000, 1) weight runs along k; the clamp
+    of a gathered access shrank the last dimension (extent 1) instead, reading x3[e, k - 3]."""
+    x, w, e = torch.randn(2, 1000), torch.randn(8, 1000, 1), torch.tensor([3, 7])
+    c = deplokit.compile(lambda x, w, e: (x * w[e, :, 0]).sum(-1), x, w, e)
+    loads = [line for line in str(c.kernel_ir).splitlines() if "float4 w[" in line]
+    assert loads and all("-3" not in line for line in loads)
+    assert c.check(backend="sim").ok

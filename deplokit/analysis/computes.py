@@ -135,7 +135,10 @@ class KernelNamer:
         `kernel` writes for the kernels after it."""
         loads = [s.tensor for s, _ in walk(kernel.body) if isinstance(s, Load)]
         params = list(dict.fromkeys(t for t in loads if t.startswith("p_")))
-        own = [m.replace(".", "_") for m in _module_and_op(kernel)[0]]
+        # a numeric path part (nn.Sequential's children: 0.linear) says nothing and would open
+        # a name with a digit: it is skipped (0.linear -> linear; a bare 0 leaves no module)
+        own = [m for m in ("_".join(p for p in re.split(r"[._]", m) if not p.isdigit())
+                           for m in _module_and_op(kernel)[0]) if m]
         layers = [m[1] for m in map(_LAYER.search, params) if m]
         inherited = [self.written[t] for t in dict.fromkeys(loads) if t in self.written]
         modules = own or list(dict.fromkeys(m for _, ms in inherited for m in ms))
@@ -157,10 +160,7 @@ class KernelNamer:
         # an in-place write into state (a KV cache: kv_cache0_written) says so: _write_kv_cache
         states = [re.sub(r"\d*_written$", "", t) for t in written]
         write = f"write_{states[0]}" if states else ""
-        name = "_".join(p for p in (f"layer{layer}" if layer else "", module_part(modules), part, write) if p)
-        # a module path that opens with a digit (nn.Sequential's children: 0, 1) is no C
-        # identifier and says nothing: such a kernel keeps its merged_ name
-        return name if name[:1].isalpha() else ""
+        return "_".join(p for p in (f"layer{layer}" if layer else "", module_part(modules), part, write) if p)
 
     def unique(self, base: str) -> str:
         name, n = base, 0

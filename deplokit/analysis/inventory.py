@@ -21,7 +21,7 @@ from ..ir.loop_ir import Load, LoopProgram
 from ..ir.tile_ir import walk
 from ..ir.types import format_shape
 from .computes import computes, merged_labels
-from .traffic import loop_kernel_cost
+from .traffic import floor_flops, loop_kernel_cost
 from .work import count_work
 
 
@@ -96,7 +96,8 @@ def inventory(program: LoopProgram, launches=(), tile_program=None) -> Inventory
         cost = loop_kernel_cost(k, types)
         n = counts.get(k.name, 1)
         label = merged_labels(labels[k.name]) if k.name in labels else computes(k)
-        out.append(InventoryEntry(k.name, n, inputs, outputs, cost.bytes, cost.flops, computes=label))
+        # a prologue staged inside a K loop counts once per operand element, as the floor does
+        out.append(InventoryEntry(k.name, n, inputs, outputs, cost.bytes, floor_flops(k), computes=label))
         if k.name in reducers:
             r = reducers[k.name]
             work = count_work(r, tile_types)

@@ -11,7 +11,7 @@ import traceback
 import torch
 
 from ..errors import DeplokitError, ExpressionError
-from .size_guard import size_guard
+from .size_guard import NeedsValues, size_guard
 
 SEED = 0
 FILENAME = "<expression>"
@@ -35,7 +35,23 @@ def node_position(node: ast.AST) -> str:
 
 
 def evaluate_once(tree: ast.Module, text: str):
-    """Run the text once with factories and constants instrumented; return their values."""
+    """Run the text once with factories and constants instrumented; return their values.
+
+    The inputs and constants need their values; what depends on an input needs only its
+    shape (torch.export captures it later), so it is first evaluated on meta tensors. Where
+    that cannot work (an op without a meta kernel, a factory shaped like an input, an error
+    in the user's code, whose message should be eager's) it is evaluated again, eagerly."""
+    try:
+        return _evaluate(tree, text, shapes_only=True)
+    except (NeedsValues, _Retry):
+        return _evaluate(tree, text, shapes_only=False)
+
+
+class _Retry(Exception):
+    """The shapes-only evaluation cannot stand for the eager one."""
+
+
+def _evaluate(tree: ast.Module, text: str, shapes_only: bool):
     values = {"input": {}, "const": {}}
     where = {}
 
@@ -45,8 +61,13 @@ def evaluate_once(tree: ast.Module, text: str):
                 raise ExpressionError(f"the {'tensor factory' if kind == 'input' else 'subexpression'} at "
                                       f"{where[kind, k]} is evaluated more than once; deplokit evaluates "
                                       "each input and constant once")
+            is_input = kind == "input" and isinstance(value, torch.Tensor)
+            if shapes_only and isinstance(value, torch.Tensor) and value.is_meta:
+                raise _Retry()         # made from an input's meta stand-in (torch.rand_like(x), ...)
             # Keep the example input as created: later statements may update it in place.
-            values[kind][k] = value.detach().clone() if kind == "input" and isinstance(value, torch.Tensor) else value
+            values[kind][k] = value.detach().clone() if is_input else value
+            if shapes_only and is_input:
+                return value.detach().to("meta")   # what depends on it is shape-checked only
             return value
         return record
 
@@ -62,11 +83,13 @@ def evaluate_once(tree: ast.Module, text: str):
     rng = torch.random.get_rng_state()
     torch.manual_seed(SEED)
     try:
-        with torch.no_grad(), size_guard():   # a result too large to compile is refused unmade
+        with torch.no_grad(), size_guard(shapes_only):   # a result too large to compile is refused unmade
             exec(code, env)
-    except DeplokitError:
+    except (DeplokitError, NeedsValues, _Retry):
         raise
     except Exception as e:  # anything the user's code raises
+        if shapes_only:
+            raise _Retry() from None   # report it as the eager evaluation words it
         raise ExpressionError(_runtime_message(e)) from None
     finally:
         torch.random.set_rng_state(rng)

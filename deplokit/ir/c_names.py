@@ -84,14 +84,15 @@ def c_rejects(name: str) -> str | None:
 
 
 def tensor_name_ok(name: str) -> bool:
-    """Whether a tensor may keep `name`: C takes it and no generated local can have it."""
-    return c_rejects(name) is None and not GENERATED_LOCAL.match(name)
+    """Whether a tensor may keep `name`: C takes it, no generated local can have it, and
+    no derived name (`name` + `_part0`, `_acc0`) gets a double underscore (`add_`, in place)."""
+    return c_rejects(name) is None and not GENERATED_LOCAL.match(name) and not name.endswith("_")
 
 
 def c_safe(name: str, taken=frozenset()) -> str:
     """`name` if it is a good tensor name (tensor_name_ok) not in `taken`, else the first
     free `name_N` (non-identifier characters become `_`, runs of `_` collapse to one)."""
-    base = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name)) or "t"
+    base = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", name)).rstrip("_") or "t"
     if base[0].isdigit() or base[0] == "_" or GENERATED_LOCAL.match(base):
         base = "t_" + base.lstrip("_")
     cand, n = base, 0

@@ -282,3 +282,120 @@ def ldmatrix_row_lanes(layout: FragmentLayout, along_cols: bool, tiles: int = 1)
         rows.append(r0 + r if along_cols else r0)
         cols.append(c0 if along_cols else c0 + r)
     return rows, cols
+
+
+@dataclass(frozen=True)
+class AccumulatorReuse:
+    """FlashAttention-2's register reuse: the A fragment of P (m x k) for the P @ V mma is made
+    of the C fragments of the k / n score tiles S[:, n*j : n*(j+1)] that the QK^T mma left in
+    the same lane, so P never leaves registers (convert FP32 -> half and pack, no shuffles).
+    `sources[i]` = (score tile j, C element c) that A element i is read from, in every lane."""
+    layout_a: FragmentLayout
+    layout_c: FragmentLayout
+    sources: tuple[tuple[int, int], ...]
+
+    def text(self) -> str:
+        cells = " ".join(f"a{i}=S{j}.c{c}" for i, (j, c) in enumerate(self.sources))
+        return (f"P fragment A {self.layout_a.shape.name} <- score accumulators "
+                f"S0..S{self.layout_a.cols // self.layout_c.cols - 1} (C {self.layout_c.rows}x{self.layout_c.cols}), "
+                f"same lane: {cells}")
+
+
+def accumulator_reuse(layout_a: FragmentLayout, layout_c: FragmentLayout) -> AccumulatorReuse:
+    """Which C element of which score tile each A element of P is, lane by lane, derived from
+    the two tables. Raises ValueError when an element of A sits in another lane's C fragment
+    (then P would have to cross lanes: shuffles or shared memory), or not at one C element
+    index for all lanes (the reuse would not be one register move per element)."""
+    if layout_a.rows != layout_c.rows or layout_a.cols % layout_c.cols:
+        raise ValueError(f"an A fragment of {layout_a.rows}x{layout_a.cols} is not whole "
+                         f"{layout_c.rows}x{layout_c.cols} accumulator tiles")
+    c_at = layout_c.lane_of()
+    sources = []
+    for i in range(len(layout_a.coords[0])):
+        held = set()
+        for lane in range(WARP):
+            r, c = layout_a.coords[lane][i]
+            j, col = divmod(c, layout_c.cols)
+            src_lane, e = c_at[(r, col)]
+            if src_lane != lane:
+                raise ValueError(f"A element a{i} of lane {lane} ({r}, {c}) is in lane {src_lane}'s "
+                                 f"score tile {j}: P would cross lanes")
+            held.add((j, e))
+        if len(held) != 1:
+            raise ValueError(f"A element a{i} comes from {sorted(held)} across the lanes: not one register")
+        sources.append(held.pop())
+    return AccumulatorReuse(layout_a, layout_c, tuple(sources))
+
+
+# -- wgmma (sm_90a): warpgroup-wide m64nNk16 ---------------------------------------------------
+# wgmma.mma_async multiplies a 64 x 16 A by a 16 x N B (N a multiple of 8 up to 256), both read
+# from shared memory through descriptors, into a 64 x N FP32 accumulator held by the 128
+# threads of a warpgroup (PTX ISA "Register Fragments: wgmma .m64nNk16", the D matrix): warp w
+# owns rows 16w .. 16w+15, and within those the warp holds the 16 x 8 mma accumulator layout
+# once per 8 columns: element i of lane 4g+t is (16w + g + 8 * (i/2 % 2), 8 * (i/4) + 2t + i%2).
+WARPGROUP = 128
+WGMMA_NS = tuple(range(8, 257, 8))
+
+
+@dataclass(frozen=True)
+class WgmmaAccumulator:
+    """The D fragment of wgmma m64n`n`k16: coords[thread][i] = (row, col) of element i of
+    thread `thread` (0..127) of the warpgroup, in register i of its accumulator array."""
+    n: int
+    coords: tuple[tuple[tuple[int, int], ...], ...]
+
+    @property
+    def registers(self) -> int:
+        return len(self.coords[0])
+
+    def text(self) -> str:
+        return (f"fragment D wgmma m64n{self.n}k16 64x{self.n}: thread 32w + 4g + t holds "
+                + " ".join(f"d{i}={self.coords[0][i]}" for i in range(min(4, self.registers)))
+                + " ... at (row + 16w + g, col + 2t)")
+
+
+def wgmma_accumulator(n: int) -> WgmmaAccumulator:
+    """PTX's D fragment of wgmma m64nNk16 with an FP32 accumulator."""
+    if n not in WGMMA_NS:
+        raise ValueError(f"wgmma m64n{n}k16: N is a multiple of 8 from 8 to 256")
+    coords = []
+    for thread in range(WARPGROUP):
+        w, lane = divmod(thread, WARP)
+        g, t = lane >> 2, lane % 4
+        coords.append(tuple((16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1))
+                            for i in range(n // 2)))
+    return WgmmaAccumulator(n, tuple(coords))
+
+
+# The shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"), 64 bits: start
+# address >> 4 (bits 0..13), leading byte offset >> 4 (16..29), stride byte offset >> 4
+# (32..45), base offset (49..51, 0 here: swizzled tiles start on a repeat of their pattern),
+# swizzle mode (62..63).
+DESCRIPTOR_SWIZZLE_MODE = {0: 0, 128: 1, 64: 2, 32: 3}
+DESCRIPTOR_SWIZZLE_SPAN = {v: k for k, v in DESCRIPTOR_SWIZZLE_MODE.items()}
+
+
+def descriptor_bits(leading_bytes: int, stride_bytes: int, swizzle: int) -> int:
+    """A descriptor's fields but its start address (which only the running kernel knows)."""
+    for what, v in (("leading", leading_bytes), ("stride", stride_bytes)):
+        if v % 16 or not 0 <= v >> 4 < 1 << 14:
+            raise ValueError(f"wgmma descriptor: {what} byte offset {v} is not a multiple of 16 below 256 KiB")
+    if swizzle not in DESCRIPTOR_SWIZZLE_MODE:
+        raise ValueError(f"wgmma descriptor: swizzle {swizzle}; supported: {sorted(DESCRIPTOR_SWIZZLE_MODE)}")
+    return (leading_bytes >> 4) << 16 | (stride_bytes >> 4) << 32 | DESCRIPTOR_SWIZZLE_MODE[swizzle] << 62
+
+
+def descriptor_fields(desc):
+    """(start, leading, stride) in bytes and the swizzle mode of descriptor(s) `desc` (ints or
+    uint64 numpy arrays)."""
+    return ((desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4, (desc >> 62) & 3)
+
+
+def kmajor_byte(row, k, leading, stride, span: int):
+    """Byte offset, before swizzling, of element (row, k) of a K-major tile of 2-byte elements
+    that a descriptor describes: 8-row groups `stride` bytes apart; within a group, swizzled
+    rows are `span` bytes (a K step of 16 halves, 32 bytes, fits in any span), unswizzled
+    ones are 8 x 16-byte core matrices `leading` bytes apart along K."""
+    if span:
+        return (row // 8) * stride + (row % 8) * span + k * 2
+    return (row // 8) * stride + (k // 8) * leading + (row % 8) * 16 + (k % 8) * 2

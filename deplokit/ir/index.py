@@ -63,16 +63,15 @@ class Affine:
     # -- construction -------------------------------------------------------------
     def __add__(self, other: "Affine | int") -> "Affine":
         other = as_affine(other)
-        coefs: dict[Atom, int] = {}
-        order: list[Atom] = []
+        coefs: dict[Atom, int] = {}     # insertion-ordered: the atoms in first-seen order
         for atom, c in self.terms + other.terms:
-            if atom not in coefs:
-                order.append(atom)
-                coefs[atom] = 0
-            coefs[atom] += c
-        terms = tuple((a, coefs[a]) for a in order if coefs[a] != 0)
+            coefs[atom] = coefs.get(atom, 0) + c
+        terms = tuple((a, c) for a, c in coefs.items() if c != 0)
         out = Affine(terms, self.const + other.const)
-        return _recombine(out) if any(isinstance(a, Mod) for a, _ in terms) else out
+        for a, _ in terms:              # a hot path of every pass: no generator
+            if type(a) is Mod:
+                return _recombine(out)
+        return out
 
     __radd__ = __add__
 

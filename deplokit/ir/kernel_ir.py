@@ -13,7 +13,9 @@ element offset.
 One module, one concept, in reading order: the expression and statement nodes (TMA's
 tensor maps among them), the statements that stand for a stage between two lowering passes,
 the kernel and program, walking, the text every node prints as (dispatched on the node's
-type), and the names a kernel declares with their renaming.
+type), and the names a kernel declares with their renaming. The statements of two advanced
+features live in modules of their own and print themselves: the tensor cores' (kernel_mma.py)
+and the split-K tail's (kernel_split.py).
 """
 from __future__ import annotations
 
@@ -213,30 +215,6 @@ class SyncWarp:
 
 
 @dataclass(frozen=True)
-class ThreadFence:
-    """__threadfence(): this thread's global writes before it are visible to every block of
-    the grid before any write or atomic after it (split-K's partials before its counter)."""
-
-
-@dataclass(frozen=True)
-class AtomicInc:
-    """int dst = atomicAdd(&buffer[offset], 1): an integer counter's old value (split-K's
-    arrivals at a tile; integers add exactly in any order, unlike floats)."""
-    dst: str
-    buffer: str                   # an int32 kernel parameter
-    offset: "Expr"
-
-
-@dataclass(frozen=True)
-class Broadcast:
-    """int dst = array[0]: what one thread stored into a shared int before a Barrier, read by
-    every thread of the block; the same in all of them (a branch on it keeps barriers legal:
-    split-K's "this block is the tile's last")."""
-    dst: str
-    array: str
-
-
-@dataclass(frozen=True)
 class CpAsync:
     """cp.async of `nbytes` (4, 8 or 16) from global to shared; lands by a later wait."""
     array: str
@@ -318,44 +296,6 @@ class Comment:
 
 
 @dataclass(frozen=True)
-class LdMatrix:
-    """ldmatrix.sync.aligned.m8n8.x`num`[.trans].shared.b16 into registers dst[index ..
-    index + num): this lane gives the address of shared `array` element `offset`, the start of
-    one 16-byte row (lanes 8i .. 8i+7 give the rows of matrix i); every lane receives PTX's
-    elements of each matrix (deplokit.ir.fragments.ldmatrix_layout). A warp-wide instruction:
-    all 32 lanes execute it together."""
-    dst: str
-    index: Expr
-    num: int
-    trans: bool
-    array: str
-    offset: Expr
-
-
-@dataclass(frozen=True)
-class Tf32Round:
-    """dst[index] = cvt.rna.tf32.f32(dst[index]): to the nearest tf32, ties away from zero (one
-    instruction; deplokit's round_tf32 elsewhere rounds ties to even: they differ only on exact
-    ties, and the simulator models this one bit for bit)."""
-    dst: str
-    index: Expr
-
-
-@dataclass(frozen=True)
-class Mma:
-    """One warp-wide mma.sync (`shape`, deplokit.ir.fragments.SHAPES): acc[acc_at .. +4) +=
-    A @ B, A's fragment in a[a_at ..], B's in b[b_at ..] (register arrays; the offsets are
-    compile-time constants once the register loops unroll)."""
-    shape: str
-    acc: str
-    acc_at: Expr
-    a: str
-    a_at: Expr
-    b: str
-    b_at: Expr
-
-
-@dataclass(frozen=True)
 class TmaTensorLoad:
     """cp.async.bulk.tensor (sm_90): the box of tensor map `tensor_map` (a TensorMap of the
     kernel) whose first element is at `coords` (element coordinates, outermost dimension
@@ -391,9 +331,8 @@ class TensorMap:
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, SyncWarp, ThreadFence, AtomicInc, Broadcast, CpAsync, CpAsyncCommit, CpAsyncWait,
-             TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait, ProxyFence, Comment, LdMatrix,
-             Tf32Round, Mma]
+             For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait,
+             TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait, ProxyFence, Comment]
 
 
 # -- statements pending a later lowering pass ----------------------------------------------
@@ -537,8 +476,7 @@ def stmt_exprs(s):
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)
     out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
-    if isinstance(s, Mma):
-        out += [s.acc_at, s.a_at, s.b_at]
+    out += [getattr(s, name) for name in getattr(s, "MORE_EXPRS", ())]     # a feature's own fields
     return tuple(out)
 
 
@@ -623,13 +561,13 @@ def format_expr(e) -> str:
     if isinstance(e, Select):
         return f"select({format_expr(e.cond)}, {format_expr(e.a)}, {format_expr(e.b)})"
     if isinstance(e, GlobalLoad):
-        return f"global {_at(e.buffer, e.offset)}"
+        return f"global {format_at(e.buffer, e.offset)}"
     if isinstance(e, SharedLoad):
-        return f"shared {_at(e.array, e.offset)}"
+        return f"shared {format_at(e.array, e.offset)}"
     if isinstance(e, Shuffle):
         return f"shfl_xor({format_expr(e.value)}, {e.lane_mask})"
     if isinstance(e, RegLoad):
-        return _at(e.array, e.index)
+        return format_at(e.array, e.index)
     raise TypeError(e)
 
 
@@ -637,22 +575,23 @@ def _strip(text: str) -> str:
     return text[1:-1] if text.startswith("(") and text.endswith(")") and text.count("(") == 1 else text
 
 
-def _e(e) -> str:
+def format_plain(e) -> str:
+    """An expression as it prints, without its outer parentheses."""
     return _strip(format_expr(e))
 
 
-def _at(array: str, offset) -> str:
+def format_at(array: str, offset) -> str:
     """array[offset], as every memory access prints."""
-    return f"{array}[{_e(offset)}]"
+    return f"{array}[{format_plain(offset)}]"
 
 
 def _copy(s) -> str:
     """What an asynchronous copy moves (cp.async, TMA): shared X[dst] <- global Y[src]."""
-    return f"shared {_at(s.array, s.dst_offset)} <- global {_at(s.buffer, s.src_offset)}"
+    return f"shared {format_at(s.array, s.dst_offset)} <- global {format_at(s.buffer, s.src_offset)}"
 
 
 def _mbar(name: str, slot) -> str:
-    return name if slot is None else f"{name}[{_e(slot)}]"
+    return name if slot is None else f"{name}[{format_plain(slot)}]"
 
 
 def format_stmts(body, depth: int, lines: list[str]) -> None:
@@ -670,14 +609,14 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             where = f"  # dynamic smem + {s.offset}" if s.offset is not None else ""
             lines.append(f"{pad}shared {s.ctype} {s.name}[{s.size}]{where}")
         elif isinstance(s, GlobalStore):
-            lines.append(f"{pad}global {_at(s.buffer, s.offset)} = {_e(s.value)}")
+            lines.append(f"{pad}global {format_at(s.buffer, s.offset)} = {format_plain(s.value)}")
         elif isinstance(s, SharedStore):
-            lines.append(f"{pad}shared {_at(s.array, s.offset)} = {_e(s.value)}")
+            lines.append(f"{pad}shared {format_at(s.array, s.offset)} = {format_plain(s.value)}")
         elif isinstance(s, VectorLoad):
-            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {_at(s.source, s.offset)}")
+            lines.append(f"{pad}{', '.join(s.dsts)} = {s.space} float4 {format_at(s.source, s.offset)}")
         elif isinstance(s, VectorStore):
             vals = ", ".join(format_expr(v) for v in s.values)
-            lines.append(f"{pad}{s.space} float4 {_at(s.target, s.offset)} = ({vals})")
+            lines.append(f"{pad}{s.space} float4 {format_at(s.target, s.offset)} = ({vals})")
         elif isinstance(s, For):
             unroll = "  # unroll" if s.unroll else ""
             lines.append(f"{pad}for {s.var} = {_strip(format_expr(s.start))}; < {_strip(format_expr(s.stop))}; "
@@ -693,12 +632,6 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}barrier")
         elif isinstance(s, SyncWarp):
             lines.append(f"{pad}syncwarp")
-        elif isinstance(s, ThreadFence):
-            lines.append(f"{pad}threadfence")
-        elif isinstance(s, Broadcast):
-            lines.append(f"{pad}int {s.dst} = block-uniform shared {s.array}[0]")
-        elif isinstance(s, AtomicInc):
-            lines.append(f"{pad}int {s.dst} = atomic_inc global {_at(s.buffer, s.offset)}")
         elif isinstance(s, CpAsync):
             lines.append(f"{pad}cp.async {s.nbytes}B {_copy(s)}")
         elif isinstance(s, CpAsyncCommit):
@@ -723,16 +656,9 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
         elif isinstance(s, Comment):
             lines.append(f"{pad}// {s.text}")
-        elif isinstance(s, LdMatrix):
-            lines.append(f"{pad}{s.dst}[{_strip(format_expr(s.index))} +0..{s.num}] = ldmatrix.x{s.num}"
-                         f"{'.trans' if s.trans else ''} shared {_at(s.array, s.offset)}")
-        elif isinstance(s, Tf32Round):
-            at = f"{s.dst}[{_strip(format_expr(s.index))}]"
-            lines.append(f"{pad}{at} = cvt.rna.tf32({at})")
-        elif isinstance(s, Mma):
-            lines.append(f"{pad}{s.acc}[{_strip(format_expr(s.acc_at))} +0..4] += mma.{s.shape}("
-                         f"{s.a}[{_strip(format_expr(s.a_at))} +..], {s.b}[{_strip(format_expr(s.b_at))} +..])")
         elif isinstance(s, (StageCopy, StageWait, StagePrologue)):   # pending a later pass
+            lines.append(pad + s.text())
+        elif callable(getattr(s, "text", None)):    # a feature's statement (kernel_mma.py, ...) says itself
             lines.append(pad + s.text())
         else:
             raise TypeError(s)
@@ -777,12 +703,11 @@ _LOCAL_FIELDS = {
     SharedStore: ("array",), For: ("var",), CpAsync: ("array",),
     TmaLoad: ("array", "barrier"), TmaTensorLoad: ("array", "barrier"), MbarrierInit: ("name",),
     MbarrierWait: ("name",), MbarrierArrive: ("name",),
-    LdMatrix: ("dst", "array"), Tf32Round: ("dst",), Mma: ("acc", "a", "b"),
 }
 
 
 def _local_fields(node) -> tuple[str, ...]:
-    fields = _LOCAL_FIELDS.get(type(node), ())
+    fields = _LOCAL_FIELDS.get(type(node), getattr(type(node), "LOCAL_FIELDS", ()))   # a feature's node says
     if isinstance(node, VectorLoad):
         return ("dsts",) + (("source",) if node.space == "shared" else ())
     if isinstance(node, VectorStore) and node.space == "shared":

@@ -285,7 +285,7 @@ class SplitArrive:
     last of the `splits` to arrive ends here, and the last runs the statements after this
     one (the partials added in split order, the epilogue) and resets the counter to 0 for
     the next launch. Materialised as a fence, one integer atomic and a block-wide broadcast
-    (passes/lower/split_tail.py): which block is last depends on timing, the sum's order
+    (passes/split/split_tail.py): which block is last depends on timing, the sum's order
     does not."""
     counter: str
     split: str                     # the BLOCK axis of role K (003's a2s)

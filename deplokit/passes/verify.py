@@ -45,6 +45,7 @@ from ..errors import IRInvariantError
 from ..ir import kernel_ir as K
 from ..ir.index import Affine, covers_once, free_vars, gathers
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
+from ..ir.kernel_split import AtomicInc, Broadcast
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import (
     Assign,
@@ -323,11 +324,11 @@ class _KernelChecker:
                 varying.add(s.name)
         elif isinstance(s, K.DeclareArray):
             scope.add(s.name)
-        elif isinstance(s, K.AtomicInc):
+        elif isinstance(s, AtomicInc):
             self.buffer(s.buffer)
             scope.add(s.dst)
             varying.add(s.dst)
-        elif isinstance(s, K.Broadcast):     # block-uniform by construction
+        elif isinstance(s, Broadcast):     # block-uniform by construction
             self.array(s.array)
             scope.add(s.dst)
         elif isinstance(s, K.VectorLoad):

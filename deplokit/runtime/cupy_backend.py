@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import ExecutionError
+from ..ir.kernel_wgmma import uses_wgmma
 from .device import require_gpu
 from .launch_plan import STATIC_SMEM_LIMIT, LaunchPlan, build_plan, pack_args
 from .nvcc import compile_cuda, nvcc_available
@@ -114,7 +115,9 @@ class CupyExecutor:
         check_plan_matches_source(self.plan, cuda_source)
         self.arch, cc = device_arch(cupy)
         check_device_supports(target, cc)
-        self.cubin = compile_cubin(cuda_source, self.arch)
+        # wgmma exists only in the architecture-specific PTX of the device (sm_90a)
+        arch = self.arch + "a" if any(uses_wgmma(k) for k in kernel_program.kernels) else self.arch
+        self.cubin = compile_cubin(cuda_source, arch)
         self.module = cupy.cuda.function.Module()
         try:
             self.module.load(self.cubin)

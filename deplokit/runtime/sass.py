@@ -24,7 +24,7 @@ def compile_sass(cuda, kernel_program, arch: str, target_name: str | None = None
     another arch renders the Kernel IR `kernel_program` for it first."""
     require_sass_tools()
     source = cuda if arch == (target_name or arch) else render_cuda(kernel_program, Context(get_target(arch)))
-    result = compile_cuda(str(source), arch, kernel_names=source.kernels)
+    result = compile_cuda(str(source), source.build_arch(arch), kernel_names=source.kernels)
     dis = disassemble(result.cubin)
     tool = f"{dis.tool} {dis.version}".strip()
     return analyze_sass(dis.text, result.arch, tool, result.stats, order=source.kernels)

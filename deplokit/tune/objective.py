@@ -59,7 +59,7 @@ class ModelObjective:
         digest = hashlib.sha256(str(source).encode()).hexdigest()
         cached = self.cache.ptxas(digest, self.target.name) if self.cache is not None else None
         if cached is None:
-            result = compile_cuda(str(source), self.target.name, kernel_names=source.kernels)
+            result = compile_cuda(str(source), source.build_arch(self.target.name), kernel_names=source.kernels)
             cached = {name: [s.registers, s.smem_bytes, s.spill_stores, s.spill_loads, s.stack_bytes]
                       for name, s in result.stats.items()}
             if self.cache is not None:

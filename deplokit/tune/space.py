@@ -66,6 +66,10 @@ class Leaf:
         return {f"{kernel_name}:{k}": v for k, v in self.config}
 
 
+_RUNS: dict = {}          # (pass, kernel, target, knobs, types) -> the kernel after it, or None
+_RUNS_LIMIT = 20000
+
+
 class KernelSpace:
     """The knob tree of kernel `kernel_name` of `program` (Loop IR) for `target`.
 
@@ -84,6 +88,7 @@ class KernelSpace:
         self.kernel_name = kernel_name
         self.target = target
         self.types = self.program.types()
+        self._types_key = tuple(sorted(self.types.items()))
         self.root = Position(0, self.program.kernel(kernel_name))
         self.key = structural_hash(program.kernel(kernel_name), program.types())
         self._results: dict[tuple[int, TileKernel], list] = {}
@@ -138,11 +143,25 @@ class KernelSpace:
                      for value, after, count in groups.values())
 
     def _run(self, p, kernel: TileKernel, knobs: dict) -> TileKernel | None:
+        # shared by every space of the session: the notebook's space table and the tune after it
+        # (and a second tune of the same kernel) apply the same passes to the same kernels
+        try:
+            memo = (p.name, kernel, self.target, tuple(knobs.items()), self._types_key)
+            hash(memo)
+        except TypeError:       # an unhashable target or type: not memoised
+            memo = None
+        if memo is not None and memo in _RUNS:
+            return _RUNS[memo]
         try:
             result, _ = p.apply_to(kernel, self.target, knobs, with_workspaces(self.types, kernel))
+            after = kernel if isinstance(result, Skip) else result
         except DeplokitError:
-            return None         # a pass refusing a value outright: not part of the space
-        return kernel if isinstance(result, Skip) else result
+            after = None        # a pass refusing a value outright: not part of the space
+        if memo is not None:
+            if len(_RUNS) >= _RUNS_LIMIT:
+                _RUNS.clear()
+            _RUNS[memo] = after
+        return after
 
     def forced(self, pos: Position, config: list) -> Position:
         """Walk through decisions with a single option from `pos` on, appending their knobs to

@@ -31,6 +31,8 @@ such rows (sdpa with a bool mask), the same test of the max zeroes the output ro
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ...ir.index import Affine, substitute, var
 from ...ir.loop_ir import Compute, Kernel, Load, LocalBuffer, Loop, Store
 from ...ir.names import fresh_name
@@ -73,7 +75,10 @@ def flash_kernel(parts: AttentionParts, name: str, outputs: tuple[str, ...], tak
         Store(m_name, at, "%m"),
         Loop(col, parts.columns, "free", (
             Load("%o_old", o_name, o_at),
-            Load("%v", parts.value.tensor, _at_column(parts.value.index, parts.column, col)),
+            *((Load("%v", parts.value.tensor, _at_column(parts.value.index, parts.column, col)),)
+              if parts.widen is None else
+              (Load("%v_h", parts.value.tensor, _at_column(parts.value.index, parts.column, col)),
+               dataclasses.replace(parts.widen, dst="%v", args=("%v_h",)))),
             Compute("%o_c", "multiply", ("%o_old", "%c")),
             Compute("%pv", "multiply", ("%p", "%v")),
             Compute("%o", "add", ("%o_c", "%pv")),

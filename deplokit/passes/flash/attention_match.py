@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ...ir.index import Affine, free_vars
 from ...ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, Store, walk
+from ...ir.tensor_ir import CONVERT_OP
 from ..fuse.tidy import rename_body
 from ..rows.rows import defined_names, row_loops
 
@@ -44,6 +45,7 @@ class AttentionParts:
     scores_local: str             # the row fusion locals this replaces
     probs_local: str
     prologue: tuple = ()          # row statements before the keys (values hoisted out of the key loop)
+    widen: Compute | None = None  # `convert(value) -> float32` of half values, else None
 
 
 def rename_var(body, old: str, new: str) -> tuple:
@@ -131,8 +133,14 @@ def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
     rest = [s for s in pv if not isinstance(s, Load)]
     probs_load = [s for s in loads if s.tensor == probs_local]
     v_load = [s for s in loads if s.tensor != probs_local]
+    # half values: `convert(v) -> float32` (exact) before the multiply, kept with the value
+    widen = None
+    if (len(v_load) == 1 and len(rest) == 3 and _is(rest[0], CONVERT_OP, (v_load[0].dst,))
+            and rest[0].dtype == "float32"):
+        widen, rest = rest[0], rest[1:]
+    v_value = widen.dst if widen is not None else (v_load[0].dst if len(v_load) == 1 else None)
     if not (len(probs_load) == 1 and len(v_load) == 1 and len(rest) == 2 and _is(rest[0], "multiply")
-            and set(rest[0].args) == {probs_load[0].dst, v_load[0].dst} and isinstance(rest[1], Accumulate)
+            and set(rest[0].args) == {probs_load[0].dst, v_value} and isinstance(rest[1], Accumulate)
             and rest[1].reduction == "sum" and rest[1].value == rest[0].dst):
         return "its P @ V phase is not a sum of probabilities times values"
     value = v_load[0]
@@ -145,7 +153,8 @@ def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
     if any(free_vars(e) - row_vars - {o_ph.var} for e in store.index):
         return "its output is not stored per row and column"
     return AttentionParts(rows, key, keys, score, x, zero_if, zero_cond, running_max, o_ph.var, o_ph.extent,
-                          value, tuple(o_body[1:-1]), rest[1].acc, store, scores_local, probs_local, prologue)
+                          value, tuple(o_body[1:-1]), rest[1].acc, store, scores_local, probs_local, prologue,
+                          widen)
 
 
 def _read_scores(body, local: str, value) -> tuple[list, dict]:

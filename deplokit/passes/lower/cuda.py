@@ -34,7 +34,8 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
   `cp.async.{ca,cg}.shared.global` (sm_80+; `cg`, which bypasses L1, for 16 bytes),
   `cp.async.commit_group`, `cp.async.wait_group N`. The advanced features' statements are
   printed by their own modules through FEATURE_STATEMENTS: TMA copies and mbarriers by
-  passes/tma/cuda_tma.py, the tensor cores' ldmatrix and mma.sync by passes/mma/cuda_mma.py.
+  passes/tma/cuda_tma.py, the tensor cores' ldmatrix and mma.sync by passes/mma/cuda_mma.py,
+  the split-K tail's fence, counter and broadcast by passes/split/cuda_split.py.
 * Output is deterministic (same tree, same bytes) with 4-space indentation.
 
 One module, one job, in reading order: the C types, literals, operator precedence and
@@ -54,10 +55,8 @@ import numpy as np
 from ...display import Displayable
 from ...ir.kernel_ir import (
     Assign,
-    AtomicInc,
     Barrier,
     Binary,
-    Broadcast,
     Call,
     Cast,
     Comment,
@@ -73,11 +72,9 @@ from ...ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    LdMatrix,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
-    Mma,
     Param,
     ProxyFence,
     RegLoad,
@@ -88,8 +85,6 @@ from ...ir.kernel_ir import (
     Shuffle,
     Special,
     SyncWarp,
-    Tf32Round,
-    ThreadFence,
     TmaLoad,
     TmaTensorLoad,
     Unary,
@@ -97,13 +92,18 @@ from ...ir.kernel_ir import (
     VectorLoad,
     VectorStore,
 )
+from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
+from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
+from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait, uses_wgmma
 from ...ir.names import fresh_name
 from ...ir.ops import OPS, is_c_operator
 from ...ir.types import ctype_bytes
 from ...target import STATIC_SMEM_PER_BLOCK, WARP_SIZE
 from ..mma import cuda_mma
 from ..record import Pass
+from ..split import cuda_split
 from ..tma import cuda_tma
+from ..wgmma import cuda_wgmma
 
 __all__ = ["CudaSource", "render_cuda", "render_kernel", "render_program", "format_float"]
 
@@ -265,6 +265,11 @@ FEATURE_STATEMENTS = {
     MbarrierInit: cuda_tma.render_mbarrier_init, MbarrierArrive: cuda_tma.render_mbarrier_arrive,
     MbarrierWait: cuda_tma.render_mbarrier_wait, ProxyFence: cuda_tma.render_proxy_fence,
     LdMatrix: cuda_mma.render_ldmatrix, Tf32Round: cuda_mma.render_tf32_round, Mma: cuda_mma.render_mma,
+    WgmmaDescriptor: cuda_wgmma.render_wgmma_descriptor, WgmmaFence: cuda_wgmma.render_wgmma_fence,
+    Wgmma: cuda_wgmma.render_wgmma, WgmmaCommit: cuda_wgmma.render_wgmma_commit,
+    WgmmaWait: cuda_wgmma.render_wgmma_wait,
+    ThreadFence: cuda_split.render_thread_fence, AtomicInc: cuda_split.render_atomic_inc,
+    Broadcast: cuda_split.render_broadcast,
 }
 
 
@@ -282,7 +287,7 @@ def _walk(node) -> Iterator[object]:
 def _names_in(k: KernelFunc) -> set[str]:
     names = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
     for n in _walk(k.body):
-        if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit)):
+        if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit, WgmmaDescriptor)):
             names.add(n.name)
         elif isinstance(n, Assign):
             names.add(n.name)
@@ -398,15 +403,6 @@ class _Renderer:
             self.if_stmt(s, scope, prefix="if")
         elif isinstance(s, (Barrier, SyncWarp)):
             self.emit("__syncthreads();" if isinstance(s, Barrier) else "__syncwarp();")
-        elif isinstance(s, ThreadFence):
-            self.emit("__threadfence();")
-        elif isinstance(s, Broadcast):
-            self.emit(f"int {s.dst} = {s.array}[0];")
-            scope.declare(s.dst, "int")
-        elif isinstance(s, AtomicInc):
-            self.param(s.buffer, write=True)
-            self.emit(f"int {s.dst} = atomicAdd(&{s.buffer}[{self.expr(s.offset, scope)}], 1);")
-            scope.declare(s.dst, "int")
         elif isinstance(s, CpAsync):
             self.cp_async(s, scope)
         elif isinstance(s, CpAsyncCommit):
@@ -954,7 +950,7 @@ def render_program(p: KernelProgram, target_sm: int) -> str:
         f"{len(p.kernels)} kernel{'s' if len(p.kernels) != 1 else ''}, launched in this order.",
         "// Indices are non-negative ints, so C's truncating / and % are floor division and modulo;",
         "// integer values are computed exactly at their width (long long, int), casts explicit.",
-        f"// Build: nvcc -cubin -arch=sm_{sm} -O3 <this file>",
+        f"// Build: nvcc -cubin -arch=sm_{sm}{'a' if any(uses_wgmma(k) for k in p.kernels) else ''} -O3 <this file>",
     ]
     if p.outputs:
         header.append(f"// Program outputs: {', '.join(p.outputs)}")
@@ -972,14 +968,21 @@ class CudaSource(Displayable):
     text: str
     target: str                    # sm_80 | sm_90 | sm_120
     kernels: tuple[str, ...]
+    # a kernel issues wgmma (kernel_wgmma.uses_wgmma): nvcc must build the architecture-specific
+    # target (sm_90a), the only PTX that has it
+    arch_specific: bool = False
 
     def __str__(self) -> str:
         return self.text
 
+    def build_arch(self, arch: str) -> str:
+        """The architecture nvcc builds this source for when asked for `arch`."""
+        return f"{arch}a" if self.arch_specific and not arch.endswith("a") else arch
+
 
 def render_cuda(program, ctx) -> CudaSource:
     return CudaSource(render_program(program, ctx.target.sm), ctx.target.name,
-                      tuple(k.name for k in program.kernels))
+                      tuple(k.name for k in program.kernels), any(uses_wgmma(k) for k in program.kernels))
 
 
 PASS = Pass("render", "cuda", "print the Kernel IR as one CUDA translation unit",

@@ -51,11 +51,11 @@ from ...target import VECTOR
 from ..mma.mma_lower import declarations as mma_declarations
 from ..mma.mma_lower import lower_fragment_load, lower_mma
 from ..record import Pass
+from ..split.split_tail import arrive
 from .combine import lower_combine
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .register_quads import lower_quads, quad_loads
-from .split_tail import arrive
 from .stage_plan import plan_stage, slot_of
 from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop

@@ -119,7 +119,7 @@ class _VectorLowering:
         index0 = tuple(self._at(e, 0) for e in s.index)
         with _aligned_ranges(m, self.multiples):
             exprs = m.index_exprs(index0, out)
-            cond, safe = self._guard(index0, exprs, shape)
+            cond, safe = self._guard(index0, exprs, shape, self._run_dim(s.index))
         m.note_read(s.tensor)
         out.append(K.VectorLoad(dsts, "global", s.tensor, flat_offset(safe, shape)))
         if cond is not None:           # a masked run reads an aligned, clamped run, then the pad
@@ -136,15 +136,20 @@ class _VectorLowering:
         offset = smem_offset([affine_expr(self._at(e, 0)) for e in s.index], stage)
         return [K.VectorLoad(dsts, "shared", stage.name, offset)]
 
-    def _guard(self, index0, exprs, shape):
+    def _run_dim(self, index) -> int:
+        """The dimension the run of 4 goes along: the innermost whose index moves with the
+        lane (not always the last: x[e, k, 0] of a (8, 1000, 1) tensor runs along k)."""
+        return max(d for d, e in enumerate(index) if varies((e,), self.lane))
+
+    def _guard(self, index0, exprs, shape, run_dim=None):
         """The in-bounds condition of a run of 4 (None when provable) and its clamped index.
         The first element and the extent are multiples of 4, so `first < extent` holds for
         all 4 elements when it holds for one; a clamp must keep the run aligned and inside,
-        so it goes to extent - 4, not extent - 1."""
+        so it goes to extent - 4 along the run's dimension, not extent - 1."""
         cond, _ = self.m.guard(index0, exprs, shape)
         if cond is None:
             return None, exprs
-        _, safe = self.m.guard(index0, exprs, _first_of_four(shape))
+        _, safe = self.m.guard(index0, exprs, _first_of_four(shape, run_dim))
         return cond, safe
 
     def _store(self, s: Store) -> list:
@@ -164,9 +169,10 @@ class _VectorLowering:
         return out
 
 
-def _first_of_four(shape) -> tuple[int, ...]:
-    """The shape the first of 4 aligned elements must lie in for all 4 to lie in `shape`."""
-    return tuple(shape[:-1]) + (shape[-1] - (VECTOR - 1),)
+def _first_of_four(shape, run_dim) -> tuple[int, ...]:
+    """The shape the first of 4 aligned elements, running along `run_dim`, must lie in for
+    all 4 to lie in `shape`."""
+    return tuple(n - (VECTOR - 1) if d == run_dim else n for d, n in enumerate(shape))
 
 
 class _aligned_ranges:

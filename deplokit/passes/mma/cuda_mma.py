@@ -6,7 +6,8 @@ registers (__float_as_uint / __uint_as_float move no data)."""
 from __future__ import annotations
 
 from ...ir.fragments import SHAPES as MMA_SHAPES
-from ...ir.kernel_ir import Binary, Const, LdMatrix, Mma, Tf32Round
+from ...ir.kernel_ir import Binary, Const
+from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
 
 
 def reg_at(rd, array: str, at, i: int, scope) -> str:

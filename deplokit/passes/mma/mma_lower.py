@@ -16,6 +16,7 @@ from ...ir import kernel_ir as K
 from ...ir.fragments import WARP, element_lanes, ldmatrix_row_lanes
 from ...ir.index import Affine, const, floordiv, free_vars, mod, substitute, var
 from ...ir.kernel_expr import affine_expr
+from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
 from ...ir.smem_layout import smem_offset
 from ...ir.tile_ir import FragmentLoad, MmaSync
 
@@ -84,7 +85,7 @@ def lower_fragment_load(state, s: FragmentLoad) -> list:
     if s.via.startswith("ldmatrix"):
         num, trans = lay.registers * s.tiles, s.via.endswith(".trans")
         rows, cols = ldmatrix_row_lanes(lay, _along(s.at) == FC, s.tiles)
-        out.append(K.LdMatrix(s.dst, element(0), num, trans, stage.name, offset(rows, cols)))
+        out.append(LdMatrix(s.dst, element(0), num, trans, stage.name, offset(rows, cols)))
         regs = range(num * lay.per_reg) if tf32 else ()
     else:
         if not tf32:
@@ -93,7 +94,7 @@ def lower_fragment_load(state, s: FragmentLoad) -> list:
         for i in range(size):
             out.append(K.Assign(s.dst, K.SharedLoad(stage.name, offset(*element_lanes(lay, i))), element(i)))
         regs = range(size) if tf32 else ()
-    out += [K.Tf32Round(s.dst, element(i)) for i in regs]
+    out += [Tf32Round(s.dst, element(i)) for i in regs]
     return out
 
 
@@ -104,4 +105,4 @@ def lower_mma(state, s: MmaSync) -> list:
     na, nb = registers(st, "A"), registers(st, "B")
     a = K.Binary("*", affine_expr(s.a_index[0]), K.Const(na, "int"))
     b = K.Binary("*", affine_expr(s.b_index[0]), K.Const(nb, "int"))
-    return [K.Mma(st.shape.name, st.acc, acc, st.a, a, st.b, b)]
+    return [Mma(st.shape.name, st.acc, acc, st.a, a, st.b, b)]

@@ -79,7 +79,11 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
     tile = kernel.tile()
     (tm, bm), (tn, bn) = pairs["M"], pairs["N"]
     threads = [a for a in tile.axes if a.kind == THREAD]
-    if threads != [tm, tn] or (tm.extent * tn.extent) % WARP:
+    # a batched matmul's batch THREAD axes stay outside the warps (each batch slice is a group
+    # of whole warps: the M x N threads are the innermost and a multiple of 32)
+    outer = threads[:-2]
+    if (threads[-2:] != [tm, tn] or any(a.role in ("M", "N") for a in outer)
+            or (tm.extent * tn.extent) % WARP):
         return Skip("mma: the block's threads are not one M and one N axis of whole warps")
     accs = {(s.acc, s.reduction) for s, _ in walk(tile.body) if isinstance(s, Accumulate)}
     if len(accs) != 1 or next(iter(accs))[1] != "sum":

@@ -77,17 +77,26 @@ def apply(kernel: TileKernel, pctx: PassContext):
         groups[key] = (scope, [x for x in loads if id(x[0]) not in taken])
     stages: dict = {}          # id(scope) -> [Stage]
     rewrites, reasons, used, names = {}, [], combine_smem(tile) + local_smem(kernel), []
-    for (scope_id, tensor, origin, dims), (scope, loads) in groups.items():
+    budget = pctx.target.static_smem_per_block
+
+    def fits(what: str, dims, accesses: int) -> int:
+        """The slab's bytes where it is read at least twice per element and fits beside the
+        slabs already taken, else 0 (over budget: the reason recorded)."""
         size = 1
         for _, e in dims:
             size *= e
-        if sum(a for _, _, a, _ in loads) < 2 * size:
+        if accesses < 2 * size:
+            return 0
+        if used + 4 * size > budget:
+            reasons.append(f"{what} of {4 * size} bytes exceeds {budget} bytes of static shared memory")
+            return 0
+        return 4 * size
+
+    for (scope_id, tensor, origin, dims), (scope, loads) in groups.items():
+        nbytes = fits(f"{tensor}: slab", dims, sum(a for _, _, a, _ in loads))
+        if not nbytes:
             continue
-        if used + 4 * size > pctx.target.static_smem_per_block:
-            reasons.append(f"{tensor}: slab of {4 * size} bytes exceeds {pctx.target.static_smem_per_block} bytes "
-                           f"of static shared memory")
-            continue
-        used += 4 * size
+        used += nbytes
         name = fresh_name(f"{tensor}_smem", names, "_")
         names.append(name)
         slab = loads[0][1]
@@ -98,23 +107,16 @@ def apply(kernel: TileKernel, pctx: PassContext):
     notes = []
     for p in prologues:
         scope_id, tensor, origin, dims = p.key
-        size = 1
-        for _, e in dims:
-            size *= e
         slab, accesses = leaf_info[id(p.leaves[0])]
         index = leaf_key[id(p.leaves[0])][1]
-        if accesses < 2 * size:
+        nbytes = fits(f"{p.root.dst}: prologue slab", dims, accesses)
+        if not nbytes:
             continue
-        if used + 4 * size > pctx.target.static_smem_per_block:
-            reasons.append(f"{p.root.dst}: prologue slab of {4 * size} bytes exceeds "
-                           f"{pctx.target.static_smem_per_block} bytes of static shared memory")
-            continue
-        used += 4 * size
+        used += nbytes
         name = fresh_name("_".join(dict.fromkeys(ld.tensor for ld in p.leaves)) + "_smem", names, "_")
         names.append(name)
-        body = tuple(c for c in p.chain)
         stage = Stage(name, tensor, origin, slab, prologue=StagedPrologue(
-            tuple(ld.tensor for ld in p.leaves), tuple(ld.dst for ld in p.leaves), body, p.root.dst))
+            tuple(ld.tensor for ld in p.leaves), tuple(ld.dst for ld in p.leaves), tuple(p.chain), p.root.dst))
         stages.setdefault(scope_id, []).append(stage)
         rewrites[id(p.root)] = Load(p.root.dst, name, index)
         for c in p.chain[:-1]:

@@ -3,7 +3,8 @@ expressions and control flow (If, For under active masks); global memory (bounds
 the write-write conflict check); shared memory (the race check against missing
 barriers, bank wavefronts); cp.async groups; float4 accesses. The advanced features'
 statements run in their own modules through FEATURE_STATEMENTS: TMA copies completing on
-mbarriers in sim/tma.py, the tensor cores' ldmatrix and mma.sync in sim/mma.py."""
+mbarriers in sim/tma.py, the tensor cores' ldmatrix and mma.sync in sim/mma.py, the split-K
+tail's fence, counter and broadcast in sim/split.py."""
 from __future__ import annotations
 
 import functools
@@ -11,12 +12,16 @@ import functools
 import numpy as np
 
 from ...ir import kernel_ir as K
+from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
+from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
+from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
 from .mma import exec_ldmatrix, exec_mma, exec_tf32_round
+from .split import exec_atomic_inc, exec_broadcast, exec_thread_fence
 from .tma import (
     exec_mbarrier_arrive,
     exec_mbarrier_init,
@@ -47,6 +52,7 @@ from .values import (
     uniform_value,
     unify,
 )
+from .wgmma import exec_wgmma, exec_wgmma_descriptor, exec_wgmma_sync
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
@@ -54,14 +60,17 @@ _INT32_MAX = 2 ** 31 - 1
 
 # The advanced features' statements, run by plain functions of their own modules that take
 # the chunk as their first argument: the core's statements stay methods of Chunk, each
-# feature's live beside it (sim/tma.py, sim/mma.py), and this one table says which is which.
+# feature's live beside it (sim/tma.py, sim/mma.py, sim/split.py), and this one table says which is which.
 # (A table, not mixins: a reader of a feature module sees every Chunk name it uses spelled
 # `chunk.x`, and Chunk names no feature but here.)
 FEATURE_STATEMENTS = {
     K.TmaLoad: exec_tma_load, K.TmaTensorLoad: exec_tma_tensor_load,
     K.MbarrierInit: exec_mbarrier_init, K.MbarrierArrive: exec_mbarrier_arrive,
     K.MbarrierWait: exec_mbarrier_wait, K.ProxyFence: exec_proxy_fence,
-    K.LdMatrix: exec_ldmatrix, K.Tf32Round: exec_tf32_round, K.Mma: exec_mma,
+    LdMatrix: exec_ldmatrix, Tf32Round: exec_tf32_round, Mma: exec_mma,
+    WgmmaDescriptor: exec_wgmma_descriptor, Wgmma: exec_wgmma, WgmmaFence: exec_wgmma_sync,
+    WgmmaCommit: exec_wgmma_sync, WgmmaWait: exec_wgmma_sync,
+    ThreadFence: exec_thread_fence, AtomicInc: exec_atomic_inc, Broadcast: exec_broadcast,
 }
 
 
@@ -105,6 +114,7 @@ class Chunk:
         # per block (the commits of a key loop whose trip count depends on the block differ)
         self.cp_open = np.ones(nb, dtype=np.int32)          # id of the cp.async group being filled
         self.cp_committed = np.zeros(nb, dtype=np.int32)    # groups 1..cp_committed are committed
+        self.descriptor_arrays: dict[str, str] = {}        # wgmma descriptor -> its shared array
         self.exec = {
             K.Declare: self.s_declare, K.DeclareArray: self.s_declare_array,
             K.Assign: self.s_assign, K.SharedArray: self.s_shared_array,
@@ -114,8 +124,6 @@ class Chunk:
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
             K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
             K.CpAsyncWait: self.s_cp_wait,
-            K.ThreadFence: lambda s, mask: None,        # a store is visible to every block at once
-            K.AtomicInc: self.s_atomic_inc, K.Broadcast: self.s_broadcast,
             K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
         }
         self.exec.update({node: functools.partial(run, self) for node, run in FEATURE_STATEMENTS.items()})
@@ -535,31 +543,6 @@ class Chunk:
     def s_global_store(self, s: K.GlobalStore, mask):
         off = self.ev_int(s.offset, mask)
         self.global_write(s.buffer, "GlobalStore", off, [self.ev(s.value, mask)], mask)
-
-    def s_atomic_inc(self, s: K.AtomicInc, mask):
-        """atomicAdd(&buffer[offset], 1) by every active lane, one after another in the order
-        the blocks arrive (lane order, or the chunk's blocks last to first when `reverse`);
-        each lane's `dst` is the count before its own increment."""
-        buf = self.gbuf(s.buffer, "AtomicInc")
-        if self.params[s.buffer].const:
-            self.fail(f"AtomicInc on read-only parameter {s.buffer}")
-        off = self.check_bounds(self.ev_int(s.offset, mask), 1, buf.size, mask, f"buffer {s.buffer}", "AtomicInc")
-        live = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
-        offs = np.broadcast_to(off, self.shape)
-        old = np.zeros(self.shape, dtype=I64)
-        rows = range(self.nb - 1, -1, -1) if self.reverse else range(self.nb)
-        for r in rows:
-            for t in np.nonzero(live[r])[0]:
-                o = int(offs[r, t])
-                old[r, t] = int(buf[o])
-                buf[o] += 1
-        self.stats.global_loads += int(live.sum())
-        self.scopes[-1][s.dst] = [dtype_of("int"), old]
-
-    def s_broadcast(self, s: K.Broadcast, mask):
-        sh = self.sarr(s.array, "Broadcast")
-        value = self.shared_read(sh, np.zeros((1, 1), dtype=I64), 1, mask, "Broadcast")[0]
-        self.scopes[-1][s.dst] = [dtype_of("int"), owned(cast(np.asarray(value), dtype_of("int")))]
 
     # -- shared memory ---------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...ir import kernel_ir as K
 from ...ir.fragments import SHAPES as MMA_SHAPES
+from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
 from ..warp_mma import half_bits, half_values, ldmatrix, mma_sync, tf32_round
 from .memory import RegArray
 from .values import uniform_value
@@ -41,7 +42,7 @@ def reg_run(chunk, name, at, n, mask, what):
     return run.reshape(chunk.nb, chunk.T // 32, 32, n), reg, i
 
 
-def exec_ldmatrix(chunk, s: K.LdMatrix, mask):
+def exec_ldmatrix(chunk, s: LdMatrix, mask):
     w = whole_warps(chunk, mask, "ldmatrix")
     sh = chunk.sarr(s.array, "LdMatrix")
     if sh.data.dtype != np.float32:
@@ -63,13 +64,13 @@ def exec_ldmatrix(chunk, s: K.LdMatrix, mask):
     reg.data[i:i + s.num] = np.moveaxis(got.reshape(chunk.nb, chunk.T, s.num), -1, 0)
 
 
-def exec_tf32_round(chunk, s: K.Tf32Round, mask):
+def exec_tf32_round(chunk, s: Tf32Round, mask):
     reg = reg_array(chunk, s.dst, "cvt.rna.tf32.f32")
     idx = chunk.ev_int(s.index, mask)
     chunk.reg_store(s.dst, reg, idx, tf32_round(chunk.e_reg_load(K.RegLoad(s.dst, s.index), mask)), mask)
 
 
-def exec_mma(chunk, s: K.Mma, mask):
+def exec_mma(chunk, s: Mma, mask):
     whole_warps(chunk, mask, "mma.sync")
     shape = MMA_SHAPES.get(s.shape)
     if shape is None:

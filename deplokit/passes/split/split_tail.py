@@ -22,6 +22,7 @@ The counter is an integer: which block comes last depends on timing, the float s
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
+from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
 from ...ir.tile_ir import SplitArrive
 
 FLAG = "split_last"
@@ -46,17 +47,17 @@ def arrive(s: SplitArrive, block_axes, fresh, rest: list) -> list:
     arrived = fresh("arrived")
     last = K.Binary("==", K.Var(arrived), K.Const(s.splits - 1, "int"))
     count = (
-        K.AtomicInc(arrived, s.counter, slot),
+        AtomicInc(arrived, s.counter, slot),
         K.SharedStore(FLAG, K.Const(0, "int"), K.Cast("int", last)),
         K.If(last, (K.GlobalStore(s.counter, slot, K.Const(0, "int")),)),
     )
     flag = fresh("last")
     return [
-        K.ThreadFence(),
+        ThreadFence(),
         K.Barrier(),
         K.SharedArray(FLAG, 1, 4, "int"),
         K.If(K.Binary("==", K.Special("tid.x"), K.Const(0, "int")), count),
         K.Barrier(),
-        K.Broadcast(flag, FLAG),
-        K.If(K.Binary("!=", K.Var(flag), K.Const(0, "int")), (K.ThreadFence(),) + tuple(rest)),
+        Broadcast(flag, FLAG),
+        K.If(K.Binary("!=", K.Var(flag), K.Const(0, "int")), (ThreadFence(),) + tuple(rest)),
     ]

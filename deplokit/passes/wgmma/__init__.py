@@ -1,0 +1,1 @@
+"""Hopper warpgroup MMA (wgmma.mma_async, sm_90a): an advanced feature (README.md)."""
