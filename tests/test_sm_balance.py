@@ -153,7 +153,10 @@ def test_every_suite_attention_matmul_kernel_is_balanced(capsys):
                                                 r"^naive_attn\.(qwen\.s128|tinyllama\.s32\.bf16)$",
                                     "--no-ptxas"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "matmul kernels below SM balance 0.90 with < 8 blocks per SM: 0 of 12" in out[-1]
+    # naive_attn.qwen.s128 (FP32) runs Q @ K^T and P @ V unfused: at least those two count
+    import re
+    low, total = map(int, re.search(r"blocks per SM: (\d+) of (\d+)", out[-1]).groups())
+    assert low == 0 and total >= 2
 
 
 def _naive_attention(q, k, v):
