@@ -375,11 +375,13 @@ def default_blocks(m: int, n: int, other: int, splits: int, target) -> int:
 
 
 @lru_cache(maxsize=4096)
-def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tuple[GridPlan | None, str]:
+def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
+           mma: bool = False) -> tuple[GridPlan | None, str]:
     """The default grid of a chunked m x n matmul (times `other`) over `chunks` K chunks of
     `bk`, and why: the skinny plan where the default tiles leave SMs without a block; else
     None (the default tiles, 003's old split rule) when those keep the SMs evenly loaded;
-    else the cheapest balanced grid of tiles and splits (see the module)."""
+    else the cheapest balanced grid of tiles and splits (see the module). `mma`: the kernel
+    takes tensor cores (008), so a batch's plan keeps block tiles of whole warp tiles."""
     sms = sm_count(target)
     if thread_tiles(m, n, other, sms) < sms:
         skinny = plan(m, n, chunks, bk, target, other)
@@ -393,6 +395,16 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
                                                 "no tile and split count balances it") + " (stream-K would)")
             return skinny, _why(skinny, sms, because, chunks)
     s0 = old_splits(m, n, chunks, other, target)
+    if other > 1:
+        launched = batched_default_blocks(m, n, other, s0, target)
+        if not balanced(launched, sms):
+            even = batched_plan(m, n, chunks, bk, target, other, mma)
+            if even is None and mma and not default_whole_warps(m, n, other, target):
+                even = batched_plan(m, n, chunks, bk, target, other)   # the default has no mma to keep
+            if even is not None and sm_balance(even.blocks, sms) > sm_balance(launched, sms):
+                return even, _why(even, sms, f"a batch of {other} {m}x{n} matmuls over {chunks} K chunks: the "
+                                             f"default grid of {launched} blocks has SM balance "
+                                             f"{sm_balance(launched, sms):.2f}; one batch entry a block", chunks)
     blocks = default_blocks(m, n, other, s0, target)
     if balanced(blocks, sms) or blocks < sms or chunks < 2 * MIN_CHUNKS:
         return None, ""          # even already, or too small a grid to fill: 003's old rule
@@ -402,6 +414,89 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tupl
         return None, ""
     return best, _why(best, sms, f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}",
                       chunks)
+
+
+BATCH_THREADS = 16         # threads 005 gives a batch axis at most (block_threads' leftover)
+LEAST_THREADS = 64         # a batched plan's blocks: at least two warps
+
+
+def batched_default_blocks(m: int, n: int, other: int, splits: int, target, block_threads: int = 256) -> int:
+    """Blocks 005 launches for `other` m x n matmuls at the default thread shape and register
+    block: a shape of fewer than `block_threads` threads gives the leftover to the batch axis
+    (up to BATCH_THREADS), so 32 heads of 32 x 32 at 8 x 16 threads run two heads a block, 16
+    blocks."""
+    sms = sm_count(target)
+    t = fitted_threads(parse_shape(default_thread_shape(m, n, sms)), m, n)
+    batch = min(_pow2(other), BATCH_THREADS, max(1, block_threads // (t[0] * t[1])))
+    return -(-other // batch) * splits * blocks_of(m, n, t, default_extents(m, n, sms, t))
+
+
+def default_whole_warps(m: int, n: int, other: int, target, block_threads: int = 256) -> bool:
+    """Whether the default grid of a batch could run on tensor cores: no batch entries share a
+    block and its block tile is whole warp tiles (008's conditions, as far as the grid says)."""
+    t = fitted_threads(parse_shape(default_thread_shape(m, n, sm_count(target))), m, n)
+    if other > 1 and block_threads // (t[0] * t[1]) > 1:
+        return False
+    return whole_warp_tiles(t, default_extents(m, n, sm_count(target), t))
+
+
+def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: bool = False) -> GridPlan | None:
+    """The cheapest balanced grid of a batch of `other` m x n matmuls (attention's Q @ K^T and
+    P @ V: K of 32..512, 28 or 32 heads) over the thread shapes of at least LEAST_THREADS
+    threads and at most MAX_DEFAULT_SIDE a side, every register block inside the output and
+    the split counts leaving SHORT_CHUNKS chunks a split; each block takes one batch entry
+    (005 gives the batch axis no threads: `block_threads` defaults to the plan's). A batch
+    count sharing no factor with the SM count balances only by the right tile count: 28 heads
+    x 32 tiles = 896 blocks, 6.79 per SM (0.97), where 4 tiles (112) or 16 (448) leave 0.85.
+    `mma` (a half or tf32 kernel 008 puts on tensor cores): only block tiles whose warps each
+    own whole MMA_TILE tiles, so balance never costs the tensor cores (28 heads of 64 x 64 in
+    bf16 kept 28 blocks of mma before a 16 x 8 tile would have lost it). None when no
+    candidate balances."""
+    sms = sm_count(target)
+    best, best_key = None, None
+    shapes, seen = [], set()
+    for order, s in enumerate(THREAD_SHAPES):
+        t = fitted_threads(parse_shape(s), m, n)
+        if max(parse_shape(s)) <= MAX_DEFAULT_SIDE and t[0] * t[1] >= LEAST_THREADS and t not in seen:
+            shapes.append((order, s, t))
+            seen.add(t)
+    for order, shape, t in shapes:
+        for tm in EXTENTS:
+            for tn in EXTENTS:
+                if tm > default_extent(m, t[0]) or tn > default_extent(n, t[1]):
+                    continue
+                if mma and not whole_warp_tiles(t, (tm, tn)):
+                    continue
+                for s in (1,) + split_counts(chunks, SHORT_CHUNKS):
+                    cand = _price(m, n, chunks, bk, target, other, shape, t, (tm, tn), s)
+                    if not balanced(cand.blocks, sms):
+                        continue
+                    key = (round(cand.us, 4), cand.workspace_bytes, -tm * tn, order)
+                    if best_key is None or key < best_key:
+                        best, best_key = cand, key
+    return best
+
+
+MMA_TILE = (16, 8)         # the smallest mma.sync output tile (m16n8): a warp owns whole ones
+TENSOR_CORE_PRECISIONS = ("tf32", "bfloat16", "float16")
+
+
+def mma_kind(kernel, target) -> str:
+    """008's default `mma`: tf32 for a precision='tf32' kernel, half for one whose matmul reads
+    half operands (001 stamps both on TileKernel.precision), on sm_80+; else off."""
+    precision = getattr(kernel, "precision", "")
+    if target.sm < 80 or precision not in TENSOR_CORE_PRECISIONS:
+        return "off"
+    return "tf32" if precision == "tf32" else "half"
+
+
+def whole_warp_tiles(threads: tuple[int, int], regs: tuple[int, int]) -> bool:
+    """A block tile of threads x regs whose warps can each own whole MMA_TILE tiles."""
+    count = threads[0] * threads[1]
+    bm, bn = threads[0] * regs[0], threads[1] * regs[1]
+    warps = count // 32
+    return (count % 32 == 0 and bm % MMA_TILE[0] == 0 and bn % MMA_TILE[1] == 0
+            and (bm // MMA_TILE[0]) * (bn // MMA_TILE[1]) % warps == 0)
 
 
 def _why(p: GridPlan, sms: int, because: str, chunks: int = 0) -> str:
@@ -439,5 +534,5 @@ def decided(kernel, target) -> GridPlan | None:
     g = matmul_geometry(kernel)
     if g is None:
         return None
-    p, _ = decide(g.m, g.n, g.chunks, g.bk, target, g.other)
+    p, _ = decide(g.m, g.n, g.chunks, g.bk, target, g.other, mma_kind(kernel, target) != "off")
     return p if p is not None and p.splits == g.splits else None

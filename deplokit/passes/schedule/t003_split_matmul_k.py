@@ -83,6 +83,7 @@ from .grid_plan import (
     SPLITS,
     decide,
     default_blocks,
+    mma_kind,
     old_splits,
     reduce_choice,
     sm_count,
@@ -97,6 +98,7 @@ class _Matmul:
     """The parts of a chunked matmul Tile split-K rewrites, or why it cannot."""
 
     def __init__(self, kernel: TileKernel):
+        self.kernel = kernel
         self.reason = ""
         try:
             self.tile = tile = kernel.tile()
@@ -168,7 +170,7 @@ def _grid_target(target) -> int:
 
 def _decision(mm: _Matmul, target):
     extents, other = _extents(mm.tile)
-    return decide(extents["M"], extents["N"], mm.chunks, mm.bk, target, other)
+    return decide(extents["M"], extents["N"], mm.chunks, mm.bk, target, other, mma_kind(mm.kernel, target) != "off")
 
 
 def _default_splits(kernel: TileKernel, target) -> int:

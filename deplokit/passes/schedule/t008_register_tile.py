@@ -74,7 +74,7 @@ from ..mma.mma_tile import mma_tile
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
 from .block_shape import EXTENTS, default_extents
-from .grid_plan import decided, plan, split_geometry
+from .grid_plan import decided, mma_kind, plan, split_geometry
 from .register_nest import drop_dead, nest_body
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
 
@@ -150,12 +150,7 @@ KNOBS = (
 
 
 def _mma_default(kernel, target) -> str:
-    """tf32 for a precision='tf32' kernel, half for one whose matmul reads half operands
-    (001 stamps both on TileKernel.precision), on sm_80+; else off."""
-    precision = getattr(kernel, "precision", "")
-    if target.sm < 80:
-        return "off"
-    return "tf32" if precision == "tf32" else "half" if precision in HALF_PRECISIONS else "off"
+    return mma_kind(kernel, target)
 
 
 def _k_loops(tile: Tile):
