@@ -44,3 +44,12 @@ def split_lane(e: Affine, lane: str) -> tuple[int, Affine] | None:
 def varies(index, lane: str) -> bool:
     """Whether the index depends on the variable `lane`."""
     return any(lane in free_vars(e) for e in index)
+
+
+def row_major_offset(index, shape) -> Affine:
+    """The flat element offset of `index` into a contiguous tensor of `shape`."""
+    out, stride = Affine(), 1
+    for e, extent in reversed(list(zip(index, shape))):
+        out = out + e * stride
+        stride *= extent
+    return out

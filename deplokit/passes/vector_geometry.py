@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir.index import Affine, Var, free_vars, substitute, var
-from ..ir.lanes import is_multiple, multiples_of, split_lane, varies
+from ..ir.lanes import is_multiple, multiples_of, row_major_offset, split_lane, varies
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.stages import buffer_floats, shared_strides
 from ..target import VECTOR
@@ -69,15 +69,6 @@ def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -
         return (f"{where}: last dimension of {ttype.shape[-1]} is not a multiple of {VECTOR}: "
                 f"rows are not 16-byte aligned")
     return ""
-
-
-def row_major_offset(index, shape) -> Affine:
-    """The flat element offset of `index` into a contiguous tensor of `shape`."""
-    out, stride = Affine(), 1
-    for e, extent in reversed(list(zip(index, shape))):
-        out = out + e * stride
-        stride *= extent
-    return out
 
 
 def stamp_widths(loop, types, multiples=frozenset()):

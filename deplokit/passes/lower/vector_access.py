@@ -25,11 +25,10 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import Affine, const, free_vars, substitute
 from ...ir.kernel_expr import affine_expr, flat_offset
-from ...ir.lanes import varies
+from ...ir.lanes import row_major_offset, varies
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.smem_layout import smem_offset
 from ...target import VECTOR
-from ..vector_geometry import row_major_offset
 
 LANE_NAMES = "xyzw"
 

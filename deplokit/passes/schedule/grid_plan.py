@@ -432,11 +432,10 @@ def batched_default_blocks(m: int, n: int, other: int, splits: int, target, bloc
 
 
 def default_whole_warps(m: int, n: int, other: int, target, block_threads: int = 256) -> bool:
-    """Whether the default grid of a batch could run on tensor cores: no batch entries share a
-    block and its block tile is whole warp tiles (008's conditions, as far as the grid says)."""
+    """Whether the default grid of a batch could run on tensor cores: its block tile is whole
+    warp tiles (008's conditions, as far as the grid says; batch entries sharing a block keep
+    their threads outside the warps, mma_tile.py)."""
     t = fitted_threads(parse_shape(default_thread_shape(m, n, sm_count(target))), m, n)
-    if other > 1 and block_threads // (t[0] * t[1]) > 1:
-        return False
     return whole_warp_tiles(t, default_extents(m, n, sm_count(target), t))
 
 
