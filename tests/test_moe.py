@@ -171,6 +171,22 @@ def test_each_block_serves_one_expert_and_reads_its_weights_once_per_tile():
     assert sum(s.loaded_by_buffer.get("w", 0) for s in row_stats) == rows * depth * cols * 4
 
 
+@pytest.mark.parametrize("config", [{}, {"011_tma_copy.enable": True}], ids=["default", "tma"])
+def test_expert_tiles_hold_after_every_scheduling_pass(config):
+    """Each of the 16 passes keeps the meaning, with the weights' box at a gathered origin
+    copied by cp.async or (forced) by TMA."""
+    g = torch.Generator().manual_seed(8)
+    ids = torch.sort(torch.randint(0, 4, (41,), generator=g)).values
+    c = deplokit.compile(_counted, torch.randn(41, 32, generator=g), torch.randn(4, 32, 24, generator=g), ids,
+                         config=config)
+    checks = c.check_passes()
+    assert len(checks) == 16 and all(p.result.ok for p in checks), [str(p) for p in checks]
+    if config:
+        (grouped,) = _grouped_kernels(c)
+        (kernel,) = [k for k in c.kernel_ir.kernels if k.name == grouped.name]
+        assert "tma" in str(kernel).lower()
+
+
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not installed")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_expert_tiles_cuda_compiles_with_nvcc(arch):

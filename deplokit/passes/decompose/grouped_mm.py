@@ -31,10 +31,9 @@ from __future__ import annotations
 
 from ...errors import UnsupportedOpError
 from ...ir.index import DIM_NAMES, Gather, as_affine, floordiv, mod, var
-from ...ir.tensor_ir import Axis
+from ...ir.tensor_ir import TF32_OP, Axis
 from .builder import Builder
 from .cumsum import scan
-from .matmul import contract
 from .registry import rule
 
 MIN_TILE, MAX_TILE = 16, 64      # rows per expert tile: a block's M tile (005/008's 16..64)
@@ -107,11 +106,15 @@ def _row_products(b: Builder, x: str, w: str, owner: str, rows: int, depth: int,
 def _expert_tiles(b: Builder, x: str, w: str, offs: str, owner: str, rows: int, experts: int) -> str:
     layout = _layout(b, offs, owner, rows, experts)
     t, slots = layout["tile"], layout["slots"]
-    (depth, cols), p, i, k = b.shape(w)[1:], *(var(DIM_NAMES[q]) for q in range(3))
+    (depth, cols), (p, i, k, n) = b.shape(w)[1:], (var(DIM_NAMES[q]) for q in range(4))
+    if b.precision == "tf32":     # each operand rounded once, as matmul.contract does
+        x, w = (b.elementwise(TF32_OP, v, hint=f"{v}_tf32") for v in (x, w))
     base, expert = as_affine(Gather(layout["base"], (p,))), as_affine(Gather(layout["expert"], (p,)))
-    xt = b.index_map(x, (base + i, k), (slots, t, depth), "gmm_rows")          # the slot's T rows
-    wt = b.index_map(w, (expert, i, k), (slots, depth, cols), "gmm_weights")   # its expert's weights
-    tiles = contract(b, xt, wt)                                               # (P, T, N)
+    shape = (slots, t, depth, cols)
+    xt = b.index_map(x, (base + i, k), shape, "gmm_rows")            # the slot's T rows
+    wt = b.index_map(w, (expert, k, n), shape, "gmm_weights")        # its expert's weights
+    prod = b.elementwise("multiply", xt, wt, hint="gmm_prod")
+    tiles = b.reduce("sum", prod, (2,), keepdim=False, hint="gmm_tiles")     # (P, T, N)
     at = as_affine(Gather(layout["at"], (var(DIM_NAMES[0]),)))
     ranges = {DIM_NAMES[0]: rows}
     return b.index_map(tiles, (floordiv(at, t, ranges), mod(at, t, ranges), var(DIM_NAMES[1])), (rows, cols),
@@ -130,7 +133,7 @@ def _layout(b: Builder, offs: str, owner: str, rows: int, experts: int) -> dict:
     i = var(DIM_NAMES[0])
     start = b.index_map(offs, (i - 1,), (experts,), "gmm_run_start", pad=0)
     count = b.elementwise("floor_divide", b.elementwise("add", b.elementwise("subtract", offs, start, hint="gmm_run"),
-                                                        t - 1, hint="gmm_run_up"), t, hint="gmm_tiles")
+                                                        t - 1, hint="gmm_run_up"), t, hint="gmm_run_tiles")
     last = scan(b, count, 0, "gmm_tiles_end")                       # slots up to and including e's
 
     def before(value: str, which: str, n: int, hint: str) -> str:  # value[which[i] - 1], 0 at -1
