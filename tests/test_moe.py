@@ -147,6 +147,7 @@ def test_each_block_serves_one_expert_and_reads_its_weights_once_per_tile():
     x, w = torch.randn(rows, depth, generator=g), torch.randn(experts, depth, cols, generator=g)
     c = deplokit.compile(_counted, x, w, ids)
     assert "# free (G)" in str(c.loop_ir)
+    assert str(c.cuda) == str(deplokit.compile(_counted, x, w, ids).cuda)     # byte-identical
     (kernel,) = _grouped_kernels(c)
     tile = kernel.tile()
     (slot,) = [a for a in tile.axes if a.role == "G"]
@@ -290,6 +291,8 @@ def test_tiny_moe_model_matches_transformers_on_the_simulator(name, dims):
     model = MOE[name](dims).eval()
     inputs = _inputs(dims, 0)
     c = deplokit.compile(model, *inputs, dedup=True)
+    grouped = _grouped_kernels(c)                 # gate_up and down (one of each: dedup), a split-K reducer
+    assert len(grouped) >= 2 and all(a.kind == "BLOCK" for k in grouped for a in k.tile().axes if a.role == "G")
     torch.testing.assert_close(c.run(*inputs, backend="sim"), _logits(model, inputs), rtol=1e-4, atol=1e-5)
     fresh = _inputs(dims, 1)     # other tokens route to other experts: nothing routed was folded
     torch.testing.assert_close(c.run(*fresh, backend="sim"), _logits(model, fresh), rtol=1e-4, atol=1e-5)
