@@ -84,6 +84,121 @@ def test_grouped_matmul_serves_each_row_its_experts_weights():
     _same(_grouped, torch.randn(10, 8), torch.randn(4, 8, 6), ids, atol=1e-5)
 
 
+# -- the expert-aligned grouped matmul: each block serves one expert's rows -----------------
+
+def _counted(x, w, ids):
+    """The runs as every router makes them: a running count (cumsum of histc)."""
+    from deplokit.frontend.moe_ops import grouped_mm
+    offs = torch.cumsum(torch.histc(ids.float(), w.shape[0], 0, w.shape[0] - 1), 0, dtype=torch.int32)
+    return grouped_mm(x, w, offs)
+
+
+def _given(x, w, offs):
+    from deplokit.frontend.moe_ops import grouped_mm
+    return grouped_mm(x, w, offs)
+
+
+def _grouped_kernels(c):
+    """The Tile-IR kernels with a tile axis of role G."""
+    return [k for k in c.tile_ir.kernels if any(a.role == "G" for a in k.tile().axes)]
+
+
+def _sim_stats(c, *xs):
+    """The outputs and SimStats of one simulated run (runtime.sim.simulate_program's)."""
+    import deplokit.runtime.sim as sim
+    stats, real = [], sim.simulate_program
+
+    def spy(*a, **k):
+        return real(*a, **k, stats=stats)
+    sim.simulate_program = spy
+    try:
+        out = c.run(*xs, backend="sim")
+    finally:
+        sim.simulate_program = real
+    return out, stats
+
+
+ROUTINGS = {                      # (rows, experts): expert ids of the rows, sorted
+    "random": lambda s, e, g: torch.randint(0, e - 1, (s,), generator=g),      # the last expert: no rows
+    "one": lambda s, e, g: torch.full((s,), 2),                                  # every row to expert 2
+    "ragged": lambda s, e, g: torch.tensor([0] * 17 + [1] + [3] * (s - 18)),    # runs of 17, 1, 0, s - 18
+}
+
+
+@pytest.mark.parametrize("routing", sorted(ROUTINGS))
+def test_expert_tiles_match_eager_on_every_backend(routing):
+    rows, depth, cols, experts = 41, 12, 20, 4          # 41 rows: no multiple of the 16-row tile
+    g = torch.Generator().manual_seed(5)
+    ids = torch.sort(ROUTINGS[routing](rows, experts, g)).values
+    x, w = torch.randn(rows, depth, generator=g), torch.randn(experts, depth, cols, generator=g)
+    c = _same(_counted, x, w, ids, atol=1e-5)
+    assert len(_grouped_kernels(c)) == 1
+    for other in ROUTINGS.values():                      # one compiled program serves any routing
+        ids2 = torch.sort(other(rows, experts, g)).values
+        torch.testing.assert_close(c.run(x, w, ids2, backend="sim"), _counted(x, w, ids2), rtol=0, atol=1e-5)
+
+
+def test_each_block_serves_one_expert_and_reads_its_weights_once_per_tile():
+    from deplokit.ir.index import free_vars
+    from deplokit.ir.tile_ir import BLOCK, Stage, walk
+    rows, depth, cols, experts = 41, 32, 24, 4
+    g = torch.Generator().manual_seed(6)
+    ids = torch.sort(torch.randint(0, experts, (rows,), generator=g)).values
+    x, w = torch.randn(rows, depth, generator=g), torch.randn(experts, depth, cols, generator=g)
+    c = deplokit.compile(_counted, x, w, ids)
+    assert "# free (G)" in str(c.loop_ir)
+    assert str(c.cuda) == str(deplokit.compile(_counted, x, w, ids).cuda)     # byte-identical
+    (kernel,) = _grouped_kernels(c)
+    tile = kernel.tile()
+    (slot,) = [a for a in tile.axes if a.role == "G"]
+    assert slot.kind == BLOCK                            # one tile of T rows per block, never split
+    assert slot.extent == (rows + experts * (16 - 1)) // 16     # tiles <= rows / T + experts
+    stages = {s.tensor: s for s, _ in walk(tile.body) if isinstance(s, Stage)}
+    # the weights' box starts at the block's expert: a gather read by the G axis alone
+    expert_at = stages["w"].origin[0]
+    assert "gmm_slot_expert" in str(expert_at) and free_vars(expert_at) == {slot.var}
+    assert "gmm_slot_base" in str(stages["x"].origin[0])
+    out, stats = _sim_stats(c, x, w, ids)
+    torch.testing.assert_close(out, _counted(x, w, ids), rtol=0, atol=1e-5)
+    weight_bytes = sum(s.loaded_by_buffer.get("w", 0) for s in stats)
+    # each block reads its expert's K x (its N tile) slice once: the slots' share of w
+    assert weight_bytes == slot.extent * depth * cols * 4
+    # the row path (offs given: runs that may overlap) reads an expert's column per output
+    offs = torch.cumsum(torch.histc(ids.float(), experts, 0, experts - 1), 0).to(torch.int32)
+    rows_c = deplokit.compile(_given, x, w, offs)
+    assert not _grouped_kernels(rows_c)
+    out, row_stats = _sim_stats(rows_c, x, w, offs)
+    torch.testing.assert_close(out, _counted(x, w, ids), rtol=0, atol=1e-5)
+    assert sum(s.loaded_by_buffer.get("w", 0) for s in row_stats) == rows * depth * cols * 4
+
+
+@pytest.mark.parametrize("config", [{}, {"011_tma_copy.enable": True}], ids=["default", "tma"])
+def test_expert_tiles_hold_after_every_scheduling_pass(config):
+    """Each of the 16 passes keeps the meaning, with the weights' box at a gathered origin
+    copied by cp.async or (forced) by TMA."""
+    g = torch.Generator().manual_seed(8)
+    ids = torch.sort(torch.randint(0, 4, (41,), generator=g)).values
+    c = deplokit.compile(_counted, torch.randn(41, 32, generator=g), torch.randn(4, 32, 24, generator=g), ids,
+                         config=config)
+    checks = c.check_passes()
+    assert len(checks) == 16 and all(p.result.ok for p in checks), [str(p) for p in checks]
+    if config:
+        (grouped,) = _grouped_kernels(c)
+        (kernel,) = [k for k in c.kernel_ir.kernels if k.name == grouped.name]
+        assert "tma" in str(kernel).lower()
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not installed")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_expert_tiles_cuda_compiles_with_nvcc(arch):
+    g = torch.Generator().manual_seed(7)
+    ids = torch.sort(torch.randint(0, 4, (41,), generator=g)).values
+    c = deplokit.compile(_counted, torch.randn(41, 32, generator=g), torch.randn(4, 32, 24, generator=g), ids,
+                         target=arch)
+    assert _grouped_kernels(c)
+    assert c.nvcc(arch).arch == arch
+
+
 def test_refusals_are_clear():
     with pytest.raises(UnsupportedOpError, match="sorted=False"):
         deplokit.compile(lambda x: torch.topk(x, 2, sorted=False)[0], torch.randn(3, 5))
@@ -152,6 +267,22 @@ def test_sparse_block_matches_transformers(name, dims):
     assert want.abs().max() > 1e-3       # the experts really contribute
 
 
+@pytest.mark.parametrize("name", sorted(MOE))
+def test_sparse_block_blocks_serve_one_expert_under_any_routing(name):
+    """Both grouped matmuls (gate_up, down) are expert-tiled; tokens all alike send every
+    row to the same k experts (the others get none), at the odd shape's token count."""
+    torch.manual_seed(0)
+    block = MOE[name](ODD).eval().model.layers[0].mlp
+    x = torch.randn(ODD.batch + 2, ODD.seq, ODD.hidden)
+    c = deplokit.compile(block, x)
+    assert len(_grouped_kernels(c)) == 2
+    alike = x[:1, :1].expand_as(x).contiguous()
+    for inputs in (x, alike):
+        with torch.no_grad():
+            want = block(inputs)
+        torch.testing.assert_close(c.run(inputs, backend="sim"), want, rtol=0, atol=1e-5)
+
+
 @pytest.mark.slow     # 20-30 s each: whole models on the simulator
 @pytest.mark.parametrize("dims", [BASE, ODD], ids=["base", "odd"])
 @pytest.mark.parametrize("name", sorted(MOE))
@@ -160,6 +291,8 @@ def test_tiny_moe_model_matches_transformers_on_the_simulator(name, dims):
     model = MOE[name](dims).eval()
     inputs = _inputs(dims, 0)
     c = deplokit.compile(model, *inputs, dedup=True)
+    grouped = _grouped_kernels(c)                 # gate_up and down (one of each: dedup), a split-K reducer
+    assert len(grouped) >= 2 and all(a.kind == "BLOCK" for k in grouped for a in k.tile().axes if a.role == "G")
     torch.testing.assert_close(c.run(*inputs, backend="sim"), _logits(model, inputs), rtol=1e-4, atol=1e-5)
     fresh = _inputs(dims, 1)     # other tokens route to other experts: nothing routed was folded
     torch.testing.assert_close(c.run(*fresh, backend="sim"), _logits(model, fresh), rtol=1e-4, atol=1e-5)

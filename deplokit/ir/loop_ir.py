@@ -134,7 +134,8 @@ class Loop:
     # in the kernel's locals: flash attention's online softmax); Tile IR adds register and vector
     kind: str
     body: tuple["Stmt", ...]
-    role: str = ""                    # M, N or K in a matmul-like kernel
+    role: str = ""                    # M, N or K in a matmul-like kernel; G: a batch axis that picks
+                                      # an operand through a gather (a grouped matmul's expert tile)
     unroll: bool = False              # a scheduling hint (Tile IR's mark_unroll)
     # A bound known at run time only (a serial loop's, say flash-decoding's keys up to the
     # runtime position): iterations var >= stop are not run; extent stays the most it runs.

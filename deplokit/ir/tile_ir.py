@@ -87,6 +87,12 @@ stores as one 128-bit float4 access where alignment allows (deplokit.passes.vect
             in0 = load x0[a0, a1b * 1024 + a1t * 4 + a1v]  # float4
             ...
 
+A grouped matmul's tile axis has role G (fusion gives it to a batch axis that picks an
+operand through a gather, `w[expert[p], k, n]`): 005 makes it a BLOCK axis of one tile per
+block (`a0(G):15=BLOCK`), so the gather is uniform over the block and 007 stages its operand
+as a box whose origin reads it (`origin=(gmm_slot_expert[a0], a3o * 16, a2b * 32)`); the
+lowering loads such an integer once, at the kernel's start (docs/moe.md).
+
 Split-K (003 split_matmul_k) adds a BLOCK axis of role K (`a2s(K):8=BLOCK`): each block
 reduces one contiguous range of K chunks and stores its partial sum into its own slice of a
 workspace (`matmul_partials[a2s, ...] = acc0`); a second kernel, which 003 adds just after,
@@ -121,7 +127,7 @@ class TileAxis:
     var: str
     extent: int
     kind: str                      # THREAD | BLOCK
-    role: str = ""                 # M or N in a matmul-like kernel
+    role: str = ""                 # M or N in a matmul-like kernel; G: one grouped-matmul tile per block
 
     def __str__(self) -> str:
         role = f"({self.role})" if self.role else ""

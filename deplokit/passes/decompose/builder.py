@@ -33,6 +33,11 @@ class Builder:
         # Torch-IR op names stay free for `rename_last`, so a decomposed op keeps its name.
         self._taken = set(types) | set(reserved)
         self.nodes: list[TensorNode] = []
+        # what rules may reuse or rely on across ops (decompose/grouped_mm.py): values several
+        # ops share (one layer's expert layout), tensors proven counts or running counts
+        self.shared: dict = {}
+        self.counts: set[str] = set()
+        self.running_counts: set[str] = set()
 
     # -- names and types --------------------------------------------------------------
     def fresh(self, hint: str) -> str:

@@ -105,6 +105,7 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
             raise UnsupportedOpError(f"rule for {op.op} (node {op.name}) produced shape {b.shape(result)}, "
                                      f"torch says {op.type.shape}")
         names[op.name] = result
+        grouped_mm.note_counts(op, mapped.args, result, b)
     types = {bf.name: bf.type for bf in program.buffers} | {op.name: op.type for op in program.ops}
     outputs = []
     for o in program.outputs:    # a half output: its float32 value rounded once, where it is stored

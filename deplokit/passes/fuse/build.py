@@ -59,9 +59,23 @@ class _Frame:
     role: str = ""
 
 
+def routed_reductions(nodes: dict[str, TensorNode]) -> frozenset[str]:
+    """Reductions that read an operand at a place chosen by data (an IndexMap with a gather in
+    the pointwise and index-map nodes they sum over): a grouped matmul's product with each
+    tile's expert weights, `w[expert[p], k, n]`."""
+    gathered: set[str] = set()       # pointwise and index-map values that read through a gather
+    for node in nodes.values():         # in program order: inputs first
+        if isinstance(node, IndexMap) and any(gathers(e) for e in node.index) \
+                or isinstance(node, (Elementwise, IndexMap)) and gathered.intersection(node.inputs()):
+            gathered.add(node.name)
+    return frozenset(n.name for n in nodes.values() if isinstance(n, Reduction) and n.src in gathered)
+
+
 class KernelBuilder:
-    def __init__(self, nodes: dict[str, TensorNode], stored: set[str], root: str):
+    def __init__(self, nodes: dict[str, TensorNode], stored: set[str], root: str,
+                 routed: frozenset[str] = frozenset()):
         self.nodes, self.stored, self.root = nodes, stored, root
+        self.routed = routed        # routed_reductions(nodes): never inlined at rows chosen by data
         self.table = ExprTable()
         self.memo: dict = {}
         self.instances: list[Instance] = []
@@ -160,6 +174,11 @@ class KernelBuilder:
             if used & ctx:
                 raise NeedMaterialise(red.name, f"reduction {red.name} is nested inside another reduction",
                                       nested=True)
+        if red.name in self.routed and any(gathers(ix) for ix in index):
+            # its reader's gather would tile it by the reader's rows (one expert's weights
+            # per row); stored, it keeps its own domain (one expert per tile: a grouped matmul)
+            raise NeedMaterialise(red.name, f"reduction {red.name} reads operands chosen by data and is read back "
+                                            f"at places chosen by data: computed once on its own domain")
         key = (red.name, index)
         if key in self.instance_of:
             return self.table.add(EAcc(self.instance_of[key]))
@@ -353,4 +372,24 @@ class KernelBuilder:
                     roles[v] = "N"
                 for v, _ in inst.reduce_vars:
                     roles[v] = "K"
+                for v in self._routing_vars(a) | self._routing_vars(b):
+                    if v in va & vb and v.startswith("%o"):
+                        roles[v] = "G"
         return roles
+
+    def _routing_vars(self, e: int) -> set[str]:
+        """Variables that choose an operand's rows through a gather (a grouped matmul's slot
+        p in w[expert[p], k, n]): role G, one slot per block (005), so that the gather is
+        uniform over the block and its operand a box 007 stages once per tile."""
+        out: set[str] = set()
+        stack = [e]
+        while stack:
+            ex = self.table.exprs[stack.pop()]
+            if isinstance(ex, ELoad):
+                for ix in ex.index:
+                    for g in gathers(ix):
+                        for gi in g.index:
+                            out |= free_vars(gi)
+            elif isinstance(ex, EOp):
+                stack.extend(a for a in ex.args if isinstance(a, int))
+        return out

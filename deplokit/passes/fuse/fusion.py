@@ -14,7 +14,7 @@ from ...analysis.computes import kernel_names
 from ...ir.loop_ir import LoopProgram
 from ...ir.tensor_ir import STORAGE_OPS, Elementwise, IndexMap, Reduction, TensorProgram, Update, written_buffer
 from ..record import Noted, Pass, Skip
-from .build import BuiltKernel, KernelBuilder, NeedMaterialise
+from .build import BuiltKernel, KernelBuilder, NeedMaterialise, routed_reductions
 from .guard import compounding_copies, judge
 
 
@@ -44,7 +44,7 @@ class _Consulted:
         return answer
 
 
-def _build(nodes, stored: set[str], root: str, shapes, builds: dict):
+def _build(nodes, stored: set[str], root: str, shapes, builds: dict, routed: frozenset = frozenset()):
     """KernelBuilder(nodes, stored, root).build(shapes), or the same build made before under
     the same answers about what is stored (the second round of fuse_kernels rebuilds most
     kernels of a model unchanged); NeedMaterialise is raised again as it was."""
@@ -54,7 +54,7 @@ def _build(nodes, stored: set[str], root: str, shapes, builds: dict):
     else:
         consulted = _Consulted(stored)
         try:
-            result = KernelBuilder(nodes, consulted, root).build(shapes)
+            result = KernelBuilder(nodes, consulted, root, routed).build(shapes)
         except NeedMaterialise as e:
             result = e
         builds.setdefault(root, []).append((consulted.seen, result))
@@ -67,6 +67,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: d
     """(LoopProgram, decisions, the stores made against compounding copies). `seeded`:
     (node, reason) pairs stored from the start; `builds`: the builds made so far (_build)."""
     nodes = {n.name: n for n in program.nodes}
+    routed = routed_reductions(nodes)
     order = {n.name: i for i, n in enumerate(program.nodes)}
     shapes = {b.name: b.type.shape for b in program.buffers}
     numel = {n.name: n.type.numel for n in program.nodes}
@@ -104,7 +105,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: d
             if root in built:
                 continue
             try:
-                bk = _build(nodes, stored, root, shapes, builds)
+                bk = _build(nodes, stored, root, shapes, builds, routed)
             except NeedMaterialise as e:
                 node = _promote(e.node, program, consumers, nodes) if e.nested else e.node
                 reason = e.reason if node == e.node else f"{e.reason}; storing {node}"

@@ -24,8 +24,10 @@ Any Tile IR materialises, also before blockify: then the block may hold more thr
 a GPU allows, which only the simulator runs (check_passes)."""
 from __future__ import annotations
 
+import dataclasses
+
 from ...ir import kernel_ir as K
-from ...ir.index import Affine
+from ...ir.index import Affine, gathers
 from ...ir.kernel_expr import affine_expr, flat_offset
 from ...ir.kernel_ir import KernelFunc, KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.lanes import multiples_of
@@ -44,6 +46,7 @@ from ...ir.tile_ir import (
     StridedLoop,
     TileProgram,
     accumulators,
+    map_body,
     walk,
 )
 from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
@@ -87,12 +90,13 @@ class Materializer(LoweringState):
         body: list = []
         body += _decompose("tid", K.Special("tid.x"), self.thread_axes)
         body += _decompose("bid", K.Special("bid.x"), self.block_axes)
+        body += self.stage_origins()
         body += self.local_rows.declarations()
         carried = {a.dst for a, _ in walk(self.tile.body) if isinstance(a, Assign) and a.index}
         body += [K.DeclareArray(r.acc, r.size) for r in self.kernel.register_tiles if r.acc in carried]
         body += mma_declarations(self.kernel)
         body += self.stmts(self.uniform)
-        body += self.stmts(self.tile.body)
+        body += self.stmts(self.staged_body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
                           reduces_for=self.kernel.reduces_for,
                           repacks_for=self.kernel.repacks_for,
@@ -205,6 +209,22 @@ class Materializer(LoweringState):
         self.loop_depth -= 1
         self.in_reduce, self.body_loop = outer_reduce, outer_loop
         return pre + (loop if isinstance(loop, list) else [loop])
+
+    def stage_origins(self) -> list:
+        """A stage whose origin gathers a block-uniform integer (a grouped matmul's tile
+        rows, x[base[p] + i, k]): each such integer loaded once, at the kernel's start, and
+        the stages rewritten to read the registers, so that every copy of them (a ring's
+        prologue included) does."""
+        out: list = []
+        loaded: dict = {}
+
+        def rewrite(s):
+            if isinstance(s, Stage) and any(gathers(o) for o in s.origin):
+                return dataclasses.replace(s, origin=tuple(self.gathers_loaded(o, out, loaded) for o in s.origin))
+            return s
+        self.staged_body = map_body(self.tile.body, rewrite)
+        # at least 0: the copies test only an origin's upper end (stage_units.clamped_global)
+        return [dataclasses.replace(d, init=K.Binary("max", d.init, K.Const(0, "int"))) for d in out]
 
     def stage(self, s: Stage) -> list:
         """Place the stage (loads from it read the buffer of the current iteration) and leave

@@ -73,6 +73,11 @@ class LoweringState:
         register (its Declare appended to `out`), also one inside a // or % (x.flatten()[ids])."""
         return [affine_expr(self._gathers_loaded(e, out, {})) for e in index]
 
+    def gathers_loaded(self, e: Affine, out: list, loaded: dict) -> Affine:
+        """e with each gather's integer loaded into a register (Declares appended to `out`,
+        `loaded` maps each Gather to its register's Var)."""
+        return self._gathers_loaded(e, out, loaded)
+
     def _gathers_loaded(self, e: Affine, out: list, loaded: dict) -> Affine:
         if not gathers(e):
             return e

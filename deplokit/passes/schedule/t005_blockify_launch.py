@@ -121,7 +121,9 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if a is vector:
             budget = _split_vector(a, budget, threads, blocks, mapping, ranges)
             continue
-        t = min(pow2_at_least(a.extent), per_role.get(a.role, per_axis), budget)
+        # a grouped matmul's slot (role G, fuse/build.py): one per block, so that each block
+        # serves one expert's rows and reads its weights once per tile
+        t = 1 if a.role == "G" else min(pow2_at_least(a.extent), per_role.get(a.role, per_axis), budget)
         if t <= 1:
             blocks.append(TileAxis(a.var, a.extent, BLOCK, a.role))
             continue

@@ -193,9 +193,9 @@ def _slab(load: Load, uniform, varying, riders=frozenset()):
     for dim, e in enumerate(load.index):
         uniform_terms, slab_terms, ride = [], [], []
         for atom, c in e.terms:
-            if isinstance(atom, Gather):      # a data-dependent row: not a box
-                return None
             vs = free_vars(Affine(((atom, 1),), 0))
+            if isinstance(atom, Gather) and not vs <= uniform:   # a row chosen per thread: not a box
+                return None
             if vs <= uniform:
                 uniform_terms.append((atom, c))
             elif isinstance(atom, Var) and c == 1 and atom.name in riders and atom.name in varying:

@@ -495,8 +495,7 @@ class Chunk:
         off = self.check_bounds(self.ev_int(e.offset, mask), 1, buf.size, mask,
                                 f"buffer {e.buffer}", "GlobalLoad")
         v = np.take(buf, off)
-        self.stats.global_bytes_loaded += self.count(mask) * self.elem_bytes(e.buffer, buf)
-        self.stats.global_loads += self.count(mask)
+        self.stats.load(e.buffer, self.count(mask) * self.elem_bytes(e.buffer, buf), self.count(mask))
         return cast(v, dtype_of(e.ctype))
 
     def global_write(self, name, kind, off, values, mask, align=1):
@@ -844,8 +843,7 @@ class Chunk:
         src = self.check_bounds(self.ev_int(s.src_offset, mask), n, buf.size, mask,
                                 f"buffer {s.buffer}", "CpAsync", align=n)
         vals = [cast(np.take(buf, src + j), F32) for j in range(n)]
-        self.stats.global_bytes_loaded += self.count(mask) * s.nbytes
-        self.stats.global_loads += self.count(mask)
+        self.stats.load(s.buffer, self.count(mask) * s.nbytes, self.count(mask))
         self.shared_write(sh, self.ev_int(s.dst_offset, mask), vals, mask, "CpAsync", align=n,
                           pend_tag=self.cp_open)
 
@@ -905,8 +903,7 @@ class Chunk:
             buf = self.gbuf(s.source, "VectorLoad")
             off = self.check_bounds(off, 4, buf.size, mask, f"buffer {s.source}", "VectorLoad", align=4)
             vals = [cast(np.take(buf, off + j), F32) for j in range(4)]
-            self.stats.global_bytes_loaded += self.count(mask) * 16
-            self.stats.global_loads += self.count(mask)
+            self.stats.load(s.source, self.count(mask) * 16, self.count(mask))
         elif s.space == "shared":
             vals = self.shared_read(self.sarr(s.source, "VectorLoad"), off, 4, mask, "VectorLoad")
         else:

@@ -53,7 +53,7 @@ def exec_tma_load(chunk, s: K.TmaLoad, mask):
     dst = np.broadcast_to(dst, chunk.shape)[rows, tids]
     span = np.arange(c, dtype=I64)
     keys = (rows * sh.size + dst)[:, None] + span
-    land(chunk, sh, "TmaLoad", s.expect, mb, rows, tids, sl, keys, cast(buf[src[:, None] + span], F32))
+    land(chunk, sh, "TmaLoad", s.expect, mb, rows, tids, sl, keys, cast(buf[src[:, None] + span], F32), s.buffer)
 
 
 def exec_tma_tensor_load(chunk, s: K.TmaTensorLoad, mask):
@@ -86,10 +86,10 @@ def exec_tma_tensor_load(chunk, s: K.TmaTensorLoad, mask):
     origins = np.stack([np.broadcast_to(chunk.ev_int(c, mask), chunk.shape)[rows, tids] for c in s.coords], axis=1)
     values = cast(box_values(buf, tmap.shape, tmap.box, origins), F32)
     keys = (rows * sh.size + dst)[:, None] + swizzle_word(np.arange(n, dtype=I64), tmap.swizzle)
-    land(chunk, sh, "TmaTensorLoad", s.expect, mb, rows, tids, sl, keys, values)
+    land(chunk, sh, "TmaTensorLoad", s.expect, mb, rows, tids, sl, keys, values, tmap.buffer)
 
 
-def land(chunk, sh, kind, expect, mb, rows, tids, sl, keys, values):
+def land(chunk, sh, kind, expect, mb, rows, tids, sl, keys, values, buffer: str):
     """A TMA copy's `values` written at shared `keys` (one row per issuing thread), in
     flight on mb[sl] until a wait observes the phase its bytes complete, after the
     pending-copy and race checks; `expect`: the copy announces its own bytes."""
@@ -118,7 +118,7 @@ def land(chunk, sh, kind, expect, mb, rows, tids, sl, keys, values):
     sh.has_pending = True
     np.add.at(mb.tx, (rows, sl), -nbytes)          # complete_tx: the copy's bytes landed
     mbar_complete(chunk, mb, rows, sl)
-    chunk.stats.global_bytes_loaded += keys.size * 4
+    chunk.stats.load(buffer, keys.size * 4, 0)
     chunk.stats.shared_bytes_stored += keys.size * 4
 
 
