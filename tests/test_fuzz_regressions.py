@@ -69,6 +69,17 @@ CASES = {
          "006_chunk_reduce.smem_budget": 32768, "007_stage_inputs.stage": False, "013_async_copy.enable": True,
          "016_mark_unroll.unroll_k": True},
     ),
+    # seed 403 case 661 (528 of 528 values silently wrong on the simulator): split_reduce cut K
+    # = 93 into 2 chunks of 64 (index a2s * 64 + k); 003 then split each chunk's 16 K chunks 5
+    # ways, overhanging by 4 chunks "read as zeros", but past a2s = 0's chunk lie a2s = 1's
+    # elements, added twice. 003 now overhangs only where the reads past K are provably outside
+    # the tensors (else the leftover chunks go to the reducer)
+    "split_reduce's K chunks split again by 003": (
+        "x0 = torch.randn(33, 31, 3)\nx1 = torch.randn(16, 93)\nx2 = torch.randn(16,)\n"
+        "v0 = F.linear(x0.reshape(33, 93), x1, x2)\nv1 = F.normalize(v0, dim=-1)\nv2 = torch.softmax(v1, -1) + v0\nv2, v1",
+        "sm_80",
+        {"002_chunk_matmul_k.k_chunk": 4, "split_reduce.splits": 64},
+    ),
 }
 
 

@@ -65,6 +65,27 @@ def test_an_overhanging_split_matches_eager_in_both_block_orders():
     assert np.array_equal(first, simulate_program(c.kernel_ir, env, block_order="reversed")[0])
 
 
+def test_a_split_overhangs_only_where_the_reads_past_k_are_outside_the_tensors():
+    # K = 40 of a longer axis (x[:, 10:50]): 10 chunks of 4 in 3 splits would overhang by 2
+    # chunks reading x[:, 50:58] (real values, not zeros): the 10th chunk is the reducer's
+    g = torch.Generator().manual_seed(2)
+    x, w = torch.randn(33, 100, generator=g), torch.randn(100, 16, generator=g)
+    config = {"002_chunk_matmul_k.k_chunk": 4, "003_split_matmul_k.splits": 3}
+    c = deplokit.compile(lambda x, w: x[:, 10:50] @ w[10:50], x, w, target="sm_80", config=config)
+    split = next(k for k in c.tile_ir.kernels if k.split_k is not None).split_k
+    assert (split.splits, split.leftover, split.overhang, split.in_kernel) == (3, 1, 0, False)
+    step = next(s for s in c.trace if s.name == "003_split_matmul_k")
+    assert any("no overhang: the K loop's loads past its end are not provably outside" in d.note
+               for d in step.decisions)
+    assert c.check(x, w, backend="sim", rtol=1e-4).ok
+    # the whole axis (K = 93 of x (33, 31, 3) reshaped): past K lies past the tensors, it overhangs
+    x, w = torch.randn(33, 31, 3, generator=g), torch.randn(93, 16, generator=g)
+    c = deplokit.compile(lambda x, w: x.reshape(33, 93) @ w, x, w, target="sm_80", config=config)
+    split = next(k for k in c.tile_ir.kernels if k.split_k is not None).split_k
+    assert (split.splits, split.leftover, split.overhang) == (3, 0, 1)
+    assert c.check(x, w, backend="sim", rtol=1e-4).ok
+
+
 def test_qwen_gate_s128_takes_seven_splits_of_whole_tiles():
     # 148 output tiles of 128 x 128 on 132 SMs (0.56) -> 7 splits of 32 chunks: 1036 blocks
     plan, why = decide(128, 18944, 3584 // 16, 16, H100, 1)

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.index import const, floordiv, mod, var
+from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, SplitArrive, SplitK, Tile, TileAxis, TileKernel, used_vars, walk
@@ -97,8 +97,9 @@ DESCRIPTION = "promote the K-outer chunk loop into a grid dimension"
 class _Matmul:
     """The parts of a chunked matmul Tile split-K rewrites, or why it cannot."""
 
-    def __init__(self, kernel: TileKernel):
+    def __init__(self, kernel: TileKernel, types=None):
         self.kernel = kernel
+        self.types = types          # tensor name -> TensorType; None in a knob's default (no program)
         self.reason = ""
         try:
             self.tile = tile = kernel.tile()
@@ -194,10 +195,56 @@ def _tiles(mm: _Matmul, splits: int, target) -> int:
     return default_blocks(extents["M"], extents["N"], other, splits, target) // splits
 
 
+def _past_k_reads_zero(mm: _Matmul, over: int) -> str:
+    """Why reading `over` chunks past the K chunks might not add zeros ("" when it adds them):
+    every product the K loop accumulates there must be of zero-padded loads provably outside
+    their tensor. A K loop whose index starts inside a longer axis (a slice x[:, 10:50], or a
+    chunk of split_reduce's rows, a2s * 64 + k) would read the next elements instead."""
+    inner = next(c for c in mm.outer.body if isinstance(c, Loop) and c.role == "K")
+    ko, ki, bk = mm.outer.var, inner.var, mm.bk
+    rest = sum(lp.extent for lp in mm.tail)       # 002's K % BK tail: real products the overhang reads
+    axes = {a.var: a.extent for a in mm.tile.axes}
+    # the K positions past the end as boxes of (chunk, lane): the rest of the tail's chunk, then whole chunks
+    boxes = [({ko: const(mm.chunks), ki: const(rest) + var(ki)}, {ki: bk - rest})] if rest else []
+    first = mm.chunks + (1 if rest else 0)
+    if mm.chunks + over > first:
+        boxes.append(({ko: const(first) + var(ko)}, {ko: mm.chunks + over - first, ki: bk}))
+    defs = {s.dst: s for s, _ in walk(inner.body) if isinstance(s, (Load, Compute))}
+
+    def outside(load: Load, mapping, ranges) -> bool:
+        shape = mm.types[load.tensor].shape
+        for d, e in enumerate(load.index):
+            b = bounds(substitute(e, mapping), {**axes, **ranges})
+            if b is not None and (b[0] >= shape[d] or b[1] < 0):
+                return True
+        return False
+
+    def zero(name) -> bool:
+        d = defs.get(name)
+        if isinstance(d, Load):
+            return d.pad in (None, 0, 0.0) and all(outside(d, m, r) for m, r in boxes)
+        return isinstance(d, Compute) and d.op == "multiply" and all(isinstance(a, str) and zero(a) for a in d.args)
+
+    accs = [s for s, _ in walk(inner.body) if isinstance(s, Accumulate)]
+    if mm.types is None or all(zero(a.value) for a in accs):   # no types: apply() decides
+        return ""
+    return "the K loop's loads past its end are not provably outside their tensors (a K offset into a longer axis)"
+
+
+def _split_run(mm: _Matmul, splits: int) -> tuple[int, int, str]:
+    """grid_plan.split_run, except that a split overhangs only where the reads past K are
+    zeros (else the chunks past splits x (chunks // splits) are the reducer's); and why not."""
+    run, over = split_run(mm.chunks, splits)
+    why = _past_k_reads_zero(mm, over) if over else ""
+    if why:
+        return mm.chunks // splits, 0, why
+    return run, over, ""
+
+
 def _in_kernel_blocker(mm: _Matmul, splits: int) -> str:
     """Why the last block cannot add the partials itself ("" when it can): K products that no
     split reduces (002's K tail, chunks past splits x (chunks // splits)) are the reducer's."""
-    run, over = split_run(mm.chunks, splits)
+    run, over, _ = _split_run(mm, splits)
     left = mm.chunks - splits * run
     if (mm.tail and not over) or left > 0:      # an overhang absorbs 002's K tail
         what = "a K tail" if mm.tail else f"{left} leftover K chunks"
@@ -228,7 +275,7 @@ KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output t
 
 
 def apply(kernel: TileKernel, pctx: PassContext):
-    mm = _Matmul(kernel)
+    mm = _Matmul(kernel, pctx.types)
     if mm.reason:
         return Skip(mm.reason)
     S = pctx.knobs["splits"]
@@ -248,13 +295,15 @@ def apply(kernel: TileKernel, pctx: PassContext):
     ks = fresh_name(f"{base}s", used_vars(kernel.body))
     # overhanging splits (split_run) run past the chunks: through 002's K tail (which they
     # absorb, its loop dropped: one run reads it, in order) and then past K, as zeros
-    C, over = split_run(mm.chunks, S)
+    C, over, no_overhang = _split_run(mm, S)
     body = substitute_body(outer.body, {outer.var: var(ks) * C + var(outer.var)}, {outer.var: C, ks: S})
     new_outer = Loop(outer.var, C, outer.kind, body, outer.role, outer.unroll)
     ws = fresh_name(f"{kernel.name}_partials", set(pctx.types))
     partial = Store(ws, (var(ks),) + tuple(mm.store.index), mm.acc)
     split = SplitK(S, ws, f"{kernel.name}_reduce", max(0, mm.chunks - S * C), overhang=over)
     notes = (why,) if planned is not None and planned.splits == S else ()
+    if no_overhang:
+        notes += (f"no overhang: {no_overhang}; {split.leftover} leftover K chunks to the reducer",)
     reduce, reason = _reduce_decision(mm, S, pctx.target)
     tail: tuple = ()
     if pctx.knobs.get("reduce", "reducer") == "in_kernel" and not _in_kernel_blocker(mm, S):
