@@ -151,3 +151,25 @@ def test_a_timeout_in_a_fresh_process_does_not_poison_the_next_case():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     lines = out.stdout.split()
     assert len(lines) == 5 and set(lines[:4]) <= {"timeout", "ok"} and lines[4] == "ok", out.stdout + out.stderr[-2000:]
+
+
+def test_sliced_k_template_catches_an_overhang_past_a_slice():
+    """The sliced-K matmul template (K a slice inside a longer axis) at 3 splits, a count that
+    does not divide its K chunks: the loads past K read the axis' next elements, so 003 must
+    leave the chunks past the splits' runs to the reducer (an overhang was silently wrong)."""
+    import random
+
+    from deplokit.fuzz import makers
+    assert "sliced_k_matmul" in {t.name for t in covered_templates()}
+    for seed in (5, 8):     # F.linear of x[..., 25:95] (17 chunks of 4), x[..., 1:95] @ w[1:95] (23)
+        rng, lines = random.Random(seed), ["x0 = torch.randn(33, 100)"]
+
+        def new_input(s):
+            lines.append(f"x{len(lines)} = torch.randn({', '.join(map(str, s))}{',' if len(s) == 1 else ''})")
+            return f"x{len(lines) - 1}"
+        expr, out = makers.sliced_k(rng, (33, 100), new_input)
+        assert re.search(r"\[\.\.\., \d+:\d+\]", expr) and out[0] == 33
+        case = Case(seed, 0, "\n".join(lines + [expr.replace("{x}", "x0")]), ("sliced_k_matmul",), "sm_80",
+                    {"002_chunk_matmul_k.k_chunk": 4, "003_split_matmul_k.splits": 3})
+        outcome = run_case(case, timeout=120)
+        assert outcome.status == "ok", (outcome.stage, outcome.message, case.text)

@@ -123,6 +123,25 @@ def reshaped_k(rng, shape, inp):
     return f"F.linear({flat}, {inp((N, K))}, {inp((N,))})", tuple(lead) + (N,)
 
 
+def sliced_k(rng, shape, inp):
+    """A matmul whose K is a slice inside a longer axis (x[..., lo:hi] @ w[lo:hi]): the loads
+    past K's end read the axis' next elements, not zeros, so a split count that overhangs K
+    (3, 5, 7 splits of chunks they do not divide) must leave those chunks to the reducer
+    (fuzz seed 403 case 661: split_reduce's K chunks, the same offset as a2s * 64 + k)."""
+    if not shape or shape[-1] < 40:
+        return None
+    lo = rng.choice((1, 3, shape[-1] // 4))
+    hi = shape[-1] - rng.choice((1, 5, shape[-1] // 4))
+    K, N = hi - lo, rng.choice((1, 3, 16, 31, 33))
+    rows = numel(shape[:-1])
+    if K < 16 or rows * shape[-1] * N > MAX_MATMUL or rows * N > MAX_NUMEL:
+        return None
+    x = f"{{x}}[..., {lo}:{hi}]"
+    if rng.random() < 0.5:
+        return f"{x} @ {inp((shape[-1], N))}[{lo}:{hi}]", shape[:-1] + (N,)
+    return f"F.linear({x}, {inp((N, shape[-1]))}[:, {lo}:{hi}], {inp((N,))})", shape[:-1] + (N,)
+
+
 def batched(expr):
     def make(rng, shape, inp):
         if len(shape) != 3:

@@ -154,6 +154,7 @@ TEMPLATES = (
     Template("matmul", ("matmul",), mk.matmul("{x} @ {w}")),
     Template("linear", ("linear",), mk.matmul("F.linear({x}, {w}, {b})", with_bias=True)),
     Template("reshaped_k_matmul", ("transpose", "reshape", "matmul", "linear"), mk.reshaped_k),
+    Template("sliced_k_matmul", ("slice", "matmul", "linear"), mk.sliced_k),
     Template("embedding", ("embedding", "unsqueeze", "add"), mk.embedding),
     Template("sdpa", ("scaled_dot_product_attention",), mk.sdpa),
     Template("sdpa_heads", ("scaled_dot_product_attention", "unsqueeze", "expand", "gt"), mk.sdpa4),
