@@ -76,7 +76,8 @@ CASES = {
     # the tensors (else the leftover chunks go to the reducer)
     "split_reduce's K chunks split again by 003": (
         "x0 = torch.randn(33, 31, 3)\nx1 = torch.randn(16, 93)\nx2 = torch.randn(16,)\n"
-        "v0 = F.linear(x0.reshape(33, 93), x1, x2)\nv1 = F.normalize(v0, dim=-1)\nv2 = torch.softmax(v1, -1) + v0\nv2, v1",
+        "v0 = F.linear(x0.reshape(33, 93), x1, x2)\nv1 = F.normalize(v0, dim=-1)\n"
+        "v2 = torch.softmax(v1, -1) + v0\nv2, v1",
         "sm_80",
         {"002_chunk_matmul_k.k_chunk": 4, "split_reduce.splits": 64},
     ),
