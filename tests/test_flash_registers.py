@@ -174,3 +174,39 @@ def test_an_output_row_past_the_register_cap_keeps_the_kernels_separate():
     # a head_dim whose row fits whole (33) still gets its flash kernel
     small = deplokit.compile(_sdpa(False), q[..., :33], k[..., :33], v[..., :33], target="sm_90", config=FLASH)
     assert _flash(small).flash is not None
+
+
+def _unrolled_multiplies(kernel) -> int:
+    """Multiplies in a thread's code once register loops and unroll-marked loops are copied out."""
+    from deplokit.ir.loop_ir import Compute, Loop
+    from deplokit.ir.tile_ir import walk
+    total = 0
+    for s, loops in walk(kernel.body):
+        if isinstance(s, Compute) and s.op == "multiply":
+            copies = 1
+            for lp in loops:
+                if isinstance(lp, Loop) and (lp.kind == "register" or lp.unroll):
+                    copies *= lp.extent
+            total += copies
+    return total
+
+
+def test_an_odd_head_dim_keeps_the_unrolled_key_tile_within_budget():
+    """Fuzz seeds 303 case 442 and 403 case 351 (NVRTC over 60 s): head_dim 127 cannot be dealt
+    to lanes, so a thread's key tile of 16 keys unrolled 16 x (127 + 127) = 4064 multiply-adds
+    (nvcc 40 s of CPU). The plan halves the key tile (and a causal plan's query tile) until
+    they fit UNROLL_BUDGET, and says so; the result still matches eager on the simulator."""
+    from deplokit.passes.flash.attention_plan import UNROLL_BUDGET, unroll_capped
+    assert unroll_capped(127, 127, 64, 16, 1, False)[:2] == (64, 8)        # not causal: the rows stay
+    assert unroll_capped(128, 128, 16, 16, 2, True) == (16, 16, "")         # 16 x 128 over two lanes
+    assert unroll_capped(64, 64, 64, 16, 1, False) == (64, 16, "")
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 9, 127, generator=g) for _ in range(3))
+    c = deplokit.compile(_sdpa(True), q, k, v, config=FLASH, target="sm_90")
+    plan = _flash(c).flash
+    assert (plan.lanes, plan.key_tile, plan.query_tile) == (1, 8, 8)
+    assert f"key tile 8: 16 keys x 254 (head_dim + columns a thread) would unroll 4064 multiply-adds, " \
+           f"over {UNROLL_BUDGET}" in plan.text()
+    flash = next(kern for kern in c.tile_ir.kernels if kern.flash is not None)
+    assert _unrolled_multiplies(flash) <= UNROLL_BUDGET + 127 + 16     # + the output's rescale, the scores' scale
+    torch.testing.assert_close(c.run(q, k, v, backend="sim"), _sdpa(True)(q, k, v), rtol=1e-4, atol=1e-4)

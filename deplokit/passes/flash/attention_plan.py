@@ -22,6 +22,11 @@ SHARED_BUDGET = 40 * 1024    # bytes of staged query rows, key tile and value ti
 MAX_KEY_TILE = 16     # small tiles: fewer causal pairs computed, the diagonal tile's waste halved
 MIN_QUERY_TILE = 16   # rows a block keeps before the query rows go to shared memory instead
 MORE_LANES_THREADS = 256   # a block dealt to more lanes for occupancy (_more_lanes) stays this small
+# multiply-adds of one key tile a thread's code unrolls (its dot and its output update, over
+# its share of head_dim and columns): head_dim 127 (no lanes: odd) at 16 keys unrolled 4064,
+# nvcc/NVRTC ran 40 to over 60 s (fuzz seeds 303 case 442, 403 case 351); a smaller key tile
+# keeps the code within this (head_dim 64 a lane, 128 over two lanes: 16 keys, as before)
+UNROLL_BUDGET = 2048
 FILL_BYTES = 3        # grid fill re-reads K/V at most until the kernel moves 3x its compulsory bytes
 
 
@@ -96,7 +101,8 @@ def _sized(d, dv, group, query_tile, key_tile, causal, decode, tma=True) -> Flas
     choice = _fit_registers(d, dv, group, query_tile, key_tile, causal, decode, tma)
     if choice is not None:
         query_tile, key_tile, lanes, why = choice
-        return FlashPlan("", "", group, query_tile, key_tile, causal, True, lanes, why)
+        query_tile, key_tile, capped = unroll_capped(d, dv, query_tile, key_tile, lanes, causal)
+        return FlashPlan("", "", group, query_tile, key_tile, causal, True, lanes, why + capped)
     # no tile fits a thread's registers: the block's query rows in shared memory (a float of
     # padding per row), a whole row a thread
     def fits(qt, kt):
@@ -113,7 +119,23 @@ def _sized(d, dv, group, query_tile, key_tile, causal, decode, tma=True) -> Flas
         return f"a thread's output row of {dv} floats does not fit its registers even with the query rows " \
             f"in shared memory: {fit.text()}"
     why = "query rows in shared memory: no tile of rows kept a thread's row within its register cap; " + fit.text()
-    return FlashPlan("", "", group, query_tile, key_tile, causal, False, 1, why)
+    query_tile, key_tile, capped = unroll_capped(d, dv, query_tile, key_tile, 1, causal)
+    return FlashPlan("", "", group, query_tile, key_tile, causal, False, 1, why + capped)
+
+
+def unroll_capped(d, dv, query_tile, key_tile, lanes, causal) -> tuple[int, int, str]:
+    """(query tile, key tile, why) with the key tile halved while a thread's unrolled key
+    tile (key_tile x its d + dv share, flash_tile.py's register loops) exceeds UNROLL_BUDGET
+    multiply-adds; a causal plan's query tile stays its key tile (one diagonal tile)."""
+    share = -(-(d + dv) // lanes)
+    kt = key_tile
+    while kt > 1 and kt * share > UNROLL_BUDGET:
+        kt //= 2
+    if kt == key_tile:
+        return query_tile, key_tile, ""
+    why = (f"; key tile {kt}: {key_tile} keys x {share} (head_dim + columns a thread) would unroll "
+           f"{key_tile * share} multiply-adds, over {UNROLL_BUDGET} (compile time)")
+    return (kt if causal else query_tile), kt, why
 
 
 def _fill(kernel: Kernel, plan: FlashPlan, types, sm_count: int, sized, byte_limit: int | None) -> FlashPlan:
