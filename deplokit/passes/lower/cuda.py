@@ -92,7 +92,7 @@ from ...ir.kernel_ir import (
     VectorLoad,
     VectorStore,
 )
-from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
+from ...ir.kernel_mma import LdMatrix, Mma, PackHalves, Tf32Round
 from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
 from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait, uses_wgmma
 from ...ir.names import fresh_name
@@ -265,6 +265,7 @@ FEATURE_STATEMENTS = {
     MbarrierInit: cuda_tma.render_mbarrier_init, MbarrierArrive: cuda_tma.render_mbarrier_arrive,
     MbarrierWait: cuda_tma.render_mbarrier_wait, ProxyFence: cuda_tma.render_proxy_fence,
     LdMatrix: cuda_mma.render_ldmatrix, Tf32Round: cuda_mma.render_tf32_round, Mma: cuda_mma.render_mma,
+    PackHalves: cuda_mma.render_pack_halves,
     WgmmaDescriptor: cuda_wgmma.render_wgmma_descriptor, WgmmaFence: cuda_wgmma.render_wgmma_fence,
     Wgmma: cuda_wgmma.render_wgmma, WgmmaCommit: cuda_wgmma.render_wgmma_commit,
     WgmmaWait: cuda_wgmma.render_wgmma_wait,

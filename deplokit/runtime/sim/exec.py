@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from ...ir import kernel_ir as K
-from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
+from ...ir.kernel_mma import LdMatrix, Mma, PackHalves, Tf32Round
 from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
 from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.types import ctype_bytes
@@ -20,7 +20,7 @@ from ..numpy_ops import OPS, apply
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
-from .mma import exec_ldmatrix, exec_mma, exec_tf32_round
+from .mma import exec_ldmatrix, exec_mma, exec_pack_halves, exec_tf32_round
 from .split import exec_atomic_inc, exec_broadcast, exec_thread_fence
 from .tma import (
     exec_mbarrier_arrive,
@@ -67,7 +67,7 @@ FEATURE_STATEMENTS = {
     K.TmaLoad: exec_tma_load, K.TmaTensorLoad: exec_tma_tensor_load,
     K.MbarrierInit: exec_mbarrier_init, K.MbarrierArrive: exec_mbarrier_arrive,
     K.MbarrierWait: exec_mbarrier_wait, K.ProxyFence: exec_proxy_fence,
-    LdMatrix: exec_ldmatrix, Tf32Round: exec_tf32_round, Mma: exec_mma,
+    LdMatrix: exec_ldmatrix, Tf32Round: exec_tf32_round, Mma: exec_mma, PackHalves: exec_pack_halves,
     WgmmaDescriptor: exec_wgmma_descriptor, Wgmma: exec_wgmma, WgmmaFence: exec_wgmma_sync,
     WgmmaCommit: exec_wgmma_sync, WgmmaWait: exec_wgmma_sync,
     ThreadFence: exec_thread_fence, AtomicInc: exec_atomic_inc, Broadcast: exec_broadcast,
