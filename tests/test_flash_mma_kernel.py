@@ -66,14 +66,17 @@ def test_half_flash_mma_matches_eager(dtype, seq, d, heads, kv_heads, causal):
     assert r.passed, str(r)
 
 
-def test_knob_off_and_float32_stay_on_ffma_with_the_reason():
+def test_knob_off_float32_and_odd_head_dim_stay_on_ffma():
     q, k, v = _qkv(torch.bfloat16, 32, 64, 2, 2, seed=1)
     off = _compile(q, k, v, False, config={"fuse_attention.mma": "off"})
     assert off.tile_ir.kernels[0].flash.mma is None and not _instructions(off, Mma)
     f32 = _compile(q.float(), k.float(), v.float(), False)
-    assert f32.tile_ir.kernels[0].flash.mma is None
-    notes = [n for step in f32.trace if step.name == "fuse_attention" for n in step.notes]
-    assert any("on FFMA (not tensor cores)" in n and "not one half dtype" in n for n in notes)
+    assert f32.tile_ir.kernels[0].flash.mma is None and not _instructions(f32, Mma)
+    q, k, v = _qkv(torch.bfloat16, 32, 40, 2, 2, seed=1)
+    odd = _compile(q, k, v, False)
+    assert odd.tile_ir.kernels[0].flash.mma is None
+    notes = [n for step in odd.trace if step.name == "fuse_attention" for n in step.notes]
+    assert any("on FFMA (not tensor cores)" in n and "head_dim 40" in n for n in notes)
 
 
 def test_a_wrong_p_fragment_map_fails_the_simulator(monkeypatch):

@@ -18,6 +18,7 @@ import dataclasses
 
 from ...analysis.computes import KernelNamer
 from ...ir.loop_ir import LoopProgram, flash_parts
+from ...ir.types import HALF_DTYPES
 from ..fuse.grid_fill import estimate, unfused_estimate
 from ..fuse.guard import Traffic, fusion_pays
 from ..record import Knob, Noted, Pass, Skip, flag_knob
@@ -91,9 +92,9 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None,
         else:
             if mma == "half":
                 record = plan_mma(flash, flash_parts(flash), schedule, types, target)
-                if isinstance(record, str):
+                if isinstance(record, str) and _reads_half(flash, types):
                     notes.append(f"attention: kernel {flash.name} multiplies on FFMA (not tensor cores): {record}")
-                else:
+                elif not isinstance(record, str):
                     schedule = dataclasses.replace(schedule, mma=record)
             kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]
             notes.append(f"attention: kernel {flash.name} fuses {names} with an online softmax; {schedule.text()}")
@@ -103,6 +104,11 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None,
         return program, tuple(notes)
     fused = with_kernels(program, kernels)
     return dataclasses.replace(fused, written=fused.written + added), tuple(notes)
+
+
+def _reads_half(kernel, types) -> bool:
+    """Whether the kernel reads a half tensor (then why it stays on FFMA is worth a note)."""
+    return any(types[name].dtype in HALF_DTYPES for name in kernel.inputs() if name in types)
 
 
 def flash_pays(fused: Traffic, unfused: Traffic, fill=None, split: bool = False) -> tuple[bool, str]:

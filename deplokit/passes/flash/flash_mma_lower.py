@@ -23,10 +23,10 @@ from ...errors import DeplokitError
 from ...ir import kernel_ir as K
 from ...ir.flash_mma import Access, FlashMma
 from ...ir.fragments import SHAPES, WARP, accumulator_reuse, ptx_layout
-from ...ir.index import Affine, const, substitute, var
+from ...ir.index import Affine, substitute, var
 from ...ir.kernel_expr import affine_expr, flat_offset
 from ...ir.kernel_mma import LdMatrix, Mma, PackHalves
-from ...ir.loop_ir import Compute, Load, Loop, Store
+from ...ir.loop_ir import Compute, Load, Store
 from ...ir.types import DTYPE_CTYPE
 from ..lower.value_expr import lower_value
 from ..mma.mma_lower import PACKED, lane_expr
