@@ -3,7 +3,8 @@ S = Q K^T and O += P V on mma.sync m16n8k16 (Q fragments in registers, K by ldma
 ldmatrix.trans), the online softmax on the FP32 accumulators with quad shuffles, P packed to
 half in registers. The simulator runs PTX's fragment tables, so these match eager within the
 dtype's tolerance only when every lane map is right (a planted wrong P map fails); the CUDA
-compiles for sm_80/90/120 and its hot loop is HMMA with few FFMA."""
+compiles for sm_80/90/120 and its hot loop is HMMA with few FFMA, the next K/V tile copied by
+cp.async meanwhile."""
 import pytest
 import torch
 
@@ -112,3 +113,4 @@ def test_sass_hot_loop_is_hmma_with_few_ffma(causal_gqa):
     mix = c.sass().kernel(c.kernel_ir.kernels[0].name).main_loop().mix
     assert mix.hmma == 16 and mix.ldsm == 8
     assert mix.ffma < mix.hmma * 4 and mix.lds == mix.lds64 == mix.lds128 == 0
+    assert mix.ldgsts > 0               # the next key and value tiles arrive by cp.async

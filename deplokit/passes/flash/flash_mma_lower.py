@@ -23,7 +23,7 @@ from ...errors import DeplokitError
 from ...ir import kernel_ir as K
 from ...ir.flash_mma import Access, FlashMma
 from ...ir.fragments import SHAPES, WARP, accumulator_reuse, ptx_layout
-from ...ir.index import Affine, substitute, var
+from ...ir.index import Affine, Var, free_vars, substitute, var
 from ...ir.kernel_expr import affine_expr, flat_offset
 from ...ir.kernel_mma import LdMatrix, Mma, PackHalves
 from ...ir.loop_ir import Compute, Load, Store
@@ -137,15 +137,24 @@ class _Lowering:
         body += self.query_fragments()
         for h in (0, 1):
             body += [K.Declare(f"fm_m{h}", "float", K.Const(NEG_INF)), K.Declare(f"fm_l{h}", "float", K.Const(0.0))]
-        body += [K.SharedArray("fm_ks", tk * (self.d + PAD), ctype=self.half),
-                 K.SharedArray("fm_vs", tk * (self.dv + PAD), ctype=self.half)]
+        body += [K.SharedArray("fm_ks", 2 * tk * (self.d + PAD), ctype=self.half),
+                 K.SharedArray("fm_vs", 2 * tk * (self.dv + PAD), ctype=self.half)]
         n_tiles = -(-self.n_keys // tk)
         stop: K.Expr = _c(n_tiles)
         if fm.causal:          # keys up to the block's last query row (mask: key > query)
             last = _add(_mul(K.Var("fm_qb"), fm.query_tile), fm.query_tile - 1)
             stop = K.Binary("min", stop, _add(K.Binary("/", last, _c(tk)), 1))
-        tile = self.copies() + [K.Barrier()] + self.scores() + self.softmax() + self.pv() + [K.Barrier()]
-        body.append(K.For("fm_kt", _c(0), stop, _c(1), tuple(tile)))
+        # a ring of two tiles: the next tile's copies are in flight while this one computes
+        body.append(K.Declare("fm_stop", "int", stop))
+        body += self.copies(_c(0), _c(0)) + [K.CpAsyncCommit()]
+        kt = K.Var("fm_kt")
+        following = _add(kt, 1)
+        tile = [K.If(K.Binary("<", following, K.Var("fm_stop")),
+                     tuple(self.copies(following, K.Binary("%", following, _c(2))))),
+                K.CpAsyncCommit(), K.CpAsyncWait(1), K.Barrier(),
+                K.Declare("fm_slot", "int", K.Binary("%", kt, _c(2)))]
+        tile += self.scores() + self.softmax() + self.pv() + [K.Barrier()]
+        body.append(K.For("fm_kt", _c(0), K.Var("fm_stop"), _c(1), tuple(tile)))
         body += self.epilogue()
         threads = fm.warps * WARP
         grid = 1
@@ -177,24 +186,28 @@ class _Lowering:
                 out.append(PackHalves("fm_qf", _c(4 * kk + i), vals[0], vals[1], fm.kind))
         return out
 
-    def copies(self) -> list:
-        """The tile's keys and values into shared memory (rows past T read row T - 1: their
-        scores are -inf, their P zero)."""
+    def copies(self, tile: K.Expr, slot: K.Expr) -> list:
+        """Key tile `tile` and its values into ring slot `slot` (rows past T read row T - 1:
+        their scores are -inf, their P zero): 16-byte cp.async where a row's 8 halves are
+        adjacent and aligned in global memory, else one element a copy."""
         fm, out = self.fm, []
         tk = fm.key_tile
         for arr, access, width, inner in (("fm_ks", fm.k, self.d, fm.dot[0]), ("fm_vs", fm.v, self.dv, fm.col[0])):
             i = f"{arr}_i"
-            key = K.Binary("min", _add(_mul(K.Var("fm_kt"), tk), K.Binary("/", K.Var(i), _c(width))),
-                           _c(self.n_keys - 1))
+            unit = 8 if _rows_of_16_bytes(access, inner) else 1
+            per_row = width // unit
+            key = K.Binary("min", _add(_mul(tile, tk), K.Binary("/", K.Var(i), _c(per_row))), _c(self.n_keys - 1))
             m = self.mapping(None)
             if fm.heads:        # the block's heads share one kv head: the first one's
                 m[fm.heads] = var("fm_hb") * fm.group
             m |= {fm.keys[0]: var(f"{arr}_key"), inner: var(f"{arr}_col")}
-            body = (K.Declare(f"{arr}_key", "int", key),
-                    K.Declare(f"{arr}_col", "int", K.Binary("%", K.Var(i), _c(width))),
-                    K.SharedStore(arr, _add(_mul(K.Binary("/", K.Var(i), _c(width)), width + PAD), K.Var(f"{arr}_col")),
-                                  K.GlobalLoad(access.tensor, self.offset(access, m), self.half)))
-            out.append(K.For(i, K.Var("fm_tid"), _c(tk * width), _c(fm.warps * WARP), body))
+            col = _mul(K.Binary("%", K.Var(i), _c(per_row)), unit)
+            at = _add(_mul(slot, tk * (width + PAD)), _mul(K.Binary("/", K.Var(i), _c(per_row)), width + PAD),
+                      K.Var(f"{arr}_col"))
+            copy = K.CpAsync(arr, at, access.tensor, self.offset(access, m), 16) if unit == 8 else \
+                K.SharedStore(arr, at, K.GlobalLoad(access.tensor, self.offset(access, m), self.half))
+            body = (K.Declare(f"{arr}_key", "int", key), K.Declare(f"{arr}_col", "int", col), copy)
+            out.append(K.For(i, K.Var("fm_tid"), _c(tk * per_row), _c(fm.warps * WARP), body))
         return out
 
     def scores(self) -> list:
@@ -204,7 +217,8 @@ class _Lowering:
         out += [K.Assign("fm_s", K.Const(0.0), _c(i)) for i in range(tk // 8 * 4)]
         for kk in range(self.d // 16):
             for jp in range(tk // 16):        # two key groups of 8 a ldmatrix.x4: (j, d lo), (j, d hi), (j+1, ..)
-                at = _add(_mul(_add(K.Var("fm_krow"), 16 * jp), self.d + PAD), K.Var("fm_kcol"), 16 * kk)
+                at = _add(_mul(K.Var("fm_slot"), fm.key_tile * (self.d + PAD)),
+                          _mul(_add(K.Var("fm_krow"), 16 * jp), self.d + PAD), K.Var("fm_kcol"), 16 * kk)
                 out.append(LdMatrix("fm_kb", _c(0), 4, False, "fm_ks", at))
                 for j in (0, 1):
                     out.append(Mma(self.shape.name, "fm_s", _c((2 * jp + j) * 4), "fm_qf", _c(4 * kk), "fm_kb",
@@ -300,7 +314,8 @@ class _Lowering:
         out = []
         for ks in range(self.fm.key_tile // 16):
             for n in range(self.dv // 16):    # two value tiles of 8 columns a ldmatrix.x4.trans
-                at = _add(_mul(_add(K.Var("fm_vrow"), 16 * ks), self.dv + PAD), K.Var("fm_vcol"), 16 * n)
+                at = _add(_mul(K.Var("fm_slot"), self.fm.key_tile * (self.dv + PAD)),
+                          _mul(_add(K.Var("fm_vrow"), 16 * ks), self.dv + PAD), K.Var("fm_vcol"), 16 * n)
                 out.append(LdMatrix("fm_vb", _c(0), 4, True, "fm_vs", at))
                 for j in (0, 1):
                     out.append(Mma(self.shape.name, "fm_o", _c((2 * n + j) * 4), "fm_pf", _c(4 * ks), "fm_vb",
@@ -340,6 +355,14 @@ class _Lowering:
                 out.append(K.If(K.Binary("<", K.Var(f"fm_row{h}"), _c(self.seq)),
                                 (K.GlobalStore(store.tensor, self.offset(access, mapping), value),)))
         return out
+
+
+def _rows_of_16_bytes(access, inner: str) -> bool:
+    """Whether 8 halves along `inner` are adjacent and 16-byte aligned in global memory: it is
+    the last index alone (stride one), and every other stride is a multiple of 8 elements."""
+    last = access.index[-1]
+    return (access.shape[-1] % 8 == 0 and last.const == 0 and last.terms == ((Var(inner), 1),)
+            and all(inner not in free_vars(e) for e in access.index[:-1]))
 
 
 def _decompose(flat: str, special, axes) -> list:
