@@ -11,6 +11,7 @@ import torch
 import deplokit
 from deplokit.ir.kernel_ir import walk_stmts
 from deplokit.ir.kernel_mma import LdMatrix, Mma, PackHalves
+from deplokit.passes.verify import verify
 from deplokit.runtime.nvcc import nvcc_available
 from deplokit.runtime.sass import sass_available
 
@@ -49,6 +50,7 @@ def test_causal_gqa_bf16_matches_eager_on_tensor_cores(causal_gqa):
     assert len(_instructions(c, Mma)) == 16 and len(_instructions(c, LdMatrix)) == 8
     assert {s.trans for s in _instructions(c, LdMatrix)} == {False, True}
     assert any(s.dst == "fm_pf" for s in _instructions(c, PackHalves))
+    verify(c.kernel_ir)                 # Kernel IR's invariants (names declared, barriers uniform, ..)
     r = c.check(backend="sim")
     assert r.passed, str(r)
 

@@ -46,12 +46,25 @@ def _add(*xs) -> K.Expr:
         x = _c(x) if isinstance(x, int) else x
         if isinstance(x, K.Const) and x.value == 0:
             continue
+        if isinstance(x, K.Const) and isinstance(out, K.Const):
+            out = _c(out.value + x.value)
+            continue
         out = x if out is None else K.Binary("+", out, x)
     return out if out is not None else _c(0)
 
 
 def _mul(x, n: int) -> K.Expr:
+    if isinstance(x, K.Const):
+        return _c(x.value * n)
     return x if n == 1 else K.Binary("*", x, _c(n))
+
+
+def _div(x, n: int) -> K.Expr:
+    return x if n == 1 else K.Binary("/", x, _c(n))
+
+
+def _mod(x, n: int) -> K.Expr:
+    return _c(0) if n == 1 else K.Binary("%", x, _c(n))
 
 
 class _Lowering:
@@ -117,8 +130,8 @@ class _Lowering:
                  K.Declare("fm_warp", "int", K.Binary("/", K.Var("fm_tid"), _c(WARP))),
                  K.Declare(G, "int", K.Binary("/", K.Var("fm_lane"), _c(4))),
                  K.Declare(T, "int", K.Binary("%", K.Var("fm_lane"), _c(4))),
-                 K.Declare("fm_hg", "int", K.Binary("/", K.Var("fm_warp"), _c(fm.row_warps))),
-                 K.Declare("fm_rw", "int", K.Binary("%", K.Var("fm_warp"), _c(fm.row_warps)))]
+                 K.Declare("fm_hg", "int", _div(K.Var("fm_warp"), fm.row_warps)),
+                 K.Declare("fm_rw", "int", _mod(K.Var("fm_warp"), fm.row_warps))]
         base = _add(_mul(K.Var("fm_qb"), fm.query_tile), _mul(K.Var("fm_rw"), 16), K.Var(G))
         for h in (0, 1):       # this lane's two rows (g and g + 8), and the same clamped for loads
             body.append(K.Declare(f"fm_row{h}", "int", _add(base, 8 * h)))
