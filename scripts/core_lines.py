@@ -88,7 +88,7 @@ ADVANCED = [
     ("TMA copies, mbarrier rings, swizzle, repack", "011_tma_copy.enable / .repack",
      ["deplokit/passes/schedule/t011_tma_copy.py", "deplokit/passes/schedule/t012_swizzle_smem.py",
       "deplokit/passes/repack/repack.py", "deplokit/passes/tma/tma_geometry.py", "deplokit/ir/swizzle.py",
-      "deplokit/passes/tma/cuda_tma.py", "deplokit/runtime/sim/tma.py"]),
+      "deplokit/passes/tma/cuda_tma.py", "deplokit/runtime/sim/tma.py", "deplokit/ir/kernel_tma.py"]),
     ("tensor cores (mma.sync)", '008_register_tile.mma = "off"',
      ["deplokit/passes/mma/mma_tile.py", "deplokit/passes/mma/mma_lower.py", "deplokit/passes/mma/cuda_mma.py",
       "deplokit/runtime/sim/mma.py", "deplokit/runtime/warp_mma.py", "deplokit/ir/fragments.py",

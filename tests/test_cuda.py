@@ -23,8 +23,6 @@ from deplokit.ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    MbarrierInit,
-    MbarrierWait,
     Param,
     RegLoad,
     Select,
@@ -33,12 +31,12 @@ from deplokit.ir.kernel_ir import (
     SharedStore,
     Shuffle,
     Special,
-    TmaLoad,
     Unary,
     Var,
     VectorLoad,
     VectorStore,
 )
+from deplokit.ir.kernel_tma import MbarrierInit, MbarrierWait, TmaLoad
 from deplokit.ir.types import ctype_bytes
 from deplokit.passes.lower.cuda import format_float, render_kernel, render_program
 from deplokit.runtime import nvcc

@@ -26,8 +26,6 @@ from deplokit.ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    MbarrierInit,
-    MbarrierWait,
     Param,
     RegLoad,
     Select,
@@ -35,11 +33,11 @@ from deplokit.ir.kernel_ir import (
     SharedLoad,
     SharedStore,
     Shuffle,
-    TmaLoad,
     Unary,
     VectorLoad,
     VectorStore,
 )
+from deplokit.ir.kernel_tma import MbarrierInit, MbarrierWait, TmaLoad
 from deplokit.ir.types import Buffer, TensorType
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
 

@@ -72,11 +72,7 @@ from ...ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    MbarrierArrive,
-    MbarrierInit,
-    MbarrierWait,
     Param,
-    ProxyFence,
     RegLoad,
     Select,
     SharedArray,
@@ -85,16 +81,13 @@ from ...ir.kernel_ir import (
     Shuffle,
     Special,
     SyncWarp,
-    TmaLoad,
-    TmaTensorLoad,
     Unary,
     Var,
     VectorLoad,
     VectorStore,
+    declared_locals,
 )
-from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
-from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
-from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait, uses_wgmma
+from ...ir.kernel_wgmma import uses_wgmma
 from ...ir.names import fresh_name
 from ...ir.ops import OPS, is_c_operator
 from ...ir.types import ctype_bytes
@@ -257,20 +250,12 @@ MAX_THREADS = 1024
 
 # The advanced features' statements, printed by plain functions of their own modules that
 # take the renderer as their first argument: the core's statements stay methods of
-# _Renderer, each feature's live beside it, and this one table says which is which. (A
-# table, not mixins: a reader of a feature module sees every renderer name it uses spelled
-# `r.x`, and the renderer names no feature but here and at the preamble's hooks.)
-FEATURE_STATEMENTS = {
-    TmaLoad: cuda_tma.render_tma_load, TmaTensorLoad: cuda_tma.render_tma_tensor_load,
-    MbarrierInit: cuda_tma.render_mbarrier_init, MbarrierArrive: cuda_tma.render_mbarrier_arrive,
-    MbarrierWait: cuda_tma.render_mbarrier_wait, ProxyFence: cuda_tma.render_proxy_fence,
-    LdMatrix: cuda_mma.render_ldmatrix, Tf32Round: cuda_mma.render_tf32_round, Mma: cuda_mma.render_mma,
-    WgmmaDescriptor: cuda_wgmma.render_wgmma_descriptor, WgmmaFence: cuda_wgmma.render_wgmma_fence,
-    Wgmma: cuda_wgmma.render_wgmma, WgmmaCommit: cuda_wgmma.render_wgmma_commit,
-    WgmmaWait: cuda_wgmma.render_wgmma_wait,
-    ThreadFence: cuda_split.render_thread_fence, AtomicInc: cuda_split.render_atomic_inc,
-    Broadcast: cuda_split.render_broadcast,
-}
+# _Renderer, each feature's live beside it, and each feature module's STATEMENTS table says
+# which function prints which of its statements. (Tables, not mixins: a reader of a feature
+# module sees every renderer name it uses spelled `r.x`, and the renderer names no feature
+# but here and at TMA's hooks: cuda_tma's check_target, needs_election, tensor_map_params,
+# declare_mbarriers, declare_tma_destination, elected_cond and its two declarations.)
+FEATURE_STATEMENTS = {**cuda_tma.STATEMENTS, **cuda_mma.STATEMENTS, **cuda_wgmma.STATEMENTS, **cuda_split.STATEMENTS}
 
 
 def _walk(node) -> Iterator[object]:
@@ -285,19 +270,8 @@ def _walk(node) -> Iterator[object]:
 
 
 def _names_in(k: KernelFunc) -> set[str]:
-    names = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
-    for n in _walk(k.body):
-        if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit, WgmmaDescriptor)):
-            names.add(n.name)
-        elif isinstance(n, Assign):
-            names.add(n.name)
-        elif isinstance(n, For):
-            names.add(n.var)
-        elif isinstance(n, VectorLoad):
-            names.update(n.dsts)
-        elif isinstance(n, (SharedLoad, RegLoad)):
-            names.add(n.array)
-    return names
+    """The names the printer's own names must not meet: the parameters and every local."""
+    return {p.name for p in k.params} | {t.name for t in k.tensor_maps} | set(declared_locals(k))
 
 
 class _Renderer:
@@ -329,7 +303,7 @@ class _Renderer:
         self.lane = self.fresh("lane") if "lane" in self.specials else None
         self.warp = self.fresh("warp") if "warp" in self.specials else None
         one_d = k.block[1] == 1 and k.block[2] == 1
-        self.needs_election = any(isinstance(n, cuda_tma.ONE_THREAD) for n in _walk(k.body))
+        self.needs_election = cuda_tma.needs_election(_walk(k.body))
         self.tma_arrays: dict[str, str] | None = None    # cuda_tma.tma_destinations fills it
         self.tid: str | None = None
         self.dynamic_smem = self.fresh("dyn_smem") if k.dynamic_smem else None
@@ -553,8 +527,7 @@ class _Renderer:
         if k.threads > MAX_THREADS:
             raise self.err(f"{k.threads} threads per block; CUDA allows at most {MAX_THREADS}")
         nodes = list(_walk(k.body))
-        if k.tensor_maps or any(isinstance(n, TmaLoad) for n in nodes):
-            self.need_sm(90, "TMA (cp.async.bulk)")
+        cuda_tma.check_target(self, nodes)
         if any(isinstance(n, (CpAsync, CpAsyncCommit, CpAsyncWait)) for n in nodes):
             self.need_sm(80, "cp.async")
         scope = _Scope()

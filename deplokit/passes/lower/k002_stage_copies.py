@@ -73,6 +73,7 @@ from ...ir import kernel_ir as K
 from ...ir.index import var
 from ...ir.kernel_expr import affine_expr
 from ...ir.kernel_ir import KernelProgram, StageCopy, StagePrologue, StageWait
+from ...ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, TensorMap
 from ...ir.smem_layout import smem_size, stage_ctype
 from ...ir.stages import head_stages, loop_start, loop_stop, transposed
 from ...target import STATIC_SMEM_PER_BLOCK
@@ -139,7 +140,7 @@ class StageCopier:
     def __init__(self, func: K.KernelFunc, types):
         self.func, self.types = func, types
         self.declared: set[str] = set()          # shared arrays declared so far
-        self.tensor_maps: dict[tuple, K.TensorMap] = {}   # (tensor, box, swizzle) -> parameter
+        self.tensor_maps: dict[tuple, TensorMap] = {}   # (tensor, box, swizzle) -> parameter
         self.rings: dict[str, StagePlan] = {}    # K loops whose slots full/empty mbarriers guard -> a plan
         self.by_name: dict[str, StageCopy] = {}
         for s in K.walk_stmts(func.body):
@@ -165,8 +166,8 @@ class StageCopier:
             while name in taken:
                 n += 1
                 name = f"{s.tensor}_tmap_{n}"
-            self.tensor_maps[key] = K.TensorMap(name, s.tensor, tuple(self.types[s.tensor].shape),
-                                                s.tma.box, s.tma.swizzle)
+            self.tensor_maps[key] = TensorMap(name, s.tensor, tuple(self.types[s.tensor].shape),
+                                              s.tma.box, s.tma.swizzle)
         return self.tensor_maps[key].name
 
     def scope(self, ranges) -> _Scope:
@@ -295,8 +296,8 @@ class StageCopier:
                 pending = max(pending, p.slots - 2)
             if p.kind == "tma":
                 pipelined = is_pipelined([c.stage], [p])
-                wait = K.MbarrierWait(full_name(p.loop), round_of(p, "cur"), slot_of(p, "cur")) if pipelined \
-                    else K.MbarrierWait(mbarrier_name(p.loop), iteration(p))
+                wait = MbarrierWait(full_name(p.loop), round_of(p, "cur"), slot_of(p, "cur")) if pipelined \
+                    else MbarrierWait(mbarrier_name(p.loop), iteration(p))
                 if wait not in bars:
                     bars.append(wait)
         out: list = []
@@ -325,12 +326,12 @@ class StageCopier:
         if tma:
             slots = plans[0].slots
             if not ahead:
-                out.append(K.MbarrierInit(mbarrier_name(loop), 1))
+                out.append(MbarrierInit(mbarrier_name(loop), 1))
             else:
-                out.append(K.MbarrierInit(full_name(loop), 1, slots))
+                out.append(MbarrierInit(full_name(loop), 1, slots))
             if is_mbarrier_ring(stages, plans):
                 # every thread arrives on empty[s] when done reading slot s
-                out.append(K.MbarrierInit(empty_name(loop), m.threads, slots))
+                out.append(MbarrierInit(empty_name(loop), m.threads, slots))
                 self.rings[loop.var] = plans[0]
             out.append(K.Barrier())
         if ahead and variable_start(loop):
@@ -373,7 +374,7 @@ class StageCopier:
         p = self.rings[var]
         slots = p.slots
         return [K.Comment(f"every thread is done reading slot {var} % {slots}: release it to the producer"),
-                K.MbarrierArrive(f"{var}_empty", K.Binary("%", iteration(p), K.Const(slots, "int")))]
+                MbarrierArrive(f"{var}_empty", K.Binary("%", iteration(p), K.Const(slots, "int")))]
 
     def _steady(self, m, stages, plans) -> list:
         """The pipelined head of iteration ko, after its AsyncWait (tile ko has landed, the
@@ -402,7 +403,7 @@ class StageCopier:
                 # (phase round - 1 of empty[slot]; before its first fill parity 1 passes at once)
                 p = tma[0][1]
                 phase = K.Binary("+", round_of(p, it), K.Const(1, "int"))
-                before.append(K.MbarrierWait(empty_name(p.loop), phase, slot_of(p, it)))
+                before.append(MbarrierWait(empty_name(p.loop), phase, slot_of(p, it)))
             out += issue_tma(m, tma, it, before)
         asyncs = [(s, p) for s, p in zip(stages, plans) if p.kind == "async"]
         for s, p in asyncs:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.kernel_expr import affine_expr, flat_offset, plus
+from ...ir.kernel_tma import TmaTensorLoad
 from ...ir.smem_layout import smem_size, stage_ctype
 from ...ir.stages import dim_multipliers, loop_start, loop_stop, row_major_strides, transposed
 from ...ir.tile_ir import Stage
@@ -223,7 +224,7 @@ def tma_copies(m, tma, it, bar) -> list:
         origin, base, _ = stage_at(m, s, p, it)
         coords = tuple(affine_expr(o) for o in origin)
         dst = base if base is not None else K.Const(0, "int")
-        body.append(K.TmaTensorLoad(s.name, dst, m.tensor_map(s), coords, bar.name, bar.slot, expect=False))
+        body.append(TmaTensorLoad(s.name, dst, m.tensor_map(s), coords, bar.name, bar.slot, expect=False))
     return body
 
 

@@ -12,25 +12,15 @@ import functools
 import numpy as np
 
 from ...ir import kernel_ir as K
-from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
-from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
-from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
 from .banks import wavefronts
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
-from .mma import exec_ldmatrix, exec_mma, exec_tf32_round
-from .split import exec_atomic_inc, exec_broadcast, exec_thread_fence
-from .tma import (
-    exec_mbarrier_arrive,
-    exec_mbarrier_init,
-    exec_mbarrier_wait,
-    exec_proxy_fence,
-    exec_tma_load,
-    exec_tma_tensor_load,
-    mbar_name,
-)
+from .mma import STATEMENTS as MMA_STATEMENTS
+from .split import STATEMENTS as SPLIT_STATEMENTS
+from .tma import STATEMENTS as TMA_STATEMENTS
+from .tma import mbar_name, watches_proxy
 from .values import (
     BIN_ALIAS,
     C_MINMAX,
@@ -52,7 +42,7 @@ from .values import (
     uniform_value,
     unify,
 )
-from .wgmma import exec_wgmma, exec_wgmma_descriptor, exec_wgmma_sync
+from .wgmma import STATEMENTS as WGMMA_STATEMENTS
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
@@ -60,18 +50,11 @@ _INT32_MAX = 2 ** 31 - 1
 
 # The advanced features' statements, run by plain functions of their own modules that take
 # the chunk as their first argument: the core's statements stay methods of Chunk, each
-# feature's live beside it (sim/tma.py, sim/mma.py, sim/split.py), and this one table says which is which.
-# (A table, not mixins: a reader of a feature module sees every Chunk name it uses spelled
-# `chunk.x`, and Chunk names no feature but here.)
-FEATURE_STATEMENTS = {
-    K.TmaLoad: exec_tma_load, K.TmaTensorLoad: exec_tma_tensor_load,
-    K.MbarrierInit: exec_mbarrier_init, K.MbarrierArrive: exec_mbarrier_arrive,
-    K.MbarrierWait: exec_mbarrier_wait, K.ProxyFence: exec_proxy_fence,
-    LdMatrix: exec_ldmatrix, Tf32Round: exec_tf32_round, Mma: exec_mma,
-    WgmmaDescriptor: exec_wgmma_descriptor, Wgmma: exec_wgmma, WgmmaFence: exec_wgmma_sync,
-    WgmmaCommit: exec_wgmma_sync, WgmmaWait: exec_wgmma_sync,
-    ThreadFence: exec_thread_fence, AtomicInc: exec_atomic_inc, Broadcast: exec_broadcast,
-}
+# feature's live beside it (sim/tma.py, sim/mma.py, sim/wgmma.py, sim/split.py), and each
+# feature module's STATEMENTS table says which function runs which of its statements. (Tables,
+# not mixins: a reader of a feature module sees every Chunk name it uses spelled `chunk.x`,
+# and Chunk names no feature but here and at TMA's two hooks: watches_proxy and mbar_name.)
+FEATURE_STATEMENTS = {**TMA_STATEMENTS, **MMA_STATEMENTS, **WGMMA_STATEMENTS, **SPLIT_STATEMENTS}
 
 
 class Chunk:
@@ -110,7 +93,7 @@ class Chunk:
         self.tick = 0                # orders shared reads and mbarrier arrivals (ring releases)
         self.acquired = None         # (blocks, threads): the latest release tick each thread waited for
         # ordinary stores not yet fenced before an async-proxy copy (kernels with TMA copies only)
-        self.proxy_watch = any(isinstance(s, K.TmaLoad) for s in K.walk_stmts(k.body))
+        self.proxy_watch = watches_proxy(k)
         # per block (the commits of a key loop whose trip count depends on the block differ)
         self.cp_open = np.ones(nb, dtype=np.int32)          # id of the cp.async group being filled
         self.cp_committed = np.zeros(nb, dtype=np.int32)    # groups 1..cp_committed are committed
