@@ -20,7 +20,7 @@ from .memory import MBarState, RegArray, SharedState
 from .mma import STATEMENTS as MMA_STATEMENTS
 from .split import STATEMENTS as SPLIT_STATEMENTS
 from .tma import STATEMENTS as TMA_STATEMENTS
-from .tma import mbar_name, watches_proxy
+from .tma import mbar_name, note_generic, watches_proxy
 from .values import (
     BIN_ALIAS,
     C_MINMAX,
@@ -53,7 +53,7 @@ _INT32_MAX = 2 ** 31 - 1
 # feature's live beside it (sim/tma.py, sim/mma.py, sim/wgmma.py, sim/split.py), and each
 # feature module's STATEMENTS table says which function runs which of its statements. (Tables,
 # not mixins: a reader of a feature module sees every Chunk name it uses spelled `chunk.x`,
-# and Chunk names no feature but here and at TMA's two hooks: watches_proxy and mbar_name.)
+# and Chunk names no feature but here and at TMA's hooks: watches_proxy, note_generic, mbar_name.)
 FEATURE_STATEMENTS = {**TMA_STATEMENTS, **MMA_STATEMENTS, **WGMMA_STATEMENTS, **SPLIT_STATEMENTS}
 
 
@@ -671,7 +671,7 @@ class Chunk:
         if pend_tag is not None:
             self.mark_pending(sh, keys, n, pend_tag)
         elif self.proxy_watch:
-            self.note_generic(sh, keys, tids, n)
+            note_generic(self, sh, keys, tids, n)
         self.stats.shared_bytes_stored += keys.size * sh.elem_bytes * n
 
     def shared_write_cols(self, sh: SharedState, off, values, mask, kind, pend_tag):
@@ -730,7 +730,7 @@ class Chunk:
             sh.data[:, cols + j] = v
         if pend_tag is None and self.proxy_watch:
             keys = (np.arange(self.nb, dtype=I64)[:, None] * sh.size + cols).reshape(-1)
-            self.note_generic(sh, keys, np.broadcast_to(tids, (self.nb, tids.size)).reshape(-1), n)
+            note_generic(self, sh, keys, np.broadcast_to(tids, (self.nb, tids.size)).reshape(-1), n)
         if pend_tag is not None:
             if sh.pend is None:
                 sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)
@@ -869,14 +869,6 @@ class Chunk:
                 p = sh.pend
                 p[(p > 0) & (p <= done)] = 0
                 sh.has_pending = bool(p.any())
-
-    def note_generic(self, sh, keys, tids, n):
-        """Ordinary stores at flat keys (+0..n-1) by threads tids: not yet proxy-fenced."""
-        if sh.gw is None:
-            sh.gw = np.full((self.nb, sh.size), -1, dtype=np.int32)
-        gwf = sh.gw.reshape(-1)
-        for j in range(n):
-            gwf[keys + j] = tids
 
     # -- float4 accesses -------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 statements of ir/kernel_tma.py (TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive,
 MbarrierWait and ProxyFence), each run by a function taking the chunk (sim/exec.py's Chunk,
 whose FEATURE_STATEMENTS table merges this module's STATEMENTS) as its first argument; the
-chunk asks `watches_proxy` whether to track ordinary stores for the proxy-fence check, and
-`mbar_name` what a copy in flight waits on. A copy lands at once and is marked in flight in the
-shared array's table until a wait observes the phase its bytes complete.
+chunk asks `watches_proxy` whether to track ordinary stores for the proxy-fence check
+(`note_generic` records them), and `mbar_name` what a copy in flight waits on. A copy
+lands at once and is marked in flight in the shared array's table until a wait observes
+the phase its bytes complete.
 
 Every mbarrier (each slot of an array) has an id; a TMA copy in flight marks the shared
 elements it wrote with the tag -(1 + id + MBAR_IDS * phase), the phase of that barrier
@@ -33,6 +34,16 @@ def watches_proxy(k) -> bool:
     """Whether kernel k has async-proxy copies (TmaLoad) that ordinary stores to their shared
     memory must be fenced before: the chunk then notes those stores (note_generic)."""
     return any(isinstance(s, TmaLoad) for s in walk_stmts(k.body))
+
+
+def note_generic(chunk, sh, keys, tids, n):
+    """Ordinary stores at flat keys (+0..n-1) by threads tids: not yet proxy-fenced (the chunk
+    calls it on each shared store of a kernel that `watches_proxy`)."""
+    if sh.gw is None:
+        sh.gw = np.full((chunk.nb, sh.size), -1, dtype=np.int32)
+    gwf = sh.gw.reshape(-1)
+    for j in range(n):
+        gwf[keys + j] = tids
 
 
 def one_issuer(chunk, rows, what):
