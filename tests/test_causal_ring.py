@@ -16,6 +16,7 @@ from stage_helpers import nodes
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_cp_async import CpAsyncCommit, CpAsyncWait
 from deplokit.ir.kernel_tma import MbarrierWait
 from deplokit.ir.tile_ir import Stage, StridedLoop, Tile
 from deplokit.passes.lower.materialize import lower_tiles
@@ -127,7 +128,7 @@ def test_ring_is_one_buffer_for_every_trip_count(copy, by):
     if copy == "tma":       # consumers wait full[j % 3], the producer empty[(j + 2) % 3]
         assert {w.name for w in nodes(loop.body, MbarrierWait)} == {"a3r_full", "a3r_empty"}
     else:
-        assert K.CpAsyncWait(1) in loop.body
+        assert CpAsyncWait(1) in loop.body
     inputs = _inputs(name)
     got = _simulate(ring, kir, inputs)
     want = _simulate(single, lower_tiles(tile_single, single._ctx), inputs)
@@ -176,9 +177,9 @@ def _caught(c, kir):
 def test_a_missing_cp_async_wait_is_caught():
     c, kir = _ring_kernel("async")
     assert _simulate(c, kir, _inputs("t70_partial_tile_gqa"))          # the ring as lowered runs
-    waits = [w for w in _key_for(kir).body if isinstance(w, K.CpAsyncWait)]
-    assert waits == [K.CpAsyncWait(1)]
-    broken = _mutated(kir, lambda s: [] if isinstance(s, K.CpAsyncWait) else [s])
+    waits = [w for w in _key_for(kir).body if isinstance(w, CpAsyncWait)]
+    assert waits == [CpAsyncWait(1)]
+    broken = _mutated(kir, lambda s: [] if isinstance(s, CpAsyncWait) else [s])
     assert "before its data lands" in _caught(c, broken)
 
 
@@ -188,12 +189,12 @@ def test_an_uncounted_prologue_group_is_caught():
     tile stay in flight while it is read."""
     c, kir = _ring_kernel("async")
     pro = next(s for s in nodes(kir.kernels[0].body, K.For) if s.var == "a3r_pre")
-    assert isinstance(pro.body[0], K.If) and pro.body[1] == K.CpAsyncCommit()
+    assert isinstance(pro.body[0], K.If) and pro.body[1] == CpAsyncCommit()
 
     def commit_inside(s):
         if isinstance(s, K.For) and s.var == "a3r_pre":
             guard = s.body[0]
-            return [dataclasses.replace(s, body=(dataclasses.replace(guard, then=guard.then + (K.CpAsyncCommit(),)),))]
+            return [dataclasses.replace(s, body=(dataclasses.replace(guard, then=guard.then + (CpAsyncCommit(),)),))]
         return [s]
     assert "before its data lands" in _caught(c, _mutated(kir, commit_inside))
 

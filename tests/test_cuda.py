@@ -5,6 +5,7 @@ import math
 import pytest
 
 from deplokit.errors import DeplokitError
+from deplokit.ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from deplokit.ir.kernel_ir import (
     Assign,
     Barrier,
@@ -12,9 +13,6 @@ from deplokit.ir.kernel_ir import (
     Call,
     Comment,
     Const,
-    CpAsync,
-    CpAsyncCommit,
-    CpAsyncWait,
     Declare,
     DeclareArray,
     For,

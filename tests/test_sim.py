@@ -9,15 +9,13 @@ import torch
 from bench_sim import F, I, S, V, add, eq, lt, matmul_kernel, mul, rmsnorm_kernel
 
 from deplokit.errors import DeplokitError
+from deplokit.ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from deplokit.ir.kernel_ir import (
     Assign,
     Barrier,
     Binary,
     Call,
     Comment,
-    CpAsync,
-    CpAsyncCommit,
-    CpAsyncWait,
     Declare,
     DeclareArray,
     For,

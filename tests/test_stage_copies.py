@@ -12,6 +12,7 @@ from stage_helpers import TMA_ON, build, nodes, stages, step
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from deplokit.ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, TmaTensorLoad
 from deplokit.ir.tile_ir import Stage, walk
 from deplokit.passes.lower.materialize import materialize
@@ -160,11 +161,11 @@ def test_async_copy_on_every_target(target):
     c = build("rms_norm_seed", target)
     assert "x_smem = AsyncStage(x" in str(c.tile_ir)
     (kernel,) = c.kernel_ir.kernels
-    copies = list(nodes(kernel.body, K.CpAsync))
+    copies = list(nodes(kernel.body, CpAsync))
     assert copies and {cp.nbytes for cp in copies} == {16}           # rows of 2048 floats: 16-byte copies
     body = kernel.body
-    i = next(j for j, s in enumerate(body) if isinstance(s, K.CpAsyncCommit))
-    assert isinstance(body[i + 1], K.CpAsyncWait) and body[i + 1].pending == 0 and isinstance(body[i + 2], K.Barrier)
+    i = next(j for j, s in enumerate(body) if isinstance(s, CpAsyncCommit))
+    assert isinstance(body[i + 1], CpAsyncWait) and body[i + 1].pending == 0 and isinstance(body[i + 2], K.Barrier)
     assert c.check(backend="sim").ok
 
 
@@ -172,7 +173,7 @@ def test_async_copy_falls_back_to_4_bytes_on_unaligned_rows():
     c = build("linear_bias", "sm_80")
     text = str(c.tile_ir)
     assert "AsyncBufferedStage(input" in text and "AsyncStage(p_bias" in text
-    copies = list(nodes(c.kernel_ir.kernels[0].body, K.CpAsync))
+    copies = list(nodes(c.kernel_ir.kernels[0].body, CpAsync))
     assert {cp.nbytes for cp in copies} == {4}
     assert c.check(backend="sim").ok
 
@@ -181,7 +182,7 @@ def test_async_copy_knob():
     c = build("rms_norm_seed", "sm_80", {"013_async_copy.enable": False})
     st = step(c, "013_async_copy")
     assert not st.changed and "disabled by the knob" in st.skipped_reason
-    assert not list(nodes(c.kernel_ir.kernels[0].body, K.CpAsync))
+    assert not list(nodes(c.kernel_ir.kernels[0].body, CpAsync))
     assert list(nodes(c.kernel_ir.kernels[0].body, K.VectorLoad))    # float4 sync copy instead
 
 
@@ -198,11 +199,11 @@ def test_pipeline_rotates_the_k_loop(target):
     prologue = body[:loop_at]
     loop = body[loop_at]
     tma = target == "sm_90"
-    issue = TmaTensorLoad if tma else K.CpAsync
+    issue = TmaTensorLoad if tma else CpAsync
     assert list(nodes(prologue, issue))                             # tile 0 issued before the loop
     head = loop.body
     # sm_90: bias is a cp.async stage beside the two boxes, so both waits come first
-    waits = [K.CpAsyncWait, MbarrierWait] if tma else [K.CpAsyncWait]
+    waits = [CpAsyncWait, MbarrierWait] if tma else [CpAsyncWait]
     assert [type(s) for s in head[:len(waits) + 1]] == waits + [K.Barrier]
     guard = next(s for s in head if isinstance(s, K.If))
     assert K.format_expr(guard.cond) == "((a2o + 1) < 4)"          # the last iteration issues nothing
@@ -297,7 +298,7 @@ def test_pipelined_loop_waits_before_its_prefetching_stages(target):
     assert "\n".join([RELU_WAIT, RELU_INNER]) in str(st.before)
     assert str(st.after).count("AsyncWait(") == 1
     head = k_loop(c.kernel_ir.kernels[0]).body
-    waits = [K.CpAsyncWait, MbarrierWait] if target == "sm_90" else [K.CpAsyncWait]
+    waits = [CpAsyncWait, MbarrierWait] if target == "sm_90" else [CpAsyncWait]
     # the AsyncWait: the waits, then the barrier (tile ko visible; buffer (ko + 1) % 2 free);
     # the stages: the guarded issue of tile ko + 1
     assert [type(s) for s in head[:len(waits) + 3]] == waits + [K.Barrier, K.Comment, K.If]

@@ -11,6 +11,7 @@ from stage_helpers import nodes, stages, step
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_cp_async import CpAsyncCommit, CpAsyncWait
 from deplokit.ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, ProxyFence, TmaLoad, TmaTensorLoad
 from deplokit.ir.tile_ir import Stage, walk
 from deplokit.ir.types import ctype_bytes
@@ -29,7 +30,7 @@ def matmul(m, k, n, target, **config):
 
 def k_loop(kernel):
     return next(s for s in nodes(kernel.body, K.For) if any(isinstance(c, K.For) for c in s.body)
-                and any(isinstance(c, (MbarrierWait, K.CpAsyncWait)) for c in s.body))
+                and any(isinstance(c, (MbarrierWait, CpAsyncWait)) for c in s.body))
 
 
 def edit(body, fn):
@@ -56,16 +57,16 @@ def test_stages_knob_makes_a_ring_and_015_prefetches_stages_minus_one():
     kernel = c.kernel_ir.kernels[0]
     loop = k_loop(kernel)
     # iteration ko waits for tile ko with the newest group (tile ko + 1) still in flight
-    assert [w.pending for w in nodes(loop.body, K.CpAsyncWait)] == [1]
+    assert [w.pending for w in nodes(loop.body, CpAsyncWait)] == [1]
     guard = next(s for s in loop.body if isinstance(s, K.If))
     assert K.format_expr(guard.cond).startswith(f"(({loop.var} + 2) <")
     # the group is committed every iteration, outside the guard, so wait_group 1 counts alike
-    assert any(isinstance(s, K.CpAsyncCommit) for s in loop.body)
-    assert not list(nodes(guard.then, K.CpAsyncCommit))
+    assert any(isinstance(s, CpAsyncCommit) for s in loop.body)
+    assert not list(nodes(guard.then, CpAsyncCommit))
     # the prologue issues tiles 0 and 1, one group each, in a loop of their own (unrolled)
     pro = next(s for s in kernel.body if isinstance(s, K.For) and s.var == f"{loop.var}_pre")
     assert K.format_expr(pro.stop) == "2" and pro.unroll
-    assert isinstance(pro.body[-1], K.CpAsyncCommit) and len(list(nodes(pro.body, K.CpAsyncCommit))) == 1
+    assert isinstance(pro.body[-1], CpAsyncCommit) and len(list(nodes(pro.body, CpAsyncCommit))) == 1
     # the loads read slot ko % 3
     assert f"(({loop.var} % 3) * " in str(kernel)
     assert c.check(backend="sim").ok
@@ -215,8 +216,8 @@ def test_a_copy_overwriting_a_slot_still_being_read():
 def test_cp_async_ring_waiting_for_too_few_groups_reads_unlanded_data():
     c = matmul(64, 256, 64, "sm_80", stages=3, **{"002_chunk_matmul_k__k_chunk": 16})
     kernel = c.kernel_ir.kernels[0]
-    lazy = dataclasses.replace(kernel, body=edit(kernel.body, lambda s: [K.CpAsyncWait(2)]
-                                                 if isinstance(s, K.CpAsyncWait) else [s]))
+    lazy = dataclasses.replace(kernel, body=edit(kernel.body, lambda s: [CpAsyncWait(2)]
+                                                 if isinstance(s, CpAsyncWait) else [s]))
     with pytest.raises(SimulationError, match=r"before its data lands: written by cp.async group"):
         simulate_kernel(lazy, {p.name: np.zeros(p.size, dtype=np.int32 if p.ctype == "int32" else np.float32)
                                for p in lazy.params})

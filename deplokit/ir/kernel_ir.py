@@ -1,9 +1,9 @@
 """Kernel IR: a scheduled kernel spelled in hardware primitives, one step above CUDA text.
 
 A small C-like tree: typed scalar expressions, per-thread statements, shared arrays,
-barriers, warp shuffles, cp.async groups, 128-bit vector accesses and unroll hints. The
-CUDA renderer prints it; the SIMT simulator executes it with numpy, every thread of every
-block at once. Every variable is per-thread (a register).
+barriers, warp shuffles, 128-bit vector accesses and unroll hints. The CUDA renderer prints
+it; the SIMT simulator executes it with numpy, every thread of every block at once. Every
+variable is per-thread (a register).
 
 Index arithmetic is int (32-bit, or 64-bit in a kernel stamped `index_bits=64`); a value is
 held at its dtype (float, int64, int32 or bool: ir/types.DTYPE_CTYPE), integers exactly, with
@@ -14,9 +14,9 @@ One module, one concept, in reading order: the expression and statement nodes, t
 statements that stand for a stage between two lowering passes, the kernel and program,
 walking, the text every node prints as (dispatched on the node's type), and the names a
 kernel declares with their renaming. The statements of the advanced features live in
-modules of their own and print themselves: TMA copies and mbarriers (kernel_tma.py, with
-the tensor maps a kernel takes), the tensor cores' (kernel_mma.py, kernel_wgmma.py) and the
-split-K tail's (kernel_split.py).
+modules of their own and print themselves: cp.async copies (kernel_cp_async.py), TMA
+copies and mbarriers (kernel_tma.py, with the tensor maps a kernel takes), the tensor cores'
+(kernel_mma.py, kernel_wgmma.py) and the split-K tail's (kernel_split.py).
 """
 from __future__ import annotations
 
@@ -216,32 +216,12 @@ class SyncWarp:
 
 
 @dataclass(frozen=True)
-class CpAsync:
-    """cp.async of `nbytes` (4, 8 or 16) from global to shared; lands by a later wait."""
-    array: str
-    dst_offset: Expr
-    buffer: str
-    src_offset: Expr
-    nbytes: int = 4
-
-
-@dataclass(frozen=True)
-class CpAsyncCommit:
-    pass
-
-
-@dataclass(frozen=True)
-class CpAsyncWait:
-    pending: int = 0              # wait until at most this many groups are in flight
-
-
-@dataclass(frozen=True)
 class Comment:
     text: str
 
 
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait, Comment]
+             For, If, Barrier, SyncWarp, Comment]
 
 
 # -- statements pending a later lowering pass ----------------------------------------------
@@ -380,7 +360,7 @@ def stmt_exprs(s):
     if isinstance(s, If):
         return (s.cond,)
     out = []
-    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset"):
+    for name in ("init", "value", "index", "offset"):
         e = getattr(s, name, None)
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)
@@ -448,7 +428,7 @@ def declared_smem_bytes(func: "KernelFunc") -> int:
     return -(-total // 16) * 16
 
 
-# -- text: a terse pseudo-C naming each primitive (global/shared loads, barrier, shfl_xor, cp.async ...),
+# -- text: a terse pseudo-C naming each primitive (global/shared loads, barrier, shfl_xor ...),
 # lower than Tile IR but without CUDA's spelling -------------------------------------------
 
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
@@ -541,12 +521,6 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}barrier")
         elif isinstance(s, SyncWarp):
             lines.append(f"{pad}syncwarp")
-        elif isinstance(s, CpAsync):
-            lines.append(f"{pad}cp.async {s.nbytes}B {format_copy(s)}")
-        elif isinstance(s, CpAsyncCommit):
-            lines.append(f"{pad}cp.async.commit")
-        elif isinstance(s, CpAsyncWait):
-            lines.append(f"{pad}cp.async.wait {s.pending}")
         elif isinstance(s, Comment):
             lines.append(f"{pad}// {s.text}")
         elif isinstance(s, (StageCopy, StageWait, StagePrologue)):   # pending a later pass
@@ -592,7 +566,7 @@ def format_kernel(k: KernelFunc) -> str:
 _LOCAL_FIELDS = {
     Var: ("name",), Declare: ("name",), DeclareArray: ("name",), Assign: ("name",),
     SharedArray: ("name",), SharedLoad: ("array",), RegLoad: ("array",),
-    SharedStore: ("array",), For: ("var",), CpAsync: ("array",),
+    SharedStore: ("array",), For: ("var",),
 }
 
 

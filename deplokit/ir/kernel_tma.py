@@ -37,7 +37,7 @@ class TmaLoad:
     slot: Expr | None = None
     expect: bool = True
     LOCAL_FIELDS = ("array", "barrier")
-    MORE_EXPRS = ("slot",)
+    MORE_EXPRS = ("dst_offset", "src_offset", "slot")
 
     def text(self) -> str:
         return f"tma {self.count} floats {format_copy(self)} on {format_mbarrier(self.barrier, self.slot)}"
@@ -119,7 +119,7 @@ class TmaTensorLoad:
     slot: Expr | None = None       # which mbarrier of the array `barrier` (a ring's full[slot])
     expect: bool = True            # the copy announces its own bytes (False: the ring's arrival does)
     LOCAL_FIELDS = ("array", "barrier")
-    MORE_EXPRS = ("slot", "coords")
+    MORE_EXPRS = ("dst_offset", "slot", "coords")
 
     def text(self) -> str:
         at = ", ".join(format_plain(c) for c in self.coords)

@@ -44,6 +44,7 @@ from __future__ import annotations
 from ..errors import IRInvariantError
 from ..ir import kernel_ir as K
 from ..ir.index import Affine, covers_once, free_vars, gathers
+from ..ir.kernel_cp_async import CpAsync
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.kernel_split import AtomicInc, Broadcast
 from ..ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, TmaLoad, TmaTensorLoad
@@ -350,7 +351,7 @@ class _KernelChecker:
             self.array(s.array)
         elif isinstance(s, K.VectorStore):
             self.array(s.target) if s.space == "shared" else self.buffer(s.target)
-        elif isinstance(s, (K.CpAsync, TmaLoad)):
+        elif isinstance(s, (CpAsync, TmaLoad)):
             self.array(s.array)
             self.buffer(s.buffer)
             if isinstance(s, TmaLoad) and s.barrier not in self.mbarriers:

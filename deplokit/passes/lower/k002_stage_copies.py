@@ -71,6 +71,7 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.index import var
+from ...ir.kernel_cp_async import CpAsyncCommit, CpAsyncWait
 from ...ir.kernel_expr import affine_expr
 from ...ir.kernel_ir import KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, TensorMap
@@ -251,7 +252,7 @@ class StageCopier:
         for s, p in asyncs:
             out += copy_stage(m, s, p, it)
         if asyncs:
-            out.append(K.CpAsyncCommit())
+            out.append(CpAsyncCommit())
         for s, p in syncs:
             out += copy_stage(m, s, p, it)
         unsynced = False
@@ -302,7 +303,7 @@ class StageCopier:
                     bars.append(wait)
         out: list = []
         if "async" in kinds:
-            out.append(K.CpAsyncWait(pending))
+            out.append(CpAsyncWait(pending))
         out += bars
         if (refill and not ring) or kinds & {"async", "sync"} or unsynced:
             out.append(K.Barrier())
@@ -347,7 +348,7 @@ class StageCopier:
                 out.append(K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"),
                                  tuple(self._issue(m, stages, plans, tiles)), True))
             if plans[0].slots > 2 and any(p.kind == "async" for p in plans):
-                out += [K.CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
+                out += [CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
         return out
 
     def _guarded_prologue(self, m, stages, plans) -> list:
@@ -360,7 +361,7 @@ class StageCopier:
         first = start + var(tiles.var) if depth > 1 else start
         body = (K.If(K.Binary("<", affine_expr(first), K.Const(loop_stop(loop), "int")),
                      tuple(self._issue(m, stages, plans, tiles, commit=False))),)
-        body += (K.CpAsyncCommit(),) if any(q.kind == "async" for q in plans) else ()
+        body += (CpAsyncCommit(),) if any(q.kind == "async" for q in plans) else ()
         if depth > 1:
             body = (K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"), body, True),)
         what = f"the first {depth} K tiles" if depth > 1 else "the first K tile"
@@ -390,7 +391,7 @@ class StageCopier:
         uniform_commit = p.slots > 2 and any(q.kind == "async" for q in plans)
         out.append(K.If(nxt, tuple(self._issue(m, stages, plans, "next", commit=not uniform_commit))))
         if uniform_commit:
-            out.append(K.CpAsyncCommit())
+            out.append(CpAsyncCommit())
         return out
 
     def _issue(self, m, stages, plans, it, commit=True) -> list:
@@ -409,5 +410,5 @@ class StageCopier:
         for s, p in asyncs:
             out += copy_stage(m, s, p, it)
         if asyncs and commit:
-            out.append(K.CpAsyncCommit())
+            out.append(CpAsyncCommit())
         return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
+from ...ir.kernel_cp_async import CpAsync
 from ...ir.kernel_expr import affine_expr, flat_offset, plus
 from ...ir.kernel_tma import TmaTensorLoad
 from ...ir.smem_layout import smem_size, stage_ctype
@@ -151,7 +152,7 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     half = s.dtype in HALF_DTYPES                       # the tensor's halves, copied as they are
     zero = K.Cast(ctype, K.Const(0.0)) if half else K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
     if p.kind == "async":
-        body = [K.CpAsync(s.name, dst, s.tensor, src, s.element_bytes * unit)]
+        body = [CpAsync(s.name, dst, s.tensor, src, s.element_bytes * unit)]
         if cond is not None:       # past the end: an ordinary store of zeros
             zeros = [K.SharedStore(s.name, dst, zero)] if unit == 1 else \
                 [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, zero) for j in range(unit)] \

@@ -1,10 +1,11 @@
 """The interpreter of one chunk of blocks, one class: scopes and variables, register arrays,
 expressions and control flow (If, For under active masks); global memory (bounds, alignment,
 the write-write conflict check); shared memory (the race check against missing
-barriers, bank wavefronts); cp.async groups; float4 accesses. The advanced features'
-statements run in their own modules through FEATURE_STATEMENTS: TMA copies completing on
-mbarriers in sim/tma.py, the tensor cores' ldmatrix and mma.sync in sim/mma.py, the split-K
-tail's fence, counter and broadcast in sim/split.py."""
+barriers, bank wavefronts, asynchronous copies in flight); float4 accesses. The advanced
+features' statements run in their own modules through FEATURE_STATEMENTS: cp.async groups
+in sim/cp_async.py, TMA copies completing on mbarriers in sim/tma.py, the tensor cores'
+ldmatrix and mma.sync in sim/mma.py (wgmma in sim/wgmma.py), the split-K tail's fence,
+counter and broadcast in sim/split.py."""
 from __future__ import annotations
 
 import functools
@@ -15,6 +16,7 @@ from ...ir import kernel_ir as K
 from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
 from .banks import wavefronts
+from .cp_async import STATEMENTS as CP_ASYNC_STATEMENTS
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
 from .mma import STATEMENTS as MMA_STATEMENTS
@@ -50,11 +52,12 @@ _INT32_MAX = 2 ** 31 - 1
 
 # The advanced features' statements, run by plain functions of their own modules that take
 # the chunk as their first argument: the core's statements stay methods of Chunk, each
-# feature's live beside it (sim/tma.py, sim/mma.py, sim/wgmma.py, sim/split.py), and each
+# feature's live beside it (sim/cp_async.py, tma.py, mma.py, wgmma.py, split.py), and each
 # feature module's STATEMENTS table says which function runs which of its statements. (Tables,
 # not mixins: a reader of a feature module sees every Chunk name it uses spelled `chunk.x`,
 # and Chunk names no feature but here and at TMA's hooks: watches_proxy, note_generic, mbar_name.)
-FEATURE_STATEMENTS = {**TMA_STATEMENTS, **MMA_STATEMENTS, **WGMMA_STATEMENTS, **SPLIT_STATEMENTS}
+FEATURE_STATEMENTS = {**CP_ASYNC_STATEMENTS, **TMA_STATEMENTS, **MMA_STATEMENTS, **WGMMA_STATEMENTS,
+                      **SPLIT_STATEMENTS}
 
 
 class Chunk:
@@ -105,8 +108,6 @@ class Chunk:
             K.SharedStore: self.s_shared_store,
             K.VectorLoad: self.s_vector_load, K.VectorStore: self.s_vector_store,
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
-            K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
-            K.CpAsyncWait: self.s_cp_wait,
             K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
         }
         self.exec.update({node: functools.partial(run, self) for node, run in FEATURE_STATEMENTS.items()})
@@ -811,24 +812,7 @@ class Chunk:
                 if sh.lr is not None:
                     sh.lr[rows] = -1
 
-    # -- asynchronous copies: cp.async (TMA and mbarriers: sim/tma.py) -------------------------------
-
-    def s_cp_async(self, s: K.CpAsync, mask):
-        if s.nbytes not in (4, 8, 16):
-            self.fail(f"cp.async of {s.nbytes} bytes (must be 4, 8 or 16)")
-        buf = self.gbuf(s.buffer, "CpAsync")
-        sh = self.sarr(s.array, "CpAsync")
-        width = self.elem_bytes(s.buffer, buf)
-        if width != sh.elem_bytes or s.nbytes % width:
-            self.fail(f"cp.async of {s.nbytes} bytes from {s.buffer} ({width}-byte elements) into "
-                      f"{s.array} ({sh.elem_bytes}-byte elements)")
-        n = s.nbytes // width
-        src = self.check_bounds(self.ev_int(s.src_offset, mask), n, buf.size, mask,
-                                f"buffer {s.buffer}", "CpAsync", align=n)
-        vals = [cast(np.take(buf, src + j), F32) for j in range(n)]
-        self.stats.load(s.buffer, self.count(mask) * s.nbytes, self.count(mask))
-        self.shared_write(sh, self.ev_int(s.dst_offset, mask), vals, mask, "CpAsync", align=n,
-                          pend_tag=self.cp_open)
+    # -- asynchronous copies in flight (cp.async: sim/cp_async.py; TMA and mbarriers: sim/tma.py) -----
 
     def mark_pending(self, sh, keys, n, tag):
         """Flat shared keys (+0..n-1) in flight in cp.async group tag[block] of their block."""
@@ -838,37 +822,6 @@ class Chunk:
         for j in range(n):
             pf[keys + j] = tag[(keys + j) // sh.size]
         sh.has_pending = True
-
-    # cp.async groups are counted per block: a block whose key loop runs fewer iterations
-    # (a causal ring's guarded prologue) commits and waits on its own count, so a group it
-    # fails to commit leaves its copies in flight where wait_group lets them be
-
-    def whole_blocks(self, mask, what):
-        """The blocks whose threads all run `what` (a commit or a wait); a block only some of
-        whose threads run it fails: its groups would differ thread by thread."""
-        if mask is None:
-            return np.ones(self.nb, dtype=bool)
-        act = np.broadcast_to(mask, self.shape)
-        some, every = act.any(axis=1), act.all(axis=1)
-        if (some & ~every).any():
-            r = int(np.nonzero(some & ~every)[0][0])
-            self.fail(f"{what} run by some threads of block {self.block_index(r)} only: a cp.async group "
-                      f"count that differs between the threads of a block is not simulated")
-        return every
-
-    def s_cp_commit(self, s, mask):
-        rows = self.whole_blocks(mask, "cp.async.commit_group")
-        self.cp_committed[rows] = self.cp_open[rows]
-        self.cp_open[rows] += 1
-
-    def s_cp_wait(self, s: K.CpAsyncWait, mask):
-        rows = self.whole_blocks(mask, "cp.async.wait_group")
-        done = np.where(rows, self.cp_committed - int(s.pending), 0)[:, None]
-        for sh in self.shared.values():
-            if sh.has_pending:
-                p = sh.pend
-                p[(p > 0) & (p <= done)] = 0
-                sh.has_pending = bool(p.any())
 
     # -- float4 accesses -------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ...analysis.sass import SharedLoadCounts
 from ...ir import kernel_ir as K
+from ...ir.kernel_cp_async import CpAsync, CpAsyncWait
 from ...ir.kernel_tma import MbarrierArrive, MbarrierWait, TmaLoad, TmaTensorLoad
 from ...ir.ops import OPS
 from ...ir.tensor_ir import ELEMENTWISE_OPS
@@ -49,9 +50,9 @@ from .loop_unroll import (
 )
 
 # statement -> (what it counts as, its OVERHEAD entry)
-SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), TmaLoad: ("copies", "tma"), TmaTensorLoad: ("copies", "tma"),
+SYNC_AND_COPY = {CpAsync: ("copies", "cp_async"), TmaLoad: ("copies", "tma"), TmaTensorLoad: ("copies", "tma"),
                  K.Barrier: ("barriers", ""),
-                 K.CpAsyncWait: ("barriers", "cp_async_wait"), MbarrierWait: ("barriers", "mbarrier_wait"),
+                 CpAsyncWait: ("barriers", "cp_async_wait"), MbarrierWait: ("barriers", "mbarrier_wait"),
                  MbarrierArrive: ("barriers", "mbarrier_arrive")}
 FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
 SLOW_CALLS = {name: op.slots for name, op in OPS.items() if op.slots}       # ir/ops.py
