@@ -22,6 +22,7 @@ from __future__ import annotations
 from ...errors import DeplokitError
 from ...ir import kernel_ir as K
 from ...ir.flash_mma import Access, FlashMma
+from ...ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from ...ir.fragments import SHAPES, WARP, accumulator_reuse, ptx_layout
 from ...ir.index import Affine, Var, free_vars, substitute, var
 from ...ir.kernel_expr import affine_expr, flat_offset
@@ -159,12 +160,12 @@ class _Lowering:
             stop = K.Binary("min", stop, _add(K.Binary("/", last, _c(tk)), 1))
         # a ring of two tiles: the next tile's copies are in flight while this one computes
         body.append(K.Declare("fm_stop", "int", stop))
-        body += self.copies(_c(0), _c(0)) + [K.CpAsyncCommit()]
+        body += self.copies(_c(0), _c(0)) + [CpAsyncCommit()]
         kt = K.Var("fm_kt")
         following = _add(kt, 1)
         tile = [K.If(K.Binary("<", following, K.Var("fm_stop")),
                      tuple(self.copies(following, K.Binary("%", following, _c(2))))),
-                K.CpAsyncCommit(), K.CpAsyncWait(1), K.Barrier(),
+                CpAsyncCommit(), CpAsyncWait(1), K.Barrier(),
                 K.Declare("fm_slot", "int", K.Binary("%", kt, _c(2)))]
         tile += self.scores() + self.softmax() + self.pv() + [K.Barrier()]
         body.append(K.For("fm_kt", _c(0), K.Var("fm_stop"), _c(1), tuple(tile)))
@@ -217,7 +218,7 @@ class _Lowering:
             col = _mul(K.Binary("%", K.Var(i), _c(per_row)), unit)
             at = _add(_mul(slot, tk * (width + PAD)), _mul(K.Binary("/", K.Var(i), _c(per_row)), width + PAD),
                       K.Var(f"{arr}_col"))
-            copy = K.CpAsync(arr, at, access.tensor, self.offset(access, m), 16) if unit == 8 else \
+            copy = CpAsync(arr, at, access.tensor, self.offset(access, m), 16) if unit == 8 else \
                 K.SharedStore(arr, at, K.GlobalLoad(access.tensor, self.offset(access, m), self.half))
             body = (K.Declare(f"{arr}_key", "int", key), K.Declare(f"{arr}_col", "int", col), copy)
             out.append(K.For(i, K.Var("fm_tid"), _c(tk * per_row), _c(fm.warps * WARP), body))

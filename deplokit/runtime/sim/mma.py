@@ -1,7 +1,7 @@
 """The simulator's tensor-core instructions (an advanced feature: passes/mma/): the warp-wide
 Kernel-IR statements LdMatrix, Tf32Round and Mma with PTX's lane maps (runtime/warp_mma.py),
 each run by a function taking the chunk (sim/exec.py's Chunk, whose FEATURE_STATEMENTS table
-dispatches here) as its first argument."""
+merges this module's STATEMENTS) as its first argument."""
 from __future__ import annotations
 
 import numpy as np
@@ -107,3 +107,9 @@ def exec_pack_halves(chunk, s: PackHalves, mask):
         chunk.fail(f"pack.{s.kind}x2 into {s.dst}: halves go to packed (b32) registers")
     lo, hi = (half_bits(np.broadcast_to(chunk.ev(e, mask), chunk.shape), s.kind) for e in (s.lo, s.hi))
     chunk.reg_store(s.dst, reg, chunk.ev_int(s.index, mask), lo | (hi << np.uint32(16)), mask)
+
+
+# Kernel-IR statement -> the function that runs it (sim/exec.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    LdMatrix: exec_ldmatrix, Tf32Round: exec_tf32_round, Mma: exec_mma, PackHalves: exec_pack_halves,
+}
