@@ -22,9 +22,9 @@ from __future__ import annotations
 from ...errors import DeplokitError
 from ...ir import kernel_ir as K
 from ...ir.flash_mma import Access, FlashMma
-from ...ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from ...ir.fragments import SHAPES, WARP, accumulator_reuse, ptx_layout
 from ...ir.index import Affine, Var, free_vars, substitute, var
+from ...ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from ...ir.kernel_expr import affine_expr, flat_offset
 from ...ir.kernel_mma import LdMatrix, Mma, PackHalves
 from ...ir.loop_ir import Compute, Load, Store
