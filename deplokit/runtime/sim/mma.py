@@ -15,15 +15,25 @@ from .values import uniform_value
 
 
 def whole_warps(chunk, mask, what):
-    """(warps, 32) of the block: a warp-wide instruction needs every lane of a warp that runs
-    it (a whole warp may skip it: a block whose loop ended before its neighbours')."""
+    """(warps, 32) of the block: a warp-wide instruction needs every lane of every warp."""
+    if chunk.T % 32:
+        chunk.fail(f"{what} needs whole warps; the block has {chunk.T} threads")
+    if mask is not None and not np.broadcast_to(mask, chunk.shape).all():
+        idle = ~np.broadcast_to(mask, chunk.shape)
+        chunk.fail(f"{what} executed by only some lanes of a warp ({chunk.where(idle)} skips it)")
+    return chunk.T // 32
+
+
+def active_warps(chunk, mask, what):
+    """whole_warps for ldmatrix and mma.sync, which may also be skipped by whole warps (a block
+    whose loop ended before its neighbours'): each warp runs it with all its lanes or none."""
     if chunk.T % 32:
         chunk.fail(f"{what} needs whole warps; the block has {chunk.T} threads")
     if mask is not None:
         lanes = np.broadcast_to(mask, chunk.shape).reshape(chunk.nb, chunk.T // 32, 32)
-        if (lanes.any(-1) & ~lanes.all(-1)).any():
-            idle = np.repeat(lanes.any(-1) & ~lanes.all(-1), 32, -1).reshape(chunk.shape) & \
-                ~np.broadcast_to(mask, chunk.shape)
+        split = lanes.any(-1) & ~lanes.all(-1)
+        if split.any():
+            idle = np.repeat(split, 32, -1).reshape(chunk.shape) & ~np.broadcast_to(mask, chunk.shape)
             chunk.fail(f"{what} executed by only some lanes of a warp ({chunk.where(idle)} skips it)")
     return chunk.T // 32
 
@@ -55,7 +65,7 @@ def reg_run(chunk, name, at, n, mask, what):
 
 
 def exec_ldmatrix(chunk, s: LdMatrix, mask):
-    w = whole_warps(chunk, mask, "ldmatrix")
+    w = active_warps(chunk, mask, "ldmatrix")
     sh = chunk.sarr(s.array, "LdMatrix")
     if sh.data.dtype != np.float32:
         chunk.fail(f"ldmatrix from {s.array}, an array of {sh.ctype}: 32-bit words or halves")
@@ -83,7 +93,7 @@ def exec_tf32_round(chunk, s: Tf32Round, mask):
 
 
 def exec_mma(chunk, s: Mma, mask):
-    whole_warps(chunk, mask, "mma.sync")
+    active_warps(chunk, mask, "mma.sync")
     shape = MMA_SHAPES.get(s.shape)
     if shape is None:
         chunk.fail(f"unknown mma shape {s.shape!r}")
