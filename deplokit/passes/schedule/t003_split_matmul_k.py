@@ -55,7 +55,10 @@ shapes and register blocks, the cheapest grid that launches at least one block p
 by its DRAM bytes (the workspace's write and read-back included), the busiest SM's issue,
 latency and the reducer; 005 and 008 then take that plan's shape and block for the split.
 A split count need not divide the K chunks: the chunks past splits x (chunks // splits) go to
-the reducer with the K tail (`leftover`, priced by the plan). An output of more than
+the reducer with the K tail (`leftover`, priced by the plan). A count that overhangs K
+(grid_plan.split_run) does so only where every product past K is of loads provably outside
+their tensors (zeros); a K inside a longer axis (x[:, 10:50], split_reduce's chunks) leaves
+those chunks to the reducer instead, and the trace says why. An output of more than
 SKINNY_ROWS rows, or a K loop under 8 x MIN_CHUNKS chunks (grid_plan.worth_filling), keeps
 the default tiles and takes the fewest dividing splits
 that fill the SMs (the most that leave MIN_CHUNKS chunks each if none does).
