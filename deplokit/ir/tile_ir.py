@@ -169,12 +169,18 @@ class StridedLoop:
 @dataclass(frozen=True)
 class Combine:
     acc: str
-    reduction: str                 # sum | max | min
+    reduction: str                 # sum | max | min; gather (with slots: the inverse of a scatter)
     over: tuple[str, ...]          # THREAD axis vars whose threads hold partials
+    # slots > 0: acc is a register tile of that many partials and the lanes transpose it (a
+    # reduce-scatter): afterwards lane l's slots 0 .. slots/L - 1 hold the full reductions of
+    # slots l * slots/L + i; `gather` undoes it (every lane gets every lane's slots back)
+    slots: int = 0
 
     def text(self) -> str:
-        op = {"sum": "add", "max": "max", "min": "min"}[self.reduction]
-        return f"Combine({self.acc}, {op}, over=({', '.join(self.over)},))"
+        op = {"sum": "add", "max": "max", "min": "min", "gather": "gather"}[self.reduction]
+        tile = f", scatter {self.slots} slots" if self.slots and self.reduction != "gather" else \
+            (f", {self.slots} slots" if self.slots else "")
+        return f"Combine({self.acc}, {op}, over=({', '.join(self.over)},){tile})"
 
 
 @dataclass(frozen=True)

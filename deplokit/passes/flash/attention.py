@@ -31,7 +31,8 @@ from .attention_split import split_kernels
 FLASH_WORK_BUDGET = 1.5
 
 
-def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> tuple[LoopProgram, tuple[str, ...]]:
+def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None,
+                   scatter: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
     """Every attention chain replaced by its flash kernel where that pays; one note per chain.
     With a target, the check also weighs grid fill (grid_fill.py)."""
     kernels = list(program.kernels)
@@ -62,7 +63,7 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
         flash = flash_kernel(parts, f"flash_{last.outputs[0]}", last.outputs, taken)
         unfused = unfused_traffic(chain, types)
         # by cost, the fill stops at the unfused kernels' bytes (the guard's first rule)
-        schedule = plan_flash(flash, types, target, unfused.bytes if by_cost else None)
+        schedule = plan_flash(flash, types, target, unfused.bytes if by_cost else None, scatter)
         if isinstance(schedule, str):
             notes.append(f"attention: {names} are not flash attention: {schedule}")
             i += 1
@@ -116,7 +117,8 @@ def flash_pays(fused: Traffic, unfused: Traffic, fill=None, split: bool = False)
 
 
 def _apply(program, pctx):
-    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"], target=pctx.target)
+    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"], target=pctx.target,
+                                 scatter=pctx.knobs["scatter_scores"])
     if loop == program:
         return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
     return Noted(loop, notes)
@@ -125,4 +127,6 @@ def _apply(program, pctx):
 PASS = Pass("fuse_attention", "loop", "attention's kernels become one flash-attention kernel (online softmax)", _apply,
             (flag_knob("enable", "fuse attention into one kernel over key tiles, the softmax online",
                        "attention fusion"),
-             flag_knob("by_cost", "fuse only where the guard counts fewer bytes moved and little more work")))
+             flag_knob("by_cost", "fuse only where the guard counts fewer bytes moved and little more work"),
+             flag_knob("scatter_scores", "a row's lanes transpose their partial scores (each lane the softmax of "
+                       "1/lanes of a key tile) instead of all-reducing every score")))
