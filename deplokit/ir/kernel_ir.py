@@ -100,9 +100,12 @@ class SharedLoad:
 
 @dataclass(frozen=True)
 class Shuffle:
-    """__shfl_xor_sync(full mask, value, lane_mask): the value held by lane ^ lane_mask."""
+    """__shfl_xor_sync(full mask, value, lane_mask): the value held by lane ^ lane_mask. With a
+    width (a power of 2 up to 32): __shfl_sync(full mask, value, lane_mask, width), the value
+    held by lane `lane_mask` of the thread's group of `width` lanes (a broadcast)."""
     value: "Expr"
     lane_mask: int
+    width: int = 0
 
 
 @dataclass(frozen=True)
@@ -565,6 +568,8 @@ def format_expr(e) -> str:
     if isinstance(e, SharedLoad):
         return f"shared {format_at(e.array, e.offset)}"
     if isinstance(e, Shuffle):
+        if e.width:
+            return f"shfl_idx({format_expr(e.value)}, {e.lane_mask}, width={e.width})"
         return f"shfl_xor({format_expr(e.value)}, {e.lane_mask})"
     if isinstance(e, RegLoad):
         return format_at(e.array, e.index)

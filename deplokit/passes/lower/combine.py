@@ -57,8 +57,9 @@ def _transposed(s: Combine, lane: str, lanes: int, dtype: str) -> list:
     at each xor step m (lanes/2 .. 1) the window halves; a lane with bit m set keeps the upper
     half and sends the lower one, so each pair costs one shuffle and one add, and lane l ends
     with the full slots l * c .. l * c + c - 1 (c = slots / lanes) in slots 0 .. c - 1:
-    (lanes - 1) / lanes shuffles a slot where an all-reduce takes log2 lanes. Gather: the
-    inverse, the window doubling (each lane's c slots back to every lane of the row)."""
+    (lanes - 1) / lanes shuffles a slot where an all-reduce takes log2 lanes. Gather: every
+    slot back to every lane, one broadcast shuffle a slot from the lane that owns it (the
+    inverse butterfly would take (lanes - 1) / lanes shuffles a slot but two selects each)."""
     if lanes > WARP_SIZE or s.slots % lanes:
         raise ValueError(f"Combine over {lanes} lanes of a {s.slots}-slot tile: not within a warp")
 
@@ -81,13 +82,7 @@ def _transposed(s: Combine, lane: str, lanes: int, dtype: str) -> list:
                                     K.Const(i, "int")))
             m //= 2
         return out
-    m = 1
-    while m < lanes:
-        w = m * c
-        for i in range(w):
-            other = f"{s.acc}_g{m}_{i}"
-            out += [K.Declare(other, "float", K.Shuffle(slot(i), m)),
-                    K.Assign(s.acc, K.Select(up(m), slot(i), K.Var(other)), K.Const(w + i, "int")),
-                    K.Assign(s.acc, K.Select(up(m), K.Var(other), slot(i)), K.Const(i, "int"))]
-        m *= 2
-    return out
+    # slot k from slot k % c of lane k // c, one broadcast a slot, the highest first: the slots
+    # below c, the ones read, are written last
+    return [K.Assign(s.acc, K.Shuffle(slot(k % c), k // c, lanes), K.Const(k, "int"))
+            for k in reversed(range(s.slots))]

@@ -720,6 +720,11 @@ class _Renderer:
             return f"{e.array}[{self.expr(e.offset, scope)}]", _P_PRIMARY, None
         if isinstance(e, RegLoad):
             return f"{e.array}[{self.expr(e.index, scope)}]", _P_PRIMARY, None
+        if isinstance(e, Shuffle) and e.width:
+            if not (isinstance(e.lane_mask, int) and 0 <= e.lane_mask < e.width <= 32):
+                raise self.err(f"shuffle source lane {e.lane_mask!r} is not in 0..{e.width - 1} (width {e.width})")
+            return (f"__shfl_sync(0xffffffffu, {self.expr(e.value, scope)}, {e.lane_mask}, {e.width})",
+                    _P_PRIMARY, None)
         if isinstance(e, Shuffle):
             if not (isinstance(e.lane_mask, int) and 0 < e.lane_mask < 32):
                 raise self.err(f"shuffle lane mask {e.lane_mask!r} is not in 1..31")
