@@ -420,6 +420,9 @@ class KernelFunc(Displayable):
     index_bits: int = 32
     # TMA (sm_90): the tensor maps the kernel takes after its buffer parameters.
     tensor_maps: tuple[TensorMap, ...] = ()
+    # blocks an SM must hold at once (__launch_bounds__'s second argument: ptxas keeps a thread
+    # within 65536 / (threads x blocks) registers); 0: no such bound
+    min_blocks: int = 0
 
     def tensor_map(self, name: str) -> TensorMap:
         for t in self.tensor_maps:

@@ -86,3 +86,18 @@ def budget(d: int, dv: int, key_tile: int, lanes: int, threads: int, query_in_re
            tma: bool = True) -> RegisterBudget:
     return RegisterBudget(threads, thread_registers(d, dv, key_tile, lanes, query_in_registers, tma),
                           register_cap(threads))
+
+
+def flash_min_blocks(kernel, threads: int) -> int:
+    """Blocks an SM must hold at once for a flash kernel whose scores are scattered over its
+    lanes (FlashPlan.scatter), as its register estimate counts them: head_dim 128, 4 lanes a
+    row, 256 threads is 128 registers, 2 blocks; ptxas took 130 without the bound (1 block, 8
+    warps an SM). 0 (no bound) for any other kernel and where one block is all it counts on."""
+    plan = getattr(kernel, "flash", None)
+    if plan is None or not plan.scatter:
+        return 0
+    # the register tiles are the thread's query slice, a key tile's scores and its output slice
+    floats = sum(r.size for r in kernel.register_tiles) + 2
+    estimate = floats + max(LANE_OVERHEAD_MIN, math.ceil(floats * LANE_OVERHEAD_SHARE))
+    blocks = resident_warps(estimate, threads) // -(-threads // 32)
+    return blocks if blocks > 1 else 0

@@ -591,6 +591,8 @@ class _Renderer:
         # the bound in whole warps (what the block occupies anyway): ptxas reads a bound such
         # as 104 as a tight register budget and spills (issue 14: matmul_odd, 104 threads)
         bound = -(-k.threads // WARP_SIZE) * WARP_SIZE
+        if k.min_blocks:
+            bound = f"{bound}, {k.min_blocks}"
         head = [
             f"// {k.name}: grid ({', '.join(map(str, k.grid))}), block ({', '.join(map(str, k.block))})",
             f'extern "C" __global__ __launch_bounds__({bound}) void {k.name}({", ".join(params)}) {{',

@@ -51,6 +51,7 @@ from ...ir.tile_ir import (
 )
 from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...target import VECTOR
+from ..flash.flash_registers import flash_min_blocks
 from ..mma.mma_lower import declarations as mma_declarations
 from ..mma.mma_lower import lower_fragment_load, lower_mma
 from ..record import Pass
@@ -100,7 +101,7 @@ class Materializer(LoweringState):
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
                           reduces_for=self.kernel.reduces_for,
                           repacks_for=self.kernel.repacks_for,
-                          index_bits=self.index_bits)
+                          index_bits=self.index_bits, min_blocks=flash_min_blocks(self.kernel, self.threads))
 
     # -- statements ----------------------------------------------------------------------------
     def stmts(self, body) -> list:
