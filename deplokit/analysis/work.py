@@ -135,8 +135,15 @@ class _Counter:
             elif isinstance(s, Combine):
                 lanes = self.tile.axis(s.over[0]).extent
                 shuffles = math.log2(min(lanes, WARP)) if lanes > 1 else 0
-                self.instr += per_warp * 2 * shuffles
-                self.fp += per_warp * shuffles
+                if s.slots and s.reduction == "gather":     # one broadcast a slot
+                    self.instr += per_warp * s.slots
+                elif s.slots:       # a transposing reduce: a shuffle, an add and two selects a pair
+                    pairs = s.slots * (lanes - 1) / lanes
+                    self.instr += per_warp * 4 * pairs
+                    self.fp += per_warp * pairs
+                else:
+                    self.instr += per_warp * 2 * shuffles
+                    self.fp += per_warp * shuffles
                 if lanes > WARP:
                     self.barriers += mult
                     self.wavefronts += per_warp * 2
