@@ -63,8 +63,9 @@ def test_the_trace_says_how_the_scores_are_reduced_and_the_knob_turns_it_off():
 def test_scattered_scores_raise_the_key_loops_ffma_share_at_head_dim_128():
     """Non-causal GQA at head_dim 128, 4 lanes a row (sm_90, static counts of the hottest
     loop): the all-reduce shuffles every score log2 4 = 2 times and every lane runs the exp
-    of all 16 keys; scattered, 12 shuffles reduce a tile and each lane exps its 4 keys.
-    Measured: share 0.656 -> 0.674 (docs/flash_hd128.md), 128 -> 130 registers, no spills."""
+    of all 16 keys; scattered, 12 shuffles reduce a tile, each lane exps its 4 keys and 16
+    broadcasts hand P back. Measured: share 0.656 -> 0.682, 128 registers both (the launch
+    bound keeps two blocks an SM), no spills (docs/flash_hd128.md)."""
     shape = (8, 2, 64, 64, 128, False)
     mixes, plans = [], []
     for config in (OFF, FLASH):
