@@ -209,6 +209,8 @@ class FlashPlan:
     # own, then combined (passes/flash/attention_split.py); `split` names the split kernel's loop
     splits: int = 1
     split: str = ""
+    # half attention on tensor cores (deplokit.ir.flash_mma.FlashMma), else None: FFMA
+    mma: object = None
     # lanes > 1: each lane sums its part of head_dim for every key of a tile, then a transposing
     # Combine leaves each lane the full scores of key_tile / lanes keys (the softmax runs on those
     # only, P gathered back for P @ V); else every lane all-reduces every score (flash_tile.py)
@@ -235,7 +237,8 @@ class FlashPlan:
                       f"the softmax on those, P gathered back")
         why = f" ({self.registers})" if self.registers else ""
         return (f"flash: a block owns {self.query_tile} query rows{heads} (in {where}), keys and values in "
-                f"staged tiles of {self.key_tile}{skip}{why}" + (f"; {self.fill}" if self.fill else ""))
+                f"staged tiles of {self.key_tile}{skip}{why}" + (f"; {self.fill}" if self.fill else "")
+                + (f"; {self.mma.text()}" if self.mma is not None else ""))
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def flash_min_blocks(kernel, threads: int) -> int:
     row, 256 threads is 128 registers, 2 blocks; ptxas took 130 without the bound (1 block, 8
     warps an SM). 0 (no bound) for any other kernel and where one block is all it counts on."""
     plan = getattr(kernel, "flash", None)
-    if plan is None or not plan.scatter:
+    if plan is None or not plan.scatter or getattr(plan, "mma", None) is not None:
         return 0
     # the estimate is calibrated on tensor-map copies: a cp.async ring (sm_80) needs more
     # (head_dim 128, 4 lanes, 128 threads bound to 128 registers spilled 32 bytes there)
