@@ -51,8 +51,8 @@ from ...ir.tile_ir import (
 )
 from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...target import VECTOR
-from ..flash.flash_registers import flash_min_blocks
 from ..flash.flash_mma_lower import is_flash_mma, lower_flash_mma
+from ..flash.flash_registers import flash_min_blocks
 from ..mma.mma_lower import declarations as mma_declarations
 from ..mma.mma_lower import lower_fragment_load, lower_mma
 from ..record import Pass
