@@ -321,10 +321,11 @@ class TensorMap:
     shape: tuple[int, ...]        # the buffer's dims, outermost first
     box: tuple[int, ...]          # one copy's extent per dim, outermost first
     swizzle: int = 0              # bytes (0, 32, 64, 128): deplokit.ir.swizzle
+    element_bytes: int = 4        # 2: a bf16/fp16 buffer's box, copied raw
 
     @property
     def box_bytes(self) -> int:
-        n = 4
+        n = self.element_bytes
         for b in self.box:
             n *= b
         return n
