@@ -115,7 +115,7 @@ class _TileChecker:
         body = self.tile.body if self.tile else kernel.body
         self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)} | \
             {s.dst for s in _tile_walk(kernel.body) if isinstance(s, Assign)} | \
-            {s.acc for s in _tile_walk(kernel.body) if isinstance(s, (MmaSync, WarpgroupMma))}    # carried variables, mma
+            {s.acc for s in _tile_walk(kernel.body) if isinstance(s, (MmaSync, WarpgroupMma))}    # carried, mma
         self.stage_names = {s.name for s in _tile_walk(kernel.body) if isinstance(s, Stage)}
         self.locals = kernel.local_names()
         self.multiples = multiples_of_vector(body)

@@ -256,8 +256,9 @@ def _wgmma(kernel: TileKernel, pctx: PassContext):
         regs = {"M": block_m // tm.extent, "N": block_n // tn.extent}
         out = mma_tile(kernel, pairs, regs, SHAPES[MMA_SHAPE[precision]], pctx.types, wgmma=True)
         if not isinstance(out, Skip):
-            reads = {n for s, _ in walk(out.tile().body) if isinstance(s, WarpgroupMma) for n in (s.a, s.b)}
-            for st in {s.name: s for s, _ in walk(out.tile().body) if isinstance(s, Stage) and s.name in reads}.values():
+            body = out.tile().body
+            reads = {n for s, _ in walk(body) if isinstance(s, WarpgroupMma) for n in (s.a, s.b)}
+            for st in {s.name: s for s, _ in walk(body) if isinstance(s, Stage) and s.name in reads}.values():
                 t = pctx.types[st.tensor]
                 why = tma_reason(st, t.shape, t.dtype)
                 if why:

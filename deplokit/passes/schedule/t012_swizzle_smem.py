@@ -52,7 +52,8 @@ def apply(kernel, pctx: PassContext):
             reasons.append(f"{s.name}: {why}")
         elif not s.tma.swizzle:
             spans[s.name] = span
-    notes = [f"{name}: {spans[name]}-byte swizzle: the rows wgmma's descriptor reads" for name in spans if name in forced]
+    notes = [f"{name}: {spans[name]}-byte swizzle: the rows wgmma's descriptor reads"
+             for name in spans if name in forced]
     if not spans:
         return Skip("; ".join(reasons) or "every TMA stage is swizzled already")
     before = stage_cost(kernel)
