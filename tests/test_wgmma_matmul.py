@@ -15,6 +15,7 @@ import deplokit
 from deplokit.ir.kernel_ir import walk_stmts
 from deplokit.ir.kernel_wgmma import Wgmma, WgmmaDescriptor, uses_wgmma
 from deplokit.ir.tile_ir import Stage, WarpgroupMma, walk
+from deplokit.passes.features import core_config
 from deplokit.precision import unit_roundoff
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sass import sass_available
@@ -113,6 +114,12 @@ def test_the_knob_and_other_targets():
     assert not half.cuda.arch_specific and deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90").cuda.arch_specific
     f32 = deplokit.compile(lambda a, b: a @ b, a.float(), b.float(), target="sm_90")
     assert f32.tile_ir.kernels[0].mma is None
+    # TMA switched off (the core with tensor cores): wgmma has no boxes to read, mma.sync it is
+    no_tma = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=core_config(tensor_cores=True))
+    kern = no_tma.tile_ir.kernels[0]
+    assert kern.mma is not None and not kern.mma.wgmma
+    assert any("the config sets 011_tma_copy.enable=False" in r for r in _remarks(no_tma, "008_register_tile"))
+    _close_to_exact(no_tma.run(a, b, backend="sim"), a, b, torch.bfloat16)
 
 
 def _plant(stmts, change):

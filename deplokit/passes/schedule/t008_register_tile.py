@@ -243,7 +243,12 @@ def _wgmma(kernel: TileKernel, pctx: PassContext):
         return Skip("wgmma: the output is not split into M and N blocks")
     if not any(isinstance(c, Loop) and c.role == "K" for lp in _k_loops(tile) for c in lp.body):
         return Skip("wgmma: K is one chunk (002): no K-outer loop to stage a TMA ring in")
+    off = _staging_off(kernel, pctx)
+    if off:
+        return Skip(f"wgmma: its operands are TMA boxes in their rows' swizzle, and the config sets {off}=False")
     (tm, _), (tn, bn) = pairs["M"], pairs["N"]
+    if [a for a in tile.axes if a.kind == THREAD] != [tm, tn]:
+        return Skip("wgmma: the block's threads are not one M and one N axis (a batch shares the block)")
     threads = tm.extent * tn.extent
     block_m = 64 * (threads // WARPGROUP)
     if threads % WARPGROUP or block_m % tm.extent:
@@ -269,6 +274,20 @@ def _wgmma(kernel: TileKernel, pctx: PassContext):
             continue
         return restamp_stages(out, pctx.types)
     return Skip("; ".join(dict.fromkeys(reasons)) or "wgmma: no N tile fits")
+
+
+# the later passes that must stage wgmma's operands: TMA boxes (011), in their rows' swizzle (012)
+WGMMA_STAGING = ("011_tma_copy.enable", "012_swizzle_smem.enable")
+
+
+def _staging_off(kernel, pctx: PassContext) -> str:
+    """The first config key that switches off the staging wgmma reads (for this kernel or all)."""
+    config = pctx.compile.config if pctx.compile is not None else {}
+    for knob in WGMMA_STAGING:
+        for key in (f"{kernel.name}:{knob}", knob):
+            if config.get(key) is False:
+                return key
+    return ""
 
 
 def _mma_sync(kernel: TileKernel, plan, pctx: PassContext, kind: str):

@@ -90,7 +90,8 @@ def _small_block(kernel) -> int | None:
 
 
 KNOBS = (Knob("enable", (True, False), _default_enable,
-              "copy eligible BufferedStages with one TMA tensor-map copy each"),
+              "copy eligible BufferedStages with one TMA tensor-map copy each",
+              searched=lambda k, t: (True,) if _wgmma(k) else (True, False)),
          Knob("repack", ("auto", True, False), lambda kernel, target: "auto",
               "stage an operand whose rows are not 16 bytes apart from a padded copy (repack/repack.py): "
               "auto (where it pays), always, never"))

@@ -34,8 +34,14 @@ from ..tma.tma_geometry import swizzle_for
 
 DESCRIPTION = "swizzle TMA stages' shared-memory boxes (128/64/32-byte XOR) against bank conflicts"
 
-KNOBS = (flag_knob("enable", "write TMA boxes swizzled (128/64/32 bytes) and XOR every read of them",
-                   "swizzling"),)
+def _wgmma(kernel) -> bool:
+    mma = getattr(kernel, "mma", None)
+    return mma is not None and bool(mma.wgmma)
+
+
+# wgmma's descriptors read swizzled boxes: the tuner keeps the swizzle there
+_FLAG = flag_knob("enable", "write TMA boxes swizzled (128/64/32 bytes) and XOR every read of them", "swizzling")
+KNOBS = (dataclasses.replace(_FLAG, searched=lambda k, t: (True,) if _wgmma(k) else (True, False)),)
 
 
 def apply(kernel, pctx: PassContext):
