@@ -148,12 +148,17 @@ KNOBS = (
          "default) or on the operands' half type (m16n8k16 bf16/f16; a half matmul's default on sm_80+), "
          "or Hopper's wgmma.mma_async on half operands TMA leaves in shared memory (a half matmul's "
          "default on sm_90; mma.sync where it does not fit); FP32 accumulate",
-         searched=lambda k, t: ("off", _mma_default(k, t)) if _mma_default(k, t) != "off" else ("off",)),
+         searched=lambda k, t: _mma_searched(_mma_default(k, t))),
 )
 
 
 def _mma_default(kernel, target) -> str:
     return mma_kind(kernel, target)
+
+
+def _mma_searched(default: str) -> tuple:
+    """The tuner's values: off against the default (wgmma's against mma.sync too)."""
+    return {"off": ("off",), "wgmma": ("off", "half", "wgmma")}.get(default, ("off", default))
 
 
 def _k_loops(tile: Tile):
