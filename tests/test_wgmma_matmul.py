@@ -92,6 +92,16 @@ def test_partial_tiles_are_masked_by_the_copy_and_the_epilogue():
     _close_to_exact(c.run(a, b, backend="sim"), a, b, torch.bfloat16)
 
 
+def test_split_k_with_one_warpgroup_per_block():
+    """128 x 2048 x 64: 003 splits K over blocks (partials added in split order) and the block's
+    128 threads are one warpgroup of 64 x 64."""
+    a, b = _operands(128, 2048, 64, torch.float16, seed=9)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    kern = c.tile_ir.kernels[0]
+    assert kern.split_k is not None and kern.mma.wgmma == 64 and kern.mma.warps == (4, 1)
+    _close_to_exact(c.run(a, b, backend="sim"), a, b, torch.float16)
+
+
 def test_odd_shapes_fall_back_to_mma_sync_and_say_why():
     # rows of 61 halves (122 bytes) are no tensor-map stride: mma.sync m16n8k16 on cp.async
     a, b = _operands(128, 128, 61, torch.bfloat16, seed=7)
