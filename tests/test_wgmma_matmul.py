@@ -193,3 +193,21 @@ def test_sass_main_loop_is_hgmma_fed_by_utmaldg():
     assert mix.hgmma > 0 and mix.tma > 0
     assert mix.hmma == 0 and mix.ldsm == 0 and mix.lds == 0 and mix.ffma == 0 and mix.ldgsts == 0
     assert kern.spill_stores == 0
+
+
+def test_host_encodes_half_tensor_maps():
+    from deplokit.runtime.launch_plan import build_plan
+    from deplokit.runtime.tensor_map import tensor_map_args
+
+    a, b = _operands(128, 128, 64, torch.bfloat16)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    plan = build_plan(c.kernel_ir, c.input_names, c.target)
+    maps = [t.args for ln in plan.launches for t in ln.tensor_maps]
+    assert [(m.data_type, m.box_bytes, m.swizzle) for m in maps] == [(9, 128 * 64 * 2, 3), (9, 64 * 64 * 2, 3)]
+    # the ring's one arrival announces both boxes' bytes
+    assert f'"r"({sum(m.box_bytes for m in maps)})' in str(c.cuda)
+
+    args = tensor_map_args((4096, 4096), "bfloat16", (128, 64), 128)
+    assert (args.data_type, args.box_bytes, args.global_strides, args.swizzle) == (9, 128 * 64 * 2, (8192,), 3)
+    assert tensor_map_args((64, 64), "float16", (64, 64), 128).data_type == 6
+    assert tensor_map_args((8, 8), "int64", (8, 8)).box_bytes == 512        # INT64 is 5 in cuda.h
