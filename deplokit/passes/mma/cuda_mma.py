@@ -1,6 +1,7 @@
 """The tensor cores' instructions printed as CUDA (inline PTX): the Kernel-IR statements
 LdMatrix, Tf32Round and Mma, each a function taking the renderer (passes/lower/cuda.py's
-_Renderer, here `rd`, whose FEATURE_STATEMENTS table dispatches here) as its first argument.
+_Renderer, here `rd`, whose FEATURE_STATEMENTS table merges this module's STATEMENTS) as its
+first argument.
 Fragments live in float register arrays; the instructions take their bits as .b32
 registers (__float_as_uint / __uint_as_float move no data)."""
 from __future__ import annotations
@@ -59,3 +60,9 @@ def render_mma(rd, s: Mma, scope) -> None:
     ins += [f'"r"({bits.format(reg_at(rd, s.b, s.b_at, i, scope))})' for i in range(nb)]
     rd.emit(f"    : {outs}")
     rd.emit(f"    : {', '.join(ins)});")
+
+
+# Kernel-IR statement -> the function that prints it (passes/lower/cuda.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    LdMatrix: render_ldmatrix, Tf32Round: render_tf32_round, Mma: render_mma,
+}

@@ -1,7 +1,7 @@
 """The simulator's tensor-core instructions (an advanced feature: passes/mma/): the warp-wide
 Kernel-IR statements LdMatrix, Tf32Round and Mma with PTX's lane maps (runtime/warp_mma.py),
 each run by a function taking the chunk (sim/exec.py's Chunk, whose FEATURE_STATEMENTS table
-dispatches here) as its first argument."""
+merges this module's STATEMENTS) as its first argument."""
 from __future__ import annotations
 
 import numpy as np
@@ -86,3 +86,9 @@ def exec_mma(chunk, s: Mma, mask):
     d = mma_sync(shape, a, b, c)
     reg.data[i:i + 4] = np.moveaxis(d.reshape(chunk.nb, chunk.T, 4), -1, 0)
     chunk.stats.float_multiplies += chunk.nb * (chunk.T // 32) * shape.m * shape.n * shape.k
+
+
+# Kernel-IR statement -> the function that runs it (sim/exec.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    LdMatrix: exec_ldmatrix, Tf32Round: exec_tf32_round, Mma: exec_mma,
+}
