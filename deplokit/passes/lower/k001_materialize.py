@@ -45,16 +45,19 @@ from ...ir.tile_ir import (
     Stage,
     StridedLoop,
     TileProgram,
+    WarpgroupMma,
     accumulators,
     map_body,
     walk,
 )
 from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...target import VECTOR
+from ..flash.flash_mma_lower import is_flash_mma, lower_flash_mma
 from ..mma.mma_lower import declarations as mma_declarations
 from ..mma.mma_lower import lower_fragment_load, lower_mma
 from ..record import Pass
 from ..split.split_tail import arrive
+from ..wgmma.wgmma_lower import fenced, lower_warpgroup_mma
 from .combine import lower_combine
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
@@ -66,8 +69,14 @@ from .vector_access import lower_vector_loop
 
 def apply(program: TileProgram, pctx=None) -> KernelProgram:
     types = program.types()
-    kernels = tuple(Materializer(k, types).run() for k in program.kernels)
+    kernels = tuple(_materialize(k, types) for k in program.kernels)
     return KernelProgram(program.buffers, program.written, kernels, program.outputs)
+
+
+def _materialize(kernel, types) -> KernelFunc:
+    if is_flash_mma(kernel):            # flash attention on tensor cores: spelled from its record
+        return lower_flash_mma(kernel, types)
+    return Materializer(kernel, types).run()
 
 
 PASS = Pass("001_materialize", "kernel", "spell each scheduled kernel in hardware primitives: thread "
@@ -167,6 +176,8 @@ class Materializer(LoweringState):
             return lower_fragment_load(self, s)
         if isinstance(s, MmaSync):
             return lower_mma(self, s)
+        if isinstance(s, WarpgroupMma):
+            return lower_warpgroup_mma(self, s)
         raise TypeError(f"cannot materialise {type(s).__name__}")
 
     def loop(self, s) -> list:
@@ -208,7 +219,7 @@ class Materializer(LoweringState):
                          s.unroll)
         self.loop_depth -= 1
         self.in_reduce, self.body_loop = outer_reduce, outer_loop
-        return pre + (loop if isinstance(loop, list) else [loop])
+        return pre + (loop if isinstance(loop, list) else fenced(s, loop))
 
     def stage_origins(self) -> list:
         """A stage whose origin gathers a block-uniform integer (a grouped matmul's tile
