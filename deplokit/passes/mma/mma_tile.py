@@ -90,7 +90,7 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
         return Skip("mma: not one sum accumulator")
     acc = next(iter(accs))[0]
     block_m, block_n = tm.extent * regs["M"], tn.extent * regs["N"]
-    warps = _warp_grid(tm.extent * tn.extent // WARP, block_m, block_n, shape)
+    warps = warp_grid(tm.extent * tn.extent // WARP, block_m, block_n, shape)
     if warps is None:
         return Skip(f"mma: a {block_m} x {block_n} block tile does not split into warps of whole "
                     f"{shape.m} x {shape.n} tiles")
@@ -130,9 +130,9 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
     return dataclasses.replace(out, register_tiles=(RegisterTile(acc, (fm, fn, 4)),), mma=stamp)
 
 
-def _warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
+def warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
     """(WM, WN) warps over the block tile, each warp a whole number of m x n tiles; the grid
-    that reads the fewest fragments per k step (A tiles + B tiles / 2, B's being half as big)."""
+    that reads the fewest fragments per k step (fragment_loads), None when none fits."""
     best = None
     for wm in range(1, n_warps + 1):
         if n_warps % wm:
@@ -140,10 +140,27 @@ def _warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
         wn = n_warps // wm
         if block_m % (wm * shape.m) or block_n % (wn * shape.n):
             continue
-        cost = block_m // wm // shape.m + block_n // wn // shape.n / 2
+        cost = fragment_loads(block_m // wm // shape.m, block_n // wn // shape.n)
         if best is None or cost < best[0]:
             best = (cost, (wm, wn))
     return None if best is None else best[1]
+
+
+def fragment_loads(fm: int, fn: int) -> int:
+    """ldmatrix a warp of fm x fn tiles issues per k step: one .x4 per A tile (16 x k), one
+    .x4 per two B tiles (n8 each) when fn is even, else an .x2 per B tile."""
+    return fm + (fn // 2 if fn % 2 == 0 else fn)
+
+
+def ldsm_per_mma(n_warps: int, block_m: int, block_n: int, shape: MmaShape) -> float | None:
+    """ldmatrix per mma.sync of the block tile's warp grid (None: no grid of whole tiles). At
+    most 1/2 keeps the tensor cores fed: an .x4 moves 512 bytes, 4 cycles of an SM's 128 bytes
+    a clock of shared memory, the SM's mma m16n8k16 a tensor-core issue every 2 (sm_80)."""
+    grid = warp_grid(n_warps, block_m, block_n, shape)
+    if grid is None:
+        return None
+    fm, fn = block_m // grid[0] // shape.m, block_n // grid[1] // shape.n
+    return fragment_loads(fm, fn) / (fm * fn)
 
 
 class _Refused(Exception):

@@ -132,7 +132,8 @@ def _planned(kernel, target):
     split = split_geometry(kernel)
     if split is None:
         return None
-    return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads)
+    return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads,
+                mma=mma_kind(kernel, target) != "off")
 
 
 KNOBS = (
