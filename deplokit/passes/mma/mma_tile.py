@@ -182,10 +182,18 @@ class _Ctx:
     k_tails: dict = dataclasses.field(default_factory=dict)         # K tail var -> its extent, whole k steps
 
     def restage(self, s: Stage) -> Stage:
-        """The stage as the fragments read it: the dtype it holds, a K tail's slab grown to whole k."""
+        """The stage as the fragments read it: the dtype it holds, a K tail's slab grown to whole k;
+        a tf32 operand's round_tf32 prologue (007) dropped: the fragment loads round each element
+        (cvt.rna), so the stage copies the tensor's bytes as they are (cp.async, TMA)."""
         slab = tuple(dataclasses.replace(ax, extent=self.k_tails[ax.var]) if ax.var in self.k_tails else ax
                      for ax in s.slab)
-        return dataclasses.replace(s, dtype=self.half_stages.get(s.name, s.dtype), slab=slab)
+        prologue = s.prologue
+        if (s.name in self.half_stages and self.stamp.shape.dtype == "tf32" and prologue is not None
+                and len(prologue.inputs) == 1 and prologue.inputs[0] == s.tensor and len(prologue.body) == 1
+                and prologue.body[0].op == "round_tf32" and prologue.body[0].args == (prologue.params[0],)
+                and prologue.body[0].dst == prologue.result):
+            prologue = None
+        return dataclasses.replace(s, dtype=self.half_stages.get(s.name, s.dtype), slab=slab, prologue=prologue)
 
     def body(self, body) -> tuple:
         out, stages = [], {}
