@@ -16,6 +16,8 @@ from stage_helpers import nodes
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_cp_async import CpAsyncCommit, CpAsyncWait
+from deplokit.ir.kernel_tma import MbarrierWait
 from deplokit.ir.tile_ir import Stage, StridedLoop, Tile
 from deplokit.passes.lower.materialize import lower_tiles
 from deplokit.passes.record import replace_tile
@@ -124,9 +126,9 @@ def test_ring_is_one_buffer_for_every_trip_count(copy, by):
     kir = lower_tiles(tile_ring, ring._ctx)
     loop = _key_for(kir)
     if copy == "tma":       # consumers wait full[j % 3], the producer empty[(j + 2) % 3]
-        assert {w.name for w in nodes(loop.body, K.MbarrierWait)} == {"a3r_full", "a3r_empty"}
+        assert {w.name for w in nodes(loop.body, MbarrierWait)} == {"a3r_full", "a3r_empty"}
     else:
-        assert K.CpAsyncWait(1) in loop.body
+        assert CpAsyncWait(1) in loop.body
     inputs = _inputs(name)
     got = _simulate(ring, kir, inputs)
     want = _simulate(single, lower_tiles(tile_single, single._ctx), inputs)
@@ -175,9 +177,9 @@ def _caught(c, kir):
 def test_a_missing_cp_async_wait_is_caught():
     c, kir = _ring_kernel("async")
     assert _simulate(c, kir, _inputs("t70_partial_tile_gqa"))          # the ring as lowered runs
-    waits = [w for w in _key_for(kir).body if isinstance(w, K.CpAsyncWait)]
-    assert waits == [K.CpAsyncWait(1)]
-    broken = _mutated(kir, lambda s: [] if isinstance(s, K.CpAsyncWait) else [s])
+    waits = [w for w in _key_for(kir).body if isinstance(w, CpAsyncWait)]
+    assert waits == [CpAsyncWait(1)]
+    broken = _mutated(kir, lambda s: [] if isinstance(s, CpAsyncWait) else [s])
     assert "before its data lands" in _caught(c, broken)
 
 
@@ -187,12 +189,12 @@ def test_an_uncounted_prologue_group_is_caught():
     tile stay in flight while it is read."""
     c, kir = _ring_kernel("async")
     pro = next(s for s in nodes(kir.kernels[0].body, K.For) if s.var == "a3r_pre")
-    assert isinstance(pro.body[0], K.If) and pro.body[1] == K.CpAsyncCommit()
+    assert isinstance(pro.body[0], K.If) and pro.body[1] == CpAsyncCommit()
 
     def commit_inside(s):
         if isinstance(s, K.For) and s.var == "a3r_pre":
             guard = s.body[0]
-            return [dataclasses.replace(s, body=(dataclasses.replace(guard, then=guard.then + (K.CpAsyncCommit(),)),))]
+            return [dataclasses.replace(s, body=(dataclasses.replace(guard, then=guard.then + (CpAsyncCommit(),)),))]
         return [s]
     assert "before its data lands" in _caught(c, _mutated(kir, commit_inside))
 
@@ -204,11 +206,11 @@ def test_a_phase_counted_from_zero_instead_of_the_start_is_caught():
     c, kir = _ring_kernel("tma")
     assert _simulate(c, kir, _inputs("t70_partial_tile_gqa"))
     loop = _key_for(kir)
-    full = [w for w in nodes(loop.body, K.MbarrierWait) if w.name.endswith("_full")]
+    full = [w for w in nodes(loop.body, MbarrierWait) if w.name.endswith("_full")]
     assert full, str(kir)
 
     def from_zero(s):
-        if isinstance(s, K.MbarrierWait) and s.name.endswith("_full"):
+        if isinstance(s, MbarrierWait) and s.name.endswith("_full"):
             return [dataclasses.replace(s, phase=K.Binary("/", K.Var("a3r"), K.Const(3, "int")))]
         return [s]
     assert "parity" in _caught(c, _mutated(kir, from_zero))
@@ -216,7 +218,7 @@ def test_a_phase_counted_from_zero_instead_of_the_start_is_caught():
 
 def test_a_missing_full_wait_is_caught():
     c, kir = _ring_kernel("tma")
-    broken = _mutated(kir, lambda s: [] if isinstance(s, K.MbarrierWait) and s.name.endswith("_full") else [s])
+    broken = _mutated(kir, lambda s: [] if isinstance(s, MbarrierWait) and s.name.endswith("_full") else [s])
     assert "before its data lands" in _caught(c, broken)
 
 

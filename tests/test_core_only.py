@@ -2,7 +2,8 @@
 config, and the core's programs still compile and match PyTorch on the loop interpreter and
 the simulator: RMSNorm, softmax, a matmul (one large enough that split-K and TMA would
 apply), a long reduction of few rows (split-reduce would apply), attention (flash would),
-a tf32 matmul (tensor cores would) and a tiny Llama decoder layer."""
+a tf32 matmul (tensor cores would) and a tiny Llama decoder layer; with cp.async off too, a
+stage is copied by the threads' ordinary loads and stores."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -20,14 +21,14 @@ PROGRAMS = {
     "attention": (F.scaled_dot_product_attention, (torch.randn(1, 1, 64, 32),) * 3),
 }
 ADVANCED_STEPS = ("fuse_attention", "fuse_rows", "split_reduce", "003_split_matmul_k", "011_tma_copy",
-                  "012_swizzle_smem")
+                  "012_swizzle_smem", "013_async_copy")
 
 
 def only_the_core(c):
     steps = {s.name: s for s in c.trace}
     assert all(not steps[n].changed for n in ADVANCED_STEPS), [n for n in ADVANCED_STEPS if steps[n].changed]
     kinds = {type(s).__name__ for k in c.tile_ir.kernels for s, _ in walk(k.body)}
-    assert not {n for n in kinds if n.startswith("Tma") or n in ("MmaSync", "FragmentLoad")}
+    assert not {n for n in kinds if n.startswith(("Tma", "Async")) or n in ("MmaSync", "FragmentLoad")}
     assert all(k.mma is None for k in c.tile_ir.kernels)
     assert all(getattr(k, "flash", None) is None for k in c.tile_ir.kernels)
 

@@ -5,6 +5,7 @@ import math
 import pytest
 
 from deplokit.errors import DeplokitError
+from deplokit.ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from deplokit.ir.kernel_ir import (
     Assign,
     Barrier,
@@ -12,9 +13,6 @@ from deplokit.ir.kernel_ir import (
     Call,
     Comment,
     Const,
-    CpAsync,
-    CpAsyncCommit,
-    CpAsyncWait,
     Declare,
     DeclareArray,
     For,
@@ -23,8 +21,6 @@ from deplokit.ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    MbarrierInit,
-    MbarrierWait,
     Param,
     RegLoad,
     Select,
@@ -33,12 +29,12 @@ from deplokit.ir.kernel_ir import (
     SharedStore,
     Shuffle,
     Special,
-    TmaLoad,
     Unary,
     Var,
     VectorLoad,
     VectorStore,
 )
+from deplokit.ir.kernel_tma import MbarrierInit, MbarrierWait, TmaLoad
 from deplokit.ir.types import ctype_bytes
 from deplokit.passes.lower.cuda import format_float, render_kernel, render_program
 from deplokit.runtime import nvcc

@@ -5,6 +5,7 @@ from programs import config_of, corpus
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_tma import MbarrierInit
 from deplokit.ir.types import ctype_bytes
 from deplokit.runtime.nvcc import annotate_program, nvcc_available
 
@@ -26,7 +27,7 @@ def test_emitted_cuda_compiles(name, target):
         assert k.registers is not None and 0 < k.registers <= 255, k.name
         assert k.spills == 0, (k.name, k.spills)
         arrays = list(_shared_arrays(k.body))
-        mbarriers = {s.name for s in _walk(k.body) if isinstance(s, K.MbarrierInit)}
+        mbarriers = {s.name for s in _walk(k.body) if isinstance(s, MbarrierInit)}
         declared = sum(ctype_bytes(s.ctype) * s.size for s in arrays) + 8 * len(mbarriers)   # an mbarrier: 8 bytes
         # each array is aligned (16 bytes, a TMA box's 1024), so ptxas may count up to
         # align - 4 bytes of padding before each array

@@ -10,6 +10,7 @@ import torch
 import deplokit
 from deplokit.analysis.sass_issue import issue_split, slots_per_k_step
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_tma import MbarrierArrive, MbarrierWait
 from deplokit.runtime.sass import sass_available
 from deplokit.tune.sass_model.loop_overhead import OVERHEAD
 from deplokit.tune.sass_model.main_loop import main_loop
@@ -30,12 +31,12 @@ def _ring(threads: int, elect: bool | None) -> K.KernelFunc:
     shared memory; with `elect` set, thread 0 (elected or not) waits for the empty slot and
     arrives with the stage's byte count, as the TMA producer does."""
     tid, k = K.Special("tid.x"), K.Var("k")
-    body = [K.MbarrierWait("full", K.Binary("&", k, _int(1))),
+    body = [MbarrierWait("full", K.Binary("&", k, _int(1))),
             K.Declare("p", "float", K.Call("multiply", (K.SharedLoad("a", K.Binary("+", k, tid)),
                                                        K.SharedLoad("b", tid)))),
             K.Assign("acc", K.Call("add", (K.Var("acc"), K.Var("p"))))]
     if elect is not None:
-        producer = (K.MbarrierWait("empty", K.Binary("&", k, _int(1))), K.MbarrierArrive("full", expect_tx=4096))
+        producer = (MbarrierWait("empty", K.Binary("&", k, _int(1))), MbarrierArrive("full", expect_tx=4096))
         body.append(K.If(K.Binary("==", tid, _int(0)), producer, elect=elect))
     loop = K.For("k", _int(0), _int(64), _int(1), tuple(body))
     return K.KernelFunc("ring", (K.Param("out", const=False, size=threads),), (1, 1, 1), (threads, 1, 1),

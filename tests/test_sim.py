@@ -9,15 +9,13 @@ import torch
 from bench_sim import F, I, S, V, add, eq, lt, matmul_kernel, mul, rmsnorm_kernel
 
 from deplokit.errors import DeplokitError
+from deplokit.ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from deplokit.ir.kernel_ir import (
     Assign,
     Barrier,
     Binary,
     Call,
     Comment,
-    CpAsync,
-    CpAsyncCommit,
-    CpAsyncWait,
     Declare,
     DeclareArray,
     For,
@@ -26,8 +24,6 @@ from deplokit.ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    MbarrierInit,
-    MbarrierWait,
     Param,
     RegLoad,
     Select,
@@ -35,11 +31,11 @@ from deplokit.ir.kernel_ir import (
     SharedLoad,
     SharedStore,
     Shuffle,
-    TmaLoad,
     Unary,
     VectorLoad,
     VectorStore,
 )
+from deplokit.ir.kernel_tma import MbarrierInit, MbarrierWait, TmaLoad
 from deplokit.ir.types import Buffer, TensorType
 from deplokit.runtime.sim import SimulationError, simulate_kernel, simulate_program
 

@@ -12,6 +12,8 @@ from stage_helpers import TMA_ON, build, nodes, stages, step
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
+from deplokit.ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, TmaTensorLoad
 from deplokit.ir.tile_ir import Stage, walk
 from deplokit.passes.lower.materialize import materialize
 from deplokit.runtime.nvcc import nvcc_available
@@ -96,7 +98,7 @@ def test_tma_kernel_ir_full_and_empty_mbarrier_rings():
     # empty mbarriers
     c = build("matmul_ragged_n", "sm_90")
     (kernel,) = c.kernel_ir.kernels
-    full, empty = nodes(kernel.body, K.MbarrierInit)
+    full, empty = nodes(kernel.body, MbarrierInit)
     # full[s]: the producer's one arrive.expect_tx; empty[s]: every thread when done reading
     assert (full.name, full.count, full.slots) == ("a2o_full", 1, 2)
     assert (empty.name, empty.count, empty.slots) == ("a2o_empty", kernel.threads, 2)
@@ -104,21 +106,21 @@ def test_tma_kernel_ir_full_and_empty_mbarrier_rings():
     assert isinstance(kernel.body[i + 1], K.Barrier)                # other threads use them after a barrier
     prologue = [s for s in kernel.body[i:] if isinstance(s, K.If)][0]
     arrive, *_ = prologue.then
-    loads = list(nodes(prologue.then, K.TmaTensorLoad))
+    loads = list(nodes(prologue.then, TmaTensorLoad))
     # one box copy per TMA stage, at the slab's origin for K tile 0, after one arrival that
     # announces both boxes' bytes
     assert [(t.array, t.tensor_map, tuple(map(K.format_expr, t.coords))) for t in loads] == \
         [("a_smem", "a_tmap", ("(a0b * 32)", "0")), ("b_smem", "b_tmap", ("0", "(a1b * 32)"))]
     assert {(t.barrier, t.slot, t.expect) for t in loads} == {("a2o_full", K.Const(0, "int"), False)}
-    assert isinstance(arrive, K.MbarrierArrive) and arrive.expect_tx == 4 * (32 * 16 + 16 * 32)
+    assert isinstance(arrive, MbarrierArrive) and arrive.expect_tx == 4 * (32 * 16 + 16 * 32)
     assert [(t.name, t.buffer, t.shape, t.box, t.swizzle) for t in kernel.tensor_maps] == \
         [("a_tmap", "a", (48, 64), (32, 16), 0), ("b_tmap", "b", (64, 40), (16, 32), 0)]
     loop = k_loop(kernel)
     # consumers wait full[ko % 2] for round ko / 2; the producer waits empty[slot] before a refill;
     # the loop ends with every thread's arrival on empty[ko % 2]; no block-wide barrier in the loop
-    waits = [K.format_expr(w.slot) + " " + K.format_expr(w.phase) for w in nodes(loop.body, K.MbarrierWait)]
+    waits = [K.format_expr(w.slot) + " " + K.format_expr(w.phase) for w in nodes(loop.body, MbarrierWait)]
     assert waits == ["(a2o % 2) (a2o / 2)", "((a2o + 1) % 2) (((a2o + 1) / 2) + 1)"]
-    assert isinstance(loop.body[-1], K.MbarrierArrive) and loop.body[-1].name == "a2o_empty"
+    assert isinstance(loop.body[-1], MbarrierArrive) and loop.body[-1].name == "a2o_empty"
     assert not list(nodes(loop.body, K.Barrier))
     assert c.check(backend="sim").ok
 
@@ -159,11 +161,11 @@ def test_async_copy_on_every_target(target):
     c = build("rms_norm_seed", target)
     assert "x_smem = AsyncStage(x" in str(c.tile_ir)
     (kernel,) = c.kernel_ir.kernels
-    copies = list(nodes(kernel.body, K.CpAsync))
+    copies = list(nodes(kernel.body, CpAsync))
     assert copies and {cp.nbytes for cp in copies} == {16}           # rows of 2048 floats: 16-byte copies
     body = kernel.body
-    i = next(j for j, s in enumerate(body) if isinstance(s, K.CpAsyncCommit))
-    assert isinstance(body[i + 1], K.CpAsyncWait) and body[i + 1].pending == 0 and isinstance(body[i + 2], K.Barrier)
+    i = next(j for j, s in enumerate(body) if isinstance(s, CpAsyncCommit))
+    assert isinstance(body[i + 1], CpAsyncWait) and body[i + 1].pending == 0 and isinstance(body[i + 2], K.Barrier)
     assert c.check(backend="sim").ok
 
 
@@ -171,7 +173,7 @@ def test_async_copy_falls_back_to_4_bytes_on_unaligned_rows():
     c = build("linear_bias", "sm_80")
     text = str(c.tile_ir)
     assert "AsyncBufferedStage(input" in text and "AsyncStage(p_bias" in text
-    copies = list(nodes(c.kernel_ir.kernels[0].body, K.CpAsync))
+    copies = list(nodes(c.kernel_ir.kernels[0].body, CpAsync))
     assert {cp.nbytes for cp in copies} == {4}
     assert c.check(backend="sim").ok
 
@@ -180,7 +182,7 @@ def test_async_copy_knob():
     c = build("rms_norm_seed", "sm_80", {"013_async_copy.enable": False})
     st = step(c, "013_async_copy")
     assert not st.changed and "disabled by the knob" in st.skipped_reason
-    assert not list(nodes(c.kernel_ir.kernels[0].body, K.CpAsync))
+    assert not list(nodes(c.kernel_ir.kernels[0].body, CpAsync))
     assert list(nodes(c.kernel_ir.kernels[0].body, K.VectorLoad))    # float4 sync copy instead
 
 
@@ -197,11 +199,11 @@ def test_pipeline_rotates_the_k_loop(target):
     prologue = body[:loop_at]
     loop = body[loop_at]
     tma = target == "sm_90"
-    issue = K.TmaTensorLoad if tma else K.CpAsync
+    issue = TmaTensorLoad if tma else CpAsync
     assert list(nodes(prologue, issue))                             # tile 0 issued before the loop
     head = loop.body
     # sm_90: bias is a cp.async stage beside the two boxes, so both waits come first
-    waits = [K.CpAsyncWait, K.MbarrierWait] if tma else [K.CpAsyncWait]
+    waits = [CpAsyncWait, MbarrierWait] if tma else [CpAsyncWait]
     assert [type(s) for s in head[:len(waits) + 1]] == waits + [K.Barrier]
     guard = next(s for s in head if isinstance(s, K.If))
     assert K.format_expr(guard.cond) == "((a2o + 1) < 4)"          # the last iteration issues nothing
@@ -296,7 +298,7 @@ def test_pipelined_loop_waits_before_its_prefetching_stages(target):
     assert "\n".join([RELU_WAIT, RELU_INNER]) in str(st.before)
     assert str(st.after).count("AsyncWait(") == 1
     head = k_loop(c.kernel_ir.kernels[0]).body
-    waits = [K.CpAsyncWait, K.MbarrierWait] if target == "sm_90" else [K.CpAsyncWait]
+    waits = [CpAsyncWait, MbarrierWait] if target == "sm_90" else [CpAsyncWait]
     # the AsyncWait: the waits, then the barrier (tile ko visible; buffer (ko + 1) % 2 free);
     # the stages: the guarded issue of tile ko + 1
     assert [type(s) for s in head[:len(waits) + 3]] == waits + [K.Barrier, K.Comment, K.If]

@@ -11,7 +11,8 @@ from stage_helpers import nodes, stages, step
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.kernel_ir import TmaTensorLoad
+from deplokit.ir.kernel_cp_async import CpAsyncCommit, CpAsyncWait
+from deplokit.ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, ProxyFence, TmaLoad, TmaTensorLoad
 from deplokit.ir.tile_ir import Stage, walk
 from deplokit.ir.types import ctype_bytes
 from deplokit.runtime.launch_plan import build_plan
@@ -29,7 +30,7 @@ def matmul(m, k, n, target, **config):
 
 def k_loop(kernel):
     return next(s for s in nodes(kernel.body, K.For) if any(isinstance(c, K.For) for c in s.body)
-                and any(isinstance(c, (K.MbarrierWait, K.CpAsyncWait)) for c in s.body))
+                and any(isinstance(c, (MbarrierWait, CpAsyncWait)) for c in s.body))
 
 
 def edit(body, fn):
@@ -56,16 +57,16 @@ def test_stages_knob_makes_a_ring_and_015_prefetches_stages_minus_one():
     kernel = c.kernel_ir.kernels[0]
     loop = k_loop(kernel)
     # iteration ko waits for tile ko with the newest group (tile ko + 1) still in flight
-    assert [w.pending for w in nodes(loop.body, K.CpAsyncWait)] == [1]
+    assert [w.pending for w in nodes(loop.body, CpAsyncWait)] == [1]
     guard = next(s for s in loop.body if isinstance(s, K.If))
     assert K.format_expr(guard.cond).startswith(f"(({loop.var} + 2) <")
     # the group is committed every iteration, outside the guard, so wait_group 1 counts alike
-    assert any(isinstance(s, K.CpAsyncCommit) for s in loop.body)
-    assert not list(nodes(guard.then, K.CpAsyncCommit))
+    assert any(isinstance(s, CpAsyncCommit) for s in loop.body)
+    assert not list(nodes(guard.then, CpAsyncCommit))
     # the prologue issues tiles 0 and 1, one group each, in a loop of their own (unrolled)
     pro = next(s for s in kernel.body if isinstance(s, K.For) and s.var == f"{loop.var}_pre")
     assert K.format_expr(pro.stop) == "2" and pro.unroll
-    assert isinstance(pro.body[-1], K.CpAsyncCommit) and len(list(nodes(pro.body, K.CpAsyncCommit))) == 1
+    assert isinstance(pro.body[-1], CpAsyncCommit) and len(list(nodes(pro.body, CpAsyncCommit))) == 1
     # the loads read slot ko % 3
     assert f"(({loop.var} % 3) * " in str(kernel)
     assert c.check(backend="sim").ok
@@ -110,18 +111,18 @@ def tma_ring(n=3):
 def test_tma_ring_waits_full_with_parity_and_releases_empty():
     c = tma_ring(3)
     kernel = c.kernel_ir.kernels[0]
-    inits = {i.name: (i.count, i.slots) for i in nodes(kernel.body, K.MbarrierInit)}
+    inits = {i.name: (i.count, i.slots) for i in nodes(kernel.body, MbarrierInit)}
     loop = k_loop(kernel)
     ko = loop.var
     assert inits == {f"{ko}_full": (1, 3), f"{ko}_empty": (kernel.threads, 3)}
-    waits = {w.name: (K.format_expr(w.slot), K.format_expr(w.phase)) for w in nodes(loop.body, K.MbarrierWait)}
+    waits = {w.name: (K.format_expr(w.slot), K.format_expr(w.phase)) for w in nodes(loop.body, MbarrierWait)}
     assert waits[f"{ko}_full"] == (f"({ko} % 3)", f"({ko} / 3)")                    # parity (ko / 3) & 1
     assert waits[f"{ko}_empty"] == (f"(({ko} + 2) % 3)", f"((({ko} + 2) / 3) + 1)")  # the slot's last reads
     assert not list(nodes(loop.body, K.Barrier))                                     # no block-wide barrier
     release = loop.body[-1]
-    assert isinstance(release, K.MbarrierArrive) and release.name == f"{ko}_empty" and not release.expect_tx
+    assert isinstance(release, MbarrierArrive) and release.name == f"{ko}_empty" and not release.expect_tx
     # the producer announces the bytes of every copy into the slot once; the copies complete them
-    arrive = next(a for a in nodes(loop.body, K.MbarrierArrive) if a.expect_tx)
+    arrive = next(a for a in nodes(loop.body, MbarrierArrive) if a.expect_tx)
     copies = [t for t in nodes(loop.body, TmaTensorLoad)]       # one tensor-map box per operand
     assert len(copies) == 2
     assert all(t.barrier == f"{ko}_full" and not t.expect for t in copies)
@@ -135,7 +136,7 @@ def test_tma_ring_waits_full_with_parity_and_releases_empty():
 def test_slot_barrier_is_the_seam_the_copies_name():
     from deplokit.passes.lower.stage_plan import SlotBarrier
     bar = SlotBarrier("ko_full", K.Var("s"), 1024)
-    assert bar.arrive() == K.MbarrierArrive("ko_full", K.Var("s"), 1024)
+    assert bar.arrive() == MbarrierArrive("ko_full", K.Var("s"), 1024)
 
 
 # -- the simulator runs the protocol: broken ones fail -----------------------------------------
@@ -163,7 +164,7 @@ def test_waiting_on_the_wrong_phase_deadlocks():
     c = tma_ring(3)
 
     def wrong_parity(s):
-        if isinstance(s, K.MbarrierWait) and s.name.endswith("_full"):
+        if isinstance(s, MbarrierWait) and s.name.endswith("_full"):
             return [dataclasses.replace(s, phase=K.Binary("+", s.phase, K.Const(1, "int")))]
         return [s]
     with pytest.raises(SimulationError, match=r"waits for phase parity 1 .*never completes"):
@@ -172,7 +173,7 @@ def test_waiting_on_the_wrong_phase_deadlocks():
 
 def test_a_missing_arrive_deadlocks_the_producer():
     c = tma_ring(3)
-    no_release = broken(c, lambda s: [] if isinstance(s, K.MbarrierArrive) and not s.expect_tx else [s])
+    no_release = broken(c, lambda s: [] if isinstance(s, MbarrierArrive) and not s.expect_tx else [s])
     with pytest.raises(SimulationError, match=r"_empty\[0\] waits for phase parity 0 .*0 of \d+ arrivals"):
         sim(no_release, c)
 
@@ -181,7 +182,7 @@ def test_missing_bytes_never_complete_the_full_barrier():
     c = tma_ring(3)
 
     def overstate(s):
-        if isinstance(s, K.MbarrierArrive) and s.expect_tx:
+        if isinstance(s, MbarrierArrive) and s.expect_tx:
             return [dataclasses.replace(s, expect_tx=s.expect_tx + 16)]
         return [s]
     with pytest.raises(SimulationError, match=r"_full\[0\] .*16 transaction bytes outstanding"):
@@ -192,7 +193,7 @@ def test_reading_a_slot_whose_copy_has_not_completed():
     c = tma_ring(3)
 
     def wrong_slot(s):             # consumers wait on the next slot's barrier, read their own
-        if isinstance(s, K.MbarrierWait) and s.name.endswith("_full"):
+        if isinstance(s, MbarrierWait) and s.name.endswith("_full"):
             nxt = K.Binary("%", K.Binary("+", s.slot.a, K.Const(1, "int")), s.slot.b)
             return [dataclasses.replace(s, slot=nxt)]
         return [s]
@@ -204,7 +205,7 @@ def test_a_copy_overwriting_a_slot_still_being_read():
     c = tma_ring(2)
 
     def no_empty_wait(s):          # the producer refills a slot without waiting for its readers
-        return [] if isinstance(s, K.MbarrierWait) and s.name.endswith("_empty") else [s]
+        return [] if isinstance(s, MbarrierWait) and s.name.endswith("_empty") else [s]
 
     with pytest.raises(
         SimulationError, match=r"overwrites element \d+ of shared array \w+, read by .*still being read"
@@ -215,8 +216,8 @@ def test_a_copy_overwriting_a_slot_still_being_read():
 def test_cp_async_ring_waiting_for_too_few_groups_reads_unlanded_data():
     c = matmul(64, 256, 64, "sm_80", stages=3, **{"002_chunk_matmul_k__k_chunk": 16})
     kernel = c.kernel_ir.kernels[0]
-    lazy = dataclasses.replace(kernel, body=edit(kernel.body, lambda s: [K.CpAsyncWait(2)]
-                                                 if isinstance(s, K.CpAsyncWait) else [s]))
+    lazy = dataclasses.replace(kernel, body=edit(kernel.body, lambda s: [CpAsyncWait(2)]
+                                                 if isinstance(s, CpAsyncWait) else [s]))
     with pytest.raises(SimulationError, match=r"before its data lands: written by cp.async group"):
         simulate_kernel(lazy, {p.name: np.zeros(p.size, dtype=np.int32 if p.ctype == "int32" else np.float32)
                                for p in lazy.params})
@@ -300,11 +301,11 @@ def _zero_then_tma(fenced):
     tid, zero = K.Special("tid.x"), K.Const(0, "int")
     first = K.Binary("==", tid, zero)
     body = (K.SharedArray("tile", 64),
-            K.If(first, (K.MbarrierInit("bar", 1),)),
+            K.If(first, (MbarrierInit("bar", 1),)),
             K.SharedStore("tile", tid, K.Const(0.0)),
             K.Barrier(),
-            K.If(first, (K.TmaLoad("tile", zero, "x", zero, 64, "bar"),)),
-            K.MbarrierWait("bar", zero),
+            K.If(first, (TmaLoad("tile", zero, "x", zero, 64, "bar"),)),
+            MbarrierWait("bar", zero),
             K.GlobalStore("out", tid, K.SharedLoad("tile", tid)))
     k = K.KernelFunc("zero_then_tma", (K.Param("x"), K.Param("out", const=False)), (1, 1, 1), (64, 1, 1), body)
     if fenced:
@@ -319,14 +320,14 @@ def test_ordinary_stores_before_an_async_copy_need_a_proxy_fence():
         simulate_kernel(_zero_then_tma(False), {"x": x, "out": np.zeros(64, np.float32)})
     k = _zero_then_tma(True)
     store = next(i for i, s in enumerate(k.body) if isinstance(s, K.SharedStore))
-    assert isinstance(k.body[store + 1], K.ProxyFence)              # each storing thread fences
+    assert isinstance(k.body[store + 1], ProxyFence)              # each storing thread fences
     out = np.zeros(64, np.float32)
     simulate_kernel(k, {"x": x, "out": out})
     assert (out == x).all()
     from deplokit.passes.lower.cuda import render_kernel
     assert "fence.proxy.async.shared::cta;" in render_kernel(k, 90)
     # the rings' slots are written by TMA alone: no fence in a generated kernel
-    assert not list(nodes(tma_ring(3).kernel_ir.kernels[0].body, K.ProxyFence))
+    assert not list(nodes(tma_ring(3).kernel_ir.kernels[0].body, ProxyFence))
 
 
 def test_stages_are_in_the_tuners_space():

@@ -15,6 +15,7 @@ from stage_helpers import TMA_ON, build, step
 import deplokit
 from deplokit.analysis.banks import stage_cost
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_tma import MbarrierInit, MbarrierWait, TensorMap, TmaTensorLoad
 from deplokit.ir.swizzle import swizzle_word
 from deplokit.runtime.launch_plan import build_plan
 from deplokit.runtime.nvcc import nvcc_available
@@ -97,7 +98,7 @@ def _box_kernel(origin=(30, 36), swizzle=32, issuers=1, coords=None):
     """One block copies an 8 x 8 box of a 40 x 40 tensor at `origin`, then thread t stores
     box element t (read back through the swizzle)."""
     tid = K.Special("tid.x")
-    tmap = K.TensorMap("x_tmap", "x", (40, 40), (8, 8), swizzle)
+    tmap = TensorMap("x_tmap", "x", (40, 40), (8, 8), swizzle)
     at = tuple(K.Const(o, "int") for o in (coords or origin))
     read = swizzle_word(np.arange(64), swizzle)       # where box element t landed
     pick = K.Const(0, "int")
@@ -105,13 +106,13 @@ def _box_kernel(origin=(30, 36), swizzle=32, issuers=1, coords=None):
         pick = K.Select(K.Binary("==", tid, K.Const(t, "int")), K.Const(int(read[t]), "int"), pick)
     body = (
         K.SharedArray("box", 64, align=1024),
-        K.If(K.Binary("==", tid, K.Const(0, "int")), (K.MbarrierInit("bar", 1),)),
+        K.If(K.Binary("==", tid, K.Const(0, "int")), (MbarrierInit("bar", 1),)),
         K.Barrier(),
         K.If(
             K.Binary("<", tid, K.Const(issuers, "int")),
-            (K.TmaTensorLoad("box", K.Const(0, "int"), "x_tmap", at, "bar"),),
+            (TmaTensorLoad("box", K.Const(0, "int"), "x_tmap", at, "bar"),),
         ),
-        K.MbarrierWait("bar", K.Const(0, "int")),
+        MbarrierWait("bar", K.Const(0, "int")),
         K.GlobalStore("out", tid, K.SharedLoad("box", pick)),
     )
     return K.KernelFunc("box", (K.Param("x"), K.Param("out", const=False)), (1, 1, 1), (64, 1, 1), body,

@@ -10,6 +10,7 @@ from programs import config_of, corpus
 import deplokit
 from deplokit.errors import DeplokitError
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_cp_async import CpAsync
 from deplokit.ir.loop_ir import Load, Loop, Store
 from deplokit.ir.tile_ir import Stage, TmaBox, map_body
 from deplokit.passes.lower.materialize import materialize
@@ -155,7 +156,7 @@ def test_the_copy_unit_is_stamped_and_read():
 
     def cp_bytes(program, array):
         return {x.nbytes for x in K.walk_stmts(materialize(program).kernels[0].body)
-                if isinstance(x, K.CpAsync) and x.array == array}
+                if isinstance(x, CpAsync) and x.array == array}
     assert cp_bytes(tile, "x_smem") == {16}
     # the lowering spells the stamp, it does not re-derive it: a scalar stamp, 4-byte copies
     scalar = stamp(lambda s: dataclasses.replace(s, unit=1))

@@ -43,12 +43,8 @@ def evaluate_once(tree: ast.Module, text: str):
     in the user's code, whose message should be eager's) it is evaluated again, eagerly."""
     try:
         return _evaluate(tree, text, shapes_only=True)
-    except (NeedsValues, _Retry):
+    except NeedsValues:
         return _evaluate(tree, text, shapes_only=False)
-
-
-class _Retry(Exception):
-    """The shapes-only evaluation cannot stand for the eager one."""
 
 
 def _evaluate(tree: ast.Module, text: str, shapes_only: bool):
@@ -63,7 +59,7 @@ def _evaluate(tree: ast.Module, text: str, shapes_only: bool):
                                       "each input and constant once")
             is_input = kind == "input" and isinstance(value, torch.Tensor)
             if shapes_only and isinstance(value, torch.Tensor) and value.is_meta:
-                raise _Retry()         # made from an input's meta stand-in (torch.rand_like(x), ...)
+                raise NeedsValues("made from an input's meta stand-in (torch.rand_like(x), ...)")
             # Keep the example input as created: later statements may update it in place.
             values[kind][k] = value.detach().clone() if is_input else value
             if shapes_only and is_input:
@@ -85,11 +81,11 @@ def _evaluate(tree: ast.Module, text: str, shapes_only: bool):
     try:
         with torch.no_grad(), size_guard(shapes_only):   # a result too large to compile is refused unmade
             exec(code, env)
-    except (DeplokitError, NeedsValues, _Retry):
+    except (DeplokitError, NeedsValues):
         raise
     except Exception as e:  # anything the user's code raises
         if shapes_only:
-            raise _Retry() from None   # report it as the eager evaluation words it
+            raise NeedsValues(type(e).__name__) from None   # report it as the eager evaluation words it
         raise ExpressionError(_runtime_message(e)) from None
     finally:
         torch.random.set_rng_state(rng)

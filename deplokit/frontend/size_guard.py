@@ -27,7 +27,8 @@ def _meta(x):
 
 
 class NeedsValues(Exception):
-    """A shapes-only evaluation met an op that needs real values."""
+    """The shapes-only evaluation cannot stand for the eager one (an op that needs real values,
+    a factory shaped like an input, an error whose message should be eager's)."""
 
 
 class _SizeGuard(TorchDispatchMode):

@@ -1,21 +1,22 @@
 """Kernel IR: a scheduled kernel spelled in hardware primitives, one step above CUDA text.
 
 A small C-like tree: typed scalar expressions, per-thread statements, shared arrays,
-barriers, warp shuffles, cp.async groups, TMA with mbarriers, 128-bit vector accesses and
-unroll hints. The CUDA renderer prints it; the SIMT simulator executes it with numpy,
-every thread of every block at once. Every variable is per-thread (a register).
+barriers, warp shuffles, 128-bit vector accesses and unroll hints. The CUDA renderer prints
+it; the SIMT simulator executes it with numpy, every thread of every block at once. Every
+variable is per-thread (a register).
 
 Index arithmetic is int (32-bit, or 64-bit in a kernel stamped `index_bits=64`); a value is
 held at its dtype (float, int64, int32 or bool: ir/types.DTYPE_CTYPE), integers exactly, with
 an explicit Cast where floats and integers meet; global buffers are flat arrays addressed by
 element offset.
 
-One module, one concept, in reading order: the expression and statement nodes (TMA's
-tensor maps among them), the statements that stand for a stage between two lowering passes,
-the kernel and program, walking, the text every node prints as (dispatched on the node's
-type), and the names a kernel declares with their renaming. The statements of two advanced
-features live in modules of their own and print themselves: the tensor cores' (kernel_mma.py)
-and the split-K tail's (kernel_split.py).
+One module, one concept, in reading order: the expression and statement nodes, the
+statements that stand for a stage between two lowering passes, the kernel and program,
+walking, the text every node prints as (dispatched on the node's type), and the names a
+kernel declares with their renaming. The statements of the advanced features live in
+modules of their own and print themselves: cp.async copies (kernel_cp_async.py), TMA
+copies and mbarriers (kernel_tma.py, with the tensor maps a kernel takes), the tensor cores'
+(kernel_mma.py, kernel_wgmma.py) and the split-K tail's (kernel_split.py).
 """
 from __future__ import annotations
 
@@ -215,124 +216,12 @@ class SyncWarp:
 
 
 @dataclass(frozen=True)
-class CpAsync:
-    """cp.async of `nbytes` (4, 8 or 16) from global to shared; lands by a later wait."""
-    array: str
-    dst_offset: Expr
-    buffer: str
-    src_offset: Expr
-    nbytes: int = 4
-
-
-@dataclass(frozen=True)
-class CpAsyncCommit:
-    pass
-
-
-@dataclass(frozen=True)
-class CpAsyncWait:
-    pending: int = 0              # wait until at most this many groups are in flight
-
-
-@dataclass(frozen=True)
-class TmaLoad:
-    """Bulk copy of a contiguous run of `count` floats from global to shared, completing on
-    mbarrier `barrier` (sm_90 cp.async.bulk): its bytes count down the barrier's expected
-    transaction count (complete_tx). Issued by one thread. `slot`: which mbarrier of the
-    array `barrier` names (a stage ring's full barrier; None: a single mbarrier). `expect`:
-    the issuing thread also arrives on the barrier announcing the copy's bytes
-    (arrive.expect_tx); False when an MbarrierArrive with expect_tx announced the bytes of
-    the whole group (passes/lower/stage_plan.py SlotBarrier)."""
-    array: str
-    dst_offset: Expr
-    buffer: str
-    src_offset: Expr
-    count: int
-    barrier: str
-    slot: Expr | None = None
-    expect: bool = True
-
-
-@dataclass(frozen=True)
-class MbarrierInit:
-    """`slots` mbarriers called name[0..slots) (one when slots is 1), each completing a phase
-    when `count` arrivals have been made and every announced transaction byte has landed."""
-    name: str
-    count: int = 1
-    slots: int = 1
-
-
-@dataclass(frozen=True)
-class MbarrierArrive:
-    """Every thread that runs it arrives once on mbarrier name[slot]. expect_tx > 0: the
-    arrival also announces that many bytes of copies completing on this phase
-    (mbarrier.arrive.expect_tx; one thread makes it)."""
-    name: str
-    slot: Expr | None = None
-    expect_tx: int = 0
-
-
-@dataclass(frozen=True)
-class ProxyFence:
-    """fence.proxy.async.shared::cta: the shared-memory stores the thread made as ordinary
-    stores (the generic proxy) are ordered before its later operations of the async proxy
-    (TMA copies) on the same shared memory; each thread that stored fences before the
-    barrier that hands the memory to the copy's issuer."""
-
-
-@dataclass(frozen=True)
-class MbarrierWait:
-    """Wait until the phase of mbarrier name[slot] whose parity is `phase & 1` has completed
-    (mbarrier.try_wait.parity: it returns once the barrier's current phase has the other
-    parity; a barrier that never completed a phase counts parity 1 as completed)."""
-    name: str
-    phase: Expr
-    slot: Expr | None = None
-
-
-@dataclass(frozen=True)
 class Comment:
     text: str
 
 
-@dataclass(frozen=True)
-class TmaTensorLoad:
-    """cp.async.bulk.tensor (sm_90): the box of tensor map `tensor_map` (a TensorMap of the
-    kernel) whose first element is at `coords` (element coordinates, outermost dimension
-    first; elements outside the tensor read 0) into shared `array` at element `dst_offset`,
-    written swizzled as the map says, completing the box's bytes on mbarrier `barrier`.
-    Issued by one thread."""
-    array: str
-    dst_offset: Expr
-    tensor_map: str
-    coords: tuple[Expr, ...]
-    barrier: str
-    slot: Expr | None = None       # which mbarrier of the array `barrier` (a ring's full[slot])
-    expect: bool = True            # the copy announces its own bytes (False: the ring's arrival does)
-
-
-@dataclass(frozen=True)
-class TensorMap:
-    """A `const __grid_constant__ CUtensorMap` parameter of a kernel (after its buffers): how
-    TmaTensorLoads copy boxes of global buffer `buffer` (row-major `shape`, float32) into
-    shared memory. The host encodes it for the device buffer (runtime/tensor_map.py)."""
-    name: str
-    buffer: str
-    shape: tuple[int, ...]        # the buffer's dims, outermost first
-    box: tuple[int, ...]          # one copy's extent per dim, outermost first
-    swizzle: int = 0              # bytes (0, 32, 64, 128): deplokit.ir.swizzle
-
-    @property
-    def box_bytes(self) -> int:
-        n = 4
-        for b in self.box:
-            n *= b
-        return n
-
-
 Stmt = Union[Declare, DeclareArray, Assign, SharedArray, GlobalStore, SharedStore, VectorLoad, VectorStore,
-             For, If, Barrier, SyncWarp, CpAsync, CpAsyncCommit, CpAsyncWait,
-             TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait, ProxyFence, Comment]
+             For, If, Barrier, SyncWarp, Comment]
 
 
 # -- statements pending a later lowering pass ----------------------------------------------
@@ -415,10 +304,10 @@ class KernelFunc(Displayable):
     # 64 where an offset can pass 2**31 - 1 (k001 decides it from the tensors' sizes and the
     # launch), 32 elsewhere (faster).
     index_bits: int = 32
-    # TMA (sm_90): the tensor maps the kernel takes after its buffer parameters.
-    tensor_maps: tuple[TensorMap, ...] = ()
+    # TMA (sm_90): the tensor maps (kernel_tma.TensorMap) the kernel takes after its buffer parameters.
+    tensor_maps: tuple = ()
 
-    def tensor_map(self, name: str) -> TensorMap:
+    def tensor_map(self, name: str):
         for t in self.tensor_maps:
             if t.name == name:
                 return t
@@ -471,12 +360,14 @@ def stmt_exprs(s):
     if isinstance(s, If):
         return (s.cond,)
     out = []
-    for name in ("init", "value", "index", "offset", "dst_offset", "src_offset", "phase", "slot"):
+    for name in ("init", "value", "index", "offset"):
         e = getattr(s, name, None)
         if e is not None and not isinstance(e, (int, float, str)):
             out.append(e)
-    out += list(getattr(s, "values", ())) + list(getattr(s, "coords", ()))
-    out += [getattr(s, name) for name in getattr(s, "MORE_EXPRS", ())]     # a feature's own fields
+    out += list(getattr(s, "values", ()))
+    for name in getattr(s, "MORE_EXPRS", ()):      # a feature's own fields: an Expr, None or a tuple of them
+        e = getattr(s, name)
+        out += e if isinstance(e, tuple) else [] if e is None else [e]
     return tuple(out)
 
 
@@ -520,22 +411,24 @@ def varies(e, varying) -> bool:
 
 
 def declared_smem_bytes(func: "KernelFunc") -> int:
-    """Static shared memory declared, placed as the renderer places it: 8 bytes per mbarrier,
-    then each static shared array at the next multiple of its alignment (16 bytes; a TMA box's
-    1024), rounded up to 16 (ptxas's figure is `smem_bytes`); dynamic arrays: `dynamic_smem`."""
-    arrays, barriers = [], {}
+    """Static shared memory declared, placed as the renderer places it: first what a feature's
+    statement declares at the top of the kernel (`preamble_smem_bytes`: kernel_tma's
+    mbarriers, 8 bytes each), then each static shared array at the next multiple of its
+    alignment (16 bytes; a TMA box's 1024), rounded up to 16 (ptxas's figure is `smem_bytes`);
+    dynamic arrays: `dynamic_smem`."""
+    arrays, preamble = [], {}
     for s in walk_stmts(func.body):
         if isinstance(s, SharedArray) and s.offset is None:
             arrays.append(s)
-        elif isinstance(s, MbarrierInit):
-            barriers.setdefault(s.name, s.slots)
-    total = 8 * sum(barriers.values())
+        elif hasattr(s, "preamble_smem_bytes"):
+            preamble.setdefault(s.name, s.preamble_smem_bytes)
+    total = sum(preamble.values())
     for s in arrays:
         total = -(-total // s.align) * s.align + ctype_bytes(s.ctype) * s.size
     return -(-total // 16) * 16
 
 
-# -- text: a terse pseudo-C naming each primitive (global/shared loads, barrier, shfl_xor, cp.async ...),
+# -- text: a terse pseudo-C naming each primitive (global/shared loads, barrier, shfl_xor ...),
 # lower than Tile IR but without CUDA's spelling -------------------------------------------
 
 _INFIX = {"+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "&", "|", "^", "<<", ">>"}
@@ -585,13 +478,9 @@ def format_at(array: str, offset) -> str:
     return f"{array}[{format_plain(offset)}]"
 
 
-def _copy(s) -> str:
+def format_copy(s) -> str:
     """What an asynchronous copy moves (cp.async, TMA): shared X[dst] <- global Y[src]."""
     return f"shared {format_at(s.array, s.dst_offset)} <- global {format_at(s.buffer, s.src_offset)}"
-
-
-def _mbar(name: str, slot) -> str:
-    return name if slot is None else f"{name}[{format_plain(slot)}]"
 
 
 def format_stmts(body, depth: int, lines: list[str]) -> None:
@@ -632,33 +521,11 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             lines.append(f"{pad}barrier")
         elif isinstance(s, SyncWarp):
             lines.append(f"{pad}syncwarp")
-        elif isinstance(s, CpAsync):
-            lines.append(f"{pad}cp.async {s.nbytes}B {_copy(s)}")
-        elif isinstance(s, CpAsyncCommit):
-            lines.append(f"{pad}cp.async.commit")
-        elif isinstance(s, CpAsyncWait):
-            lines.append(f"{pad}cp.async.wait {s.pending}")
-        elif isinstance(s, TmaLoad):
-            lines.append(f"{pad}tma {s.count} floats {_copy(s)} on {_mbar(s.barrier, s.slot)}")
-        elif isinstance(s, TmaTensorLoad):
-            at = ", ".join(_strip(format_expr(c)) for c in s.coords)
-            lines.append(f"{pad}tma box shared {s.array}[{_strip(format_expr(s.dst_offset))}] <- "
-                         f"{s.tensor_map}[{at}] on {_mbar(s.barrier, s.slot)}")
-        elif isinstance(s, MbarrierInit):
-            slots = f"[{s.slots}]" if s.slots != 1 else ""
-            lines.append(f"{pad}mbarrier.init {s.name}{slots} count {s.count}")
-        elif isinstance(s, MbarrierArrive):
-            tx = f" expect_tx {s.expect_tx} bytes" if s.expect_tx else ""
-            lines.append(f"{pad}mbarrier.arrive {_mbar(s.name, s.slot)}{tx}")
-        elif isinstance(s, ProxyFence):
-            lines.append(f"{pad}fence.proxy.async")
-        elif isinstance(s, MbarrierWait):
-            lines.append(f"{pad}mbarrier.wait {_mbar(s.name, s.slot)} phase {format_expr(s.phase)}")
         elif isinstance(s, Comment):
             lines.append(f"{pad}// {s.text}")
         elif isinstance(s, (StageCopy, StageWait, StagePrologue)):   # pending a later pass
             lines.append(pad + s.text())
-        elif callable(getattr(s, "text", None)):    # a feature's statement (kernel_mma.py, ...) says itself
+        elif callable(getattr(s, "text", None)):    # a feature's statement (kernel_tma.py, ...) says itself
             lines.append(pad + s.text())
         else:
             raise TypeError(s)
@@ -677,8 +544,7 @@ def format_kernel(k: KernelFunc) -> str:
     for p in k.params:
         lines.append(f"# param {p.name}: {'const ' if p.const else ''}{p.ctype}[{p.size}]")
     for t in k.tensor_maps:
-        swz = f", swizzle {t.swizzle}B" if t.swizzle else ""
-        lines.append(f"# param {t.name}: tensor map of {t.buffer}{list(t.shape)}, box {list(t.box)}{swz}")
+        lines.append(f"# param {t.name}: {t.text()}")
     if k.registers is not None:
         lines.append(f"# ptxas: {k.registers} registers, {k.smem_bytes} bytes smem, {k.spills} bytes spilled")
     format_stmts(k.body, 0, lines)
@@ -700,9 +566,7 @@ def format_kernel(k: KernelFunc) -> str:
 _LOCAL_FIELDS = {
     Var: ("name",), Declare: ("name",), DeclareArray: ("name",), Assign: ("name",),
     SharedArray: ("name",), SharedLoad: ("array",), RegLoad: ("array",),
-    SharedStore: ("array",), For: ("var",), CpAsync: ("array",),
-    TmaLoad: ("array", "barrier"), TmaTensorLoad: ("array", "barrier"), MbarrierInit: ("name",),
-    MbarrierWait: ("name",), MbarrierArrive: ("name",),
+    SharedStore: ("array",), For: ("var",),
 }
 
 

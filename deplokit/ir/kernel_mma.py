@@ -65,4 +65,22 @@ class Mma:
                 f"{self.a}[{format_plain(self.a_at)} +..], {self.b}[{format_plain(self.b_at)} +..])")
 
 
-MmaStmt = Union[LdMatrix, Tf32Round, Mma]
+@dataclass(frozen=True)
+class PackHalves:
+    """dst[index] = two FP32 values rounded to `kind` (bf16 | f16, to nearest even) and packed
+    in one 32-bit register, `lo` in the low 16 bits (cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32):
+    an A fragment register built in registers (flash attention's P, its query rows)."""
+    dst: str
+    index: Expr
+    lo: Expr
+    hi: Expr
+    kind: str
+    LOCAL_FIELDS = ("dst",)
+    MORE_EXPRS = ("lo", "hi")
+
+    def text(self) -> str:
+        return (f"{self.dst}[{format_plain(self.index)}] = pack.{self.kind}x2({format_plain(self.lo)}, "
+                f"{format_plain(self.hi)})")
+
+
+MmaStmt = Union[LdMatrix, Tf32Round, Mma, PackHalves]

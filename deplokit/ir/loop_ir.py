@@ -209,6 +209,8 @@ class FlashPlan:
     # own, then combined (passes/flash/attention_split.py); `split` names the split kernel's loop
     splits: int = 1
     split: str = ""
+    # half attention on tensor cores (deplokit.ir.flash_mma.FlashMma), else None: FFMA
+    mma: object = None
 
     @property
     def rereads(self) -> int:
@@ -227,7 +229,8 @@ class FlashPlan:
         where += f", {self.lanes} threads a row" if self.lanes > 1 else ""
         why = f" ({self.registers})" if self.registers else ""
         return (f"flash: a block owns {self.query_tile} query rows{heads} (in {where}), keys and values in "
-                f"staged tiles of {self.key_tile}{skip}{why}" + (f"; {self.fill}" if self.fill else ""))
+                f"staged tiles of {self.key_tile}{skip}{why}" + (f"; {self.fill}" if self.fill else "")
+                + (f"; {self.mma.text()}" if self.mma is not None else ""))
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,10 @@ from __future__ import annotations
 from ..errors import IRInvariantError
 from ..ir import kernel_ir as K
 from ..ir.index import Affine, covers_once, free_vars, gathers
+from ..ir.kernel_cp_async import CpAsync
 from ..ir.kernel_ir import KernelProgram, declared_smem_bytes
 from ..ir.kernel_split import AtomicInc, Broadcast
+from ..ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, TmaLoad, TmaTensorLoad
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.tile_ir import (
     Assign,
@@ -296,7 +298,7 @@ class _KernelChecker:
         # shared arrays: declared, or pending a later pass's declaration (kernel_ir.StageCopy)
         self.shared = {s.name for s in stmts if isinstance(s, K.SharedArray)} | \
             {s.shared_array for s in stmts if getattr(s, "shared_array", None)}
-        self.mbarriers = {s.name for s in stmts if isinstance(s, K.MbarrierInit)}
+        self.mbarriers = {s.name for s in stmts if isinstance(s, MbarrierInit)}
 
     def fail(self, invariant, detail):
         raise IRInvariantError("Kernel", invariant, self.f.name, detail)
@@ -349,18 +351,18 @@ class _KernelChecker:
             self.array(s.array)
         elif isinstance(s, K.VectorStore):
             self.array(s.target) if s.space == "shared" else self.buffer(s.target)
-        elif isinstance(s, (K.CpAsync, K.TmaLoad)):
+        elif isinstance(s, (CpAsync, TmaLoad)):
             self.array(s.array)
             self.buffer(s.buffer)
-            if isinstance(s, K.TmaLoad) and s.barrier not in self.mbarriers:
+            if isinstance(s, TmaLoad) and s.barrier not in self.mbarriers:
                 self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
-        elif isinstance(s, K.TmaTensorLoad):
+        elif isinstance(s, TmaTensorLoad):
             self.array(s.array)
             if s.barrier not in self.mbarriers:
                 self.fail("names-declared", f"TMA copy completes on {s.barrier}, which is never initialised")
             if s.tensor_map not in {t.name for t in self.f.tensor_maps}:
                 self.fail("names-declared", f"TMA copy through {s.tensor_map}, which is no tensor map of the kernel")
-        elif isinstance(s, (K.MbarrierWait, K.MbarrierArrive)) and s.name not in self.mbarriers:
+        elif isinstance(s, (MbarrierWait, MbarrierArrive)) and s.name not in self.mbarriers:
             self.fail("names-declared", f"waits or arrives on mbarrier {s.name}, which is never initialised")
         elif isinstance(s, K.Barrier) and divergent:
             self.fail("uniform-barriers", f"a barrier inside {divergent}: threads that skip it hang the block")

@@ -18,22 +18,26 @@ import dataclasses
 
 from ...analysis.computes import KernelNamer
 from ...ir.loop_ir import LoopProgram, flash_parts
+from ...ir.types import HALF_DTYPES
 from ..fuse.grid_fill import estimate, unfused_estimate
 from ..fuse.guard import Traffic, fusion_pays
-from ..record import Noted, Pass, Skip, flag_knob
+from ..record import Knob, Noted, Pass, Skip, flag_knob
 from ..rows.row_cost import unfused_traffic
 from ..rows.rows import ChainFacts, merge_chain, plan_chain, with_kernels
 from .attention_loop import flash_kernel
 from .attention_match import match_attention
 from .attention_plan import FILL_BYTES, flash_blocks, flash_traffic, plan_flash
 from .attention_split import split_kernels
+from .flash_mma import mma_default, plan_mma
 
 FLASH_WORK_BUDGET = 1.5
 
 
-def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> tuple[LoopProgram, tuple[str, ...]]:
+def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None,
+                   mma: str = "off") -> tuple[LoopProgram, tuple[str, ...]]:
     """Every attention chain replaced by its flash kernel where that pays; one note per chain.
-    With a target, the check also weighs grid fill (grid_fill.py)."""
+    With a target, the check also weighs grid fill (grid_fill.py). mma="half": a half flash
+    kernel computes its two products on tensor cores where it can (flash_mma.py)."""
     kernels = list(program.kernels)
     temps = {b.name for b in program.written if b.kind == "temp"}
     types = program.types()
@@ -86,6 +90,12 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
             notes.append(f"attention: kernels {first.name} and {combine.name} fuse {names} with an online "
                          f"softmax over {schedule.splits} key ranges, then combine them; {schedule.text()}")
         else:
+            if mma == "half":
+                record = plan_mma(flash, flash_parts(flash), schedule, types, target)
+                if isinstance(record, str) and _reads_half(flash, types):
+                    notes.append(f"attention: kernel {flash.name} multiplies on FFMA (not tensor cores): {record}")
+                elif not isinstance(record, str):
+                    schedule = dataclasses.replace(schedule, mma=record)
             kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]
             notes.append(f"attention: kernel {flash.name} fuses {names} with an online softmax; {schedule.text()}")
         notes.append(f"attention: {'cost: ' + why if wins else 'fused without the cost check: ' + why}")
@@ -94,6 +104,11 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None) -> t
         return program, tuple(notes)
     fused = with_kernels(program, kernels)
     return dataclasses.replace(fused, written=fused.written + added), tuple(notes)
+
+
+def _reads_half(kernel, types) -> bool:
+    """Whether the kernel reads a half tensor (then why it stays on FFMA is worth a note)."""
+    return any(types[name].dtype in HALF_DTYPES for name in kernel.inputs() if name in types)
 
 
 def flash_pays(fused: Traffic, unfused: Traffic, fill=None, split: bool = False) -> tuple[bool, str]:
@@ -116,7 +131,7 @@ def flash_pays(fused: Traffic, unfused: Traffic, fill=None, split: bool = False)
 
 
 def _apply(program, pctx):
-    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"], target=pctx.target)
+    loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"], target=pctx.target, mma=pctx.knobs["mma"])
     if loop == program:
         return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
     return Noted(loop, notes)
@@ -125,4 +140,6 @@ def _apply(program, pctx):
 PASS = Pass("fuse_attention", "loop", "attention's kernels become one flash-attention kernel (online softmax)", _apply,
             (flag_knob("enable", "fuse attention into one kernel over key tiles, the softmax online",
                        "attention fusion"),
-             flag_knob("by_cost", "fuse only where the guard counts fewer bytes moved and little more work")))
+             flag_knob("by_cost", "fuse only where the guard counts fewer bytes moved and little more work"),
+             Knob("mma", ("half", "off"), mma_default,
+                  "half attention's QK^T and PV on tensor cores (mma.sync m16n8k16, FP32 softmax); off: FFMA")))

@@ -30,17 +30,17 @@ and adds no barrier (the Kernel IR says where `__syncthreads()` goes). What it o
 * Float constants print exactly: the shortest decimal that names the same float32 (a
   kernel computes in float32), with an `f` suffix: `1e-06f`, `2048.0f`; infinities and NaN
   as CUDA's `INFINITY`, `-INFINITY`, `NAN`.
-* Asynchronous copies are inline PTX, so the instruction issued is on the page:
-  `cp.async.{ca,cg}.shared.global` (sm_80+; `cg`, which bypasses L1, for 16 bytes),
-  `cp.async.commit_group`, `cp.async.wait_group N`. The advanced features' statements are
-  printed by their own modules through FEATURE_STATEMENTS: TMA copies and mbarriers by
-  passes/tma/cuda_tma.py, the tensor cores' ldmatrix and mma.sync by passes/mma/cuda_mma.py,
-  the split-K tail's fence, counter and broadcast by passes/split/cuda_split.py.
+* The advanced features' statements are printed by their own modules through
+  FEATURE_STATEMENTS, as inline PTX, so the instruction issued is on the page: cp.async
+  copies by passes/lower/cuda_cp_async.py, TMA copies and mbarriers by
+  passes/tma/cuda_tma.py, the tensor cores' ldmatrix and mma.sync by passes/mma/cuda_mma.py
+  (wgmma by passes/wgmma/cuda_wgmma.py), the split-K tail's fence, counter and broadcast by
+  passes/split/cuda_split.py. The renderer gives them `emit_asm` and `shared_addr`.
 * Output is deterministic (same tree, same bytes) with 4-space indentation.
 
 One module, one job, in reading order: the C types, literals, operator precedence and
 function tables; the feature table; the `_Renderer` (its statements, then its
-expressions, then its inline PTX: cp.async); the kernel and program entries.
+expressions, then what the features' inline PTX uses); the kernel and program entries.
 """
 from __future__ import annotations
 
@@ -61,9 +61,6 @@ from ...ir.kernel_ir import (
     Cast,
     Comment,
     Const,
-    CpAsync,
-    CpAsyncCommit,
-    CpAsyncWait,
     Declare,
     DeclareArray,
     For,
@@ -72,11 +69,7 @@ from ...ir.kernel_ir import (
     If,
     KernelFunc,
     KernelProgram,
-    MbarrierArrive,
-    MbarrierInit,
-    MbarrierWait,
     Param,
-    ProxyFence,
     RegLoad,
     Select,
     SharedArray,
@@ -85,16 +78,13 @@ from ...ir.kernel_ir import (
     Shuffle,
     Special,
     SyncWarp,
-    TmaLoad,
-    TmaTensorLoad,
     Unary,
     Var,
     VectorLoad,
     VectorStore,
+    declared_locals,
 )
-from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
-from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
-from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait, uses_wgmma
+from ...ir.kernel_wgmma import uses_wgmma
 from ...ir.names import fresh_name
 from ...ir.ops import OPS, is_c_operator
 from ...ir.types import ctype_bytes
@@ -104,6 +94,7 @@ from ..record import Pass
 from ..split import cuda_split
 from ..tma import cuda_tma
 from ..wgmma import cuda_wgmma
+from . import cuda_cp_async
 
 __all__ = ["CudaSource", "render_cuda", "render_kernel", "render_program", "format_float"]
 
@@ -259,20 +250,13 @@ MAX_THREADS = 1024
 
 # The advanced features' statements, printed by plain functions of their own modules that
 # take the renderer as their first argument: the core's statements stay methods of
-# _Renderer, each feature's live beside it, and this one table says which is which. (A
-# table, not mixins: a reader of a feature module sees every renderer name it uses spelled
-# `r.x`, and the renderer names no feature but here and at the preamble's hooks.)
-FEATURE_STATEMENTS = {
-    TmaLoad: cuda_tma.render_tma_load, TmaTensorLoad: cuda_tma.render_tma_tensor_load,
-    MbarrierInit: cuda_tma.render_mbarrier_init, MbarrierArrive: cuda_tma.render_mbarrier_arrive,
-    MbarrierWait: cuda_tma.render_mbarrier_wait, ProxyFence: cuda_tma.render_proxy_fence,
-    LdMatrix: cuda_mma.render_ldmatrix, Tf32Round: cuda_mma.render_tf32_round, Mma: cuda_mma.render_mma,
-    WgmmaDescriptor: cuda_wgmma.render_wgmma_descriptor, WgmmaFence: cuda_wgmma.render_wgmma_fence,
-    Wgmma: cuda_wgmma.render_wgmma, WgmmaCommit: cuda_wgmma.render_wgmma_commit,
-    WgmmaWait: cuda_wgmma.render_wgmma_wait,
-    ThreadFence: cuda_split.render_thread_fence, AtomicInc: cuda_split.render_atomic_inc,
-    Broadcast: cuda_split.render_broadcast,
-}
+# _Renderer, each feature's live beside it, and each feature module's STATEMENTS table says
+# which function prints which of its statements. (Tables, not mixins: a reader of a feature
+# module sees every renderer name it uses spelled `r.x`, and the renderer names no feature
+# but here and at TMA's hooks: cuda_tma's check_target, needs_election, tensor_map_params,
+# declare_mbarriers, declare_tma_destination, elected_cond and its two declarations.)
+FEATURE_STATEMENTS = {**cuda_cp_async.STATEMENTS, **cuda_tma.STATEMENTS, **cuda_mma.STATEMENTS,
+                      **cuda_wgmma.STATEMENTS, **cuda_split.STATEMENTS}
 
 
 def _walk(node) -> Iterator[object]:
@@ -287,19 +271,8 @@ def _walk(node) -> Iterator[object]:
 
 
 def _names_in(k: KernelFunc) -> set[str]:
-    names = {p.name for p in k.params} | {t.name for t in k.tensor_maps}
-    for n in _walk(k.body):
-        if isinstance(n, (Var, Declare, DeclareArray, SharedArray, MbarrierInit, WgmmaDescriptor)):
-            names.add(n.name)
-        elif isinstance(n, Assign):
-            names.add(n.name)
-        elif isinstance(n, For):
-            names.add(n.var)
-        elif isinstance(n, VectorLoad):
-            names.update(n.dsts)
-        elif isinstance(n, (SharedLoad, RegLoad)):
-            names.add(n.array)
-    return names
+    """The names the printer's own names must not meet: the parameters and every local."""
+    return {p.name for p in k.params} | {t.name for t in k.tensor_maps} | set(declared_locals(k))
 
 
 class _Renderer:
@@ -331,7 +304,7 @@ class _Renderer:
         self.lane = self.fresh("lane") if "lane" in self.specials else None
         self.warp = self.fresh("warp") if "warp" in self.specials else None
         one_d = k.block[1] == 1 and k.block[2] == 1
-        self.needs_election = any(isinstance(n, cuda_tma.ONE_THREAD) for n in _walk(k.body))
+        self.needs_election = cuda_tma.needs_election(_walk(k.body))
         self.tma_arrays: dict[str, str] | None = None    # cuda_tma.tma_destinations fills it
         self.tid: str | None = None
         self.dynamic_smem = self.fresh("dyn_smem") if k.dynamic_smem else None
@@ -405,12 +378,6 @@ class _Renderer:
             self.if_stmt(s, scope, prefix="if")
         elif isinstance(s, (Barrier, SyncWarp)):
             self.emit("__syncthreads();" if isinstance(s, Barrier) else "__syncwarp();")
-        elif isinstance(s, CpAsync):
-            self.cp_async(s, scope)
-        elif isinstance(s, CpAsyncCommit):
-            self.cp_async_commit()
-        elif isinstance(s, CpAsyncWait):
-            self.cp_async_wait(s)
         elif isinstance(s, Comment):
             for line in str(s.text).splitlines() or [""]:
                 self.emit(f"// {line}".rstrip())
@@ -572,10 +539,8 @@ class _Renderer:
         if k.threads > MAX_THREADS:
             raise self.err(f"{k.threads} threads per block; CUDA allows at most {MAX_THREADS}")
         nodes = list(_walk(k.body))
-        if k.tensor_maps or any(isinstance(n, TmaLoad) for n in nodes):
-            self.need_sm(90, "TMA (cp.async.bulk)")
-        if any(isinstance(n, (CpAsync, CpAsyncCommit, CpAsyncWait)) for n in nodes):
-            self.need_sm(80, "cp.async")
+        cuda_tma.check_target(self, nodes)
+        cuda_cp_async.check_target(self, nodes)
         scope = _Scope()
         params = []
         for p in k.params:
@@ -845,10 +810,11 @@ class _Renderer:
         C's precedence needs them)."""
         return self._sub(e, scope, _PREC[op], op, False)
 
-    def float_param(self, name: str, what: str) -> Param:
-        """Buffer parameter `name`, which `what` copies as float words."""
+    def float_param(self, name: str, what: str, halves: bool = False) -> Param:
+        """Buffer parameter `name`, which `what` copies as float words (halves=True: or as the
+        bytes of half elements)."""
         p = self.param(name)
-        if _PARAM_VALUE_TYPE[p.ctype] != "float":
+        if _PARAM_VALUE_TYPE[p.ctype] not in (("float", "bf16", "f16") if halves else ("float",)):
             raise self.err(f"{what} from {name!r}, a buffer of {p.ctype}")
         return p
 
@@ -868,7 +834,7 @@ class _Renderer:
             return self.special(e.name, bare=True)[0]
         return self.expr(e, scope)
 
-    # -- inline PTX: cp.async (TMA copies and mbarriers: passes/tma/cuda_tma.py) ---
+    # -- inline PTX, for the features' statements (cuda_cp_async.py, passes/tma, mma, wgmma) ---
 
     def emit_asm(self, template: list[str], inputs: list[str], outputs: list[str] = (), volatile=True) -> None:
         """`asm volatile(...)` with a "memory" clobber, wrapped one operand a line when long
@@ -904,29 +870,6 @@ class _Renderer:
     def need_sm(self, sm: int, what: str) -> None:
         if self.sm < sm:
             raise self.err(f"{what} needs sm_{sm} or newer; target is sm_{self.sm}")
-
-    def cp_async(self, s: CpAsync, scope: _Scope) -> None:
-        self.need_sm(80, "cp.async")
-        if s.nbytes not in (4, 8, 16):
-            raise self.err(f"cp.async of {s.nbytes} bytes; supported: 4, 8, 16")
-        p = self.param(s.buffer)
-        if _PARAM_VALUE_TYPE[p.ctype] not in ("float", "bf16", "f16"):     # halves: copied as bytes
-            raise self.err(f"cp.async from {s.buffer!r}, a buffer of {p.ctype}")
-        kind = "cg" if s.nbytes == 16 else "ca"       # cg: through L2 only, 16 bytes
-        dst = self.shared_addr(f"{s.array}[{self.expr(s.dst_offset, scope)}]")
-        src = f"&{s.buffer}[{self.expr(s.src_offset, scope)}]"
-        self.emit_asm([f"cp.async.{kind}.shared.global [%0], [%1], {s.nbytes};"],
-                      [f'"r"({dst})', f'"l"({src})'])
-
-    def cp_async_commit(self) -> None:
-        self.need_sm(80, "cp.async.commit_group")
-        self.emit_asm(["cp.async.commit_group;"], [])
-
-    def cp_async_wait(self, s: CpAsyncWait) -> None:
-        self.need_sm(80, "cp.async.wait_group")
-        if not (isinstance(s.pending, int) and 0 <= s.pending <= 7):
-            raise self.err(f"cp.async.wait_group {s.pending!r}: pending groups must be 0..7")
-        self.emit_asm([f"cp.async.wait_group {s.pending};"], [])
 
     def dynamic_array(self, s: SharedArray) -> None:
         """A shared array carved from the kernel's dynamic shared memory at its fixed offset."""

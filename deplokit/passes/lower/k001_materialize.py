@@ -51,6 +51,7 @@ from ...ir.tile_ir import (
 )
 from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...target import VECTOR
+from ..flash.flash_mma_lower import is_flash_mma, lower_flash_mma
 from ..mma.mma_lower import declarations as mma_declarations
 from ..mma.mma_lower import lower_fragment_load, lower_mma
 from ..record import Pass
@@ -66,8 +67,14 @@ from .vector_access import lower_vector_loop
 
 def apply(program: TileProgram, pctx=None) -> KernelProgram:
     types = program.types()
-    kernels = tuple(Materializer(k, types).run() for k in program.kernels)
+    kernels = tuple(_materialize(k, types) for k in program.kernels)
     return KernelProgram(program.buffers, program.written, kernels, program.outputs)
+
+
+def _materialize(kernel, types) -> KernelFunc:
+    if is_flash_mma(kernel):            # flash attention on tensor cores: spelled from its record
+        return lower_flash_mma(kernel, types)
+    return Materializer(kernel, types).run()
 
 
 PASS = Pass("001_materialize", "kernel", "spell each scheduled kernel in hardware primitives: thread "

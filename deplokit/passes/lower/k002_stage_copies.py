@@ -71,8 +71,10 @@ import dataclasses
 
 from ...ir import kernel_ir as K
 from ...ir.index import var
+from ...ir.kernel_cp_async import CpAsyncCommit, CpAsyncWait
 from ...ir.kernel_expr import affine_expr
 from ...ir.kernel_ir import KernelProgram, StageCopy, StagePrologue, StageWait
+from ...ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, TensorMap
 from ...ir.smem_layout import smem_size, stage_ctype
 from ...ir.stages import head_stages, loop_start, loop_stop, transposed
 from ...target import STATIC_SMEM_PER_BLOCK
@@ -139,7 +141,7 @@ class StageCopier:
     def __init__(self, func: K.KernelFunc, types):
         self.func, self.types = func, types
         self.declared: set[str] = set()          # shared arrays declared so far
-        self.tensor_maps: dict[tuple, K.TensorMap] = {}   # (tensor, box, swizzle) -> parameter
+        self.tensor_maps: dict[tuple, TensorMap] = {}   # (tensor, box, swizzle) -> parameter
         self.rings: dict[str, StagePlan] = {}    # K loops whose slots full/empty mbarriers guard -> a plan
         self.by_name: dict[str, StageCopy] = {}
         for s in K.walk_stmts(func.body):
@@ -165,8 +167,8 @@ class StageCopier:
             while name in taken:
                 n += 1
                 name = f"{s.tensor}_tmap_{n}"
-            self.tensor_maps[key] = K.TensorMap(name, s.tensor, tuple(self.types[s.tensor].shape),
-                                                s.tma.box, s.tma.swizzle)
+            self.tensor_maps[key] = TensorMap(name, s.tensor, tuple(self.types[s.tensor].shape),
+                                              s.tma.box, s.tma.swizzle)
         return self.tensor_maps[key].name
 
     def scope(self, ranges) -> _Scope:
@@ -250,7 +252,7 @@ class StageCopier:
         for s, p in asyncs:
             out += copy_stage(m, s, p, it)
         if asyncs:
-            out.append(K.CpAsyncCommit())
+            out.append(CpAsyncCommit())
         for s, p in syncs:
             out += copy_stage(m, s, p, it)
         unsynced = False
@@ -295,13 +297,13 @@ class StageCopier:
                 pending = max(pending, p.slots - 2)
             if p.kind == "tma":
                 pipelined = is_pipelined([c.stage], [p])
-                wait = K.MbarrierWait(full_name(p.loop), round_of(p, "cur"), slot_of(p, "cur")) if pipelined \
-                    else K.MbarrierWait(mbarrier_name(p.loop), iteration(p))
+                wait = MbarrierWait(full_name(p.loop), round_of(p, "cur"), slot_of(p, "cur")) if pipelined \
+                    else MbarrierWait(mbarrier_name(p.loop), iteration(p))
                 if wait not in bars:
                     bars.append(wait)
         out: list = []
         if "async" in kinds:
-            out.append(K.CpAsyncWait(pending))
+            out.append(CpAsyncWait(pending))
         out += bars
         if (refill and not ring) or kinds & {"async", "sync"} or unsynced:
             out.append(K.Barrier())
@@ -325,12 +327,12 @@ class StageCopier:
         if tma:
             slots = plans[0].slots
             if not ahead:
-                out.append(K.MbarrierInit(mbarrier_name(loop), 1))
+                out.append(MbarrierInit(mbarrier_name(loop), 1))
             else:
-                out.append(K.MbarrierInit(full_name(loop), 1, slots))
+                out.append(MbarrierInit(full_name(loop), 1, slots))
             if is_mbarrier_ring(stages, plans):
                 # every thread arrives on empty[s] when done reading slot s
-                out.append(K.MbarrierInit(empty_name(loop), m.threads, slots))
+                out.append(MbarrierInit(empty_name(loop), m.threads, slots))
                 self.rings[loop.var] = plans[0]
             out.append(K.Barrier())
         if ahead and variable_start(loop):
@@ -346,7 +348,7 @@ class StageCopier:
                 out.append(K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"),
                                  tuple(self._issue(m, stages, plans, tiles)), True))
             if plans[0].slots > 2 and any(p.kind == "async" for p in plans):
-                out += [K.CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
+                out += [CpAsyncCommit()] * (plans[0].prefetch - depth)    # wait_group counts them
         return out
 
     def _guarded_prologue(self, m, stages, plans) -> list:
@@ -359,7 +361,7 @@ class StageCopier:
         first = start + var(tiles.var) if depth > 1 else start
         body = (K.If(K.Binary("<", affine_expr(first), K.Const(loop_stop(loop), "int")),
                      tuple(self._issue(m, stages, plans, tiles, commit=False))),)
-        body += (K.CpAsyncCommit(),) if any(q.kind == "async" for q in plans) else ()
+        body += (CpAsyncCommit(),) if any(q.kind == "async" for q in plans) else ()
         if depth > 1:
             body = (K.For(tiles.var, K.Const(0, "int"), K.Const(depth, "int"), K.Const(1, "int"), body, True),)
         what = f"the first {depth} K tiles" if depth > 1 else "the first K tile"
@@ -373,7 +375,7 @@ class StageCopier:
         p = self.rings[var]
         slots = p.slots
         return [K.Comment(f"every thread is done reading slot {var} % {slots}: release it to the producer"),
-                K.MbarrierArrive(f"{var}_empty", K.Binary("%", iteration(p), K.Const(slots, "int")))]
+                MbarrierArrive(f"{var}_empty", K.Binary("%", iteration(p), K.Const(slots, "int")))]
 
     def _steady(self, m, stages, plans) -> list:
         """The pipelined head of iteration ko, after its AsyncWait (tile ko has landed, the
@@ -389,7 +391,7 @@ class StageCopier:
         uniform_commit = p.slots > 2 and any(q.kind == "async" for q in plans)
         out.append(K.If(nxt, tuple(self._issue(m, stages, plans, "next", commit=not uniform_commit))))
         if uniform_commit:
-            out.append(K.CpAsyncCommit())
+            out.append(CpAsyncCommit())
         return out
 
     def _issue(self, m, stages, plans, it, commit=True) -> list:
@@ -402,11 +404,11 @@ class StageCopier:
                 # (phase round - 1 of empty[slot]; before its first fill parity 1 passes at once)
                 p = tma[0][1]
                 phase = K.Binary("+", round_of(p, it), K.Const(1, "int"))
-                before.append(K.MbarrierWait(empty_name(p.loop), phase, slot_of(p, it)))
+                before.append(MbarrierWait(empty_name(p.loop), phase, slot_of(p, it)))
             out += issue_tma(m, tma, it, before)
         asyncs = [(s, p) for s, p in zip(stages, plans) if p.kind == "async"]
         for s, p in asyncs:
             out += copy_stage(m, s, p, it)
         if asyncs and commit:
-            out.append(K.CpAsyncCommit())
+            out.append(CpAsyncCommit())
         return out

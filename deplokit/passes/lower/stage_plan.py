@@ -17,6 +17,7 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.index import var
 from ...ir.kernel_expr import affine_expr
+from ...ir.kernel_tma import MbarrierArrive
 from ...ir.stages import loop_start, loop_stop
 from ...ir.tile_ir import Stage
 from ..tma.tma_geometry import box_bytes
@@ -165,7 +166,7 @@ class SlotBarrier:
     The stage ring owns its mbarriers (declaration, init, arrival counts, the producer's
     arrive.expect_tx, the waits and their phases, the slot index expressions); the copy issue
     (stage_units.tma_copies) owns the copy instructions, and names this barrier in each:
-    `K.TmaLoad(..., barrier=bar.name, slot=bar.slot, expect=False)` (or a tensor copy with
+    `TmaLoad(..., barrier=bar.name, slot=bar.slot, expect=False)` (or a tensor copy with
     the same two fields). The issuing thread runs `bar.arrive()` before its copies: one
     arrival announcing `expect_bytes`, which must equal the bytes the copies bring (the
     simulator fails a phase that never completes)."""
@@ -173,8 +174,8 @@ class SlotBarrier:
     slot: object              # K.Expr: which mbarrier of the array; None: a single mbarrier
     expect_bytes: int         # the bytes every copy of the group into this slot brings, together
 
-    def arrive(self) -> K.MbarrierArrive:
-        return K.MbarrierArrive(self.name, self.slot, self.expect_bytes)
+    def arrive(self) -> MbarrierArrive:
+        return MbarrierArrive(self.name, self.slot, self.expect_bytes)
 
 
 def slot_barrier(m, tma, it) -> SlotBarrier:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
+from ...ir.kernel_cp_async import CpAsync
 from ...ir.kernel_expr import affine_expr, flat_offset, plus
+from ...ir.kernel_tma import TmaTensorLoad
 from ...ir.smem_layout import smem_size, stage_ctype
 from ...ir.stages import dim_multipliers, loop_start, loop_stop, row_major_strides, transposed
 from ...ir.tile_ir import Stage
@@ -152,7 +154,7 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
     half = s.dtype in HALF_DTYPES                       # the tensor's halves, copied as they are
     zero = K.Cast(ctype, K.Const(0.0)) if half else K.Const(0.0) if ctype == "float" else K.Const(0, ctype)
     if p.kind == "async":
-        body = [K.CpAsync(s.name, dst, s.tensor, src, s.element_bytes * unit)]
+        body = [CpAsync(s.name, dst, s.tensor, src, s.element_bytes * unit)]
         if cond is not None:       # past the end: an ordinary store of zeros
             zeros = [K.SharedStore(s.name, dst, zero)] if unit == 1 else \
                 [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, zero) for j in range(unit)] \
@@ -225,7 +227,7 @@ def tma_copies(m, tma, it, bar) -> list:
         origin, base, _ = stage_at(m, s, p, it)
         coords = tuple(affine_expr(o) for o in origin)
         dst = base if base is not None else K.Const(0, "int")
-        body.append(K.TmaTensorLoad(s.name, dst, m.tensor_map(s), coords, bar.name, bar.slot, expect=False))
+        body.append(TmaTensorLoad(s.name, dst, m.tensor_map(s), coords, bar.name, bar.slot, expect=False))
     return body
 
 

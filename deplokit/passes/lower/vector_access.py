@@ -119,11 +119,8 @@ class _VectorLowering:
         index0 = tuple(self._at(e, 0) for e in s.index)
         with _aligned_ranges(m, self.multiples):
             exprs = m.index_exprs(index0, out)
-            if any(varies((e,), self.lane) for e in s.index[:-1]):
-                cond, offset = self._flat_guard(index0, exprs, shape)
-            else:
-                cond, safe = self._guard(index0, exprs, shape)
-                offset = flat_offset(safe, shape)
+            along_last = not any(varies((e,), self.lane) for e in s.index[:-1])
+            cond, offset = self._guard(index0, exprs, shape, along_last)
         m.note_read(s.tensor)
         out.append(K.VectorLoad(dsts, "global", s.tensor, offset))
         if cond is not None:           # a masked run reads an aligned, clamped run, then the pad
@@ -140,30 +137,26 @@ class _VectorLowering:
         offset = smem_offset([affine_expr(self._at(e, 0)) for e in s.index], stage)
         return [K.VectorLoad(dsts, "shared", stage.name, offset)]
 
-    def _guard(self, index0, exprs, shape):
-        """The in-bounds condition of a run of 4 (None when provable) and its clamped index.
-        The first element and the extent are multiples of 4, so `first < extent` holds for
-        all 4 elements when it holds for one; a clamp must keep the run aligned and inside,
-        so it goes to extent - 4, not extent - 1."""
+    def _guard(self, index0, exprs, shape, along_last: bool = True):
+        """The in-bounds condition of a run of 4 (None when provable) and the flat offset of
+        its clamped first element. A clamp must keep the run aligned and inside. Along the
+        last dimension the first element and the extent are multiples of 4, so `first <
+        extent` holds for all 4 elements when it holds for one and the clamp goes to extent
+        - 4, not extent - 1. A run that moves along another dimension (x[e, k, 0] of an
+        (8, 1000, 1) tensor, x[j // 12289, j % 12289]) was judged by 005 on the flat offset
+        (vector_geometry.float4_reason), so the flat offset is clamped, to numel - 4 (a
+        multiple of 4): a per-dimension clamp would move the run off its 16 bytes."""
         cond, _ = self.m.guard(index0, exprs, shape)
         if cond is None:
-            return None, exprs
-        _, safe = self.m.guard(index0, exprs, _first_of_four(shape))
-        return cond, safe
-
-    def _flat_guard(self, index0, exprs, shape):
-        """As _guard, for a run that moves along a dimension other than the last (x[e, k, 0]
-        of an (8, 1000, 1) tensor, x[j // 12289, j % 12289]): 005 judged it on the flat
-        offset (vector_geometry.float4_reason), so the clamp is of the flat offset, to
-        numel - 4 (a multiple of 4): a per-dimension clamp would move the run off its 16 bytes."""
-        cond, _ = self.m.guard(index0, exprs, shape)
-        flat = flat_offset(exprs, shape)
-        if cond is None:
-            return None, flat
+            return None, flat_offset(exprs, shape)
+        if along_last:
+            _, safe = self.m.guard(index0, exprs, _first_of_four(shape))
+            return cond, flat_offset(safe, shape)
         numel = 1
         for n in shape:
             numel *= n
-        _, (safe,) = self.m.guard((row_major_offset(index0, shape),), (flat,), (numel - (VECTOR - 1),))
+        _, (safe,) = self.m.guard((row_major_offset(index0, shape),), (flat_offset(exprs, shape),),
+                                  (numel - (VECTOR - 1),))
         return cond, safe
 
     def _store(self, s: Store) -> list:

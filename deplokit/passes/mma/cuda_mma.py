@@ -1,13 +1,14 @@
 """The tensor cores' instructions printed as CUDA (inline PTX): the Kernel-IR statements
 LdMatrix, Tf32Round and Mma, each a function taking the renderer (passes/lower/cuda.py's
-_Renderer, here `rd`, whose FEATURE_STATEMENTS table dispatches here) as its first argument.
+_Renderer, here `rd`, whose FEATURE_STATEMENTS table merges this module's STATEMENTS) as its
+first argument.
 Fragments live in float register arrays; the instructions take their bits as .b32
 registers (__float_as_uint / __uint_as_float move no data)."""
 from __future__ import annotations
 
 from ...ir.fragments import SHAPES as MMA_SHAPES
 from ...ir.kernel_ir import Binary, Const
-from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
+from ...ir.kernel_mma import LdMatrix, Mma, PackHalves, Tf32Round
 
 
 def reg_at(rd, array: str, at, i: int, scope) -> str:
@@ -59,3 +60,19 @@ def render_mma(rd, s: Mma, scope) -> None:
     ins += [f'"r"({bits.format(reg_at(rd, s.b, s.b_at, i, scope))})' for i in range(nb)]
     rd.emit(f"    : {outs}")
     rd.emit(f"    : {', '.join(ins)});")
+
+
+def render_pack_halves(rd, s: PackHalves, scope) -> None:
+    rd.need_sm(80, f"cvt.rn.{s.kind}x2.f32")
+    if s.kind not in ("bf16", "f16"):
+        raise rd.err(f"pack of {s.kind!r}; bf16 or f16")
+    at = reg_at(rd, s.dst, s.index, 0, scope)
+    # cvt's first source goes to the upper half
+    rd.emit(f'asm("cvt.rn.{s.kind}x2.f32 %0, %1, %2;" : "=r"({at}) : "f"({rd.expr(s.hi, scope)}), '
+            f'"f"({rd.expr(s.lo, scope)}));')
+
+
+# Kernel-IR statement -> the function that prints it (passes/lower/cuda.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    LdMatrix: render_ldmatrix, Tf32Round: render_tf32_round, Mma: render_mma, PackHalves: render_pack_halves,
+}

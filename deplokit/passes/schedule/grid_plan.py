@@ -420,7 +420,7 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
         launched = batched_default_blocks(m, n, other, s0, target)
         if not balanced(launched, sms):
             even = batched_plan(m, n, chunks, bk, target, other, mma)
-            if even is None and mma and not default_whole_warps(m, n, other, target):
+            if even is None and mma and not default_whole_warps(m, n, target):
                 even = batched_plan(m, n, chunks, bk, target, other)   # the default has no mma to keep
             if even is not None and sm_balance(even.blocks, sms) > sm_balance(launched, sms):
                 return even, _why(even, sms, f"a batch of {other} {m}x{n} matmuls over {chunks} K chunks: the "
@@ -459,7 +459,7 @@ def batched_default_blocks(m: int, n: int, other: int, splits: int, target, bloc
     return -(-other // batch) * splits * blocks_of(m, n, t, default_extents(m, n, sms, t))
 
 
-def default_whole_warps(m: int, n: int, other: int, target, block_threads: int = 256) -> bool:
+def default_whole_warps(m: int, n: int, target) -> bool:
     """Whether the default grid of a batch could run on tensor cores: its block tile is whole
     warp tiles (008's conditions, as far as the grid says; batch entries sharing a block keep
     their threads outside the warps, mma_tile.py)."""

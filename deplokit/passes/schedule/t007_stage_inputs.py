@@ -179,22 +179,24 @@ def _scope(load: Load, loops, block_vars, thread_extent, riders=frozenset()):
         varying = dict(thread_extent)
         for lp in loops[depth:]:
             varying[lp.var] = lp.extent if isinstance(lp, Loop) else lp.stop
-        slab = _slab(load, uniform, varying, riders)
+        slab = _slab(load, uniform, varying, riders, block_vars)
         if slab is not None:
             return (depth,) + slab
     return None
 
 
-def _slab(load: Load, uniform, varying, riders=frozenset()):
+def _slab(load: Load, uniform, varying, riders=frozenset(), block_vars=frozenset()):
     """(origin, slab axes, index into the slab) when each index component is a uniform origin
     plus at most one varying variable (coefficient 1, each used once) and at most one vector
-    variable riding on it, else None."""
+    variable riding on it, else None. A gathered row (x[base[p] + i, k]) may be part of the
+    origin only when the block fixes it: the lowering loads such integers once, at the
+    kernel's start (k001 stage_origins), so one that moves with a loop cannot be staged."""
     origin, axes, index, seen = [], [], [], set()
     for dim, e in enumerate(load.index):
         uniform_terms, slab_terms, ride = [], [], []
         for atom, c in e.terms:
             vs = free_vars(Affine(((atom, 1),), 0))
-            if isinstance(atom, Gather) and not vs <= uniform:   # a row chosen per thread: not a box
+            if isinstance(atom, Gather) and not vs <= block_vars:   # chosen per thread or per step: not a box
                 return None
             if vs <= uniform:
                 uniform_terms.append((atom, c))

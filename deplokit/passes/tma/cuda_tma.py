@@ -1,8 +1,11 @@
-"""TMA copies and mbarriers printed as CUDA (inline PTX): the Kernel-IR statements TmaLoad,
-TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait and ProxyFence, and the kernel
-preamble's mbarriers and tensor-map parameters. Each is a function taking the renderer
-(passes/lower/cuda.py's _Renderer, whose FEATURE_STATEMENTS table dispatches here) as its
-first argument.
+"""TMA copies and mbarriers printed as CUDA (inline PTX): the Kernel-IR statements of
+ir/kernel_tma.py (TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait and
+ProxyFence), and the kernel preamble's mbarriers and tensor-map parameters. Each is a
+function taking the renderer (passes/lower/cuda.py's _Renderer, whose FEATURE_STATEMENTS
+table merges STATEMENTS below) as its first argument; the renderer calls the others at its
+hooks: the target check, the flattened thread id an election needs, the tensor-map
+parameters, the preamble's mbarriers, the pinned address after a shared array, an
+elected If's condition, and the translation unit's declarations.
 
 * The copies are inline PTX, so the instruction issued is on the page: TMA tensor-map copies
   `cp.async.bulk.tensor.Nd.shared::cluster.global.mbarrier::complete_tx::bytes` (N = the
@@ -26,20 +29,8 @@ first argument.
 """
 from __future__ import annotations
 
-from ...ir.kernel_ir import (
-    Binary,
-    Const,
-    If,
-    MbarrierArrive,
-    MbarrierInit,
-    MbarrierWait,
-    ProxyFence,
-    SharedArray,
-    Special,
-    TmaLoad,
-    TmaTensorLoad,
-    walk_stmts,
-)
+from ...ir.kernel_ir import Binary, Const, If, SharedArray, Special, walk_stmts
+from ...ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, ProxyFence, TmaLoad, TmaTensorLoad
 from ...ir.types import ctype_bytes
 
 TENSOR_MAP_TYPE = "deplokit_tensor_map"
@@ -72,6 +63,18 @@ def _is_tid0(e) -> bool:
 
 # statements one elected thread runs (the renderer guards them where every thread reaches them)
 ONE_THREAD = (TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive)
+
+
+def needs_election(nodes) -> bool:
+    """Whether a kernel of these nodes has statements one thread issues: the renderer then
+    needs the flattened thread id to guard them."""
+    return any(isinstance(n, ONE_THREAD) for n in nodes)
+
+
+def check_target(r, nodes) -> None:
+    """TMA copies (and any tensor-map parameter) need sm_90, checked before anything prints."""
+    if r.k.tensor_maps or any(isinstance(n, TmaLoad) for n in nodes):
+        r.need_sm(90, "TMA (cp.async.bulk)")
 
 
 def pinned_addr(r, var: str, ref: str, why: str) -> None:
@@ -270,3 +273,10 @@ def render_mbarrier_wait(r, s: MbarrierWait, scope) -> None:
     r.emit(f"}} while (!{ready});")
     r.depth -= 1
     r.emit("}")
+
+
+# Kernel-IR statement -> the function that prints it (passes/lower/cuda.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    TmaLoad: render_tma_load, TmaTensorLoad: render_tma_tensor_load, MbarrierInit: render_mbarrier_init,
+    MbarrierArrive: render_mbarrier_arrive, MbarrierWait: render_mbarrier_wait, ProxyFence: render_proxy_fence,
+}

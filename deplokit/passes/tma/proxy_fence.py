@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir import kernel_ir as K
+from ...ir.kernel_tma import ProxyFence, TmaLoad
 
 
 def _stored_array(s) -> str | None:
@@ -22,7 +23,7 @@ def _stored_array(s) -> str | None:
 
 def fence_generic_stores(func: K.KernelFunc) -> K.KernelFunc:
     """`func` with a ProxyFence after every ordinary store into an array a TMA copy writes."""
-    async_arrays = {s.array for s in K.walk_stmts(func.body) if isinstance(s, K.TmaLoad)}
+    async_arrays = {s.array for s in K.walk_stmts(func.body) if isinstance(s, TmaLoad)}
     if not async_arrays or not any(_stored_array(s) in async_arrays for s in K.walk_stmts(func.body)):
         return func
 
@@ -35,8 +36,8 @@ def fence_generic_stores(func: K.KernelFunc) -> K.KernelFunc:
                 s = dataclasses.replace(s, then=fence(s.then), orelse=fence(s.orelse))
             out.append(s)
             nxt = body[i + 1] if i + 1 < len(body) else None
-            if _stored_array(s) in async_arrays and not isinstance(nxt, K.ProxyFence):
-                out.append(K.ProxyFence())
+            if _stored_array(s) in async_arrays and not isinstance(nxt, ProxyFence):
+                out.append(ProxyFence())
         return tuple(out)
 
     return dataclasses.replace(func, body=fence(func.body))

@@ -1,7 +1,7 @@
 """Hopper's warpgroup MMA printed as CUDA (inline PTX): the Kernel-IR statements
 WgmmaDescriptor, WgmmaFence, Wgmma, WgmmaCommit and WgmmaWait, each a function taking the
 renderer (passes/lower/cuda.py's _Renderer, here `rd`, whose FEATURE_STATEMENTS table
-dispatches here) as its first argument. wgmma exists only in sm_90a's PTX: a kernel using it
+merges this module's STATEMENTS) as its first argument. wgmma exists only in sm_90a's PTX: a kernel using it
 is compiled for the architecture-specific target (kernel_ir.uses_wgmma)."""
 from __future__ import annotations
 
@@ -60,3 +60,10 @@ def render_wgmma(rd, s: Wgmma, scope) -> None:
                 f"{regs}, %{nd}, %{nd + 1}, p, 1, 1, 0, 0;", "}"]
     outs = [f'"+f"({reg_at(rd, s.acc, s.acc_at, i, scope)})' for i in range(nd)]
     rd.emit_asm(template, [f'"l"({s.a_desc})', f'"l"({s.b_desc})'], outs)
+
+
+# Kernel-IR statement -> the function that prints it (passes/lower/cuda.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    WgmmaDescriptor: render_wgmma_descriptor, WgmmaFence: render_wgmma_fence, Wgmma: render_wgmma,
+    WgmmaCommit: render_wgmma_commit, WgmmaWait: render_wgmma_wait,
+}

@@ -1,10 +1,11 @@
 """The interpreter of one chunk of blocks, one class: scopes and variables, register arrays,
 expressions and control flow (If, For under active masks); global memory (bounds, alignment,
 the write-write conflict check); shared memory (the race check against missing
-barriers, bank wavefronts); cp.async groups; float4 accesses. The advanced features'
-statements run in their own modules through FEATURE_STATEMENTS: TMA copies completing on
-mbarriers in sim/tma.py, the tensor cores' ldmatrix and mma.sync in sim/mma.py, the split-K
-tail's fence, counter and broadcast in sim/split.py."""
+barriers, bank wavefronts, asynchronous copies in flight); float4 accesses. The advanced
+features' statements run in their own modules through FEATURE_STATEMENTS: cp.async groups
+in sim/cp_async.py, TMA copies completing on mbarriers in sim/tma.py, the tensor cores'
+ldmatrix and mma.sync in sim/mma.py (wgmma in sim/wgmma.py), the split-K tail's fence,
+counter and broadcast in sim/split.py."""
 from __future__ import annotations
 
 import functools
@@ -12,25 +13,16 @@ import functools
 import numpy as np
 
 from ...ir import kernel_ir as K
-from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
-from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
-from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
 from .banks import wavefronts
+from .cp_async import STATEMENTS as CP_ASYNC_STATEMENTS
 from .errors import SimulationError
 from .memory import MBarState, RegArray, SharedState
-from .mma import exec_ldmatrix, exec_mma, exec_tf32_round
-from .split import exec_atomic_inc, exec_broadcast, exec_thread_fence
-from .tma import (
-    exec_mbarrier_arrive,
-    exec_mbarrier_init,
-    exec_mbarrier_wait,
-    exec_proxy_fence,
-    exec_tma_load,
-    exec_tma_tensor_load,
-    mbar_name,
-)
+from .mma import STATEMENTS as MMA_STATEMENTS
+from .split import STATEMENTS as SPLIT_STATEMENTS
+from .tma import STATEMENTS as TMA_STATEMENTS
+from .tma import mbar_name, note_generic, watches_proxy
 from .values import (
     BIN_ALIAS,
     C_MINMAX,
@@ -52,7 +44,7 @@ from .values import (
     uniform_value,
     unify,
 )
-from .wgmma import exec_wgmma, exec_wgmma_descriptor, exec_wgmma_sync
+from .wgmma import STATEMENTS as WGMMA_STATEMENTS
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
@@ -60,18 +52,12 @@ _INT32_MAX = 2 ** 31 - 1
 
 # The advanced features' statements, run by plain functions of their own modules that take
 # the chunk as their first argument: the core's statements stay methods of Chunk, each
-# feature's live beside it (sim/tma.py, sim/mma.py, sim/split.py), and this one table says which is which.
-# (A table, not mixins: a reader of a feature module sees every Chunk name it uses spelled
-# `chunk.x`, and Chunk names no feature but here.)
-FEATURE_STATEMENTS = {
-    K.TmaLoad: exec_tma_load, K.TmaTensorLoad: exec_tma_tensor_load,
-    K.MbarrierInit: exec_mbarrier_init, K.MbarrierArrive: exec_mbarrier_arrive,
-    K.MbarrierWait: exec_mbarrier_wait, K.ProxyFence: exec_proxy_fence,
-    LdMatrix: exec_ldmatrix, Tf32Round: exec_tf32_round, Mma: exec_mma,
-    WgmmaDescriptor: exec_wgmma_descriptor, Wgmma: exec_wgmma, WgmmaFence: exec_wgmma_sync,
-    WgmmaCommit: exec_wgmma_sync, WgmmaWait: exec_wgmma_sync,
-    ThreadFence: exec_thread_fence, AtomicInc: exec_atomic_inc, Broadcast: exec_broadcast,
-}
+# feature's live beside it (sim/cp_async.py, tma.py, mma.py, wgmma.py, split.py), and each
+# feature module's STATEMENTS table says which function runs which of its statements. (Tables,
+# not mixins: a reader of a feature module sees every Chunk name it uses spelled `chunk.x`,
+# and Chunk names no feature but here and at TMA's hooks: watches_proxy, note_generic, mbar_name.)
+FEATURE_STATEMENTS = {**CP_ASYNC_STATEMENTS, **TMA_STATEMENTS, **MMA_STATEMENTS, **WGMMA_STATEMENTS,
+                      **SPLIT_STATEMENTS}
 
 
 class Chunk:
@@ -110,7 +96,7 @@ class Chunk:
         self.tick = 0                # orders shared reads and mbarrier arrivals (ring releases)
         self.acquired = None         # (blocks, threads): the latest release tick each thread waited for
         # ordinary stores not yet fenced before an async-proxy copy (kernels with TMA copies only)
-        self.proxy_watch = any(isinstance(s, K.TmaLoad) for s in K.walk_stmts(k.body))
+        self.proxy_watch = watches_proxy(k)
         # per block (the commits of a key loop whose trip count depends on the block differ)
         self.cp_open = np.ones(nb, dtype=np.int32)          # id of the cp.async group being filled
         self.cp_committed = np.zeros(nb, dtype=np.int32)    # groups 1..cp_committed are committed
@@ -122,8 +108,6 @@ class Chunk:
             K.SharedStore: self.s_shared_store,
             K.VectorLoad: self.s_vector_load, K.VectorStore: self.s_vector_store,
             K.For: self.s_for, K.If: self.s_if, K.Barrier: self.s_barrier,
-            K.CpAsync: self.s_cp_async, K.CpAsyncCommit: self.s_cp_commit,
-            K.CpAsyncWait: self.s_cp_wait,
             K.Comment: lambda s, mask: None, K.SyncWarp: lambda s, mask: None,    # lanes run in lockstep
         }
         self.exec.update({node: functools.partial(run, self) for node, run in FEATURE_STATEMENTS.items()})
@@ -688,7 +672,7 @@ class Chunk:
         if pend_tag is not None:
             self.mark_pending(sh, keys, n, pend_tag)
         elif self.proxy_watch:
-            self.note_generic(sh, keys, tids, n)
+            note_generic(self, sh, keys, tids, n)
         self.stats.shared_bytes_stored += keys.size * sh.elem_bytes * n
 
     def shared_write_cols(self, sh: SharedState, off, values, mask, kind, pend_tag):
@@ -747,7 +731,7 @@ class Chunk:
             sh.data[:, cols + j] = v
         if pend_tag is None and self.proxy_watch:
             keys = (np.arange(self.nb, dtype=I64)[:, None] * sh.size + cols).reshape(-1)
-            self.note_generic(sh, keys, np.broadcast_to(tids, (self.nb, tids.size)).reshape(-1), n)
+            note_generic(self, sh, keys, np.broadcast_to(tids, (self.nb, tids.size)).reshape(-1), n)
         if pend_tag is not None:
             if sh.pend is None:
                 sh.pend = np.zeros((self.nb, sh.size), dtype=np.int32)
@@ -828,24 +812,7 @@ class Chunk:
                 if sh.lr is not None:
                     sh.lr[rows] = -1
 
-    # -- asynchronous copies: cp.async (TMA and mbarriers: sim/tma.py) -------------------------------
-
-    def s_cp_async(self, s: K.CpAsync, mask):
-        if s.nbytes not in (4, 8, 16):
-            self.fail(f"cp.async of {s.nbytes} bytes (must be 4, 8 or 16)")
-        buf = self.gbuf(s.buffer, "CpAsync")
-        sh = self.sarr(s.array, "CpAsync")
-        width = self.elem_bytes(s.buffer, buf)
-        if width != sh.elem_bytes or s.nbytes % width:
-            self.fail(f"cp.async of {s.nbytes} bytes from {s.buffer} ({width}-byte elements) into "
-                      f"{s.array} ({sh.elem_bytes}-byte elements)")
-        n = s.nbytes // width
-        src = self.check_bounds(self.ev_int(s.src_offset, mask), n, buf.size, mask,
-                                f"buffer {s.buffer}", "CpAsync", align=n)
-        vals = [cast(np.take(buf, src + j), F32) for j in range(n)]
-        self.stats.load(s.buffer, self.count(mask) * s.nbytes, self.count(mask))
-        self.shared_write(sh, self.ev_int(s.dst_offset, mask), vals, mask, "CpAsync", align=n,
-                          pend_tag=self.cp_open)
+    # -- asynchronous copies in flight (cp.async: sim/cp_async.py; TMA and mbarriers: sim/tma.py) -----
 
     def mark_pending(self, sh, keys, n, tag):
         """Flat shared keys (+0..n-1) in flight in cp.async group tag[block] of their block."""
@@ -855,45 +822,6 @@ class Chunk:
         for j in range(n):
             pf[keys + j] = tag[(keys + j) // sh.size]
         sh.has_pending = True
-
-    # cp.async groups are counted per block: a block whose key loop runs fewer iterations
-    # (a causal ring's guarded prologue) commits and waits on its own count, so a group it
-    # fails to commit leaves its copies in flight where wait_group lets them be
-
-    def whole_blocks(self, mask, what):
-        """The blocks whose threads all run `what` (a commit or a wait); a block only some of
-        whose threads run it fails: its groups would differ thread by thread."""
-        if mask is None:
-            return np.ones(self.nb, dtype=bool)
-        act = np.broadcast_to(mask, self.shape)
-        some, every = act.any(axis=1), act.all(axis=1)
-        if (some & ~every).any():
-            r = int(np.nonzero(some & ~every)[0][0])
-            self.fail(f"{what} run by some threads of block {self.block_index(r)} only: a cp.async group "
-                      f"count that differs between the threads of a block is not simulated")
-        return every
-
-    def s_cp_commit(self, s, mask):
-        rows = self.whole_blocks(mask, "cp.async.commit_group")
-        self.cp_committed[rows] = self.cp_open[rows]
-        self.cp_open[rows] += 1
-
-    def s_cp_wait(self, s: K.CpAsyncWait, mask):
-        rows = self.whole_blocks(mask, "cp.async.wait_group")
-        done = np.where(rows, self.cp_committed - int(s.pending), 0)[:, None]
-        for sh in self.shared.values():
-            if sh.has_pending:
-                p = sh.pend
-                p[(p > 0) & (p <= done)] = 0
-                sh.has_pending = bool(p.any())
-
-    def note_generic(self, sh, keys, tids, n):
-        """Ordinary stores at flat keys (+0..n-1) by threads tids: not yet proxy-fenced."""
-        if sh.gw is None:
-            sh.gw = np.full((self.nb, sh.size), -1, dtype=np.int32)
-        gwf = sh.gw.reshape(-1)
-        for j in range(n):
-            gwf[keys + j] = tids
 
     # -- float4 accesses -------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The simulator's in-kernel split-K tail (an advanced feature: passes/split/split_tail.py):
 the Kernel-IR statements ThreadFence, AtomicInc and Broadcast, each run by a function taking
-the chunk (sim/exec.py's Chunk, whose FEATURE_STATEMENTS table dispatches here) as its first
-argument."""
+the chunk (sim/exec.py's Chunk, whose FEATURE_STATEMENTS table merges this module's
+STATEMENTS) as its first argument."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,3 +39,9 @@ def exec_broadcast(chunk, s: Broadcast, mask):
     sh = chunk.sarr(s.array, "Broadcast")
     value = chunk.shared_read(sh, np.zeros((1, 1), dtype=I64), 1, mask, "Broadcast")[0]
     chunk.scopes[-1][s.dst] = [dtype_of("int"), owned(cast(np.asarray(value), dtype_of("int")))]
+
+
+# Kernel-IR statement -> the function that runs it (sim/exec.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    ThreadFence: exec_thread_fence, AtomicInc: exec_atomic_inc, Broadcast: exec_broadcast,
+}

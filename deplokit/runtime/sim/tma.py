@@ -1,8 +1,11 @@
 """The simulator's TMA copies and mbarriers (an advanced feature: passes/tma/): the Kernel-IR
-statements TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive, MbarrierWait and ProxyFence,
-each run by a function taking the chunk (sim/exec.py's Chunk, whose FEATURE_STATEMENTS table
-dispatches here) as its first argument. A copy lands at once and is marked in flight in the
-shared array's table until a wait observes the phase its bytes complete.
+statements of ir/kernel_tma.py (TmaLoad, TmaTensorLoad, MbarrierInit, MbarrierArrive,
+MbarrierWait and ProxyFence), each run by a function taking the chunk (sim/exec.py's Chunk,
+whose FEATURE_STATEMENTS table merges this module's STATEMENTS) as its first argument; the
+chunk asks `watches_proxy` whether to track ordinary stores for the proxy-fence check
+(`note_generic` records them), and `mbar_name` what a copy in flight waits on. A copy
+lands at once and is marked in flight in the shared array's table until a wait observes
+the phase its bytes complete.
 
 Every mbarrier (each slot of an array) has an id; a TMA copy in flight marks the shared
 elements it wrote with the tag -(1 + id + MBAR_IDS * phase), the phase of that barrier
@@ -17,13 +20,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import kernel_ir as K
+from ...ir.kernel_ir import walk_stmts
+from ...ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, ProxyFence, TmaLoad, TmaTensorLoad
 from ...ir.swizzle import REPEAT, swizzle_word
 from ..tensor_map import box_values
 from .memory import MBarState
 from .values import F32, I64, cast
 
 MBAR_IDS = 1024                 # mbarriers (slots) a kernel may have: the in-flight tag's radix
+
+
+def watches_proxy(k) -> bool:
+    """Whether kernel k has async-proxy copies (TmaLoad) that ordinary stores to their shared
+    memory must be fenced before: the chunk then notes those stores (note_generic)."""
+    return any(isinstance(s, TmaLoad) for s in walk_stmts(k.body))
+
+
+def note_generic(chunk, sh, keys, tids, n):
+    """Ordinary stores at flat keys (+0..n-1) by threads tids: not yet proxy-fenced (the chunk
+    calls it on each shared store of a kernel that `watches_proxy`)."""
+    if sh.gw is None:
+        sh.gw = np.full((chunk.nb, sh.size), -1, dtype=np.int32)
+    gwf = sh.gw.reshape(-1)
+    for j in range(n):
+        gwf[keys + j] = tids
 
 
 def one_issuer(chunk, rows, what):
@@ -34,7 +54,7 @@ def one_issuer(chunk, rows, what):
                    f"{chunk.block_index(r)}; a TMA copy is issued by one thread")
 
 
-def exec_tma_load(chunk, s: K.TmaLoad, mask):
+def exec_tma_load(chunk, s: TmaLoad, mask):
     mb = mbar(chunk, s.barrier, "TmaLoad")
     rows, tids, sl = mbar_threads(chunk, mb, s.slot, mask, "TmaLoad")
     if rows.size == 0:
@@ -56,7 +76,7 @@ def exec_tma_load(chunk, s: K.TmaLoad, mask):
     land(chunk, sh, "TmaLoad", s.expect, mb, rows, tids, sl, keys, cast(buf[src[:, None] + span], F32), s.buffer)
 
 
-def exec_tma_tensor_load(chunk, s: K.TmaTensorLoad, mask):
+def exec_tma_tensor_load(chunk, s: TmaTensorLoad, mask):
     """The box of the tensor map at the issuing thread's coordinates, elements outside the
     tensor zero, written row-major and swizzled as the map says (where the bytes land:
     a read with another XOR reads other elements)."""
@@ -171,7 +191,7 @@ def mbar_name(chunk, tag_value):
     return f"#{ident}"
 
 
-def exec_mbarrier_init(chunk, s: K.MbarrierInit, mask):
+def exec_mbarrier_init(chunk, s: MbarrierInit, mask):
     mb = chunk.mbars.get(s.name)
     if mb is None:
         base = sum(m.slots for m in chunk.mbars.values())
@@ -240,14 +260,14 @@ def mbar_complete(chunk, mb: MBarState, rows, sl):
     mb.first[r, q] = -1
 
 
-def exec_mbarrier_arrive(chunk, s: K.MbarrierArrive, mask):
+def exec_mbarrier_arrive(chunk, s: MbarrierArrive, mask):
     mb = mbar(chunk, s.name, "MbarrierArrive")
     rows, tids, sl = mbar_threads(chunk, mb, s.slot, mask, "MbarrierArrive")
     if rows.size:
         mbar_arrive(chunk, mb, rows, tids, sl, s.expect_tx)
 
 
-def exec_mbarrier_wait(chunk, s: K.MbarrierWait, mask):
+def exec_mbarrier_wait(chunk, s: MbarrierWait, mask):
     mb = mbar(chunk, s.name, "MbarrierWait")
     rows, tids, sl = mbar_threads(chunk, mb, s.slot, mask, "MbarrierWait")
     if rows.size == 0:
@@ -282,3 +302,10 @@ def exec_mbarrier_wait(chunk, s: K.MbarrierWait, mask):
     if chunk.acquired is None:
         chunk.acquired = np.full((chunk.nb, chunk.T), -1, dtype=I64)
     np.maximum.at(chunk.acquired, (rows, tids), mb.released[rows, sl])
+
+
+# Kernel-IR statement -> the function that runs it (sim/exec.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    TmaLoad: exec_tma_load, TmaTensorLoad: exec_tma_tensor_load, MbarrierInit: exec_mbarrier_init,
+    MbarrierArrive: exec_mbarrier_arrive, MbarrierWait: exec_mbarrier_wait, ProxyFence: exec_proxy_fence,
+}

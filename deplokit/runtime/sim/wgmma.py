@@ -1,7 +1,7 @@
 """The simulator's warpgroup MMA (an advanced feature: passes/wgmma/): the Kernel-IR
 statements WgmmaDescriptor, WgmmaFence, Wgmma, WgmmaCommit and WgmmaWait, each run by a
-function taking the chunk (sim/exec.py's Chunk, whose FEATURE_STATEMENTS table dispatches
-here) as its first argument.
+function taking the chunk (sim/exec.py's Chunk, whose FEATURE_STATEMENTS table merges
+this module's STATEMENTS) as its first argument.
 
 A descriptor is the 64-bit value PTX defines, its start address counted from the start of
 its shared array (arrays here have no common address space; a swizzled array starts on a
@@ -24,7 +24,7 @@ from ...ir.fragments import (
     kmajor_byte,
     wgmma_accumulator,
 )
-from ...ir.kernel_wgmma import Wgmma, WgmmaDescriptor
+from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.swizzle import swizzle_bytes
 from .mma import reg_run, whole_warps
 from .values import owned
@@ -101,3 +101,10 @@ def exec_wgmma_sync(chunk, s, mask):
     """fence / commit_group / wait_group: Wgmma completes at once here; they check only that
     whole warpgroups execute them (hardware requires it)."""
     whole_warpgroups(chunk, mask, type(s).__name__)
+
+
+# Kernel-IR statement -> the function that runs it (sim/exec.py's FEATURE_STATEMENTS)
+STATEMENTS = {
+    WgmmaDescriptor: exec_wgmma_descriptor, Wgmma: exec_wgmma, WgmmaFence: exec_wgmma_sync,
+    WgmmaCommit: exec_wgmma_sync, WgmmaWait: exec_wgmma_sync,
+}

@@ -3,6 +3,8 @@ which loops it unrolls fully into the loop around them, and how far it unrolls a
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
+from ...ir.kernel_cp_async import CpAsyncWait
+from ...ir.kernel_tma import MbarrierWait
 
 # nvcc's unrolling, in unrolled_size units, fitted to its sm_90 SASS of deplokit's matmuls: a 4x4
 # register tile's k loop of 16 (832) unrolls fully, of 32 (1664) partly, an 8x4's of 16 by 4
@@ -54,7 +56,7 @@ def unrolled(loop: K.For) -> bool:
         return False
     if loop.unroll:
         return True
-    if contains(loop.body, (K.Barrier, K.MbarrierWait, K.CpAsyncWait)):
+    if contains(loop.body, (K.Barrier, MbarrierWait, CpAsyncWait)):
         return False
     return trip * unrolled_size(loop.body) <= FULL_UNROLL
 
@@ -62,7 +64,7 @@ def unrolled(loop: K.For) -> bool:
 def unroll_factor(loop: K.For) -> int:
     """Iterations nvcc puts in one pass of a loop it keeps: up to 4 while under PARTIAL_UNROLL."""
     size, trip = max(1, unrolled_size(loop.body)), trip_count(loop)
-    if contains(loop.body, (K.Barrier, K.MbarrierWait, K.CpAsyncWait)):
+    if contains(loop.body, (K.Barrier, MbarrierWait, CpAsyncWait)):
         return 1                        # a staged K loop: one stage per pass
     factor = 1
     while factor < 4 and 2 * factor * size <= PARTIAL_UNROLL and (trip is None or trip % (2 * factor) == 0):

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 from ...analysis.sass import SharedLoadCounts
 from ...ir import kernel_ir as K
+from ...ir.kernel_cp_async import CpAsync, CpAsyncWait
+from ...ir.kernel_tma import MbarrierArrive, MbarrierWait, TmaLoad, TmaTensorLoad
 from ...ir.ops import OPS
 from ...ir.tensor_ir import ELEMENTWISE_OPS
 from .loop_addresses import compile_int, evaluate, vector_runs
@@ -48,10 +50,10 @@ from .loop_unroll import (
 )
 
 # statement -> (what it counts as, its OVERHEAD entry)
-SYNC_AND_COPY = {K.CpAsync: ("copies", "cp_async"), K.TmaLoad: ("copies", "tma"), K.TmaTensorLoad: ("copies", "tma"),
+SYNC_AND_COPY = {CpAsync: ("copies", "cp_async"), TmaLoad: ("copies", "tma"), TmaTensorLoad: ("copies", "tma"),
                  K.Barrier: ("barriers", ""),
-                 K.CpAsyncWait: ("barriers", "cp_async_wait"), K.MbarrierWait: ("barriers", "mbarrier_wait"),
-                 K.MbarrierArrive: ("barriers", "mbarrier_arrive")}
+                 CpAsyncWait: ("barriers", "cp_async_wait"), MbarrierWait: ("barriers", "mbarrier_wait"),
+                 MbarrierArrive: ("barriers", "mbarrier_arrive")}
 FLOAT_CALLS = set(ELEMENTWISE_OPS)        # each at least one FP32 / SFU instruction; slow ones more:
 SLOW_CALLS = {name: op.slots for name, op in OPS.items() if op.slots}       # ir/ops.py
 
@@ -238,7 +240,7 @@ class _Iteration:
             counter, overhead = SYNC_AND_COPY[type(s)]
             self.add(counter, 1, mult, share)
             self.add("other", OVERHEAD.get(overhead, 0), mult, share)
-            if isinstance(s, K.MbarrierArrive) and s.expect_tx:
+            if isinstance(s, MbarrierArrive) and s.expect_tx:
                 self.add("other", OVERHEAD["expect_tx"], mult, share)
 
     def address(self, i: int, point: tuple, env: dict) -> int:
