@@ -21,7 +21,18 @@ from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.ops import OPS
 from ..ir.stages import row_major_strides
-from ..ir.tile_ir import THREAD, AsyncWait, Combine, FragmentLoad, MmaSync, SplitArrive, Stage, StridedLoop, TileKernel
+from ..ir.tile_ir import (
+    THREAD,
+    AsyncWait,
+    Combine,
+    FragmentLoad,
+    MmaSync,
+    SplitArrive,
+    Stage,
+    StridedLoop,
+    TileKernel,
+    WarpgroupMma,
+)
 from .banks import WARP, smem_loads, thread_values
 from .units import is_flop
 
@@ -158,6 +169,10 @@ class _Counter:
                 shape = MMA_SHAPES[s.shape]
                 self.flops += per_warp * 2 * shape.m * shape.n * shape.k
                 self.tensor_flops += per_warp * 2 * shape.m * shape.n * shape.k
+                self.instr += per_warp
+            elif isinstance(s, WarpgroupMma):      # one wgmma per warpgroup: each warp's quarter of it
+                self.flops += per_warp * 2 * 64 * s.n * 16 // 4
+                self.tensor_flops += per_warp * 2 * 64 * s.n * 16 // 4
                 self.instr += per_warp
             elif isinstance(s, FragmentLoad):      # an ldmatrix, or a shared load per element
                 ld = self.smem.get((s.stage, s.dst))

@@ -60,6 +60,7 @@ from ..ir.tile_ir import (
     Tile,
     TileKernel,
     TileProgram,
+    WarpgroupMma,
 )
 from ..target import STATIC_SMEM_PER_BLOCK
 from .stage_geometry import VECTOR, block_threads, copy_unit, smem_bytes, stage_smem_budget
@@ -116,7 +117,7 @@ class _TileChecker:
         body = self.tile.body if self.tile else kernel.body
         self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)} | \
             {s.dst for s in _tile_walk(kernel.body) if isinstance(s, Assign)} | \
-            {s.acc for s in _tile_walk(kernel.body) if isinstance(s, MmaSync)}    # carried variables, mma
+            {s.acc for s in _tile_walk(kernel.body) if isinstance(s, (MmaSync, WarpgroupMma))}    # carried, mma
         self.stage_names = {s.name for s in _tile_walk(kernel.body) if isinstance(s, Stage)}
         self.locals = kernel.local_names()
         self.multiples = multiples_of_vector(body)
@@ -181,6 +182,12 @@ class _TileChecker:
             self.register_index(s.acc, s.index, loops, s.text)
         if isinstance(s, (FragmentLoad, MmaSync)):
             self.mma(s, bound, stages)
+        if isinstance(s, WarpgroupMma):
+            st = self.k.mma
+            if st is None or not st.wgmma or (s.acc, s.n) != (st.acc, st.wgmma) or {s.a, s.b} - set(stages):
+                self.fail("mma-fragments", f"{s.text()}: not the stamped wgmma of {s.acc} on stages in scope")
+            self.index(s.a_at, dict(bound) | {"fr": 64, "fc": 16}, s.text)
+            self.index(s.b_at, dict(bound) | {"fr": 16, "fc": s.n}, s.text)
         if isinstance(s, Combine) and s.acc not in values:
             self.fail("names-declared", f"{s.text()}: {s.acc} is no accumulator")
         if isinstance(s, AsyncWait):

@@ -510,11 +510,14 @@ TENSOR_CORE_PRECISIONS = ("tf32", "bfloat16", "float16")
 
 def mma_kind(kernel, target) -> str:
     """008's default `mma`: tf32 for a precision='tf32' kernel, half for one whose matmul reads
-    half operands (001 stamps both on TileKernel.precision), on sm_80+; else off."""
+    half operands (001 stamps both on TileKernel.precision), on sm_80+ (wgmma on sm_90, which
+    has it; 008 falls back to mma.sync where it does not fit); else off."""
     precision = getattr(kernel, "precision", "")
     if target.sm < 80 or precision not in TENSOR_CORE_PRECISIONS:
         return "off"
-    return "tf32" if precision == "tf32" else "half"
+    if precision == "tf32":
+        return "tf32"
+    return "wgmma" if target.sm == 90 else "half"
 
 
 def mma_fed(threads: tuple[int, int], regs: tuple[int, int]) -> bool:
