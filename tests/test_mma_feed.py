@@ -40,9 +40,11 @@ def test_the_balanced_grid_of_a_tensor_core_matmul_feeds_its_warps():
     sm80 = get_target("sm_80")
     fp32, _ = decide(1024, 1024, 64, 16, sm80, 1, False)
     assert fp32 is not None and (fp32.threads, fp32.regs) == ((16, 8), (4, 4))   # the FMA grid is unchanged
-    half, why = decide(1024, 1024, 64, 16, sm80, 1, True)
+    half, why = decide(1024, 1024, 64, 16, sm80, 1, True, True)
     assert half is not None and mma_fed(half.threads, half.regs) and balanced(half.blocks, sm80.sm_count)
     assert "one ldmatrix per two mma.sync" in why
+    wgmma, _ = decide(1024, 1024, 64, 16, sm80, 1, True, False)    # no ldmatrix to feed: the FMA grid's
+    assert wgmma is not None and (wgmma.threads, wgmma.regs) == ((16, 8), (4, 4))
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES + [(2048, 1024, 512), (32, 4096, 4096)])
