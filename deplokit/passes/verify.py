@@ -63,7 +63,7 @@ from ..ir.tile_ir import (
     WarpgroupMma,
 )
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
+from .stage_geometry import VECTOR, block_threads, copy_unit, smem_bytes, stage_smem_budget
 from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
 
@@ -235,7 +235,7 @@ class _TileChecker:
     def unit(self, s, bound):
         """The stage's copy unit is the one the schedule's rule gives it here (a pass that
         changed the stage without restamping it would copy misaligned float4s, or lose them)."""
-        want = copy_unit(s, self.types[s.tensor], bound)
+        want = copy_unit(s, self.types[s.tensor], bound, block_threads(self.tile) if self.tile else 0)
         if s.unit != want:
             self.fail("copy-unit", f"stage {s.name} is stamped to copy units of {s.unit} floats, but its rows, "
                                    f"pad and copy kind give {want}")

@@ -100,7 +100,7 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types, wgmm
             return Skip(f"wgmma: {why}")
         warps = (tm.extent * tn.extent // WARP, 1)
     else:
-        warps = _warp_grid(tm.extent * tn.extent // WARP, block_m, block_n, shape)
+        warps = warp_grid(tm.extent * tn.extent // WARP, block_m, block_n, shape)
     if warps is None:
         return Skip(f"mma: a {block_m} x {block_n} block tile does not split into warps of whole "
                     f"{shape.m} x {shape.n} tiles")
@@ -140,9 +140,9 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types, wgmm
     return dataclasses.replace(out, register_tiles=(RegisterTile(acc, (fm, fn, 4)),), mma=stamp)
 
 
-def _warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
+def warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
     """(WM, WN) warps over the block tile, each warp a whole number of m x n tiles; the grid
-    that reads the fewest fragments per k step (A tiles + B tiles / 2, B's being half as big)."""
+    that reads the fewest fragments per k step (fragment_loads), None when none fits."""
     best = None
     for wm in range(1, n_warps + 1):
         if n_warps % wm:
@@ -150,10 +150,27 @@ def _warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
         wn = n_warps // wm
         if block_m % (wm * shape.m) or block_n % (wn * shape.n):
             continue
-        cost = block_m // wm // shape.m + block_n // wn // shape.n / 2
+        cost = fragment_loads(block_m // wm // shape.m, block_n // wn // shape.n)
         if best is None or cost < best[0]:
             best = (cost, (wm, wn))
     return None if best is None else best[1]
+
+
+def fragment_loads(fm: int, fn: int) -> int:
+    """ldmatrix a warp of fm x fn tiles issues per k step: one .x4 per A tile (16 x k), one
+    .x4 per two B tiles (n8 each) when fn is even, else an .x2 per B tile."""
+    return fm + (fn // 2 if fn % 2 == 0 else fn)
+
+
+def ldsm_per_mma(n_warps: int, block_m: int, block_n: int, shape: MmaShape) -> float | None:
+    """ldmatrix per mma.sync of the block tile's warp grid (None: no grid of whole tiles). At
+    most 1/2 keeps the tensor cores fed: an .x4 moves 512 bytes, 4 cycles of an SM's 128 bytes
+    a clock of shared memory, the SM's mma m16n8k16 a tensor-core issue every 2 (sm_80)."""
+    grid = warp_grid(n_warps, block_m, block_n, shape)
+    if grid is None:
+        return None
+    fm, fn = block_m // grid[0] // shape.m, block_n // grid[1] // shape.n
+    return fragment_loads(fm, fn) / (fm * fn)
 
 
 class _Refused(Exception):
@@ -175,10 +192,18 @@ class _Ctx:
     k_tails: dict = dataclasses.field(default_factory=dict)         # K tail var -> its extent, whole k steps
 
     def restage(self, s: Stage) -> Stage:
-        """The stage as the fragments read it: the dtype it holds, a K tail's slab grown to whole k."""
+        """The stage as the fragments read it: the dtype it holds, a K tail's slab grown to whole k;
+        a tf32 operand's round_tf32 prologue (007) dropped: the fragment loads round each element
+        (cvt.rna), so the stage copies the tensor's bytes as they are (cp.async, TMA)."""
         slab = tuple(dataclasses.replace(ax, extent=self.k_tails[ax.var]) if ax.var in self.k_tails else ax
                      for ax in s.slab)
-        return dataclasses.replace(s, dtype=self.half_stages.get(s.name, s.dtype), slab=slab)
+        prologue = s.prologue
+        if (s.name in self.half_stages and self.stamp.shape.dtype == "tf32" and prologue is not None
+                and len(prologue.inputs) == 1 and prologue.inputs[0] == s.tensor and len(prologue.body) == 1
+                and prologue.body[0].op == "round_tf32" and prologue.body[0].args == (prologue.params[0],)
+                and prologue.body[0].dst == prologue.result):
+            prologue = None
+        return dataclasses.replace(s, dtype=self.half_stages.get(s.name, s.dtype), slab=slab, prologue=prologue)
 
     def body(self, body) -> tuple:
         out, stages = [], {}

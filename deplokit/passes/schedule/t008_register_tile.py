@@ -76,7 +76,7 @@ from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, rep
 from ..stage_geometry import restamp_stages
 from ..wgmma.wgmma_tile import tma_reason
 from .block_shape import EXTENTS, default_extents
-from .grid_plan import decided, mma_kind, plan, split_geometry
+from .grid_plan import LDMATRIX_KINDS, decided, mma_kind, plan, split_geometry
 from .register_nest import drop_dead, nest_body
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
 
@@ -134,7 +134,8 @@ def _planned(kernel, target):
     split = split_geometry(kernel)
     if split is None:
         return None
-    return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads)
+    return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads,
+                fed=mma_kind(kernel, target) in LDMATRIX_KINDS)
 
 
 KNOBS = (

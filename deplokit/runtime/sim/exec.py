@@ -836,7 +836,7 @@ class Chunk:
             buf = self.gbuf(s.source, "VectorLoad")
             off = self.check_bounds(off, 4, buf.size, mask, f"buffer {s.source}", "VectorLoad", align=4)
             vals = [cast(np.take(buf, off + j), F32) for j in range(4)]
-            self.stats.load(s.source, self.count(mask) * 16, self.count(mask))
+            self.stats.load(s.source, self.count(mask) * 4 * self.elem_bytes(s.source, buf), self.count(mask))
         elif s.space == "shared":
             vals = self.shared_read(self.sarr(s.source, "VectorLoad"), off, 4, mask, "VectorLoad")
         else:
