@@ -101,3 +101,23 @@ def test_broadcast_to_is_expand():
     c = deplokit.compile(lambda x: torch.broadcast_to(x, (2, 3, 5, 4)) * 2 + x.broadcast_to(3, 5, 4), x)
     assert [op.op for op in c.torch_ir.ops].count("expand") == 2
     assert c.check(backend="sim").ok
+
+
+def test_export_records_no_stack_traces_and_restores_the_flag(monkeypatch):
+    """Capture exports without a Python traceback per node (a fifth of exporting a model;
+    errors name the module path instead), and leaves torch's flag as it found it."""
+    from deplokit.frontend.capture import capture
+
+    export, during = torch.export.export, []
+
+    def spy(*args, **kwargs):
+        during.append(torch.fx.config.do_not_emit_stack_traces)
+        ep = export(*args, **kwargs)
+        during.append([n.meta.get("stack_trace") for n in ep.graph.nodes if n.op == "call_function"])
+        return ep
+
+    monkeypatch.setattr(torch.export, "export", spy)
+    before = torch.fx.config.do_not_emit_stack_traces
+    capture(torch.nn.Linear(4, 3), (torch.randn(2, 4),))
+    assert during[0] is True and during[1] and not any(during[1])
+    assert torch.fx.config.do_not_emit_stack_traces == before

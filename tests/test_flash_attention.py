@@ -116,10 +116,12 @@ def test_flash_tile_ir_shares_key_tiles_and_skips_causal_ones():
     assert any(isinstance(s, StridedLoop) for s, _ in walk(k.body))       # the loop starts at the diagonal
     assert {s.dst for s, _ in walk(k.body) if isinstance(s, Assign)} >= {"row_max", "row_sum", "row_out", "s_tile"}
     # head_dim 96: 96 + 96 + 16 floats would crowd one thread's registers: neighbouring
-    # threads share a row (a part of head_dim each, their partial scores added by a shuffle),
+    # threads share a row (a part of head_dim each, their partial scores of a key tile
+    # transposed by shuffles: each lane the full scores of 16 / lanes keys, test_flash_scatter.py),
     # as many as keep an SM at 16 warps (flash/attention_plan._more_lanes)
     lanes = next(x.flash for x in c.loop_ir.kernels if x.flash is not None).lanes
-    assert lanes > 1 and f"register q_reg[{96 // lanes}]" in text and "Combine(acc0, add, over=(a4l,))" in text
+    assert lanes > 1 and f"register q_reg[{96 // lanes}]" in text
+    assert "Combine(s_tile, add, over=(a4l,), scatter 16 slots)" in text
     # head_dim 80 too (80 + 80 + 16 floats and the ring's addresses spilled at 255 registers on
     # sm_80: flash/flash_registers.py); head_dim 64 fits one thread but leaves 8 warps an SM
     for name, d in (("causal_gqa_hd80_t70", 80), ("sdpa_noncausal_hd64_odd", 64)):

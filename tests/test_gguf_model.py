@@ -140,3 +140,21 @@ def test_a_preset_without_its_wheel_says_what_to_install():
     with pytest.raises(UnknownModelError, match="has no trained weights.*smollm2-135m"):
         pretrained.weights_path(PRESETS["Qwen/Qwen2.5-7B"])
     assert issubclass(ModelFileError, UnknownModelError)
+
+
+def test_the_tokenizer_is_read_through_plain_ndarray_views(monkeypatch):
+    """transformers reads the file's metadata with gguf.GGUFReader; while the tokenizer loads,
+    that is the plain-view reader (a memmap slice per vocabulary string costs ~10x), and
+    the gguf module gets its own class back afterwards."""
+    path, original, readers = smollm2_path(), gguf.GGUFReader, []
+    init = original.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        readers.append(type(self.data))
+
+    monkeypatch.setattr(original, "__init__", spy)
+    tokenizer = pretrained.load_tokenizer(path)
+    assert readers and all(t is np.ndarray for t in readers)
+    assert gguf.GGUFReader is original
+    assert tokenizer.decode(tokenizer.encode("The capital of France")) == "The capital of France"

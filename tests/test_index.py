@@ -292,3 +292,22 @@ def test_common_factors_match_numpy(seed):
         base = value(e, env)
         np.testing.assert_array_equal(value(floordiv(e, m * k, ranges), env), base // (m * k), err_msg=f"{e}")
         np.testing.assert_array_equal(value(mod(e, m * k, ranges), env), base % (m * k), err_msg=f"{e}")
+
+
+def test_rename_of_variables_alone_is_substitutes_result():
+    """rename keeps a variables-only form's terms as they are (its fast path); it must be what
+    substituting the new variables gives, term order, merges and constants included."""
+    rng = random.Random(5)
+    names = ["a", "b", "c", "d"]
+    for _ in range(300):
+        e = const(rng.randint(-3, 3))
+        for _ in range(rng.randint(0, 4)):
+            e = e + var(rng.choice(names)) * rng.choice([-2, -1, 1, 3])
+        if rng.random() < 0.3:
+            e = e + floordiv(var("a") + var("b") * 4, 4, {"a": 4, "b": 8})
+        mapping = dict(zip(names, rng.sample(["x", "y", "z", "a", "b"], 4)))
+        if rng.random() < 0.2:      # two variables made one: their terms merge
+            mapping["b"] = mapping["a"]
+        want = substitute(e, {old: var(new) for old, new in mapping.items()})
+        got = rename(e, mapping)
+        assert got == want and str(got) == str(want)

@@ -93,7 +93,7 @@ def test_knob_in_the_tuners_space_only_where_precision_allows():
     from deplokit.passes.schedule.t008_register_tile import PASS
     from deplokit.tune.space import kernel_spaces
     knob = next(k for k in PASS.knobs if k.name == "mma")
-    assert knob.domain == ("off", "tf32", "half")
+    assert knob.domain == ("off", "tf32", "half", "wgmma")
     # an exact float32 program: the tuner never trades its precision for tensor cores
     a, b = torch.randn(256, 64), torch.randn(64, 128)
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_80")

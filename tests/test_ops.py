@@ -1000,3 +1000,31 @@ def test_loop_interp_chunking(case_id, limit, monkeypatch):
     chunked = comp.run(*inputs, backend="loop")
     for a, b in zip(torch.utils._pytree.tree_leaves(chunked), torch.utils._pytree.tree_leaves(unchunked)):
         torch.testing.assert_close(a, b, rtol=c.tol[0], atol=c.tol[1])
+
+
+@pytest.mark.parametrize("case_id", ["matmul[(37,129)x(129,13)]", "sdpa(gqa 4q/2kv,is_causal)[(1,4|2,11,8)]",
+                                     "cat(3,1)[(2,3|1|4,5)]", "embedding(int64)[(3,37)->(1000,64)]"])
+@pytest.mark.parametrize("limit", [None, 17])
+def test_loop_interp_loads_blocks_through_slices_with_the_same_bits(case_id, limit, monkeypatch):
+    """A load indexed by loop variables (plus constants) is a block copied through a slice of
+    the tensor, not gathered through index arrays; results are bit for bit the gather's."""
+    c = next(c for c in CASES if c.id == case_id)
+    comp = _compiled(case_id)
+    inputs = c.make_inputs(2)
+    if limit:
+        monkeypatch.setattr(loop_interp, "MAX_ELEMENTS", limit)
+    real, views = loop_interp._sliced, []
+
+    def spy(src, *args):
+        tile = real(src, *args)
+        views.append(tile is not None)
+        return tile
+
+    monkeypatch.setattr(loop_interp, "_sliced", spy)
+    sliced = comp.run(*inputs, backend="loop")
+    monkeypatch.setattr(loop_interp, "_sliced", lambda *args: None)
+    gathered = comp.run(*inputs, backend="loop")
+    for a, b in zip(torch.utils._pytree.tree_leaves(sliced), torch.utils._pytree.tree_leaves(gathered)):
+        assert torch.equal(a, b)
+    if case_id.startswith("matmul"):
+        assert all(views) and views

@@ -233,7 +233,7 @@ EXPECTED_FUSE_ATTENTION = """\
 local row_max[1]: one row of (64, 1) float32 at a time, on chip
 local row_sum[1]: one row of (64, 1) float32 at a time, on chip
 local row_out[32]: one row of (64, 32) float32 at a time, on chip
-flash: a block owns 16 query rows (in registers, 2 threads a row), keys and values in staged tiles of 16 (about 82 registers a thread fit the cap of 255 for 32 threads, 23 warps an SM; 1 lane a row: 178 registers, 11 warps an SM, under the goal of 16); 4 blocks on 132 SMs (32 rows x 1 head a block then 16 rows x 1 head a block); not more: no smaller query tile or head group remains
+flash: a block owns 16 query rows (in registers, 2 threads a row; each lane the full scores of 8 keys of a tile (a transposing reduce: 1/2 shuffles a score, not 1), the softmax on those, P gathered back), keys and values in staged tiles of 16 (about 82 registers a thread fit the cap of 255 for 32 threads, 23 warps an SM; 1 lane a row: 178 registers, 11 warps an SM, under the goal of 16); 4 blocks on 132 SMs (32 rows x 1 head a block then 16 rows x 1 head a block); not more: no smaller query tile or head group remains
 for a0 in 0..64:  # free
     row_max[a0, 0] = -inf
     row_sum[a0, 0] = 0
@@ -833,19 +833,19 @@ def test_004_renames_the_locals_that_clash():
 
 
 # -- 004_reconverge_warps, on the flash kernel of a lane-split row (head_dim 128, 4 lanes a row):
-# its key loop has thread 0 issue the next K/V tiles (an `if`), then the lanes add their partial
-# dot products by shuffles. The pass puts one `syncwarp` after the copy branch, before the first
-# shuffle's loop, in the same loop body; nothing else moves. Pinned as the diff it makes (the
+# its key loop has thread 0 issue the next K/V tiles (an `if`), then the lanes transpose their
+# partial dot products by shuffles (flash scatter). The pass puts one `syncwarp` after the copy
+# branch, before the first shuffle, in the same loop body; nothing else moves. Pinned as the diff it makes (the
 # flash kernel is 88 lines; test_flash_registers.py checks the CUDA and the SASS side).
 RECONVERGED = """\
-@@ -43,6 +43,7 @@
-             tma box shared k_smem[(((a3o + 1) % 2) * 2048)] <- k_tmap[0, a0b / 2, ((a3o * 16) + 16), 0] on a3o_full[((a3o + 1) % 2)]
-             tma box shared v_smem[(((a3o + 1) % 2) * 2048)] <- v_tmap[0, a0b / 2, ((a3o * 16) + 16), 0] on a3o_full[((a3o + 1) % 2)]
-     float tile_max = -inf
+@@ -52,6 +52,7 @@
+                 float v0 = multiply(in0, select((a4vv == 0), in1_x, select((a4vv == 1), in1_y, select((a4vv == 2), in1_z, in1_w))))
+                 acc0 = add(acc0, v0)
+         s_tile[a3i] = acc0
 +    syncwarp
-     for a3i = 0; < 16; += 1:  # unroll
-         float acc0 = 0
-         for a4q = 0; < 8; += 1:  # unroll"""
+     s_tile[0] = add(select(((a4l & 2) != 0), s_tile[8], s_tile[0]), shfl_xor(select(((a4l & 2) != 0), s_tile[0], s_tile[8]), 2))
+     s_tile[1] = add(select(((a4l & 2) != 0), s_tile[9], s_tile[1]), shfl_xor(select(((a4l & 2) != 0), s_tile[1], s_tile[9]), 2))
+     s_tile[2] = add(select(((a4l & 2) != 0), s_tile[10], s_tile[2]), shfl_xor(select(((a4l & 2) != 0), s_tile[2], s_tile[10]), 2))"""
 
 
 def test_005_puts_a_syncwarp_between_the_copy_branch_and_the_shuffles():

@@ -21,7 +21,18 @@ from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.ops import OPS
 from ..ir.stages import row_major_strides
-from ..ir.tile_ir import THREAD, AsyncWait, Combine, FragmentLoad, MmaSync, SplitArrive, Stage, StridedLoop, TileKernel
+from ..ir.tile_ir import (
+    THREAD,
+    AsyncWait,
+    Combine,
+    FragmentLoad,
+    MmaSync,
+    SplitArrive,
+    Stage,
+    StridedLoop,
+    TileKernel,
+    WarpgroupMma,
+)
 from .banks import WARP, smem_loads, thread_values
 from .units import is_flop
 
@@ -135,8 +146,15 @@ class _Counter:
             elif isinstance(s, Combine):
                 lanes = self.tile.axis(s.over[0]).extent
                 shuffles = math.log2(min(lanes, WARP)) if lanes > 1 else 0
-                self.instr += per_warp * 2 * shuffles
-                self.fp += per_warp * shuffles
+                if s.slots and s.reduction == "gather":     # one broadcast a slot
+                    self.instr += per_warp * s.slots
+                elif s.slots:       # a transposing reduce: a shuffle, an add and two selects a pair
+                    pairs = s.slots * (lanes - 1) / lanes
+                    self.instr += per_warp * 4 * pairs
+                    self.fp += per_warp * pairs
+                else:
+                    self.instr += per_warp * 2 * shuffles
+                    self.fp += per_warp * shuffles
                 if lanes > WARP:
                     self.barriers += mult
                     self.wavefronts += per_warp * 2
@@ -158,6 +176,10 @@ class _Counter:
                 shape = MMA_SHAPES[s.shape]
                 self.flops += per_warp * 2 * shape.m * shape.n * shape.k
                 self.tensor_flops += per_warp * 2 * shape.m * shape.n * shape.k
+                self.instr += per_warp
+            elif isinstance(s, WarpgroupMma):      # one wgmma per warpgroup: each warp's quarter of it
+                self.flops += per_warp * 2 * 64 * s.n * 16 // 4
+                self.tensor_flops += per_warp * 2 * 64 * s.n * 16 // 4
                 self.instr += per_warp
             elif isinstance(s, FragmentLoad):      # an ldmatrix, or a shared load per element
                 ld = self.smem.get((s.stage, s.dst))

@@ -6,6 +6,7 @@ are evaluated here with torch and become constants: they depend only on shapes.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import keyword
 import operator
@@ -95,7 +96,7 @@ def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = (), 
     except NotImplementedError:   # torch.export(...).module(): exported already, its mode fixed
         was_training = None
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _no_stack_traces():
             ep = torch.export.export(module, tuple(example_inputs), strict=False)
     except Exception as e:  # torch raises many types here; all mean "could not capture"
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -106,6 +107,25 @@ def capture(module_or_fn, example_inputs: tuple, scalars: tuple[str, ...] = (), 
         if was_training is not None:
             module.train(was_training)
     return _convert(ep, tuple(scalars), scalar_limit)
+
+
+@contextlib.contextmanager
+def _no_stack_traces():
+    """torch.export without the Python stack trace of every node: nothing here reads
+    node.meta["stack_trace"] (errors name the module path, nn_module_stack), and extracting
+    and formatting a traceback per traced op is about a fifth of exporting a model.
+    torch.fx.config.do_not_emit_stack_traces is a plain module flag (torch >= 2.12; setting
+    it on an older torch changes nothing)."""
+    config = torch.fx.config
+    saved = getattr(config, "do_not_emit_stack_traces", None)
+    config.do_not_emit_stack_traces = True
+    try:
+        yield
+    finally:
+        if saved is None:
+            del config.do_not_emit_stack_traces
+        else:
+            config.do_not_emit_stack_traces = saved
 
 
 def _check_dtype(dtype, where: str) -> str:

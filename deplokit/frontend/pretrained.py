@@ -68,7 +68,8 @@ def load_tokenizer(path: str):
         raise ModelFileError("the tokenizer of a GGUF file needs transformers: pip install 'deplokit[llm]'") from None
     folder, file = os.path.split(os.path.abspath(path))
     try:
-        return AutoTokenizer.from_pretrained(folder, gguf_file=file, local_files_only=True)
+        with gguf_weights.plain_reads():
+            return AutoTokenizer.from_pretrained(folder, gguf_file=file, local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ModelFileError(f"{path}: its tokenizer cannot be read ({type(e).__name__}: "
                              f"{' '.join(str(e).split())[:200]})") from None

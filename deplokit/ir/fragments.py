@@ -238,6 +238,10 @@ class MmaTile:
     layout_b: FragmentLayout
     layout_c: FragmentLayout
     lanes: tuple[str, str] = ("", "")    # the THREAD axes g (8) and t (4): lane = 4g + t
+    # wgmma (sm_90a): each warpgroup of 4 warps (warps[0] a multiple of 4, warps[1] 1) runs one
+    # wgmma.mma_async m64n`wgmma`k16 per k step on operands left in shared memory (no A/B
+    # fragments); its D fragment is, warp by warp, the 16 x 8 C layout once per 8 columns
+    wgmma: int = 0
 
     def layout(self, operand: str) -> FragmentLayout:
         return {"A": self.layout_a, "B": self.layout_b, "C": self.layout_c}[operand]
@@ -248,6 +252,12 @@ class MmaTile:
     def text(self) -> str:
         (wm, wn), (fm, fn) = self.warps, self.tiles
         s = self.shape
+        if self.wgmma:
+            head = (f"mma {self.acc}[{fm}, {fn}, {self.fragment_size('C')}]: "
+                    f"wgmma.mma_async.sync.aligned.m64n{self.wgmma}k16.f32.{s.dtype}.{s.dtype}, "
+                    f"{wm // 4} warpgroups of 64 x {self.wgmma} ({wm} x {wn} warps of {fm * s.m} x {fn * s.n}), "
+                    f"operands from shared memory")
+            return "\n".join([head, "  " + self.layout_c.text() + " (per 8 columns)"])
         head = (f"mma {self.acc}[{fm}, {fn}, {self.fragment_size('C')}]: {s.ptx()}, {wm} x {wn} warps of "
                 f"{fm * s.m} x {fn * s.n}, fragments {self.a}[{fm}, {self.fragment_size('A')}] "
                 f"{self.b}[{fn}, {self.fragment_size('B')}]")
@@ -389,6 +399,17 @@ def descriptor_fields(desc):
     """(start, leading, stride) in bytes and the swizzle mode of descriptor(s) `desc` (ints or
     uint64 numpy arrays)."""
     return ((desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4, (desc >> 62) & 3)
+
+
+def mnmajor_byte(mn, k, leading, stride, span: int):
+    """Byte offset, before swizzling, of element (mn, k) of an MN-major tile of 2-byte elements
+    (a row-major K x N B: the descriptor's transpose bit) that a swizzled descriptor describes:
+    rows along K `span` bytes apart, each holding span / 2 consecutive MN elements; 8-row
+    groups along K `stride` bytes apart; the next span / 2 MN elements `leading` bytes on."""
+    if not span:
+        raise ValueError("an MN-major wgmma operand is read through a swizzle (32, 64 or 128 bytes)")
+    per = span // 2
+    return (mn // per) * leading + (k // 8) * stride + (k % 8) * span + (mn % per) * 2
 
 
 def kmajor_byte(row, k, leading, stride, span: int):

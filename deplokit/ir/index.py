@@ -267,6 +267,12 @@ def _subst_atom(atom: Atom, mapping: Mapping[str, Affine], ranges: Ranges) -> Af
 
 
 def rename(e: Affine, names: Mapping[str, str]) -> Affine:
+    # variables alone, renamed to distinct names: the terms as they are, nothing to simplify
+    # (a hot path: every kernel fusion builds is renamed into print order)
+    if all(type(atom) is Var for atom, _ in e.terms):
+        terms = tuple((Var(names.get(atom.name, atom.name)), c) for atom, c in e.terms)
+        if len({atom for atom, _ in terms}) == len(terms):
+            return Affine(terms, e.const)
     return substitute(e, {old: var(new) for old, new in names.items()})
 
 

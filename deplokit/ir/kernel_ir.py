@@ -101,9 +101,12 @@ class SharedLoad:
 
 @dataclass(frozen=True)
 class Shuffle:
-    """__shfl_xor_sync(full mask, value, lane_mask): the value held by lane ^ lane_mask."""
+    """__shfl_xor_sync(full mask, value, lane_mask): the value held by lane ^ lane_mask. With a
+    width (a power of 2 up to 32): __shfl_sync(full mask, value, lane_mask, width), the value
+    held by lane `lane_mask` of the thread's group of `width` lanes (a broadcast)."""
     value: "Expr"
     lane_mask: int
+    width: int = 0
 
 
 @dataclass(frozen=True)
@@ -306,6 +309,9 @@ class KernelFunc(Displayable):
     index_bits: int = 32
     # TMA (sm_90): the tensor maps (kernel_tma.TensorMap) the kernel takes after its buffer parameters.
     tensor_maps: tuple = ()
+    # blocks an SM must hold at once (__launch_bounds__'s second argument: ptxas keeps a thread
+    # within 65536 / (threads x blocks) registers); 0: no such bound
+    min_blocks: int = 0
 
     def tensor_map(self, name: str):
         for t in self.tensor_maps:
@@ -458,6 +464,8 @@ def format_expr(e) -> str:
     if isinstance(e, SharedLoad):
         return f"shared {format_at(e.array, e.offset)}"
     if isinstance(e, Shuffle):
+        if e.width:
+            return f"shfl_idx({format_expr(e.value)}, {e.lane_mask}, width={e.width})"
         return f"shfl_xor({format_expr(e.value)}, {e.lane_mask})"
     if isinstance(e, RegLoad):
         return format_at(e.array, e.index)

@@ -130,17 +130,18 @@ class TmaTensorLoad:
 @dataclass(frozen=True)
 class TensorMap:
     """A `const __grid_constant__ CUtensorMap` parameter of a kernel (after its buffers): how
-    TmaTensorLoads copy boxes of global buffer `buffer` (row-major `shape`, float32) into
+    TmaTensorLoads copy boxes of global buffer `buffer` (row-major `shape`, float32 or half) into
     shared memory. The host encodes it for the device buffer (runtime/tensor_map.py)."""
     name: str
     buffer: str
     shape: tuple[int, ...]        # the buffer's dims, outermost first
     box: tuple[int, ...]          # one copy's extent per dim, outermost first
     swizzle: int = 0              # bytes (0, 32, 64, 128): deplokit.ir.swizzle
+    element_bytes: int = 4        # 2: a bf16/fp16 buffer's box, copied raw (008's wgmma operands)
 
     @property
     def box_bytes(self) -> int:
-        n = 4
+        n = self.element_bytes
         for b in self.box:
             n *= b
         return n

@@ -14,7 +14,8 @@ from .kernel_ir import Expr, KernelFunc, format_at, format_plain, walk_stmts
 @dataclass(frozen=True)
 class WgmmaDescriptor:
     """uint64 `name` = the shared-memory matrix descriptor (PTX ISA "Matrix Descriptor
-    Format", deplokit.ir.fragments.descriptor_bits) of a K-major operand tile of shared
+    Format", deplokit.ir.fragments.descriptor_bits) of an operand tile (K-major; or MN-major,
+    the Wgmma's b_mn_major, deplokit.ir.fragments.mnmajor_byte) of shared
     `array` from element `offset`: start address, leading and stride byte offsets, swizzle.
     The stride byte offset steps from one 8-row group to the next; the leading one from one
     8-element K column of core matrices to the next (unused when a K step of 16 halves fits
@@ -55,12 +56,15 @@ class Wgmma:
     acc_at: Expr
     a_desc: str
     b_desc: str
+    # B stored MN-major (a row-major K x N tile, N contiguous): PTX's imm-trans-b = 1
+    b_mn_major: bool = False
     LOCAL_FIELDS = ("acc", "a_desc", "b_desc")
     MORE_EXPRS = ("acc_at",)
 
     def text(self) -> str:
+        b = f"smem {self.b_desc}" + (" MN-major" if self.b_mn_major else "")
         return (f"{self.acc}[{format_plain(self.acc_at)} +0..{self.n // 2}] += wgmma.m64n{self.n}k16."
-                f"{self.dtype}(smem {self.a_desc}, smem {self.b_desc}) async")
+                f"{self.dtype}(smem {self.a_desc}, {b}) async")
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,10 @@ class FlashPlan:
     split: str = ""
     # half attention on tensor cores (deplokit.ir.flash_mma.FlashMma), else None: FFMA
     mma: object = None
+    # lanes > 1: each lane sums its part of head_dim for every key of a tile, then a transposing
+    # Combine leaves each lane the full scores of key_tile / lanes keys (the softmax runs on those
+    # only, P gathered back for P @ V); else every lane all-reduces every score (flash_tile.py)
+    scatter: bool = False
 
     @property
     def rereads(self) -> int:
@@ -227,6 +231,10 @@ class FlashPlan:
                 (f", loop {self.split}" if self.split else "") + "), the splits combined by a second kernel"
         where = "registers" if self.query_registers else "shared memory"
         where += f", {self.lanes} threads a row" if self.lanes > 1 else ""
+        if self.scatter:
+            where += (f"; each lane the full scores of {self.key_tile // self.lanes} keys of a tile (a transposing "
+                      f"reduce: {self.lanes - 1}/{self.lanes} shuffles a score, not {self.lanes.bit_length() - 1}), "
+                      f"the softmax on those, P gathered back")
         why = f" ({self.registers})" if self.registers else ""
         return (f"flash: a block owns {self.query_tile} query rows{heads} (in {where}), keys and values in "
                 f"staged tiles of {self.key_tile}{skip}{why}" + (f"; {self.fill}" if self.fill else "")

@@ -6,7 +6,7 @@ import dataclasses
 
 from .index import Affine, substitute
 from .loop_ir import Accumulate, Compute, Load, Loop, Store
-from .tile_ir import FragmentLoad, MmaSync, Stage, StridedLoop, Tile
+from .tile_ir import FragmentLoad, MmaSync, Stage, StridedLoop, Tile, WarpgroupMma
 
 
 def _sub(e: Affine, mapping, ranges) -> Affine:
@@ -29,6 +29,10 @@ def substitute_body(body, mapping: dict, ranges: dict):
             s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index),
                                     a_index=tuple(_sub(e, mapping, ranges) for e in s.a_index),
                                     b_index=tuple(_sub(e, mapping, ranges) for e in s.b_index))
+        elif isinstance(s, WarpgroupMma):
+            s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index),
+                                    a_at=tuple(_sub(e, mapping, ranges) for e in s.a_at),
+                                    b_at=tuple(_sub(e, mapping, ranges) for e in s.b_at))
         elif isinstance(s, Accumulate) and s.index:
             s = dataclasses.replace(s, index=tuple(_sub(e, mapping, ranges) for e in s.index))
         elif isinstance(s, Compute):

@@ -46,6 +46,7 @@ class TmaBox:
     which every read of the stage applies too."""
     box: tuple[int, ...]
     swizzle: int = 0
+    element_bytes: int = 4         # 2: a half tensor's box, copied raw (008's wgmma operands)
 
     @property
     def rank(self) -> int:

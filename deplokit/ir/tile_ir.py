@@ -169,12 +169,18 @@ class StridedLoop:
 @dataclass(frozen=True)
 class Combine:
     acc: str
-    reduction: str                 # sum | max | min
+    reduction: str                 # sum | max | min; gather (with slots: the inverse of a scatter)
     over: tuple[str, ...]          # THREAD axis vars whose threads hold partials
+    # slots > 0: acc is a register tile of that many partials and the lanes transpose it (a
+    # reduce-scatter): afterwards lane l's slots 0 .. slots/L - 1 hold the full reductions of
+    # slots l * slots/L + i; `gather` undoes it (every lane gets every lane's slots back)
+    slots: int = 0
 
     def text(self) -> str:
-        op = {"sum": "add", "max": "max", "min": "min"}[self.reduction]
-        return f"Combine({self.acc}, {op}, over=({', '.join(self.over)},))"
+        op = {"sum": "add", "max": "max", "min": "min", "gather": "gather"}[self.reduction]
+        tile = f", scatter {self.slots} slots" if self.slots and self.reduction != "gather" else \
+            (f", {self.slots} slots" if self.slots else "")
+        return f"Combine({self.acc}, {op}, over=({', '.join(self.over)},){tile})"
 
 
 @dataclass(frozen=True)
@@ -341,8 +347,30 @@ class MmaSync:
                 f"{self.b}[{format_index(self.b_index)}])")
 
 
+@dataclass(frozen=True)
+class WarpgroupMma:
+    """acc[index +0..n/2] += A @ B for one k step of 16 of a warpgroup's 64 x n tile: one
+    wgmma.mma_async m64n`n`k16 (sm_90a, the kernel's MmaTile.wgmma) on operands that stay in
+    shared memory. `a_at` is the slab index of element (fr, fc) of the warpgroup's 64 x 16 A
+    tile in stage `a`, `b_at` that of element (fr, fc) of the 16 x n B tile in stage `b`; the
+    lowering builds each operand's matrix descriptor from the stage's layout (K-major, or B
+    MN-major when its rows run along n) and fences, commits and waits around the K loop."""
+    acc: str
+    index: tuple[Affine, ...]
+    n: int
+    dtype: str                     # bf16 | f16
+    a: str
+    a_at: tuple[Affine, ...]
+    b: str
+    b_at: tuple[Affine, ...]
+
+    def text(self) -> str:
+        return (f"{self.acc}[{format_index(self.index)} +0..{self.n // 8}] <- wgmma.m64n{self.n}k16.{self.dtype}("
+                f"smem {self.a}[{format_index(self.a_at)}], smem {self.b}[{format_index(self.b_at)}])")
+
+
 TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, Loop,
-                 Assign, FragmentLoad, MmaSync]
+                 Assign, FragmentLoad, MmaSync, WarpgroupMma]
 
 
 @dataclass(frozen=True)
@@ -501,6 +529,6 @@ def accumulators(body) -> list[tuple[str, str]]:
     for s, _ in walk(body):
         if isinstance(s, Accumulate) and (s.acc, s.reduction) not in seen:
             seen.append((s.acc, s.reduction))
-        elif isinstance(s, MmaSync) and (s.acc, "sum") not in seen:
+        elif isinstance(s, (MmaSync, WarpgroupMma)) and (s.acc, "sum") not in seen:
             seen.append((s.acc, "sum"))
     return seen

@@ -44,7 +44,7 @@ from ..ir.stages import (  # noqa: F401  (re-exported)
     row_major_strides,
     transposed,
 )
-from ..ir.tile_ir import BLOCK, Stage, StridedLoop, Tile, walk
+from ..ir.tile_ir import BLOCK, THREAD, Stage, StridedLoop, Tile, walk
 from ..target import VECTOR
 from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import load_shared_width, multiples_of_vector
@@ -143,10 +143,16 @@ def _unit_name(size: int) -> str:
     return "floats" if size == 4 else "halves"
 
 
-def copy_unit(stage, ttype, ranges) -> int:
+def copy_unit(stage, ttype, ranges, threads: int = 0) -> int:
     """Floats per unit the block's threads copy the stage in (Stage.unit): VECTOR (a float4,
     or a 16-byte cp.async, which also needs 16-byte aligned padded shared rows) where the
-    rows allow it, else 1. A TMA stage's unit is the one of its cp.async fallback."""
+    rows allow it, else 1. A TMA stage's unit is the one of its cp.async fallback. A prologue
+    stage (math per element) whose float4 units would leave some of the block's `threads`
+    idle copies single floats: every thread computes a share, and none holds 4 elements'
+    worth of transcendentals at once (a 16 x 16 silu(gate) * up slab on 128 threads: float4
+    on 64 of them made ptxas spill on sm_120)."""
+    if stage.prologue is not None and threads and _elements(stage) // VECTOR < threads:
+        return 1
     if transposed(stage):
         # 007's k-major A: cp.async moves each float by itself; the threads read float4
         # along the tensor's rows and store them down the stage's columns
@@ -167,7 +173,23 @@ def copy_unit(stage, ttype, ranges) -> int:
     return VECTOR
 
 
-def restamp(stage, ttype, ranges):
+def _elements(stage) -> int:
+    n = 1
+    for ax in stage.slab:
+        n *= ax.extent
+    return n
+
+
+def block_threads(tile: Tile) -> int:
+    """Threads of a Tile's block (its THREAD axes)."""
+    n = 1
+    for a in tile.axes:
+        if a.kind == THREAD:
+            n *= a.extent
+    return n
+
+
+def restamp(stage, ttype, ranges, threads: int = 0):
     """(stage, why): the stage with its copy stamps recomputed after a pass changed its
     slab, origin, pad or copy kind: its copy unit, and a TMA stage's box (its swizzle kept
     where the box still allows it); where the stage is no tensor-map box any more, it falls
@@ -180,27 +202,28 @@ def restamp(stage, ttype, ranges):
         else:
             keep = stage.tma.swizzle if stage.tma and swizzle_for(box)[0] == stage.tma.swizzle else 0
             stage = dataclasses.replace(stage, tma=dataclasses.replace(box, swizzle=keep))
-    return dataclasses.replace(stage, unit=copy_unit(stage, ttype, ranges)), why
+    return dataclasses.replace(stage, unit=copy_unit(stage, ttype, ranges, threads)), why
 
 
 def restamp_stages(kernel, types):
     """The kernel with every Stage's copy unit (and TMA plan) recomputed in its scope, and
     its loads from stages restamped (restamp_loads)."""
-    return restamp_loads(dataclasses.replace(kernel, body=_restamp_body(kernel.body, types, {})))
+    return restamp_loads(dataclasses.replace(kernel, body=_restamp_body(kernel.body, types, {}, 0)))
 
 
-def _restamp_body(body, types, ranges):
+def _restamp_body(body, types, ranges, threads):
     out = []
     for s in body:
         if isinstance(s, Stage):
-            s, _ = restamp(s, types[s.tensor], ranges)
+            s, _ = restamp(s, types[s.tensor], ranges, threads)
         elif isinstance(s, (Loop, StridedLoop, Tile)):
             inner = dict(ranges)
             if isinstance(s, Tile):
                 inner.update((a.var, a.extent) for a in s.axes)
+                threads = block_threads(s)
             else:
                 inner[s.var] = s.extent if isinstance(s, Loop) else s.stop
-            s = dataclasses.replace(s, body=_restamp_body(s.body, types, inner))
+            s = dataclasses.replace(s, body=_restamp_body(s.body, types, inner, threads))
         out.append(s)
     return tuple(out)
 

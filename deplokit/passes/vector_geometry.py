@@ -12,7 +12,8 @@ start at a 16-byte aligned flat offset:
   stride: the tensor's last extent is a multiple of 4;
 * bounds: with the last extent and the offset both multiples of 4, the 4 elements are
   wholly inside or wholly outside the tensor, so one guard (on the first) covers them;
-* dtype: float32 (float4 moves floats).
+* dtype: float32 (float4 moves floats) or a half type (4 halves, one 8-byte access; the
+  alignment and bounds above are in elements, so they hold for halves as they are).
 
 Used by 005 blockify_launch, which vectorises a loop only when every global access of it
 qualifies (otherwise it records why) and stamps each access's width on it (Load.width,
@@ -37,6 +38,9 @@ from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.stages import buffer_floats, shared_strides
 from ..target import VECTOR
 
+# 4 elements of these move as one access: float32 a float4 (16 bytes), a half type 8 bytes
+VECTOR_DTYPES = ("float32", "bfloat16", "float16")
+
 
 def multiples_of_vector(body) -> frozenset[str]:
     """Loop variables of `body` that only take multiples of 4 (ir.lanes.multiples_of)."""
@@ -46,8 +50,8 @@ def multiples_of_vector(body) -> frozenset[str]:
 def float4_reason(tensor: str, index, lane: str, ttype, multiples=frozenset()) -> str:
     """'' when tensor[index] over the 4 values of `lane` is one aligned float4, else why not."""
     where = f"{tensor}[{', '.join(str(e) for e in index)}]"
-    if ttype.dtype != "float32":
-        return f"{where}: {ttype.dtype} elements, float4 moves float32"
+    if ttype.dtype not in VECTOR_DTYPES:
+        return f"{where}: {ttype.dtype} elements, float4 moves float32 (and 8 bytes 4 halves)"
     if not index:
         return f"{where}: a scalar"
     for d, e in enumerate(index[:-1]):

@@ -60,9 +60,10 @@ from ..ir.tile_ir import (
     Tile,
     TileKernel,
     TileProgram,
+    WarpgroupMma,
 )
 from ..target import STATIC_SMEM_PER_BLOCK
-from .stage_geometry import VECTOR, copy_unit, smem_bytes, stage_smem_budget
+from .stage_geometry import VECTOR, block_threads, copy_unit, smem_bytes, stage_smem_budget
 from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
 
@@ -116,7 +117,7 @@ class _TileChecker:
         body = self.tile.body if self.tile else kernel.body
         self.accs = {s.acc for s in _tile_walk(kernel.body) if isinstance(s, Accumulate)} | \
             {s.dst for s in _tile_walk(kernel.body) if isinstance(s, Assign)} | \
-            {s.acc for s in _tile_walk(kernel.body) if isinstance(s, MmaSync)}    # carried variables, mma
+            {s.acc for s in _tile_walk(kernel.body) if isinstance(s, (MmaSync, WarpgroupMma))}    # carried, mma
         self.stage_names = {s.name for s in _tile_walk(kernel.body) if isinstance(s, Stage)}
         self.locals = kernel.local_names()
         self.multiples = multiples_of_vector(body)
@@ -181,6 +182,12 @@ class _TileChecker:
             self.register_index(s.acc, s.index, loops, s.text)
         if isinstance(s, (FragmentLoad, MmaSync)):
             self.mma(s, bound, stages)
+        if isinstance(s, WarpgroupMma):
+            st = self.k.mma
+            if st is None or not st.wgmma or (s.acc, s.n) != (st.acc, st.wgmma) or {s.a, s.b} - set(stages):
+                self.fail("mma-fragments", f"{s.text()}: not the stamped wgmma of {s.acc} on stages in scope")
+            self.index(s.a_at, dict(bound) | {"fr": 64, "fc": 16}, s.text)
+            self.index(s.b_at, dict(bound) | {"fr": 16, "fc": s.n}, s.text)
         if isinstance(s, Combine) and s.acc not in values:
             self.fail("names-declared", f"{s.text()}: {s.acc} is no accumulator")
         if isinstance(s, AsyncWait):
@@ -228,7 +235,7 @@ class _TileChecker:
     def unit(self, s, bound):
         """The stage's copy unit is the one the schedule's rule gives it here (a pass that
         changed the stage without restamping it would copy misaligned float4s, or lose them)."""
-        want = copy_unit(s, self.types[s.tensor], bound)
+        want = copy_unit(s, self.types[s.tensor], bound, block_threads(self.tile) if self.tile else 0)
         if s.unit != want:
             self.fail("copy-unit", f"stage {s.name} is stamped to copy units of {s.unit} floats, but its rows, "
                                    f"pad and copy kind give {want}")
@@ -275,7 +282,8 @@ class _TileChecker:
         # a register loop, or an unrolled one (flash attention's dot product over q_reg)
         extents = {lp.var: lp.extent for lp in loops if isinstance(lp, Loop) and (lp.kind == "register" or lp.unroll)}
         for e, n in zip(index, tile.shape):
-            if not covers_once(e, extents, n):
+            # or the first slots of the tile once (flash's scattered scores: a lane's own keys)
+            if not any(covers_once(e, extents, m) for m in range(n, 0, -1)):
                 self.fail("register-tiles", f"{where()}: {e} is not a register loop of {n} ({tile.text()})")
 
 

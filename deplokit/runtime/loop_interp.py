@@ -10,8 +10,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..ir.index import Affine, evaluate, gathers
-from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store
+from ..ir.index import Affine, Var, evaluate, gathers
+from ..ir.loop_ir import Accumulate, Compute, Kernel, Load, Loop, LoopProgram, Store, walk
 from .numpy_ops import NP_DTYPES, REDUCE, apply
 from .rounding import round_array
 
@@ -38,7 +38,11 @@ def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.
 def run_kernel(kernel: Kernel, buffers: dict, dtypes: Mapping[str, str] | None = None) -> None:
     """`dtypes`: buffer -> dtype, so that a store to a half buffer rounds (to nearest even)."""
     depth = _max_depth(kernel.body)
-    _Runner(buffers, max(depth, 1), dtypes or {}).body(kernel.body, {}, (), 1)
+    runner = _Runner(buffers, max(depth, 1), dtypes or {})
+    # what the kernel stores (an in-place state write: the state's own array): a load from it
+    # is a copy, never a view that a later store would change under it
+    runner.written = [buffers[s.tensor] for s, _ in walk(kernel.body) if isinstance(s, Store)]
+    runner.body(kernel.body, {}, (), 1)
 
 
 def _max_depth(body) -> int:
@@ -54,6 +58,7 @@ class _Runner:
     def __init__(self, buffers, ndim, dtypes):
         self.buffers, self.ndim, self.dtypes = buffers, ndim, dtypes
         self.accs: dict[str, np.ndarray] = {}
+        self.written: list[np.ndarray] = []
         self._extent: dict[int, int] = {}     # axis -> size of the chunk bound there now
 
     def body(self, stmts, ctx, reduce_axes, size):
@@ -80,6 +85,10 @@ class _Runner:
 
     def load(self, s: Load, ctx):
         src = self.buffers[s.tensor]
+        if s.pad is None and not any(np.may_share_memory(src, w) for w in self.written):
+            tile = _sliced(src, s.index, ctx, self.ndim)
+            if tile is not None:
+                return tile
         idx = [evaluate(e, ctx, self.buffers) for e in s.index]
         if s.pad is None and not any(gathers(e) for e in s.index):
             return src[tuple(np.asarray(i) for i in idx)] if idx else src[()]
@@ -153,3 +162,45 @@ def _accumulators(loop: Loop):
                 rec(s.body)
     rec(loop.body)
     return out
+
+
+def _sliced(src: np.ndarray, index, ctx, ndim: int):
+    """`src` at `index` through a slice when every index is a constant or a loop variable
+    plus a constant, each variable on its own loop axis, all within bounds: the tensor's
+    block laid along the loops' axes, the elements advanced indexing would gather in the
+    same layout, copied as a block rather than element by element from index arrays
+    (half of interpreting a decode step). None when the index is any other form."""
+    if not index or len(index) != src.ndim:
+        return None
+    picks, axes, shape, loops = [], [], [1] * ndim, False
+    for e, extent in zip(index, src.shape):
+        if not e.terms:
+            if not 0 <= e.const < extent:
+                return None
+            picks.append(e.const)
+            continue
+        if len(e.terms) != 1:
+            return None
+        atom, coef = e.terms[0]
+        if coef != 1 or type(atom) is not Var:
+            return None
+        arr = ctx[atom.name]
+        lo, n, loops = int(arr.flat[0]) + e.const, arr.size, True
+        if lo < 0 or lo + n > extent or arr.ndim != ndim:
+            return None
+        if n == 1:
+            picks.append(lo)
+            continue
+        axis = arr.shape.index(n)
+        if axis in axes:        # one variable indexing two dimensions: a diagonal
+            return None
+        picks.append(slice(lo, lo + n))
+        axes.append(axis)
+        shape[axis] = n
+    if not loops:       # a constant index: one element, shaped as advanced indexing shapes it
+        return None
+    view = src[tuple(picks)]
+    order = sorted(range(len(axes)), key=axes.__getitem__)
+    # contiguous like advanced indexing's result: numpy sums in an order that follows the
+    # layout, so a strided view would round a reduction differently
+    return np.ascontiguousarray(view.transpose(order).reshape(shape))

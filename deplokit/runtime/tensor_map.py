@@ -23,7 +23,8 @@ from ..ir.swizzle import swizzle_bytes as swizzle_bytes_of
 from ..ir.types import DTYPE_BYTES
 
 # CUtensorMapDataType values (cuda.h) of the element types deplokit stores
-DATA_TYPE = {"float32": 7, "int32": 3, "int64": 6}     # FLOAT32, INT32, INT64
+DATA_TYPE = {"float32": 7, "int32": 3, "int64": 5,     # FLOAT32, INT32, INT64 (cuda.h: 5)
+             "bfloat16": 9, "float16": 6}              # BFLOAT16, FLOAT16 (wgmma's operands)
 # CUtensorMapSwizzle: span in bytes of one swizzled row -> enum (0: none)
 SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 INTERLEAVE_NONE = 0

@@ -37,11 +37,14 @@ def _pow2_at_most(n: int) -> int:
     return p
 
 
-def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None) -> FlashPlan | str:
+def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None,
+               scatter: bool = True) -> FlashPlan | str:
     """The plan for a flash kernel (attention_loop.py), or why it cannot be scheduled so.
     With a target, registers are estimated for its copies (TMA or cp.async) and the grid is
     filled to its SMs (_fill), never past `byte_limit` bytes moved (the kernels flash
-    attention replaces: a fill must not cost it the fusion guard)."""
+    attention replaces: a fill must not cost it the fusion guard). `scatter`: a row dealt to
+    lanes reduces its scores with a transposing Combine where the key tile divides by the lanes
+    (FlashPlan.scatter: fewer shuffles, and max / exp / sum on 1/lanes of the keys each)."""
     sm_count = target.sm_count if target is not None else 0
     tma = target.tma if target is not None else True
     try:
@@ -87,7 +90,8 @@ def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None
         plan = _sized(d, dv, heads_a_block, rows, key_tile, causal, decode=not query, tma=tma)
         if isinstance(plan, str):
             return plan
-        return dataclasses.replace(plan, query=query, heads=heads, kv_group=0 if heads_a_block == group else group)
+        return dataclasses.replace(plan, query=query, heads=heads, kv_group=0 if heads_a_block == group else group,
+                                   scatter=scatter and plan.lanes > 1 and plan.key_tile % plan.lanes == 0)
 
     plan = sized(group, query_tile)
     if isinstance(plan, str) or not sm_count:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...ir.tile_ir import Stage, walk
+
 REGISTER_FILE = 65536        # 32-bit registers of an SM (sm_70 .. sm_120)
 MAX_THREAD_REGISTERS = 255   # what one thread can address
 ALLOCATION_STEP = 8          # ptxas hands out registers per thread in steps of 8
@@ -35,6 +37,7 @@ LANE_OVERHEAD_MIN = 32
 WARPS_GOAL = 16
 MAX_WARPS = 64               # resident warps an SM (sm_80 .. sm_90)
 MAX_BLOCKS = 32              # resident blocks an SM
+MIN_BOUND_REGISTERS = 128    # flash_min_blocks binds ptxas only where a thread keeps this many
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,26 @@ def budget(d: int, dv: int, key_tile: int, lanes: int, threads: int, query_in_re
            tma: bool = True) -> RegisterBudget:
     return RegisterBudget(threads, thread_registers(d, dv, key_tile, lanes, query_in_registers, tma),
                           register_cap(threads))
+
+
+def flash_min_blocks(kernel, threads: int) -> int:
+    """Blocks an SM must hold at once for a flash kernel whose scores are scattered over its
+    lanes (FlashPlan.scatter), as its register estimate counts them: head_dim 128, 4 lanes a
+    row, 256 threads is 128 registers, 2 blocks; ptxas took 130 without the bound (1 block, 8
+    warps an SM). 0 (no bound) for any other kernel and where one block is all it counts on."""
+    plan = getattr(kernel, "flash", None)
+    if plan is None or not plan.scatter or getattr(plan, "mma", None) is not None:
+        return 0
+    # the estimate is calibrated on tensor-map copies: a cp.async ring (sm_80) needs more
+    # (head_dim 128, 4 lanes, 128 threads bound to 128 registers spilled 32 bytes there)
+    if not any(isinstance(s, Stage) and s.tma is not None for s, _ in walk(kernel.tile().body)):
+        return 0
+    # the register tiles are the thread's query slice, a key tile's scores and its output slice
+    floats = sum(r.size for r in kernel.register_tiles) + 2
+    estimate = floats + max(LANE_OVERHEAD_MIN, math.ceil(floats * LANE_OVERHEAD_SHARE))
+    blocks = resident_warps(estimate, threads) // -(-threads // 32)
+    # only where that leaves a thread at least MIN_BOUND_REGISTERS: below, the estimate is too
+    # loose to bind ptxas by (64-thread blocks at 10 an SM, 102 registers, spilled 24..32 bytes)
+    if blocks < 2 or REGISTER_FILE // (threads * blocks) < MIN_BOUND_REGISTERS:
+        return 0
+    return blocks

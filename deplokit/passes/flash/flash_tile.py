@@ -93,6 +93,11 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
         ranges[ko] = n_tiles
     ranges[ki] = tk
     key_at = tile_of * tk + var(ki)
+    scatter = plan.scatter and lanes > 1 and tk % lanes == 0
+    own = f"{keys.var}w"        # scatter: a lane's own keys of the tile, lane * tk / lanes + own
+    if scatter:
+        ranges[own] = tk // lanes
+    at = {"key": key_at}        # the key index the score's loads and computes read
 
     def index(ix, extra=None):
         m = dict(mapping)
@@ -140,7 +145,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                             t = Load(t.dst, k.tensor, index(k.index, {keys.var: key_at, **at_d}))
                         inner.append(t)
                     out.append(_dot_loop(s.var, per_lane, tuple(inner), ranges, quads))
-                    if lanes > 1:   # each lane summed its part of head_dim
+                    if lanes > 1 and not scatter:   # each lane summed its part of head_dim
                         acc = next(t.acc for t in s.body if isinstance(t, Accumulate))
                         out.append(Combine(acc, "sum", (lane,)))
                 elif s is keys:
@@ -153,7 +158,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                 else:
                     alias[s.dst] = s.tensor
             elif isinstance(s, Load):
-                out.append(Load(s.dst, s.tensor, index(s.index, {keys.var: key_at} if at_key else None), s.pad))
+                out.append(Load(s.dst, s.tensor, index(s.index, {keys.var: at["key"]} if at_key else None), s.pad))
             elif isinstance(s, Store) and s.tensor in local:
                 ix = (s.index[-1],) if s.tensor == o_name else ()
                 out.append(Assign(s.tensor, _name(s.value, alias), ix))
@@ -161,7 +166,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
                 out.append(Store(s.tensor, index(s.index), _name(s.value, alias)))
             elif isinstance(s, Compute):
                 args = tuple(_name(a, alias) if isinstance(a, str) else
-                             (substitute(a, {**mapping, keys.var: key_at} if at_key else mapping, ranges)
+                             (substitute(a, {**mapping, keys.var: at["key"]} if at_key else mapping, ranges)
                               if isinstance(a, Affine) else a) for a in s.args)
                 out.append(Compute(s.dst, s.op, args, s.note, s.dtype))
             else:
@@ -174,12 +179,27 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     first_local = next(i for i, s in enumerate(keys.body) if isinstance(s, Load) and s.tensor in local)
     x = _score_name(keys.body)
     score = list(rewrite(keys.body[:first_local], True))
+    partial = ()
+    if scatter:     # the dot products' partials; the rest of the score on a lane's own keys
+        at["key"] = tile_of * tk + var(lane) * (tk // lanes) + var(own)
+        split = next(i for i, t in enumerate(keys.body[:first_local]) if t is dot)
+        acc = next(t.acc for t in dot.body if isinstance(t, Accumulate))
+        dot_at = len(rewrite(keys.body[:split], True))
+        partial = (score[dot_at],)
+        score = [Load("score_own", "s_tile", (var(own),))] + \
+            [_renamed(t, acc, "score_own") for t in rewrite(keys.body[:split], True) +
+             rewrite(keys.body[split + 1:first_local], True)]
     if n_keys % tk:     # keys past T in the last tile score -inf
-        score += [Compute("key_ok", "less", (key_at, Affine((), n_keys)), dtype="bool"),
+        score += [Compute("key_ok", "less", (at["key"], Affine((), n_keys)), dtype="bool"),
                   Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf")]
         x = "score_ok"
-    tile_body = _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col.var, col.extent // lanes, kj,
-                             Load("v_key", v.tensor, v_at))
+    if scatter:
+        tile_body = _scattered_tile(ki, tk, partial, dot, own, lane, lanes, tuple(score), x, m_name, l_name, o_name,
+                                    col.var, col.extent // lanes, kj, Load("v_key", v.tensor, v_at))
+        after = (Combine(l_name, "sum", (lane,)),) + after     # each lane summed its own keys' p
+    else:
+        tile_body = _online_tile(ki, tk, tuple(score), x, m_name, l_name, o_name, col.var, col.extent // lanes, kj,
+                                 Load("v_key", v.tensor, v_at))
     if plan.causal:
         loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", tile_body)
     else:       # a runtime bound on the keys (flash-decoding's split: up to the position) -> on the tiles
@@ -238,6 +258,51 @@ def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, columns, kj, v_l
             Compute("out_new", "add", ("out_acc", "pv")),
             Assign(o_name, "out_new", (var(col),))))))
     return (Assign("tile_max", float("-inf")), scores) + rescale + (pv, Assign(m_name, "max_new"))
+
+
+def _renamed(s, old: str, new: str):
+    """A score statement reading `new` where it read the dot product `old`."""
+    if isinstance(s, Compute):
+        return dataclasses.replace(s, args=tuple(new if a == old else a for a in s.args))
+    if isinstance(s, (Assign, Store)) and s.value == old:
+        return dataclasses.replace(s, value=new)
+    return s
+
+
+def _scattered_tile(ki, tk, partial, dot, own, lane, lanes, score, x, m_name, l_name, o_name, col, columns, kj,
+                    v_load) -> tuple:
+    """One key tile with the scores scattered over a row's lanes (FlashPlan.scatter): each lane
+    sums its part of head_dim for every key of the tile, one transposing Combine leaves each
+    lane the full scores of its tk / lanes keys, the max, exp and sum run on those only (the
+    tile's max combined over the lanes, each lane's sum a partial until the end), and a
+    gather hands every lane the tile's P for P @ V."""
+    acc = next(t.acc for t in dot.body if isinstance(t, Accumulate))
+    c = tk // lanes
+    scores = (Loop(ki, tk, "register", partial + (Assign("s_tile", acc, (var(ki),)),)),
+              Combine("s_tile", "sum", (lane,), tk),
+              Loop(own, c, "register", score + (
+                  Assign("s_tile", x, (var(own),)),
+                  Compute("tile_max_k", "maximum", ("tile_max", x)),
+                  Assign("tile_max", "tile_max_k"))),
+              Combine("tile_max", "max", (lane,)))
+    rescale = _online_tile(ki, tk, (), x, m_name, l_name, o_name, col, columns, kj, v_load)[2:-2]
+    probs = (Loop(own, c, "register", (
+        Load("s_key", "s_tile", (var(own),)),
+        Compute("p_d", "subtract", ("s_key", "max_base")),
+        Compute("p_key", "exp", ("p_d",)),
+        Compute("sum_key", "add", (l_name, "p_key")),
+        Assign(l_name, "sum_key"),
+        Assign("s_tile", "p_key", (var(own),)))),
+        Combine("s_tile", "gather", (lane,), tk))
+    pv = Loop(kj, tk, "register", (
+        Load("p_key", "s_tile", (var(kj),)),
+        Loop(col, columns, "register", (
+            Load("out_acc", o_name, (var(col),)),
+            v_load,
+            Compute("pv", "multiply", ("p_key", "v_key")),
+            Compute("out_new", "add", ("out_acc", "pv")),
+            Assign(o_name, "out_new", (var(col),))))))
+    return (Assign("tile_max", float("-inf")),) + scores + rescale + probs + (pv, Assign(m_name, "max_new"))
 
 
 def _dot_loop(d: str, extent: int, body: tuple, ranges: dict, quads: bool) -> Loop:

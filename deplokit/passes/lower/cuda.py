@@ -116,6 +116,8 @@ _VALUE_TYPES = ("float", "int", "int64", "int32", "bool", "bf16", "f16")
 # even one way, exact the other; never C's implicit conversion operators (docs/precision.md).
 TO_HALF = {"bf16": "__float2bfloat16_rn", "f16": "__float2half_rn"}
 FROM_HALF = {"bf16": "__bfloat162float", "f16": "__half2float"}
+FROM_BITS = {"bf16": "__ushort_as_bfloat16", "f16": "__ushort_as_half"}      # 4 halves move as a ushort4
+TO_BITS = {"bf16": "__bfloat16_as_ushort", "f16": "__half_as_ushort"}
 HALF_HEADERS = {"__nv_bfloat16": "#include <cuda_bf16.h>", "__half": "#include <cuda_fp16.h>"}
 # Integer types by width, for the type of a mixed expression (C's usual conversions).
 _INT_RANK = {"bool": 0, "int32": 1, "int": 1, "int64": 2}
@@ -432,34 +434,51 @@ class _Renderer:
             raise self.err(f"VectorLoad needs 4 destinations, got {len(s.dsts)}")
         self._check_vec_offset(s.offset)
         off = self.expr(s.offset, scope)
+        half = None
         if s.space == "global":
             p = self.param(s.source)
-            if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            half = p.ctype if p.ctype in FROM_HALF else None
+            if _PARAM_VALUE_TYPE[p.ctype] != "float" and half is None:
                 raise self.err(f"float4 load from {s.source!r}, a buffer of {p.ctype}")
         elif s.space != "shared":
             raise self.err(f"VectorLoad space {s.space!r}; supported: global, shared")
         vec = self.fresh(f"{s.dsts[0]}_v4")
-        self.emit(f"const float4 {vec} = *reinterpret_cast<const float4*>(&{s.source}[{off}]);")
+        if half:       # 4 halves: one 8-byte load (ushort4), each widened to float
+            self.emit(f"const ushort4 {vec} = *reinterpret_cast<const ushort4*>(&{s.source}[{off}]);")
+        else:
+            self.emit(f"const float4 {vec} = *reinterpret_cast<const float4*>(&{s.source}[{off}]);")
         for dst, comp in zip(s.dsts, "xyzw"):
+            value = f"{vec}.{comp}" if half is None else f"{FROM_HALF[half]}({FROM_BITS[half]}({vec}.{comp}))"
             if scope.lookup(dst) is None:
-                self.emit(f"float {dst} = {vec}.{comp};")
+                self.emit(f"float {dst} = {value};")
                 scope.declare(dst, "float")
             else:
-                self.emit(f"{dst} = {vec}.{comp};")
+                self.emit(f"{dst} = {value};")
 
     def vector_store(self, s: VectorStore, scope: _Scope) -> None:
         if len(s.values) != 4:
             raise self.err(f"VectorStore needs 4 values, got {len(s.values)}")
         self._check_vec_offset(s.offset)
+        half = None
         if s.space == "global":
             p = self.param(s.target, write=True)
-            if _PARAM_VALUE_TYPE[p.ctype] != "float":
+            half = p.ctype if p.ctype in TO_BITS else None
+            if _PARAM_VALUE_TYPE[p.ctype] != "float" and half is None:
                 raise self.err(f"float4 store into {s.target!r}, a buffer of {p.ctype}")
         elif s.space != "shared":
             raise self.err(f"VectorStore space {s.space!r}; supported: global, shared")
-        values = ", ".join(self.expr(v, scope) for v in s.values)
-        lhs = f"*reinterpret_cast<float4*>(&{s.target}[{self.expr(s.offset, scope)}]) ="
-        rhs = f"make_float4({values});"
+        if half:       # 4 halves: one 8-byte store (ushort4) of their bits
+            texts = []
+            for v in s.values:
+                have, text = self.type_of(v, scope), self.expr(v, scope)
+                texts.append(f"{TO_BITS[half]}({text if have == half else self._convert(text, have, half)})")
+            values = ", ".join(texts)
+            lhs = f"*reinterpret_cast<ushort4*>(&{s.target}[{self.expr(s.offset, scope)}]) ="
+            rhs = f"make_ushort4({values});"
+        else:
+            values = ", ".join(self.expr(v, scope) for v in s.values)
+            lhs = f"*reinterpret_cast<float4*>(&{s.target}[{self.expr(s.offset, scope)}]) ="
+            rhs = f"make_float4({values});"
         if len(INDENT * self.depth + lhs + rhs) < 100:
             self.emit(f"{lhs} {rhs}")
         else:
@@ -556,6 +575,8 @@ class _Renderer:
         # the bound in whole warps (what the block occupies anyway): ptxas reads a bound such
         # as 104 as a tight register budget and spills (issue 14: matmul_odd, 104 threads)
         bound = -(-k.threads // WARP_SIZE) * WARP_SIZE
+        if k.min_blocks:
+            bound = f"{bound}, {k.min_blocks}"
         head = [
             f"// {k.name}: grid ({', '.join(map(str, k.grid))}), block ({', '.join(map(str, k.block))})",
             f'extern "C" __global__ __launch_bounds__({bound}) void {k.name}({", ".join(params)}) {{',
@@ -685,6 +706,11 @@ class _Renderer:
             return f"{e.array}[{self.expr(e.offset, scope)}]", _P_PRIMARY, None
         if isinstance(e, RegLoad):
             return f"{e.array}[{self.expr(e.index, scope)}]", _P_PRIMARY, None
+        if isinstance(e, Shuffle) and e.width:
+            if not (isinstance(e.lane_mask, int) and 0 <= e.lane_mask < e.width <= 32):
+                raise self.err(f"shuffle source lane {e.lane_mask!r} is not in 0..{e.width - 1} (width {e.width})")
+            return (f"__shfl_sync(0xffffffffu, {self.expr(e.value, scope)}, {e.lane_mask}, {e.width})",
+                    _P_PRIMARY, None)
         if isinstance(e, Shuffle):
             if not (isinstance(e.lane_mask, int) and 0 < e.lane_mask < 32):
                 raise self.err(f"shuffle lane mask {e.lane_mask!r} is not in 1..31")

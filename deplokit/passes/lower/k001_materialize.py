@@ -45,6 +45,7 @@ from ...ir.tile_ir import (
     Stage,
     StridedLoop,
     TileProgram,
+    WarpgroupMma,
     accumulators,
     map_body,
     walk,
@@ -52,10 +53,12 @@ from ...ir.tile_ir import (
 from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
 from ...target import VECTOR
 from ..flash.flash_mma_lower import is_flash_mma, lower_flash_mma
+from ..flash.flash_registers import flash_min_blocks
 from ..mma.mma_lower import declarations as mma_declarations
 from ..mma.mma_lower import lower_fragment_load, lower_mma
 from ..record import Pass
 from ..split.split_tail import arrive
+from ..wgmma.wgmma_lower import fenced, lower_warpgroup_mma
 from .combine import lower_combine
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
@@ -107,7 +110,7 @@ class Materializer(LoweringState):
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
                           reduces_for=self.kernel.reduces_for,
                           repacks_for=self.kernel.repacks_for,
-                          index_bits=self.index_bits)
+                          index_bits=self.index_bits, min_blocks=flash_min_blocks(self.kernel, self.threads))
 
     # -- statements ----------------------------------------------------------------------------
     def stmts(self, body) -> list:
@@ -174,6 +177,8 @@ class Materializer(LoweringState):
             return lower_fragment_load(self, s)
         if isinstance(s, MmaSync):
             return lower_mma(self, s)
+        if isinstance(s, WarpgroupMma):
+            return lower_warpgroup_mma(self, s)
         raise TypeError(f"cannot materialise {type(s).__name__}")
 
     def loop(self, s) -> list:
@@ -215,7 +220,7 @@ class Materializer(LoweringState):
                          s.unroll)
         self.loop_depth -= 1
         self.in_reduce, self.body_loop = outer_reduce, outer_loop
-        return pre + (loop if isinstance(loop, list) else [loop])
+        return pre + (loop if isinstance(loop, list) else fenced(s, loop))
 
     def stage_origins(self) -> list:
         """A stage whose origin gathers a block-uniform integer (a grouped matmul's tile

@@ -168,7 +168,7 @@ class StageCopier:
                 n += 1
                 name = f"{s.tensor}_tmap_{n}"
             self.tensor_maps[key] = TensorMap(name, s.tensor, tuple(self.types[s.tensor].shape),
-                                              s.tma.box, s.tma.swizzle)
+                                              s.tma.box, s.tma.swizzle, s.tma.element_bytes)
         return self.tensor_maps[key].name
 
     def scope(self, ranges) -> _Scope:

@@ -88,7 +88,7 @@ def tma_bytes(m, s: Stage, p: StagePlan) -> int:
     """Bytes the TMA copy of stage s brings into one slot (what it completes_tx on its
     mbarrier): the whole box stamped on it, elements past the tensor's end included (they
     land as zeros)."""
-    return box_bytes(s.tma.box)
+    return box_bytes(s.tma.box, s.tma.element_bytes)
 
 
 # -- the ring's position of one iteration's copy ----------------------------------------------

@@ -27,12 +27,14 @@ def _tid0():
     return K.Binary("==", K.Special("tid.x"), K.Const(0, "int"))
 
 
-def cooperative_units(i: str, count: int, threads: int, body) -> list:
+def cooperative_units(i: str, count: int, threads: int, body, rolled: bool = False) -> list:
     """Units 0..count-1 dealt out to the block's threads: a strided loop, or (one unit or
     none per thread) a plain guarded block, which keeps no loop state alive (ptxas otherwise
-    spills around small copies in register-tight kernels)."""
+    spills around small copies in register-tight kernels). `rolled`: a loop nvcc keeps (a
+    prologue's trips each hold their inputs and transcendental temporaries: unrolled, their
+    live ranges overlap and a register-tight K loop spills, llama down_proj_add on sm_80/120)."""
     tid = K.Special("tid.x") if threads > 1 else K.Const(0, "int")
-    if count > threads and count % threads == 0:
+    if count > threads and count % threads == 0 and not rolled:
         # every thread copies count/threads units: a loop of known trip count, unrolled
         # (from tid, nvcc cannot see the trip count and keeps a loop with a remainder)
         r = f"{i}_r"
@@ -176,7 +178,7 @@ def copy_stage(m, s: Stage, p: StagePlan, it) -> list:
         else:                      # padded rows: 16-byte global load, 4-byte shared stores
             body += [K.SharedStore(s.name, plus(dst, K.Const(j, "int")) if j else dst, v)
                      for j, v in enumerate(vals)]
-    return cooperative_units(i, count, m.threads, body)
+    return cooperative_units(i, count, m.threads, body, rolled=s.prologue is not None)
 
 
 def prologue_copy(s: Stage, src, cond, dst, unit: int) -> list:

@@ -27,7 +27,7 @@ PACKED = "b32"          # a register array of 32-bit words, each two halves (low
 def declarations(kernel) -> list:
     """The fragment arrays of an MmaTile kernel (its accumulator is declared with the reduce)."""
     st = kernel.mma
-    if st is None:
+    if st is None or st.wgmma:         # wgmma reads both operands from shared memory
         return []
     (fm, fn) = st.tiles
     if st.shape.per_reg == 2:         # 16-bit operands: 32-bit registers of two packed halves

@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.fragments import WARP, MmaShape, MmaTile, ptx_layout
-from ...ir.index import Affine, Var, floordiv, free_vars, mod, var
+from ...ir.index import Affine, Var, const, floordiv, free_vars, mod, var
 from ...ir.lanes import is_multiple
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
@@ -63,19 +63,23 @@ from ...ir.tile_ir import (
     Tile,
     TileAxis,
     TileKernel,
+    WarpgroupMma,
     map_body,
     used_vars,
     walk,
 )
 from ..record import Skip, fresh_name, replace_tile
+from ..wgmma.wgmma_tile import operand_layout, wgmma_block_reason
 
 FR, FC = "fr", "fc"                # the fragment's row and column in a FragmentLoad's index
 HALF_OF = {"bf16": "bfloat16", "f16": "float16"}
 
 
-def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> TileKernel | Skip:
+def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types, wgmma: bool = False) -> TileKernel | Skip:
     """The kernel on tensor cores, or Skip(why not). pairs: {role: (THREAD axis, BLOCK axis)};
-    regs: {role: register extent} as the FMA tile would take (the block tile is threads x regs)."""
+    regs: {role: register extent} as the FMA tile would take (the block tile is threads x regs).
+    wgmma: warpgroups of 4 warps each run wgmma.mma_async m64nNk16 on the staged slabs
+    themselves (sm_90a; passes/wgmma/wgmma_tile.py says what it needs), N the block tile's."""
     tile = kernel.tile()
     (tm, bm), (tn, bn) = pairs["M"], pairs["N"]
     threads = [a for a in tile.axes if a.kind == THREAD]
@@ -90,7 +94,13 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
         return Skip("mma: not one sum accumulator")
     acc = next(iter(accs))[0]
     block_m, block_n = tm.extent * regs["M"], tn.extent * regs["N"]
-    warps = _warp_grid(tm.extent * tn.extent // WARP, block_m, block_n, shape)
+    if wgmma:
+        why = wgmma_block_reason(tm.extent * tn.extent, block_m, block_n)
+        if why:
+            return Skip(f"wgmma: {why}")
+        warps = (tm.extent * tn.extent // WARP, 1)
+    else:
+        warps = warp_grid(tm.extent * tn.extent // WARP, block_m, block_n, shape)
     if warps is None:
         return Skip(f"mma: a {block_m} x {block_n} block tile does not split into warps of whole "
                     f"{shape.m} x {shape.n} tiles")
@@ -105,14 +115,14 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
         used.add(names[key])
     lay = {op: ptx_layout(shape, op) for op in "ABC"}
     stamp = MmaTile(acc, shape, warps, (fm, fn), names["a"], names["b"], lay["A"], lay["B"], lay["C"],
-                    (names["g"], names["q"]))
+                    (names["g"], names["q"]), block_n if wgmma else 0)
     ranges = {names["w0"]: wm, names["w1"]: wn, names["g"]: 8, names["q"]: 4, names["f0"]: fm, names["f1"]: fn,
               names["c"]: 4, FR: 16, FC: 16}
     ctx = _Ctx(stamp, names, ranges, tm.var, tn.var, {tm.var: bm.var, tn.var: bn.var}, regs, types, tile)
     try:
         body = ctx.body(tile.body)
     except _Refused as e:
-        return Skip(f"mma: {e}")
+        return Skip(f"{'wgmma' if wgmma else 'mma'}: {e}")
     # the operands' stages hold what the fragments read: half elements, raw (2 bytes each)
     body = map_body(body, lambda s: ctx.restage(s) if isinstance(s, Stage) else s)
     axes = []
@@ -130,9 +140,9 @@ def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types) -> T
     return dataclasses.replace(out, register_tiles=(RegisterTile(acc, (fm, fn, 4)),), mma=stamp)
 
 
-def _warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
+def warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
     """(WM, WN) warps over the block tile, each warp a whole number of m x n tiles; the grid
-    that reads the fewest fragments per k step (A tiles + B tiles / 2, B's being half as big)."""
+    that reads the fewest fragments per k step (fragment_loads), None when none fits."""
     best = None
     for wm in range(1, n_warps + 1):
         if n_warps % wm:
@@ -140,10 +150,27 @@ def _warp_grid(n_warps: int, block_m: int, block_n: int, shape: MmaShape):
         wn = n_warps // wm
         if block_m % (wm * shape.m) or block_n % (wn * shape.n):
             continue
-        cost = block_m // wm // shape.m + block_n // wn // shape.n / 2
+        cost = fragment_loads(block_m // wm // shape.m, block_n // wn // shape.n)
         if best is None or cost < best[0]:
             best = (cost, (wm, wn))
     return None if best is None else best[1]
+
+
+def fragment_loads(fm: int, fn: int) -> int:
+    """ldmatrix a warp of fm x fn tiles issues per k step: one .x4 per A tile (16 x k), one
+    .x4 per two B tiles (n8 each) when fn is even, else an .x2 per B tile."""
+    return fm + (fn // 2 if fn % 2 == 0 else fn)
+
+
+def ldsm_per_mma(n_warps: int, block_m: int, block_n: int, shape: MmaShape) -> float | None:
+    """ldmatrix per mma.sync of the block tile's warp grid (None: no grid of whole tiles). At
+    most 1/2 keeps the tensor cores fed: an .x4 moves 512 bytes, 4 cycles of an SM's 128 bytes
+    a clock of shared memory, the SM's mma m16n8k16 a tensor-core issue every 2 (sm_80)."""
+    grid = warp_grid(n_warps, block_m, block_n, shape)
+    if grid is None:
+        return None
+    fm, fn = block_m // grid[0] // shape.m, block_n // grid[1] // shape.n
+    return fragment_loads(fm, fn) / (fm * fn)
 
 
 class _Refused(Exception):
@@ -165,10 +192,18 @@ class _Ctx:
     k_tails: dict = dataclasses.field(default_factory=dict)         # K tail var -> its extent, whole k steps
 
     def restage(self, s: Stage) -> Stage:
-        """The stage as the fragments read it: the dtype it holds, a K tail's slab grown to whole k."""
+        """The stage as the fragments read it: the dtype it holds, a K tail's slab grown to whole k;
+        a tf32 operand's round_tf32 prologue (007) dropped: the fragment loads round each element
+        (cvt.rna), so the stage copies the tensor's bytes as they are (cp.async, TMA)."""
         slab = tuple(dataclasses.replace(ax, extent=self.k_tails[ax.var]) if ax.var in self.k_tails else ax
                      for ax in s.slab)
-        return dataclasses.replace(s, dtype=self.half_stages.get(s.name, s.dtype), slab=slab)
+        prologue = s.prologue
+        if (s.name in self.half_stages and self.stamp.shape.dtype == "tf32" and prologue is not None
+                and len(prologue.inputs) == 1 and prologue.inputs[0] == s.tensor and len(prologue.body) == 1
+                and prologue.body[0].op == "round_tf32" and prologue.body[0].args == (prologue.params[0],)
+                and prologue.body[0].dst == prologue.result):
+            prologue = None
+        return dataclasses.replace(s, dtype=self.half_stages.get(s.name, s.dtype), slab=slab, prologue=prologue)
 
     def body(self, body) -> tuple:
         out, stages = [], {}
@@ -232,6 +267,8 @@ class _Ctx:
                 or accs[0].value != muls[0].dst):
             raise _Refused("the K loop's body is not two loads, a multiply and a sum")
         k = self.stamp.shape.k
+        if s.extent % k and self.stamp.wgmma:
+            raise _Refused(f"a K run of {s.extent} is not a whole number of k steps of {k}")
         if s.extent % k:
             # a K tail (002's last chunk): its own stages, slabs of exactly the tail; grown to a
             # whole k they read zeros past the tensor's end (the copies guard every unit), and
@@ -261,6 +298,8 @@ class _Ctx:
                 raise _Refused(f"{tensor} is {dtype}; {self.stamp.shape.name} reads {HALF_OF[self.stamp.shape.dtype]}")
             self.half_stages[ld.tensor] = dtype if self.stamp.shape.dtype != "tf32" else "float32"
         n, st = self.n, self.stamp
+        if st.wgmma:
+            return self.wgmma_loop(s, by_role)
         (fm, fn) = st.tiles
         m0 = var(n["w0"]) * (fm * st.shape.m) + var(n["f0"]) * st.shape.m
         n0 = var(n["w1"]) * (fn * st.shape.n) + var(n["f1"]) * st.shape.n
@@ -289,6 +328,26 @@ class _Ctx:
                 b_loop,
                 Loop(n["f0"], fm, "register", (Loop(n["f1"], fn, "register", (mma,), "N", True),), "M", True))
         return dataclasses.replace(s, extent=s.extent // k, body=body)
+
+    def wgmma_loop(self, s: Loop, by_role) -> Loop:
+        """One WarpgroupMma per k step of 16: warpgroup w0 // 4's 64 rows of A, all of B."""
+        st, n = self.stamp, self.n
+        k = st.shape.k
+        ranges = self.ranges | {n["w0"]: st.warps[0]}
+        m0 = floordiv(var(n["w0"]), 4, ranges) * 64
+        kv = var(s.var) * k
+        a_at = substitute_body((by_role["A"],), {self.t_m: m0 + var(FR), s.var: kv + var(FC)}, self.ranges)[0].index
+        b_at = substitute_body((by_role["B"],), {s.var: kv + var(FR), self.t_n: var(FC)}, self.ranges)[0].index
+        sa, sb = by_role["A"].tensor, by_role["B"].tensor
+        for operand, stage_name, at in (("A", sa, a_at), ("B", sb, b_at)):
+            # the slab as this pass grows it (threads x registers), holding halves
+            stage = self.stage(self.restage(next(x for x, _ in walk(self.tile.body)
+                                                 if isinstance(x, Stage) and x.name == stage_name)))
+            why = operand_layout(operand, stage, at, st.wgmma)[1]
+            if why:
+                raise _Refused(why)
+        mma = WarpgroupMma(st.acc, (const(0), const(0)), st.wgmma, st.shape.dtype, sa, a_at, sb, b_at)
+        return dataclasses.replace(s, extent=s.extent // k, body=(mma,))
 
     def via(self, operand: str, stage_name: str, at) -> str:
         """ldmatrix when a stored row (16 bytes along the slab's innermost index) is what a

@@ -59,8 +59,10 @@ from functools import lru_cache
 
 from ...analysis.occupancy import balanced, sm_balance
 from ...analysis.work import SPLIT_TAIL_ROUND_TRIPS
+from ...ir.fragments import M16N8K16_BF16
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, walk
+from ..mma.mma_tile import ldsm_per_mma
 from .block_shape import (
     EXTENTS,
     MAX_DEFAULT_SIDE,
@@ -117,7 +119,7 @@ def sm_count(target) -> int:
 
 
 def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: int | None = None,
-         threads: tuple[int, int] | None = None) -> GridPlan | None:
+         threads: tuple[int, int] | None = None, fed: bool = False) -> GridPlan | None:
     """The cheapest grid for an m x n output (times `other` batch tiles) over `chunks` K chunks
     of `bk`, among those with `splits` (else any of SPLITS from 2 up that leave each split
     MIN_CHUNKS chunks; SHORT_CHUNKS when only those fill the SMs: a K too short for the
@@ -126,11 +128,11 @@ def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: i
     if m > SKINNY_ROWS or not worth_filling(chunks):
         return None
     if splits:
-        return _cheapest(m, n, chunks, bk, target, other, (splits,), threads)
-    best = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, MIN_CHUNKS), threads)
+        return _cheapest(m, n, chunks, bk, target, other, (splits,), threads, fed)
+    best = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, MIN_CHUNKS), threads, fed)
     if best is None or best.blocks >= sm_count(target):
         return best
-    short = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, SHORT_CHUNKS), threads)
+    short = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, SHORT_CHUNKS), threads, fed)
     return short if short.blocks >= sm_count(target) else best
 
 
@@ -167,26 +169,42 @@ def split_counts(chunks: int, least: int, dividing: bool = False) -> tuple[int, 
     return tuple(s for s in SPLITS[1:] if chunks // s >= least and not (dividing and chunks % s))
 
 
-def _cheapest(m, n, chunks, bk, target, other, counts, threads) -> GridPlan | None:
+def _cheapest(m, n, chunks, bk, target, other, counts, threads, fed: bool = False) -> GridPlan | None:
     """The cheapest candidate; the cheapest balanced one instead where it costs at most
     BALANCE_SLACK times as much (the ranking's lower bounds miss what an idle SM costs)."""
-    best, even = _best_two(m, n, chunks, bk, target, other, counts, threads)
+    best, even = _best_two(m, n, chunks, bk, target, other, counts, threads, fed)
     return even if even is not None and even.us <= BALANCE_SLACK * best.us else best
 
 
-def _best_two(m, n, chunks, bk, target, other, counts, threads):
+def _best_two(m, n, chunks, bk, target, other, counts, threads, fed: bool = False):
     """(the cheapest candidate, the cheapest balanced one filling the SMs with a register
     block at least as large, or None). Balance may not shrink the register block: this
     ranking prices a 4 x 4 block's K loop ~12% over an 8 x 8's per FFMA, the cost model
-    (from the Kernel IR nvcc compiles) ~1.6x (qwen gate_proj at 32 rows: 185 vs 114 µs)."""
+    (from the Kernel IR nvcc compiles) ~1.6x (qwen gate_proj at 32 rows: 185 vs 114 µs).
+    `fed` (mma.sync): only block tiles whose warps are fed (mma_fed), where any such tile fits; blocks of
+    LEAST_THREADS threads where no larger one balances (a 64 x 32 tile as two warps of 32 x 32,
+    not four of 32 x 16)."""
+    if fed:
+        pair = _best_pair(m, n, chunks, bk, target, other, counts, threads, fed=True)
+        if pair[1] is None:
+            fewer = _best_pair(m, n, chunks, bk, target, other, counts, threads, fed=True, least=LEAST_THREADS)
+            pair = fewer if fewer[1] is not None else pair
+        if pair[0] is not None:
+            return pair
+    return _best_pair(m, n, chunks, bk, target, other, counts, threads)
+
+
+def _best_pair(m, n, chunks, bk, target, other, counts, threads, fed: bool = False, least: int = 0):
     sms = sm_count(target)
     best, best_key = None, None
     evens = []
-    for order, (shape, t) in enumerate(_thread_options(m, n, threads)):
+    for order, (shape, t) in enumerate(_thread_options(m, n, threads, least)):
         for tm in EXTENTS:
             for tn in EXTENTS:
                 if tm > default_extent(m, t[0]) or tn > default_extent(n, t[1]):
                     continue                      # a register block past the axis: padding
+                if fed and not mma_fed(t, (tm, tn)):
+                    continue
                 for s in counts:
                     cand = _price(m, n, chunks, bk, target, other, shape, t, (tm, tn), s)
                     key = (cand.blocks < sms, round(cand.us, 4), cand.workspace_bytes, -tm * tn, order)
@@ -194,20 +212,23 @@ def _best_two(m, n, chunks, bk, target, other, counts, threads):
                         best, best_key = cand, key
                     if cand.blocks >= sms and balanced(cand.blocks, sms):
                         evens.append((key, cand))
+    if best is None:
+        return None, None
     least = best.regs[0] * best.regs[1]
     evens = [(key, c) for key, c in evens if c.regs[0] * c.regs[1] >= least]
     return best, min(evens, key=lambda kc: kc[0])[1] if evens else None
 
 
-def _thread_options(m: int, n: int, threads: tuple[int, int] | None) -> list[tuple[str, tuple[int, int]]]:
-    """(thread_shape, fitted threads) of the default shapes (block_shape.py's rules); the
-    first shape of each distinct fitted pair."""
+def _thread_options(m: int, n: int, threads: tuple[int, int] | None,
+                    least: int = 0) -> list[tuple[str, tuple[int, int]]]:
+    """(thread_shape, fitted threads) of the default shapes (block_shape.py's rules: at least
+    MIN_DEFAULT_THREADS, or `least`); the first shape of each distinct fitted pair."""
     if threads:
         return [(f"{threads[0]}x{threads[1]}", threads)]
     shapes = [
         (s, fitted_threads(parse_shape(s), m, n)) for s in THREAD_SHAPES if max(parse_shape(s)) <= MAX_DEFAULT_SIDE
     ]
-    least = min(MIN_DEFAULT_THREADS, max(t[0] * t[1] for _, t in shapes))
+    least = min(least or MIN_DEFAULT_THREADS, max(t[0] * t[1] for _, t in shapes))
     out, seen = [], set()
     for s, t in shapes:
         if t[0] * t[1] >= least and t not in seen:
@@ -376,20 +397,21 @@ def default_blocks(m: int, n: int, other: int, splits: int, target) -> int:
 
 @lru_cache(maxsize=4096)
 def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
-           mma: bool = False) -> tuple[GridPlan | None, str]:
+           mma: bool = False, ldsm: bool = False) -> tuple[GridPlan | None, str]:
     """The default grid of a chunked m x n matmul (times `other`) over `chunks` K chunks of
     `bk`, and why: the skinny plan where the default tiles leave SMs without a block; else
     None (the default tiles, 003's old split rule) when those keep the SMs evenly loaded;
     else the cheapest balanced grid of tiles and splits (see the module). `mma`: the kernel
-    takes tensor cores (008), so a batch's plan keeps block tiles of whole warp tiles."""
+    takes tensor cores (008), so a batch's plan keeps block tiles of whole warp tiles; `ldsm`:
+    mma.sync reading ldmatrix (LDMATRIX_KINDS), so the grid keeps its warps fed (mma_fed)."""
     sms = sm_count(target)
     if thread_tiles(m, n, other, sms) < sms:
-        skinny = plan(m, n, chunks, bk, target, other)
+        skinny = plan(m, n, chunks, bk, target, other, fed=ldsm)
         if skinny is not None:
             because = "planned to fill the SMs"
             if not balanced(skinny.blocks, sms):
                 counts = (skinny.splits,) + split_counts(chunks, MIN_CHUNKS)
-                _, even = _best_two(m, n, chunks, bk, target, other, counts, None)
+                _, even = _best_two(m, n, chunks, bk, target, other, counts, None, ldsm)
                 because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
                                                 f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
                                                 "no tile and split count balances it") + " (stream-K would)")
@@ -406,14 +428,21 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
                                              f"default grid of {launched} blocks has SM balance "
                                              f"{sm_balance(launched, sms):.2f}; one batch entry a block", chunks)
     blocks = default_blocks(m, n, other, s0, target)
-    if balanced(blocks, sms) or blocks < sms or chunks < 2 * MIN_CHUNKS:
+    # on tensor cores the default's warps must be fed (mma_fed) as well as evenly spread
+    fed = not ldsm or other > 1 or default_fed(m, n, target)
+    if (balanced(blocks, sms) and fed) or blocks < sms or chunks < 2 * MIN_CHUNKS:
         return None, ""          # even already, or too small a grid to fill: 003's old rule
     counts = (1,) + split_counts(chunks, MIN_CHUNKS)
-    best = _cheapest(m, n, chunks, bk, target, other, counts, None)
-    if best is None or sm_balance(best.blocks, sms) <= sm_balance(blocks, sms):
+    best = _cheapest(m, n, chunks, bk, target, other, counts, None, ldsm)
+    if best is None:
         return None, ""
-    return best, _why(best, sms, f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}",
-                      chunks)
+    feeds = not fed and mma_fed(best.threads, best.regs)
+    if not feeds and sm_balance(best.blocks, sms) <= sm_balance(blocks, sms):
+        return None, ""
+    because = f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}"
+    if ldsm:
+        because += "; warps of at most one ldmatrix per two mma.sync"
+    return best, _why(best, sms, because, chunks)
 
 
 BATCH_THREADS = 16         # threads 005 gives a batch axis at most (block_threads' leftover)
@@ -478,15 +507,36 @@ def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: 
 
 MMA_TILE = (16, 8)         # the smallest mma.sync output tile (m16n8): a warp owns whole ones
 TENSOR_CORE_PRECISIONS = ("tf32", "bfloat16", "float16")
+LDMATRIX_KINDS = ("tf32", "half")   # 008's mma kinds whose warps read fragments by ldmatrix (not wgmma)
 
 
 def mma_kind(kernel, target) -> str:
     """008's default `mma`: tf32 for a precision='tf32' kernel, half for one whose matmul reads
-    half operands (001 stamps both on TileKernel.precision), on sm_80+; else off."""
+    half operands (001 stamps both on TileKernel.precision), on sm_80+ (wgmma on sm_90, which
+    has it; 008 falls back to mma.sync where it does not fit); else off."""
     precision = getattr(kernel, "precision", "")
     if target.sm < 80 or precision not in TENSOR_CORE_PRECISIONS:
         return "off"
-    return "tf32" if precision == "tf32" else "half"
+    if precision == "tf32":
+        return "tf32"
+    return "wgmma" if target.sm == 90 else "half"
+
+
+def mma_fed(threads: tuple[int, int], regs: tuple[int, int]) -> bool:
+    """Whether a block tile of threads x regs on mma.sync reads at most one ldmatrix per two
+    mma (issue 25's bar: mma_tile.ldsm_per_mma, its warps over whole 16 x 8 tiles). Four warps
+    of 32 x 16 read 3 per 4; two of 32 x 32 (the same 64 x 32 block tile) 4 per 8."""
+    count = threads[0] * threads[1]
+    if count % 32:
+        return False
+    ratio = ldsm_per_mma(count // 32, threads[0] * regs[0], threads[1] * regs[1], M16N8K16_BF16)
+    return ratio is not None and ratio <= 0.5
+
+
+def default_fed(m: int, n: int, target) -> bool:
+    """mma_fed of the default thread shape and register block (block_shape.py) of m x n."""
+    t = fitted_threads(parse_shape(default_thread_shape(m, n, sm_count(target))), m, n)
+    return mma_fed(t, default_extents(m, n, sm_count(target), t))
 
 
 def whole_warp_tiles(threads: tuple[int, int], regs: tuple[int, int]) -> bool:
@@ -533,5 +583,6 @@ def decided(kernel, target) -> GridPlan | None:
     g = matmul_geometry(kernel)
     if g is None:
         return None
-    p, _ = decide(g.m, g.n, g.chunks, g.bk, target, g.other, mma_kind(kernel, target) != "off")
+    kind = mma_kind(kernel, target)
+    p, _ = decide(g.m, g.n, g.chunks, g.bk, target, g.other, kind != "off", kind in LDMATRIX_KINDS)
     return p if p is not None and p.splits == g.splits else None

@@ -11,6 +11,7 @@ from ...ir.loop_ir import Loop
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import Tile, TileKernel
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
+from .grid_plan import mma_kind
 
 DESCRIPTION = "chunk the K reduce into K-outer x K-inner (intra-CTA)"
 
@@ -28,7 +29,13 @@ def _k_loop(kernel: TileKernel):
 
 def _default_chunk(kernel, target) -> int:
     k = _k_loop(kernel)
+    if k is not None and k.extent >= 2 * WGMMA_CHUNK and mma_kind(kernel, target) == "wgmma":
+        return WGMMA_CHUNK
     return 16 if k is None or k.extent >= 16 else 8
+
+
+# wgmma (008 on sm_90): 64 halves of K are one 128-byte row of A's box, the widest swizzle
+WGMMA_CHUNK = 64
 
 
 KNOBS = (Knob("k_chunk", (4, 8, 16, 32, 64), _default_chunk, "K-inner chunk width (BK)"),)

@@ -81,6 +81,7 @@ from ...ir.types import Buffer, TensorType, value_dtype
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from .grid_plan import (
     FULL_BLOCK,
+    LDMATRIX_KINDS,
     MIN_CHUNKS,
     SHORT_CHUNKS,
     SPLITS,
@@ -174,7 +175,9 @@ def _grid_target(target) -> int:
 
 def _decision(mm: _Matmul, target):
     extents, other = _extents(mm.tile)
-    return decide(extents["M"], extents["N"], mm.chunks, mm.bk, target, other, mma_kind(mm.kernel, target) != "off")
+    kind = mma_kind(mm.kernel, target)
+    return decide(extents["M"], extents["N"], mm.chunks, mm.bk, target, other, kind != "off",
+                  kind in LDMATRIX_KINDS)
 
 
 def _default_splits(kernel: TileKernel, target) -> int:

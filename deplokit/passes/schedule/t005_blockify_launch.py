@@ -32,7 +32,7 @@ from ..record import KernelPass, Knob, Noted, PassContext, Skip, replace_tile
 from ..stage_geometry import VECTOR
 from ..vector_geometry import body_reason, stamp_widths
 from .block_shape import THREAD_SHAPES, default_thread_shape, parse_shape
-from .grid_plan import decided, plan, split_geometry
+from .grid_plan import LDMATRIX_KINDS, decided, mma_kind, plan, split_geometry
 from .knobs import pow2_at_least
 
 DESCRIPTION = "pick block extents; partition free axes into BLOCK and THREAD"
@@ -69,7 +69,8 @@ def _default_shape(kernel: TileKernel, target) -> str:
         return grid.shape
     split = split_geometry(kernel)
     if split is not None:          # split-K (003): the shape of the grid it was planned with
-        planned = plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits)
+        planned = plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits,
+                       fed=mma_kind(kernel, target) in LDMATRIX_KINDS)
         if planned is not None:
             return planned.shape
     return default_thread_shape(sizes.get("M", 1), sizes.get("N", 1), target.sm_count or 1)

@@ -53,7 +53,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ...ir.fragments import SHAPES
+from ...ir.fragments import SHAPES, WARPGROUP
 from ...ir.index import var
 from ...ir.loop_ir import Accumulate, Loop
 from ...ir.substitute import substitute_body
@@ -67,20 +67,22 @@ from ...ir.tile_ir import (
     StridedLoop,
     Tile,
     TileKernel,
+    WarpgroupMma,
     used_vars,
     walk,
 )
 from ..mma.mma_tile import mma_tile
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
+from ..wgmma.wgmma_tile import tma_reason
 from .block_shape import EXTENTS, default_extents
-from .grid_plan import decided, mma_kind, plan, split_geometry
+from .grid_plan import LDMATRIX_KINDS, decided, mma_kind, plan, split_geometry
 from .register_nest import drop_dead, nest_body
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
 
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 LAYOUTS = ("strided", "contiguous", "quads", "warps")
-MMA = ("off", "tf32", "half")
+MMA = ("off", "tf32", "half", "wgmma")
 HALF_PRECISIONS = ("bfloat16", "float16")
 
 
@@ -132,7 +134,8 @@ def _planned(kernel, target):
     split = split_geometry(kernel)
     if split is None:
         return None
-    return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads)
+    return plan(split.m, split.n, split.chunks, split.bk, target, split.other, splits=split.splits, threads=threads,
+                fed=mma_kind(kernel, target) in LDMATRIX_KINDS)
 
 
 KNOBS = (
@@ -143,14 +146,20 @@ KNOBS = (
          "or quads inside each warp's own sub-tile"),
     Knob("mma", MMA, lambda k, t: _mma_default(k, t),
          "tensor cores: off (FP32 FMA), mma.sync on tf32 inputs (m16n8k8; a precision='tf32' program's "
-         "default) or on the operands' half type (m16n8k16 bf16/f16; a half matmul's default); FP32 "
-         "accumulate, sm_80+",
-         searched=lambda k, t: ("off", _mma_default(k, t)) if _mma_default(k, t) != "off" else ("off",)),
+         "default) or on the operands' half type (m16n8k16 bf16/f16; a half matmul's default on sm_80+), "
+         "or Hopper's wgmma.mma_async on half operands TMA leaves in shared memory (a half matmul's "
+         "default on sm_90; mma.sync where it does not fit); FP32 accumulate",
+         searched=lambda k, t: _mma_searched(_mma_default(k, t))),
 )
 
 
 def _mma_default(kernel, target) -> str:
     return mma_kind(kernel, target)
+
+
+def _mma_searched(default: str) -> tuple:
+    """The tuner's values: off against the default (wgmma's against mma.sync too)."""
+    return {"off": ("off",), "wgmma": ("off", "half", "wgmma")}.get(default, ("off", default))
 
 
 def _k_loops(tile: Tile):
@@ -209,22 +218,101 @@ def apply(kernel: TileKernel, pctx: PassContext):
 
 
 def _tensor_cores(kernel: TileKernel, plan, pctx: PassContext):
-    """The mma.sync path (mma_tile.py); Noted with why not and the FMA tile where it does not apply."""
+    """The wgmma or mma.sync path (mma_tile.py); Skip with why not (the FMA tile is used), or
+    mma.sync Noted with why not wgmma."""
+    kind = pctx.knobs["mma"]
+    if kind != "wgmma":
+        return _mma_sync(kernel, plan, pctx, kind)
+    out = _wgmma(kernel, pctx)
+    if not isinstance(out, Skip):
+        return out
+    half = _mma_sync(kernel, plan, pctx, "half")
+    if isinstance(half, Skip):
+        return Skip(f"{out.reason}; {half.reason}")
+    return Noted(half, (f"{out.reason}: mma.sync m16n8k16 instead",))
+
+
+WGMMA_NS_TRIED = (256, 128, 64, 32, 16, 8)     # the widest N tile that fits is taken
+
+
+def _wgmma(kernel: TileKernel, pctx: PassContext):
+    """Warpgroups of 64 x N on wgmma.mma_async (passes/wgmma/wgmma_tile.py), operands staged
+    by TMA: the widest N tile whose slabs a tensor map copies and a descriptor reads."""
+    if pctx.target.sm != 90:
+        return Skip(f"wgmma exists on sm_90 (sm_90a) only, not {pctx.target.name}")
+    precision = getattr(kernel, "precision", None)
+    if precision not in HALF_PRECISIONS:
+        return Skip(f"wgmma: needs a matmul of bf16 or fp16 operands (its operands are {precision})")
+    tile = kernel.tile()
+    pairs = {role: role_pair(tile, role) for role in ("M", "N")}
+    if None in pairs.values():
+        return Skip("wgmma: the output is not split into M and N blocks")
+    if not any(isinstance(c, Loop) and c.role == "K" for lp in _k_loops(tile) for c in lp.body):
+        return Skip("wgmma: K is one chunk (002): no K-outer loop to stage a TMA ring in")
+    off = _staging_off(kernel, pctx)
+    if off:
+        return Skip(f"wgmma: its operands are TMA boxes in their rows' swizzle, and the config sets {off}=False")
+    (tm, _), (tn, bn) = pairs["M"], pairs["N"]
+    if [a for a in tile.axes if a.kind == THREAD] != [tm, tn]:
+        return Skip("wgmma: the block's threads are not one M and one N axis (a batch shares the block)")
+    threads = tm.extent * tn.extent
+    block_m = 64 * (threads // WARPGROUP)
+    if threads % WARPGROUP or block_m % tm.extent:
+        return Skip(f"wgmma: {tm.extent} x {tn.extent} threads are not whole warpgroups of {WARPGROUP} "
+                    f"whose 64-row tiles the M threads divide")
+    reasons = []
+    for block_n in WGMMA_NS_TRIED:
+        if block_n % tn.extent or (block_n > 8 and block_n >= 2 * tn.extent * bn.extent):
+            continue                               # more than half the N tile would be padding
+        regs = {"M": block_m // tm.extent, "N": block_n // tn.extent}
+        out = mma_tile(kernel, pairs, regs, SHAPES[MMA_SHAPE[precision]], pctx.types, wgmma=True)
+        if not isinstance(out, Skip):
+            body = out.tile().body
+            reads = {n for s, _ in walk(body) if isinstance(s, WarpgroupMma) for n in (s.a, s.b)}
+            for st in {s.name: s for s, _ in walk(body) if isinstance(s, Stage) and s.name in reads}.values():
+                t = pctx.types[st.tensor]
+                why = tma_reason(st, t.shape, t.dtype)
+                if why:
+                    out = Skip(f"wgmma: {st.name} is no box a tensor map copies ({why})")
+                    break
+        if isinstance(out, Skip):
+            reasons.append(out.reason)
+            continue
+        return restamp_stages(out, pctx.types)
+    return Skip("; ".join(dict.fromkeys(reasons)) or "wgmma: no N tile fits")
+
+
+# the later passes that must stage wgmma's operands: TMA boxes (011), in their rows' swizzle (012)
+WGMMA_STAGING = ("011_tma_copy.enable", "012_swizzle_smem.enable")
+
+
+def _staging_off(kernel, pctx: PassContext) -> str:
+    """The first config key that switches off the staging wgmma reads (for this kernel or all)."""
+    config = pctx.compile.config if pctx.compile is not None else {}
+    for knob in WGMMA_STAGING:
+        for key in (f"{kernel.name}:{knob}", knob):
+            if config.get(key) is False:
+                return key
+    return ""
+
+
+def _mma_sync(kernel: TileKernel, plan, pctx: PassContext, kind: str):
+    """The mma.sync path on `kind` (tf32 | half) inputs."""
     if pctx.target.sm < 80:
-        return Skip(f"mma.sync with {pctx.knobs['mma']} inputs needs sm_80+, not {pctx.target.name}")
+        return Skip(f"mma.sync with {kind} inputs needs sm_80+, not {pctx.target.name}")
     # an exact float32 program stays exact: TF32 products only where the program asked for them
     # (TileKernel.precision, docs/precision.md); a kernel without the field predates it
     precision = getattr(kernel, "precision", None)
-    if pctx.knobs["mma"] == "tf32" and precision not in (None, "tf32"):
+    if kind == "tf32" and precision not in (None, "tf32"):
         return Skip(f"mma: tf32 inputs need precision='tf32' (the kernel computes in {precision})")
-    if pctx.knobs["mma"] == "half" and precision not in HALF_PRECISIONS:
+    if kind == "half" and precision not in HALF_PRECISIONS:
         return Skip(f"mma: half inputs need a matmul of bf16 or fp16 operands (its operands are {precision})")
     tile = kernel.tile()
     pairs = {role: role_pair(tile, role) for role in ("M", "N")}
     regs = {role: 1 for role in ("M", "N")} | {role: n for role, _, _, n in plan}
     if None in pairs.values():
         return Skip("mma: the output is not split into M and N blocks")
-    name = MMA_SHAPE[precision] if pctx.knobs["mma"] == "half" else MMA_SHAPE[pctx.knobs["mma"]]
+    name = MMA_SHAPE[precision] if kind == "half" else MMA_SHAPE[kind]
     out = mma_tile(kernel, pairs, regs, SHAPES[name], pctx.types)
     if isinstance(out, Skip):
         return out

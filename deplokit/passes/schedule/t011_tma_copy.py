@@ -72,9 +72,15 @@ def _default_enable(kernel, target) -> bool:
     instructions per K step already: it stays on cp.async, which every thread issues for its
     own share. The tuner may still choose TMA there. Flash attention's K/V tiles always
     (flash_stage.flash_tma_notes says why)."""
-    if getattr(kernel, "flash", None) is not None:
+    if getattr(kernel, "flash", None) is not None or _wgmma(kernel):
         return True
     return _small_block(kernel) is None
+
+
+def _wgmma(kernel) -> bool:
+    """008 chose wgmma: its operands must be TMA boxes (the descriptors read them swizzled)."""
+    mma = getattr(kernel, "mma", None)
+    return mma is not None and bool(mma.wgmma)
 
 
 def _small_block(kernel) -> int | None:
@@ -84,7 +90,8 @@ def _small_block(kernel) -> int | None:
 
 
 KNOBS = (Knob("enable", (True, False), _default_enable,
-              "copy eligible BufferedStages with one TMA tensor-map copy each"),
+              "copy eligible BufferedStages with one TMA tensor-map copy each",
+              searched=lambda k, t: (True,) if _wgmma(k) else (True, False)),
          Knob("repack", ("auto", True, False), lambda kernel, target: "auto",
               "stage an operand whose rows are not 16 bytes apart from a padded copy (repack/repack.py): "
               "auto (where it pays), always, never"))
@@ -93,7 +100,7 @@ KNOBS = (Knob("enable", (True, False), _default_enable,
 def apply(kernel, pctx: PassContext):
     if not pctx.knobs["enable"]:
         block = _small_block(kernel)
-        if block is None or getattr(kernel, "flash", None) is not None:
+        if block is None or getattr(kernel, "flash", None) is not None or _wgmma(kernel):
             return Skip("TMA copies disabled by the knob")
         return Skip(f"a register block of {block} outputs per thread (< {MIN_TMA_BLOCK}) is too small to hide "
                     f"the TMA producer's ~35 issue slots per K step: cp.async (enable=True forces TMA)")
@@ -109,6 +116,9 @@ def apply(kernel, pctx: PassContext):
             reasons.append(f"{s.name}: its prologue is applied between load and store: a copy through registers")
             continue
         t = pctx.types[s.tensor]
+        if s.element_bytes == 2 and not _wgmma(kernel):
+            reasons.append(f"{s.name}: mma.sync's half slabs stay on cp.async (ldmatrix of a TMA box not modelled)")
+            continue
         box, why = tensor_map_box(s, t.shape, t.dtype)
         if why:     # rows no tensor map takes: from a 16-byte pitched copy, where it pays
             repack, box, note = plan_repack(kernel, s, t, pctx)

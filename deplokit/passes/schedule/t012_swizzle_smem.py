@@ -28,14 +28,20 @@ from __future__ import annotations
 import dataclasses
 
 from ...analysis.banks import stage_cost
-from ...ir.tile_ir import Stage, Tile, map_body, walk
+from ...ir.tile_ir import Stage, Tile, WarpgroupMma, map_body, walk
 from ..record import KernelPass, Noted, PassContext, Skip, flag_knob, replace_tile
 from ..tma.tma_geometry import swizzle_for
 
 DESCRIPTION = "swizzle TMA stages' shared-memory boxes (128/64/32-byte XOR) against bank conflicts"
 
-KNOBS = (flag_knob("enable", "write TMA boxes swizzled (128/64/32 bytes) and XOR every read of them",
-                   "swizzling"),)
+def _wgmma(kernel) -> bool:
+    mma = getattr(kernel, "mma", None)
+    return mma is not None and bool(mma.wgmma)
+
+
+# wgmma's descriptors read swizzled boxes: the tuner keeps the swizzle there
+_FLAG = flag_knob("enable", "write TMA boxes swizzled (128/64/32 bytes) and XOR every read of them", "swizzling")
+KNOBS = (dataclasses.replace(_FLAG, searched=lambda k, t: (True,) if _wgmma(k) else (True, False)),)
 
 
 def apply(kernel, pctx: PassContext):
@@ -44,18 +50,21 @@ def apply(kernel, pctx: PassContext):
     if not stages:
         return Skip("no TMA stage (011 tma_copy did not apply)")
     spans, reasons = {}, []
+    # wgmma's descriptors read its operands' boxes in the swizzle of their rows: no choice
+    forced = {n for s, _ in walk(tile.body) if isinstance(s, WarpgroupMma) for n in (s.a, s.b)}
     for s in stages.values():
         span, why = swizzle_for(s.tma)
         if why:
             reasons.append(f"{s.name}: {why}")
         elif not s.tma.swizzle:
             spans[s.name] = span
+    notes = [f"{name}: {spans[name]}-byte swizzle: the rows wgmma's descriptor reads"
+             for name in spans if name in forced]
     if not spans:
         return Skip("; ".join(reasons) or "every TMA stage is swizzled already")
     before = stage_cost(kernel)
     after = stage_cost(kernel, swizzles=spans)
-    notes = []
-    for name in list(spans):
+    for name in [n for n in spans if n not in forced]:
         b, a = before.get(name, (0, 0)), after.get(name, (0, 0))
         if a[1] >= b[1]:
             # the XOR costs instructions in every read: only where it saves wavefronts

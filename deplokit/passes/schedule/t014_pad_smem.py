@@ -29,7 +29,7 @@ import dataclasses
 from ...analysis.banks import stage_cost
 from ...ir.tile_ir import FragmentLoad, Stage, Tile, TileKernel, map_body, walk
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
-from ..stage_geometry import restamp, restamp_loads, scope_ranges, stage_smem_budget
+from ..stage_geometry import block_threads, restamp, restamp_loads, scope_ranges, stage_smem_budget
 
 DESCRIPTION = "pad shared-memory strides to break bank conflicts"
 PADS = (0, 1, 4)
@@ -148,7 +148,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
     def pad_stage(s):
         if isinstance(s, Stage) and s.name in plan:
             # a pad of 1 leaves no 16-byte aligned shared row for a cp.async 16: units restamped
-            s, _ = restamp(dataclasses.replace(s, pad=plan[s.name]), pctx.types[s.tensor], ranges[s.name])
+            s, _ = restamp(dataclasses.replace(s, pad=plan[s.name]), pctx.types[s.tensor], ranges[s.name],
+                           block_threads(tile))
         return s
 
     new_tile = Tile(tile.axes, map_body(tile.body, pad_stage))

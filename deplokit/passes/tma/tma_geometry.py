@@ -29,13 +29,20 @@ MAX_BOX = 256
 GLOBAL_ALIGN = 16            # bytes: every global stride, the box's inner row
 SMEM_ALIGN = 128             # bytes: where a box lands in shared memory
 FLOAT = 4
+HALF_BYTES = {"bfloat16": 2, "float16": 2}
 
 
 def tensor_map_box(stage: Stage, shape, dtype: str = "float32") -> tuple[TmaBox | None, str]:
-    """(the box one tensor-map copy fills the stage with, unswizzled, '') or (None, why not)."""
+    """(the box one tensor-map copy fills the stage with, unswizzled, '') or (None, why not).
+    A half tensor's box is copied raw: only into a stage that holds its halves (008's wgmma
+    operands), not one that converts them to float32 on the way."""
     shape = tuple(shape)
-    if dtype != "float32":
-        return None, f"{stage.tensor} is {dtype}, not float32"
+    if dtype in HALF_BYTES and stage.dtype == dtype:
+        size = HALF_BYTES[dtype]
+    elif dtype != "float32":
+        return None, f"{stage.tensor} is {dtype}, not float32 (nor held raw by the stage)"
+    else:
+        size = FLOAT
     if not 1 <= len(shape) <= MAX_RANK:
         return None, f"{stage.tensor} has {len(shape)} dimensions; a tensor map takes 1 to {MAX_RANK}"
     if stage.pad:
@@ -52,19 +59,19 @@ def tensor_map_box(stage: Stage, shape, dtype: str = "float32") -> tuple[TmaBox 
             None,
             f"box {tuple(box)} of {stage.tensor} {shape}: each extent must be at most {MAX_BOX} and the tensor's",
         )
-    if box[-1] * FLOAT % GLOBAL_ALIGN:
-        return None, f"the box's inner row is {box[-1] * FLOAT} bytes, not a multiple of {GLOBAL_ALIGN}"
-    if len(shape) > 1 and shape[-1] * FLOAT % GLOBAL_ALIGN:
-        return None, (f"{stage.tensor}'s rows are {shape[-1] * FLOAT} bytes apart, not a multiple of "
+    if box[-1] * size % GLOBAL_ALIGN:
+        return None, f"the box's inner row is {box[-1] * size} bytes, not a multiple of {GLOBAL_ALIGN}"
+    if len(shape) > 1 and shape[-1] * size % GLOBAL_ALIGN:
+        return None, (f"{stage.tensor}'s rows are {shape[-1] * size} bytes apart, not a multiple of "
                       f"{GLOBAL_ALIGN} (a tensor map's strides must be)")
-    nbytes = box_bytes(box)
+    nbytes = box_bytes(box, size)
     if nbytes % SMEM_ALIGN:
         return None, f"a box of {nbytes} bytes would leave the next buffer off a {SMEM_ALIGN}-byte line"
-    return TmaBox(tuple(box)), ""
+    return TmaBox(tuple(box), element_bytes=size), ""
 
 
-def box_bytes(box) -> int:
-    n = FLOAT
+def box_bytes(box, element_bytes: int = FLOAT) -> int:
+    n = element_bytes
     for b in box:
         n *= b
     return n
@@ -73,9 +80,10 @@ def box_bytes(box) -> int:
 def swizzle_for(box: TmaBox) -> tuple[int, str]:
     """(swizzle span in bytes, '') for a box whose inner row is exactly a swizzle span (32, 64
     or 128 bytes) and whose buffers start on the pattern's repeat; else (0, why not)."""
-    row = box.box[-1] * FLOAT
+    row = box.box[-1] * box.element_bytes
+    nbytes = box_bytes(box.box, box.element_bytes)
     if row not in (32, 64, 128):
         return 0, f"inner rows of {row} bytes are no swizzle span (32, 64 or 128 bytes)"
-    if box_bytes(box.box) % REPEAT[row]:
-        return 0, f"a box of {box_bytes(box.box)} bytes is not a whole {REPEAT[row]}-byte swizzle pattern"
+    if nbytes % REPEAT[row]:
+        return 0, f"a box of {nbytes} bytes is not a whole {REPEAT[row]}-byte swizzle pattern"
     return row, ""

@@ -54,10 +54,11 @@ def render_wgmma(rd, s: Wgmma, scope) -> None:
         raise rd.err(f"wgmma m64n{s.n}k16.{s.dtype}: N a multiple of 8 up to 256, inputs bf16 or f16")
     nd = s.n // 2
     regs = "{" + ", ".join(f"%{i}" for i in range(nd)) + "}"
-    # scale-d = 1 (accumulate), A and B scaled by 1, neither transposed (both K-major)
+    # scale-d = 1 (accumulate), A and B scaled by 1, A K-major; B transposed (imm-trans-b 1)
+    # where it is stored MN-major
     template = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;",
                 f"wgmma.mma_async.sync.aligned.m64n{s.n}k16.f32.{s.dtype}.{s.dtype} "
-                f"{regs}, %{nd}, %{nd + 1}, p, 1, 1, 0, 0;", "}"]
+                f"{regs}, %{nd}, %{nd + 1}, p, 1, 1, 0, {int(s.b_mn_major)};", "}"]
     outs = [f'"+f"({reg_at(rd, s.acc, s.acc_at, i, scope)})' for i in range(nd)]
     rd.emit_asm(template, [f'"l"({s.a_desc})', f'"l"({s.b_desc})'], outs)
 

@@ -364,32 +364,37 @@ class Chunk:
 
     def e_shuffle(self, e: K.Shuffle, mask):
         v = self.ev(e.value, mask)
-        m = int(e.lane_mask)
-        if not 0 <= m < 32:
-            self.fail(f"Shuffle lane mask {m} is outside 0..31")
+        m, width = int(e.lane_mask), int(e.width)
+        if not 0 <= m < 32 or (width and not (width <= 32 and 32 % width == 0 and m < width)):
+            self.fail(f"Shuffle lane {m} (width {width}) is outside 0..31 or its group")
+        # the source lane within the warp of each lane: lane ^ m, or lane m of its width-lane group
+        lanes = np.arange(32)
+        source = lanes // width * width + m if width else lanes ^ m
+        what = f"lane {m} of {width}" if width else f"xor {m}"
         T = self.T
         if T % 32 or (mask is not None and mask.shape[-1] != 1):
             act = (np.ones((1, T), dtype=bool) if mask is None
                    else np.broadcast_to(mask, (mask.shape[0], T)))
-            src = self.shuffle_perm(act, m, fill=False)
+            src = self.shuffle_perm(act, source, fill=False)
             bad = act & ~src
             if bad.any():
                 r, t = (int(i[0]) for i in np.nonzero(bad))
                 r = r if bad.shape[0] > 1 else 0
-                self.fail(f"Shuffle(xor {m}): thread {self.thread_index(t)} of block "
-                          f"{self.block_index(r)} reads lane {(t % 32) ^ m}, which is inactive "
+                self.fail(f"Shuffle({what}): thread {self.thread_index(t)} of block "
+                          f"{self.block_index(r)} reads lane {source[t % 32]}, which is inactive "
                           f"or past the end of the block (undefined in CUDA)")
         if np.ndim(v) == 0 or v.shape[-1] == 1:
             return v            # the same value across the block's threads
-        return self.shuffle_perm(v, m, fill=np.nan)
+        return self.shuffle_perm(v, source, fill=np.nan)
 
-    def shuffle_perm(self, v, m, fill):
+    def shuffle_perm(self, v, source, fill):
+        """v as each lane of a warp reads it from lane source[lane] (an index array of 32)."""
         T = self.T
         pad = (-T) % 32
         if pad:
             v = np.concatenate([v, np.full((v.shape[0], pad), fill, dtype=v.dtype)], axis=1)
         w = v.reshape(v.shape[0], -1, 32)
-        out = w[:, :, np.arange(32) ^ m].reshape(v.shape[0], -1)
+        out = w[:, :, source].reshape(v.shape[0], -1)
         return out[:, :T] if pad else out
 
     # -- control flow -------------------------------------------------------------------------
@@ -831,7 +836,7 @@ class Chunk:
             buf = self.gbuf(s.source, "VectorLoad")
             off = self.check_bounds(off, 4, buf.size, mask, f"buffer {s.source}", "VectorLoad", align=4)
             vals = [cast(np.take(buf, off + j), F32) for j in range(4)]
-            self.stats.load(s.source, self.count(mask) * 16, self.count(mask))
+            self.stats.load(s.source, self.count(mask) * 4 * self.elem_bytes(s.source, buf), self.count(mask))
         elif s.space == "shared":
             vals = self.shared_read(self.sarr(s.source, "VectorLoad"), off, 4, mask, "VectorLoad")
         else:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...ir.kernel_ir import walk_stmts
 from ...ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, ProxyFence, TmaLoad, TmaTensorLoad
-from ...ir.swizzle import REPEAT, swizzle_word
+from ...ir.swizzle import REPEAT, swizzle_bytes, swizzle_word
 from ..tensor_map import box_values
 from .memory import MBarState
 from .values import F32, I64, cast
@@ -98,14 +98,22 @@ def exec_tma_tensor_load(chunk, s: TmaTensorLoad, mask):
             f"tensor map {tmap.name} describes {tmap.buffer} as {tmap.shape}, but it holds {buf.size} elements"
         )
     sh = chunk.sarr(s.array, "TmaTensorLoad")
-    n = tmap.box_bytes // 4
+    size = tmap.element_bytes
+    if sh.elem_bytes != size:
+        chunk.fail(f"TmaTensorLoad of {size}-byte elements through {tmap.name} into {sh.name}, "
+                   f"which holds {sh.elem_bytes}-byte ones")
+    n = tmap.box_bytes // size
     line = max(128, REPEAT[tmap.swizzle])          # where a box (and its swizzle pattern) may start
     dst = chunk.check_bounds(chunk.ev_int(s.dst_offset, mask), n, sh.size, mask,
-                             f"shared array {sh.name}", "TmaTensorLoad", align=line // 4)
+                             f"shared array {sh.name}", "TmaTensorLoad", align=line // size)
     dst = np.broadcast_to(dst, chunk.shape)[rows, tids]
     origins = np.stack([np.broadcast_to(chunk.ev_int(c, mask), chunk.shape)[rows, tids] for c in s.coords], axis=1)
     values = cast(box_values(buf, tmap.shape, tmap.box, origins), F32)
-    keys = (rows * sh.size + dst)[:, None] + swizzle_word(np.arange(n, dtype=I64), tmap.swizzle)
+    if size == 4:
+        lands = swizzle_word(np.arange(n, dtype=I64), tmap.swizzle)
+    else:                                          # halves: the byte pattern, element by element
+        lands = swizzle_bytes(np.arange(n, dtype=I64) * size, tmap.swizzle) // size
+    keys = (rows * sh.size + dst)[:, None] + lands
     land(chunk, sh, "TmaTensorLoad", s.expect, mb, rows, tids, sl, keys, values, tmap.buffer)
 
 
@@ -127,7 +135,7 @@ def land(chunk, sh, kind, expect, mb, rows, tids, sl, keys, values, buffer: str)
         if sh.lr_dirty:
             check_slot_released(chunk, sh, keys, rows, tids, issuer)
     check_proxy_fenced(chunk, sh, keys, rows, tids)
-    nbytes = 4 * keys.shape[1]
+    nbytes = sh.elem_bytes * keys.shape[1]
     if expect:                    # the issuer's own arrive.expect_tx, then its bytes land
         mbar_arrive(chunk, mb, rows, tids, sl, nbytes)
     sh.flat[keys] = values
@@ -138,8 +146,8 @@ def land(chunk, sh, kind, expect, mb, rows, tids, sl, keys, values, buffer: str)
     sh.has_pending = True
     np.add.at(mb.tx, (rows, sl), -nbytes)          # complete_tx: the copy's bytes landed
     mbar_complete(chunk, mb, rows, sl)
-    chunk.stats.load(buffer, keys.size * 4, 0)
-    chunk.stats.shared_bytes_stored += keys.size * 4
+    chunk.stats.load(buffer, keys.size * sh.elem_bytes, 0)
+    chunk.stats.shared_bytes_stored += keys.size * sh.elem_bytes
 
 
 def exec_proxy_fence(chunk, s, mask):

@@ -22,6 +22,7 @@ from ...ir.fragments import (
     descriptor_bits,
     descriptor_fields,
     kmajor_byte,
+    mnmajor_byte,
     wgmma_accumulator,
 )
 from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
@@ -51,8 +52,9 @@ def exec_wgmma_descriptor(chunk, s: WgmmaDescriptor, mask):
     chunk.descriptor_arrays[s.name] = s.array
 
 
-def operand(chunk, desc: str, rows: int, mask, what):
-    """(blocks, warpgroups, rows, 16) float64: the K-major tile descriptor `desc` points at."""
+def operand(chunk, desc: str, rows: int, mask, what, mn_major: bool = False):
+    """(blocks, warpgroups, rows, 16) float64: the K-major tile descriptor `desc` points at
+    (`mn_major`: the tile stored with its rows' elements adjacent, mnmajor_byte)."""
     array = chunk.descriptor_arrays.get(desc)
     if array is None:
         chunk.fail(f"{what}: {desc} is not a shared-memory matrix descriptor (WgmmaDescriptor)")
@@ -71,7 +73,10 @@ def operand(chunk, desc: str, rows: int, mask, what):
     span = DESCRIPTOR_SWIZZLE_SPAN[int(modes[0])]
     r = np.arange(rows).reshape(rows, 1)
     k = np.arange(K_STEP).reshape(1, K_STEP)
-    byte = start[..., None, None] + kmajor_byte(r, k, lead[..., None, None], stride[..., None, None], span)
+    place = mnmajor_byte if mn_major else kmajor_byte
+    if mn_major and not span:
+        chunk.fail(f"{what}: an MN-major operand needs a swizzled descriptor (32, 64 or 128 bytes)")
+    byte = start[..., None, None] + place(r, k, lead[..., None, None], stride[..., None, None], span)
     elem = swizzle_bytes(byte, span) // 2                 # (nb, groups, rows, 16)
     per = rows * K_STEP // WARPGROUP                      # each thread reads `per` of them
     off = elem.reshape(chunk.nb, chunk.T, per)
@@ -85,7 +90,7 @@ def exec_wgmma(chunk, s: Wgmma, mask):
     if s.n not in WGMMA_NS or s.dtype not in ("bf16", "f16"):
         chunk.fail(f"wgmma m64n{s.n}k16.{s.dtype}: N a multiple of 8 up to 256, inputs bf16 or f16")
     a = operand(chunk, s.a_desc, 64, mask, "wgmma A")
-    b = operand(chunk, s.b_desc, s.n, mask, "wgmma B")
+    b = operand(chunk, s.b_desc, s.n, mask, "wgmma B", s.b_mn_major)
     prod = np.einsum("bgmk,bgnk->bgmn", a, b)           # exact: 16 products of halves
     nd = s.n // 2
     c, reg, i = reg_run(chunk, s.acc, s.acc_at, nd, mask, "wgmma D")
