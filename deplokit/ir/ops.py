@@ -6,7 +6,7 @@ class and whether the fuzzer draws it alone. Every table of the compiler reads t
     decompose/unary      the aten ops that are a primitive one to one (`aten`)
     frontend/aten_table  their `name.default` entries
     runtime/numpy_ops    `numpy`
-    lower/value_expr     the ops computed as C float math (`result == "float"`, and pow)
+    ir/value_expr        the ops computed as C float math (`result == "float"`, and pow)
     lower/cuda           `cuda`: a C float function (expf), or an operator (+) of Kernel IR's Call
     analysis/work        `slots`: special-function-unit ops issue slower
     tune/main_loop       `slots`, per call

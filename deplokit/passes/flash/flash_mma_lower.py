@@ -29,7 +29,7 @@ from ...ir.kernel_expr import affine_expr, flat_offset
 from ...ir.kernel_mma import LdMatrix, Mma, PackHalves
 from ...ir.loop_ir import Compute, Load, Store
 from ...ir.types import DTYPE_CTYPE
-from ..lower.value_expr import lower_value
+from ...ir.value_expr import lower_value
 from ..mma.mma_lower import PACKED, lane_expr
 
 PAD = 8              # halves after each staged row: rows 16 bytes apart mod 128, ldmatrix conflict-free

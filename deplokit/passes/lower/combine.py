@@ -5,8 +5,8 @@ from __future__ import annotations
 from ...ir import kernel_ir as K
 from ...ir.tile_ir import Combine
 from ...ir.types import shared_ctype
+from ...ir.value_expr import combine_expr
 from ...target import WARP_SIZE
-from .value_expr import combine_expr
 
 
 def lower_combine(state, s: Combine) -> list:

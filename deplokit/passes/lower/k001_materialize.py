@@ -51,6 +51,7 @@ from ...ir.tile_ir import (
     walk,
 )
 from ...ir.types import DTYPE_CTYPE, shared_ctype, value_dtype
+from ...ir.value_expr import combine_expr, constant, lower_value
 from ...target import VECTOR
 from ..flash.flash_mma_lower import is_flash_mma, lower_flash_mma
 from ..flash.flash_registers import flash_min_blocks
@@ -64,7 +65,6 @@ from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .register_quads import lower_quads, quad_loads
 from .stage_plan import plan_stage, slot_of
-from .value_expr import combine_expr, constant, lower_value
 from .vector_access import lower_vector_loop
 
 

@@ -14,8 +14,8 @@ from ...ir.kernel_ir import Param
 from ...ir.loop_ir import Accumulate, Compute, Load
 from ...ir.tile_ir import THREAD, Stage, Tile, TileKernel, walk
 from ...ir.types import DTYPE_CTYPE, TensorType, value_dtype
+from ...ir.value_expr import constant
 from .index_width import index_bits
-from .value_expr import constant
 
 
 class LoweringState:

@@ -18,9 +18,9 @@ from ...ir.smem_layout import smem_size, stage_ctype
 from ...ir.stages import dim_multipliers, loop_start, loop_stop, row_major_strides, transposed
 from ...ir.tile_ir import Stage
 from ...ir.types import HALF_DTYPES
+from ...ir.value_expr import lower_value
 from ...target import VECTOR
 from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
-from .value_expr import lower_value
 
 
 def _tid0():

@@ -12,10 +12,10 @@ computes them:
 temporaries) and is the one place the lowering decides a value's C type."""
 from __future__ import annotations
 
-from ...ir import kernel_ir as K
-from ...ir.ops import OPS
-from ...ir.tensor_ir import COMPARISON_OPS, CONVERT_OP
-from ...ir.types import DTYPE_CTYPE
+from . import kernel_ir as K
+from .ops import OPS
+from .tensor_ir import COMPARISON_OPS, CONVERT_OP
+from .types import DTYPE_CTYPE
 
 # The combine of each reduction, as an elementwise op.
 COMBINE_OP = {"sum": "add", "max": "maximum", "min": "minimum"}
