@@ -81,6 +81,15 @@ CASES = {
         "sm_80",
         {"002_chunk_matmul_k.k_chunk": 4, "split_reduce.splits": 64},
     ),
+    # seed 405 case 540: a flash kernel followed by a row kernel and another attention: fuse_rows
+    # took the flash kernel into a row chain and priced its online state (row_max) as a tensor
+    "attention, a row statistic, attention again": (
+        "x0 = torch.randn(31, 3, 3)\nx1 = torch.randn(31, 3, 3)\nx2 = torch.randn(31, 3, 3)\n"
+        "v1 = F.scaled_dot_product_attention(x0, x1, x2).std(-1, keepdim=True)\n"
+        "F.scaled_dot_product_attention(v1.transpose(2, 1), torch.randn(31, 1, 3), torch.randn(31, 1, 3))",
+        "sm_90",
+        {},
+    ),
 }
 
 

@@ -160,6 +160,8 @@ def plan_chain(chain, kernels, temps, types, facts):
     if not (facts(first, "contraction") and facts(last, "contraction")) or \
             not any(facts(k, "row_max") for k in chain):
         return ""
+    if any(k.flash is not None for k in chain):
+        return ""              # a flash kernel is fused already: its online state lives in its own locals
     if any(len(k.outputs) != 1 for k in chain[:-1]):
         return ""
     links = [(k.outputs[0], nxt) for k, nxt in zip(chain, chain[1:])]
