@@ -251,14 +251,19 @@ def _online_tile(ki, tk, score, x, m_name, l_name, o_name, col, columns, kj, v_l
         Compute("p_key", "exp", ("p_d",)),
         Compute("sum_key", "add", (l_name, "p_key")),
         Assign(l_name, "sum_key"),
-        Loop(col, columns, "register", (
-            Load("out_acc", o_name, (var(col),)),
-            v_load,
-            Compute("pv", "multiply", ("p_key", "v_key")),
-            Compute("out_new", "add", ("out_acc", "pv")),
-            Assign(o_name, "out_new", (var(col),))))))
+        _pv_row(o_name, col, columns, v_load)))
     return (Assign("tile_max", float("-inf")), scores) + rescale + (pv, Assign(m_name, "max_new"))
 
+
+
+def _pv_row(o_name, col, columns, v_load) -> Loop:
+    """out[col] += p_key * v[key, col] over the row's value columns."""
+    return Loop(col, columns, "register", (
+        Load("out_acc", o_name, (var(col),)),
+        v_load,
+        Compute("pv", "multiply", ("p_key", "v_key")),
+        Compute("out_new", "add", ("out_acc", "pv")),
+        Assign(o_name, "out_new", (var(col),))))
 
 def _renamed(s, old: str, new: str):
     """A score statement reading `new` where it read the dot product `old`."""
@@ -296,12 +301,7 @@ def _scattered_tile(ki, tk, partial, dot, own, lane, lanes, score, x, m_name, l_
         Combine("s_tile", "gather", (lane,), tk))
     pv = Loop(kj, tk, "register", (
         Load("p_key", "s_tile", (var(kj),)),
-        Loop(col, columns, "register", (
-            Load("out_acc", o_name, (var(col),)),
-            v_load,
-            Compute("pv", "multiply", ("p_key", "v_key")),
-            Compute("out_new", "add", ("out_acc", "pv")),
-            Assign(o_name, "out_new", (var(col),))))))
+        _pv_row(o_name, col, columns, v_load)))
     return (Assign("tile_max", float("-inf")),) + scores + rescale + probs + (pv, Assign(m_name, "max_new"))
 
 
