@@ -15,6 +15,7 @@ from .frontend import hf
 from .frontend.capture import capture, to_numpy
 from .ir.tensor_ir import Reduction
 from .ir.types import HALF_DTYPES
+from .passes.flash.flash_mma_lower import is_flash_mma
 from .passes.lower.cuda import render_cuda
 from .passes.lower.materialize import lower_tiles
 from .passes.verify import verify
@@ -256,7 +257,7 @@ class Compilation(Displayable):
         casts = [n for n in self.tensor_ir.nodes
                  if n.type.dtype in HALF_DTYPES and n.name not in self.tensor_ir.outputs]
         # flash attention on tensor cores rounds P to half before P @ V (FlashAttention's rounding)
-        casts += [k for k in self.tile_ir.kernels if getattr(getattr(k, "flash", None), "mma", None) is not None]
+        casts += [k for k in self.tile_ir.kernels if is_flash_mma(k)]
         ftol, fatol = (tol, per_scale * output_scale(reference)) if casts else \
             (exact_tolerance(fmt), default_atol(reference))
         exact = _compare(reference, as_float, backend, ftol, fatol)

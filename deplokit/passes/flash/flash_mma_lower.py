@@ -403,4 +403,5 @@ def lower_flash_mma(kernel, types) -> K.KernelFunc:
 
 
 def is_flash_mma(kernel) -> bool:
+    """Whether the kernel's flash plan runs on tensor cores (FlashPlan.mma, decided by passes/flash/flash_mma.py)."""
     return getattr(getattr(kernel, "flash", None), "mma", None) is not None
