@@ -125,3 +125,26 @@ def test_tune_progress_marks_the_default_schedule():
     assert plot.default_cost == 9.0
     ax = plot.figure().axes[0]
     assert any(line.get_label().startswith("default schedule (9 µs)") for line in ax.lines)
+
+
+def test_plots_read_on_light_and_dark_themes():
+    """A PNG cannot follow JupyterLab's theme: transparent background (the page shows through)
+    and text, ticks and spines in one grey that reads on white and on near-black."""
+    import io
+
+    import matplotlib.colors
+    import matplotlib.image
+
+    from deplokit.notebook.plots import INK
+    plot = TuneProgressPlot("model", min_interval=0)
+    for t in _trials():
+        plot(t)
+    for fig in (plot.figure(), bench_bars(_reports()), roofline(_reports())):
+        pixels = matplotlib.image.imread(io.BytesIO(figure_png(fig)), format="png")
+        assert pixels.shape[2] == 4 and pixels[0, 0, 3] == 0.0          # RGBA, the corner transparent
+        ax = fig.axes[0]
+        ink = matplotlib.colors.to_rgba(INK)
+        assert matplotlib.colors.to_rgba(ax.title.get_color()) == ink
+        assert matplotlib.colors.to_rgba(ax.xaxis.label.get_color()) == ink
+        assert all(matplotlib.colors.to_rgba(s.get_edgecolor()) == ink for s in ax.spines.values())
+        assert ax.get_legend().get_frame().get_alpha() == 0
