@@ -194,7 +194,10 @@ class For:
     stop: Expr                    # exclusive
     step: Expr
     body: tuple["Stmt", ...]
-    unroll: bool = False
+    unroll: bool = False          # `#pragma unroll`: nvcc unrolls it fully
+    # `#pragma unroll 1`: nvcc keeps the loop, one trip's values live at a time (left to
+    # itself it unrolls a small strided loop up to 4 times, and their values overlap)
+    rolled: bool = False
 
 
 @dataclass(frozen=True)
@@ -515,7 +518,7 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             vals = ", ".join(format_expr(v) for v in s.values)
             lines.append(f"{pad}{s.space} float4 {format_at(s.target, s.offset)} = ({vals})")
         elif isinstance(s, For):
-            unroll = "  # unroll" if s.unroll else ""
+            unroll = "  # unroll" if s.unroll else "  # rolled" if s.rolled else ""
             lines.append(f"{pad}for {s.var} = {_strip(format_expr(s.start))}; < {_strip(format_expr(s.stop))}; "
                          f"+= {_strip(format_expr(s.step))}:{unroll}")
             format_stmts(s.body, depth + 1, lines)

@@ -502,8 +502,8 @@ class _Renderer:
         else:
             step = f"{s.var} += {self.expr(s.step, inner)}"
         cmp = ">" if isinstance(s.step, Const) and s.step.value < 0 else "<"
-        if s.unroll:
-            self.emit("#pragma unroll")
+        if s.unroll or s.rolled:
+            self.emit("#pragma unroll" if s.unroll else "#pragma unroll 1")
         self.emit(f"for ({self.c_type('int')} {s.var} = {start}; {s.var} {cmp} {stop}; {step}) {{")
         self.depth += 1
         for st in s.body:

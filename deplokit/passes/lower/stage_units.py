@@ -30,9 +30,11 @@ def _tid0():
 def cooperative_units(i: str, count: int, threads: int, body, rolled: bool = False) -> list:
     """Units 0..count-1 dealt out to the block's threads: a strided loop, or (one unit or
     none per thread) a plain guarded block, which keeps no loop state alive (ptxas otherwise
-    spills around small copies in register-tight kernels). `rolled`: a loop nvcc keeps (a
-    prologue's trips each hold their inputs and transcendental temporaries: unrolled, their
-    live ranges overlap and a register-tight K loop spills, llama down_proj_add on sm_80/120)."""
+    spills around small copies in register-tight kernels). `rolled`: a strided loop marked
+    `#pragma unroll 1` (a prologue's trips each hold their inputs and transcendental
+    temporaries: unrolled by us, or partially by nvcc (up to 4 trips of an unmarked strided
+    loop), their live ranges overlap and a register-tight K loop spills: llama down_proj_add
+    on sm_80/120 unrolled, the 37x75x53 staged prologue on sm_80 left to nvcc)."""
     tid = K.Special("tid.x") if threads > 1 else K.Const(0, "int")
     if count > threads and count % threads == 0 and not rolled:
         # every thread copies count/threads units: a loop of known trip count, unrolled
@@ -42,7 +44,7 @@ def cooperative_units(i: str, count: int, threads: int, body, rolled: bool = Fal
         return [K.For(r, K.Const(0, "int"), K.Const(count // threads, "int"), K.Const(1, "int"),
                       (K.Declare(i, "int", unit),) + tuple(body), True)]
     if count > threads:
-        return [K.For(i, tid, K.Const(count, "int"), K.Const(threads, "int"), tuple(body))]
+        return [K.For(i, tid, K.Const(count, "int"), K.Const(threads, "int"), tuple(body), rolled=rolled)]
     stmts = (K.Declare(i, "int", tid),) + tuple(body)
     if count == threads:
         return list(stmts)
