@@ -226,6 +226,8 @@ class FlashPlan:
         if self.kv_group:       # a sub-group: the grid filled with blocks of fewer heads
             heads = f" x {self.group} head{'s' if self.group > 1 else ''} (of the {self.kv_group} sharing a kv head)"
         skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
+        if self.mma is not None:       # on tensor cores: the FFMA plan's rows, lanes and registers are not the kernel's
+            return f"flash: {self.mma.text()}{skip}"
         if self.splits > 1:
             skip += f"; the keys split {self.splits} ways (a block a split" + \
                 (f", loop {self.split}" if self.split else "") + "), the splits combined by a second kernel"

@@ -437,6 +437,7 @@ class TileKernel(Displayable):
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals] + ([self.flash.text()] if self.flash is not None else [])
+        lines += self.flash.mma.fragment_lines() if getattr(self.flash, "mma", None) is not None else []
         lines += [r.text() for r in self.register_tiles]
         lines += self.mma.text().splitlines() if self.mma is not None else []
         lines += [self.split_k.text()] if self.split_k is not None else []

@@ -63,6 +63,7 @@ from ..ir.tile_ir import (
     WarpgroupMma,
 )
 from ..target import STATIC_SMEM_PER_BLOCK
+from .flash.flash_mma_tile import flash_mma_operands
 from .stage_geometry import VECTOR, block_threads, copy_unit, smem_bytes, stage_smem_budget
 from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
@@ -198,6 +199,13 @@ class _TileChecker:
             values.add(s.dst)
 
     def mma(self, s, bound, stages):
+        fm = getattr(self.k.flash, "mma", None)
+        if fm is not None:            # flash on tensor cores: its two products (flash_mma_tile.py)
+            if not flash_mma_operands(s, fm) or (isinstance(s, FragmentLoad) and s.stage not in stages):
+                self.fail("mma-fragments", f"{s.text()}: not one of the flash kernel's products on stages in scope")
+            if isinstance(s, FragmentLoad):
+                self.index(s.at, dict(bound) | {"fr": 16, "fc": 8}, s.text)
+            return
         st = self.k.mma
         if st is None:
             self.fail("mma-fragments", f"{s.text()}: the kernel has no MmaTile stamped")
