@@ -110,6 +110,21 @@ class _Counter:
         distinct = np.unique(words)
         return len(distinct) * size, len(np.unique(distinct * size // SECTOR))
 
+    def _trips(self, loop: Loop) -> float:
+        """A loop's iterations, averaged over the blocks where its bound `stop` is an index of
+        the block (a causal flash kernel's key tiles up to the block's last query row); its
+        extent where the bound is known at run time only."""
+        stop = loop.stop
+        blocks = {a.var: a.extent for a in self.tile.axes if a.kind != THREAD}
+        if stop is None or gathers(stop) or not free_vars(stop) <= blocks.keys():
+            return loop.extent
+        names = sorted(free_vars(stop))
+        if math.prod(blocks[n] for n in names) > 1 << 16:
+            return loop.extent
+        grid = np.meshgrid(*(np.arange(blocks[n], dtype=np.int64) for n in names), indexing="ij")
+        values = np.broadcast_to(evaluate(stop, dict(zip(names, grid))), grid[0].shape if grid else ())
+        return float(np.clip(values, 0, loop.extent).mean())
+
     # -- the walk -------------------------------------------------------------------------------
     def visit(self, body, mult: float, env: dict) -> None:
         per_block = mult * self.blocks
@@ -135,7 +150,7 @@ class _Counter:
                 self.visit(s.body, mult, {**env, s.var: np.arange(s.extent, dtype=np.int64)[:, None]})
                 self.vector = 1
             elif isinstance(s, Loop):
-                self.visit(s.body, mult * s.extent, {**env, s.var: np.int64(0)})
+                self.visit(s.body, mult * self._trips(s), {**env, s.var: np.int64(0)})
             elif isinstance(s, StridedLoop):
                 start = evaluate(s.start, self._env(env, s.start))
                 self.visit(s.body, mult * max(s.stop, 1) / max(s.step, 1), {**env, s.var: start})
@@ -219,6 +234,15 @@ class _Counter:
             self.barriers += per_block / self.blocks
 
 
+def tensor_dtype(kernel: TileKernel) -> str:
+    """The input type of the kernel's mma.sync (008's MmaTile, or a flash kernel's record on
+    tensor cores: FlashPlan.mma), '' for a kernel on FFMA."""
+    if kernel.mma is not None:
+        return kernel.mma.shape.dtype
+    flash = getattr(kernel.flash, "mma", None)
+    return flash.kind if flash is not None else ""
+
+
 def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     """The work of one scheduled Tile-IR kernel; `types` maps tensor names to TensorType."""
     c = _Counter(kernel, types)
@@ -227,5 +251,5 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
                       c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch,
-                      c.tensor_flops, kernel.mma.shape.dtype if kernel.mma is not None else "",
+                      c.tensor_flops, tensor_dtype(kernel),
                       c.tail_round_trips)
