@@ -17,9 +17,9 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.index import var
 from ...ir.kernel_expr import affine_expr
-from ...ir.kernel_tma import MbarrierArrive
 from ...ir.stages import loop_start, loop_stop
 from ...ir.tile_ir import Stage
+from ..tma.mbarrier_ring import SlotBarrier, full_name, mbarrier_name
 from ..tma.tma_geometry import box_bytes
 
 
@@ -68,20 +68,6 @@ def is_mbarrier_ring(stages, plans) -> bool:
     mbarrier each (no block-wide barrier before a refill); a group with cp.async or
     synchronous copies keeps the block's barrier, which also makes those copies visible."""
     return is_pipelined(stages, plans) and all(p.kind == "tma" for p in plans)
-
-
-def mbarrier_name(loop) -> str:
-    return f"{loop.var}_mbar"
-
-
-def full_name(loop) -> str:
-    """The ring's full barriers: full[s] completes when the copies of slot s have landed."""
-    return f"{loop.var}_full"
-
-
-def empty_name(loop) -> str:
-    """The ring's empty barriers: empty[s] completes when every thread is done reading slot s."""
-    return f"{loop.var}_empty"
 
 
 def tma_bytes(m, s: Stage, p: StagePlan) -> int:
@@ -158,25 +144,6 @@ def round_of(p: StagePlan, it):
 
 
 # -- the seam between the ring's barriers and the copy issue ----------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class SlotBarrier:
-    """The mbarrier that one group's TMA copies into one slot complete on.
-
-    The stage ring owns its mbarriers (declaration, init, arrival counts, the producer's
-    arrive.expect_tx, the waits and their phases, the slot index expressions); the copy issue
-    (stage_units.tma_copies) owns the copy instructions, and names this barrier in each:
-    `TmaLoad(..., barrier=bar.name, slot=bar.slot, expect=False)` (or a tensor copy with
-    the same two fields). The issuing thread runs `bar.arrive()` before its copies: one
-    arrival announcing `expect_bytes`, which must equal the bytes the copies bring (the
-    simulator fails a phase that never completes)."""
-    name: str                 # the mbarrier (array) the copies complete on
-    slot: object              # K.Expr: which mbarrier of the array; None: a single mbarrier
-    expect_bytes: int         # the bytes every copy of the group into this slot brings, together
-
-    def arrive(self) -> MbarrierArrive:
-        return MbarrierArrive(self.name, self.slot, self.expect_bytes)
-
 
 def slot_barrier(m, tma, it) -> SlotBarrier:
     """The barrier the copies of `tma` ((stage, plan) pairs of one group, all TMA) for

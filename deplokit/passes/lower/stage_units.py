@@ -20,11 +20,8 @@ from ...ir.tile_ir import Stage
 from ...ir.types import HALF_DTYPES
 from ...ir.value_expr import lower_value
 from ...target import VECTOR
+from ..tma.mbarrier_ring import elected_issue
 from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
-
-
-def _tid0():
-    return K.Binary("==", K.Special("tid.x"), K.Const(0, "int"))
 
 
 def cooperative_units(i: str, count: int, threads: int, body, rolled: bool = False) -> list:
@@ -219,7 +216,7 @@ def prologue_copy(s: Stage, src, cond, dst, unit: int) -> list:
 def tma_copies(m, tma, it, bar) -> list:
     """The copies of every TMA stage in `tma` ((stage, plan) pairs) for iteration `it`: one
     tensor-map copy of the stage's box at its origin for that K tile into the slot's buffer,
-    each completing on `bar` (stage_plan.SlotBarrier: the ring owns the barrier and the
+    each completing on `bar` (mbarrier_ring.SlotBarrier: the ring owns the barrier and the
     arrival announcing their bytes). `m.tensor_map(stage)` names the kernel's tensor-map
     parameter for the stage. Run by the one issuing thread."""
     body: list = []
@@ -232,8 +229,7 @@ def tma_copies(m, tma, it, bar) -> list:
 
 
 def issue_tma(m, tma, it, before=()) -> list:
-    """One thread (tid 0; the If is stamped `elect`: sm_90 elects a lane of warp 0) issues the
-    copies of the TMA stages in `tma` for iteration `it`: `before` (the ring's wait for the
-    slot to be empty), the arrival announcing their bytes on the slot's barrier, the copies."""
+    """The elected thread's copies of the TMA stages in `tma` for iteration `it`, after
+    `before` (passes/tma/mbarrier_ring.py: elected_issue)."""
     bar = slot_barrier(m, tma, it)
-    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)), elect=True)]
+    return elected_issue(bar, tma_copies(m, tma, it, bar), before)
