@@ -18,7 +18,7 @@ from ...ir.index import Affine, const, floordiv, free_vars, mod, substitute, var
 from ...ir.kernel_expr import affine_expr
 from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
 from ...ir.smem_layout import smem_offset
-from ...ir.tile_ir import FragmentLoad, MmaSync
+from ...ir.tile_mma import FragmentLoad, MmaSync
 
 FR, FC = "fr", "fc"
 PACKED = "b32"          # a register array of 32-bit words, each two halves (low: the first)
