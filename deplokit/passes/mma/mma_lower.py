@@ -106,3 +106,7 @@ def lower_mma(state, s: MmaSync) -> list:
     a = K.Binary("*", affine_expr(s.a_index[0]), K.Const(na, "int"))
     b = K.Binary("*", affine_expr(s.b_index[0]), K.Const(nb, "int"))
     return [Mma(st.shape.name, st.acc, acc, st.a, a, st.b, b)]
+
+
+# Tile-IR statement -> the function that lowers it (k001_materialize's FEATURE_STATEMENTS)
+LOWERINGS = {FragmentLoad: lower_fragment_load, MmaSync: lower_mma}

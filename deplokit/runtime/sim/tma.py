@@ -30,6 +30,12 @@ from .values import F32, I64, cast
 MBAR_IDS = 1024                 # mbarriers (slots) a kernel may have: the in-flight tag's radix
 
 
+def start(chunk):
+    """The chunk's mbarriers (by name) and, per thread, the latest release tick it waited for."""
+    chunk.mbars = {}
+    chunk.acquired = None         # (blocks, threads), made at the first wait that acquires
+
+
 def watches_proxy(k) -> bool:
     """Whether kernel k has async-proxy copies (TmaLoad) that ordinary stores to their shared
     memory must be fenced before: the chunk then notes those stores (note_generic)."""

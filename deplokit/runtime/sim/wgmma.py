@@ -30,6 +30,12 @@ from ...ir.swizzle import swizzle_bytes
 from .mma import reg_run, whole_warps
 from .values import owned
 
+
+def start(chunk):
+    """The chunk's wgmma descriptors: descriptor variable -> the shared array it points into."""
+    chunk.descriptor_arrays = {}
+
+
 K_STEP = 16
 
 
