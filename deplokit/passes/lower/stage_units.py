@@ -20,8 +20,9 @@ from ...ir.tile_ir import Stage
 from ...ir.types import HALF_DTYPES
 from ...ir.value_expr import lower_value
 from ...target import VECTOR
-from ..tma.mbarrier_ring import elected_issue
-from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
+from ..tma.mbarrier_ring import elected_issue, slot_barrier
+from ..tma.tma_geometry import box_bytes
+from .stage_plan import PrologueTiles, StagePlan, is_pipelined, prologue_tile, ranges_in, slot_of, tile_offset
 
 
 def cooperative_units(i: str, count: int, threads: int, body, rolled: bool = False) -> list:
@@ -231,5 +232,7 @@ def tma_copies(m, tma, it, bar) -> list:
 def issue_tma(m, tma, it, before=()) -> list:
     """The elected thread's copies of the TMA stages in `tma` for iteration `it`, after
     `before` (passes/tma/mbarrier_ring.py: elected_issue)."""
-    bar = slot_barrier(m, tma, it)
+    stages, plans = [s for s, _ in tma], [p for _, p in tma]
+    nbytes = sum(box_bytes(s.tma.box, s.tma.element_bytes) for s in stages)   # whole boxes: the tail lands as zeros
+    bar = slot_barrier(plans[0].loop, is_pipelined(stages, plans), slot_of(plans[0], it), nbytes)
     return elected_issue(bar, tma_copies(m, tma, it, bar), before)

@@ -73,6 +73,14 @@ class SlotBarrier:
         return MbarrierArrive(self.name, self.slot, self.expect_bytes)
 
 
+def slot_barrier(loop, pipelined: bool, slot, expect_bytes: int) -> SlotBarrier:
+    """The barrier a group's TMA copies into one slot complete on: the ring's full[slot] in a
+    pipelined K loop, else the loop's single mbarrier."""
+    if pipelined:
+        return SlotBarrier(full_name(loop), slot, expect_bytes)
+    return SlotBarrier(mbarrier_name(loop), None, expect_bytes)
+
+
 def elected_issue(bar: SlotBarrier, copies, before=()) -> list:
     """One thread (tid 0; the If is stamped `elect`: sm_90 elects a lane of warp 0) issues
     `copies`: `before` (the ring's wait for the slot to be empty), the arrival announcing
