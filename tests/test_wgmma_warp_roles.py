@@ -7,6 +7,7 @@ slot released one tile later). The simulator runs the two roles concurrently (in
 their mbarrier waits) and retires a wgmma group only at the wait_group that retires it, so
 a missing empty wait or an early release fails; nvcc compiles it for sm_90a."""
 import dataclasses
+
 import numpy as np
 import pytest
 import torch

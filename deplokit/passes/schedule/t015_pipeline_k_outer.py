@@ -53,7 +53,7 @@ import dataclasses
 from ...ir.tile_ir import AsyncWait, Stage, Tile
 from ...ir.warp_roles import WarpRoles
 from ..flash.flash_stage import key_loop_skip
-from ..record import Knob, KernelPass, Noted, PassContext, Skip, flag_knob, replace_tile
+from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob, replace_tile
 from ..stage_geometry import head_length, head_stages, k_outer_loops, trips
 
 DESCRIPTION = "rotate the K-outer loop into prologue / steady state / epilogue (cp.async + TMA)"

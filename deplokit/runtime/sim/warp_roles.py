@@ -7,8 +7,9 @@ producer first, as far as its mbarrier waits let it, then the consumers until a 
 theirs blocks; a role blocked in a wait resumes as soon as the other arrives on an
 mbarrier. So the producer runs as early as hardware could run it: a slot released (or not
 waited for) before its readers are done is refilled before they read it, and the result
-is wrong or the read is caught before its data lands. A wait that blocks while the other role has finished, or is itself blocked with
-nothing arrived since, never completes: the usual MbarrierWait failure (a deadlock).
+is wrong or the read is caught before its data lands. A wait that blocks while the other
+role has finished, or is itself blocked with nothing arrived since, never completes: the
+usual MbarrierWait failure (a deadlock).
 Each role keeps its own stack of scopes."""
 from __future__ import annotations
 

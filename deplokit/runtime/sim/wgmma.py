@@ -11,7 +11,7 @@ swizzle, ir/swizzle.py), adds the exact products in FP32 and writes the D fragme
 thread of the warpgroup per PTX's table (ir/fragments.py). It does so when a
 wgmma.wait_group retires the wgmma's commit group (the latest moment PTX allows), not at
 issue: a slot the kernel releases or refills before that is read after the refill (or
-caught as data not yet landed). Fence, commit and wait run on whole warpgroups.""" 
+caught as data not yet landed). Fence, commit and wait run on whole warpgroups."""
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +29,7 @@ from ...ir.fragments import (
 )
 from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.swizzle import swizzle_bytes
-from .mma import reg_run, whole_warps
+from .mma import reg_run
 from .values import owned
 
 K_STEP = 16
