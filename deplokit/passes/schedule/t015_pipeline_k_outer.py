@@ -109,10 +109,8 @@ def apply(kernel, pctx: PassContext):
     body = tuple(_pipeline(s, roles) if id(s) in rotate else s for s in tile.body)
     new_tile = Tile(tile.axes, body)
     out = replace_tile(kernel, new_tile)
-    if roles is None and (pctx.knobs.get("warp_specialize") or why):
+    if why:                      # asked for, not applicable: say why
         return Noted(out, why, {"warp_specialize": None, "wgmma_in_flight": None})
-    if roles is None:
-        return Noted(out, (), {"wgmma_in_flight": None})
     return out
 
 
