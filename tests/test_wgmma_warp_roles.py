@@ -78,6 +78,16 @@ def test_producer_warpgroup_fills_the_ring_and_matches_eager(dtype, in_flight):
     assert c.check(backend="sim").passed
 
 
+@pytest.mark.parametrize("in_flight", [0, 1])
+def test_a_ring_of_four_slots_wraps_around(in_flight):
+    """Ten K tiles through four slots: the producer's prologue loop fills slots 0..2, every
+    slot is refilled twice (its empty barrier's phases 0 and 1)."""
+    a, b = _operands(136, 640, 64, torch.bfloat16, seed=1)
+    c = _compile(a, b, in_flight, **{"010_double_buffer.stages": 4, "003_split_matmul_k.splits": 1})
+    assert "stages=4" in str(c.tile_ir) and not _roles_if_absent(c)
+    _close_to_exact(c.run(a, b, backend="sim"), a, b)
+
+
 def test_the_knob_is_in_the_tuners_space_for_wgmma_kernels_only():
     from deplokit.passes.schedule.t015_pipeline_k_outer import PASS
 
