@@ -121,6 +121,7 @@ from .loop_ir import Accumulate, Assign, Compute, Load, LocalBuffer, Loop, Store
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .tile_mma import FragmentLoad, MmaSync, WarpgroupMma  # tensor cores' statements (008's mma, wgmma)
 from .types import Buffer, format_header
+from .warp_roles import WarpRoles
 
 THREAD, BLOCK = "THREAD", "BLOCK"
 
@@ -287,9 +288,13 @@ class AsyncWait:
     (copies made by the threads, a refill next) here; see deplokit.passes.lower.k002_stage_copies.
     A stage copied asynchronously that no AsyncWait names is an error when materialised."""
     stages: tuple[str, ...]        # names of the stages waited for
+    # 015's producer/consumer schedule of the ring (ir/warp_roles.py); None: the computing
+    # threads issue the copies themselves
+    roles: WarpRoles | None = None
 
     def text(self) -> str:
-        return f"AsyncWait({', '.join(self.stages)})"
+        roles = f"; {self.roles.text()}" if self.roles else ""
+        return f"AsyncWait({', '.join(self.stages)}{roles})"
 
 
 TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, Loop,

@@ -46,6 +46,7 @@ from .values import (
     uniform_value,
     unify,
 )
+from .warp_roles import exec_roles
 from .wgmma import STATEMENTS as WGMMA_STATEMENTS
 from .wgmma import start as start_wgmma
 
@@ -100,6 +101,7 @@ class Chunk:
         self.tick = 0                # orders shared reads and mbarrier arrivals (ring releases)
         # ordinary stores not yet fenced before an async-proxy copy (kernels with TMA copies only)
         self.proxy_watch = watches_proxy(k)
+        self.roles = None            # the warp-specialised split running (sim/warp_roles.py)
         for start in FEATURE_STATE:
             start(self)
         self.exec = {
@@ -401,6 +403,8 @@ class Chunk:
     # -- control flow -------------------------------------------------------------------------
 
     def s_if(self, s: K.If, mask):
+        if s.roles:                     # producer and consumers, concurrently
+            return exec_roles(self, s, mask)
         c = as_bool(self.ev(s.cond, mask))
         sc = uniform_value(c)
         if sc is not None:
