@@ -43,14 +43,14 @@ def _pow2_at_most(n: int) -> int:
 
 
 def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None,
-               scatter: bool = True, rows: int = 2) -> FlashPlan | str:
+               scatter: bool = True, rows_per_thread: int = 2) -> FlashPlan | str:
     """The plan for a flash kernel (attention_loop.py), or why it cannot be scheduled so.
     With a target, registers are estimated for its copies (TMA or cp.async) and the grid is
     filled to its SMs (_fill), never past `byte_limit` bytes moved (the kernels flash
     attention replaces: a fill must not cost it the fusion guard). `scatter`: a row dealt to
     lanes reduces its scores with a transposing Combine where the key tile divides by the lanes
     (FlashPlan.scatter: fewer shuffles, and max / exp / sum on 1/lanes of the keys each).
-    `rows` (2, or 1: off): a scattered plan takes two query rows a thread where _two_rows says so."""
+    `rows_per_thread` (2, or 1: off): a scattered plan takes two query rows a thread where _two_rows says so."""
     sm_count = target.sm_count if target is not None else 0
     tma = target.tma if target is not None else True
     try:
@@ -98,7 +98,7 @@ def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None
             return plan
         plan = dataclasses.replace(plan, query=query, heads=heads, kv_group=0 if heads_a_block == group else group,
                                    scatter=scatter and plan.lanes > 1 and plan.key_tile % plan.lanes == 0)
-        return _two_rows(plan, d, dv, tma) if rows > 1 and plan.scatter and query and keys.stop is None else plan
+        return _two_rows(plan, d, dv, tma) if rows_per_thread > 1 and plan.scatter and query and keys.stop is None else plan
 
     plan = sized(group, query_tile)
     if isinstance(plan, str) or not sm_count:
@@ -138,7 +138,8 @@ def _two_rows(plan: FlashPlan, d: int, dv: int, tma: bool) -> FlashPlan:
     """The scattered plan with two query rows a thread (FlashPlan.rows) and each row dealt to
     twice the lanes, the same threads a block, where that needs fewer registers: the block's
     query rows go to shared memory (within QUERY_ROWS_BYTES) and every K and V quad a thread
-    reads serves both rows, the loads a multiply-add halved (docs/flash_hd128.md). Else the plan."""
+    reads serves both rows, the loads a multiply-add halved (docs/flash_hd128.md), where one row
+    leaves the SM under WARPS_GOAL warps and two take fewer registers. Else the plan."""
     lanes = plan.lanes * 2
     if not plan.query_registers or lanes > 32 or d % (VECTOR * lanes) or dv % (VECTOR * lanes) \
             or plan.key_tile % lanes or plan.query_tile % 2:
@@ -149,7 +150,9 @@ def _two_rows(plan: FlashPlan, d: int, dv: int, tma: bool) -> FlashPlan:
     threads = plan.group * plan.query_tile * plan.lanes
     one = budget(d, dv, plan.key_tile, plan.lanes, threads, tma=tma)
     two = budget(d, dv, plan.key_tile, lanes, threads, tma=tma, rows=2)
-    if not two.fits or two.estimate >= one.estimate:
+    # only where one row leaves an SM under WARPS_GOAL warps (head_dim 128 at 2 lanes: 227
+    # registers): at 4 lanes and 128 registers, 8 lanes' shuffles cost what the quads save
+    if one.warps >= WARPS_GOAL or not two.fits or two.estimate >= one.estimate:
         return plan
     why = (f"2 query rows a thread, {lanes} lanes a row: {two.text()} (1 row, {plan.lanes} lanes: "
            f"{one.estimate}); the block's {plan.group * plan.query_tile} query rows in shared memory "
