@@ -14,8 +14,8 @@ import dataclasses
 from ...analysis.traffic import loop_kernel_cost, loop_kernel_flops
 from ...ir.index import FloorDiv, Gather, Var, free_vars, stride_one, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, flash_parts, index_vars, walk
-from ..fuse.guard import Traffic
 from ...target import VECTOR
+from ..fuse.guard import Traffic
 from .flash_registers import WARPS_GOAL, budget
 from .flash_stage import ROWS_PAD
 
@@ -98,7 +98,8 @@ def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None
             return plan
         plan = dataclasses.replace(plan, query=query, heads=heads, kv_group=0 if heads_a_block == group else group,
                                    scatter=scatter and plan.lanes > 1 and plan.key_tile % plan.lanes == 0)
-        return _two_rows(plan, d, dv, tma) if rows_per_thread > 1 and plan.scatter and query and keys.stop is None else plan
+        two = rows_per_thread > 1 and plan.scatter and query and keys.stop is None
+        return _two_rows(plan, d, dv, tma) if two else plan
 
     plan = sized(group, query_tile)
     if isinstance(plan, str) or not sm_count:
