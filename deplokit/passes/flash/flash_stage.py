@@ -76,10 +76,12 @@ def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
             axis = next(lp.var for lp in around if lp.var in free_vars(part))
             stages.append(Stage(name, s.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(axis, extent, idim))))
             renamed[id(s)] = Load(s.dst, name, (var(ki), part))
-    if several:      # FlashPlan.rows > 1: one box of the block's query rows for every row's loads
-        staged = _rows_stage(several, threads, uniform - {outer.var}, taken)
+    # FlashPlan.rows > 1: one box of the block's query rows for every row's loads of a tensor
+    for tensor in dict.fromkeys(s.tensor for s, _ in several):
+        staged = _rows_stage([x for x in several if x[0].tensor == tensor], threads, uniform - {outer.var}, taken)
         if staged is not None:
             rows.append(staged[0])
+            taken.add(staged[0].name)
             renamed.update(staged[1])
     if not stages:
         return Skip("flash attention: no key or value tile to stage")
@@ -129,7 +131,7 @@ def _rows_stage(loads, threads, uniform, taken):
     for load, around in loads:
         ranges = {a.var: a.extent for a in threads} | {lp.var: lp.extent for lp in around}
         used = set().union(*(free_vars(e) for e in load.index))
-        if load.tensor != loads[0][0].tensor or not used & {a.var for a in threads} or used - uniform - set(ranges):
+        if not used & {a.var for a in threads} or used - uniform - set(ranges):
             return None
         at, base = [], []
         for dim, e in enumerate(load.index):
