@@ -118,6 +118,7 @@ from .index import Affine, format_index, free_vars
 from .loop_ir import Accumulate, Assign, Compute, Load, LocalBuffer, Loop, Store, format_loop_operand  # noqa: F401  (Loop IR's statements)
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
 from .types import Buffer, format_header
+from .warp_roles import WarpRoles
 
 THREAD, BLOCK = "THREAD", "BLOCK"
 
@@ -284,9 +285,13 @@ class AsyncWait:
     (copies made by the threads, a refill next) here; see deplokit.passes.lower.k002_stage_copies.
     A stage copied asynchronously that no AsyncWait names is an error when materialised."""
     stages: tuple[str, ...]        # names of the stages waited for
+    # 015's producer/consumer schedule of the ring (ir/warp_roles.py); None: the computing
+    # threads issue the copies themselves
+    roles: WarpRoles | None = None
 
     def text(self) -> str:
-        return f"AsyncWait({', '.join(self.stages)})"
+        roles = f"; {self.roles.text()}" if self.roles else ""
+        return f"AsyncWait({', '.join(self.stages)}{roles})"
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ from ...ir.stages import head_stages, loop_start, loop_stop, transposed
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..record import Pass
 from ..tma.proxy_fence import fence_generic_stores
+from ..wgmma.warp_roles import roles_of, split_roles
 from .dynamic_smem import carve
 from .stage_plan import (
     PrologueTiles,
@@ -112,7 +113,9 @@ def apply(program: KernelProgram, pctx=None) -> KernelProgram:
     types = {b.name: b.type for b in tuple(program.buffers) + tuple(program.written)}
     target = getattr(pctx, "target", None)
     static = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
-    kernels = tuple(carve(fence_generic_stores(StageCopier(f, types).run()), static) for f in program.kernels)
+    # 015's producer/consumer schedule moves the ring's issue to a warpgroup of its own
+    kernels = tuple(carve(split_roles(fence_generic_stores(StageCopier(f, types).run()), roles_of(f)), static)
+                    for f in program.kernels)
     if kernels == program.kernels:
         return program
     return dataclasses.replace(program, kernels=kernels)

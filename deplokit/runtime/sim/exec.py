@@ -44,6 +44,7 @@ from .values import (
     uniform_value,
     unify,
 )
+from .warp_roles import exec_roles
 from .wgmma import STATEMENTS as WGMMA_STATEMENTS
 
 MAX_LOOP_ITERATIONS = 10_000_000
@@ -101,6 +102,7 @@ class Chunk:
         self.cp_open = np.ones(nb, dtype=np.int32)          # id of the cp.async group being filled
         self.cp_committed = np.zeros(nb, dtype=np.int32)    # groups 1..cp_committed are committed
         self.descriptor_arrays: dict[str, str] = {}        # wgmma descriptor -> its shared array
+        self.roles = None            # the warp-specialised split running (sim/warp_roles.py)
         self.exec = {
             K.Declare: self.s_declare, K.DeclareArray: self.s_declare_array,
             K.Assign: self.s_assign, K.SharedArray: self.s_shared_array,
@@ -400,6 +402,8 @@ class Chunk:
     # -- control flow -------------------------------------------------------------------------
 
     def s_if(self, s: K.If, mask):
+        if s.roles:                     # producer and consumers, concurrently
+            return exec_roles(self, s, mask)
         c = as_bool(self.ev(s.cond, mask))
         sc = uniform_value(c)
         if sc is not None:
