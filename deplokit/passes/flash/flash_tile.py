@@ -25,7 +25,9 @@ Every key and value tile is read from global memory once per block, for QT x g q
 With the causal plan the key-tile loop runs from the query tile's diagonal tile down to tile
 0 (StridedLoop's start is an index of the block): the tiles above the diagonal are never
 read nor computed, and the diagonal tile is masked by the score's own `where`. Keys past T
-in the last tile (T not a multiple of Tk) score -inf.
+in the last tile (T not a multiple of Tk) score -inf. With FlashPlan.rows = 2 a thread owns two
+query rows, read from the block's rows staged in shared memory, and the score loop runs
+head_dim-outer so that each K and V quad serves both (_rows_tile, docs/flash_hd128.md).
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     n_q = -(-rows[-1].extent // plan.query_tile)
     threads, blocks, mapping, ranges = [], [], {}, {}
     for lp in rows:
-        if lp.var == plan.query:     # rows > 1: thread qt owns rows qt * rows + r (flash_rows.py)
+        if lp.var == plan.query:     # rows > 1: thread qt owns rows qt * rows + r (_rows_tile)
             threads.append(TileAxis(qt, plan.query_tile // plan.rows, THREAD))
             blocks.append(TileAxis(qb, n_q, BLOCK))
             mapping[lp.var] = var(qb) * plan.query_tile + var(qt) * plan.rows
@@ -186,8 +188,8 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
             key = {keys.var: key_at}
             return tuple(Load(t.dst, t.tensor, index(t.index, {**key, **at_d})) if t is q or t is k else t
                          for t in dot.body)
-        body, registers = rows_tile(plan, keys, dot, k, row_body, at_row, dot_at, at["key"], lane, own, ki, kj,
-                                    Load("v_key", v.tensor, v_at), col, (m_name, l_name, o_name), ranges)
+        body, registers = _rows_tile(plan, keys, dot, k, row_body, at_row, dot_at, at["key"], lane, own, ki, kj,
+                                    Load("v_key", v.tensor, v_at), col, (m_name, l_name, o_name))
         loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", body[1]) \
             if plan.causal else Loop(ko, n_tiles, "serial", body[1])
         tile = Tile(tuple(threads + blocks), body[0] + (loop,) + body[2])
@@ -337,7 +339,7 @@ def _dot_loop(d: str, extent: int, body: tuple, ranges: dict, quads: bool) -> Lo
     return Loop(dq, extent // VECTOR, "reduce", (inner,), unroll=True)
 
 
-def rows_tile(plan, keys, dot, k, row_body, at_row, dot_at, own_key, lane, own, ki, kj, v_load, col, state, ranges):
+def _rows_tile(plan, keys, dot, k, row_body, at_row, dot_at, own_key, lane, own, ki, kj, v_load, col, state):
     """((before the key loop), a key tile's body, (after it)), register tiles: `plan.rows` query
     rows a thread (FlashPlan.rows), their q read from the block's staged rows (flash_stage.py).
     The score loop is head_dim-outer: each q quad is read once a tile, each K quad serves every
