@@ -17,7 +17,9 @@ A load is staged when, inside one of the key-tile loop's register loops over the
 the tile, it reads a box: the key in one dimension, one inner register loop's variable in
 another, every other dimension fixed for the block. (A mask read per query row is not.)
 A query row read there (head_dim too large for registers, FlashPlan.query_registers) is
-staged once for the whole block, before the key-tile loop: a row per thread, padded.
+staged once for the whole block, before the key-tile loop: a row per thread, padded. With two
+rows a thread (FlashPlan.rows) the block's query rows are one box (heads x rows x head_dim,
+_rows_stage), read by the head_dim-outer score loop whose key loop sits inside it.
 
 How the tiles are copied is decided later, as for a matmul's K loop: 010 gives the key loop
 (from tile 0, or causal from the diagonal tile) a ring, 011 makes its K and V stages
