@@ -380,8 +380,14 @@ class _KernelChecker:
                 self.fail("names-declared", f"TMA copy through {s.tensor_map}, which is no tensor map of the kernel")
         elif isinstance(s, (MbarrierWait, MbarrierArrive)) and s.name not in self.mbarriers:
             self.fail("names-declared", f"waits or arrives on mbarrier {s.name}, which is never initialised")
-        elif isinstance(s, K.Barrier) and divergent:
+        elif isinstance(s, K.Barrier) and (divergent or getattr(self, "in_roles", 0)):
+            divergent = divergent or "a warp-specialised role (the other role's warps skip it)"
             self.fail("uniform-barriers", f"a barrier inside {divergent}: threads that skip it hang the block")
+        elif isinstance(s, K.If) and s.roles:    # whole warpgroups each side: elect.sync is fine there
+            self.in_roles = getattr(self, "in_roles", 0) + 1
+            self.body(s.then, set(scope), set(varying), divergent)
+            self.body(s.orelse, set(scope), set(varying), divergent)
+            self.in_roles -= 1
         elif isinstance(s, K.For):
             inner = set(scope) | {s.var}
             loop_varying = set(varying)

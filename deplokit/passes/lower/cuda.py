@@ -243,9 +243,6 @@ class _Scope:
         self.names[name] = kind
 
 
-# -- inline PTX declarations ----------------------------------------------------------------
-# cuda.h's CUtensorMap (128 opaque bytes, 64-byte aligned), declared here so that the
-# translation unit needs no driver header (NVRTC has none on its include path)
 MAX_THREADS = 1024
 
 # The advanced features' statements, printed by plain functions of their own modules that
