@@ -58,3 +58,14 @@ def test_a_causal_flash_kernel_counts_the_key_tiles_it_visits():
     w = _kernel(c).work
     assert w.tensor_flops == H * fm.row_warps * visited * per_tile * MMA_FLOPS
     assert w.tensor_flops < 0.6 * 2 * S * S * (D + D) * H       # about half the tiles
+
+
+def test_a_causal_ffma_flash_kernel_counts_the_key_tiles_it_visits():
+    """The FP32 flash kernel's key loop starts at a tile that depends on the block (it walks
+    from the diagonal back): the count is the mean over the blocks, about half the keys."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, H, S, D) for _ in range(3))
+    work = {causal: _kernel(deplokit.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                             q, k, v)).work
+            for causal in (False, True)}
+    assert 0.45 < work[True].flops / work[False].flops < 0.6
