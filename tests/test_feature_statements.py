@@ -47,3 +47,16 @@ def test_a_feature_statement_says_its_locals_and_expressions():
     renamed = kernel_ir.unclash_locals(k)
     assert renamed.body[0] == kernel_tma.MbarrierInit("x_1", 1, 2)      # it met the parameter x
     assert kernel_ir.declared_smem_bytes(k) == 16                         # two mbarriers of 8 bytes
+
+
+def test_the_materializer_lowers_the_tensor_cores_statements_through_its_table():
+    """k001 names none of the tensor cores' Tile-IR statements (ir/tile_mma.py): mma_lower's and
+    wgmma_lower's LOWERINGS tables say which function lowers which."""
+    from deplokit.ir import tile_mma
+    from deplokit.passes.lower import k001_materialize
+    classes = {tile_mma.FragmentLoad, tile_mma.MmaSync, tile_mma.WarpgroupMma}
+    assert classes <= set(k001_materialize.FEATURE_STATEMENTS)
+    tree = ast.parse((ROOT / "deplokit/passes/lower/k001_materialize.py").read_text())
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert not used & {c.__name__ for c in classes}

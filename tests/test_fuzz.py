@@ -173,3 +173,17 @@ def test_sliced_k_template_catches_an_overhang_past_a_slice():
                     {"002_chunk_matmul_k.k_chunk": 4, "003_split_matmul_k.splits": 3})
         outcome = run_case(case, timeout=120)
         assert outcome.status == "ok", (outcome.stage, outcome.message, case.text)
+
+
+def test_reference_spread_covers_a_long_sum_in_another_order_but_not_a_lost_term():
+    """A sum moves by one rounding of its terms' magnitudes: a 12,289-long sum taken in
+    chunks (a split K) stays inside 10 x the spread; the same sum missing one term does not."""
+    from deplokit.fuzz.runner import reference
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(8, 12289, generator=g)
+    eager, spread = reference(lambda x: x.sum(-1), (x,))
+    chunked = x[:, :12288].reshape(8, 96, 128).sum(-1).sum(-1) + x[:, 12288]
+    assert float((chunked - eager[0]).abs().max()) <= 10 * spread[0]
+    lost = x.abs().argmax(-1)                   # drop each row's largest term
+    missing = eager[0] - x.gather(1, lost[:, None])[:, 0]
+    assert float((missing - eager[0]).abs().min()) > 100 * spread[0]

@@ -39,6 +39,18 @@ CASES = {
         "sm_120",
         {"008_register_tile.tm": 4},
     ),
+    # seed 405 case 32 (the harness, not the compiler): a remainder right after a 12,289-long
+    # sum; the in-kernel split-K sum rounds in another order than eager and the remainder
+    # jumps by its divisor. The reference's spread now moves a sum by one rounding of its
+    # terms' magnitudes (fuzz/reference.py), so the jump is seen as the rounding it is
+    "remainder right after a long split sum": (
+        "x0 = torch.randn(2, 12289)\nv0 = F.leaky_relu(x0, 0.2)\nx1 = torch.randn(3, 12289)\nx2 = torch.randn(3,)\n"
+        "v1 = F.linear(v0, x1, x2)\nx3 = torch.randint(-3, 3, (3,))\nv2 = v1[:, x3]\nv3 = v2.pow(2)\n"
+        "v4 = v3.amin(-1, keepdim=False)\ntorch.remainder(v4 * 4, -0.75)",
+        "sm_90",
+        {"003_split_matmul_k.reduce": "in_kernel", "008_register_tile.tm": 8, "fuse_rows.by_cost": False,
+         "fuse_rows.enable": True},
+    ),
     # seed 38: attention of one query row (scores a vector, no row loop): attention
     # fusion's matcher indexed the last of zero row loops (IndexError, a traceback); it is
     # not flash attention's shape, and row fusion keeps it on chip

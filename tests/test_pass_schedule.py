@@ -759,7 +759,7 @@ CASES = [
      {'pad': 0},
      'merged_linear: padding disabled by the knob (pad=0)'),
     ('015_pipeline_k_outer', 'matmul', BEFORE_015, EXPECTED_015,
-     {'enable': True},
+     {'enable': True, 'warp_specialize': False, 'wgmma_in_flight': 1},
      {'enable': False},
      'merged_matmul: pipelining disabled by the knob'),
     ('016_mark_unroll', 'softmax', BEFORE_016, EXPECTED_016,

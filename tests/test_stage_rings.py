@@ -134,7 +134,7 @@ def test_tma_ring_waits_full_with_parity_and_releases_empty():
 
 
 def test_slot_barrier_is_the_seam_the_copies_name():
-    from deplokit.passes.lower.stage_plan import SlotBarrier
+    from deplokit.passes.tma.mbarrier_ring import SlotBarrier
     bar = SlotBarrier("ko_full", K.Var("s"), 1024)
     assert bar.arrive() == MbarrierArrive("ko_full", K.Var("s"), 1024)
 

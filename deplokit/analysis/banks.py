@@ -45,7 +45,8 @@ from ..ir.fragments import element_lanes, ldmatrix_row_lanes
 from ..ir.index import Gather, evaluate, free_vars
 from ..ir.loop_ir import Load, Loop
 from ..ir.swizzle import swizzle_word
-from ..ir.tile_ir import THREAD, FragmentLoad, Stage, StridedLoop, Tile, TileKernel, walk
+from ..ir.tile_ir import THREAD, Stage, StridedLoop, Tile, TileKernel, walk
+from ..ir.tile_mma import FragmentLoad
 from ..target import WARP_SIZE
 
 BANKS = 32

@@ -1,7 +1,8 @@
 """What one scheduled kernel does, counted on its Tile IR: the work the cost model prices.
 
 Counts are totals over the whole grid. A statement runs once per value of the loops around
-it (a StridedLoop counts stop / step iterations per thread, its average); a thread-uniform
+it (a StridedLoop counts stop / step iterations per thread, its average, or from a start that
+is an index of the block, its mean over the blocks); a thread-uniform
 loop variable is taken at 0. Global accesses are priced by the 32-byte sectors one warp's
 access touches (warp 0's lanes, the THREAD axes flattened row-major as the materialiser does):
 32 consecutive floats are 4 sectors, a column of a row-major tile up to 32, a broadcast 1.
@@ -110,6 +111,37 @@ class _Counter:
         distinct = np.unique(words)
         return len(distinct) * size, len(np.unique(distinct * size // SECTOR))
 
+    def _block_mean(self, expr, value) -> float | None:
+        """The mean over the blocks of value(expr's values), where `expr` is an index of the
+        block alone (no thread, no gather); None where it is not, or the grid is too large."""
+        blocks = {a.var: a.extent for a in self.tile.axes if a.kind != THREAD}
+        if expr is None or gathers(expr) or not free_vars(expr) <= blocks.keys():
+            return None
+        names = sorted(free_vars(expr))
+        if math.prod(blocks[n] for n in names) > 1 << 16:
+            return None
+        grid = np.meshgrid(*(np.arange(blocks[n], dtype=np.int64) for n in names), indexing="ij")
+        values = np.broadcast_to(evaluate(expr, dict(zip(names, grid))), grid[0].shape if grid else ())
+        return float(value(values).mean())
+
+    def _trips(self, loop: Loop) -> float:
+        """A loop's iterations, averaged over the blocks where its bound `stop` is an index of
+        the block (a causal flash kernel's key tiles up to the block's last query row); its
+        extent where the bound is known at run time only."""
+        mean = self._block_mean(loop.stop, lambda stop: np.clip(stop, 0, loop.extent))
+        return loop.extent if mean is None else mean
+
+    def _strided_trips(self, s: StridedLoop) -> float:
+        """A strided loop's iterations: stop / step a thread where threads deal it out; where
+        its start is an index of the block alone (a causal flash kernel's first key tile), the
+        mean over the blocks of its iterations from there."""
+        step = max(s.step, 1)
+        if free_vars(s.start):
+            mean = self._block_mean(s.start, lambda start: np.maximum(-(-(s.stop - start) // step), 0))
+            if mean is not None:
+                return mean
+        return max(s.stop, 1) / step
+
     # -- the walk -------------------------------------------------------------------------------
     def visit(self, body, mult: float, env: dict) -> None:
         per_block = mult * self.blocks
@@ -135,10 +167,10 @@ class _Counter:
                 self.visit(s.body, mult, {**env, s.var: np.arange(s.extent, dtype=np.int64)[:, None]})
                 self.vector = 1
             elif isinstance(s, Loop):
-                self.visit(s.body, mult * s.extent, {**env, s.var: np.int64(0)})
+                self.visit(s.body, mult * self._trips(s), {**env, s.var: np.int64(0)})
             elif isinstance(s, StridedLoop):
                 start = evaluate(s.start, self._env(env, s.start))
-                self.visit(s.body, mult * max(s.stop, 1) / max(s.step, 1), {**env, s.var: start})
+                self.visit(s.body, mult * self._strided_trips(s), {**env, s.var: start})
             elif isinstance(s, Stage):
                 self._stage(s, per_block)
             elif isinstance(s, AsyncWait):
@@ -219,6 +251,15 @@ class _Counter:
             self.barriers += per_block / self.blocks
 
 
+def tensor_dtype(kernel: TileKernel) -> str:
+    """The input type of the kernel's mma.sync (008's MmaTile, or a flash kernel's record on
+    tensor cores: FlashPlan.mma), '' for a kernel on FFMA."""
+    if kernel.mma is not None:
+        return kernel.mma.shape.dtype
+    flash = getattr(kernel.flash, "mma", None)
+    return flash.kind if flash is not None else ""
+
+
 def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     """The work of one scheduled Tile-IR kernel; `types` maps tensor names to TensorType."""
     c = _Counter(kernel, types)
@@ -227,5 +268,5 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
                       c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch,
-                      c.tensor_flops, kernel.mma.shape.dtype if kernel.mma is not None else "",
+                      c.tensor_flops, tensor_dtype(kernel),
                       c.tail_round_trips)

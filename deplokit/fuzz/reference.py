@@ -6,6 +6,10 @@ The float64 runs go through a TorchFunctionMode that widens every float32 tensor
 op's float result by about one float32 rounding (2**-24 relative, random): a chain whose
 output that moves a lot is ill-conditioned (a layer norm of a constant row, a sine of a large
 sum), and a compiled program that rounds in another order may differ from eager by as much.
+A sum's result moves by one rounding of the sum of its terms' magnitudes (the op run again on
+|inputs|), not of the result: a long sum in another order (a split K, a tree) differs by about
+that, and a discontinuous op after it (a remainder, a floor) may then jump. One rounding of
+the magnitudes is far below any lost or doubled term, so the slack hides none.
 """
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
 ROUNDING = 2.0 ** -24          # float32's unit roundoff
+# Ops that sum terms (torch function and method names): linear in each float input, so the
+# op on |inputs| is the sum of the terms' magnitudes.
+SUMS = frozenset({"sum", "nansum", "mean", "matmul", "__matmul__", "mm", "bmm", "mv", "dot", "linear", "addmm",
+                  "addmv", "baddbmm", "einsum", "tensordot", "cumsum", "conv1d", "conv2d"})
 
 
 class _Float64(TorchFunctionMode):
@@ -31,7 +39,12 @@ class _Float64(TorchFunctionMode):
             return func(*args, **(kwargs or {}))      # in place: its tensor keeps its dtype
         args, kwargs = tree_map(_widen, (args, kwargs or {}))
         out = func(*args, **kwargs)
-        return out if self.gen is None else tree_map(self._round, out)
+        if self.gen is None:
+            return out
+        if name in SUMS and isinstance(out, torch.Tensor) and out.dtype == torch.float64 and out.numel():
+            magnitude = func(*tree_map(_magnitude, args), **tree_map(_magnitude, kwargs))
+            return out + ROUNDING * magnitude * torch.randn(out.shape, generator=self.gen, dtype=out.dtype)
+        return tree_map(self._round, out)
 
     def _round(self, t):
         if isinstance(t, torch.Tensor) and t.dtype == torch.float64 and t.numel():
@@ -41,6 +54,10 @@ class _Float64(TorchFunctionMode):
 
 def _widen(t):
     return t.double() if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t
+
+
+def _magnitude(t):
+    return t.abs() if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t
 
 
 def move(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """The kernels a scheduled kernel brings along, as the decisions that add them: 003's split-K
 (a reducer launched right after it) and 011's repacks (a copy kernel launched right before
-it). Tile IR stamps them on the kernel (TileKernel.split_k, TileKernel.repacks)."""
+it). Tile IR stamps them on the kernel (TileKernel.split_k, TileKernel.repacks); split-K
+reduced in the kernel itself marks its last block's arrival with a SplitArrive statement."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,3 +54,21 @@ class Repack:
     def text(self) -> str:
         return (f"repack {self.tensor} into {self.workspace}[{', '.join(map(str, self.shape))}] by {self.kernel}"
                 f"  # 16-byte rows: a tensor map")
+
+
+@dataclass(frozen=True)
+class SplitArrive:
+    """Split-K reduced in the GEMM (003, reduce=in_kernel): after a block has stored its
+    partial sum, it counts itself in on its output tile's counter (`counter`, one int per
+    output tile, indexed by the block axes but the split axis `split`); every block but the
+    last of the `splits` to arrive ends here, and the last runs the statements after this
+    one (the partials added in split order, the epilogue) and resets the counter to 0 for
+    the next launch. Materialised as a fence, one integer atomic and a block-wide broadcast
+    (passes/split/split_tail.py): which block is last depends on timing, the sum's order
+    does not."""
+    counter: str
+    split: str                     # the BLOCK axis of role K (003's a2s)
+    splits: int
+
+    def text(self) -> str:
+        return f"SplitArrive({self.counter}[tile], of {self.splits} along {self.split})  # the last block goes on"

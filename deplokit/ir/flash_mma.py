@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .fragments import SHAPES, accumulator_reuse, ptx_layout
 from .index import Affine
 from .loop_ir import Stmt
 
@@ -56,6 +57,19 @@ class FlashMma:
 
     def text(self) -> str:
         heads = f" x {self.group} heads" if self.group > 1 else ""
-        return (f"on tensor cores: mma.sync m16n8k16 {self.kind}, {self.warps} warps of 16 query rows "
+        warps = f"{self.warps} warp{'s' if self.warps > 1 else ''}"
+        return (f"on tensor cores: mma.sync m16n8k16 {self.kind}, {warps} of 16 query rows "
                 f"({self.query_tile} rows{heads} a block), key tiles of {self.key_tile} via ldmatrix, "
                 f"the softmax on the FP32 accumulators, P in registers as the A fragment of P @ V")
+
+    def fragment_lines(self) -> list[str]:
+        """Which lane holds which elements (PTX's tables, as the lowering reads them): Q is A,
+        K and V are B, S and O are C, and P's A fragment is the same lane's S accumulators."""
+        shape = SHAPES[f"m16n8k16.{self.kind}"]
+        la, lb, lc = (ptx_layout(shape, op) for op in "ABC")
+        lines = [f"  {la.text()}  (Q, P)", f"  {lb.text()}  (K, V)", f"  {lc.text()}  (S, O)"]
+        try:
+            lines.append("  " + accumulator_reuse(la, lc).text())
+        except ValueError as e:
+            lines.append(f"  P from the score accumulators: {e}")
+        return lines

@@ -194,7 +194,10 @@ class For:
     stop: Expr                    # exclusive
     step: Expr
     body: tuple["Stmt", ...]
-    unroll: bool = False
+    unroll: bool = False          # `#pragma unroll`: nvcc unrolls it fully
+    # `#pragma unroll 1`: nvcc keeps the loop, one trip's values live at a time (left to
+    # itself it unrolls a small strided loop up to 4 times, and their values overlap)
+    rolled: bool = False
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,10 @@ class If:
     # waits, arrivals and copies): sm_90 may elect it (warp 0, elect.sync), which lets ptxas
     # issue the copies without a loop over the warp's distinct operands
     elect: bool = False
+    # a warp-specialised split (ir/warp_roles.py): `then` is the producer warpgroup, `orelse`
+    # the consumers; whole warpgroups on each side, running concurrently (the simulator
+    # interleaves them at their mbarrier waits)
+    roles: bool = False
 
 
 @dataclass(frozen=True)
@@ -515,15 +522,16 @@ def format_stmts(body, depth: int, lines: list[str]) -> None:
             vals = ", ".join(format_expr(v) for v in s.values)
             lines.append(f"{pad}{s.space} float4 {format_at(s.target, s.offset)} = ({vals})")
         elif isinstance(s, For):
-            unroll = "  # unroll" if s.unroll else ""
+            unroll = "  # unroll" if s.unroll else "  # rolled" if s.rolled else ""
             lines.append(f"{pad}for {s.var} = {_strip(format_expr(s.start))}; < {_strip(format_expr(s.stop))}; "
                          f"+= {_strip(format_expr(s.step))}:{unroll}")
             format_stmts(s.body, depth + 1, lines)
         elif isinstance(s, If):
-            lines.append(f"{pad}if {_strip(format_expr(s.cond))}:")
+            role = ("  # producer warpgroup", "  # consumers") if s.roles else ("", "")
+            lines.append(f"{pad}if {_strip(format_expr(s.cond))}:{role[0]}")
             format_stmts(s.then, depth + 1, lines)
             if s.orelse:
-                lines.append(f"{pad}else:")
+                lines.append(f"{pad}else:{role[1]}")
                 format_stmts(s.orelse, depth + 1, lines)
         elif isinstance(s, Barrier):
             lines.append(f"{pad}barrier")

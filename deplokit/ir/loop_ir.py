@@ -215,6 +215,10 @@ class FlashPlan:
     # Combine leaves each lane the full scores of key_tile / lanes keys (the softmax runs on those
     # only, P gathered back for P @ V); else every lane all-reduces every score (flash_tile.py)
     scatter: bool = False
+    # query rows a thread (scatter only): each staged K and V quad serves `rows` rows; the block's
+    # query rows in shared memory (query_registers False), the score loop head_dim-outer
+    # (flash_tile.py's two-row tile, docs/flash_hd128.md)
+    rows: int = 1
 
     @property
     def rereads(self) -> int:
@@ -226,12 +230,15 @@ class FlashPlan:
         if self.kv_group:       # a sub-group: the grid filled with blocks of fewer heads
             heads = f" x {self.group} head{'s' if self.group > 1 else ''} (of the {self.kv_group} sharing a kv head)"
         skip = "; key tiles above the causal diagonal skipped" if self.causal else ""
+        if self.mma is not None:       # on tensor cores: the FFMA plan's rows, lanes and registers are not the kernel's
+            return f"flash: {self.mma.text()}{skip}"
         if self.splits > 1:
             skip += f"; the keys split {self.splits} ways (a block a split" + \
                 (f", loop {self.split}" if self.split else "") + "), the splits combined by a second kernel"
         where = "registers" if self.query_registers else "shared memory"
         where += f", {self.lanes} threads a row" if self.lanes > 1 else ""
         if self.scatter:
+            where += f"; {self.rows} query rows a thread" if self.rows > 1 else ""
             where += (f"; each lane the full scores of {self.key_tile // self.lanes} keys of a tile (a transposing "
                       f"reduce: {self.lanes - 1}/{self.lanes} shuffles a score, not {self.lanes.bit_length() - 1}), "
                       f"the softmax on those, P gathered back")

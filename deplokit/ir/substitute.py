@@ -6,7 +6,8 @@ import dataclasses
 
 from .index import Affine, substitute
 from .loop_ir import Accumulate, Compute, Load, Loop, Store
-from .tile_ir import FragmentLoad, MmaSync, Stage, StridedLoop, Tile, WarpgroupMma
+from .tile_ir import Stage, StridedLoop, Tile
+from .tile_mma import FragmentLoad, MmaSync, WarpgroupMma
 
 
 def _sub(e: Affine, mapping, ranges) -> Affine:

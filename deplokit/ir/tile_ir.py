@@ -98,9 +98,11 @@ reduces one contiguous range of K chunks and stores its partial sum into its own
 workspace (`matmul_partials[a2s, ...] = acc0`); a second kernel, which 003 adds just after,
 sums the slices in a fixed order and applies the epilogue once (`split-K 8 into
 matmul_partials, reduced by matmul_reduce`, TileKernel.split_k). Or (reduce=in_kernel) the
-split kernel reduces them itself: a `SplitArrive` after the partial store lets only the last
-block of each output tile through, which adds the slices in split order (an integer counter
-picks the block; no float atomic: the result is bit-identical run to run).
+split kernel reduces them itself: a `SplitArrive` (ir/companions.py) after the partial store
+lets only the last block of each output tile through, which adds the slices in split order.
+
+On tensor cores (008's mma knob) a register tile's multiply-adds become FragmentLoad, MmaSync
+or WarpgroupMma statements (ir/tile_mma.py) under the kernel's MmaTile (ir/fragments.py).
 
 A kernel's locals (Loop IR's `local ...` lines, printed under its header too) are tensors it keeps on chip one row
 at a time, in shared memory once materialised (passes/lower/local_rows.py). A store or load whose index can leave
@@ -112,12 +114,14 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..display import Displayable
-from .companions import Repack, SplitK  # noqa: F401  (TileKernel.split_k, .repacks; re-exported)
+from .companions import Repack, SplitArrive, SplitK  # noqa: F401  (TileKernel.split_k, .repacks; re-exported)
 from .fragments import MmaTile
 from .index import Affine, format_index, free_vars
 from .loop_ir import Accumulate, Assign, Compute, Load, LocalBuffer, Loop, Store, format_loop_operand  # noqa: F401  (Loop IR's statements)
 from .swizzle import TmaBox  # noqa: F401  (Stage.tma; re-exported)
+from .tile_mma import FragmentLoad, MmaSync, WarpgroupMma  # tensor cores' statements (008's mma, wgmma)
 from .types import Buffer, format_header
+from .warp_roles import WarpRoles
 
 THREAD, BLOCK = "THREAD", "BLOCK"
 
@@ -284,89 +288,13 @@ class AsyncWait:
     (copies made by the threads, a refill next) here; see deplokit.passes.lower.k002_stage_copies.
     A stage copied asynchronously that no AsyncWait names is an error when materialised."""
     stages: tuple[str, ...]        # names of the stages waited for
+    # 015's producer/consumer schedule of the ring (ir/warp_roles.py); None: the computing
+    # threads issue the copies themselves
+    roles: WarpRoles | None = None
 
     def text(self) -> str:
-        return f"AsyncWait({', '.join(self.stages)})"
-
-
-@dataclass(frozen=True)
-class SplitArrive:
-    """Split-K reduced in the GEMM (003, reduce=in_kernel): after a block has stored its
-    partial sum, it counts itself in on its output tile's counter (`counter`, one int per
-    output tile, indexed by the block axes but the split axis `split`); every block but the
-    last of the `splits` to arrive ends here, and the last runs the statements after this
-    one (the partials added in split order, the epilogue) and resets the counter to 0 for
-    the next launch. Materialised as a fence, one integer atomic and a block-wide broadcast
-    (passes/split/split_tail.py): which block is last depends on timing, the sum's order
-    does not."""
-    counter: str
-    split: str                     # the BLOCK axis of role K (003's a2s)
-    splits: int
-
-    def text(self) -> str:
-        return f"SplitArrive({self.counter}[tile], of {self.splits} along {self.split})  # the last block goes on"
-
-
-@dataclass(frozen=True)
-class FragmentLoad:
-    """dst[index] = this warp's fragment of mma operand A or B, read from a staged slab: `at` is
-    the slab index of element (fr, fc) of the operand's 16 x k (A) or k x 8 (B) tile, and every
-    lane reads the elements the kernel's MmaTile layout gives it (`via`: ldmatrix.xN[.trans],
-    one instruction for the warp, or lds, a shared load per element), converted to the mma's
-    input type (cvt.rna.tf32.f32 for tf32)."""
-    dst: str
-    index: tuple[Affine, ...]      # the fragment's slot in its register array
-    operand: str                   # A | B
-    stage: str
-    at: tuple[Affine, ...]
-    via: str                       # ldmatrix.x4 | ldmatrix.x2 | ldmatrix.x2.trans ... | lds
-    # an ldmatrix of `tiles` adjacent operand tiles (along n for B, m for A) at once, into
-    # slots index .. index + tiles - 1: the second tile's rows come from lanes 16..31
-    tiles: int = 1
-
-    def text(self) -> str:
-        slots = f" +0..{self.tiles}" if self.tiles > 1 else ""
-        return (f"{self.dst}[{format_index(self.index)}{slots}] = fragment {self.operand} "
-                f"{self.stage}[{format_index(self.at)}]  # {self.via}")
-
-
-@dataclass(frozen=True)
-class MmaSync:
-    """acc[index] <- A @ B + acc[index] for one 16 x 8 output tile of the warp: one mma.sync
-    over the fragments a[a_index], b[b_index] (the kernel's MmaTile says which instruction)."""
-    acc: str
-    index: tuple[Affine, ...]
-    a: str
-    a_index: tuple[Affine, ...]
-    b: str
-    b_index: tuple[Affine, ...]
-    shape: str                     # m16n8k8.tf32 ...
-
-    def text(self) -> str:
-        return (f"{self.acc}[{format_index(self.index)}] <- mma.{self.shape}({self.a}[{format_index(self.a_index)}], "
-                f"{self.b}[{format_index(self.b_index)}])")
-
-
-@dataclass(frozen=True)
-class WarpgroupMma:
-    """acc[index +0..n/2] += A @ B for one k step of 16 of a warpgroup's 64 x n tile: one
-    wgmma.mma_async m64n`n`k16 (sm_90a, the kernel's MmaTile.wgmma) on operands that stay in
-    shared memory. `a_at` is the slab index of element (fr, fc) of the warpgroup's 64 x 16 A
-    tile in stage `a`, `b_at` that of element (fr, fc) of the 16 x n B tile in stage `b`; the
-    lowering builds each operand's matrix descriptor from the stage's layout (K-major, or B
-    MN-major when its rows run along n) and fences, commits and waits around the K loop."""
-    acc: str
-    index: tuple[Affine, ...]
-    n: int
-    dtype: str                     # bf16 | f16
-    a: str
-    a_at: tuple[Affine, ...]
-    b: str
-    b_at: tuple[Affine, ...]
-
-    def text(self) -> str:
-        return (f"{self.acc}[{format_index(self.index)} +0..{self.n // 8}] <- wgmma.m64n{self.n}k16.{self.dtype}("
-                f"smem {self.a}[{format_index(self.a_at)}], smem {self.b}[{format_index(self.b_at)}])")
+        roles = f"; {self.roles.text()}" if self.roles else ""
+        return f"AsyncWait({', '.join(self.stages)}{roles})"
 
 
 TileStmt = Union[Tile, StridedLoop, Combine, Stage, AsyncWait, Load, Compute, Accumulate, Store, Loop,
@@ -437,6 +365,7 @@ class TileKernel(Displayable):
     def __str__(self) -> str:
         lines = [f"=== {self.name} -> {', '.join(self.outputs)} ==="]
         lines += [b.text() for b in self.locals] + ([self.flash.text()] if self.flash is not None else [])
+        lines += self.flash.mma.fragment_lines() if getattr(self.flash, "mma", None) is not None else []
         lines += [r.text() for r in self.register_tiles]
         lines += self.mma.text().splitlines() if self.mma is not None else []
         lines += [self.split_k.text()] if self.split_k is not None else []

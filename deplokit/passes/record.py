@@ -188,6 +188,10 @@ class KernelPass:
         for need in self.needs:
             if need.missing(target):
                 return Skip(need.missing(target)), "", ()
+        if getattr(getattr(kernel, "flash", None), "mma", None) is not None and self.stage == "tile" \
+                and self.name != "001_tileify":
+            return Skip("flash attention on tensor cores: 001 tileify spells its whole schedule from "
+                        "fuse_attention's record (FlashPlan.mma)"), "", ()
         if getattr(kernel, "flash", None) is not None and self.stage == "tile" and not self.flash_aware:
             return Skip(
                 "flash attention: 001 tileify (its plan), 007, 010, 011, 013 and 015 (its K/V tiles) schedule it"

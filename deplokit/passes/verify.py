@@ -63,6 +63,7 @@ from ..ir.tile_ir import (
     WarpgroupMma,
 )
 from ..target import STATIC_SMEM_PER_BLOCK
+from .flash.flash_mma_tile import flash_mma_operands
 from .stage_geometry import VECTOR, block_threads, copy_unit, smem_bytes, stage_smem_budget
 from .tma.tma_geometry import swizzle_for, tensor_map_box
 from .vector_geometry import float4_reason, load_shared_width, multiples_of_vector
@@ -198,6 +199,13 @@ class _TileChecker:
             values.add(s.dst)
 
     def mma(self, s, bound, stages):
+        fm = getattr(self.k.flash, "mma", None)
+        if fm is not None:            # flash on tensor cores: its two products (flash_mma_tile.py)
+            if not flash_mma_operands(s, fm) or (isinstance(s, FragmentLoad) and s.stage not in stages):
+                self.fail("mma-fragments", f"{s.text()}: not one of the flash kernel's products on stages in scope")
+            if isinstance(s, FragmentLoad):
+                self.index(s.at, dict(bound) | {"fr": 16, "fc": 8}, s.text)
+            return
         st = self.k.mma
         if st is None:
             self.fail("mma-fragments", f"{s.text()}: the kernel has no MmaTile stamped")
@@ -372,8 +380,14 @@ class _KernelChecker:
                 self.fail("names-declared", f"TMA copy through {s.tensor_map}, which is no tensor map of the kernel")
         elif isinstance(s, (MbarrierWait, MbarrierArrive)) and s.name not in self.mbarriers:
             self.fail("names-declared", f"waits or arrives on mbarrier {s.name}, which is never initialised")
-        elif isinstance(s, K.Barrier) and divergent:
+        elif isinstance(s, K.Barrier) and (divergent or getattr(self, "in_roles", 0)):
+            divergent = divergent or "a warp-specialised role (the other role's warps skip it)"
             self.fail("uniform-barriers", f"a barrier inside {divergent}: threads that skip it hang the block")
+        elif isinstance(s, K.If) and s.roles:    # whole warpgroups each side: elect.sync is fine there
+            self.in_roles = getattr(self, "in_roles", 0) + 1
+            self.body(s.then, set(scope), set(varying), divergent)
+            self.body(s.orelse, set(scope), set(varying), divergent)
+            self.in_roles -= 1
         elif isinstance(s, K.For):
             inner = set(scope) | {s.var}
             loop_varying = set(varying)

@@ -34,10 +34,11 @@ FLASH_WORK_BUDGET = 1.5
 
 
 def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None,
-                   mma: str = "off", scatter: bool = True) -> tuple[LoopProgram, tuple[str, ...]]:
+                   mma: str = "off", scatter: bool = True, rows: int = 2) -> tuple[LoopProgram, tuple[str, ...]]:
     """Every attention chain replaced by its flash kernel where that pays; one note per chain.
     With a target, the check also weighs grid fill (grid_fill.py). mma="half": a half flash
-    kernel computes its two products on tensor cores where it can (flash_mma.py)."""
+    kernel computes its two products on tensor cores where it can (flash_mma.py). rows: 2 lets a
+    scattered plan take two query rows a thread (attention_plan._two_rows), 1 keeps one."""
     kernels = list(program.kernels)
     temps = {b.name for b in program.written if b.kind == "temp"}
     types = program.types()
@@ -66,7 +67,7 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None,
         flash = flash_kernel(parts, f"flash_{last.outputs[0]}", last.outputs, taken)
         unfused = unfused_traffic(chain, types)
         # by cost, the fill stops at the unfused kernels' bytes (the guard's first rule)
-        schedule = plan_flash(flash, types, target, unfused.bytes if by_cost else None, scatter)
+        schedule = plan_flash(flash, types, target, unfused.bytes if by_cost else None, scatter, rows)
         if isinstance(schedule, str):
             notes.append(f"attention: {names} are not flash attention: {schedule}")
             i += 1
@@ -95,7 +96,7 @@ def fuse_attention(program: LoopProgram, by_cost: bool = True, target=None,
                 if isinstance(record, str) and _reads_half(flash, types):
                     notes.append(f"attention: kernel {flash.name} multiplies on FFMA (not tensor cores): {record}")
                 elif not isinstance(record, str):
-                    schedule = dataclasses.replace(schedule, mma=record, scatter=False)   # the FFMA path's
+                    schedule = dataclasses.replace(schedule, mma=record, scatter=False, rows=1)   # the FFMA path's
             kernels[i:i + 3] = [dataclasses.replace(flash, flash=schedule)]
             notes.append(f"attention: kernel {flash.name} fuses {names} with an online softmax; {schedule.text()}")
         notes.append(f"attention: {'cost: ' + why if wins else 'fused without the cost check: ' + why}")
@@ -132,7 +133,7 @@ def flash_pays(fused: Traffic, unfused: Traffic, fill=None, split: bool = False)
 
 def _apply(program, pctx):
     loop, notes = fuse_attention(program, by_cost=pctx.knobs["by_cost"], target=pctx.target, mma=pctx.knobs["mma"],
-                                 scatter=pctx.knobs["scatter_scores"])
+                                 scatter=pctx.knobs["scatter_scores"], rows=pctx.knobs["rows_per_thread"])
     if loop == program:
         return Skip("; ".join(notes) or "no chain of contraction, softmax, contraction kernels")
     return Noted(loop, notes)
@@ -145,4 +146,7 @@ PASS = Pass("fuse_attention", "loop", "attention's kernels become one flash-atte
              Knob("mma", ("half", "off"), mma_default,
                   "half attention's QK^T and PV on tensor cores (mma.sync m16n8k16, FP32 softmax); off: FFMA"),
              flag_knob("scatter_scores", "a row's lanes transpose their partial scores (each lane the softmax of "
-                       "1/lanes of a key tile) instead of all-reducing every score")))
+                       "1/lanes of a key tile) instead of all-reducing every score"),
+             Knob("rows_per_thread", (2, 1), lambda program, target: 2,
+                  "query rows a thread of a scattered plan: 2 stages the block's query rows in shared memory and "
+                  "reads each K and V quad once for both, where that takes fewer registers; 1: one row")))

@@ -14,8 +14,10 @@ import dataclasses
 from ...analysis.traffic import loop_kernel_cost, loop_kernel_flops
 from ...ir.index import FloorDiv, Gather, Var, free_vars, stride_one, var
 from ...ir.loop_ir import Compute, FlashPlan, Kernel, Load, Loop, Store, flash_parts, index_vars, walk
+from ...target import VECTOR
 from ..fuse.guard import Traffic
 from .flash_registers import WARPS_GOAL, budget
+from .flash_stage import ROWS_PAD
 
 STAGE_BUDGET = 32 * 1024     # bytes of one key tile and one value tile in shared memory
 SHARED_BUDGET = 40 * 1024    # bytes of staged query rows, key tile and value tile
@@ -27,6 +29,9 @@ MORE_LANES_THREADS = 256   # a block dealt to more lanes for occupancy (_more_la
 # nvcc/NVRTC ran 40 to over 60 s (fuzz seeds 303 case 442, 403 case 351); a smaller key tile
 # keeps the code within this (head_dim 64 a lane, 128 over two lanes: 16 keys, as before)
 UNROLL_BUDGET = 2048
+# the block's query rows staged for two rows a thread (FlashPlan.rows): the suite's 7 heads x 16
+# rows at head_dim 128 take 60928 bytes, beside a 2-slot K/V ring of 32 KiB: two blocks an SM
+QUERY_ROWS_BYTES = 64 * 1024
 FILL_BYTES = 3        # grid fill re-reads K/V at most until the kernel moves 3x its compulsory bytes
 
 
@@ -38,13 +43,14 @@ def _pow2_at_most(n: int) -> int:
 
 
 def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None,
-               scatter: bool = True) -> FlashPlan | str:
+               scatter: bool = True, rows_per_thread: int = 2) -> FlashPlan | str:
     """The plan for a flash kernel (attention_loop.py), or why it cannot be scheduled so.
     With a target, registers are estimated for its copies (TMA or cp.async) and the grid is
     filled to its SMs (_fill), never past `byte_limit` bytes moved (the kernels flash
     attention replaces: a fill must not cost it the fusion guard). `scatter`: a row dealt to
     lanes reduces its scores with a transposing Combine where the key tile divides by the lanes
-    (FlashPlan.scatter: fewer shuffles, and max / exp / sum on 1/lanes of the keys each)."""
+    (FlashPlan.scatter: fewer shuffles, and max / exp / sum on 1/lanes of the keys each).
+    `rows_per_thread` (2, or 1: off): a scattered plan takes two query rows a thread where _two_rows says so."""
     sm_count = target.sm_count if target is not None else 0
     tma = target.tma if target is not None else True
     try:
@@ -90,8 +96,10 @@ def plan_flash(kernel: Kernel, types, target=None, byte_limit: int | None = None
         plan = _sized(d, dv, heads_a_block, rows, key_tile, causal, decode=not query, tma=tma)
         if isinstance(plan, str):
             return plan
-        return dataclasses.replace(plan, query=query, heads=heads, kv_group=0 if heads_a_block == group else group,
+        plan = dataclasses.replace(plan, query=query, heads=heads, kv_group=0 if heads_a_block == group else group,
                                    scatter=scatter and plan.lanes > 1 and plan.key_tile % plan.lanes == 0)
+        two = rows_per_thread > 1 and plan.scatter and query and keys.stop is None
+        return _two_rows(plan, d, dv, tma) if two else plan
 
     plan = sized(group, query_tile)
     if isinstance(plan, str) or not sm_count:
@@ -125,6 +133,32 @@ def _sized(d, dv, group, query_tile, key_tile, causal, decode, tma=True) -> Flas
     why = "query rows in shared memory: no tile of rows kept a thread's row within its register cap; " + fit.text()
     query_tile, key_tile, capped = unroll_capped(d, dv, query_tile, key_tile, 1, causal)
     return FlashPlan("", "", group, query_tile, key_tile, causal, False, 1, why + capped)
+
+
+def _two_rows(plan: FlashPlan, d: int, dv: int, tma: bool) -> FlashPlan:
+    """The scattered plan with two query rows a thread (FlashPlan.rows) and each row dealt to
+    twice the lanes, the same threads a block, where that needs fewer registers: the block's
+    query rows go to shared memory (within QUERY_ROWS_BYTES) and every K and V quad a thread
+    reads serves both rows, the loads a multiply-add halved (docs/flash_hd128.md), where one row
+    leaves the SM under WARPS_GOAL warps and two take fewer registers. Else the plan."""
+    lanes = plan.lanes * 2
+    if not plan.query_registers or lanes > 32 or d % (VECTOR * lanes) or dv % (VECTOR * lanes) \
+            or plan.key_tile % lanes or plan.query_tile % 2:
+        return plan
+    rows_bytes = 4 * plan.group * plan.query_tile * (d + ROWS_PAD)
+    if rows_bytes > QUERY_ROWS_BYTES:
+        return plan
+    threads = plan.group * plan.query_tile * plan.lanes
+    one = budget(d, dv, plan.key_tile, plan.lanes, threads, tma=tma)
+    two = budget(d, dv, plan.key_tile, lanes, threads, tma=tma, rows=2)
+    # only where one row leaves an SM under WARPS_GOAL warps (head_dim 128 at 2 lanes: 227
+    # registers): at 4 lanes and 128 registers, 8 lanes' shuffles cost what the quads save
+    if one.warps >= WARPS_GOAL or not two.fits or two.estimate >= one.estimate:
+        return plan
+    why = (f"2 query rows a thread, {lanes} lanes a row: {two.text()} (1 row, {plan.lanes} lanes: "
+           f"{one.estimate}); the block's {plan.group * plan.query_tile} query rows in shared memory "
+           f"({rows_bytes} bytes), each K and V quad read once for both rows")
+    return dataclasses.replace(plan, rows=2, lanes=lanes, query_registers=False, registers=why)
 
 
 def unroll_capped(d, dv, query_tile, key_tile, lanes, causal) -> tuple[int, int, str]:

@@ -208,7 +208,7 @@ class _Lowering:
         tk = fm.key_tile
         for arr, access, width, inner in (("fm_ks", fm.k, self.d, fm.dot[0]), ("fm_vs", fm.v, self.dv, fm.col[0])):
             i = f"{arr}_i"
-            unit = 8 if _rows_of_16_bytes(access, inner) else 1
+            unit = 8 if rows_of_16_bytes(access, inner) else 1
             per_row = width // unit
             key = K.Binary("min", _add(_mul(tile, tk), K.Binary("/", K.Var(i), _c(per_row))), _c(self.n_keys - 1))
             m = self.mapping(None)
@@ -371,7 +371,7 @@ class _Lowering:
         return out
 
 
-def _rows_of_16_bytes(access, inner: str) -> bool:
+def rows_of_16_bytes(access, inner: str) -> bool:
     """Whether 8 halves along `inner` are adjacent and 16-byte aligned in global memory: it is
     the last index alone (stride one), and every other stride is a multiple of 8 elements."""
     last = access.index[-1]

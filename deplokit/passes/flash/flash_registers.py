@@ -68,8 +68,13 @@ def register_cap(threads: int) -> int:
 
 
 def thread_registers(d: int, dv: int, key_tile: int, lanes: int, query_in_registers: bool = True,
-                     tma: bool = True) -> int:
-    """The estimate: the query slice, the output slice, a key tile's scores, max and sum, overhead."""
+                     tma: bool = True, rows: int = 1) -> int:
+    """The estimate: the query slice, the output slice, a key tile's scores, max and sum, overhead.
+    Two rows a thread (FlashPlan.rows): each row's output slice, scores, max and sum, and the
+    quads in flight of the head_dim-outer score loop (a q quad of each row, a K quad)."""
+    if rows > 1:
+        floats = rows * (dv // lanes + key_tile + 2) + 4 * (rows + 1)
+        return floats + max(LANE_OVERHEAD_MIN, math.ceil(floats * LANE_OVERHEAD_SHARE))
     floats = (d // lanes if query_in_registers else 0) + dv // lanes + key_tile + 2
     if lanes > 1:
         return floats + max(LANE_OVERHEAD_MIN, math.ceil(floats * LANE_OVERHEAD_SHARE))
@@ -86,8 +91,8 @@ def resident_warps(registers: int, threads: int) -> int:
 
 
 def budget(d: int, dv: int, key_tile: int, lanes: int, threads: int, query_in_registers: bool = True,
-           tma: bool = True) -> RegisterBudget:
-    return RegisterBudget(threads, thread_registers(d, dv, key_tile, lanes, query_in_registers, tma),
+           tma: bool = True, rows: int = 1) -> RegisterBudget:
+    return RegisterBudget(threads, thread_registers(d, dv, key_tile, lanes, query_in_registers, tma, rows),
                           register_cap(threads))
 
 

@@ -17,7 +17,9 @@ A load is staged when, inside one of the key-tile loop's register loops over the
 the tile, it reads a box: the key in one dimension, one inner register loop's variable in
 another, every other dimension fixed for the block. (A mask read per query row is not.)
 A query row read there (head_dim too large for registers, FlashPlan.query_registers) is
-staged once for the whole block, before the key-tile loop: a row per thread, padded.
+staged once for the whole block, before the key-tile loop: a row per thread, padded. With two
+rows a thread (FlashPlan.rows) the block's query rows are one box (heads x rows x head_dim,
+_rows_stage), read by the head_dim-outer score loop whose key loop sits inside it.
 
 How the tiles are copied is decided later, as for a matmul's K loop: 010 gives the key loop
 (from tile 0, or causal from the diagonal tile) a ring, 011 makes its K and V stages
@@ -43,15 +45,25 @@ def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
     uniform = {a.var for a in tile.axes if a.kind == BLOCK} | {outer.var}
     registers = {r.acc for r in kernel.register_tiles}
     taken = set(types) | {s.dst for s, _ in walk(tile.body) if isinstance(s, Load)}
-    stages, renamed, rows = [], {}, []
+    stages, renamed, rows, several = [], {}, [], []
     threads = [a for a in tile.axes if a.kind == THREAD]
     lanes = {threads[-1].var: threads[-1].extent} if kernel.flash.lanes > 1 else {}   # a row's threads
-    for key_loop in (s for s in outer.body if isinstance(s, Loop) and s.kind == "register"):
-        for s, loops in walk(key_loop.body):
+    # a register loop over the keys of the tile, or (FlashPlan.rows > 1) the head_dim-outer
+    # score loop (reduce) with the keys' register loop inside
+    for top in (s for s in outer.body if isinstance(s, Loop) and s.kind in ("register", "reduce")):
+        for s, loops in walk(top.body):
             if not isinstance(s, Load) or s.tensor not in types or s.tensor in registers or s.pad is not None:
                 continue
-            slab = _slab(s, key_loop, loops, uniform, lanes)
+            around = (top,) + tuple(lp for lp in loops if isinstance(lp, Loop))
+            slab, key_loop = None, None
+            for key_loop in (lp for lp in around if lp.kind == "register"):
+                slab = _slab(s, key_loop, [lp for lp in around if lp is not key_loop], uniform, lanes)
+                if slab is not None:
+                    break
             if slab is None:
+                if kernel.flash.rows > 1:
+                    several.append((s, around))
+                    continue
                 row = _row_stage(s, loops, threads, uniform - {outer.var}, taken)
                 if row is not None:
                     rows.append(row[0])
@@ -63,9 +75,16 @@ def stage_key_tiles(kernel: TileKernel, types) -> TileKernel | Skip:
             (kd, ki, tk), (idim, part, extent) = slab
             origin = tuple(substitute(e, {ki: Affine()}) if d == kd else (e - part if d == idim else e)
                            for d, e in enumerate(s.index))
-            axis = next(lp.var for lp in loops if isinstance(lp, Loop) and lp.var in free_vars(part))
+            axis = next(lp.var for lp in around if lp.var in free_vars(part))
             stages.append(Stage(name, s.tensor, origin, (SlabAxis(ki, tk, kd), SlabAxis(axis, extent, idim))))
             renamed[id(s)] = Load(s.dst, name, (var(ki), part))
+    # FlashPlan.rows > 1: one box of the block's query rows for every row's loads of a tensor
+    for tensor in dict.fromkeys(s.tensor for s, _ in several):
+        staged = _rows_stage([x for x in several if x[0].tensor == tensor], threads, uniform - {outer.var}, taken)
+        if staged is not None:
+            rows.append(staged[0])
+            taken.add(staged[0].name)
+            renamed.update(staged[1])
     if not stages:
         return Skip("flash attention: no key or value tile to stage")
 
@@ -98,6 +117,47 @@ def _row_stage(load: Load, loops, threads, uniform, taken):
     name = fresh_name(f"{load.tensor}_smem", taken)
     origin = tuple(substitute(e, {ax.var: Affine() for ax in slab}) for e in load.index)
     return Stage(name, load.tensor, origin, tuple(slab), pad=1), Load(load.dst, name, tuple(at))
+
+
+# floats after each staged query row (FlashPlan.rows > 1): a row stays 16-byte aligned for its
+# LDS.128 and rows two apart (one thread's pair, the next thread's) start 64 bytes apart in the banks
+ROWS_PAD = 8
+
+
+def _rows_stage(loads, threads, uniform, taken):
+    """(Stage, {id(load): the load from it}) for the block's query rows read by threads that own
+    several rows each (FlashPlan.rows): one box over every dimension the threads and the loops
+    around the loads index (the rows' constants included), at the block's origin, padded by
+    ROWS_PAD; None when the loads are not reads of one such box."""
+    parts, origin, spans = [], None, {}
+    for load, around in loads:
+        ranges = {a.var: a.extent for a in threads} | {lp.var: lp.extent for lp in around}
+        used = set().union(*(free_vars(e) for e in load.index))
+        if not used & {a.var for a in threads} or used - uniform - set(ranges):
+            return None
+        at, base = [], []
+        for dim, e in enumerate(load.index):
+            part = Affine(tuple((a, c) for a, c in e.terms if free_vars(Affine(((a, 1),))) & set(ranges)),
+                          e.const if free_vars(e) & set(ranges) else 0)
+            base.append(e - part)
+            if part.terms:
+                span = bounds(part, ranges)
+                if span is None or span[0] < 0:
+                    return None
+                low, high = spans.get(dim, span)
+                spans[dim] = (min(low, span[0]), max(high, span[1]))
+            at.append(part)
+        if origin not in (None, base) or any(free_vars(o) - uniform for o in base):
+            return None
+        origin = base
+        parts.append((load, at))
+    dims = sorted(spans)
+    if any(spans[d][0] != 0 for d in dims) or dims[-1] != len(origin) - 1 or (spans[dims[-1]][1] + 1) % 4:
+        return None
+    name = fresh_name(f"{loads[0][0].tensor}_smem", taken)
+    slab = tuple(SlabAxis(f"{name}_{d}", spans[d][1] + 1, d) for d in dims)
+    stage = Stage(name, loads[0][0].tensor, tuple(origin), slab, pad=ROWS_PAD)
+    return stage, {id(load): Load(load.dst, name, tuple(at[d] for d in dims)) for load, at in parts}
 
 
 def _slab(load: Load, key_loop: Loop, loops, uniform, lanes):

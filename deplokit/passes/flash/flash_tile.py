@@ -25,7 +25,9 @@ Every key and value tile is read from global memory once per block, for QT x g q
 With the causal plan the key-tile loop runs from the query tile's diagonal tile down to tile
 0 (StridedLoop's start is an index of the block): the tiles above the diagonal are never
 read nor computed, and the diagonal tile is masked by the score's own `where`. Keys past T
-in the last tile (T not a multiple of Tk) score -inf.
+in the last tile (T not a multiple of Tk) score -inf. With FlashPlan.rows = 2 a thread owns two
+query rows, read from the block's rows staged in shared memory, and the score loop runs
+head_dim-outer so that each K and V quad serves both (_rows_tile, docs/flash_hd128.md).
 """
 from __future__ import annotations
 
@@ -45,11 +47,11 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     n_q = -(-rows[-1].extent // plan.query_tile)
     threads, blocks, mapping, ranges = [], [], {}, {}
     for lp in rows:
-        if lp.var == plan.query:
-            threads.append(TileAxis(qt, plan.query_tile, THREAD))
+        if lp.var == plan.query:     # rows > 1: thread qt owns rows qt * rows + r (_rows_tile)
+            threads.append(TileAxis(qt, plan.query_tile // plan.rows, THREAD))
             blocks.append(TileAxis(qb, n_q, BLOCK))
-            mapping[lp.var] = var(qb) * plan.query_tile + var(qt)
-            ranges.update({qt: plan.query_tile, qb: n_q})
+            mapping[lp.var] = var(qb) * plan.query_tile + var(qt) * plan.rows
+            ranges.update({qt: plan.query_tile // plan.rows, qb: n_q})
         elif lp.var == plan.heads and plan.group > 1:
             hg, hb = f"{lp.var}g", f"{lp.var}b"
             threads.insert(0, TileAxis(hg, plan.group, THREAD))
@@ -111,7 +113,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
     # the query row into registers, once
     at_d, slot = {d: spread(d)}, var(d)
     per_lane = dot.extent // lanes
-    quads = plan.query_registers and per_lane % VECTOR == 0 and (per_lane > VECTOR or lanes > 1)
+    quads = (plan.query_registers or plan.rows > 1) and per_lane % VECTOR == 0 and (per_lane > VECTOR or lanes > 1)
     if quads:       # register slot 4 dq + dv holds element (dq * lanes + lane) * 4 + dv: 16-byte runs
         dq, dv = f"{d}q", f"{d}v"
         ranges.update({dq: per_lane // VECTOR, dv: VECTOR})
@@ -174,6 +176,24 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
         return tuple(out)
 
     row_body = rows[-1].body
+    if plan.rows > 1:
+        at["key"] = tile_of * tk + var(lane) * (tk // lanes) + var(own)     # the score's: a lane's own keys
+
+        def at_row(r, stmts, at_key=False):
+            mapping[plan.query] = var(qb) * plan.query_tile + var(qt) * plan.rows + r
+            return rewrite(stmts, at_key)
+
+        def dot_at(r):      # the dot product's statements of row r, q and k read at (dq * lanes + lane) * 4 + dv
+            mapping[plan.query] = var(qb) * plan.query_tile + var(qt) * plan.rows + r
+            key = {keys.var: key_at}
+            return tuple(Load(t.dst, t.tensor, index(t.index, {**key, **at_d})) if t is q or t is k else t
+                         for t in dot.body)
+        body, registers = _rows_tile(plan, keys, dot, k, row_body, at_row, dot_at, at["key"], lane, own, ki, kj,
+                                    Load("v_key", v.tensor, v_at), col, (m_name, l_name, o_name))
+        loop = StridedLoop(r, Affine(((Var(qb), -1),), n_tiles - 1), n_tiles, 1, "serial", body[1]) \
+            if plan.causal else Loop(ko, n_tiles, "serial", body[1])
+        tile = Tile(tuple(threads + blocks), body[0] + (loop,) + body[2])
+        return dataclasses.replace(kernel, body=(tile,), locals=(), register_tiles=registers)
     before = rewrite(row_body[:row_body.index(keys)], False)
     after = rewrite(row_body[row_body.index(keys) + 1:], False)
     first_local = next(i for i, s in enumerate(keys.body) if isinstance(s, Load) and s.tensor in local)
@@ -317,3 +337,117 @@ def _dot_loop(d: str, extent: int, body: tuple, ranges: dict, quads: bool) -> Lo
     ranges.update({dq: extent // VECTOR, dv: VECTOR})
     inner = Loop(dv, VECTOR, "register", substitute_body(body, {d: var(dq) * VECTOR + var(dv)}, ranges))
     return Loop(dq, extent // VECTOR, "reduce", (inner,), unroll=True)
+
+
+def _rows_tile(plan, keys, dot, k, row_body, at_row, dot_at, own_key, lane, own, ki, kj, v_load, col, state):
+    """((before the key loop), a key tile's body, (after it)), register tiles: `plan.rows` query
+    rows a thread (FlashPlan.rows), their q read from the block's staged rows (flash_stage.py).
+    The score loop is head_dim-outer: each q quad is read once a tile, each K quad serves every
+    row, each row's partial scores fold into its own register tile s_acc_r{r}; the softmax of
+    each row is the scattered one (_scattered_tile), then P @ V reads each V quad once for every
+    row. Row r's names carry the suffix _r{r} (its state, scores and output row)."""
+    m_name, l_name, o_name = state
+    rows, lanes, tk = plan.rows, plan.lanes, plan.key_tile
+    c, cols = tk // lanes, col.extent // lanes
+    keys_body = keys.body
+    first_local = next(i for i, s in enumerate(keys_body) if isinstance(s, Load) and s.tensor in
+                       {m_name, l_name, o_name})
+    split = next(i for i, t in enumerate(keys_body[:first_local]) if t is dot)
+    acc = next(t.acc for t in dot.body if isinstance(t, Accumulate))
+    x0 = _score_name(keys_body)
+    # the dot product, head_dim-outer: for each quad of a lane's head_dim, every key of the tile
+    dq, dv = f"{dot.var}q", f"{dot.var}v"
+    k_dst = next(t.dst for t in dot.body if t is k)
+    inner: list = []
+    for r in range(rows):
+        for t in dot_at(r):
+            if isinstance(t, Load) and t.dst == k_dst:
+                if r == 0:
+                    inner.insert(0, t)
+                continue
+            if isinstance(t, Accumulate) and t.acc == acc:
+                t = Accumulate(f"s_acc_r{r}", t.reduction, f"{t.value}_r{r}", (var(ki),), t.dtype)
+                inner.append(t)
+                continue
+            inner.append(_suffixed(t, r, _defined(dot.body) - {k_dst}))
+    dot_loop = Loop(dq, dot.extent // lanes // VECTOR, "reduce", (
+        Loop(ki, tk, "register", (Loop(dv, VECTOR, "register", tuple(inner)),)),), unroll=True)
+
+    def per_row(r):
+        score = at_row(r, keys_body[:split], True) + at_row(r, keys_body[split + 1:first_local], True)
+        score = (Load("score_own", "s_acc", (var(own),)),) + tuple(_renamed(t, acc, "score_own") for t in score)
+        x = x0
+        if keys.extent % tk:     # keys past T in the last tile score -inf
+            score += (Compute("key_ok", "less", (own_key, Affine((), keys.extent)), dtype="bool"),
+                      Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf"))
+            x = "score_ok"
+        scores = (Combine("s_acc", "sum", (lane,), tk),
+                  Loop(own, c, "register", score + (
+                      Assign("s_tile", x, (var(own),)),
+                      Compute("tile_max_k", "maximum", ("tile_max", x)),
+                      Assign("tile_max", "tile_max_k"))),
+                  Combine("tile_max", "max", (lane,)))
+        rescale = _online_tile(ki, tk, (), x, m_name, l_name, o_name, col.var, cols, kj, v_load)[2:-2]
+        probs = (Loop(own, c, "register", (
+            Load("s_key", "s_tile", (var(own),)),
+            Compute("p_d", "subtract", ("s_key", "max_base")),
+            Compute("p_key", "exp", ("p_d",)),
+            Compute("sum_key", "add", (l_name, "p_key")),
+            Assign(l_name, "sum_key"),
+            Assign("s_tile", "p_key", (var(own),)))),
+            Combine("s_tile", "gather", (lane,), tk))
+        before = at_row(r, row_body[:row_body.index(keys)])
+        after = (Combine(l_name, "sum", (lane,)),) + at_row(r, row_body[row_body.index(keys) + 1:])
+        return before, (Assign("tile_max", float("-inf")),) + scores + rescale + probs, after
+
+    parts = [per_row(r) for r in range(rows)]
+    names = set().union(*(_defined(p) for p in parts[0])) | {"s_acc", "s_tile", "tile_max", m_name, l_name,
+                                                               o_name}
+    parts = [tuple(tuple(_suffixed(t, r, names) for t in p) for p in part) for r, part in enumerate(parts)]
+    pv_row = [v_load]
+    for r in range(rows):
+        pv_row += [Load(f"out_acc_r{r}", f"{o_name}_r{r}", (var(col.var),)),
+                   Compute(f"pv_r{r}", "multiply", (f"p_key_r{r}", "v_key")),
+                   Compute(f"out_new_r{r}", "add", (f"out_acc_r{r}", f"pv_r{r}")),
+                   Assign(f"{o_name}_r{r}", f"out_new_r{r}", (var(col.var),))]
+    pv = Loop(kj, tk, "register", tuple(Load(f"p_key_r{r}", f"s_tile_r{r}", (var(kj),)) for r in range(rows)) +
+              (Loop(col.var, cols, "register", tuple(pv_row)),))
+    tile_body = (dot_loop,) + sum((p[1] for p in parts), ()) + (pv,) + \
+        tuple(Assign(f"{m_name}_r{r}", f"max_new_r{r}") for r in range(rows))
+    registers = tuple(RegisterTile(f"{name}_r{r}", (n,)) for r in range(rows)
+                      for name, n in (("s_acc", tk), ("s_tile", tk), (o_name, cols)))
+    return (sum((p[0] for p in parts), ()), tile_body, sum((p[2] for p in parts), ())), registers
+
+
+def _defined(body) -> set[str]:
+    """Every name a statement of `body` defines (loads, computes, carried assigns), loops included."""
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, (Load, Compute)):
+            out.add(s.dst)
+        elif isinstance(s, Assign):
+            out.add(s.dst)
+        elif isinstance(s, Loop):
+            out |= _defined(s.body)
+    return out
+
+
+def _suffixed(s, r: int, names: set[str]):
+    """Statement `s` of query row r: every name in `names` it reads or writes renamed name_r{r}."""
+    def n(a):
+        return f"{a}_r{r}" if isinstance(a, str) and a in names else a
+    if isinstance(s, Loop):
+        return dataclasses.replace(s, body=tuple(_suffixed(t, r, names) for t in s.body))
+    if isinstance(s, Load):
+        return dataclasses.replace(s, dst=n(s.dst), tensor=n(s.tensor))
+    if isinstance(s, Compute):
+        return dataclasses.replace(s, dst=n(s.dst), args=tuple(n(a) for a in s.args))
+    if isinstance(s, Assign):
+        return dataclasses.replace(s, dst=n(s.dst), value=n(s.value))
+    if isinstance(s, Accumulate):
+        return dataclasses.replace(s, acc=n(s.acc), value=n(s.value))
+    if isinstance(s, Store):
+        return dataclasses.replace(s, value=n(s.value))
+    if isinstance(s, Combine):
+        return dataclasses.replace(s, acc=n(s.acc))
+    return s

@@ -243,9 +243,6 @@ class _Scope:
         self.names[name] = kind
 
 
-# -- inline PTX declarations ----------------------------------------------------------------
-# cuda.h's CUtensorMap (128 opaque bytes, 64-byte aligned), declared here so that the
-# translation unit needs no driver header (NVRTC has none on its include path)
 MAX_THREADS = 1024
 
 # The advanced features' statements, printed by plain functions of their own modules that
@@ -502,8 +499,8 @@ class _Renderer:
         else:
             step = f"{s.var} += {self.expr(s.step, inner)}"
         cmp = ">" if isinstance(s.step, Const) and s.step.value < 0 else "<"
-        if s.unroll:
-            self.emit("#pragma unroll")
+        if s.unroll or s.rolled:
+            self.emit("#pragma unroll" if s.unroll else "#pragma unroll 1")
         self.emit(f"for ({self.c_type('int')} {s.var} = {start}; {s.var} {cmp} {stop}; {step}) {{")
         self.depth += 1
         for st in s.body:

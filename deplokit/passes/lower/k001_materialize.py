@@ -39,13 +39,10 @@ from ...ir.tile_ir import (
     Assign,
     AsyncWait,
     Combine,
-    FragmentLoad,
-    MmaSync,
     SplitArrive,
     Stage,
     StridedLoop,
     TileProgram,
-    WarpgroupMma,
     accumulators,
     map_body,
     walk,
@@ -55,17 +52,22 @@ from ...ir.value_expr import combine_expr, constant, lower_value
 from ...target import VECTOR
 from ..flash.flash_mma_lower import is_flash_mma, lower_flash_mma
 from ..flash.flash_registers import flash_min_blocks
-from ..mma.mma_lower import declarations as mma_declarations
-from ..mma.mma_lower import lower_fragment_load, lower_mma
+from ..mma import mma_lower
 from ..record import Pass
 from ..split.split_tail import arrive
-from ..wgmma.wgmma_lower import fenced, lower_warpgroup_mma
+from ..wgmma import wgmma_lower
+from ..wgmma.wgmma_lower import fenced
 from .combine import lower_combine
 from .local_rows import LocalRows
 from .lowering_state import LoweringState
 from .register_quads import lower_quads, quad_loads
 from .stage_plan import plan_stage, slot_of
 from .vector_access import lower_vector_loop
+
+# The tensor cores' Tile-IR statements (ir/tile_mma.py), lowered by plain functions of their
+# features' modules that take the Materializer as their first argument (passes/mma/mma_lower.py,
+# passes/wgmma/wgmma_lower.py): each module's LOWERINGS table says which lowers which.
+FEATURE_STATEMENTS = {**mma_lower.LOWERINGS, **wgmma_lower.LOWERINGS}
 
 
 def apply(program: TileProgram, pctx=None) -> KernelProgram:
@@ -104,7 +106,7 @@ class Materializer(LoweringState):
         body += self.local_rows.declarations()
         carried = {a.dst for a, _ in walk(self.tile.body) if isinstance(a, Assign) and a.index}
         body += [K.DeclareArray(r.acc, r.size) for r in self.kernel.register_tiles if r.acc in carried]
-        body += mma_declarations(self.kernel)
+        body += mma_lower.declarations(self.kernel)
         body += self.stmts(self.uniform)
         body += self.stmts(self.staged_body)
         return KernelFunc(self.kernel.name, self.params(), (self.blocks, 1, 1), (self.threads, 1, 1), tuple(body),
@@ -173,12 +175,8 @@ class Materializer(LoweringState):
             return self.stage(s)
         if isinstance(s, AsyncWait):
             return [StageWait(s)]
-        if isinstance(s, FragmentLoad):
-            return lower_fragment_load(self, s)
-        if isinstance(s, MmaSync):
-            return lower_mma(self, s)
-        if isinstance(s, WarpgroupMma):
-            return lower_warpgroup_mma(self, s)
+        if type(s) in FEATURE_STATEMENTS:
+            return FEATURE_STATEMENTS[type(s)](self, s)
         raise TypeError(f"cannot materialise {type(s).__name__}")
 
     def loop(self, s) -> list:

@@ -19,15 +19,9 @@ it); an asynchronous stage no AsyncWait waits for is an error.
   async  cp.async of 16 bytes under the same conditions (and 16-byte aligned shared rows),
          else of 4 bytes; an element past the end stores 0 with an ordinary store. The
          copies form one group: commit; the AsyncWait waits for it (wait_group 0).
-  tma    one thread (elected in warp 0: If.elect) issues one tensor-map copy
-         (cp.async.bulk.tensor) per stage: the box stamped on the stage (Stage.tma: 011,
-         swizzled by 012) at the slab's origin, elements past the tensor's end read as
-         zero; the group's copies complete on the mbarrier of its slot
-         (stage_plan.slot_barrier: one arrive.expect_tx announcing the boxes' bytes, then
-         the copies; a ring's full[slot], else the loop's one mbarrier); the AsyncWait
-         waits on it. The kernel takes one tensor map per distinct (tensor, box, swizzle)
-         (KernelFunc.tensor_maps), its shared array is 1024-byte aligned (a swizzle
-         pattern's repeat); only a TMA stage outside a
+  tma    one thread (elected in warp 0) issues one tensor-map copy per stage, completing on
+         the mbarrier of its slot; the AsyncWait waits on it (passes/tma/mbarrier_ring.py:
+         the tensor maps, the mbarriers, their waits and phases). Only a TMA stage outside a
          buffered K loop falls back to cp.async here.
 
 Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: ...]:
@@ -38,9 +32,7 @@ Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: 
   ring of N       (010's stages) iteration ko fills slot ko % N (loads add the slot's base):
                   the readers of that slot ran in iteration ko - N, before iteration ko - 1's
                   barrier, so the barrier before the copy goes: one barrier per iteration.
-                  TMA keeps it (no barrier follows a TMA copy: the mbarrier wait at the
-                  AsyncWait makes it visible to each thread that waits), so that slot reuse
-                  and mbarrier phases stay ordered.
+                  TMA keeps it (passes/tma/mbarrier_ring.py says why).
   pipelined       (AsyncWait before the prefetch=N-1 stages.) Prologue: [mbarrier init;
                   barrier]; issue tiles 0 .. N-2 into slots 0 .. N-2 (a loop of their own
                   when more than one; one cp.async group each). Iteration ko: [AsyncWait:
@@ -52,15 +44,8 @@ Barriers (hazards within a block), with the AsyncWait's part marked [AsyncWait: 
                   compute tile ko. The last N - 1 iterations issue nothing. A loop from an
                   index of the block (causal keys) counts j = ko - start for ko, and issues
                   prologue tile j only where j < its trips (stage_plan.iteration).
-  mbarrier ring   (a pipelined group of TMA stages alone) no block-wide barrier: full[s]
-                  (count 1: the producer's arrive.expect_tx; the copies complete_tx) and
-                  empty[s] (count: the block's threads). Consumers wait full[ko % N] with
-                  parity (ko / N) & 1 and arrive on empty[ko % N] at the end of the
-                  iteration; before refilling slot s with round r the producer (the elected
-                  thread) waits empty[s] with parity (r + 1) & 1 (round 0: parity 1 passes on a
-                  fresh mbarrier). The election is elect.sync in warp 0, so ptxas issues each
-                  copy once (no loop over the warp's distinct operands), and the barriers' and
-                  slots' shared addresses are computed once before the loop (cuda.py).
+  mbarrier ring   (a pipelined group of TMA stages alone) no block-wide barrier: a full and
+                  an empty mbarrier per slot (passes/tma/mbarrier_ring.py).
 
 A synchronous stage in a group right before an AsyncWait leaves its visibility barrier to
 the AsyncWait's (one barrier for the whole group, after the waits).
@@ -74,22 +59,20 @@ from ...ir.index import var
 from ...ir.kernel_cp_async import CpAsyncCommit, CpAsyncWait
 from ...ir.kernel_expr import affine_expr
 from ...ir.kernel_ir import KernelProgram, StageCopy, StagePrologue, StageWait
-from ...ir.kernel_tma import MbarrierArrive, MbarrierInit, MbarrierWait, TensorMap
 from ...ir.smem_layout import smem_size, stage_ctype
 from ...ir.stages import head_stages, loop_start, loop_stop, transposed
 from ...target import STATIC_SMEM_PER_BLOCK
 from ..record import Pass
+from ..tma import mbarrier_ring as ring
 from ..tma.proxy_fence import fence_generic_stores
+from ..wgmma.warp_roles import roles_of, split_roles
 from .dynamic_smem import carve
 from .stage_plan import (
     PrologueTiles,
     StagePlan,
-    empty_name,
-    full_name,
     is_mbarrier_ring,
     is_pipelined,
     iteration,
-    mbarrier_name,
     plan_stage,
     round_of,
     slot_of,
@@ -112,13 +95,13 @@ def apply(program: KernelProgram, pctx=None) -> KernelProgram:
     types = {b.name: b.type for b in tuple(program.buffers) + tuple(program.written)}
     target = getattr(pctx, "target", None)
     static = target.static_smem_per_block if target is not None else STATIC_SMEM_PER_BLOCK
-    kernels = tuple(carve(fence_generic_stores(StageCopier(f, types).run()), static) for f in program.kernels)
+    # 015's producer/consumer schedule moves the ring's issue to a warpgroup of its own
+    kernels = tuple(carve(split_roles(fence_generic_stores(StageCopier(f, types).run()), roles_of(f)), static)
+                    for f in program.kernels)
     if kernels == program.kernels:
         return program
     return dataclasses.replace(program, kernels=kernels)
 
-
-TMA_ALIGN = 1024      # bytes: a tensor-map box's shared array (the 128-byte swizzle repeats every 1024)
 
 PASS = Pass("002_stage_copies", "kernel", "spell each stage's copy into shared memory (float4, cp.async, TMA; "
             "double buffered, pipelined) with its waits and barriers", apply)
@@ -141,7 +124,7 @@ class StageCopier:
     def __init__(self, func: K.KernelFunc, types):
         self.func, self.types = func, types
         self.declared: set[str] = set()          # shared arrays declared so far
-        self.tensor_maps: dict[tuple, TensorMap] = {}   # (tensor, box, swizzle) -> parameter
+        self.tensor_maps = ring.TensorMaps(func, types)   # the TMA stages' tensor-map parameters
         self.rings: dict[str, StagePlan] = {}    # K loops whose slots full/empty mbarriers guard -> a plan
         self.by_name: dict[str, StageCopy] = {}
         for s in K.walk_stmts(func.body):
@@ -154,25 +137,10 @@ class StageCopier:
             return self.func
         body = self.body(self.func.body)
         return dataclasses.replace(self.func, body=body,
-                                   tensor_maps=tuple(self.func.tensor_maps) + tuple(self.tensor_maps.values()))
-
-    def tensor_map(self, s) -> str:
-        """The name of the tensor-map parameter stage s is copied with (one per distinct
-        tensor, box and swizzle), free among the kernel's parameters and buffers."""
-        key = (s.tensor, s.tma.box, s.tma.swizzle)
-        if key not in self.tensor_maps:
-            taken = {p.name for p in self.func.params} | set(self.types) | \
-                {t.name for t in self.tensor_maps.values()}
-            name, n = f"{s.tensor}_tmap", 1
-            while name in taken:
-                n += 1
-                name = f"{s.tensor}_tmap_{n}"
-            self.tensor_maps[key] = TensorMap(name, s.tensor, tuple(self.types[s.tensor].shape),
-                                              s.tma.box, s.tma.swizzle, s.tma.element_bytes)
-        return self.tensor_maps[key].name
+                                   tensor_maps=tuple(self.func.tensor_maps) + self.tensor_maps.params())
 
     def scope(self, ranges) -> _Scope:
-        return _Scope(self.types, dict(ranges), self.func.threads, self.tensor_map)
+        return _Scope(self.types, dict(ranges), self.func.threads, self.tensor_maps.name)
 
     def plan(self, copy: StageCopy, stage=None) -> StagePlan:
         return plan_stage(self.scope(copy.ranges), stage or copy.stage, copy.loop_info)
@@ -197,8 +165,8 @@ class StageCopier:
             elif isinstance(s, K.For):
                 inner = self.body(s.body)
                 if s.var in self.rings:        # the ring's K loop (its prologue came just before)
-                    inner += tuple(self.release(s.var))
-                    del self.rings[s.var]
+                    p = self.rings.pop(s.var)
+                    inner += tuple(ring.release(p.loop, iteration(p), p.slots))
                 out.append(dataclasses.replace(s, body=inner))
             elif isinstance(s, K.If):
                 out.append(dataclasses.replace(s, then=self.body(s.then), orelse=self.body(s.orelse)))
@@ -218,7 +186,7 @@ class StageCopier:
         if s.name in self.declared:
             return []
         self.declared.add(s.name)
-        align = {"align": TMA_ALIGN} if p.kind == "tma" else {}
+        align = {"align": ring.TMA_ALIGN} if p.kind == "tma" else {}
         ctype = stage_ctype(s, self.types[s.tensor].dtype)
         return [K.SharedArray(s.name, smem_size(s) * p.slots, ctype=ctype, **align)]
 
@@ -288,7 +256,7 @@ class StageCopier:
         nxt_plans = [self.plan(c) for c in nxt]
         refill = bool(nxt) and any(c.stage.name in w.wait.stages for c in nxt) and \
             is_pipelined([c.stage for c in nxt], nxt_plans)
-        ring = refill and is_mbarrier_ring([c.stage for c in nxt], nxt_plans)
+        guarded = refill and is_mbarrier_ring([c.stage for c in nxt], nxt_plans)
         for name in w.wait.stages:
             c = self._lookup(name)
             p = self.plan(c)
@@ -296,16 +264,15 @@ class StageCopier:
             if refill and p.kind == "async":
                 pending = max(pending, p.slots - 2)
             if p.kind == "tma":
-                pipelined = is_pipelined([c.stage], [p])
-                wait = MbarrierWait(full_name(p.loop), round_of(p, "cur"), slot_of(p, "cur")) if pipelined \
-                    else MbarrierWait(mbarrier_name(p.loop), iteration(p))
+                wait = ring.landed(p.loop, is_pipelined([c.stage], [p]), round_of(p, "cur"), slot_of(p, "cur"),
+                                   iteration(p))
                 if wait not in bars:
                     bars.append(wait)
         out: list = []
         if "async" in kinds:
             out.append(CpAsyncWait(pending))
         out += bars
-        if (refill and not ring) or kinds & {"async", "sync"} or unsynced:
+        if (refill and not guarded) or kinds & {"async", "sync"} or unsynced:
             out.append(K.Barrier())
         return out
 
@@ -325,16 +292,10 @@ class StageCopier:
             for s, p in zip(stages, plans):
                 out += self._declare(s, p)
         if tma:
-            slots = plans[0].slots
-            if not ahead:
-                out.append(MbarrierInit(mbarrier_name(loop), 1))
-            else:
-                out.append(MbarrierInit(full_name(loop), 1, slots))
-            if is_mbarrier_ring(stages, plans):
-                # every thread arrives on empty[s] when done reading slot s
-                out.append(MbarrierInit(empty_name(loop), m.threads, slots))
-                self.rings[loop.var] = plans[0]
-            out.append(K.Barrier())
+            guarded = is_mbarrier_ring(stages, plans)
+            out += ring.inits(loop, ahead, guarded, m.threads, plans[0].slots)
+            if guarded:
+                self.rings[loop.var] = plans[0]      # its K loop ends by releasing the slot
         if ahead and variable_start(loop):
             out += self._guarded_prologue(m, stages, plans)
         elif ahead:
@@ -368,15 +329,6 @@ class StageCopier:
         return [K.Comment(f"prologue: issue {what} from {loop.var} = {start}, those before {loop_stop(loop)}"),
                 *body]
 
-    def release(self, var: str) -> list:
-        """The end of an mbarrier ring's iteration j: every thread is done reading slot
-        j % slots and arrives on its empty barrier (the producer waits for it before the
-        slot's next fill)."""
-        p = self.rings[var]
-        slots = p.slots
-        return [K.Comment(f"every thread is done reading slot {var} % {slots}: release it to the producer"),
-                MbarrierArrive(f"{var}_empty", K.Binary("%", iteration(p), K.Const(slots, "int")))]
-
     def _steady(self, m, stages, plans) -> list:
         """The pipelined head of iteration ko, after its AsyncWait (tile ko has landed, the
         barrier passed): issue tile ko + prefetch into slot (ko + prefetch) % slots. With
@@ -399,12 +351,9 @@ class StageCopier:
         tma = [(s, p) for s, p in zip(stages, plans) if p.kind == "tma"]
         if tma:
             before = []
-            if it == "next" and is_mbarrier_ring(stages, plans):
-                # the slot's previous tile was read by every thread: wait for its release
-                # (phase round - 1 of empty[slot]; before its first fill parity 1 passes at once)
+            if it == "next" and is_mbarrier_ring(stages, plans):    # wait for the slot's release
                 p = tma[0][1]
-                phase = K.Binary("+", round_of(p, it), K.Const(1, "int"))
-                before.append(MbarrierWait(empty_name(p.loop), phase, slot_of(p, it)))
+                before.append(ring.refill_wait(p.loop, round_of(p, it), slot_of(p, it)))
             out += issue_tma(m, tma, it, before)
         asyncs = [(s, p) for s, p in zip(stages, plans) if p.kind == "async"]
         for s, p in asyncs:

@@ -1,8 +1,8 @@
 """How one Stage is copied, as the lowering settles it from the Tile IR's fields: the copy
 kind (sync, async, tma), the ring of buffers it cycles through (010's stages), how far its
 copies run ahead (015's prefetch), the K loop it sits in; which slot and phase one
-iteration's copy is, and the mbarrier a TMA group's copies complete on (SlotBarrier, the
-seam with the copy issue).
+iteration's copy is (the mbarriers a TMA group's copies complete on are
+passes/tma/mbarrier_ring.py's).
 
 The schedule chose the kind (011 tma_copy, 013 async_copy) and the buffering (010); the
 lowering only narrows what the kernel as it stands cannot keep: a non-float32 tensor is
@@ -17,10 +17,8 @@ import dataclasses
 from ...ir import kernel_ir as K
 from ...ir.index import var
 from ...ir.kernel_expr import affine_expr
-from ...ir.kernel_tma import MbarrierArrive
 from ...ir.stages import loop_start, loop_stop
 from ...ir.tile_ir import Stage
-from ..tma.tma_geometry import box_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,27 +66,6 @@ def is_mbarrier_ring(stages, plans) -> bool:
     mbarrier each (no block-wide barrier before a refill); a group with cp.async or
     synchronous copies keeps the block's barrier, which also makes those copies visible."""
     return is_pipelined(stages, plans) and all(p.kind == "tma" for p in plans)
-
-
-def mbarrier_name(loop) -> str:
-    return f"{loop.var}_mbar"
-
-
-def full_name(loop) -> str:
-    """The ring's full barriers: full[s] completes when the copies of slot s have landed."""
-    return f"{loop.var}_full"
-
-
-def empty_name(loop) -> str:
-    """The ring's empty barriers: empty[s] completes when every thread is done reading slot s."""
-    return f"{loop.var}_empty"
-
-
-def tma_bytes(m, s: Stage, p: StagePlan) -> int:
-    """Bytes the TMA copy of stage s brings into one slot (what it completes_tx on its
-    mbarrier): the whole box stamped on it, elements past the tensor's end included (they
-    land as zeros)."""
-    return box_bytes(s.tma.box, s.tma.element_bytes)
 
 
 # -- the ring's position of one iteration's copy ----------------------------------------------
@@ -155,36 +132,3 @@ def round_of(p: StagePlan, it):
     if t is not None:
         return K.Const(t // p.slots, "int")
     return K.Binary("/", iteration(p, tile_offset(p, it)), K.Const(p.slots, "int"))
-
-
-# -- the seam between the ring's barriers and the copy issue ----------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class SlotBarrier:
-    """The mbarrier that one group's TMA copies into one slot complete on.
-
-    The stage ring owns its mbarriers (declaration, init, arrival counts, the producer's
-    arrive.expect_tx, the waits and their phases, the slot index expressions); the copy issue
-    (stage_units.tma_copies) owns the copy instructions, and names this barrier in each:
-    `TmaLoad(..., barrier=bar.name, slot=bar.slot, expect=False)` (or a tensor copy with
-    the same two fields). The issuing thread runs `bar.arrive()` before its copies: one
-    arrival announcing `expect_bytes`, which must equal the bytes the copies bring (the
-    simulator fails a phase that never completes)."""
-    name: str                 # the mbarrier (array) the copies complete on
-    slot: object              # K.Expr: which mbarrier of the array; None: a single mbarrier
-    expect_bytes: int         # the bytes every copy of the group into this slot brings, together
-
-    def arrive(self) -> MbarrierArrive:
-        return MbarrierArrive(self.name, self.slot, self.expect_bytes)
-
-
-def slot_barrier(m, tma, it) -> SlotBarrier:
-    """The barrier the copies of `tma` ((stage, plan) pairs of one group, all TMA) for
-    iteration `it` complete on: the ring's full[slot] in a pipelined K loop, else the loop's
-    single mbarrier."""
-    stages, plans = [s for s, _ in tma], [p for _, p in tma]
-    p = plans[0]
-    nbytes = sum(tma_bytes(m, s, q) for s, q in tma)
-    if is_pipelined(stages, plans):
-        return SlotBarrier(full_name(p.loop), slot_of(p, it), nbytes)
-    return SlotBarrier(mbarrier_name(p.loop), None, nbytes)

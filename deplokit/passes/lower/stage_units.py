@@ -20,19 +20,19 @@ from ...ir.tile_ir import Stage
 from ...ir.types import HALF_DTYPES
 from ...ir.value_expr import lower_value
 from ...target import VECTOR
-from .stage_plan import PrologueTiles, StagePlan, prologue_tile, ranges_in, slot_barrier, slot_of, tile_offset
-
-
-def _tid0():
-    return K.Binary("==", K.Special("tid.x"), K.Const(0, "int"))
+from ..tma.mbarrier_ring import elected_issue, slot_barrier
+from ..tma.tma_geometry import box_bytes
+from .stage_plan import PrologueTiles, StagePlan, is_pipelined, prologue_tile, ranges_in, slot_of, tile_offset
 
 
 def cooperative_units(i: str, count: int, threads: int, body, rolled: bool = False) -> list:
     """Units 0..count-1 dealt out to the block's threads: a strided loop, or (one unit or
     none per thread) a plain guarded block, which keeps no loop state alive (ptxas otherwise
-    spills around small copies in register-tight kernels). `rolled`: a loop nvcc keeps (a
-    prologue's trips each hold their inputs and transcendental temporaries: unrolled, their
-    live ranges overlap and a register-tight K loop spills, llama down_proj_add on sm_80/120)."""
+    spills around small copies in register-tight kernels). `rolled`: a strided loop marked
+    `#pragma unroll 1` (a prologue's trips each hold their inputs and transcendental
+    temporaries: unrolled by us, or partially by nvcc (up to 4 trips of an unmarked strided
+    loop), their live ranges overlap and a register-tight K loop spills: llama down_proj_add
+    on sm_80/120 unrolled, the 37x75x53 staged prologue on sm_80 left to nvcc)."""
     tid = K.Special("tid.x") if threads > 1 else K.Const(0, "int")
     if count > threads and count % threads == 0 and not rolled:
         # every thread copies count/threads units: a loop of known trip count, unrolled
@@ -42,7 +42,7 @@ def cooperative_units(i: str, count: int, threads: int, body, rolled: bool = Fal
         return [K.For(r, K.Const(0, "int"), K.Const(count // threads, "int"), K.Const(1, "int"),
                       (K.Declare(i, "int", unit),) + tuple(body), True)]
     if count > threads:
-        return [K.For(i, tid, K.Const(count, "int"), K.Const(threads, "int"), tuple(body))]
+        return [K.For(i, tid, K.Const(count, "int"), K.Const(threads, "int"), tuple(body), rolled=rolled)]
     stmts = (K.Declare(i, "int", tid),) + tuple(body)
     if count == threads:
         return list(stmts)
@@ -219,7 +219,7 @@ def prologue_copy(s: Stage, src, cond, dst, unit: int) -> list:
 def tma_copies(m, tma, it, bar) -> list:
     """The copies of every TMA stage in `tma` ((stage, plan) pairs) for iteration `it`: one
     tensor-map copy of the stage's box at its origin for that K tile into the slot's buffer,
-    each completing on `bar` (stage_plan.SlotBarrier: the ring owns the barrier and the
+    each completing on `bar` (mbarrier_ring.SlotBarrier: the ring owns the barrier and the
     arrival announcing their bytes). `m.tensor_map(stage)` names the kernel's tensor-map
     parameter for the stage. Run by the one issuing thread."""
     body: list = []
@@ -232,8 +232,9 @@ def tma_copies(m, tma, it, bar) -> list:
 
 
 def issue_tma(m, tma, it, before=()) -> list:
-    """One thread (tid 0; the If is stamped `elect`: sm_90 elects a lane of warp 0) issues the
-    copies of the TMA stages in `tma` for iteration `it`: `before` (the ring's wait for the
-    slot to be empty), the arrival announcing their bytes on the slot's barrier, the copies."""
-    bar = slot_barrier(m, tma, it)
-    return [K.If(_tid0(), tuple(before) + (bar.arrive(),) + tuple(tma_copies(m, tma, it, bar)), elect=True)]
+    """The elected thread's copies of the TMA stages in `tma` for iteration `it`, after
+    `before` (passes/tma/mbarrier_ring.py: elected_issue)."""
+    stages, plans = [s for s, _ in tma], [p for _, p in tma]
+    nbytes = sum(box_bytes(s.tma.box, s.tma.element_bytes) for s in stages)   # whole boxes: the tail lands as zeros
+    bar = slot_barrier(plans[0].loop, is_pipelined(stages, plans), slot_of(plans[0], it), nbytes)
+    return elected_issue(bar, tma_copies(m, tma, it, bar), before)

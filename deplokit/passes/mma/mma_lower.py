@@ -18,7 +18,7 @@ from ...ir.index import Affine, const, floordiv, free_vars, mod, substitute, var
 from ...ir.kernel_expr import affine_expr
 from ...ir.kernel_mma import LdMatrix, Mma, Tf32Round
 from ...ir.smem_layout import smem_offset
-from ...ir.tile_ir import FragmentLoad, MmaSync
+from ...ir.tile_mma import FragmentLoad, MmaSync
 
 FR, FC = "fr", "fc"
 PACKED = "b32"          # a register array of 32-bit words, each two halves (low: the first)
@@ -106,3 +106,7 @@ def lower_mma(state, s: MmaSync) -> list:
     a = K.Binary("*", affine_expr(s.a_index[0]), K.Const(na, "int"))
     b = K.Binary("*", affine_expr(s.b_index[0]), K.Const(nb, "int"))
     return [Mma(st.shape.name, st.acc, acc, st.a, a, st.b, b)]
+
+
+# Tile-IR statement -> the function that lowers it (k001_materialize's FEATURE_STATEMENTS)
+LOWERINGS = {FragmentLoad: lower_fragment_load, MmaSync: lower_mma}

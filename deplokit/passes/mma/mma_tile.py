@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.fragments import WARP, MmaShape, MmaTile, ptx_layout
+from ...ir.fragments import SHAPES, WARP, MmaShape, MmaTile, ptx_layout
 from ...ir.index import Affine, Var, const, floordiv, free_vars, mod, var
 from ...ir.lanes import is_multiple
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
@@ -73,6 +73,25 @@ from ..wgmma.wgmma_tile import operand_layout, wgmma_block_reason
 
 FR, FC = "fr", "fc"                # the fragment's row and column in a FragmentLoad's index
 HALF_OF = {"bf16": "bfloat16", "f16": "float16"}
+HALF_PRECISIONS = ("bfloat16", "float16")
+# the instruction of each operand precision: tf32 inputs, or the operands' own half type
+MMA_SHAPE = {"tf32": "m16n8k8.tf32", "bfloat16": "m16n8k16.bf16", "float16": "m16n8k16.f16"}
+
+
+def mma_sync_tile(kernel: TileKernel, pairs, regs: dict, kind: str, target, types) -> TileKernel | Skip:
+    """008's mma.sync path on `kind` (tf32 | half) inputs, or Skip(why not). An exact float32
+    program stays exact: TF32 products only where the program asked for them
+    (TileKernel.precision, docs/precision.md; a kernel without the field predates it)."""
+    if target.sm < 80:
+        return Skip(f"mma.sync with {kind} inputs needs sm_80+, not {target.name}")
+    precision = getattr(kernel, "precision", None)
+    if kind == "tf32" and precision not in (None, "tf32"):
+        return Skip(f"mma: tf32 inputs need precision='tf32' (the kernel computes in {precision})")
+    if kind == "half" and precision not in HALF_PRECISIONS:
+        return Skip(f"mma: half inputs need a matmul of bf16 or fp16 operands (its operands are {precision})")
+    if None in pairs.values():
+        return Skip("mma: the output is not split into M and N blocks")
+    return mma_tile(kernel, pairs, regs, SHAPES[MMA_SHAPE[precision if kind == "half" else kind]], types)
 
 
 def mma_tile(kernel: TileKernel, pairs, regs: dict, shape: MmaShape, types, wgmma: bool = False) -> TileKernel | Skip:

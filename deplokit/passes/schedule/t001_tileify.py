@@ -11,6 +11,8 @@ from ...ir.loop_ir import Accumulate, Compute, Load, Loop, LoopProgram, walk
 from ...ir.tensor_ir import CONVERT_OP, TF32_OP
 from ...ir.tile_ir import THREAD, Tile, TileAxis, TileKernel, TileProgram
 from ...ir.types import HALF_DTYPES
+from ..flash.flash_mma_lower import is_flash_mma
+from ..flash.flash_mma_tile import flash_mma_tile
 from ..flash.flash_tile import flash_tile
 from ..record import KernelPass, PassContext, Skip
 
@@ -20,6 +22,8 @@ DESCRIPTION = "lift outer free Loops to thread axes"
 def apply(kernel: TileKernel, pctx: PassContext):
     if any(isinstance(s, Tile) for s in kernel.body):
         return Skip("already tiled")
+    if is_flash_mma(kernel):           # on tensor cores: what the record's kernel does (fragments, mma)
+        return flash_mma_tile(kernel, pctx.types)
     if kernel.flash is not None:       # flash attention: its whole schedule, from the plan fusion recorded
         return flash_tile(kernel)
     # precision="tf32" rounded the matmul's operands (decompose/matmul.contract): recorded here,

@@ -73,10 +73,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...ir.companions import SplitArrive, SplitK
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
-from ...ir.tile_ir import BLOCK, THREAD, SplitArrive, SplitK, Tile, TileAxis, TileKernel, used_vars, walk
+from ...ir.tile_ir import BLOCK, THREAD, Tile, TileAxis, TileKernel, used_vars, walk
 from ...ir.types import Buffer, TensorType, value_dtype
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from .grid_plan import (

@@ -71,7 +71,7 @@ from ...ir.tile_ir import (
     used_vars,
     walk,
 )
-from ..mma.mma_tile import mma_tile
+from ..mma.mma_tile import HALF_PRECISIONS, MMA_SHAPE, mma_sync_tile, mma_tile
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from ..stage_geometry import restamp_stages
 from ..wgmma.wgmma_tile import tma_reason
@@ -83,7 +83,6 @@ from .slot_maps import slot_index, warp_lanes, warp_slot_map
 DESCRIPTION = "replicate the inner tile so each thread owns a register block"
 LAYOUTS = ("strided", "contiguous", "quads", "warps")
 MMA = ("off", "tf32", "half", "wgmma")
-HALF_PRECISIONS = ("bfloat16", "float16")
 
 
 def role_pair(tile: Tile, role: str):
@@ -297,32 +296,17 @@ def _staging_off(kernel, pctx: PassContext) -> str:
 
 
 def _mma_sync(kernel: TileKernel, plan, pctx: PassContext, kind: str):
-    """The mma.sync path on `kind` (tf32 | half) inputs."""
-    if pctx.target.sm < 80:
-        return Skip(f"mma.sync with {kind} inputs needs sm_80+, not {pctx.target.name}")
-    # an exact float32 program stays exact: TF32 products only where the program asked for them
-    # (TileKernel.precision, docs/precision.md); a kernel without the field predates it
-    precision = getattr(kernel, "precision", None)
-    if kind == "tf32" and precision not in (None, "tf32"):
-        return Skip(f"mma: tf32 inputs need precision='tf32' (the kernel computes in {precision})")
-    if kind == "half" and precision not in HALF_PRECISIONS:
-        return Skip(f"mma: half inputs need a matmul of bf16 or fp16 operands (its operands are {precision})")
+    """The mma.sync path on `kind` (tf32 | half) inputs (mma_tile.py), where its slabs fit."""
     tile = kernel.tile()
     pairs = {role: role_pair(tile, role) for role in ("M", "N")}
     regs = {role: 1 for role in ("M", "N")} | {role: n for role, _, _, n in plan}
-    if None in pairs.values():
-        return Skip("mma: the output is not split into M and N blocks")
-    name = MMA_SHAPE[precision] if kind == "half" else MMA_SHAPE[kind]
-    out = mma_tile(kernel, pairs, regs, SHAPES[name], pctx.types)
+    out = mma_sync_tile(kernel, pairs, regs, kind, pctx.target, pctx.types)
     if isinstance(out, Skip):
         return out
     need = _smem_bytes(out)
     if need > pctx.target.static_smem_per_block:
         return Skip(f"mma: the slabs of a {regs['M']} x {regs['N']} register block need {need} bytes of shared memory")
     return restamp_stages(out, pctx.types)
-
-
-MMA_SHAPE = {"tf32": "m16n8k8.tf32", "bfloat16": "m16n8k16.bf16", "float16": "m16n8k16.f16"}
 
 
 def _warps_reason(tile: Tile) -> str:

@@ -27,7 +27,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...analysis.banks import stage_cost
-from ...ir.tile_ir import FragmentLoad, Stage, Tile, TileKernel, map_body, walk
+from ...ir.tile_ir import Stage, Tile, TileKernel, map_body, walk
+from ...ir.tile_mma import FragmentLoad
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
 from ..stage_geometry import block_threads, restamp, restamp_loads, scope_ranges, stage_smem_budget
 

@@ -38,21 +38,42 @@ a cp.async group, committed even when empty), the waits use slot j % N and phase
 
 It applies to a K-outer loop whose head stages are all buffered (a ring of N >= 2) and
 asynchronous: a synchronous copy is made by the threads that compute, so it cannot run
-ahead of them."""
+ahead of them.
+
+Knob `warp_specialize` (off by default; the tuner tries it on wgmma kernels): where the ring
+is TMA stages alone and the kernel multiplies with wgmma (008), the copies are issued by a
+producer warpgroup of their own instead of an elected computing thread (a
+producer/consumer schedule, recorded as the AsyncWait's `roles`: ir/warp_roles.py);
+`wgmma_in_flight` 1 lets the consumers keep one wgmma group running across K tiles
+(wgmma.wait_group 1, each slot released one tile later). passes/wgmma/warp_roles.py lowers it."""
 from __future__ import annotations
 
 import dataclasses
 
 from ...ir.tile_ir import AsyncWait, Stage, Tile
+from ...ir.warp_roles import WarpRoles
 from ..flash.flash_stage import key_loop_skip
-from ..record import KernelPass, PassContext, Skip, flag_knob, replace_tile
+from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob, replace_tile
 from ..stage_geometry import head_length, head_stages, k_outer_loops, trips
 
 DESCRIPTION = "rotate the K-outer loop into prologue / steady state / epilogue (cp.async + TMA)"
 
 
+def _wgmma(kernel) -> bool:
+    mma = getattr(kernel, "mma", None)
+    return bool(mma is not None and mma.wgmma)
+
+
 KNOBS = (flag_knob("enable", "issue the copies of K tile ko + stages - 1 during tile ko (software pipeline)",
-                   "pipelining"),)
+                   "pipelining"),
+         Knob("warp_specialize", (False, True), lambda k, t: False,
+              "a wgmma kernel's TMA ring filled by a producer warpgroup of its own (producer/consumer "
+              "schedule: full and empty mbarriers per slot), the computing warpgroups only multiply",
+              searched=lambda k, t: (False, True) if _wgmma(k) else (False,)),
+         Knob("wgmma_in_flight", (0, 1), lambda k, t: 1,
+              "with warp_specialize: wgmma groups a consumer leaves running across K tiles "
+              "(wgmma.wait_group N; a slot is released N tiles later)",
+              searched=lambda k, t: (0, 1) if _wgmma(k) else (0,)))
 
 
 def apply(kernel, pctx: PassContext):
@@ -84,12 +105,31 @@ def apply(kernel, pctx: PassContext):
         return Skip("; ".join(reasons))
     tile = kernel.tile()
     rotate = {id(lp) for lp in loops if lp.var in chosen}
-    body = tuple(_pipeline(s) if id(s) in rotate else s for s in tile.body)
+    roles, why = _roles(kernel, [lp for lp in loops if lp.var in chosen], pctx.knobs)
+    body = tuple(_pipeline(s, roles) if id(s) in rotate else s for s in tile.body)
     new_tile = Tile(tile.axes, body)
-    return replace_tile(kernel, new_tile)
+    out = replace_tile(kernel, new_tile)
+    if why:                      # asked for, not applicable: say why
+        return Noted(out, why, {"warp_specialize": None, "wgmma_in_flight": None})
+    return out
 
 
-def _pipeline(loop):
+def _roles(kernel, loops, knobs) -> tuple[WarpRoles | None, str]:
+    """The producer/consumer schedule the knobs ask for, or (None, why it does not apply)."""
+    if not knobs.get("warp_specialize"):
+        return None, ""
+    if not _wgmma(kernel):
+        return None, "warp_specialize: the kernel does not multiply with wgmma (008)"
+    split = getattr(kernel, "split_k", None)
+    if split is not None and split.reduce == "in_kernel":
+        # its last block adds the partials after block barriers the producer never reaches
+        return None, "warp_specialize: split-K reduced in the kernel (block barriers after the K loop)"
+    if len(loops) != 1 or any(s.copy != "tma" for s in head_stages(loops[0])):
+        return None, "warp_specialize: the K loop's ring is not TMA copies alone"
+    return WarpRoles(in_flight=int(knobs.get("wgmma_in_flight", 0))), ""
+
+
+def _pipeline(loop, roles=None):
     """The loop's head stages marked prefetch = ring size - 1 (one ring per loop: 010 gives
     its stages the same buffers), after the AsyncWait that waits for them."""
     n = head_length(loop)
@@ -101,7 +141,7 @@ def _pipeline(loop):
         if isinstance(w, AsyncWait):
             names += [x for x in w.stages if x not in names]
     names += [s.name for s in stages if s.name not in names]
-    return dataclasses.replace(loop, body=(AsyncWait(tuple(names)),) + stages + loop.body[n:])
+    return dataclasses.replace(loop, body=(AsyncWait(tuple(names), roles),) + stages + loop.body[n:])
 
 
 PASS = KernelPass("015_pipeline_k_outer", "tile", DESCRIPTION, apply, KNOBS, flash_aware=True)

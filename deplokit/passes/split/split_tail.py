@@ -22,8 +22,8 @@ The counter is an integer: which block comes last depends on timing, the float s
 from __future__ import annotations
 
 from ...ir import kernel_ir as K
+from ...ir.companions import SplitArrive
 from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
-from ...ir.tile_ir import SplitArrive
 
 FLAG = "split_last"
 

@@ -56,9 +56,12 @@ def elects(k, sm: int) -> bool:
     return sm >= 90 and any(isinstance(s, If) and s.elect for s in walk_stmts(k.body))
 
 
-def _is_tid0(e) -> bool:
-    return (isinstance(e, Binary) and e.op == "==" and e.a == Special("tid.x")
-            and isinstance(e.b, Const) and int(e.b.value) == 0)
+def _elected_warp(e) -> int | None:
+    """w for a condition tid.x == 32 w (thread 0, or a producer warpgroup's first thread), else None."""
+    if (isinstance(e, Binary) and e.op == "==" and e.a == Special("tid.x")
+            and isinstance(e.b, Const) and int(e.b.value) % 32 == 0):
+        return int(e.b.value) // 32
+    return None
 
 
 # statements one elected thread runs (the renderer guards them where every thread reaches them)
@@ -86,10 +89,13 @@ def pinned_addr(r, var: str, ref: str, why: str) -> None:
 
 
 def elected_cond(r, s: If, scope) -> str:
-    """The condition of an If that picks the one issuing thread (If.elect): warp 0 elects
-    one lane on sm_90 (the copies' operands are the same for every thread)."""
-    if r.sm < 90 or not _is_tid0(s.cond):
+    """The condition of an If that picks the one issuing thread (If.elect): warp 0 (or the
+    elected thread's warp) elects one lane on sm_90 (the copies' operands are the same for every thread)."""
+    w = _elected_warp(s.cond)
+    if r.sm < 90 or w is None:
         return r.expr(s.cond, scope)
+    if w:                     # a producer warpgroup's first warp
+        return f"{r.flat_tid} / 32 == {w} && deplokit_elect_one()"
     return f"{r.flat_tid} < 32 && deplokit_elect_one()"
 
 

@@ -44,3 +44,7 @@ def fenced(s, loop) -> list:
     if isinstance(s, Loop) and any(isinstance(x, WarpgroupMma) for x in s.body):
         return [WgmmaFence(), loop, WgmmaCommit(), WgmmaWait(0)]
     return [loop]
+
+
+# Tile-IR statement -> the function that lowers it (k001_materialize's FEATURE_STATEMENTS)
+LOWERINGS = {WarpgroupMma: lower_warpgroup_mma}

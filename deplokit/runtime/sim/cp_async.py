@@ -16,6 +16,12 @@ from ...ir.kernel_cp_async import CpAsync, CpAsyncCommit, CpAsyncWait
 from .values import F32, cast
 
 
+def start(chunk):
+    """The chunk's cp.async groups, per block: the one being filled and the last committed."""
+    chunk.cp_open = np.ones(chunk.nb, dtype=np.int32)          # id of the cp.async group being filled
+    chunk.cp_committed = np.zeros(chunk.nb, dtype=np.int32)    # groups 1..cp_committed are committed
+
+
 def exec_cp_async(chunk, s: CpAsync, mask):
     if s.nbytes not in (4, 8, 16):
         chunk.fail(f"cp.async of {s.nbytes} bytes (must be 4, 8 or 16)")

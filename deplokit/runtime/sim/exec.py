@@ -17,12 +17,14 @@ from ...ir.types import ctype_bytes
 from ..numpy_ops import OPS, apply
 from .banks import wavefronts
 from .cp_async import STATEMENTS as CP_ASYNC_STATEMENTS
+from .cp_async import start as start_cp_async
 from .errors import SimulationError
-from .memory import MBarState, RegArray, SharedState
+from .memory import RegArray, SharedState
 from .mma import STATEMENTS as MMA_STATEMENTS
 from .split import STATEMENTS as SPLIT_STATEMENTS
 from .tma import STATEMENTS as TMA_STATEMENTS
 from .tma import mbar_name, note_generic, watches_proxy
+from .tma import start as start_tma
 from .values import (
     BIN_ALIAS,
     C_MINMAX,
@@ -44,7 +46,9 @@ from .values import (
     uniform_value,
     unify,
 )
+from .warp_roles import exec_roles
 from .wgmma import STATEMENTS as WGMMA_STATEMENTS
+from .wgmma import start as start_wgmma
 
 MAX_LOOP_ITERATIONS = 10_000_000
 _INT32_MAX = 2 ** 31 - 1
@@ -58,6 +62,8 @@ _INT32_MAX = 2 ** 31 - 1
 # and Chunk names no feature but here and at TMA's hooks: watches_proxy, note_generic, mbar_name.)
 FEATURE_STATEMENTS = {**CP_ASYNC_STATEMENTS, **TMA_STATEMENTS, **MMA_STATEMENTS, **WGMMA_STATEMENTS,
                       **SPLIT_STATEMENTS}
+# ... and the state those functions keep on the chunk, set up by their modules' `start`
+FEATURE_STATE = (start_cp_async, start_tma, start_wgmma)
 
 
 class Chunk:
@@ -92,15 +98,12 @@ class Chunk:
         self.rows = np.arange(nb, dtype=I64).reshape(nb, 1)
         self.scopes: list[dict] = []
         self.shared: dict[str, SharedState] = {}
-        self.mbars: dict[str, MBarState] = {}
         self.tick = 0                # orders shared reads and mbarrier arrivals (ring releases)
-        self.acquired = None         # (blocks, threads): the latest release tick each thread waited for
         # ordinary stores not yet fenced before an async-proxy copy (kernels with TMA copies only)
         self.proxy_watch = watches_proxy(k)
-        # per block (the commits of a key loop whose trip count depends on the block differ)
-        self.cp_open = np.ones(nb, dtype=np.int32)          # id of the cp.async group being filled
-        self.cp_committed = np.zeros(nb, dtype=np.int32)    # groups 1..cp_committed are committed
-        self.descriptor_arrays: dict[str, str] = {}        # wgmma descriptor -> its shared array
+        self.roles = None            # the warp-specialised split running (sim/warp_roles.py)
+        for start in FEATURE_STATE:
+            start(self)
         self.exec = {
             K.Declare: self.s_declare, K.DeclareArray: self.s_declare_array,
             K.Assign: self.s_assign, K.SharedArray: self.s_shared_array,
@@ -400,6 +403,8 @@ class Chunk:
     # -- control flow -------------------------------------------------------------------------
 
     def s_if(self, s: K.If, mask):
+        if s.roles:                     # producer and consumers, concurrently
+            return exec_roles(self, s, mask)
         c = as_bool(self.ev(s.cond, mask))
         sc = uniform_value(c)
         if sc is not None:

@@ -30,6 +30,12 @@ from .values import F32, I64, cast
 MBAR_IDS = 1024                 # mbarriers (slots) a kernel may have: the in-flight tag's radix
 
 
+def start(chunk):
+    """The chunk's mbarriers (by name) and, per thread, the latest release tick it waited for."""
+    chunk.mbars = {}
+    chunk.acquired = None         # (blocks, threads), made at the first wait that acquires
+
+
 def watches_proxy(k) -> bool:
     """Whether kernel k has async-proxy copies (TmaLoad) that ordinary stores to their shared
     memory must be fenced before: the chunk then notes those stores (note_generic)."""
@@ -260,7 +266,9 @@ def mbar_complete(chunk, mb: MBarState, rows, sl):
     if not done.any():
         return
     r, q = rows[done], sl[done]
-    every = mb.who[r, q].all(axis=-1)
+    # every thread the barrier counts arrived (all of the block's, or a warp-specialised
+    # kernel's consumers): the reads they made before are released to whoever waits on it
+    every = mb.who[r, q].sum(axis=-1) >= min(mb.count, mb.who.shape[-1])
     mb.released[r, q] = np.where(every, mb.first[r, q], -1)
     mb.phase[r, q] += 1
     mb.arrived[r, q] = 0
@@ -273,6 +281,8 @@ def exec_mbarrier_arrive(chunk, s: MbarrierArrive, mask):
     rows, tids, sl = mbar_threads(chunk, mb, s.slot, mask, "MbarrierArrive")
     if rows.size:
         mbar_arrive(chunk, mb, rows, tids, sl, s.expect_tx)
+        if getattr(chunk, "roles", None) is not None:     # a blocked role may go on now
+            chunk.roles.arrived()
 
 
 def exec_mbarrier_wait(chunk, s: MbarrierWait, mask):
@@ -283,6 +293,10 @@ def exec_mbarrier_wait(chunk, s: MbarrierWait, mask):
     want = np.broadcast_to(chunk.ev_int(s.phase, mask), chunk.shape)[rows, tids].astype(I64) & 1
     c = mb.phase[rows, sl]
     ok = np.where(c >= 1, ((c - 1) & 1) == want, want == 1)
+    roles = getattr(chunk, "roles", None)       # a warp-specialised split: the other role may arrive
+    while not ok.all() and roles is not None and roles.yield_blocked():
+        c = mb.phase[rows, sl]
+        ok = np.where(c >= 1, ((c - 1) & 1) == want, want == 1)
     if not ok.all():
         i = int(np.nonzero(~ok)[0][0])
         r, q = int(rows[i]), int(sl[i])

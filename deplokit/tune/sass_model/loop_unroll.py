@@ -52,7 +52,7 @@ def unrolled(loop: K.For) -> bool:
     """Whether nvcc unrolls `loop` fully into the loop around it: a loop marked unroll, or a
     constant loop without a barrier whose unrolled body stays under FULL_UNROLL."""
     trip = trip_count(loop)
-    if trip is None:
+    if trip is None or loop.rolled:
         return False
     if loop.unroll:
         return True
@@ -64,6 +64,8 @@ def unrolled(loop: K.For) -> bool:
 def unroll_factor(loop: K.For) -> int:
     """Iterations nvcc puts in one pass of a loop it keeps: up to 4 while under PARTIAL_UNROLL."""
     size, trip = max(1, unrolled_size(loop.body)), trip_count(loop)
+    if loop.rolled:
+        return 1                        # #pragma unroll 1
     if contains(loop.body, (K.Barrier, MbarrierWait, CpAsyncWait)):
         return 1                        # a staged K loop: one stage per pass
     factor = 1
