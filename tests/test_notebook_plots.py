@@ -148,3 +148,19 @@ def test_plots_read_on_light_and_dark_themes():
         assert matplotlib.colors.to_rgba(ax.xaxis.label.get_color()) == ink
         assert all(matplotlib.colors.to_rgba(s.get_edgecolor()) == ink for s in ax.spines.values())
         assert ax.get_legend().get_frame().get_alpha() == 0
+
+
+def test_tune_progress_labels_a_narrow_log_axis():
+    """Costs within one decade (5.2 .. 9 µs) hold no major tick of a log axis: the minor
+    ticks carry the labels, so the axis is never bare."""
+    plot = TuneProgressPlot("model", min_interval=0)
+    best = 9.0
+    for i, cost in enumerate([9.0, 7.5, 8.0, 5.5, 6.0, 5.2, 7.0]):     # TEST DATA, not measurements
+        best = min(best, cost)
+        plot(Trial(i, (("knob", i),), cost, best, True, ""))
+    fig = plot.figure()
+    figure_png(fig)                                                 # draws: tick labels are made
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    labels = [t.get_text() for t in ax.yaxis.get_minorticklabels() if lo <= t.get_position()[1] <= hi]
+    assert hi < 10 * lo and any(labels)

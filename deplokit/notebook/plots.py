@@ -224,7 +224,7 @@ class TuneProgressPlot:
         ax = fig.add_subplot(1, 1, 1)
         ok = [t for t in self.trials if t.ok and t.cost_us is not None]
         failed = [t for t in self.trials if not (t.ok and t.cost_us is not None)]
-        ax.scatter([t.index for t in ok], [t.cost_us for t in ok], s=12, color=DEPLOKIT_COLOR, alpha=0.6,
+        ax.scatter([t.index for t in ok], [t.cost_us for t in ok], s=12, color=DEPLOKIT_COLOR, alpha=0.85,
                    label="trial")
         best = self.best_so_far
         steps = [(t.index, b) for t, b in zip(self.trials, best) if b is not None]
@@ -241,7 +241,11 @@ class TuneProgressPlot:
         if ok and all(t.cost_us > 0 for t in ok):
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
+            costs = [t.cost_us for t in ok]
+            # within a decade no major tick may fall on the axis: label every minor one then
+            narrow = max(costs) < 10 * min(costs)
+            ax.yaxis.set_minor_formatter(FuncFormatter(
+                lambda v, _: f"{v:g}" if narrow or str(f"{v:g}")[0] in "25" else ""))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("trial")
         ylabel = {"gpu": "measured time (µs)", "model": "predicted time (µs)"}.get(self.objective, "cost (µs)")
