@@ -359,7 +359,8 @@ def test_a_tinyllama_layers_kernels_are_named_by_what_they_compute():
                for note in attention.notes)
     inv = c.inventory()
     assert [e.kernel for e in inv] == unique
-    assert all(f"<code>{n}</code>" in inv._repr_mimebundle_()["text/html"] for n in unique)
+    html = inv._repr_mimebundle_()["text/html"].replace("<wbr>", "")    # names may break at underscores
+    assert all(f"<code>{n}</code>" in html for n in unique)
     assert all(n in str(inv) for n in unique)
     rows = c.timeline(layer=1).rows
     assert [(r.launch, r.kernel) for r in rows[:2]] == [

@@ -73,7 +73,7 @@ KNOBS = (flag_knob("enable", "issue the copies of K tile ko + stages - 1 during 
          Knob("wgmma_in_flight", (0, 1), lambda k, t: 1,
               "with warp_specialize: wgmma groups a consumer leaves running across K tiles "
               "(wgmma.wait_group N; a slot is released N tiles later)",
-              searched=lambda k, t: (0, 1) if _wgmma(k) else (0,)))
+              searched=lambda k, t: (0, 1) if _wgmma(k) else (1,)))    # elsewhere: the default, unsearched
 
 
 def apply(kernel, pctx: PassContext):
