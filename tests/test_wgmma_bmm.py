@@ -1,8 +1,8 @@
 """Batched matmuls (bmm) on wgmma: with one batch entry a block (the batch a BLOCK axis, not
 sharing the block's threads) and a block of whole warpgroups, 008's wgmma path stages each
-operand as 3-D TMA boxes (1 x rows x 64, 128-byte swizzle; B's N tile of 128 two of them) and reads it by descriptors like
-the 2-D matmul's; 015's producer/consumer schedule applies too. The default grid plan of a
-small batch still picks mma.sync tiles (SM balance), so here the knobs ask for the geometry
+operand as 3-D TMA boxes (1 x rows x 64, 128-byte swizzle; B's N tile of 128 two of them)
+and reads it by descriptors like the 2-D matmul's; 015's producer/consumer schedule applies
+too. The default grid plan of a small batch still picks mma.sync tiles (SM balance), so here the knobs ask for the geometry
 (the tuner searches them)."""
 import pytest
 import torch

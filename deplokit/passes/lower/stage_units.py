@@ -238,6 +238,7 @@ def issue_tma(m, tma, it, before=()) -> list:
     """The elected thread's copies of the TMA stages in `tma` for iteration `it`, after
     `before` (passes/tma/mbarrier_ring.py: elected_issue)."""
     stages, plans = [s for s, _ in tma], [p for _, p in tma]
-    nbytes = sum(box_bytes(s.tma.box, s.tma.element_bytes) * s.tma.boxes for s in stages)   # whole boxes: the tail lands as zeros
+    # whole boxes (every one of a stage's): the tail lands as zeros
+    nbytes = sum(box_bytes(s.tma.box, s.tma.element_bytes) * s.tma.boxes for s in stages)
     bar = slot_barrier(plans[0].loop, is_pipelined(stages, plans), slot_of(plans[0], it), nbytes)
     return elected_issue(bar, tma_copies(m, tma, it, bar), before)
