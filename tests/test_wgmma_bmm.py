@@ -2,8 +2,8 @@
 sharing the block's threads) and a block of whole warpgroups, 008's wgmma path stages each
 operand as 3-D TMA boxes (1 x rows x 64, 128-byte swizzle; B's N tile of 128 two of them)
 and reads it by descriptors like the 2-D matmul's; 015's producer/consumer schedule applies
-too. The default grid plan of a small batch still picks mma.sync tiles (SM balance), so here the knobs ask for the geometry
-(the tuner searches them)."""
+too. The default grid plan of a small batch still picks mma.sync tiles (SM balance), so here
+the knobs ask for the geometry (the tuner searches them)."""
 import pytest
 import torch
 
