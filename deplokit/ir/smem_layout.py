@@ -102,7 +102,8 @@ def smem_offset(exprs, s: Stage) -> K.Expr:
         out = swizzled(_sum(terms[:-1]), terms[-1][0], s.tma.swizzle)
     else:
         out = _sum(terms)
-    if box_term:
-        out = K.Binary("+", _sum(box_term), out)
+    lead = _sum(box_term)
+    if lead != K.Const(0, "int"):
+        out = K.Binary("+", lead, out)
     base = getattr(s, "base", None)
     return out if base is None else K.Binary("+", base, out)
