@@ -55,7 +55,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def prepare(workdir: str, notebook: str, theme: str) -> tuple[str, dict]:
+def prepare(workdir: str, notebook: str, theme: str, stored: bool = False) -> tuple[str, dict]:
     import nbformat
     nb = nbformat.read(notebook, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(ILLUSTRATION_CELL))
@@ -77,6 +77,9 @@ def prepare(workdir: str, notebook: str, theme: str) -> tuple[str, dict]:
         json.dump({"windowingMode": "none"}, f)
     env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=settings, JUPYTER_RUNTIME_DIR=os.path.join(workdir, "runtime"),
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p))
+    if stored:      # stored HTML outputs render as in the notebook that made them: trusted, not sanitised
+        subprocess.run([sys.executable, "-m", "jupyter", "trust", os.path.join(workdir, name)], env=env,
+                       check=True, capture_output=True)
     return name, env
 
 
@@ -112,27 +115,39 @@ def start_lab(workdir: str, env: dict, port: int, token: str) -> subprocess.Pope
         raise RuntimeError("JupyterLab did not start:\n" + f.read()[-3000:])
 
 
-def shoot(page, out: str, port: int, token: str, name: str) -> list[str]:
+def shoot(page, out: str, port: int, token: str, name: str, stored: bool = False) -> list[str]:
     page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?token={token}", wait_until="domcontentloaded")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
-    # Run every cell the way a person does: select the first, Shift+Enter through them all.
     cells = page.locator(".jp-Notebook .jp-Cell")
-    cells.first.locator(".jp-InputPrompt").first.click()
-    page.keyboard.press("Escape")
-    for i in range(cells.count()):
-        # Shift+Enter on the last cell would add an empty one that never runs
-        page.keyboard.press("Shift+Enter" if i < cells.count() - 1 else "Control+Enter")
-        time.sleep(0.3)
     code_cells = page.locator(".jp-Notebook .jp-CodeCell")
     n = code_cells.count()
-    # Done when every code cell's prompt holds an execution count: [1]:, [2]: ...
-    try:
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]"
-            ".every(p => /\\[\\d+\\]/.test(p.textContent))", timeout=240_000, polling=1000)
-    except Exception as e:      # keep what ran: the screenshots show where it stopped
-        print(f"screenshot_lab: not every cell ran: {str(e).splitlines()[0]}", file=sys.stderr)
+    if stored:
+        # the notebook's stored outputs as they are; only the illustration cell (the last) runs
+        cells.last.locator(".jp-InputPrompt").first.click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+Enter")
+        try:
+            page.wait_for_function(
+                "() => /\\[\\d+\\]/.test([...document.querySelectorAll("
+                "'.jp-Notebook .jp-CodeCell .jp-InputPrompt')].pop().textContent)", timeout=240_000, polling=1000)
+        except Exception as e:
+            print(f"screenshot_lab: the illustration cell did not run: {str(e).splitlines()[0]}", file=sys.stderr)
+    else:
+        # Run every cell the way a person does: select the first, Shift+Enter through them all.
+        cells.first.locator(".jp-InputPrompt").first.click()
+        page.keyboard.press("Escape")
+        for i in range(cells.count()):
+            # Shift+Enter on the last cell would add an empty one that never runs
+            page.keyboard.press("Shift+Enter" if i < cells.count() - 1 else "Control+Enter")
+            time.sleep(0.3)
+        # Done when every code cell's prompt holds an execution count: [1]:, [2]: ...
+        try:
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]"
+                ".every(p => /\\[\\d+\\]/.test(p.textContent))", timeout=240_000, polling=1000)
+        except Exception as e:      # keep what ran: the screenshots show where it stopped
+            print(f"screenshot_lab: not every cell ran: {str(e).splitlines()[0]}", file=sys.stderr)
     time.sleep(3)       # widgets and SVGs settle
     saved = []
     for i in range(n):
@@ -164,6 +179,10 @@ def main(argv=None) -> int:
     ap.add_argument("--notebook", default=os.path.join(ROOT, "scripts", "lab_demo.ipynb"))
     ap.add_argument("--chromium", default=shutil.which("chromium") or shutil.which("chromium-browser") or "")
     ap.add_argument("--themes", default="light,dark")
+    ap.add_argument("--width", type=int, default=1300, help="the browser window's width in px (a laptop's "
+                    "JupyterLab with the file browser open gives a notebook about 930)")
+    ap.add_argument("--stored", action="store_true", help="shoot the notebook's stored outputs without running "
+                    "it (only the illustration cell runs): seconds instead of the notebook's run time")
     args = ap.parse_args(argv)
     if not args.chromium:
         print("screenshot_lab: no chromium on PATH (apt-get install chromium)", file=sys.stderr)
@@ -178,7 +197,7 @@ def main(argv=None) -> int:
         out = os.path.join(args.out, theme)
         os.makedirs(out, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="deplokit-lab-") as workdir:
-            name, env = prepare(workdir, args.notebook, theme)
+            name, env = prepare(workdir, args.notebook, theme, args.stored)
             token = "deplokit-screenshots"
             port = free_port()
             lab = start_lab(workdir, env, port, token)
@@ -186,8 +205,8 @@ def main(argv=None) -> int:
                 with sync_playwright() as p:
                     # playwright gives every launch a new, empty profile (user data dir)
                     browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_FLAGS)
-                    page = browser.new_page(viewport={"width": 1300, "height": 2600})
-                    for path in shoot(page, out, port, token, name):
+                    page = browser.new_page(viewport={"width": args.width, "height": 2600})
+                    for path in shoot(page, out, port, token, name, args.stored):
                         print(path)
                     page.screenshot(path=os.path.join(out, "page.png"))
                     browser.close()

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from defect_checks import check_everywhere
 
+import deplokit
 from deplokit.ir.loop_ir import Load, Loop
 from deplokit.ir.tile_ir import Stage, walk
 
@@ -78,3 +79,17 @@ def test_recomputed_value_leaves_no_dead_copy():
     loads_of_s = [st for st, _ in walk(tile.body) if isinstance(st, Load) and st.tensor in names]
     assert len(loads_of_s) == 1
     assert all(st.body for st, _ in walk(tile.body) if isinstance(st, Loop) and st.kind == "register")
+
+
+def test_rows_merged_by_a_reshape_keep_one_row_a_thread():
+    """x.reshape(B * T, K) @ w.t(): 005 writes row b*T + t as x[b, t, k], so a register block
+    along M (t -> r*T + t) would read x[b, t + T, k]. 008 says so and leaves M alone; N still
+    gets its register block, and the result matches eager on the simulator."""
+    x, w = torch.randn(2, 16, 96), torch.randn(40, 96)
+    c = deplokit.compile(lambda x, w: x.reshape(32, 96) @ w.t(), x, w, target="sm_90")
+    (step,) = [s for s in c.trace if s.name == "008_register_tile"]
+    assert "M's thread and block indices run along different dimensions of x" in str(step)
+    torch.testing.assert_close(c.run(x, w, backend="sim"), x.reshape(32, 96) @ w.t(), rtol=1e-5, atol=1e-4)
+    plain = deplokit.compile(lambda x, w: x @ w.t(), x.reshape(32, 96).contiguous(), w, target="sm_90")
+    (step,) = [s for s in plain.trace if s.name == "008_register_tile"]
+    assert step.changed and "different dimensions" not in str(step)

@@ -51,6 +51,26 @@ CASES = {
         {"003_split_matmul_k.reduce": "in_kernel", "008_register_tile.tm": 8, "fuse_rows.by_cost": False,
          "fuse_rows.enable": True},
     ),
+    # seed 406 case 922 (a silently wrong number, and at default knobs too): rows merged from
+    # two axes by a reshape, x.reshape(B * T, K) @ w.t() with T the block's rows. 005 writes
+    # row b*T + t as x[b, t, k]; 008's register block (t -> r*T + t, b -> b*n) then ran t past
+    # the inner axis. 008 now leaves such an axis one row a thread and says why
+    "rows merged by a reshape, at default knobs": (
+        "x0 = torch.randn(2, 16, 96)\nx1 = torch.randn(3, 96)\nx0.reshape(32, 96) @ x1.t()",
+        "sm_90",
+        {},
+    ),
+    "rows merged by a reshape, the fuzz case": (
+        "x0 = torch.randn(2, 72, 3, 32)\nx1 = torch.randn(3, 96)\nx2 = torch.randn(3,)\n"
+        "v0 = F.linear(x0.reshape(2, 72, 96), x1, x2)\nv1 = v0.clamp(-0.5, 1.5)\nv2 = F.leaky_relu(v1, 0.2)\n"
+        "v3 = torch.where(v2 > 1.8, float(\"nan\"), torch.where(v2 < -2.2, float(\"-inf\"), v2)) + v1\n"
+        "v5 = nn.Conv1d(72, 72, 1, groups=72, padding=0)(v3)[..., :3]\nv5.contiguous().view(144, 3)",
+        "sm_80",
+        {"002_chunk_matmul_k.k_chunk": 16, "003_split_matmul_k.reduce": "in_kernel",
+         "005_blockify_launch.thread_shape": "8x8", "010_double_buffer.enable": True, "014_pad_smem.pad": 0,
+         "015_pipeline_k_outer.enable": True, "016_mark_unroll.max_trip": 32, "fuse_attention.by_cost": True,
+         "fuse_attention.mma": "half", "fuse_rows.enable": True},
+    ),
     # seed 38: attention of one query row (scores a vector, no row loop): attention
     # fusion's matcher indexed the last of zero row loops (IndexError, a traceback); it is
     # not flash attention's shape, and row fusion keeps it on chip

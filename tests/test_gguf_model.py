@@ -158,3 +158,26 @@ def test_the_tokenizer_is_read_through_plain_ndarray_views(monkeypatch):
     assert readers and all(t is np.ndarray for t in readers)
     assert gguf.GGUFReader is original
     assert tokenizer.decode(tokenizer.encode("The capital of France")) == "The capital of France"
+
+
+def test_a_load_parses_the_files_metadata_once(monkeypatch):
+    """The weights' reader is handed to transformers' tokenizer loader for the same file (its
+    metadata, 49k vocabulary strings, parsed once instead of three times); another file
+    still gets a reader of its own, and the gguf module its class back."""
+    path, original, opened = smollm2_path(), gguf.GGUFReader, []
+    init = original.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        opened.append(args[0] if args else kwargs.get("path"))
+
+    monkeypatch.setattr(original, "__init__", spy)
+    reader = gguf_weights.open_reader(path)
+    assert len(opened) == 1
+    tokenizer = pretrained.load_tokenizer(path, reader)
+    assert len(opened) == 1 and gguf.GGUFReader is original
+    assert tokenizer.decode(tokenizer.encode("The capital of France")) == "The capital of France"
+    with gguf_weights.plain_reads(path, reader):
+        assert gguf.GGUFReader(path) is reader
+        assert gguf.GGUFReader(str(Path(path).parent / ".." / Path(path).parent.name / Path(path).name)) is reader
+    assert gguf.GGUFReader is original

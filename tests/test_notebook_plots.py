@@ -125,3 +125,42 @@ def test_tune_progress_marks_the_default_schedule():
     assert plot.default_cost == 9.0
     ax = plot.figure().axes[0]
     assert any(line.get_label().startswith("default schedule (9 µs)") for line in ax.lines)
+
+
+def test_plots_read_on_light_and_dark_themes():
+    """A PNG cannot follow JupyterLab's theme: transparent background (the page shows through)
+    and text, ticks and spines in one grey that reads on white and on near-black."""
+    import io
+
+    import matplotlib.colors
+    import matplotlib.image
+
+    from deplokit.notebook.plots import INK
+    plot = TuneProgressPlot("model", min_interval=0)
+    for t in _trials():
+        plot(t)
+    for fig in (plot.figure(), bench_bars(_reports()), roofline(_reports())):
+        pixels = matplotlib.image.imread(io.BytesIO(figure_png(fig)), format="png")
+        assert pixels.shape[2] == 4 and pixels[0, 0, 3] == 0.0          # RGBA, the corner transparent
+        ax = fig.axes[0]
+        ink = matplotlib.colors.to_rgba(INK)
+        assert matplotlib.colors.to_rgba(ax.title.get_color()) == ink
+        assert matplotlib.colors.to_rgba(ax.xaxis.label.get_color()) == ink
+        assert all(matplotlib.colors.to_rgba(s.get_edgecolor()) == ink for s in ax.spines.values())
+        assert ax.get_legend().get_frame().get_alpha() == 0
+
+
+def test_tune_progress_labels_a_narrow_log_axis():
+    """Costs within one decade (5.2 .. 9 µs) hold no major tick of a log axis: the minor
+    ticks carry the labels, so the axis is never bare."""
+    plot = TuneProgressPlot("model", min_interval=0)
+    best = 9.0
+    for i, cost in enumerate([9.0, 7.5, 8.0, 5.5, 6.0, 5.2, 7.0]):     # TEST DATA, not measurements
+        best = min(best, cost)
+        plot(Trial(i, (("knob", i),), cost, best, True, ""))
+    fig = plot.figure()
+    figure_png(fig)                                                 # draws: tick labels are made
+    ax = fig.axes[0]
+    lo, hi = ax.get_ylim()
+    labels = [t.get_text() for t in ax.yaxis.get_minorticklabels() if lo <= t.get_position()[1] <= hi]
+    assert hi < 10 * lo and any(labels)

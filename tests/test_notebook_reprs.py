@@ -14,6 +14,7 @@ from programs import corpus
 import deplokit
 from deplokit import display
 from deplokit.notebook import graph
+from deplokit.notebook.style import breakable
 from deplokit.runtime.device import gpu_available
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -317,7 +318,34 @@ def test_the_inventory_and_a_timeline_have_html_and_count_reducers():
     html = t._repr_mimebundle_()["text/html"]
     assert html.count("flex: 0 0") == 2 and "timeline of the program" in html
     # a launch of another's kernel (here the reducer) says which it runs, under its name: no column of repeats
-    assert html.count("runs <code>") == 1 and f"runs <code>{inv[1].kernel}</code>" in html
+    assert html.count("runs <code>") == 1 and f"runs <code>{breakable(inv[1].kernel)}</code>" in html
+
+
+def test_wide_tables_fit_or_scroll_inside_the_notebook():
+    """JupyterLab's output row hides what overflows it: the inventory, timeline and roofline
+    tables sit in their own sideways-scrolling box (contained, so the table cannot widen the
+    output), and kernel names may wrap at their underscores so that the FLOPs and µs columns
+    fit a laptop's notebook."""
+    import torch
+
+    import deplokit
+    from deplokit.notebook.style import SCROLL_X
+    from deplokit.notebook.tables import knobs_table
+    from deplokit.tune.roofline import roofline_of
+    torch.manual_seed(0)
+    mm = deplokit.compile(torch.matmul, torch.randn(512, 128), torch.randn(128, 512),
+                          config={"003_split_matmul_k.reduce": "reducer"})
+    assert "contain: inline-size" in SCROLL_X and "overflow-x: auto" in SCROLL_X
+    for shown in (mm.inventory(), mm.timeline(), roofline_of(mm)):
+        html = shown._repr_mimebundle_()["text/html"]
+        parse(html)
+        assert html.count(f'<div style="{SCROLL_X}"><table') == 1
+    assert f'<div style="{SCROLL_X}"><table' in knobs_table()._repr_html_()
+    name = mm.inventory()[1].kernel
+    html = mm.inventory()._repr_mimebundle_()["text/html"]
+    assert "_" in name and f"<code>{breakable(name)}</code>" in html
+    assert breakable(name).count("<wbr>") == name.count("_")
+    assert str(mm.inventory()).count(name) >= 1 and "<wbr>" not in str(mm.inventory())     # the text is the names
 
 
 def test_a_kernel_says_what_it_computes_in_the_models_words():

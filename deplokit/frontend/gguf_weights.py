@@ -91,17 +91,33 @@ def plain_reader_class(base):
 
 
 @contextlib.contextmanager
-def plain_reads():
+def plain_reads(path: str | None = None, opened=None):
     """gguf.GGUFReader is the plain-view reader while the block runs: transformers' GGUF
     tokenizer loader (which imports gguf.GGUFReader when called) reads the file's metadata
-    twice, in ~3 s instead of ~9 s for a 49k-token vocabulary."""
+    twice, in ~3 s instead of ~9 s for a 49k-token vocabulary. `opened`: a reader already
+    made on the file at `path` (read_gguf's), handed back for that file instead of parsing its
+    metadata again (readers only read: fields and tensors are views of the memory map)."""
     import gguf
     saved = gguf.GGUFReader
-    gguf.GGUFReader = plain_reader_class(saved)
+    plain = plain_reader_class(saved)
+
+    def reader(file, *args, **kwargs):
+        if not args and not kwargs and _same_file(file, path):
+            return opened
+        return plain(file, *args, **kwargs)
+
+    gguf.GGUFReader = reader if opened is not None else plain
     try:
         yield
     finally:
         gguf.GGUFReader = saved
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return b is not None and os.path.samefile(a, b)
+    except (OSError, TypeError):
+        return False
 
 
 def field(reader, key: str, default=None):
@@ -177,10 +193,11 @@ def unpermute_rope(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def read_gguf(path: str) -> GGUFModel:
-    """The config and float32 weights of the GGUF file at `path`."""
+def read_gguf(path: str, reader=None) -> GGUFModel:
+    """The config and float32 weights of the GGUF file at `path` (`reader`: open_reader(path)
+    made already, or None)."""
     import gguf
-    reader = open_reader(path)
+    reader = open_reader(path) if reader is None else reader
     arch, config = config_values(reader, path)
     state: dict[str, torch.Tensor] = {}
     for t in reader.tensors:

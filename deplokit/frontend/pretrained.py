@@ -53,22 +53,24 @@ def load(name_or_path: str) -> Pretrained:
     else:
         preset = resolve(name_or_path)
         path, name = weights_path(preset), preset.name
-    read = gguf_weights.read_gguf(path)
+    reader = gguf_weights.open_reader(path)     # its metadata parsed once, for the weights and the tokenizer
+    read = gguf_weights.read_gguf(path, reader)
     model = gguf_weights.build_model(read)
-    tokenizer = load_tokenizer(path) if read.has_tokenizer else None   # without one: token ids only
+    tokenizer = load_tokenizer(path, reader) if read.has_tokenizer else None   # without one: token ids only
     return Pretrained(model, tokenizer, name or read.name, path)
 
 
-def load_tokenizer(path: str):
+def load_tokenizer(path: str, reader=None):
     """The tokenizer (and chat template) in the metadata of the GGUF file at `path`, built by
-    transformers from the local file (no hub)."""
+    transformers from the local file (no hub); `reader`: a gguf reader already open on it,
+    reused instead of parsing the metadata again."""
     try:
         from transformers import AutoTokenizer
     except ImportError:
         raise ModelFileError("the tokenizer of a GGUF file needs transformers: pip install 'deplokit[llm]'") from None
     folder, file = os.path.split(os.path.abspath(path))
     try:
-        with gguf_weights.plain_reads():
+        with gguf_weights.plain_reads(path, reader):
             return AutoTokenizer.from_pretrained(folder, gguf_file=file, local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ModelFileError(f"{path}: its tokenizer cannot be read ({type(e).__name__}: "

@@ -104,7 +104,8 @@ def reshaped_k(rng, shape, inp):
     """A matmul whose K merges the value's last two axes (after moving the third-last axis
     behind the second-last in the attention out-projection's form), on a few rows: the K of
     reshaped axes, long K and skinny M that give 003 high split counts with chunks left to
-    the reducer (issue 29: its leftover run once read one long run along one axis)."""
+    the reducer (issue 29: its leftover run once read one long run along one axis); sometimes
+    with the rows merged as well (row b*T + t read as x[b, t, k])."""
     if len(shape) < 2:
         return None
     x, lead = "{x}", list(shape[:-2])
@@ -117,6 +118,8 @@ def reshaped_k(rng, shape, inp):
     rows = numel(lead)
     if K < 64 or rows * K * N > MAX_MATMUL or rows * N > MAX_NUMEL:
         return None
+    if len(lead) >= 2 and rng.random() < 0.4:      # the rows merged too: x.reshape(B * T, K) (seed 406 case 922)
+        lead = [rows]
     flat = f"{x}.reshape({', '.join(map(str, lead + [K]))})"
     if rng.random() < 0.5:
         return f"{flat} @ {inp((K, N))}", tuple(lead) + (N,)

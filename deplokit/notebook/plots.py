@@ -17,12 +17,35 @@ from ..tune.result import PROGRAM
 from .extra import require
 
 DEPLOKIT_COLOR, EAGER_COLOR, COMPILE_COLOR = "#1f77b4", "#7f7f7f", "#ff7f0e"
+# A PNG cannot read JupyterLab's CSS variables: figures are drawn on a transparent background
+# with text, axes and lines in a grey that reads on the light theme's white and the dark
+# theme's near-black (contrast over 4:1 on both).
+INK = "#777777"
 
 
 def _new_figure(width: float, height: float):
     plt = require("matplotlib.pyplot", "plotting")
     fig = plt.figure(figsize=(width, height))
     plt.close(fig)
+    return fig
+
+
+def for_both_themes(fig):
+    """`fig` readable in JupyterLab's light and dark themes: transparent figure and axes
+    backgrounds (the page's own colour shows through), INK for text, ticks, spines and
+    legend, and a legend without its white box. Returns `fig`."""
+    fig.patch.set_alpha(0)
+    for text in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "set_color")):
+        text.set_color(INK)
+    for ax in fig.axes:
+        ax.set_facecolor("none")
+        for spine in ax.spines.values():
+            spine.set_edgecolor(INK)
+        ax.tick_params(which="both", colors=INK)
+        legend = ax.get_legend()
+        if legend is not None:
+            legend.get_frame().set_alpha(0)
+            legend.get_frame().set_edgecolor(INK)
     return fig
 
 
@@ -61,7 +84,7 @@ def bench_bars(reports: Sequence, title: str | None = None):
     ax.grid(axis="y", alpha=0.3)
     ax.margins(y=0.15)
     fig.tight_layout()
-    return fig
+    return for_both_themes(fig)
 
 
 def _points(reports):
@@ -92,7 +115,7 @@ def roofline(reports: Sequence, title: str | None = None, label_limit: int = 12)
     lo = min([p[1] for p in points] + [ridge / 100]) / 2
     hi = max([p[1] for p in points] + [ridge * 10]) * 2
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.plot(xs, [min(peak_flops, x * peak_bw) for x in xs], color="black", linewidth=1.5,
+    ax.plot(xs, [min(peak_flops, x * peak_bw) for x in xs], color=INK, linewidth=1.5,
             label=f"roof: {peak_bw:g} GB/s, {peak_flops / 1e3:g} TFLOP/s")
     ax.axvline(ridge, color="gray", linestyle=":", linewidth=1)
     if points:
@@ -110,7 +133,7 @@ def roofline(reports: Sequence, title: str | None = None, label_limit: int = 12)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(which="both", alpha=0.2)
     fig.tight_layout()
-    return fig
+    return for_both_themes(fig)
 
 
 def kernel_roofline(roof, title: str | None = None):
@@ -124,7 +147,7 @@ def kernel_roofline(roof, title: str | None = None):
     lo = min([p.intensity for p in points] + [roof.ridge / 100]) / 2
     hi = max([p.intensity for p in points] + [roof.ridge * 10]) * 2
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.plot(xs, [min(roof.peak_gflops, x * roof.peak_bandwidth_gbs) for x in xs], color="black", linewidth=1.5,
+    ax.plot(xs, [min(roof.peak_gflops, x * roof.peak_bandwidth_gbs) for x in xs], color=INK, linewidth=1.5,
             label=f"{roof.gpu}: {roof.peak_bandwidth_gbs:g} GB/s, {roof.peak_gflops / 1e3:g} TFLOP/s")
     ax.axvline(roof.ridge, color="gray", linestyle=":", linewidth=1)
     for k, p in enumerate(points):
@@ -146,12 +169,12 @@ def kernel_roofline(roof, title: str | None = None):
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(which="both", alpha=0.2)
     fig.tight_layout()
-    return fig
+    return for_both_themes(fig)
 
 
 def figure_png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96, metadata={"Software": None})
+    fig.savefig(buf, format="png", dpi=96, metadata={"Software": None}, transparent=True)
     return buf.getvalue()
 
 
@@ -201,12 +224,12 @@ class TuneProgressPlot:
         ax = fig.add_subplot(1, 1, 1)
         ok = [t for t in self.trials if t.ok and t.cost_us is not None]
         failed = [t for t in self.trials if not (t.ok and t.cost_us is not None)]
-        ax.scatter([t.index for t in ok], [t.cost_us for t in ok], s=12, color=DEPLOKIT_COLOR, alpha=0.6,
+        ax.scatter([t.index for t in ok], [t.cost_us for t in ok], s=12, color=DEPLOKIT_COLOR, alpha=0.85,
                    label="trial")
         best = self.best_so_far
         steps = [(t.index, b) for t, b in zip(self.trials, best) if b is not None]
         if steps:
-            ax.step([s[0] for s in steps], [s[1] for s in steps], where="post", color="black", label="best so far")
+            ax.step([s[0] for s in steps], [s[1] for s in steps], where="post", color=INK, label="best so far")
         default = self.default_cost
         if default is not None:
             ax.axhline(default, color=COMPILE_COLOR, linestyle="--", linewidth=1,
@@ -218,7 +241,11 @@ class TuneProgressPlot:
         if ok and all(t.cost_us > 0 for t in ok):
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if str(f"{v:g}")[0] in "25" else ""))
+            costs = [t.cost_us for t in ok]
+            # within a decade no major tick may fall on the axis: label every minor one then
+            narrow = max(costs) < 10 * min(costs)
+            ax.yaxis.set_minor_formatter(FuncFormatter(
+                lambda v, _: f"{v:g}" if narrow or str(f"{v:g}")[0] in "25" else ""))
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("trial")
         ylabel = {"gpu": "measured time (µs)", "model": "predicted time (µs)"}.get(self.objective, "cost (µs)")
@@ -231,7 +258,7 @@ class TuneProgressPlot:
             ax.legend(fontsize=8)
         ax.grid(alpha=0.3, which="both")
         fig.tight_layout()
-        return fig
+        return for_both_themes(fig)
 
     @property
     def widget(self):

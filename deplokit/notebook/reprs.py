@@ -24,7 +24,7 @@ from .diff import STAGE_TITLES, step_html
 from .graph import graph_html
 from .highlight import highlight_html
 from .overview import overview_html
-from .style import BAD, OK, box, esc, kernel_fill, note, table, title
+from .style import BAD, OK, box, breakable, esc, kernel_fill, note, scroll_x, table, title
 
 
 def _bundle(obj, html: str) -> dict:
@@ -101,7 +101,8 @@ def render_roofline(r: Roofline) -> dict:
     head = title(f"roofline{' of ' + esc(r.label) if r.label else ''} · {esc(r.target)} ({esc(r.gpu)}): "
                  f"{r.peak_bandwidth_gbs:g} GB/s, "
                  f"{r.peak_gflops / 1e3:g} TFLOP/s FP32, ridge at {r.ridge:.1f} FLOP/byte")
-    html = head + table(["kernel", "FLOPs", "bytes", "FLOP/byte", "ceiling µs", "model µs", "measured µs", ""], rows)
+    html = head + scroll_x(table(["kernel", "FLOPs", "bytes", "FLOP/byte", "ceiling µs", "model µs", "measured µs", ""],
+                                 rows))
     if not r.measured_on:
         html += note("no measured points: timings need a GPU (<code>deplokit bench</code>)")
     return _bundle(r, box(html))
@@ -112,13 +113,13 @@ def render_inventory(inv: Inventory) -> dict:
     rows = []
     for e in inv:
         of = (f'<br><span style="font-size: 0.85em; opacity: 0.7">split-K reducer, after each '
-              f"<code>{esc(e.of)}</code></span>") if e.of else ""
-        name = f"<code>{esc(e.kernel)}</code>" + of
+              f"<code>{breakable(e.of)}</code></span>") if e.of else ""
+        name = f"<code>{breakable(e.kernel)}</code>" + of
         rows.append([name, esc(e.computes) or "—", f"{e.launches}", _shapes(e), _nowrap(si(e.bytes, "B")),
                      _nowrap(si(e.flops, ""))])
     head = ["kernel", "computes", "launches", "shapes (inputs → outputs)", "bytes / launch", "FLOPs / launch"]
     html = (title("kernel inventory: each unique kernel and how often it is launched")
-            + f'<div style="overflow-x: auto">{table(head, rows)}</div>')
+            + scroll_x(table(head, rows)))
     return _bundle(inv, box(html + note(esc(total_line(inv.entries)))))
 
 
@@ -143,17 +144,16 @@ def render_timeline(t: Timeline) -> dict:
                     'border-right: 1px solid rgba(0,0,0,0.25)"></div>'
                     for r in t.rows)
     # the kernel a launch runs under its name, where it is another's (an identical layer's, a reducer)
-    rows = [[str(i), esc(r.computes) or "—", f"<code>{esc(r.launch)}</code>" + (
+    rows = [[str(i), esc(r.computes) or "—", f"<code>{breakable(r.launch)}</code>" + (
                 "" if r.kernel == r.launch else
-                f'<br><span style="font-size: 0.85em; opacity: 0.7">runs <code>{esc(r.kernel)}</code></span>'),
+                f'<br><span style="font-size: 0.85em; opacity: 0.7">runs <code>{breakable(r.kernel)}</code></span>'),
              f"{r.start_us:.2f}", f"{r.model_us:.2f}", _nowrap(si(r.bytes, "B")), _nowrap(si(r.flops, "")),
              "—" if r.measured_us is None else f"{r.measured_us:.2f}"] for i, r in enumerate(t.rows)]
     html = (title(f"timeline of {esc(t.label)} on {esc(t.target)}: {len(t.rows)} launches, {t.model_us:.2f} µs "
                   "by the cost model") +
             f'<div style="display: flex; width: 100%; margin: 4px 0 8px 0">{strip}</div>' +
-            '<div style="overflow-x: auto">' +
-            table(["#", "computes", "launch", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
-                  rows) + "</div>" +
+            scroll_x(table(["#", "computes", "launch", "start µs", "model µs", "bytes", "FLOPs", "measured µs"],
+                           rows)) +
             note("predicted by the cost model, one launch after another; measured times need a GPU "
                  "(<code>c.bench(profile=True)</code>, then <code>c.timeline(report=...)</code>)"))
     return _bundle(t, box(html))

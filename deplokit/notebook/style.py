@@ -12,6 +12,13 @@ def esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
+def breakable(name) -> str:
+    """A long snake_case name (a kernel's) escaped, with a line-break opportunity after each
+    underscore: its column may wrap instead of pushing the table past the notebook's width.
+    Copying it gives the name unchanged (<wbr> is not a character)."""
+    return esc(name).replace("_", "_<wbr>")
+
+
 FG = "var(--jp-content-font-color1, #24292f)"
 FG_DIM = "var(--jp-content-font-color2, #57606a)"
 BORDER = "var(--jp-border-color2, #d0d7de)"
@@ -93,6 +100,18 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     head = "".join(f'<th style="{TH}">{h}</th>' for h in header)
     body = "".join("<tr>" + "".join(f'<td style="{TD}">{c}</td>' for c in row) + "</tr>" for row in rows)
     return f'<table style="{TABLE}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# A wide table scrolls sideways in its own box. JupyterLab's output row is a flex row that
+# hides what overflows it: without `contain: inline-size` the table's own width would widen
+# the output past the notebook and its right-hand columns would be cut off, not scrollable.
+# Only for an output's top level: inside a shrink-to-fit box (a widget row) it would
+# collapse to nothing.
+SCROLL_X = "overflow-x: auto; contain: inline-size; max-width: 100%;"
+
+
+def scroll_x(inner: str) -> str:
+    return f'<div style="{SCROLL_X}">{inner}</div>'
 
 
 def mark(ok: bool) -> str:

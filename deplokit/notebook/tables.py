@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..passes.schedule import SCHEDULE
-from .style import box, esc, note, table, title
+from .style import box, esc, note, scroll_x, table, title
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,8 @@ class Table:
 
     def _repr_html_(self) -> str:
         rows = [[f"<code>{esc(c)}</code>" if i == 0 else esc(c) for i, c in enumerate(r)] for r in self.rows]
-        return box((title(esc(self.caption)) if self.caption else "") + table([esc(h) for h in self.header], rows)
+        head = title(esc(self.caption)) if self.caption else ""
+        return box(head + scroll_x(table([esc(h) for h in self.header], rows))
                    + (note(esc(self.footnote)) if self.footnote else ""))
 
 

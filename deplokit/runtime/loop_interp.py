@@ -24,6 +24,7 @@ def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.
     buffers = dict(env)
     types = program.types()
     alias = {b.name: b.alias for b in program.written if b.alias}
+    dtypes = {name: t.dtype for name, t in types.items()}     # once, not once a kernel
     for k in program.kernels:
         for out in k.outputs:
             t = types[out]
@@ -31,7 +32,7 @@ def run_loop_ir(program: LoopProgram, env: Mapping[str, np.ndarray]) -> list[np.
             buffers[out] = buffers[alias[out]] if out in alias else np.zeros(t.shape, dtype=NP_DTYPES[t.dtype])
         for b in k.locals:     # on chip a row at a time; here whole, as the loops are vectorised
             buffers[b.name] = np.zeros(b.type.shape, dtype=NP_DTYPES[b.type.dtype])
-        run_kernel(k, buffers, {name: t.dtype for name, t in types.items()})
+        run_kernel(k, buffers, dtypes)
     return [buffers[o] for o in program.outputs]
 
 

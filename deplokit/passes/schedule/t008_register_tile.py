@@ -54,8 +54,8 @@ import dataclasses
 import math
 
 from ...ir.fragments import SHAPES, WARPGROUP
-from ...ir.index import var
-from ...ir.loop_ir import Accumulate, Loop
+from ...ir.index import free_vars, var
+from ...ir.loop_ir import Accumulate, Load, Loop, Store
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import (
     BLOCK,
@@ -177,7 +177,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
     if layout == "warps":
         note = _warps_reason(tile)
         layout = "quads" if note else layout
-    plan, reasons = [], []
+    plan, reasons, kept_whole = [], [], []
     for role, want in (("M", pctx.knobs["tm"]), ("N", pctx.knobs["tn"])):
         if want == 1:
             continue
@@ -187,6 +187,13 @@ def apply(kernel: TileKernel, pctx: PassContext):
             reasons.append(f"{role} ({', '.join(axes) or 'none'}) fits in one block: no BLOCK axis to shrink")
             continue
         t, b = pair
+        split = rows_split_over_dims(tile, t.var, b.var)
+        if split:
+            kept_whole.append(f"{role}'s thread and block indices run along different dimensions of {split} "
+                           f"(rows merged from two axes by a reshape): a register block along {role} would "
+                           f"run its rows past the inner axis")
+            reasons.append(kept_whole[-1])
+            continue
         while want > 1 and want > b.extent:    # no larger than the axis: the extra rows would all be padding
             want //= 2
         if want > 1:
@@ -196,6 +203,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
             return Skip("; ".join(reasons))
         return Skip(f"tm={pctx.knobs['tm']}, tn={pctx.knobs['tn']}: one output per thread")
     notes = [f"warps layout not used ({note}): quads"] if note else []
+    notes += kept_whole
     if pctx.knobs["mma"] != "off":
         out = _tensor_cores(kernel, plan, pctx)
         if not isinstance(out, Skip):
@@ -214,6 +222,28 @@ def apply(kernel: TileKernel, pctx: PassContext):
             return Skip(f"the slabs of a register block need {need} bytes of shared memory, "
                         f"more than {pctx.target.static_smem_per_block}")
 
+
+
+def rows_split_over_dims(tile: Tile, t: str, b: str) -> str:
+    """The tensor an access of which indexes one dimension by the thread variable `t` of an
+    axis and another by its block variable `b` ('' if none). 005 writes a row m = b*T + t of
+    x.reshape(B*T, K) as x[b, t, k]; the register block's substitution (t -> r*T + t,
+    b -> b*n) is exact only where both sit in one dimension (x[b*T + t, k])."""
+    stages = {s.name for s, _ in walk(tile.body) if isinstance(s, Stage)}
+
+    def split(dims) -> bool:       # dims: the variables of each dimension's index
+        return any({t, b} & d and {t, b} & d != {t, b} for d in dims)
+
+    for s, _ in walk(tile.body):
+        if isinstance(s, Stage):
+            dims = [free_vars(o) | {ax.var for ax in s.slab if ax.dim == d} for d, o in enumerate(s.origin)]
+        elif isinstance(s, (Load, Store)) and s.tensor not in stages:
+            dims = [free_vars(e) for e in s.index]
+        else:
+            continue
+        if split(dims):
+            return s.tensor
+    return ""
 
 
 def _tensor_cores(kernel: TileKernel, plan, pctx: PassContext):
