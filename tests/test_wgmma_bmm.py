@@ -1,9 +1,9 @@
 """Batched matmuls (bmm) on wgmma: with one batch entry a block (the batch a BLOCK axis, not
 sharing the block's threads) and a block of whole warpgroups, 008's wgmma path stages each
-operand as a 3-D TMA box (1 x rows x 64, 128-byte swizzle) and reads it by descriptors like
-the 2-D matmul's; 015's producer/consumer schedule applies too. The default grid plan of a
-small batch still picks mma.sync tiles (SM balance), so here the knobs ask for the geometry
-(the tuner searches them)."""
+operand as 3-D TMA boxes (1 x rows x 64, 128-byte swizzle; B's N tile of 128 two of them)
+and reads it by descriptors like the 2-D matmul's; 015's producer/consumer schedule applies
+too. The default grid plan of a small batch still picks mma.sync tiles (SM balance), so here
+the knobs ask for the geometry (the tuner searches them)."""
 import pytest
 import torch
 
@@ -27,11 +27,12 @@ def _bmm(dtype, warp_specialize):
 def test_bmm_on_wgmma_matches_eager_at_an_odd_shape(dtype, ws):
     a, b, c = _bmm(dtype, ws)
     kern = c.tile_ir.kernels[0]
-    assert kern.mma is not None and kern.mma.wgmma == 64
+    assert kern.mma is not None and kern.mma.wgmma == 128      # N = 72 in one tile of 128
     batch = [ax for ax in kern.tile().axes if ax.role not in ("M", "N")]
     assert batch and all(ax.kind == "BLOCK" for ax in batch if ax.role == "")
-    boxes = {s.name: s.tma.box for s, _ in walk(kern.tile().body) if isinstance(s, Stage)}
-    assert sorted(boxes.values()) == [(1, 64, 64), (1, 128, 64)]
+    boxes = {s.name: (s.tma.box, s.tma.boxes) for s, _ in walk(kern.tile().body) if isinstance(s, Stage)}
+    # B: two boxes of 64 columns side by side (its 128-byte swizzled rows hold 64)
+    assert sorted(boxes.values()) == [((1, 64, 64), 2), ((1, 128, 64), 1)]
     roles = [s for s in K.walk_stmts(c.kernel_ir.kernels[0].body) if isinstance(s, K.If) and s.roles]
     assert len(roles) == (1 if ws else 0)
     got = c.run(a, b, backend="sim")

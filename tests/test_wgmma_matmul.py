@@ -13,6 +13,7 @@ import torch
 
 import deplokit
 from deplokit.ir.kernel_ir import walk_stmts
+from deplokit.ir.kernel_tma import TmaTensorLoad
 from deplokit.ir.kernel_wgmma import Wgmma, WgmmaDescriptor, uses_wgmma
 from deplokit.ir.tile_ir import Stage, WarpgroupMma, walk
 from deplokit.passes.features import core_config
@@ -84,12 +85,60 @@ def test_b_of_x_at_w_transposed_is_k_major_and_a_wider_n_tile():
 
 
 def test_partial_tiles_are_masked_by_the_copy_and_the_epilogue():
-    """M = 200, N = 72: the last block's boxes cross the tensors' ends (TMA reads zeros) and its
-    stores are guarded."""
+    """M = 200, N = 72: the last block's boxes cross the tensors' ends (TMA reads zeros: B's
+    second box of 64 columns holds 8 of the tensor's) and its stores are guarded."""
     a, b = _operands(200, 192, 72, torch.bfloat16, seed=5)
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
-    assert c.tile_ir.kernels[0].mma.wgmma == 64
+    assert c.tile_ir.kernels[0].mma.wgmma == 128
     _close_to_exact(c.run(a, b, backend="sim"), a, b, torch.bfloat16)
+
+
+def _b_stage(c):
+    kern = c.tile_ir.kernels[0]
+    (mma,) = _wgmmas(kern)
+    return mma, next(s for s, _ in walk(kern.tile().body) if isinstance(s, Stage) and s.name == mma.b)
+
+
+@pytest.mark.parametrize("m,k,n,boxes", [(128, 128, 128, 2), (200, 320, 72, 2), (256, 128, 256, 4)])
+def test_b_of_a_at_b_wider_than_a_swizzle_row_is_boxes_side_by_side(m, k, n, boxes):
+    """B of `a @ b` is MN-major: one 128-byte swizzled row holds 64 columns, so a wider N tile is
+    boxes of 64 columns copied side by side (TmaBox.boxes), one box's bytes apart, which the
+    descriptor's leading offset steps over; the ring's barrier expects every box's bytes."""
+    a, b = _operands(m, k, n, torch.bfloat16, seed=m + n)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    mma, b_st = _b_stage(c)
+    assert mma.n == 64 * boxes and b_st.tma.box == (64, 64) and b_st.tma.boxes == boxes
+    assert f"tmap=64x64*{boxes},swizzle=128B" in str(c.tile_ir)
+    kir = c.kernel_ir.kernels[0]
+    descs = {s.name: s for s in walk_stmts(kir.body) if isinstance(s, WgmmaDescriptor)}
+    (wg,) = [s for s in walk_stmts(kir.body) if isinstance(s, Wgmma)]
+    assert wg.b_mn_major and (descs[wg.b_desc].leading_bytes, descs[wg.b_desc].stride_bytes) == (64 * 128, 1024)
+    copies = [s for s in walk_stmts(kir.body) if isinstance(s, TmaTensorLoad) and s.array == mma.b]
+    a_copies = [s for s in walk_stmts(kir.body) if isinstance(s, TmaTensorLoad) and s.array == mma.a]
+    assert len(copies) == boxes * len(a_copies)
+    _close_to_exact(c.run(a, b, backend="sim"), a, b, torch.bfloat16)
+    assert c.check(backend="sim").passed
+
+
+def _b_leading_halved(s):
+    if isinstance(s, WgmmaDescriptor) and s.leading_bytes > 16:
+        return dataclasses.replace(s, leading_bytes=s.leading_bytes // 2)
+    return s
+
+
+def test_a_wrong_leading_offset_between_b_boxes_fails_the_simulator():
+    """With two boxes along N the leading offset is read: half of it lands the columns 64.. in
+    the first box's second half."""
+    a, b = _operands(128, 128, 128, torch.bfloat16, seed=2)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    k = c.kernel_ir.kernels[0]
+    env = {"a": a.float().numpy(), "b": b.float().numpy()}
+    exact = a.double().numpy() @ b.double().numpy()
+    wrong = dataclasses.replace(k, body=tuple(_plant(k.body, _b_leading_halved)))
+    assert wrong != k
+    (got,) = simulate_program(dataclasses.replace(c.kernel_ir, kernels=(wrong,)), env)
+    assert np.allclose(got[:, :64], exact[:, :64], rtol=1e-2, atol=0.5)
+    assert not np.allclose(got[:, 64:], exact[:, 64:], atol=0.5)
 
 
 def test_split_k_with_one_warpgroup_per_block():
@@ -179,7 +228,8 @@ def test_wgmma_matmul_compiles_for_sm_90a():
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
     source = c.cuda
     assert source.arch_specific and source.build_arch("sm_90") == "sm_90a"
-    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in str(source)
+    # N = 128: B of `a @ b` in two boxes of 64 columns side by side
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16" in str(source)
     result = compile_cuda(str(source), source.build_arch("sm_90"), kernel_names=source.kernels)
     assert all(s.spill_stores == 0 and s.registers > 0 for s in result.stats.values())
 

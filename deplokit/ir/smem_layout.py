@@ -44,6 +44,14 @@ def _sum(terms) -> K.Expr:
     return K.Const(0, "int") if out is None else out
 
 
+def _div(e: K.Expr, w: K.Const) -> K.Expr:
+    return K.Const(int(e.value) // int(w.value), "int") if isinstance(e, K.Const) else K.Binary("/", e, w)
+
+
+def _mod(e: K.Expr, w: K.Const) -> K.Expr:
+    return K.Const(int(e.value) % int(w.value), "int") if isinstance(e, K.Const) else K.Binary("%", e, w)
+
+
 def swizzled(row: K.Expr, col: K.Expr, span: int) -> K.Expr:
     """Where a TMA box written with a `span`-byte swizzle holds float `row + col` of its
     rows of span / 4 floats (`row` a multiple of the row length, 0 <= col < span / 4):
@@ -64,6 +72,9 @@ def smem_offset(exprs, s: Stage) -> K.Expr:
     indexed (x / A, x % A) fold back to x where the layout allows (no pad between them)."""
     shape = [ax.extent for ax in s.slab]
     shape[-1] += s.pad
+    split = s.tma.boxes > 1 if s.tma else False
+    if split:                         # boxes side by side along the rows: each one box[-1] wide
+        shape[-1] = s.tma.box[-1]
     strides = row_major_strides(shape)
     terms = []
     k = 0
@@ -82,9 +93,17 @@ def smem_offset(exprs, s: Stage) -> K.Expr:
                 continue
         terms.append((e, strides[k]))
         k += 1
+    box_term = []
+    if split:                         # column c is column c % w of box c / w
+        col, w = terms[-1][0], K.Const(s.tma.box[-1], "int")
+        box_term = [(_div(col, w), s.tma.elements)]
+        terms[-1] = (_mod(col, w), 1)
     if s.tma and s.tma.swizzle:       # a box's rows are one span: the last axis is the column
         out = swizzled(_sum(terms[:-1]), terms[-1][0], s.tma.swizzle)
     else:
         out = _sum(terms)
+    lead = _sum(box_term)
+    if lead != K.Const(0, "int"):
+        out = K.Binary("+", lead, out)
     base = getattr(s, "base", None)
     return out if base is None else K.Binary("+", base, out)

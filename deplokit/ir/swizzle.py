@@ -43,14 +43,28 @@ class TmaBox:
     the slab's extent along a dimension it spans, 1 elsewhere; rank = the tensor's rank) at
     the slab's origin, elements outside the tensor read as zero; written into shared memory
     with a swizzle span of `swizzle` bytes (0: none; 32, 64, 128: see deplokit.ir.swizzle),
-    which every read of the stage applies too."""
+    which every read of the stage applies too. `boxes` copies of it side by side along the
+    innermost dimension (the k-th at origin + k * box[-1] there) fill a slab whose rows are
+    wider than the widest swizzle span: they land one after the other in shared memory (box k
+    at k * the box's elements), so a row-major K x 128 half tile is two 64-column swizzle
+    atoms, as wgmma's MN-major descriptor reads it (the leading offset steps between them)."""
     box: tuple[int, ...]
     swizzle: int = 0
     element_bytes: int = 4         # 2: a half tensor's box, copied raw (008's wgmma operands)
+    boxes: int = 1                 # copies along the innermost dimension, placed one after another
+
+    @property
+    def elements(self) -> int:
+        """Elements of one box (the next box's offset in shared memory)."""
+        n = 1
+        for b in self.box:
+            n *= b
+        return n
 
     @property
     def rank(self) -> int:
         return len(self.box)
 
     def text(self) -> str:
-        return "tmap=" + "x".join(map(str, self.box)) + (f",swizzle={self.swizzle}B" if self.swizzle else "")
+        return ("tmap=" + "x".join(map(str, self.box)) + (f"*{self.boxes}" if self.boxes > 1 else "")
+                + (f",swizzle={self.swizzle}B" if self.swizzle else ""))

@@ -231,7 +231,7 @@ class _TileChecker:
                 self.fail("tma-stamp", f"stage {s.name} is copied by {s.copy} but stamped with {s.tma.text()}")
             return
         want, why = tensor_map_box(s, self.types[s.tensor].shape, self.types[s.tensor].dtype)
-        if s.tma is None or want is None or s.tma.box != want.box:
+        if s.tma is None or want is None or (s.tma.box, s.tma.boxes) != (want.box, want.boxes):
             self.fail("tma-stamp", f"stage {s.name} is stamped with {s.tma.text() if s.tma else 'no box'}, but "
                                    f"its slab is {want.text() if want else 'no tensor-map box: ' + why}")
         allowed, why = swizzle_for(s.tma)

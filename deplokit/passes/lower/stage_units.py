@@ -225,9 +225,12 @@ def tma_copies(m, tma, it, bar) -> list:
     body: list = []
     for s, p in tma:
         origin, base, _ = stage_at(m, s, p, it)
-        coords = tuple(affine_expr(o) for o in origin)
         dst = base if base is not None else K.Const(0, "int")
-        body.append(TmaTensorLoad(s.name, dst, m.tensor_map(s), coords, bar.name, bar.slot, expect=False))
+        for j in range(s.tma.boxes):          # a row wider than a span: boxes side by side
+            at = origin[:-1] + (origin[-1] + j * s.tma.box[-1],) if j else origin
+            to = dst if not j else K.Binary("+", dst, K.Const(j * s.tma.elements, "int"))
+            body.append(TmaTensorLoad(s.name, to, m.tensor_map(s), tuple(affine_expr(o) for o in at),
+                                      bar.name, bar.slot, expect=False))
     return body
 
 
@@ -235,6 +238,7 @@ def issue_tma(m, tma, it, before=()) -> list:
     """The elected thread's copies of the TMA stages in `tma` for iteration `it`, after
     `before` (passes/tma/mbarrier_ring.py: elected_issue)."""
     stages, plans = [s for s, _ in tma], [p for _, p in tma]
-    nbytes = sum(box_bytes(s.tma.box, s.tma.element_bytes) for s in stages)   # whole boxes: the tail lands as zeros
+    # whole boxes (every one of a stage's): the tail lands as zeros
+    nbytes = sum(box_bytes(s.tma.box, s.tma.element_bytes) * s.tma.boxes for s in stages)
     bar = slot_barrier(plans[0].loop, is_pipelined(stages, plans), slot_of(plans[0], it), nbytes)
     return elected_issue(bar, tma_copies(m, tma, it, bar), before)

@@ -30,6 +30,7 @@ GLOBAL_ALIGN = 16            # bytes: every global stride, the box's inner row
 SMEM_ALIGN = 128             # bytes: where a box lands in shared memory
 FLOAT = 4
 HALF_BYTES = {"bfloat16": 2, "float16": 2}
+MAX_SPAN = 128               # bytes: the widest swizzle's row
 
 
 def tensor_map_box(stage: Stage, shape, dtype: str = "float32") -> tuple[TmaBox | None, str]:
@@ -54,6 +55,10 @@ def tensor_map_box(stage: Stage, shape, dtype: str = "float32") -> tuple[TmaBox 
     box = [1] * len(shape)
     for ax in stage.slab:
         box[ax.dim] = ax.extent
+    boxes = 1
+    if size < FLOAT and box[-1] * size > MAX_SPAN and box[-1] * size % MAX_SPAN == 0:
+        # a half row wider than the widest swizzle span: boxes of one span side by side
+        boxes, box[-1] = box[-1] * size // MAX_SPAN, MAX_SPAN // size
     if any(b > MAX_BOX or b > s for b, s in zip(box, shape)):
         return (
             None,
@@ -67,7 +72,7 @@ def tensor_map_box(stage: Stage, shape, dtype: str = "float32") -> tuple[TmaBox 
     nbytes = box_bytes(box, size)
     if nbytes % SMEM_ALIGN:
         return None, f"a box of {nbytes} bytes would leave the next buffer off a {SMEM_ALIGN}-byte line"
-    return TmaBox(tuple(box), element_bytes=size), ""
+    return TmaBox(tuple(box), element_bytes=size, boxes=boxes), ""
 
 
 def box_bytes(box, element_bytes: int = FLOAT) -> int:

@@ -29,8 +29,9 @@ def lower_warpgroup_mma(state, s: WarpgroupMma) -> list:
                 f"{state.kernel.name}: wgmma reads {name} through a {lay.span}-byte swizzle, so it must be a TMA "
                 f"box written in it (011 tma_copy and 012 swizzle_smem enabled); it is {stage.text()}")
         start = [affine_expr(substitute(e, {FR: const(0), FC: const(0)})) for e in at]
-        # the descriptor holds the unswizzled start: the hardware XORs the final addresses
-        offset = smem_offset(start, dataclasses.replace(stage, tma=None))
+        # the descriptor holds the unswizzled start (the hardware XORs the final addresses),
+        # in the stage's boxes (the leading offset steps to the next)
+        offset = smem_offset(start, dataclasses.replace(stage, tma=dataclasses.replace(stage.tma, swizzle=0)))
         desc = state.fresh(f"{s.acc}_d{operand.lower()}")
         out.append(WgmmaDescriptor(desc, name, offset, lay.leading, lay.stride, lay.span))
         descs.append((desc, lay))

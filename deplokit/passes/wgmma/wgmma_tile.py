@@ -12,7 +12,9 @@ the box), read through a matrix descriptor:
     the row; the leading offset is unused (16).
   * MN-major (B = w[k, n] of `x @ w`, row-major K x N: the descriptor's transpose bit, for
     16-bit types only): each stored row (one k) holds span / 2 consecutive n, 8 rows of k
-    make a group 8 * span bytes apart; N is at most span / 2 (64 with the 128-byte swizzle).
+    make a group 8 * span bytes apart; a wider N tile (128: two boxes of 64 columns side by
+    side, tma_geometry) is swizzle atoms of span / 2 columns, the leading offset (one box's
+    bytes) apart, as PTX's canonical MN-major layout ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) has it.
 """
 from __future__ import annotations
 
@@ -75,16 +77,21 @@ def operand_layout(operand: str, stage: Stage, at, n: int) -> tuple[OperandLayou
     mn_major = along != k_along
     if operand == "A" and mn_major:
         return None, f"{name} is stored M-major; wgmma reads A K-major from shared memory"
-    span = stage.slab[-1].extent * HALF_BYTES
+    width = stage.slab[-1].extent * HALF_BYTES
+    # an MN-major row wider than the widest span is TMA boxes of one span side by side
+    # (tma_geometry.tensor_map_box): swizzle atoms `leading` bytes apart along N
+    span = SPANS[-1] if mn_major and width > SPANS[-1] and width % SPANS[-1] == 0 else width
     if span not in SPANS:
         return None, f"{name}'s rows are {span} bytes, no swizzle span ({', '.join(map(str, SPANS))})"
-    if mn_major and n * HALF_BYTES > span:
-        return None, (f"B stored N-major in rows of {span} bytes holds {span // HALF_BYTES} columns, "
+    if mn_major and n * HALF_BYTES > width:
+        return None, (f"B stored N-major in rows of {width} bytes holds {width // HALF_BYTES} columns, "
                       f"not the N tile's {n}")
     rows = stage.size // stage.slab[-1].extent
     start = substitute(inner, {FR: const(0), FC: const(0)})
     if start.const % 16 or any(c % 16 for _, c in start.terms):
         return None, f"{name}'s k steps do not start on 16-element columns"
+    if mn_major and width > span and (start.const or start.terms):
+        return None, f"{name}'s N tile does not start at its first box"
     return OperandLayout(mn_major, span, rows * span if mn_major else 16, 8 * span), ""
 
 
