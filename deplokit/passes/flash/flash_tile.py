@@ -305,24 +305,36 @@ def _scattered_tile(ki, tk, partial, dot, own, lane, lanes, score, x, m_name, l_
     c = tk // lanes
     scores = (Loop(ki, tk, "register", partial + (Assign("s_tile", acc, (var(ki),)),)),
               Combine("s_tile", "sum", (lane,), tk),
-              Loop(own, c, "register", score + (
-                  Assign("s_tile", x, (var(own),)),
-                  Compute("tile_max_k", "maximum", ("tile_max", x)),
-                  Assign("tile_max", "tile_max_k"))),
-              Combine("tile_max", "max", (lane,)))
+              *_own_keys_max(own, c, score, x, lane))
     rescale = _online_tile(ki, tk, (), x, m_name, l_name, o_name, col, columns, kj, v_load)[2:-2]
-    probs = (Loop(own, c, "register", (
-        Load("s_key", "s_tile", (var(own),)),
-        Compute("p_d", "subtract", ("s_key", "max_base")),
-        Compute("p_key", "exp", ("p_d",)),
-        Compute("sum_key", "add", (l_name, "p_key")),
-        Assign(l_name, "sum_key"),
-        Assign("s_tile", "p_key", (var(own),)))),
-        Combine("s_tile", "gather", (lane,), tk))
+    probs = _own_probs(own, c, l_name, lane, tk)
     pv = Loop(kj, tk, "register", (
         Load("p_key", "s_tile", (var(kj),)),
         _pv_row(o_name, col, columns, v_load)))
     return (Assign("tile_max", float("-inf")),) + scores + rescale + probs + (pv, Assign(m_name, "max_new"))
+
+
+def _own_keys_max(own, c, score, x, lane) -> tuple:
+    """A lane's own c keys of a scattered tile: each scored (`score` ending in `x`) into
+    s_tile, the tile's max over them, then over the row's lanes."""
+    return (Loop(own, c, "register", score + (
+                Assign("s_tile", x, (var(own),)),
+                Compute("tile_max_k", "maximum", ("tile_max", x)),
+                Assign("tile_max", "tile_max_k"))),
+            Combine("tile_max", "max", (lane,)))
+
+
+def _own_probs(own, c, l_name, lane, tk) -> tuple:
+    """p = exp(s - max) on a lane's own c keys, added to its partial row sum `l_name`; then
+    a gather hands every lane of the row the tile's tk probabilities for P @ V."""
+    return (Loop(own, c, "register", (
+                Load("s_key", "s_tile", (var(own),)),
+                Compute("p_d", "subtract", ("s_key", "max_base")),
+                Compute("p_key", "exp", ("p_d",)),
+                Compute("sum_key", "add", (l_name, "p_key")),
+                Assign(l_name, "sum_key"),
+                Assign("s_tile", "p_key", (var(own),)))),
+            Combine("s_tile", "gather", (lane,), tk))
 
 
 def _dot_loop(d: str, extent: int, body: tuple, ranges: dict, quads: bool) -> Loop:
@@ -382,20 +394,9 @@ def _rows_tile(plan, keys, dot, k, row_body, at_row, dot_at, own_key, lane, own,
                       Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf"))
             x = "score_ok"
         scores = (Combine("s_acc", "sum", (lane,), tk),
-                  Loop(own, c, "register", score + (
-                      Assign("s_tile", x, (var(own),)),
-                      Compute("tile_max_k", "maximum", ("tile_max", x)),
-                      Assign("tile_max", "tile_max_k"))),
-                  Combine("tile_max", "max", (lane,)))
+                  *_own_keys_max(own, c, score, x, lane))
         rescale = _online_tile(ki, tk, (), x, m_name, l_name, o_name, col.var, cols, kj, v_load)[2:-2]
-        probs = (Loop(own, c, "register", (
-            Load("s_key", "s_tile", (var(own),)),
-            Compute("p_d", "subtract", ("s_key", "max_base")),
-            Compute("p_key", "exp", ("p_d",)),
-            Compute("sum_key", "add", (l_name, "p_key")),
-            Assign(l_name, "sum_key"),
-            Assign("s_tile", "p_key", (var(own),)))),
-            Combine("s_tile", "gather", (lane,), tk))
+        probs = _own_probs(own, c, l_name, lane, tk)
         before = at_row(r, row_body[:row_body.index(keys)])
         after = (Combine(l_name, "sum", (lane,)),) + at_row(r, row_body[row_body.index(keys) + 1:])
         return before, (Assign("tile_max", float("-inf")),) + scores + rescale + probs, after
