@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from kernel_plant import plant
 
 import deplokit
 from deplokit.ir import kernel_ir as K
@@ -118,19 +119,6 @@ def _roles_if_absent(c) -> bool:
     return not any(isinstance(s, K.If) and s.roles for k in c.kernel_ir.kernels for s in K.walk_stmts(k.body))
 
 
-def _plant(stmts, change):
-    out = []
-    for s in stmts:
-        s = change(s)
-        if s is None:
-            continue
-        for f in ("body", "then", "orelse"):
-            if isinstance(getattr(s, f, None), tuple):
-                s = dataclasses.replace(s, **{f: tuple(_plant(getattr(s, f), change))})
-        out.append(s)
-    return out
-
-
 def _no_empty_wait(s):
     return None if isinstance(s, MbarrierWait) and s.name.endswith("_empty") else s
 
@@ -156,7 +144,7 @@ def test_a_planted_early_refill_fails_the_simulator(in_flight, change):
     exact = a.double().numpy() @ b.double().numpy()
     (right,) = simulate_program(c.kernel_ir, env)
     assert np.allclose(right, exact, rtol=1e-2, atol=0.5)
-    wrong = dataclasses.replace(k, body=tuple(_plant(k.body, change)))
+    wrong = dataclasses.replace(k, body=tuple(plant(k.body, change)))
     assert wrong != k
     try:
         (got,) = simulate_program(dataclasses.replace(c.kernel_ir, kernels=(wrong,)), env)
