@@ -10,8 +10,8 @@ import torch
 
 import deplokit
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.tile_ir import Stage, walk
 from deplokit.ir.kernel_wgmma import uses_wgmma
+from deplokit.ir.tile_ir import Stage, walk
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sass import sass_available
 
