@@ -115,6 +115,21 @@ CASES = {
     ),
     # seed 405 case 540: a flash kernel followed by a row kernel and another attention: fuse_rows
     # took the flash kernel into a row chain and priced its online state (row_max) as a tensor
+    # seed 412 case 1498 (default knobs too): triu(q) fused into attention's dot product
+    # computes with the query row's position, which the flash kernel's re-tiling left unbound
+    # (a verifier error); match_attention now leaves such a chain unfused
+    "a position mask on q fused into attention's scores": (
+        "x0 = torch.randn(1, 129, 31)\nx1 = torch.randn(1, 129, 31)\nx2 = torch.randn(1, 129, 31)\n"
+        "(F.scaled_dot_product_attention(torch.triu(x0, -1), x1, x2) + x0).contiguous() + x0",
+        "sm_120",
+        {"005_blockify_launch.block_threads": 512, "008_register_tile.layout": "warps"},
+    ),
+    "a position mask on k fused into attention's scores": (
+        "x0 = torch.randn(1, 40, 16)\nx1 = torch.randn(1, 40, 16)\nx2 = torch.randn(1, 40, 16)\n"
+        "F.scaled_dot_product_attention(x0, torch.tril(x1, 2), x2)",
+        "sm_90",
+        {},
+    ),
     "attention, a row statistic, attention again": (
         "x0 = torch.randn(31, 3, 3)\nx1 = torch.randn(31, 3, 3)\nx2 = torch.randn(31, 3, 3)\n"
         "v1 = F.scaled_dot_product_attention(x0, x1, x2).std(-1, keepdim=True)\n"

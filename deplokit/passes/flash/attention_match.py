@@ -81,6 +81,12 @@ def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
             any(isinstance(s, Store) for s in s_ph.body[:-1]):
         return "its scores phase does not end with the scores row's store"
     score = s_ph.body[:-1]
+    row_vars = {lp.var for lp in rows}
+    # a position used as a value inside the dot product (triu(q) or tril(k) fused into the
+    # scores): the flash kernel re-tiles rows, keys and the head dimension, and renames indices only
+    if any(isinstance(st, Compute) and any(isinstance(a, Affine) and free_vars(a) for a in st.args)
+           for lp in score if isinstance(lp, Loop) for st, _ in walk(lp.body)):
+        return "its dot product computes with a position (a mask on q or k fused into the scores)"
     # max: x = f(scores[key], ...); acc <- max(acc, x)
     m_body = rename_var(m_ph.body, m_ph.var, key)
     if not (isinstance(m_body[-1], Accumulate) and m_body[-1].reduction == "max"):
@@ -149,7 +155,6 @@ def match_attention(kernel: Kernel, row_depth: int) -> AttentionParts | str:
     store = o_body[-1]
     if not isinstance(store, Store) or any(isinstance(s, (Loop, Store, Accumulate)) for s in o_body[1:-1]):
         return "its P @ V phase does not end with the output's store"
-    row_vars = {lp.var for lp in rows}
     if any(free_vars(e) - row_vars - {o_ph.var} for e in store.index):
         return "its output is not stored per row and column"
     return AttentionParts(rows, key, keys, score, x, zero_if, zero_cond, running_max, o_ph.var, o_ph.extent,
