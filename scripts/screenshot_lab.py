@@ -55,7 +55,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def prepare(workdir: str, notebook: str, theme: str, stored: bool = False) -> tuple[str, dict]:
+def prepare(workdir: str, notebook: str, theme: str, stored: bool = False) -> tuple[str, dict, int]:
     import nbformat
     nb = nbformat.read(notebook, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(ILLUSTRATION_CELL))
@@ -80,7 +80,7 @@ def prepare(workdir: str, notebook: str, theme: str, stored: bool = False) -> tu
     if stored:      # stored HTML outputs render as in the notebook that made them: trusted, not sanitised
         subprocess.run([sys.executable, "-m", "jupyter", "trust", os.path.join(workdir, name)], env=env,
                        check=True, capture_output=True)
-    return name, env
+    return name, env, len(nb.cells)
 
 
 def start_lab(workdir: str, env: dict, port: int, token: str, timeout: float = 240) -> subprocess.Popen:
@@ -116,11 +116,15 @@ def start_lab(workdir: str, env: dict, port: int, token: str, timeout: float = 2
         raise RuntimeError("JupyterLab did not start:\n" + f.read()[-3000:])
 
 
-def shoot(page, out: str, port: int, token: str, name: str, stored: bool = False, timeout: float = 240) -> list[str]:
+def shoot(page, out: str, port: int, token: str, name: str, cell_count: int, stored: bool = False,
+          timeout: float = 240) -> list[str]:
     ms = int(timeout * 1000)    # every wait below: a loaded machine starts a lab and a kernel slowly
     page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?token={token}", wait_until="domcontentloaded", timeout=ms)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=ms)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=ms)
+    # every cell in the page before counting them (a loaded machine renders them one by one)
+    page.wait_for_function(f"() => document.querySelectorAll('.jp-Notebook .jp-Cell').length >= {cell_count}",
+                           timeout=ms, polling=500)
     cells = page.locator(".jp-Notebook .jp-Cell")
     code_cells = page.locator(".jp-Notebook .jp-CodeCell")
     n = code_cells.count()
@@ -201,7 +205,7 @@ def main(argv=None) -> int:
         out = os.path.join(args.out, theme)
         os.makedirs(out, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="deplokit-lab-") as workdir:
-            name, env = prepare(workdir, args.notebook, theme, args.stored)
+            name, env, cell_count = prepare(workdir, args.notebook, theme, args.stored)
             token = "deplokit-screenshots"
             port = free_port()
             lab = start_lab(workdir, env, port, token, args.timeout)
@@ -211,7 +215,7 @@ def main(argv=None) -> int:
                     browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_FLAGS)
                     page = browser.new_page(viewport={"width": args.width, "height": 2600})
                     page.set_default_timeout(args.timeout * 1000)
-                    for path in shoot(page, out, port, token, name, args.stored, args.timeout):
+                    for path in shoot(page, out, port, token, name, cell_count, args.stored, args.timeout):
                         print(path)
                     page.screenshot(path=os.path.join(out, "page.png"))
                     browser.close()
