@@ -17,6 +17,20 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+STATIC = ("text/html", "image/png", "image/svg+xml")
+
+
+def drop_widget_views(nb) -> None:
+    """Stored outputs keep a widget's static form only: a stored widget view names a model
+    that exists only in the kernel that ran it, so JupyterLab opening the notebook shows
+    "Error displaying widget: model not found" instead of the HTML (or PNG) beside it. Run
+    the cell and the live widget is back; nbval does not compare widget views."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW in data and any(k in data for k in STATIC):
+                del data[WIDGET_VIEW]
 
 
 def execute(path: Path) -> None:
@@ -26,6 +40,7 @@ def execute(path: Path) -> None:
     for i, cell in enumerate(nb.cells):          # stable ids and no run-specific metadata: clean diffs
         cell.id = f"cell-{i:02d}"
         cell.metadata.pop("execution", None)
+    drop_widget_views(nb)
     nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
                    "language_info": {"name": "python"}}
     nbformat.write(nb, path)

@@ -55,7 +55,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def prepare(workdir: str, notebook: str, theme: str, stored: bool = False) -> tuple[str, dict]:
+def prepare(workdir: str, notebook: str, theme: str, stored: bool = False) -> tuple[str, dict, int]:
     import nbformat
     nb = nbformat.read(notebook, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(ILLUSTRATION_CELL))
@@ -80,10 +80,10 @@ def prepare(workdir: str, notebook: str, theme: str, stored: bool = False) -> tu
     if stored:      # stored HTML outputs render as in the notebook that made them: trusted, not sanitised
         subprocess.run([sys.executable, "-m", "jupyter", "trust", os.path.join(workdir, name)], env=env,
                        check=True, capture_output=True)
-    return name, env
+    return name, env, len(nb.cells)
 
 
-def start_lab(workdir: str, env: dict, port: int, token: str) -> subprocess.Popen:
+def start_lab(workdir: str, env: dict, port: int, token: str, timeout: float = 240) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
@@ -102,7 +102,8 @@ def start_lab(workdir: str, env: dict, port: int, token: str) -> subprocess.Pope
     log = open(os.path.join(workdir, "lab.log"), "w")
     proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/api/status?token={token}"
-    for _ in range(120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         try:
             urllib.request.urlopen(url, timeout=2)
             return proc
@@ -115,10 +116,15 @@ def start_lab(workdir: str, env: dict, port: int, token: str) -> subprocess.Pope
         raise RuntimeError("JupyterLab did not start:\n" + f.read()[-3000:])
 
 
-def shoot(page, out: str, port: int, token: str, name: str, stored: bool = False) -> list[str]:
-    page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?token={token}", wait_until="domcontentloaded")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+def shoot(page, out: str, port: int, token: str, name: str, cell_count: int, stored: bool = False,
+          timeout: float = 240) -> list[str]:
+    ms = int(timeout * 1000)    # every wait below: a loaded machine starts a lab and a kernel slowly
+    page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?token={token}", wait_until="domcontentloaded", timeout=ms)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=ms)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=ms)
+    # every cell in the page before counting them (a loaded machine renders them one by one)
+    page.wait_for_function(f"() => document.querySelectorAll('.jp-Notebook .jp-Cell').length >= {cell_count}",
+                           timeout=ms, polling=500)
     cells = page.locator(".jp-Notebook .jp-Cell")
     code_cells = page.locator(".jp-Notebook .jp-CodeCell")
     n = code_cells.count()
@@ -130,7 +136,7 @@ def shoot(page, out: str, port: int, token: str, name: str, stored: bool = False
         try:
             page.wait_for_function(
                 "() => /\\[\\d+\\]/.test([...document.querySelectorAll("
-                "'.jp-Notebook .jp-CodeCell .jp-InputPrompt')].pop().textContent)", timeout=240_000, polling=1000)
+                "'.jp-Notebook .jp-CodeCell .jp-InputPrompt')].pop().textContent)", timeout=ms, polling=1000)
         except Exception as e:
             print(f"screenshot_lab: the illustration cell did not run: {str(e).splitlines()[0]}", file=sys.stderr)
     else:
@@ -145,7 +151,7 @@ def shoot(page, out: str, port: int, token: str, name: str, stored: bool = False
         try:
             page.wait_for_function(
                 "() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]"
-                ".every(p => /\\[\\d+\\]/.test(p.textContent))", timeout=240_000, polling=1000)
+                ".every(p => /\\[\\d+\\]/.test(p.textContent))", timeout=ms, polling=1000)
         except Exception as e:      # keep what ran: the screenshots show where it stopped
             print(f"screenshot_lab: not every cell ran: {str(e).splitlines()[0]}", file=sys.stderr)
     time.sleep(3)       # widgets and SVGs settle
@@ -183,6 +189,8 @@ def main(argv=None) -> int:
                     "JupyterLab with the file browser open gives a notebook about 930)")
     ap.add_argument("--stored", action="store_true", help="shoot the notebook's stored outputs without running "
                     "it (only the illustration cell runs): seconds instead of the notebook's run time")
+    ap.add_argument("--timeout", type=float, default=240, help="seconds each step may take (the lab starting, "
+                    "the kernel going idle, the cells running); raise it on a loaded machine")
     args = ap.parse_args(argv)
     if not args.chromium:
         print("screenshot_lab: no chromium on PATH (apt-get install chromium)", file=sys.stderr)
@@ -197,16 +205,17 @@ def main(argv=None) -> int:
         out = os.path.join(args.out, theme)
         os.makedirs(out, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="deplokit-lab-") as workdir:
-            name, env = prepare(workdir, args.notebook, theme, args.stored)
+            name, env, cell_count = prepare(workdir, args.notebook, theme, args.stored)
             token = "deplokit-screenshots"
             port = free_port()
-            lab = start_lab(workdir, env, port, token)
+            lab = start_lab(workdir, env, port, token, args.timeout)
             try:
                 with sync_playwright() as p:
                     # playwright gives every launch a new, empty profile (user data dir)
                     browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_FLAGS)
                     page = browser.new_page(viewport={"width": args.width, "height": 2600})
-                    for path in shoot(page, out, port, token, name, args.stored):
+                    page.set_default_timeout(args.timeout * 1000)
+                    for path in shoot(page, out, port, token, name, cell_count, args.stored, args.timeout):
                         print(path)
                     page.screenshot(path=os.path.join(out, "page.png"))
                     browser.close()

@@ -14,7 +14,7 @@ from deplokit.errors import ExecutionError, UnknownModelError
 from deplokit.frontend import gguf_weights, pretrained
 from deplokit.frontend.presets import PRETRAINED
 from deplokit.generate import PromptTooLongError
-from deplokit.generate.lm import GenerationStats, agreement, as_token_ids
+from deplokit.generate.lm import GenerationStats, agreement, as_token_ids, one_torch_thread
 
 PROMPT = [1, 5, 17, 42]
 
@@ -50,6 +50,22 @@ def test_token_ids_in_give_transformers_greedy_ids_out(lm):
     s = lm.last_stats
     assert (s.backend, s.prompt_tokens, s.new_tokens, s.decode_steps) == ("loop", 4, 2, 1)
     assert "2 tokens in" in str(s) and "prefill 4 tokens" in str(s) and "decode 1 steps" in str(s)
+
+
+def test_the_reference_runs_on_one_torch_thread_and_gives_the_count_back(lm):
+    saved = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with one_torch_thread():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with pytest.raises(KeyError), one_torch_thread():     # restored when the block fails too
+            raise KeyError
+        assert torch.get_num_threads() == 2
+        assert lm.reference(PROMPT, 2) == lm.generate(PROMPT, max_new_tokens=2, backend="loop")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(saved)
 
 
 def test_prefill_and_decode_are_ordinary_compilations(lm):

@@ -53,3 +53,13 @@ def test_teaches_and_ends_with_exercises(path):
 def test_nbval_markers_are_cell_tags_not_comments(path):
     for c in _cells(path):
         assert "NBVAL" not in "".join(c["source"]), "students would see it: tag the cell instead"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_widgets_keep_only_their_static_form(path):
+    # a stored widget view names a model of the kernel that ran it: JupyterLab opening the
+    # notebook would show "Error displaying widget: model not found" instead of its HTML
+    for c in _cells(path):
+        for o in c.get("outputs", []):
+            assert "application/vnd.jupyter.widget-view+json" not in o.get("data", {}), (
+                "store the notebook with scripts/execute_notebooks.py (it keeps the widget's HTML or PNG)")
