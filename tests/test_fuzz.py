@@ -187,3 +187,16 @@ def test_reference_spread_covers_a_long_sum_in_another_order_but_not_a_lost_term
     lost = x.abs().argmax(-1)                   # drop each row's largest term
     missing = eager[0] - x.gather(1, lost[:, None])[:, 0]
     assert float((missing - eager[0]).abs().min()) > 100 * spread[0]
+
+
+def test_reference_attention_is_the_definition_where_a_query_holds_a_nan():
+    # fuzz seed 411 case 1499: the CPU's fused SDPA drops a NaN score from its running max and
+    # gives finite rows; the op's definition (and a GPU) gives NaN there, as deplokit does
+    from deplokit.fuzz.runner import reference
+    q, k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)
+    q[0, 1, 2, 5] = float("nan")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    (eager,), _ = reference(sdpa, (q, k, v))
+    nan_rows = torch.isnan(eager).all(-1)
+    assert nan_rows[0, 1, 2] and int(nan_rows.sum()) == 1
+    assert not torch.isnan(eager[0, 0]).any()

@@ -2,15 +2,18 @@
 sharing the block's threads) and a block of whole warpgroups, 008's wgmma path stages each
 operand as 3-D TMA boxes (1 x rows x 64, 128-byte swizzle; B's N tile of 128 two of them)
 and reads it by descriptors like the 2-D matmul's; 015's producer/consumer schedule applies
-too. The default grid plan of a small batch still picks mma.sync tiles (SM balance), so here
-the knobs ask for the geometry (the tuner searches them)."""
+too. The default grid plan gives a batch on sm_90 such blocks (grid_plan.wgmma_batched_plan);
+the first tests set the geometry by knobs (the tuner searches them), the later ones take the
+defaults."""
 import pytest
 import torch
 
 import deplokit
 from deplokit.ir import kernel_ir as K
+from deplokit.ir.kernel_wgmma import uses_wgmma
 from deplokit.ir.tile_ir import Stage, walk
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
+from deplokit.runtime.sass import sass_available
 
 GEOMETRY = {"005_blockify_launch.thread_shape": "16x16", "008_register_tile.tm": 4, "008_register_tile.tn": 4,
             "003_split_matmul_k.splits": 1}
@@ -49,3 +52,49 @@ def test_bmm_on_wgmma_compiles_with_3d_tensor_maps():
     assert "cp.async.bulk.tensor.3d" in text and "wgmma.mma_async" in text
     result = compile_cuda(text, source.build_arch("sm_90"), kernel_names=source.kernels)
     assert all(s.spill_stores == 0 and s.registers > 0 for s in result.stats.values())
+
+
+# default knobs: (4, 256, 128) @ (4, 128, 256), and an odd shape no tile divides (M 200, N 72)
+DEFAULT_SHAPES = [((4, 256, 128), (4, 128, 256)), ((3, 200, 192), (3, 192, 72))]
+
+
+def _default_bmm(shape_a, shape_b, dtype=torch.bfloat16, target="sm_90"):
+    torch.manual_seed(5)
+    a, b = torch.randn(*shape_a).to(dtype), torch.randn(*shape_b).to(dtype)
+    return a, b, deplokit.compile(lambda a, b: a @ b, a, b, target=target)
+
+
+def _remarks(c, name):
+    return " ".join(str(r) for st in c.trace if st.name == name for r in st.remarks)
+
+
+@pytest.mark.parametrize("shape_a,shape_b", DEFAULT_SHAPES)
+def test_default_bmm_on_sm_90_runs_on_wgmma(shape_a, shape_b):
+    a, b, c = _default_bmm(shape_a, shape_b)
+    kern = c.tile_ir.kernels[0]
+    assert kern.mma is not None and kern.mma.wgmma > 0
+    assert all(ax.kind == "BLOCK" for ax in kern.tile().axes if ax.role == "")     # one batch entry a block
+    assert "on wgmma: blocks of 1 warpgroup(s) of 64 rows" in _remarks(c, "003_split_matmul_k")
+    assert uses_wgmma(c.kernel_ir.kernels[0]) and "wgmma.mma_async" in str(c.cuda)
+    got = c.run(a, b, backend="sim")
+    exact = a.double() @ b.double()
+    assert ((got.double() - exact).abs() <= 2.0 ** -7 * exact.abs() + 1e-3).all()
+    assert c.check(backend="sim").passed
+
+
+def test_default_bmm_on_sm_80_keeps_mma_sync_and_fp32_keeps_its_grid():
+    _, _, c = _default_bmm(*DEFAULT_SHAPES[0], target="sm_80")
+    kern = c.tile_ir.kernels[0]
+    assert kern.mma is not None and not kern.mma.wgmma and kern.mma.shape.name == "m16n8k16.bf16"
+    assert "wgmma" not in _remarks(c, "003_split_matmul_k")
+    _, _, f = _default_bmm(*DEFAULT_SHAPES[0], dtype=torch.float32)
+    assert f.tile_ir.kernels[0].mma is None and "wgmma" not in _remarks(f, "003_split_matmul_k")
+
+
+@pytest.mark.skipif(not sass_available(), reason="nvcc and cuobjdump/nvdisasm not installed")
+@pytest.mark.parametrize("shape_a,shape_b", DEFAULT_SHAPES)
+def test_default_bmm_sass_is_hgmma(shape_a, shape_b):
+    _, _, c = _default_bmm(shape_a, shape_b)
+    kern = c.sass().kernel(c.kernel_ir.kernels[0].name)
+    mix = kern.mix          # the whole kernel: nvcc unrolls a K loop of two chunks completely
+    assert mix.hgmma > 0 and mix.tma > 0 and mix.hmma == 0 and mix.ldsm == 0 and kern.spill_stores == 0

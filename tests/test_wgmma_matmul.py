@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from kernel_plant import plant
 
 import deplokit
 from deplokit.ir.kernel_ir import walk_stmts
@@ -134,7 +135,7 @@ def test_a_wrong_leading_offset_between_b_boxes_fails_the_simulator():
     k = c.kernel_ir.kernels[0]
     env = {"a": a.float().numpy(), "b": b.float().numpy()}
     exact = a.double().numpy() @ b.double().numpy()
-    wrong = dataclasses.replace(k, body=tuple(_plant(k.body, _b_leading_halved)))
+    wrong = dataclasses.replace(k, body=tuple(plant(k.body, _b_leading_halved)))
     assert wrong != k
     (got,) = simulate_program(dataclasses.replace(c.kernel_ir, kernels=(wrong,)), env)
     assert np.allclose(got[:, :64], exact[:, :64], rtol=1e-2, atol=0.5)
@@ -181,18 +182,6 @@ def test_the_knob_and_other_targets():
     _close_to_exact(no_tma.run(a, b, backend="sim"), a, b, torch.bfloat16)
 
 
-def _plant(stmts, change):
-    """The statements with `change` applied to every wgmma statement."""
-    out = []
-    for s in stmts:
-        s = change(s)
-        for f in ("body", "then", "orelse"):
-            if isinstance(getattr(s, f, None), tuple):
-                s = dataclasses.replace(s, **{f: tuple(_plant(getattr(s, f), change))})
-        out.append(s)
-    return out
-
-
 def _transpose_dropped(s):
     return dataclasses.replace(s, b_mn_major=False) if isinstance(s, Wgmma) else s
 
@@ -213,7 +202,7 @@ def test_a_planted_wrong_descriptor_fails_the_simulator(change):
     exact = a.double().numpy() @ b.double().numpy()
     (right,) = simulate_program(c.kernel_ir, env)
     assert np.allclose(right, exact, rtol=1e-2, atol=0.5)
-    wrong = dataclasses.replace(k, body=tuple(_plant(k.body, change)))
+    wrong = dataclasses.replace(k, body=tuple(plant(k.body, change)))
     try:
         (got,) = simulate_program(dataclasses.replace(c.kernel_ir, kernels=(wrong,)), env)
     except SimulationError as e:

@@ -7,10 +7,12 @@ slot released one tile later). The simulator runs the two roles concurrently (in
 their mbarrier waits) and retires a wgmma group only at the wait_group that retires it, so
 a missing empty wait or an early release fails; nvcc compiles it for sm_90a."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 import torch
+from kernel_plant import plant
 
 import deplokit
 from deplokit.ir import kernel_ir as K
@@ -118,19 +120,6 @@ def _roles_if_absent(c) -> bool:
     return not any(isinstance(s, K.If) and s.roles for k in c.kernel_ir.kernels for s in K.walk_stmts(k.body))
 
 
-def _plant(stmts, change):
-    out = []
-    for s in stmts:
-        s = change(s)
-        if s is None:
-            continue
-        for f in ("body", "then", "orelse"):
-            if isinstance(getattr(s, f, None), tuple):
-                s = dataclasses.replace(s, **{f: tuple(_plant(getattr(s, f), change))})
-        out.append(s)
-    return out
-
-
 def _no_empty_wait(s):
     return None if isinstance(s, MbarrierWait) and s.name.endswith("_empty") else s
 
@@ -156,7 +145,7 @@ def test_a_planted_early_refill_fails_the_simulator(in_flight, change):
     exact = a.double().numpy() @ b.double().numpy()
     (right,) = simulate_program(c.kernel_ir, env)
     assert np.allclose(right, exact, rtol=1e-2, atol=0.5)
-    wrong = dataclasses.replace(k, body=tuple(_plant(k.body, change)))
+    wrong = dataclasses.replace(k, body=tuple(plant(k.body, change)))
     assert wrong != k
     try:
         (got,) = simulate_program(dataclasses.replace(c.kernel_ir, kernels=(wrong,)), env)
@@ -190,3 +179,84 @@ def test_sass_consumer_loop_is_hgmma_and_the_producer_loop_utmaldg():
     assert main.mix.hgmma > 0 and main.mix.tma == 0 and main.mix.hmma == 0 and main.mix.lds == 0
     assert any(lp.mix.tma > 0 and lp.mix.hgmma == 0 for lp in kern.loops)
     assert kern.spill_stores == 0
+    # setmaxnreg kept by ptxas (it drops both without an entry count): one release, one allocation
+    regs = sorted(i.opcode.split(".")[1] for i in kern.instructions if i.opcode.startswith("USETMAXREG"))
+    assert regs == ["DEALLOC", "TRY_ALLOC"]
+
+
+def _split_kernel():
+    """256 x 128 x 256: two consumer warpgroups of 64 x 256 beside the producer (384 threads)."""
+    a, b = _operands(256, 128, 256, torch.bfloat16, seed=6)
+    return a, b, _compile(a, b)
+
+
+def test_registers_move_from_the_producer_to_the_consumers():
+    """015 decides the setmaxnreg counts once (register_split) and records them on the roles;
+    the producer's branch starts with setmaxnreg.dec, the consumers' with .inc, the kernel is
+    bound to one resident block (ptxas then knows the count at entry), the CUDA prints them."""
+    from deplokit.ir.kernel_wgmma import SetMaxNReg
+    from deplokit.ir.warp_roles import entry_registers
+    from deplokit.passes.wgmma.warp_roles import register_split
+
+    a, b, c = _split_kernel()
+    (wait,) = [s for s, _ in walk(c.tile_ir.kernels[0].tile().body) if isinstance(s, AsyncWait)]
+    kir = c.kernel_ir.kernels[0]
+    consumers = kir.block[0] - 128
+    assert consumers == 256 and (wait.roles.producer_regs, wait.roles.consumer_regs) == register_split(consumers)
+    assert (wait.roles.producer_regs, wait.roles.consumer_regs) == (40, 232)
+    entry = entry_registers(kir.block[0])
+    assert entry == 168 and 128 * 40 + consumers * 232 <= kir.block[0] * entry
+    assert "setmaxnreg 40 / 232 registers" in str(c.tile_ir)
+    split = _roles_if(kir)
+    assert split.then[0] == SetMaxNReg(40, inc=False) and split.orelse[0] == SetMaxNReg(232, inc=True)
+    assert kir.min_blocks == 1
+    text = str(c.cuda)
+    assert "__launch_bounds__(384, 1)" in text
+    assert "setmaxnreg.dec.sync.aligned.u32 40;" in text and "setmaxnreg.inc.sync.aligned.u32 232;" in text
+    _close_to_exact(c.run(a, b, backend="sim"), a, b)
+    # one consumer warpgroup: 256 threads start at 248 registers, the consumers take 256
+    assert register_split(128) == (40, 256) and register_split(384) == (40, 152)
+
+
+def _count(n):
+    def change(s):
+        from deplokit.ir.kernel_wgmma import SetMaxNReg
+        return dataclasses.replace(s, count=n) if isinstance(s, SetMaxNReg) and s.inc else s
+    return change
+
+
+def _dec_in_the_elected_thread(s):
+    """The producer's setmaxnreg.dec moved into its elected thread's branch: not the whole warpgroup."""
+    from deplokit.ir.kernel_wgmma import SetMaxNReg
+    if isinstance(s, K.If) and s.roles:
+        dec, rest = s.then[0], list(s.then[1:])
+        assert isinstance(dec, SetMaxNReg)
+        at = next(i for i, x in enumerate(rest) if isinstance(x, K.If) and x.elect)
+        rest[at] = dataclasses.replace(rest[at], then=(dec,) + rest[at].then)
+        return dataclasses.replace(s, then=tuple(rest))
+    return s
+
+
+@pytest.mark.parametrize("change,error", [
+    (_count(240), "more than the 384 x 168 = 64512"),          # 128 x 40 + 256 x 240 = 66560
+    (_count(236), "a multiple of 8"),
+    (_count(264), "a multiple of 8 in [24, 256]"),
+    (_dec_in_the_elected_thread, "only some threads of a warpgroup"),
+])
+def test_a_planted_wrong_register_count_fails_the_simulator(change, error):
+    a, b, c = _split_kernel()
+    k = c.kernel_ir.kernels[0]
+    wrong = dataclasses.replace(k, body=tuple(plant(k.body, change)))
+    assert wrong != k
+    env = {"a": a.float().numpy(), "b": b.float().numpy()}
+    with pytest.raises(SimulationError, match=re.escape(error)):
+        simulate_program(dataclasses.replace(c.kernel_ir, kernels=(wrong,)), env)
+
+
+def test_setmaxnreg_without_an_entry_count_fails():
+    """No minimum-blocks bound: ptxas cannot tell the count at entry and drops setmaxnreg."""
+    a, b, c = _split_kernel()
+    wrong = dataclasses.replace(c.kernel_ir.kernels[0], min_blocks=0)
+    env = {"a": a.float().numpy(), "b": b.float().numpy()}
+    with pytest.raises(SimulationError, match="no minimum-blocks launch bound"):
+        simulate_program(dataclasses.replace(c.kernel_ir, kernels=(wrong,)), env)

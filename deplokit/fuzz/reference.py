@@ -10,12 +10,17 @@ A sum's result moves by one rounding of the sum of its terms' magnitudes (the op
 |inputs|), not of the result: a long sum in another order (a split K, a tree) differs by about
 that, and a discontinuous op after it (a remainder, a floor) may then jump. One rounding of
 the magnitudes is far below any lost or doubled term, so the slack hides none.
+
+Attention runs on torch's math backend, the op's definition: the CPU's fused kernel drops a NaN
+score from its running max (a query holding a NaN gives finite rows there), where the
+definition, and a GPU, give NaN.
 """
 from __future__ import annotations
 
 import warnings
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves, tree_map
 
@@ -67,7 +72,7 @@ def move(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 def reference(fn, inputs):
     """(eager float32 outputs, per output the largest of |float32 - float64| and |float64 -
     float64 with every rounding moved|, or None where float64 cannot run the program)."""
-    with torch.no_grad(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings(), sdpa_kernel(SDPBackend.MATH):
         warnings.simplefilter("ignore")
         e32 = tree_leaves(fn(*inputs))
         try:

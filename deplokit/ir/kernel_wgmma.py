@@ -1,6 +1,7 @@
 """The Kernel-IR statements of Hopper's warpgroup MMA (an advanced feature: passes/wgmma/
 cuda_wgmma.py prints them as CUDA, runtime/sim/wgmma.py runs them): the shared-memory matrix
-descriptor, wgmma.fence, wgmma.mma_async, commit_group and wait_group. Each prints itself
+descriptor, wgmma.fence, wgmma.mma_async, commit_group and wait_group, and setmaxnreg
+(the warp-specialised schedule's register split). Each prints itself
 (`text`) and names its locals (`LOCAL_FIELDS`) and the expressions beyond kernel_ir's usual
 fields (`MORE_EXPRS`), which kernel_ir asks of a statement it does not know."""
 from __future__ import annotations
@@ -84,7 +85,19 @@ class WgmmaWait:
         return f"wgmma.wait_group {self.pending}"
 
 
-WgmmaStmt = Union[WgmmaDescriptor, WgmmaFence, Wgmma, WgmmaCommit, WgmmaWait]
+@dataclass(frozen=True)
+class SetMaxNReg:
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 `count` (sm_90a): the executing warpgroup's
+    threads hold `count` registers each from here on, taken from (inc) or given back to (dec)
+    the block's pool; whole warpgroups (ir/warp_roles.py has the rules)."""
+    count: int
+    inc: bool
+
+    def text(self) -> str:
+        return f"setmaxnreg.{'inc' if self.inc else 'dec'} {self.count}"
+
+
+WgmmaStmt = Union[WgmmaDescriptor, WgmmaFence, Wgmma, WgmmaCommit, WgmmaWait, SetMaxNReg]
 
 
 def uses_wgmma(k: KernelFunc) -> bool:

@@ -59,7 +59,7 @@ from functools import lru_cache
 
 from ...analysis.occupancy import balanced, sm_balance
 from ...analysis.work import SPLIT_TAIL_ROUND_TRIPS
-from ...ir.fragments import M16N8K16_BF16
+from ...ir.fragments import M16N8K16_BF16, WARPGROUP
 from ...ir.loop_ir import Loop
 from ...ir.tile_ir import BLOCK, walk
 from ..mma.mma_tile import ldsm_per_mma
@@ -397,13 +397,15 @@ def default_blocks(m: int, n: int, other: int, splits: int, target) -> int:
 
 @lru_cache(maxsize=4096)
 def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
-           mma: bool = False, ldsm: bool = False) -> tuple[GridPlan | None, str]:
+           mma: bool = False, ldsm: bool = False, wgmma: bool = False) -> tuple[GridPlan | None, str]:
     """The default grid of a chunked m x n matmul (times `other`) over `chunks` K chunks of
     `bk`, and why: the skinny plan where the default tiles leave SMs without a block; else
     None (the default tiles, 003's old split rule) when those keep the SMs evenly loaded;
     else the cheapest balanced grid of tiles and splits (see the module). `mma`: the kernel
     takes tensor cores (008), so a batch's plan keeps block tiles of whole warp tiles; `ldsm`:
-    mma.sync reading ldmatrix (LDMATRIX_KINDS), so the grid keeps its warps fed (mma_fed)."""
+    mma.sync reading ldmatrix (LDMATRIX_KINDS), so the grid keeps its warps fed (mma_fed);
+    `wgmma` (008's default on sm_90 for half operands): a batch gets wgmma_batched_plan's
+    blocks of whole warpgroups, one batch entry a block, wherever one fits."""
     sms = sm_count(target)
     if thread_tiles(m, n, other, sms) < sms:
         skinny = plan(m, n, chunks, bk, target, other, fed=ldsm)
@@ -416,6 +418,13 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
                                                 f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
                                                 "no tile and split count balances it") + " (stream-K would)")
             return skinny, _why(skinny, sms, because, chunks)
+    if wgmma and other > 1:
+        even = wgmma_batched_plan(m, n, chunks, bk, target, other)
+        if even is not None:
+            tile = (WGMMA_ROWS * even.threads[0] * even.threads[1] // WARPGROUP, wgmma_n_tile(n, even.threads[1]))
+            return even, _why(even, sms, f"a batch of {other} {m}x{n} matmuls on wgmma: blocks of "
+                                         f"{tile[0] // WGMMA_ROWS} warpgroup(s) of 64 rows, one batch entry a block",
+                              chunks, tile)
     s0 = old_splits(m, n, chunks, other, target)
     if other > 1:
         launched = batched_default_blocks(m, n, other, s0, target)
@@ -505,6 +514,67 @@ def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: 
     return best
 
 
+WGMMA_ROWS = 64            # rows of a warpgroup's wgmma tile (m64nNk16)
+WGMMA_NS_TRIED = (256, 128, 64, 32, 16, 8)     # 008 takes the widest N tile that fits
+
+
+def wgmma_n_tile(n: int, threads_n: int) -> int:
+    """The N tile 008's wgmma path takes for n columns over `threads_n` threads: the widest of
+    WGMMA_NS_TRIED the N threads divide with no more than half of it padding (0: none)."""
+    padded = threads_n * -(-n // threads_n)
+    return next((w for w in WGMMA_NS_TRIED if w % threads_n == 0 and (w == 8 or w < 2 * padded)), 0)
+
+
+def wgmma_batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int) -> GridPlan | None:
+    """The grid of a batch of `other` m x n half matmuls on wgmma (sm_90): each block one batch
+    entry (the batch a BLOCK axis, which wgmma needs: a warpgroup owns 64 rows of one matrix)
+    and whole warpgroups (008's conditions: threads a multiple of WARPGROUP, the M threads
+    dividing the block's 64-row tiles, the tile no taller than M: a TMA box is no larger than
+    the tensor). The block tile is 008's, not the register block's: 64 rows a warpgroup by
+    wgmma_n_tile. Ranked by balance (analysis.occupancy.balanced), then a lower bound of the
+    time (DRAM bytes, the busiest SM's tensor-core work at the bf16 rate, a copy latency per
+    wave, the reducer of a split), then the larger tile. None where no shape fits (M under
+    64, a K loop of one chunk: no ring to stage)."""
+    sms = sm_count(target)
+    rate = (target.tensor_rate("bf16") or target.peak_fp32_tflops) * 1e12 / sms     # FLOP/s an SM
+    bw = target.bandwidth_gbs * 1e9
+    best, best_key, seen = None, None, set()
+    for order, shape in enumerate(THREAD_SHAPES):
+        t = fitted_threads(parse_shape(shape), m, n)
+        count = t[0] * t[1]
+        rows = WGMMA_ROWS * (count // WARPGROUP)
+        if t in seen or count % WARPGROUP or rows % t[0] or rows > m:
+            continue
+        seen.add(t)
+        cols = wgmma_n_tile(n, t[1])
+        if not cols:
+            continue
+        # 008's register-block knobs: a legal tm/tn (the FMA tile's, were wgmma to fall back)
+        regs = tuple(max(e for e in EXTENTS if e <= max(1, min(size // th, default_extent(full, th))))
+                     for size, th, full in ((rows, t[0], m), (cols, t[1], n)))
+        if regs == (1, 1):
+            continue
+        for s in (1,) + split_counts(chunks, SHORT_CHUNKS):
+            run, _ = split_run(chunks, s)
+            if run < 2:
+                continue                   # one chunk a split: no K-outer ring for TMA
+            blocks = other * -(-m // rows) * -(-n // cols) * s
+            waves = -(-blocks // sms)
+            k = run * bk
+            partials = s * other * m * n * WORD if s > 1 else 0
+            dram = other * (m * chunks * bk + n * chunks * bk * -(-m // rows)) * 2 + other * m * n * 2 + partials
+            work = waves * 2 * rows * cols * k / rate
+            us = (max(dram / bw, work) + waves * LATENCY_CYCLES / target.clock_hz) * 1e6
+            if s > 1:
+                us += ((partials + other * m * n * WORD) / bw
+                       + _reducer_cycles(s, other * m * n, target) / target.clock_hz) * 1e6
+            cand = GridPlan(shape, t, regs, s, blocks, us, 2 * partials)
+            key = (not balanced(blocks, sms), round(us, 4), cand.workspace_bytes, -rows * cols, order)
+            if best_key is None or key < best_key:
+                best, best_key = cand, key
+    return best
+
+
 MMA_TILE = (16, 8)         # the smallest mma.sync output tile (m16n8): a warp owns whole ones
 TENSOR_CORE_PRECISIONS = ("tf32", "bfloat16", "float16")
 LDMATRIX_KINDS = ("tf32", "half")   # 008's mma kinds whose warps read fragments by ldmatrix (not wgmma)
@@ -548,8 +618,8 @@ def whole_warp_tiles(threads: tuple[int, int], regs: tuple[int, int]) -> bool:
             and (bm // MMA_TILE[0]) * (bn // MMA_TILE[1]) % warps == 0)
 
 
-def _why(p: GridPlan, sms: int, because: str, chunks: int = 0) -> str:
-    bm, bn = p.threads[0] * p.regs[0], p.threads[1] * p.regs[1]
+def _why(p: GridPlan, sms: int, because: str, chunks: int = 0, tile: tuple[int, int] | None = None) -> str:
+    bm, bn = tile or (p.threads[0] * p.regs[0], p.threads[1] * p.regs[1])
     run, over = split_run(chunks, p.splits) if chunks else (0, 0)
     overhang = (f"; {p.splits} splits of {run} of {chunks} K chunks, {over} past the end read as zeros: no "
                 f"split count with this factor divides the chunks, every block runs as long") if over else ""
@@ -584,5 +654,6 @@ def decided(kernel, target) -> GridPlan | None:
     if g is None:
         return None
     kind = mma_kind(kernel, target)
-    p, _ = decide(g.m, g.n, g.chunks, g.bk, target, g.other, kind != "off", kind in LDMATRIX_KINDS)
+    p, _ = decide(g.m, g.n, g.chunks, g.bk, target, g.other, kind != "off", kind in LDMATRIX_KINDS,
+                  kind == "wgmma")
     return p if p is not None and p.splits == g.splits else None

@@ -181,7 +181,7 @@ def _decision(mm: _Matmul, target):
     extents, other = _extents(mm.tile)
     kind = mma_kind(mm.kernel, target)
     return decide(extents["M"], extents["N"], mm.chunks, mm.bk, target, other, kind != "off",
-                  kind in LDMATRIX_KINDS)
+                  kind in LDMATRIX_KINDS, kind == "wgmma")
 
 
 def _default_splits(kernel: TileKernel, target) -> int:

@@ -77,7 +77,7 @@ from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, rep
 from ..stage_geometry import restamp_stages
 from ..wgmma.wgmma_tile import tma_reason
 from .block_shape import EXTENTS, default_extents
-from .grid_plan import LDMATRIX_KINDS, decided, mma_kind, plan, split_geometry
+from .grid_plan import LDMATRIX_KINDS, WGMMA_NS_TRIED, decided, mma_kind, plan, split_geometry
 from .register_nest import drop_dead, nest_body
 from .slot_maps import slot_index, warp_lanes, warp_slot_map
 
@@ -260,9 +260,6 @@ def _tensor_cores(kernel: TileKernel, plan, pctx: PassContext):
     if isinstance(half, Skip):
         return Skip(f"{out.reason}; {half.reason}")
     return Noted(half, (f"{out.reason}: mma.sync m16n8k16 instead",))
-
-
-WGMMA_NS_TRIED = (256, 128, 64, 32, 16, 8)     # the widest N tile that fits is taken
 
 
 def _wgmma(kernel: TileKernel, pctx: PassContext):

@@ -45,16 +45,21 @@ is TMA stages alone and the kernel multiplies with wgmma (008), the copies are i
 producer warpgroup of their own instead of an elected computing thread (a
 producer/consumer schedule, recorded as the AsyncWait's `roles`: ir/warp_roles.py);
 `wgmma_in_flight` 1 lets the consumers keep one wgmma group running across K tiles
-(wgmma.wait_group 1, each slot released one tile later). passes/wgmma/warp_roles.py lowers it."""
+(wgmma.wait_group 1, each slot released one tile later). The roles carry the register split
+(setmaxnreg: the producer gives registers back, the consumers take them; register_split
+decides it from the block's threads and the 64K-register file). passes/wgmma/warp_roles.py
+lowers it."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from ...ir.tile_ir import AsyncWait, Stage, Tile
+from ...ir.tile_ir import THREAD, AsyncWait, Stage, Tile
 from ...ir.warp_roles import WarpRoles
 from ..flash.flash_stage import key_loop_skip
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob, replace_tile
 from ..stage_geometry import head_length, head_stages, k_outer_loops, trips
+from ..wgmma.warp_roles import register_split
 
 DESCRIPTION = "rotate the K-outer loop into prologue / steady state / epilogue (cp.async + TMA)"
 
@@ -126,7 +131,10 @@ def _roles(kernel, loops, knobs) -> tuple[WarpRoles | None, str]:
         return None, "warp_specialize: split-K reduced in the kernel (block barriers after the K loop)"
     if len(loops) != 1 or any(s.copy != "tma" for s in head_stages(loops[0])):
         return None, "warp_specialize: the K loop's ring is not TMA copies alone"
-    return WarpRoles(in_flight=int(knobs.get("wgmma_in_flight", 0))), ""
+    consumers = math.prod(a.extent for a in kernel.tile().axes if a.kind == THREAD)
+    producer, consumer = register_split(consumers)
+    return WarpRoles(in_flight=int(knobs.get("wgmma_in_flight", 0)), producer_regs=producer,
+                     consumer_regs=consumer), ""
 
 
 def _pipeline(loop, roles=None):

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from ...ir.fragments import WGMMA_NS, descriptor_bits
 from ...ir.kernel_ir import SharedArray, walk_stmts
-from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
+from ...ir.kernel_wgmma import SetMaxNReg, Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.swizzle import REPEAT
+from ...ir.warp_roles import setmaxnreg_reason
 from ..mma.cuda_mma import reg_at
 
 DTYPES = ("bf16", "f16")
@@ -63,8 +64,19 @@ def render_wgmma(rd, s: Wgmma, scope) -> None:
     rd.emit_asm(template, [f'"l"({s.a_desc})', f'"l"({s.b_desc})'], outs)
 
 
+def render_setmaxnreg(rd, s: SetMaxNReg, scope) -> None:
+    rd.need_sm(90, "setmaxnreg")
+    why = setmaxnreg_reason(s.count)
+    if why:
+        raise rd.err(why)
+    if not rd.k.min_blocks:
+        raise rd.err("setmaxnreg needs __launch_bounds__ with a minimum block count (ptxas drops it "
+                     "when the register count at entry is unknown)")
+    rd.emit_asm([f"setmaxnreg.{'inc' if s.inc else 'dec'}.sync.aligned.u32 {s.count};"], [])
+
+
 # Kernel-IR statement -> the function that prints it (passes/lower/cuda.py's FEATURE_STATEMENTS)
 STATEMENTS = {
     WgmmaDescriptor: render_wgmma_descriptor, WgmmaFence: render_wgmma_fence, Wgmma: render_wgmma,
-    WgmmaCommit: render_wgmma_commit, WgmmaWait: render_wgmma_wait,
+    WgmmaCommit: render_wgmma_commit, WgmmaWait: render_wgmma_wait, SetMaxNReg: render_setmaxnreg,
 }

@@ -11,6 +11,10 @@ computing thread issues tile ko + N - 1 at the head of iteration ko):
                 F == 0: arrive empty[ko % N]   F == 1: if ko >= 1: arrive empty[(ko - 1) % N]
         wait_group 0 (F > 0); the epilogue
 
+Registers (register_split, decided by 015 and recorded on WarpRoles): the producer branch
+starts with setmaxnreg.dec P, the consumers' with setmaxnreg.inc C, and the kernel is
+bound __launch_bounds__(threads, 1) so ptxas knows the count at entry (else it drops them).
+
 The statements are 002's, moved: the producer issues exactly the copies the elected thread
 did, so the slots, phases and byte counts are unchanged; the empty barriers count the
 consumers only. With F groups in flight the wgmma of tile ko may still read slot ko % N
@@ -23,7 +27,22 @@ from ...errors import DeplokitError
 from ...ir import kernel_ir as K
 from ...ir.kernel_ir import StageWait
 from ...ir.kernel_tma import MbarrierArrive, MbarrierInit, TmaTensorLoad
-from ...ir.kernel_wgmma import WgmmaWait
+from ...ir.kernel_wgmma import SetMaxNReg, WgmmaWait
+from ...ir.warp_roles import PRODUCER_THREADS, SETMAXNREG_MAX, SETMAXNREG_STEP, entry_registers
+
+PRODUCER_REGS = 40          # a copy issuer's loop counters, slots and tensor-map addresses
+                            # (CUTLASS's warp-specialised kernels keep 40 too)
+
+
+def register_split(consumers: int, producer_threads: int = PRODUCER_THREADS) -> tuple[int, int]:
+    """(producer, consumer) registers a thread after setmaxnreg, for `consumers` computing
+    threads beside a producer warpgroup in a block bound to one resident block: the producer
+    keeps PRODUCER_REGS, the consumers share the rest of the launch's T x entry registers, in
+    multiples of 8 up to 256 (2 consumer warpgroups: 384 x 168 = 64512 -> 40 and 232)."""
+    threads = consumers + producer_threads
+    pool = threads * entry_registers(threads)
+    rest = (pool - producer_threads * PRODUCER_REGS) // consumers
+    return PRODUCER_REGS, min(SETMAXNREG_MAX, rest // SETMAXNREG_STEP * SETMAXNREG_STEP)
 
 
 def roles_of(func: K.KernelFunc):
@@ -80,10 +99,15 @@ def split_roles(func: K.KernelFunc, roles) -> K.KernelFunc:
         raise DeplokitError(f"{name}: warp_specialize: the consumers have a block barrier, which the producer "
                             f"warpgroup never reaches")
     head = [dataclasses.replace(s, count=consumers) if s is empties[0] else s for s in body[:bar + 1]]
+    min_blocks = func.min_blocks
+    if roles.producer_regs:      # the register split 015 decided: one resident block fixes the entry count
+        producer = (SetMaxNReg(roles.producer_regs, inc=False),) + producer
+        consumer = [SetMaxNReg(roles.consumer_regs, inc=True)] + consumer
+        min_blocks = 1
     split = K.If(K.Binary(">=", K.Special("tid.x"), K.Const(consumers, "int")),
                  producer, tuple(consumer), roles=True)
     threads = consumers + roles.producer_threads
-    return dataclasses.replace(func, body=tuple(head) + (split,), block=(threads, 1, 1))
+    return dataclasses.replace(func, body=tuple(head) + (split,), block=(threads, 1, 1), min_blocks=min_blocks)
 
 
 def _in_flight(name, stmts, loop, n: int) -> list:

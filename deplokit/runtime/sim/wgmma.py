@@ -1,5 +1,5 @@
 """The simulator's warpgroup MMA (an advanced feature: passes/wgmma/): the Kernel-IR
-statements WgmmaDescriptor, WgmmaFence, Wgmma, WgmmaCommit and WgmmaWait, each run by a
+statements WgmmaDescriptor, WgmmaFence, Wgmma, WgmmaCommit, WgmmaWait and SetMaxNReg, each run by a
 function taking the chunk (sim/exec.py's Chunk, whose FEATURE_STATEMENTS table merges
 this module's STATEMENTS) as its first argument.
 
@@ -27,15 +27,18 @@ from ...ir.fragments import (
     mnmajor_byte,
     wgmma_accumulator,
 )
-from ...ir.kernel_wgmma import Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
+from ...ir.kernel_wgmma import SetMaxNReg, Wgmma, WgmmaCommit, WgmmaDescriptor, WgmmaFence, WgmmaWait
 from ...ir.swizzle import swizzle_bytes
+from ...ir.warp_roles import entry_registers, setmaxnreg_reason
 from .mma import reg_run
 from .values import owned
 
 
 def start(chunk):
-    """The chunk's wgmma descriptors: descriptor variable -> the shared array it points into."""
+    """The chunk's wgmma descriptors: descriptor variable -> the shared array it points into;
+    the registers a thread of each warpgroup holds (setmaxnreg; None until the first)."""
     chunk.descriptor_arrays = {}
+    chunk.warpgroup_regs = None
 
 
 K_STEP = 16
@@ -165,8 +168,35 @@ def exec_wgmma_sync(chunk, s, mask):
                 retire(chunk, issued)
 
 
+def exec_setmaxnreg(chunk, s: SetMaxNReg, mask):
+    """Whole warpgroups set their threads' register count: a multiple of 8 in [24, 256], up
+    (inc) or down (dec) from the count they hold, and the block's warpgroups together within
+    what the launch gave it (threads x entry_registers under __launch_bounds__(T, min_blocks);
+    with no min_blocks ptxas cannot tell the entry count and drops setmaxnreg)."""
+    what = f"setmaxnreg.{'inc' if s.inc else 'dec'} {s.count}"
+    groups = whole_warpgroups(chunk, mask, what)
+    why = setmaxnreg_reason(s.count)
+    if why:
+        chunk.fail(why)
+    if not chunk.k.min_blocks:
+        chunk.fail(f"{what}: the kernel has no minimum-blocks launch bound, so the register count at entry "
+                   f"is unknown (ptxas drops setmaxnreg)")
+    entry = entry_registers(chunk.T, chunk.k.min_blocks)
+    if chunk.warpgroup_regs is None:
+        chunk.warpgroup_regs = np.full(chunk.T // WARPGROUP, entry, dtype=np.int64)
+    held = chunk.warpgroup_regs[groups]
+    if (s.count < held).any() if s.inc else (s.count > held).any():
+        chunk.fail(f"{what}: warpgroups {groups.tolist()} hold {held.tolist()} registers a thread; "
+                   f"{'inc' if s.inc else 'dec'} must not go {'down' if s.inc else 'up'}")
+    chunk.warpgroup_regs[groups] = s.count
+    total = int(chunk.warpgroup_regs.sum()) * WARPGROUP
+    if total > chunk.T * entry:
+        chunk.fail(f"{what}: the warpgroups would hold {total} registers ({chunk.warpgroup_regs.tolist()} a "
+                   f"thread), more than the {chunk.T} x {entry} = {chunk.T * entry} the launch gave the block")
+
+
 # Kernel-IR statement -> the function that runs it (sim/exec.py's FEATURE_STATEMENTS)
 STATEMENTS = {
     WgmmaDescriptor: exec_wgmma_descriptor, Wgmma: exec_wgmma, WgmmaFence: exec_wgmma_sync,
-    WgmmaCommit: exec_wgmma_sync, WgmmaWait: exec_wgmma_sync,
+    WgmmaCommit: exec_wgmma_sync, WgmmaWait: exec_wgmma_sync, SetMaxNReg: exec_setmaxnreg,
 }
