@@ -405,8 +405,7 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     takes tensor cores (008), so a batch's plan keeps block tiles of whole warp tiles; `ldsm`:
     mma.sync reading ldmatrix (LDMATRIX_KINDS), so the grid keeps its warps fed (mma_fed);
     `wgmma` (008's default on sm_90 for half operands): a batch gets wgmma_batched_plan's
-    blocks of whole warpgroups, one batch entry a block, wherever one fits and keeps the SMs
-    evenly loaded (or nothing else does); else mma.sync's balanced batched grid."""
+    blocks of whole warpgroups, one batch entry a block, wherever one fits."""
     sms = sm_count(target)
     if thread_tiles(m, n, other, sms) < sms:
         skinny = plan(m, n, chunks, bk, target, other, fed=ldsm)
@@ -420,19 +419,12 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
                                                 "no tile and split count balances it") + " (stream-K would)")
             return skinny, _why(skinny, sms, because, chunks)
     if wgmma and other > 1:
-        grid = wgmma_batched_plan(m, n, chunks, bk, target, other)
-        if grid is not None:
-            tile = (WGMMA_ROWS * grid.threads[0] * grid.threads[1] // WARPGROUP, wgmma_n_tile(n, grid.threads[1]))
-            because = (f"a batch of {other} {m}x{n} matmuls on wgmma: blocks of {tile[0] // WGMMA_ROWS} "
-                       f"warpgroup(s) of 64 rows, one batch entry a block")
-            # wgmma on a few SMs loses to mma.sync on all of them: 28 heads of 64 x 64 are 28
-            # blocks of 64-row tiles, 21% of 132 SMs, where mma.sync's balanced grid fills them
-            even = None if balanced(grid.blocks, sms) else batched_plan(m, n, chunks, bk, target, other, mma)
-            if even is None or not balanced(even.blocks, sms):
-                return grid, _why(grid, sms, because, chunks, tile)
-            return even, _why(even, sms, f"a batch of {other} {m}x{n} matmuls: wgmma's grid of {grid.blocks} "
-                                         f"blocks has SM balance {sm_balance(grid.blocks, sms):.2f}, so mma.sync's "
-                                         f"balanced grid instead, one batch entry a block", chunks)
+        even = wgmma_batched_plan(m, n, chunks, bk, target, other)
+        if even is not None:
+            tile = (WGMMA_ROWS * even.threads[0] * even.threads[1] // WARPGROUP, wgmma_n_tile(n, even.threads[1]))
+            return even, _why(even, sms, f"a batch of {other} {m}x{n} matmuls on wgmma: blocks of "
+                                         f"{tile[0] // WGMMA_ROWS} warpgroup(s) of 64 rows, one batch entry a block",
+                              chunks, tile)
     s0 = old_splits(m, n, chunks, other, target)
     if other > 1:
         launched = batched_default_blocks(m, n, other, s0, target)
