@@ -24,7 +24,8 @@ from deplokit.tune.cost_model import estimate, first_principles_us, matmul_like
 def entry_rows(e, target: str, ptxas: bool):
     c = dk_compile(e.program(), *e.inputs(empty=True), target=target)
     t = c.target
-    stats = compile_cuda(str(c.cuda), target, kernel_names=c.cuda.kernels).stats if ptxas else None
+    # wgmma kernels build for the arch-specific target (sm_90a), as Compilation.sass() does
+    stats = compile_cuda(str(c.cuda), c.cuda.build_arch(target), kernel_names=c.cuda.kernels).stats if ptxas else None
     est = {k.name: k for k in estimate(c.tile_ir, c.kernel_ir, t, stats).kernels}
     tiles = {k.name: k for k in c.tile_ir.kernels}
     rows = []

@@ -221,3 +221,23 @@ def test_balanced_attention_bmms_compile_without_spills(dtype):
         else:
             assert balanced(f.grid[0] * f.grid[1] * f.grid[2], H100.sm_count), f.name
         assert stats[f.name].spills == 0, f.name
+
+
+def test_a_staged_swiglu_prologue_overhangs_and_reduces_in_the_kernel():
+    # (silu(gate) * up) @ w over K = 40 in 10 chunks of 4, 3 splits: past K, gate, up and w are
+    # all outside their tensors (zeros), and silu(0) * 0 * 0 is 0, so the last split overhangs by
+    # 2 chunks and the GEMM reduces its partials itself: one kernel (issue 26, silu_mul_matmul),
+    # no reducer taking the 10th chunk
+    g = torch.Generator().manual_seed(5)
+    gate, up, w = torch.randn(24, 40, generator=g), torch.randn(24, 40, generator=g), torch.randn(40, 36, generator=g)
+    config = {"002_chunk_matmul_k.k_chunk": 4, "003_split_matmul_k.splits": 3}
+    fn = lambda a, b, w: (torch.nn.functional.silu(a) * b) @ w  # noqa: E731
+    c = deplokit.compile(fn, gate, up, w, config=config)
+    (tile,) = c.tile_ir.kernels
+    split = tile.split_k
+    assert (split.splits, split.leftover, split.overhang, split.in_kernel) == (3, 0, 2, True)
+    assert len(c.kernel_ir.kernels) == 1
+    env = {"a": gate.numpy(), "b": up.numpy(), "w": w.numpy()}
+    out = simulate_program(c.kernel_ir, env)[0]
+    np.testing.assert_allclose(out, fn(gate, up, w).numpy(), rtol=1e-4, atol=1e-4)
+    assert np.array_equal(out, simulate_program(c.kernel_ir, env, block_order="reversed")[0])

@@ -250,3 +250,19 @@ def test_host_encodes_half_tensor_maps():
     assert (args.data_type, args.box_bytes, args.global_strides, args.swizzle) == (9, 128 * 64 * 2, (8192,), 3)
     assert tensor_map_args((64, 64), "float16", (64, 64), 128).data_type == 6
     assert tensor_map_args((8, 8), "int64", (8, 8)).box_bytes == 512        # INT64 is 5 in cuda.h
+
+
+def test_the_widest_n_tile_gives_way_to_a_balanced_grid():
+    """The suite's tinyllama q_proj s128 in bf16 (128 x 2048 over K = 2048): 003 plans 64 x 64
+    tiles in 4 splits, 256 blocks (SM balance 0.97); N 256 would leave 64 blocks (0.48) on 132
+    SMs, so 008 takes the widest N tile whose grid stays balanced, N 128, and says so (issue 26)."""
+    a, b = _operands(128, 2048, 2048, torch.bfloat16)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    (func,) = c.kernel_ir.kernels
+    (mma,) = [s for s, _ in walk(c.tile_ir.kernels[0].tile().body) if isinstance(s, WarpgroupMma)]
+    assert mma.n == 128 and func.grid[0] * func.grid[1] * func.grid[2] == 128
+    step = next(s for s in c.trace if s.name == "008_register_tile")
+    assert any("wgmma N tile 128: 128 blocks on 132 SMs, SM balance 0.97 (N 256: 64 blocks, 0.48)" in r
+               for r in step.remarks)
+    if nvcc_available():
+        compile_cuda(str(c.cuda), c.cuda.build_arch("sm_90"), kernel_names=c.cuda.kernels)

@@ -265,7 +265,9 @@ def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     c = _Counter(kernel, types)
     c.visit(c.tile.body, 1.0, dict(c.lanes))
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
-    compulsory = sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types)
+    # each touched tensor once, but never more than the kernel asks for: a kernel that reads a
+    # slice (a split-K reducer's K tail of w, g and u) touches only that slice
+    compulsory = min(sum(types[t].numel * types[t].itemsize for t in sorted(c.touched) if t in types), c.requested)
     return KernelWork(kernel.name, c.threads, c.blocks, c.flops, c.fp, c.instr, int(compulsory), c.requested,
                       c.sectors, c.wavefronts, c.barriers, c.stage_bytes, c.pipelined, c.prefetch,
                       c.tensor_flops, tensor_dtype(kernel),

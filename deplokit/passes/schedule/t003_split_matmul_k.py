@@ -73,9 +73,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ...ir.companions import SplitArrive, SplitK
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
+from ...ir.ops import OPS
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import BLOCK, THREAD, Tile, TileAxis, TileKernel, used_vars, walk
 from ...ir.types import Buffer, TensorType, value_dtype
@@ -226,14 +229,24 @@ def _past_k_reads_zero(mm: _Matmul, over: int) -> str:
                 return True
         return False
 
-    def zero(name) -> bool:
+    def past_end(name):
+        """The value `name` takes past K: 0.0 for a zero-padded load outside its tensor there,
+        its op on those values for a computed one whose every leaf is such a load or a constant
+        (a staged SwiGLU prologue: silu(0) * 0), else None (a real element may be read)."""
         d = defs.get(name)
         if isinstance(d, Load):
-            return d.pad in (None, 0, 0.0) and all(outside(d, m, r) for m, r in boxes)
-        return isinstance(d, Compute) and d.op == "multiply" and all(isinstance(a, str) and zero(a) for a in d.args)
+            return 0.0 if d.pad in (None, 0, 0.0) and all(outside(d, m, r) for m, r in boxes) else None
+        if not isinstance(d, Compute) or d.op not in OPS or OPS[d.op].numpy is None:
+            return None
+        args = [past_end(a) if isinstance(a, str) else a for a in d.args]
+        if any(a is None or isinstance(a, bool) or not isinstance(a, (int, float)) for a in args):
+            return None
+        with np.errstate(all="ignore"):
+            value = OPS[d.op].numpy(*(np.float32(a) for a in args))
+        return float(value) if np.ndim(value) == 0 and np.isfinite(value) else None
 
     accs = [s for s, _ in walk(inner.body) if isinstance(s, Accumulate)]
-    if mm.types is None or all(zero(a.value) for a in accs):   # no types: apply() decides
+    if mm.types is None or all(past_end(a.value) == 0.0 for a in accs):   # no types: apply() decides
         return ""
     return "the K loop's loads past its end are not provably outside their tensors (a K offset into a longer axis)"
 

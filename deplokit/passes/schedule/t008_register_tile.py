@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ...analysis.occupancy import balanced, sm_balance
 from ...ir.fragments import SHAPES, WARPGROUP
 from ...ir.index import free_vars, var
 from ...ir.loop_ir import Accumulate, Load, Loop, Store
@@ -286,7 +287,7 @@ def _wgmma(kernel: TileKernel, pctx: PassContext):
     if threads % WARPGROUP or block_m % tm.extent:
         return Skip(f"wgmma: {tm.extent} x {tn.extent} threads are not whole warpgroups of {WARPGROUP} "
                     f"whose 64-row tiles the M threads divide")
-    reasons = []
+    reasons, fits = [], []
     for block_n in WGMMA_NS_TRIED:
         if block_n % tn.extent or (block_n > 8 and block_n >= 2 * tn.extent * bn.extent):
             continue                               # more than half the N tile would be padding
@@ -304,8 +305,29 @@ def _wgmma(kernel: TileKernel, pctx: PassContext):
         if isinstance(out, Skip):
             reasons.append(out.reason)
             continue
-        return restamp_stages(out, pctx.types)
-    return Skip("; ".join(dict.fromkeys(reasons)) or "wgmma: no N tile fits")
+        fits.append((block_n, out))
+    if not fits:
+        return Skip("; ".join(dict.fromkeys(reasons)) or "wgmma: no N tile fits")
+    return _balanced_n(fits, pctx)
+
+
+def _balanced_n(fits, pctx: PassContext):
+    """The widest wgmma N tile whose grid keeps the SMs evenly loaded (issue 26: a wider tile
+    than 003's grid plan divides the blocks it planned to fill the SMs with: 64 x 64 tiles in
+    4 splits, 256 blocks, became 64 of 64 x 256), else the widest; the trace says what it gave up."""
+    sms = pctx.target.sm_count or 0
+
+    def blocks(k) -> int:
+        return math.prod(a.extent for a in k.tile().axes if a.kind == BLOCK)
+
+    widest_n, widest = fits[0]
+    chosen_n, chosen = next(((n, k) for n, k in fits if not sms or balanced(blocks(k), sms)), fits[0])
+    chosen = restamp_stages(chosen, pctx.types)
+    if chosen_n == widest_n:
+        return chosen
+    b, w = blocks(chosen), blocks(widest)
+    return Noted(chosen, (f"wgmma N tile {chosen_n}: {b} blocks on {sms} SMs, SM balance "
+                          f"{sm_balance(b, sms):.2f} (N {widest_n}: {w} blocks, {sm_balance(w, sms):.2f})",))
 
 
 # the later passes that must stage wgmma's operands: TMA boxes (011), in their rows' swizzle (012)

@@ -114,8 +114,18 @@ def _float_work(body) -> bool:
     return False
 
 
+def _stages_only(body) -> bool:
+    """A copy into shared memory whose float work is a staged prologue (silu(g) * u while
+    staging): it stores to shared memory and accumulates nothing."""
+    stores = any(isinstance(s, K.SharedStore) or isinstance(s, K.VectorStore) and s.space == "shared"
+                 for s in walk_kinds(body, (K.SharedStore, K.VectorStore)))
+    return stores and not any(True for _ in walk_kinds(body, (K.Assign,)))
+
+
 def find_main_loop(func: K.KernelFunc) -> tuple[K.For, list[K.For]] | None:
-    """(the main loop, the kept loops around it), or None for a kernel without one."""
+    """(the main loop, the kept loops around it), or None for a kernel without one: the
+    deepest kept loop with float work, a loop that accumulates before a staging copy nested in
+    it (the copy is part of the K step the loop around it counts)."""
     best = None
 
     def visit(body, around, depth):
@@ -123,8 +133,9 @@ def find_main_loop(func: K.KernelFunc) -> tuple[K.For, list[K.For]] | None:
         for s in body:
             if isinstance(s, K.For):
                 kept = not unrolled(s)
-                if kept and _float_work(s.body) and (best is None or depth + 1 > best[2]):
-                    best = (s, list(around), depth + 1)
+                key = (not _stages_only(s.body), depth + 1)
+                if kept and _float_work(s.body) and (best is None or key > best[2]):
+                    best = (s, list(around), key)
                 visit(s.body, around + [s] if kept else around, depth + kept)
             elif isinstance(s, K.If):
                 visit(s.then, around, depth)
