@@ -61,7 +61,7 @@ from ...analysis.occupancy import balanced, sm_balance
 from ...analysis.work import SPLIT_TAIL_ROUND_TRIPS
 from ...ir.fragments import M16N8K16_BF16, WARPGROUP
 from ...ir.loop_ir import Loop
-from ...ir.tile_ir import BLOCK, walk
+from ...ir.tile_ir import BLOCK, THREAD, walk
 from ..mma.mma_tile import ldsm_per_mma
 from .block_shape import (
     EXTENTS,
@@ -129,11 +129,16 @@ def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: i
         return None
     if splits:
         return _cheapest(m, n, chunks, bk, target, other, (splits,), threads, fed)
+    sms = sm_count(target)
     best = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, MIN_CHUNKS), threads, fed)
-    if best is None or best.blocks >= sm_count(target):
+    if best is None or balanced(best.blocks, sms):
         return best
     short = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, SHORT_CHUNKS), threads, fed)
-    return short if short.blocks >= sm_count(target) else best
+    if best.blocks < sms:
+        return short if short.blocks >= sms else best
+    # shorter splits where only they balance: 48 x 16 over K = 2048 is 144 blocks (0.55) of 6
+    # tiles x 24 splits, 384 (0.97) of 6 x 64
+    return short if balanced(short.blocks, sms) else best
 
 
 def worth_filling(chunks: int) -> bool:
@@ -412,7 +417,7 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
         if skinny is not None:
             because = "planned to fill the SMs"
             if not balanced(skinny.blocks, sms):
-                counts = (skinny.splits,) + split_counts(chunks, MIN_CHUNKS)
+                counts = (skinny.splits,) + split_counts(chunks, SHORT_CHUNKS)
                 _, even = _best_two(m, n, chunks, bk, target, other, counts, None, ldsm)
                 because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
                                                 f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
@@ -590,6 +595,35 @@ def mma_kind(kernel, target) -> str:
     if precision == "tf32":
         return "tf32"
     return "wgmma" if target.sm == 90 else "half"
+
+
+def output_extents(tile) -> tuple[dict, int]:
+    """Output extents per role (M, N) of the Tile's THREAD axes, and the other axes' product."""
+    extents = {"M": 1, "N": 1}
+    other = 1
+    for a in tile.axes:
+        if a.kind != THREAD:
+            continue
+        if a.role in extents:
+            extents[a.role] *= a.extent
+        else:
+            other *= a.extent
+    return extents, other
+
+
+def tensor_core_output(m: int, n: int, target) -> bool:
+    """Whether 008 can put an m x n output on tensor cores at the default thread shape: mma.sync
+    and wgmma tile an output split into M and N blocks (mma_tile.py), so an N (or M) that one
+    block's threads cover stays on the FMA tile (the Mixtral router's 8 experts). 002's K chunk
+    and 003's grid plan for that tile, not for warps 008 will not build."""
+    t = fitted_threads(parse_shape(default_thread_shape(m, n, sm_count(target))), m, n)
+    return m > t[0] and n > t[1]
+
+
+def wgmma_output(m: int, n: int, target) -> bool:
+    """tensor_core_output with a warpgroup's WGMMA_ROWS rows in M: 002's wide K chunk pays
+    only where 008 takes wgmma."""
+    return m >= WGMMA_ROWS and tensor_core_output(m, n, target)
 
 
 def mma_fed(threads: tuple[int, int], regs: tuple[int, int]) -> bool:
