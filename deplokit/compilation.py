@@ -152,7 +152,9 @@ class Compilation(Displayable):
         backend = resolve_backend(backend)
         self._require_weights()
         if backend == "cupy":
-            return [t.numpy() for t in self.cupy_executor().run(inputs, state=state)]
+            # half outputs as float32 arrays holding the half values, as the interpreters hold them
+            return [(t.float() if t.dtype in (torch.bfloat16, torch.float16) else t).numpy()
+                    for t in self.cupy_executor().run(inputs, state=state)]
         env = self._fresh_env()
         env.update(state or {})
         env.update(self._bind(inputs))

@@ -2,8 +2,8 @@
 one case instead of ending the campaign, and the next case gets a fresh worker."""
 import pytest
 
-from deplokit.errors import NvrtcError
-from deplokit.fuzz.isolated_nvrtc import IsolatedNvrtc, NvrtcCrash
+from deplokit.errors import NvrtcCrash, NvrtcError
+from deplokit.fuzz.isolated_nvrtc import IsolatedNvrtc
 from deplokit.runtime.nvrtc import nvrtc_available
 
 pytestmark = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC not available")

@@ -13,16 +13,12 @@ import multiprocessing
 import signal
 
 from .. import errors
-from ..errors import DeplokitError
-
-
-class NvrtcCrash(DeplokitError):
-    """The NVRTC worker died while compiling (a crash inside NVIDIA's compiler)."""
+from ..errors import DeplokitError, NvrtcCrash
+from ..runtime.nvrtc import compile_nvrtc
 
 
 def serve(conn) -> None:
     """The worker's loop: compile each (source, arch) received, answer None or the error."""
-    from ..runtime.nvrtc import compile_nvrtc
     while True:
         request = conn.recv()
         if request is None:
