@@ -82,7 +82,7 @@ def test_bf16_logits_are_eagers_within_bf16_rounding(model):
     assert (logits - eager).abs().max().item() <= 4 * 2 ** -8 * scale
     assert int(logits.argmax()) == int(eager.argmax())
     f32 = deplokit.load_lm(model, max_length=8, dtype="float32")
-    assert not np.array_equal(np.asarray(f32.decoder.session("loop").prefill(PROMPT)), logits.numpy())   # bf16 did round
+    assert not np.array_equal(np.asarray(f32.decoder.session("loop").prefill(PROMPT)), logits.numpy())  # rounded
 
 
 def test_fp16_tokens_on_the_simulator(model):
