@@ -85,19 +85,16 @@ from ...ir.types import Buffer, TensorType, value_dtype
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from .grid_plan import (
     FULL_BLOCK,
-    LDMATRIX_KINDS,
     MIN_CHUNKS,
     SHORT_CHUNKS,
     SPLITS,
-    decide,
+    decide_for,
     default_blocks,
-    mma_kind,
     old_splits,
     output_extents,
     reduce_choice,
     sm_count,
     split_run,
-    tensor_core_output,
     thread_tiles,
 )
 
@@ -167,11 +164,7 @@ def _grid_target(target) -> int:
 
 def _decision(mm: _Matmul, target):
     extents, other = output_extents(mm.tile)
-    kind = mma_kind(mm.kernel, target)
-    if not tensor_core_output(extents["M"], extents["N"], target):
-        kind = "off"             # 008 keeps such an output on the FMA tile: plan for that
-    return decide(extents["M"], extents["N"], mm.chunks, mm.bk, target, other, kind != "off",
-                  kind in LDMATRIX_KINDS, kind == "wgmma")
+    return decide_for(mm.kernel, extents["M"], extents["N"], mm.chunks, mm.bk, target, other)
 
 
 def _default_splits(kernel: TileKernel, target) -> int:
