@@ -3,6 +3,7 @@ models: greedy tokens equal transformers' generate, text in gives text out, and 
 input (missing or corrupt file, a prompt longer than the cache, ...) is one clear error."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from gguf_files import gguf, tiny_llama, write_llama_gguf
@@ -68,6 +69,25 @@ def test_a_half_model_generates_transformers_tokens_with_a_half_kv_cache(model, 
     assert "kv_cache0_written_f32 = convert(kv_cache0_written)" in tensor_ir
     with pytest.raises(deplokit.UnsupportedDtypeError, match="dtype 'int8' is not one of"):
         deplokit.load_lm(model, dtype="int8")
+
+
+def test_bf16_logits_are_eagers_within_bf16_rounding(model):
+    """Fused kernels round to bf16 less often than eager, so the logits are eager's within a few
+    bf16 ulps of the largest logit, not bitwise: the tolerance is bf16's, not float32's."""
+    lm = deplokit.load_lm(model, max_length=8, dtype=torch.bfloat16)
+    logits = torch.as_tensor(np.asarray(lm.decoder.session("loop").prefill(PROMPT), dtype=np.float32))
+    with torch.no_grad():
+        eager = lm.model(torch.tensor([PROMPT])).logits[0, -1].float()
+    scale = eager.abs().max().item()
+    assert (logits - eager).abs().max().item() <= 4 * 2 ** -8 * scale
+    assert int(logits.argmax()) == int(eager.argmax())
+    f32 = deplokit.load_lm(model, max_length=8, dtype="float32")
+    assert not np.array_equal(np.asarray(f32.decoder.session("loop").prefill(PROMPT)), logits.numpy())  # rounded
+
+
+def test_fp16_tokens_on_the_simulator(model):
+    lm = deplokit.load_lm(model, max_length=6, dtype="float16")
+    assert lm.generate(PROMPT, max_new_tokens=2, backend="sim") == lm.reference(PROMPT, 2)
 
 
 def test_the_reference_runs_on_one_torch_thread_and_gives_the_count_back(lm):
