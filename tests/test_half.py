@@ -137,6 +137,22 @@ def test_a_half_op_eager_rounds_and_deplokit_keeps_in_float32_is_checked_at_both
     assert result.max_abs_error > 10 * result.float32.max_abs_error     # eager's rounding, not ours
 
 
+def test_a_half_comparison_with_a_number_compares_in_half_as_eager():
+    # eager compares a bf16 tensor with -2.2 in bf16 (-2.203125): the values between the two
+    # numbers are on the other side than in float32, so the number is recorded rounded
+    torch.manual_seed(0)
+    x = torch.randn(4999, dtype=torch.bfloat16)
+    fn = lambda x: torch.where(x < -2.2, float("-inf"), x) * (x > 1.8).float()   # noqa: E731
+    c = deplokit.compile(fn, x)
+    assert "lt(x, -2.203125)" in str(c.torch_ir) and "gt(x, 1.796875)" in str(c.torch_ir)
+    expected = fn(x)
+    between = ((x.float() < -2.2) & (x.float() >= -2.203125)).sum()
+    assert between > 0                                   # the inputs hold values the rounding moves
+    for backend in BACKENDS:
+        got = c.run(x, backend=backend)
+        assert torch.equal(got.isinf(), expected.isinf()), backend
+
+
 def test_store_to_half_is_round_to_nearest_even_at_a_tie():
     """1 + 2**-8 lies halfway between bf16's 1 and 1 + 2**-7: it rounds to the even one, 1;
     1 + 3 * 2**-8 rounds up to the even 1 + 2**-6."""

@@ -137,6 +137,21 @@ def _check_dtype(dtype, where: str) -> str:
     return _DTYPES[dtype]
 
 
+# A comparison of half tensors with a Python number runs in the half dtype in eager: the number
+# rounds to it first (x_bf16 < -2.2 compares with -2.203125), so the Torch IR records it rounded.
+COMPARISONS = ("gt", "lt", "ge", "le", "eq", "ne")
+
+
+def half_comparison_scalars(args, fx_args) -> tuple:
+    dtypes = {a.meta["val"].dtype for a in fx_args
+              if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)}
+    if len(dtypes) != 1 or not dtypes <= {torch.bfloat16, torch.float16}:
+        return tuple(args)
+    half = dtypes.pop()
+    return tuple(float(torch.tensor(a, dtype=half)) if isinstance(a, (int, float)) and not isinstance(a, bool)
+                 else a for a in args)
+
+
 def _tensor_type(val, where: str, empty_ok: bool = True) -> TensorType:
     """`val`'s TensorType. A tensor without elements may only be an intermediate (an empty
     slice cat drops); a buffer (input, parameter, output) needs one."""
@@ -254,6 +269,8 @@ def _convert(ep, scalars: tuple[str, ...] = (), scalar_limit: int = 0) -> Captur
                 raise UnsupportedOpError(
                     f"operator aten.{key} (node {node.name}) called in an unsupported form: {e}"
                 ) from None
+            if op_name in COMPARISONS:
+                targs = half_comparison_scalars(targs, node.args)
             if not isinstance(val, torch.Tensor):
                 raise UnsupportedOpError(f"operator aten.{key} (node {node.name}) returns several values; "
                                          "deplokit supports single-tensor operators")
