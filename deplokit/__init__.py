@@ -21,6 +21,7 @@ from .errors import (
     ModelFileError,
     NotebookExtraMissing,
     NvccError,
+    NvrtcCrash,
     NvrtcError,
     PromptTooLongError,
     SimulationError,
@@ -39,7 +40,8 @@ _GENERATE = ("load_lm",)
 __all__ = [*_FACADE, *_GENERATE, "Target", "TARGETS", "get_target",
            "DeplokitError", "CaptureError", "DynamicShapeError", "ExecutionError", "ExpressionError",
            "UnsupportedDtypeError", "UnsupportedOpError", "UnknownModelError", "ModelFileError",
-           "DeviceUnavailableError", "LaunchPlanError", "NvccError", "NvrtcError", "SimulationError", "CacheError",
+           "DeviceUnavailableError", "LaunchPlanError", "NvccError", "NvrtcError", "NvrtcCrash", "SimulationError",
+           "CacheError",
            "NotebookExtraMissing", "ConfigError", "DisassemblerError", "IRInvariantError", "TensorMapError",
            "PromptTooLongError",
            "CacheFullError"]

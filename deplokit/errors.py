@@ -74,6 +74,11 @@ class NvrtcError(NvccError):
     """NVRTC rejected the source, or NVRTC could not be loaded. `.log` holds its output."""
 
 
+class NvrtcCrash(NvrtcError):
+    """NVRTC's process died while compiling (a crash inside NVIDIA's compiler, not a rejected
+    source): the fuzzer compiles in a worker process and reports it (fuzz/isolated_nvrtc.py)."""
+
+
 class SimulationError(DeplokitError):
     """The simulated kernel did something invalid: an out-of-bounds access, a race, a
     divergent barrier, a misaligned vector access, ..."""

@@ -52,6 +52,24 @@ def test_token_ids_in_give_transformers_greedy_ids_out(lm):
     assert "2 tokens in" in str(s) and "prefill 4 tokens" in str(s) and "decode 1 steps" in str(s)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", torch.float16])
+def test_a_half_model_generates_transformers_tokens_with_a_half_kv_cache(model, dtype):
+    lm = deplokit.load_lm(model, max_length=24, dtype=dtype)
+    half = lm.model.dtype
+    assert half in (torch.bfloat16, torch.float16) and next(model.parameters()).dtype == torch.float32  # a copy
+    got = lm.generate(PROMPT, max_new_tokens=6, backend="loop")
+    assert got == lm.reference(PROMPT, 6)
+    # the cache is stored in half: the write rounds the new row, the readers convert the cache
+    name, short = {torch.bfloat16: ("bfloat16", "bf16"), torch.float16: ("float16", "f16")}[half]
+    assert f"# kv_cache0: (1, 2, 24, 16) {name} state" in lm.decode.torch_ir.header()
+    tensor_ir = str(lm.decode.tensor_ir)
+    assert f"kv_cache0_written = kv_cache0 with [0, j, pos[0], l] = add_6_{short} -> (1, 2, 24, 16) {name}" \
+        in tensor_ir
+    assert "kv_cache0_written_f32 = convert(kv_cache0_written)" in tensor_ir
+    with pytest.raises(deplokit.UnsupportedDtypeError, match="dtype 'int8' is not one of"):
+        deplokit.load_lm(model, dtype="int8")
+
+
 def test_the_reference_runs_on_one_torch_thread_and_gives_the_count_back(lm):
     saved = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -155,7 +173,14 @@ def test_cli_streams_text_and_checks_it(capsys, chat_file):
     assert code == 0, err
     assert out.endswith("\n") and out.strip()   # the text; the check below says it is transformers' text
     assert "deplokit generate: tiny-llama: 3 tokens in" in err and "tokens/s; prefill 1 tokens" in err
-    assert "check: 3 of 3 tokens agree with transformers' greedy generate (all agree)" in err
+    assert "check: 3 of 3 tokens agree with transformers' greedy generate in float32 (all agree)" in err
+
+
+def test_cli_generates_in_bfloat16_and_checks_against_transformers_in_bfloat16(capsys, chat_file):
+    code, out, err = run_cli(capsys, "generate", chat_file, "--prompt", "Hello", "--max-new-tokens", "3",
+                             "--backend", "loop", "--check", "--dtype", "bfloat16")
+    assert code == 0, err
+    assert "check: 3 of 3 tokens agree with transformers' greedy generate in bfloat16 (all agree)" in err
 
 
 def test_cli_bad_inputs(capsys, chat_file, tmp_path):
@@ -172,6 +197,8 @@ def test_cli_bad_inputs(capsys, chat_file, tmp_path):
     one_line_error(*run_cli(capsys, "generate", chat_file, "--prompt", "hi", "--max-new-tokens", "0"),
                    "argument --max-new-tokens: expected a whole number >= 1, got '0'")
     one_line_error(*run_cli(capsys, "generate", "--prompt", "hi"), "the following arguments are required: MODEL")
+    one_line_error(*run_cli(capsys, "generate", chat_file, "--prompt", "hi", "--dtype", "int8"),
+                   "argument --dtype: invalid choice: 'int8'")
 
 
 def test_compile_decode_takes_a_named_model(capsys):

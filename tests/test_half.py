@@ -124,6 +124,19 @@ def test_explicit_cast_to_half_rounds_mid_program():
         assert torch.allclose(c.run(x, backend=backend), fn(x), rtol=1e-6, atol=0), backend
 
 
+def test_a_half_op_eager_rounds_and_deplokit_keeps_in_float32_is_checked_at_both_tolerances():
+    # (x @ w.T).float(): eager rounds the bf16 matmul before .float(); deplokit fuses the two
+    # and never rounds. check() compares with eager at bf16's tolerance (the program's half op)
+    # and with the float32 reference at float32's (nothing stored in half)
+    g = torch.Generator().manual_seed(5)
+    x, w = torch.randn(24, 512, generator=g).bfloat16(), torch.randn(8, 512, generator=g).bfloat16()
+    c = deplokit.compile(lambda x, w: (x @ w.t()).float(), x, w, target="sm_80")
+    assert c.rounding_format == "bfloat16"
+    result = c.check(backend="loop")
+    assert result.passed and result.float32 is not None and result.float32.rtol == 1e-4
+    assert result.max_abs_error > 10 * result.float32.max_abs_error     # eager's rounding, not ours
+
+
 def test_store_to_half_is_round_to_nearest_even_at_a_tie():
     """1 + 2**-8 lies halfway between bf16's 1 and 1 + 2**-7: it rounds to the even one, 1;
     1 + 3 * 2**-8 rounds up to the even 1 + 2**-6."""

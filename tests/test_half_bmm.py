@@ -97,3 +97,20 @@ def test_half_bmm_cuda_compiles(arch):
     assert c.tile_ir.kernels[0].mma is not None
     stats = c.nvcc().stats
     assert all(s.spill_stores == 0 for s in stats.values())
+
+
+def test_a_balanced_sm_120_bmm_keeps_rows_ldmatrix_reads():
+    # (4, 256, 128) @ (4, 128, 256) on sm_120 (170 SMs) takes a balanced batched grid. It used
+    # to balance on 16 x 4 threads of 8 x 2 outputs, whose B slab has no 16-byte rows for
+    # ldmatrix, and ran on FMA; the plan now keeps 8 N threads (grid_plan.slab_rows_fit)
+    a, b = _operands((4, 256, 128), (4, 128, 256), torch.bfloat16, seed=4)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_120")
+    kern = c.tile_ir.kernels[0]
+    assert kern.mma is not None and kern.mma.wgmma == 0
+    step = next(s for s in c.trace if s.name == "003_split_matmul_k").decision(kern.name)
+    assert "SM balance 0.9" in step.note
+    got = c.run(a, b, backend="sim")
+    _close_to_exact(got, a, b, torch.bfloat16)
+    if nvcc_available():
+        assert "mma.sync.aligned.m16n8k16" in str(c.cuda)
+        c.nvcc("sm_120")

@@ -241,3 +241,22 @@ def test_a_staged_swiglu_prologue_overhangs_and_reduces_in_the_kernel():
     out = simulate_program(c.kernel_ir, env)[0]
     np.testing.assert_allclose(out, fn(gate, up, w).numpy(), rtol=1e-4, atol=1e-4)
     assert np.array_equal(out, simulate_program(c.kernel_ir, env, block_order="reversed")[0])
+
+
+@pytest.mark.parametrize("tokens,experts,hidden", [(32, 8, 4096), (48, 16, 2048), (17, 8, 4096)])
+def test_a_half_router_matmul_plans_the_fma_tile_008_builds_and_balances(tokens, experts, hidden):
+    # Mixtral's router: a few experts, so one block's threads cover N and 008 keeps the FMA
+    # tile (mma_tile needs M and N blocks). 002 used to chunk K for wgmma (64) and 003 to plan
+    # for tensor cores: 32 blocks at 32 tokens (0.24). Both now plan the tile 008 builds.
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(tokens, hidden, generator=g).bfloat16()
+    w = torch.randn(experts, hidden, generator=g).bfloat16()
+    c = deplokit.compile(lambda x, w: (x @ w.t()).float(), x, w, target="sm_90")
+    kern = c.tile_ir.kernels[0]
+    assert kern.mma is None
+    chunk = next(s for s in c.trace if s.name == "002_chunk_matmul_k").decision(kern.name)
+    assert dict(chunk.knobs)["k_chunk"] == 16
+    blocks = [f.grid[0] * f.grid[1] * f.grid[2] for f in c.kernel_ir.kernels if f.name == kern.name][0]
+    assert balanced(blocks, H100.sm_count), blocks
+    if tokens < 40:
+        assert c.check(backend="sim").passed

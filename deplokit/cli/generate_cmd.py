@@ -13,7 +13,7 @@ def cmd_generate(args) -> int:
         raise usage_error(args, "--prompt is empty")
     # Loaded here, not at the top: torch, transformers and the model only when the command runs.
     from ..generate.lm import agreement, load_lm
-    lm = load_lm(args.model, max_length=args.max_length, target=args.target)
+    lm = load_lm(args.model, max_length=args.max_length, target=args.target, dtype=args.dtype)
     prompt_ids = lm.encode(args.prompt, chat=args.chat)
     lm.check_fits(len(prompt_ids), args.max_new_tokens)   # refused before anything compiles
     produced: list[int] = []
@@ -33,7 +33,8 @@ def cmd_generate(args) -> int:
         same = agreement(produced, expected)
         verdict = "all agree" if same == len(expected) == len(produced) else \
             f"first difference at new token {same}"
-        print(f"check: {same} of {len(expected)} tokens agree with transformers' greedy generate ({verdict})",
+        print(f"check: {same} of {len(expected)} tokens agree with transformers' greedy generate in "
+              f"{args.dtype} ({verdict})",
               file=sys.stderr)
         if same != len(expected) or len(produced) != len(expected):
             return 1

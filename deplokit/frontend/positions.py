@@ -211,7 +211,7 @@ class Positions:
         scalar, table = self.tab[a.name]
         shape, dtype = tuple(table.shape[1:]), table.dtype
         flat = table.reshape(self.limit, -1).contiguous()
-        key = (str(dtype), tuple(flat.shape), flat.numpy().tobytes())
+        key = (str(dtype), tuple(flat.shape), flat.view(torch.uint8).numpy().tobytes())   # bf16: no numpy dtype
         if key not in self.tables:
             name = self.ir_name[f"{a.name}_table"]
             self.buffers.append(Buffer(name, self.tensor_type(flat, f"table {a.name}"), "const"))

@@ -3,7 +3,8 @@
 A case compiles its `-c` text for its target and knob config, then runs on the Tensor-IR and
 Loop-IR interpreters and on the SIMT simulator with every buffer the program writes filled
 with NaN first (an element a kernel forgets to write shows up), compares each with eager,
-and compiles the CUDA with NVRTC (every case, when available) or nvcc (a sample). A clean
+and compiles the CUDA with NVRTC (every case, when available, in a worker process that a
+compiler crash cannot take down) or nvcc (a sample). A clean
 refusal (a DeplokitError naming what is unsupported) is not a failure; a traceback-class
 exception, a mismatch, a compiler rejection or a timeout is. Each failure gets a class (the
 stage and the message with names and numbers masked), so that a long run reports each
@@ -29,8 +30,9 @@ from ..compilation import default_atol
 from ..errors import DeplokitError
 from ..frontend.expression import load_expression
 from ..runtime.nvcc import nvcc_available
-from ..runtime.nvrtc import compile_nvrtc, nvrtc_available
+from ..runtime.nvrtc import nvrtc_available
 from ..runtime.sim import simulate_program
+from .isolated_nvrtc import WORKER
 from .programs import Case
 from .reference import reference
 
@@ -231,7 +233,7 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
                                    time.perf_counter() - start)
             stage = "nvrtc"
             if nvrtc_available():
-                compile_nvrtc(str(c.cuda), case.target)
+                WORKER.compile(str(c.cuda), case.target)
             if nvcc:
                 stage = "nvcc"
                 if nvcc_available():

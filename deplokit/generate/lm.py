@@ -13,13 +13,14 @@ holds. `stream` yields each token as it is chosen; `last_stats` says where the t
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from ..errors import ExecutionError, UnknownModelError
+from ..errors import ExecutionError, UnknownModelError, UnsupportedDtypeError
 from ..frontend import pretrained
 from ..frontend.hf import is_causal_lm
 from ..runtime.device import gpu_available
@@ -250,15 +251,36 @@ def agreement(got: list[int], expected: list[int]) -> int:
     return n
 
 
+LM_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
 def load_lm(model, *, max_length: int = DEFAULT_MAX_LENGTH, target: str = "sm_90", config: dict | None = None,
-            tokenizer=None) -> LM:
+            tokenizer=None, dtype=None) -> LM:
     """An LM from a model name with trained weights (`smollm2-135m`, offline), a .gguf file,
-    or any transformers causal LM (eval, float32; pass its tokenizer for text prompts)."""
+    or any transformers causal LM (eval; pass its tokenizer for text prompts). `dtype`
+    (float32, bfloat16, float16, a name or a torch dtype): the weights, KV cache and
+    activations between kernels in it, as transformers runs the model in it (a named model's
+    weights are dequantised to float32, then converted; a given model is converted in a copy).
+    None: a named model in float32, a given one as it is."""
+    want = _lm_dtype(dtype)
     if isinstance(model, str):
         loaded = pretrained.load(model)
-        return LM(loaded.model, tokenizer if tokenizer is not None else loaded.tokenizer, max_length=max_length,
+        lm_model = loaded.model if want is None else loaded.model.to(want)
+        return LM(lm_model, tokenizer if tokenizer is not None else loaded.tokenizer, max_length=max_length,
                   target=target, config=config, name=loaded.name)
     if not is_causal_lm(model):
         raise UnknownModelError(f"load_lm takes a model name, a .gguf file or a transformers causal LM "
                              f"(e.g. LlamaForCausalLM), got {type(model).__name__}")
+    if want is not None and next(model.parameters()).dtype != want:
+        model = copy.deepcopy(model).to(want)
     return LM(model, tokenizer, max_length=max_length, target=target, config=config)
+
+
+def _lm_dtype(dtype):
+    if dtype is None:
+        return None
+    if isinstance(dtype, str) and dtype in LM_DTYPES:
+        return LM_DTYPES[dtype]
+    if dtype in LM_DTYPES.values():
+        return dtype
+    raise UnsupportedDtypeError(f"load_lm: dtype {dtype!r} is not one of {', '.join(LM_DTYPES)}")

@@ -84,7 +84,11 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
     b = Builder({bf.name: bf.type for bf in program.buffers}, {op.name for op in program.ops},
                 precision=ctx.precision if ctx is not None else "float32")
     names = {bf.name: bf.name for bf in program.buffers}
-    read = {a for op in program.ops for a in op.args if isinstance(a, str)}
+    dtypes = {bf.name: bf.type.dtype for bf in program.buffers}
+    # A half state written in place (a KV cache in bf16) keeps its storage: the write rounds
+    # its value to half, as eager's index_copy does, and the readers convert the written cache
+    in_place = {op.name for op in program.ops if op.op == "index_copy" and dtypes.get(op.args[0]) in HALF_DTYPES}
+    read = {a for op in program.ops for a in (op.args[1:] if op.name in in_place else op.args) if isinstance(a, str)}
     for bf in program.buffers:      # a half buffer is read as float32, converted once
         if bf.type.dtype in HALF_DTYPES and bf.name in read:
             names[bf.name] = b.elementwise(CONVERT_OP, bf.name, hint=f"{bf.name}_f32", dtype="float32")
@@ -94,8 +98,14 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
             raise UnsupportedOpError(f"no Tensor-IR rule for Torch-IR op {op.op} (node {op.name}); "
                                      f"rules exist for: {', '.join(sorted(RULES))}")
         ttype = op.type if op.op in _CASTS or op.type.dtype not in HALF_DTYPES else replace(op.type, dtype="float32")
-        mapped = op.__class__(op.name, op.op, tuple(names.get(a, a) if isinstance(a, str) else a for a in op.args),
-                              op.attrs, ttype)
+        args = tuple(names.get(a, a) if isinstance(a, str) else a for a in op.args)
+        if op.name in in_place:
+            cache, pos, src = op.args
+            want = dtypes[cache]
+            args = (cache, names.get(pos, pos), b.elementwise(CONVERT_OP, names[src], hint=f"{src}_{_SHORT[want]}",
+                                                              dtype=want))
+            ttype = op.type
+        mapped = op.__class__(op.name, op.op, args, op.attrs, ttype)
         first_new = len(b.nodes)
         result = rule(mapped, b)
         # The op's last node carries the Torch-IR name, so the two IRs read side by side.
@@ -105,6 +115,8 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
             raise UnsupportedOpError(f"rule for {op.op} (node {op.name}) produced shape {b.shape(result)}, "
                                      f"torch says {op.type.shape}")
         names[op.name] = result
+        if op.name in in_place:       # read on in float32, like any half buffer
+            names[op.name] = b.elementwise(CONVERT_OP, result, hint=f"{op.name}_f32", dtype="float32")
         grouped_mm.note_counts(op, mapped.args, result, b)
     types = {bf.name: bf.type for bf in program.buffers} | {op.name: op.type for op in program.ops}
     outputs = []

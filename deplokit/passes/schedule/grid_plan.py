@@ -61,7 +61,7 @@ from ...analysis.occupancy import balanced, sm_balance
 from ...analysis.work import SPLIT_TAIL_ROUND_TRIPS
 from ...ir.fragments import M16N8K16_BF16, WARPGROUP
 from ...ir.loop_ir import Loop
-from ...ir.tile_ir import BLOCK, walk
+from ...ir.tile_ir import BLOCK, THREAD, walk
 from ..mma.mma_tile import ldsm_per_mma
 from .block_shape import (
     EXTENTS,
@@ -129,11 +129,16 @@ def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: i
         return None
     if splits:
         return _cheapest(m, n, chunks, bk, target, other, (splits,), threads, fed)
+    sms = sm_count(target)
     best = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, MIN_CHUNKS), threads, fed)
-    if best is None or best.blocks >= sm_count(target):
+    if best is None or (best.blocks >= sms and balanced(best.blocks, sms)):
         return best
     short = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, SHORT_CHUNKS), threads, fed)
-    return short if short.blocks >= sm_count(target) else best
+    if best.blocks < sms:
+        return short if short.blocks >= sms else best
+    # shorter splits where only they balance: 48 x 16 over K = 2048 is 144 blocks (0.55) of 6
+    # tiles x 24 splits, 384 (0.97) of 6 x 64
+    return short if balanced(short.blocks, sms) else best
 
 
 def worth_filling(chunks: int) -> bool:
@@ -397,7 +402,8 @@ def default_blocks(m: int, n: int, other: int, splits: int, target) -> int:
 
 @lru_cache(maxsize=4096)
 def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
-           mma: bool = False, ldsm: bool = False, wgmma: bool = False) -> tuple[GridPlan | None, str]:
+           mma: bool = False, ldsm: bool = False, wgmma: bool = False,
+           element_bytes: int = 4) -> tuple[GridPlan | None, str]:
     """The default grid of a chunked m x n matmul (times `other`) over `chunks` K chunks of
     `bk`, and why: the skinny plan where the default tiles leave SMs without a block; else
     None (the default tiles, 003's old split rule) when those keep the SMs evenly loaded;
@@ -405,14 +411,15 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     takes tensor cores (008), so a batch's plan keeps block tiles of whole warp tiles; `ldsm`:
     mma.sync reading ldmatrix (LDMATRIX_KINDS), so the grid keeps its warps fed (mma_fed);
     `wgmma` (008's default on sm_90 for half operands): a batch gets wgmma_batched_plan's
-    blocks of whole warpgroups, one batch entry a block, wherever one fits."""
+    blocks of whole warpgroups, one batch entry a block, wherever one fits; `element_bytes` (2
+    for half operands) sizes the 16-byte rows ldmatrix reads (slab_rows_fit)."""
     sms = sm_count(target)
     if thread_tiles(m, n, other, sms) < sms:
         skinny = plan(m, n, chunks, bk, target, other, fed=ldsm)
         if skinny is not None:
             because = "planned to fill the SMs"
             if not balanced(skinny.blocks, sms):
-                counts = (skinny.splits,) + split_counts(chunks, MIN_CHUNKS)
+                counts = (skinny.splits,) + split_counts(chunks, SHORT_CHUNKS)
                 _, even = _best_two(m, n, chunks, bk, target, other, counts, None, ldsm)
                 because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
                                                 f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
@@ -429,7 +436,7 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     if other > 1:
         launched = batched_default_blocks(m, n, other, s0, target)
         if not balanced(launched, sms):
-            even = batched_plan(m, n, chunks, bk, target, other, mma)
+            even = batched_plan(m, n, chunks, bk, target, other, mma, 16 // element_bytes if ldsm else 1)
             if even is None and mma and not default_whole_warps(m, n, target):
                 even = batched_plan(m, n, chunks, bk, target, other)   # the default has no mma to keep
             if even is not None and sm_balance(even.blocks, sms) > sm_balance(launched, sms):
@@ -477,7 +484,8 @@ def default_whole_warps(m: int, n: int, target) -> bool:
     return whole_warp_tiles(t, default_extents(m, n, sm_count(target), t))
 
 
-def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: bool = False) -> GridPlan | None:
+def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: bool = False,
+                 row_threads: int = 1) -> GridPlan | None:
     """The cheapest balanced grid of a batch of `other` m x n matmuls (attention's Q @ K^T and
     P @ V: K of 32..512, 28 or 32 heads) over the thread shapes of at least LEAST_THREADS
     threads and at most MAX_DEFAULT_SIDE a side, every register block inside the output and
@@ -487,8 +495,8 @@ def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: 
     x 32 tiles = 896 blocks, 6.79 per SM (0.97), where 4 tiles (112) or 16 (448) leave 0.85.
     `mma` (a half or tf32 kernel 008 puts on tensor cores): only block tiles whose warps each
     own whole MMA_TILE tiles, so balance never costs the tensor cores (28 heads of 64 x 64 in
-    bf16 kept 28 blocks of mma before a 16 x 8 tile would have lost it). None when no
-    candidate balances."""
+    bf16 kept 28 blocks of mma before a 16 x 8 tile would have lost it), and, for ldmatrix,
+    `row_threads` N threads at least (slab_rows_fit). None when no candidate balances."""
     sms = sm_count(target)
     best, best_key = None, None
     shapes, seen = [], set()
@@ -502,7 +510,7 @@ def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: 
             for tn in EXTENTS:
                 if tm > default_extent(m, t[0]) or tn > default_extent(n, t[1]):
                     continue
-                if mma and not whole_warp_tiles(t, (tm, tn)):
+                if mma and not (whole_warp_tiles(t, (tm, tn)) and slab_rows_fit(t, row_threads)):
                     continue
                 for s in (1,) + split_counts(chunks, SHORT_CHUNKS):
                     cand = _price(m, n, chunks, bk, target, other, shape, t, (tm, tn), s)
@@ -592,6 +600,35 @@ def mma_kind(kernel, target) -> str:
     return "wgmma" if target.sm == 90 else "half"
 
 
+def output_extents(tile) -> tuple[dict, int]:
+    """Output extents per role (M, N) of the Tile's THREAD axes, and the other axes' product."""
+    extents = {"M": 1, "N": 1}
+    other = 1
+    for a in tile.axes:
+        if a.kind != THREAD:
+            continue
+        if a.role in extents:
+            extents[a.role] *= a.extent
+        else:
+            other *= a.extent
+    return extents, other
+
+
+def tensor_core_output(m: int, n: int, target) -> bool:
+    """Whether 008 can put an m x n output on tensor cores at the default thread shape: mma.sync
+    and wgmma tile an output split into M and N blocks (mma_tile.py), so an N (or M) that one
+    block's threads cover stays on the FMA tile (the Mixtral router's 8 experts). 002's K chunk
+    and 003's grid plan for that tile, not for warps 008 will not build."""
+    t = fitted_threads(parse_shape(default_thread_shape(m, n, sm_count(target))), m, n)
+    return m > t[0] and n > t[1]
+
+
+def wgmma_output(m: int, n: int, target) -> bool:
+    """tensor_core_output with a warpgroup's WGMMA_ROWS rows in M: 002's wide K chunk pays
+    only where 008 takes wgmma."""
+    return m >= WGMMA_ROWS and tensor_core_output(m, n, target)
+
+
 def mma_fed(threads: tuple[int, int], regs: tuple[int, int]) -> bool:
     """Whether a block tile of threads x regs on mma.sync reads at most one ldmatrix per two
     mma (issue 25's bar: mma_tile.ldsm_per_mma, its warps over whole 16 x 8 tiles). Four warps
@@ -607,6 +644,14 @@ def default_fed(m: int, n: int, target) -> bool:
     """mma_fed of the default thread shape and register block (block_shape.py) of m x n."""
     t = fitted_threads(parse_shape(default_thread_shape(m, n, sm_count(target))), m, n)
     return mma_fed(t, default_extents(m, n, sm_count(target), t))
+
+
+def slab_rows_fit(threads: tuple[int, int], row_threads: int) -> bool:
+    """Whether B's slab has rows ldmatrix reads: 008 grows a slab by the register block
+    outside its last axis, the N threads, so they must span one 16-byte row (`row_threads`:
+    8 halves, 4 floats). The sm_120 bf16 bmm (4, 256, 128) @ (4, 128, 256) balanced on 16 x 4
+    threads of 8 x 2 outputs and lost its tensor cores (mma_tile.via: no 16-byte rows)."""
+    return threads[1] % row_threads == 0
 
 
 def whole_warp_tiles(threads: tuple[int, int], regs: tuple[int, int]) -> bool:
@@ -653,7 +698,16 @@ def decided(kernel, target) -> GridPlan | None:
     g = matmul_geometry(kernel)
     if g is None:
         return None
-    kind = mma_kind(kernel, target)
-    p, _ = decide(g.m, g.n, g.chunks, g.bk, target, g.other, kind != "off", kind in LDMATRIX_KINDS,
-                  kind == "wgmma")
+    p, _ = decide_for(kernel, g.m, g.n, g.chunks, g.bk, target, g.other)
     return p if p is not None and p.splits == g.splits else None
+
+
+def decide_for(kernel, m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> tuple[GridPlan | None, str]:
+    """`decide` for a matmul kernel: the unit 008 will give it (mma_kind, where its output can
+    take tensor cores, tensor_core_output) sets the flags. 003 plans with it and 005 / 008 read
+    their defaults from it, so all three see one decision."""
+    kind = mma_kind(kernel, target)
+    if not tensor_core_output(m, n, target):
+        kind = "off"             # 008 keeps such an output on the FMA tile: plan for that
+    return decide(m, n, chunks, bk, target, other, kind != "off", kind in LDMATRIX_KINDS, kind == "wgmma",
+                  4 if kind == "tf32" else 2)

@@ -11,7 +11,7 @@ from ...ir.loop_ir import Loop
 from ...ir.substitute import substitute_body
 from ...ir.tile_ir import Tile, TileKernel
 from ..record import KernelPass, Knob, PassContext, Skip, replace_tile
-from .grid_plan import mma_kind
+from .grid_plan import mma_kind, output_extents, wgmma_output
 
 DESCRIPTION = "chunk the K reduce into K-outer x K-inner (intra-CTA)"
 
@@ -30,7 +30,9 @@ def _k_loop(kernel: TileKernel):
 def _default_chunk(kernel, target) -> int:
     k = _k_loop(kernel)
     if k is not None and k.extent >= 2 * WGMMA_CHUNK and mma_kind(kernel, target) == "wgmma":
-        return WGMMA_CHUNK
+        extents, _ = output_extents(kernel.tile())
+        if wgmma_output(extents["M"], extents["N"], target):
+            return WGMMA_CHUNK
     return 16 if k is None or k.extent >= 16 else 8
 
 

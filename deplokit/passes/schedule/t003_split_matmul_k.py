@@ -80,19 +80,18 @@ from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.ops import OPS
 from ...ir.substitute import substitute_body
-from ...ir.tile_ir import BLOCK, THREAD, Tile, TileAxis, TileKernel, used_vars, walk
+from ...ir.tile_ir import BLOCK, Tile, TileAxis, TileKernel, used_vars, walk
 from ...ir.types import Buffer, TensorType, value_dtype
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from .grid_plan import (
     FULL_BLOCK,
-    LDMATRIX_KINDS,
     MIN_CHUNKS,
     SHORT_CHUNKS,
     SPLITS,
-    decide,
+    decide_for,
     default_blocks,
-    mma_kind,
     old_splits,
+    output_extents,
     reduce_choice,
     sm_count,
     split_run,
@@ -153,23 +152,9 @@ class _Matmul:
         self.acc = next(iter(accs))
 
 
-def _extents(tile: Tile) -> tuple[dict, int]:
-    """Output extents per role (M, N) of the Tile's THREAD axes, and the other axes' product."""
-    extents = {"M": 1, "N": 1}
-    other = 1
-    for a in tile.axes:
-        if a.kind != THREAD:
-            continue
-        if a.role in extents:
-            extents[a.role] *= a.extent
-        else:
-            other *= a.extent
-    return extents, other
-
-
 def _thread_tiles(tile: Tile, sm_count: int) -> float:
     """grid_plan.thread_tiles of the Tile's output: blocks of FULL_BLOCK threads unsplit."""
-    extents, other = _extents(tile)
+    extents, other = output_extents(tile)
     return thread_tiles(extents["M"], extents["N"], other, sm_count)
 
 
@@ -178,10 +163,8 @@ def _grid_target(target) -> int:
 
 
 def _decision(mm: _Matmul, target):
-    extents, other = _extents(mm.tile)
-    kind = mma_kind(mm.kernel, target)
-    return decide(extents["M"], extents["N"], mm.chunks, mm.bk, target, other, kind != "off",
-                  kind in LDMATRIX_KINDS, kind == "wgmma")
+    extents, other = output_extents(mm.tile)
+    return decide_for(mm.kernel, extents["M"], extents["N"], mm.chunks, mm.bk, target, other)
 
 
 def _default_splits(kernel: TileKernel, target) -> int:
@@ -191,14 +174,14 @@ def _default_splits(kernel: TileKernel, target) -> int:
     planned, _ = _decision(mm, target)
     if planned is not None:
         return planned.splits
-    extents, other = _extents(mm.tile)
+    extents, other = output_extents(mm.tile)
     return old_splits(extents["M"], extents["N"], mm.chunks, other, target)
 
 
 def _tiles(mm: _Matmul, splits: int, target) -> int:
     """Output tiles of the split grid at the default thread shape and register block (the
     grid plan's where it decided the grid): the blocks that run an in-kernel reduction."""
-    extents, other = _extents(mm.tile)
+    extents, other = output_extents(mm.tile)
     planned, _ = _decision(mm, target)
     if planned is not None and planned.splits == splits:
         return planned.blocks // splits
@@ -279,7 +262,7 @@ def _reduce_decision(mm: _Matmul, splits: int, target) -> tuple[str, str]:
     blocker = _in_kernel_blocker(mm, splits)
     if blocker:
         return "reducer", blocker
-    extents, other = _extents(mm.tile)
+    extents, other = output_extents(mm.tile)
     return reduce_choice(extents["M"], extents["N"], other, splits, _tiles(mm, splits, target), target)
 
 
