@@ -202,7 +202,7 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
                                        time.perf_counter() - start)
                 stage = "nvrtc"
                 if nvrtc_available():
-                    compile_nvrtc(str(c.cuda), case.target)
+                    WORKER.compile(str(c.cuda), case.target)
                 return Outcome(case, "ok", seconds=time.perf_counter() - start)
             stage = "eager"
             e32, spread = reference(program.fn, program.inputs)
