@@ -200,3 +200,33 @@ def test_reference_attention_is_the_definition_where_a_query_holds_a_nan():
     nan_rows = torch.isnan(eager).all(-1)
     assert nan_rows[0, 1, 2] and int(nan_rows.sum()) == 1
     assert not torch.isnan(eager[0, 0]).any()
+
+
+def test_half_mode_keeps_the_float32_stream_and_casts_inputs():
+    from deplokit.fuzz.programs import HALF_TARGETS, declared_knobs, generate
+    from deplokit.fuzz.templates import covered_templates
+    templates, knobs = covered_templates(), declared_knobs()
+    for i in range(5):
+        f32 = generate(3, i, templates, knobs)
+        assert generate(3, i, templates, knobs, "float32") == f32
+        bf = generate(3, i, templates, knobs, "bfloat16")
+        assert bf.target in HALF_TARGETS and bf.dtype == "bfloat16"
+        assert "dtype=torch.bfloat16)" in bf.text and bf.text.count("\n") == f32.text.count("\n")
+
+
+def test_half_case_runs_and_a_wrong_result_is_caught(monkeypatch):
+    from deplokit.fuzz.programs import Case
+    from deplokit.fuzz.runner import run_case
+    text = "x0 = torch.randn(5, 33, dtype=torch.bfloat16)\nx1 = torch.randn(33, 7, dtype=torch.bfloat16)\nx0 @ x1"
+    case = Case(0, 0, text, ("matmul",), "sm_80", {}, "bfloat16")
+    assert run_case(case, timeout=0).status == "ok"
+    import deplokit.compilation as comp
+    real = comp.Compilation.run
+
+    def off(self, *a, **k):   # a planted wrong result: one output element off by 2 bf16 ulps
+        out = real(self, *a, **k)
+        out = out.clone()
+        out.view(-1)[0] = out.view(-1)[0] * 1.1 + 1
+        return out
+    monkeypatch.setattr(comp.Compilation, "run", off)
+    assert run_case(case, timeout=0).status == "fail"

@@ -54,7 +54,7 @@ class FuzzReport:
 
 
 def fuzz(seed: int = 0, cases: int = 50, timeout: float = 60.0, budget: float | None = None,
-         nvcc_every: int = 0, start: int = 0, log=None) -> FuzzReport:
+         nvcc_every: int = 0, start: int = 0, log=None, dtype: str = "float32") -> FuzzReport:
     """Run cases start .. start+cases-1 of `seed` (fewer if `budget` seconds run out)."""
     torch.set_num_threads(1)
     templates, knobs = covered_templates(), declared_knobs()
@@ -63,7 +63,7 @@ def fuzz(seed: int = 0, cases: int = 50, timeout: float = 60.0, budget: float | 
     for i in range(start, start + cases):
         if budget is not None and time.perf_counter() - t0 > budget:
             break
-        case = generate(seed, i, templates, knobs)
+        case = generate(seed, i, templates, knobs, dtype)
         out = run_case(case, timeout=timeout, nvcc=bool(nvcc_every) and i % nvcc_every == 0, twice=i % 4 == 0)
         report.add(out)
         if log is not None:

@@ -8,6 +8,7 @@ passes of the pipeline.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
 from ..pipeline import PIPELINE
@@ -30,6 +31,7 @@ class Case:
     ops: tuple[str, ...]                        # template names, in order
     target: str = "sm_90"
     config: dict = field(default_factory=dict)
+    dtype: str = "float32"                      # float32 | bfloat16 | float16 | mixed
 
     def one_line(self) -> str:
         return "; ".join(self.text.splitlines())
@@ -65,8 +67,39 @@ def declared_knobs() -> tuple[tuple[str, tuple], ...]:
     return tuple((f"{p.name}.{k.name}", tuple(k.domain)) for p in PIPELINE for k in p.knobs)
 
 
-def generate(seed: int, index: int, templates, knobs) -> Case:
-    """Case `index` of run `seed`: the same (seed, index) always gives the same case."""
+DTYPES = ("float32", "bfloat16", "float16", "mixed")
+HALF_TARGETS = ("sm_80", "sm_90")   # mma.sync and wgmma: the tensor-core paths
+
+
+def to_dtype(text: str, dtype: str, rng) -> str:
+    """`text` with its torch.randn inputs cast to `dtype` (mixed: every input but the first,
+    the activation, in a half format; the activation stays float32). Integer factories stay."""
+    if dtype == "float32":
+        return text
+    half = rng.choice(("bfloat16", "float16")) if dtype == "mixed" else dtype
+    out, seen = [], 0
+    for line in text.splitlines():
+        if re.match(r"x\d+ = torch\.randn\(.*\)$", line):
+            if dtype != "mixed" or seen:
+                line = line[:-1].rstrip(",") + f", dtype=torch.{half})"
+            seen += 1
+        out.append(line)
+    return "\n".join(out)
+
+
+def generate(seed: int, index: int, templates, knobs, dtype: str = "float32") -> Case:
+    """Case `index` of run `seed`: the same (seed, index) always gives the same case; a half
+    `dtype` casts the float32 case's inputs and picks a tensor-core target from its own rng
+    (the float32 stream is unchanged)."""
+    case = _generate(seed, index, templates, knobs)
+    if dtype == "float32":
+        return case
+    rng = random.Random(f"{dtype}:{seed}:{index}")
+    return Case(seed, index, to_dtype(case.text, dtype, rng), case.ops, rng.choice(HALF_TARGETS),
+                case.config, dtype)
+
+
+def _generate(seed: int, index: int, templates, knobs) -> Case:
     rng = random.Random(seed * 1_000_003 + index)
     lines, pending = [], []
 
