@@ -178,6 +178,9 @@ class TensorProgram(Displayable):
     outputs: tuple[str, ...]
     # Nodes that hold a Torch-IR op's result (named like it): where fusion prefers to cut.
     op_results: frozenset[str] = frozenset()
+    # Half values stored between kernels, where eager stores them: the half ops a contraction
+    # reads (decompose.half_contraction_operands), so a tensor core reads them raw.
+    stored_half: frozenset[str] = frozenset()
 
     def types(self) -> dict[str, TensorType]:
         out = {b.name: b.type for b in self.buffers}

@@ -74,6 +74,14 @@ from .registry import RULES
 
 # Torch-IR ops whose result dtype the rule must see as written: a cast to half rounds.
 _CASTS = ("to",)
+# Torch-IR ops that contract their operands (a sum of products), and which arguments those are.
+# (einsum: every argument)
+CONTRACTION_OPERANDS = {"matmul": (0, 1), "mm": (0, 1), "bmm": (0, 1), "linear": (0, 1), "addmm": (1, 2),
+                        "baddbmm": (1, 2), "grouped_mm": (0, 1), "scaled_dot_product_attention": (0, 1, 2)}
+# Ops that move or copy their first argument's elements without computing on them.
+_VIEWS = frozenset(("view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "expand", "expand_as",
+                    "squeeze", "unsqueeze", "slice", "select", "contiguous", "clone", "alias", "detach", "dropout",
+                    "to"))
 # The suffix of a half tensor's float32 copy and of a half output's rounded value.
 _SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 
@@ -89,6 +97,8 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
     # its value to half, as eager's index_copy does, and the readers convert the written cache
     in_place = {op.name for op in program.ops if op.op == "index_copy" and dtypes.get(op.args[0]) in HALF_DTYPES}
     read = {a for op in program.ops for a in (op.args[1:] if op.name in in_place else op.args) if isinstance(a, str)}
+    operands = half_contraction_operands(program)
+    stored: dict[str, str] = {}       # op -> the half node its rounded value is stored in
     for bf in program.buffers:      # a half buffer is read as float32, converted once
         if bf.type.dtype in HALF_DTYPES and bf.name in read:
             names[bf.name] = b.elementwise(CONVERT_OP, bf.name, hint=f"{bf.name}_f32", dtype="float32")
@@ -117,18 +127,60 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
         names[op.name] = result
         if op.name in in_place:       # read on in float32, like any half buffer
             names[op.name] = b.elementwise(CONVERT_OP, result, hint=f"{op.name}_f32", dtype="float32")
+        elif op.name in operands:
+            names[op.name] = _stored_half(b, names[op.name], op, stored)
         grouped_mm.note_counts(op, mapped.args, result, b)
     types = {bf.name: bf.type for bf in program.buffers} | {op.name: op.type for op in program.ops}
     outputs = []
     for o in program.outputs:    # a half output: its float32 value rounded once, where it is stored
         want = types[o].dtype
-        if want in HALF_DTYPES and b.type(names[o]).dtype != want:
+        if o in stored and b.type(stored[o]).dtype == want:
+            names[o] = stored[o]
+        elif want in HALF_DTYPES and b.type(names[o]).dtype != want:
             names[o] = b.elementwise(CONVERT_OP, names[o], hint=f"{o}_{_SHORT[want]}", dtype=want)
         outputs.append(names[o])
     outputs = tuple(outputs)
     created = {n.name for n in b.nodes}
     results = frozenset(r for r in names.values() if r in created)
-    return TensorProgram(program.buffers, tuple(b.nodes), outputs, results)
+    return TensorProgram(program.buffers, tuple(b.nodes), outputs, results, frozenset(stored.values()))
+
+
+def half_contraction_operands(program: TorchProgram) -> set[str]:
+    """The half ops whose values a contraction (a matmul, attention) reads as an operand, through
+    views: eager stores each in half before the contraction reads it, and so does deplokit."""
+    ops = {op.name: op for op in program.ops}
+    found = set()
+    for op in program.ops:
+        positions = range(len(op.args)) if op.op == "einsum" else CONTRACTION_OPERANDS.get(op.op, ())
+        for arg in (op.args[i] for i in positions if i < len(op.args)):
+            while arg in ops and ops[arg].op in _VIEWS and isinstance(ops[arg].args[0], str) \
+                    and ops[arg].type.dtype == _dtype(program, ops, ops[arg].args[0]):
+                arg = ops[arg].args[0]
+            if arg in ops and ops[arg].type.dtype in HALF_DTYPES:
+                found.add(arg)
+    return found
+
+
+def _dtype(program: TorchProgram, ops: dict, name: str) -> str | None:
+    if name in ops:
+        return ops[name].type.dtype
+    return next((bf.type.dtype for bf in program.buffers if bf.name == name), None)
+
+
+def _stored_half(b: Builder, value: str, op, stored: dict[str, str]) -> str:
+    """`value` (op's result in float32) rounded to op's half dtype where eager stores it: the
+    half node is recorded in `stored` (fusion stores it, a tensor core reads it raw) and the
+    float32 value read back from it is returned. A value already read from half storage (a
+    cast the user wrote, a half buffer) is stored as it is."""
+    want = op.type.dtype
+    node = next((n for n in reversed(b.nodes) if n.name == value), None)
+    if getattr(node, "op", None) == CONVERT_OP and len(node.args) == 1 and b.type(node.args[0]).dtype == want:
+        if any(n.name == node.args[0] for n in b.nodes):
+            stored[op.name] = node.args[0]
+        return value
+    rounded = b.elementwise(CONVERT_OP, value, hint=f"{op.name}_{_SHORT[want]}", dtype=want)
+    stored[op.name] = rounded
+    return b.elementwise(CONVERT_OP, rounded, hint=f"{op.name}_r", dtype="float32")
 
 
 def require_half_support(program: TorchProgram, target) -> None:

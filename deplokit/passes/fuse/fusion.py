@@ -12,7 +12,9 @@ import dataclasses
 
 from ...analysis.computes import kernel_names
 from ...ir.loop_ir import LoopProgram
-from ...ir.tensor_ir import STORAGE_OPS, Elementwise, IndexMap, Reduction, TensorProgram, Update, written_buffer
+from ...ir.tensor_ir import (CONVERT_OP, STORAGE_OPS, Elementwise, IndexMap, Reduction, TensorProgram, Update,
+                             written_buffer)
+from ...ir.types import HALF_DTYPES
 from ..record import Noted, Pass, Skip
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise, routed_reductions
 from .guard import compounding_copies, judge
@@ -75,6 +77,11 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: d
     # An in-place write into state is a kernel of its own: its readers read the whole state.
     stored |= {n.name for n in program.nodes if isinstance(n, Update)}
     decisions: list[str] = [f"store {node}: {reason}" for node, reason in seeded]
+    # a half value a contraction reads, where eager stores it (decompose records them)
+    for node in sorted(program.stored_half - stored, key=order.__getitem__):
+        decisions.append(f"store {node}: eager stores it in {nodes[node].type.dtype} before a matmul or "
+                         f"attention reads it; stored in half, so a tensor core reads it as it is")
+    stored |= program.stored_half
     compounding: list[tuple[str, str]] = list(seeded)
     built: dict[str, BuiltKernel] = {}
     verdicts: dict[str, str] = {}   # root -> the guard's reason for the kernel it passed
@@ -88,6 +95,7 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: d
         if isinstance(n, (Elementwise, IndexMap)) and n.inputs() and set(n.inputs()) <= scalar_only:
             scalar_only.add(n.name)
     free |= scalar_only
+    half_products = half_contractions(program)
     for n in program.nodes:
         for i in n.inputs():
             consumers.setdefault(i, []).append(n.name)
@@ -116,6 +124,13 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: d
                             order, bk.contraction, bk.shared_along)
             if verdict.node is not None and verdict.node not in stored:
                 materialise(verdict.node, verdict.reason)
+                changed = True
+                break
+            both = sorted((r for r in bk.reduction_instances if r in half_products), key=order.__getitem__)
+            if len(both) > 1:
+                node = _promote(both[0], program, consumers, nodes)
+                materialise(node, f"{bk.kernel.name} would sum {len(both)} products of half operands: an mma "
+                                  f"accumulates one, so {both[0]} is its own kernel, on tensor cores")
                 changed = True
                 break
             built[root] = bk
@@ -156,6 +171,30 @@ def _fuse(program: TensorProgram, seeded: tuple[tuple[str, str], ...], builds: d
     written = tuple(written_buffer(nodes[r], program.outputs) for r in roots)
     loop = LoopProgram(program.buffers, written, kernels, program.outputs)
     return loop, tuple(decisions), tuple(compounding)
+
+
+def half_contractions(program: TensorProgram) -> frozenset[str]:
+    """The sums of products of two values read from half storage (through index maps and the
+    exact convert to float32): the contractions a tensor core may run (001 stamps them)."""
+    nodes = {n.name: n for n in program.nodes}
+    halves = {b.name for b in program.buffers if b.type.dtype in HALF_DTYPES}
+    halves |= {n.name for n in program.nodes if n.type.dtype in HALF_DTYPES}
+
+    def from_half(name: str) -> bool:
+        node = nodes.get(name)
+        while name not in halves and (isinstance(node, IndexMap) or
+                                      (isinstance(node, Elementwise) and node.op == CONVERT_OP)):
+            name = node.src if isinstance(node, IndexMap) else node.args[0]
+            node = nodes.get(name)
+        return name in halves
+
+    found = set()
+    for n in program.nodes:
+        product = nodes.get(n.src) if isinstance(n, Reduction) and n.op == "sum" else None
+        if isinstance(product, Elementwise) and product.op == "multiply" and len(product.inputs()) == 2 \
+                and all(from_half(a) for a in product.inputs()):
+            found.add(n.name)
+    return frozenset(found)
 
 
 def _promote(red: str, program: TensorProgram, consumers: dict[str, list[str]], nodes: dict) -> str:

@@ -22,7 +22,7 @@ from ...ir.loop_ir import Compute, Load, Loop
 from ...ir.tile_ir import BLOCK, THREAD, SlabAxis, Stage, StagedPrologue, StridedLoop, Tile, TileKernel, walk
 from ..flash.flash_stage import stage_key_tiles
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, flag_knob, fresh_name, replace_tile
-from ..stage_geometry import restamp_stages
+from ..stage_geometry import k_outer_loops, restamp_stages
 from .knobs import combine_smem, local_smem
 from .stage_prologue import find_prologues, leaf_uses_outside
 
@@ -49,6 +49,10 @@ def apply(kernel: TileKernel, pctx: PassContext):
     for a in tile.axes:
         if a.kind == THREAD and a.var not in lanes:
             threads *= a.extent
+    # a matmul's operands are staged inside its K-outer loop, a slab per K chunk (010 rings it,
+    # 011 copies it by TMA), even where a permuted operand (attention's output before o_proj:
+    # x[0, head, m, d]) would also be a box spanning the whole K range
+    k_outer = frozenset(id(lp) for lp in k_outer_loops(tile))
     groups: dict = {}
     for s, loops in walk(tile.body):
         if not isinstance(s, Load) or s.pad is not None:   # a masked read may leave the tensor
@@ -56,7 +60,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if s.tensor in kernel.local_names():               # already on chip
             continue
         loops = tuple(lp for lp in loops if not isinstance(lp, Tile))
-        found = _scope(s, loops, block_vars, thread_extent, riders)
+        found = _scope(s, loops, block_vars, thread_extent, riders, k_outer)
         if found is None:
             continue
         depth, origin, axes, index = found
@@ -168,11 +172,13 @@ def _place(body, stages, rewrite):
     return tuple(out)
 
 
-def _scope(load: Load, loops, block_vars, thread_extent, riders=frozenset()):
+def _scope(load: Load, loops, block_vars, thread_extent, riders=frozenset(), k_outer=frozenset()):
     """The outermost position in the enclosing loops at which the load reads a box: at depth
-    d the variables of loops[:d] (and BLOCK axes) are fixed, loops[d:] and THREAD axes vary.
-    Returns (d, origin, slab axes, the load's index into the slab) or None."""
-    for depth in range(len(loops) + 1):
+    d the variables of loops[:d] (and BLOCK axes) are fixed, loops[d:] and THREAD axes vary;
+    never outside a K-outer loop (ids in `k_outer`). Returns (d, origin, slab axes, the
+    load's index into the slab) or None."""
+    inside = max((i + 1 for i, lp in enumerate(loops) if id(lp) in k_outer), default=0)
+    for depth in range(inside, len(loops) + 1):
         if any(isinstance(lp, StridedLoop) or lp.var in riders for lp in loops[:depth]):
             break
         uniform = block_vars | {lp.var for lp in loops[:depth]}

@@ -1,0 +1,125 @@
+"""A whole half model on tensor cores: a half op's value that a matmul or attention reads is
+rounded to half where eager stores it (decompose.half_contraction_operands), stored in half by
+fusion, and read raw by the tensor core (001 stamps the kernel's precision). Two matmuls of
+half operands never share a kernel (an mma accumulates one sum), and a permuted operand
+(attention's output before o_proj) is staged per K chunk, so wgmma's TMA ring takes it."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import deplokit
+from deplokit.frontend import hf, models
+from deplokit.frontend.presets import PRESETS
+from deplokit.ir.tile_ir import Loop, walk
+from deplokit.passes.decompose.program import half_contraction_operands
+from deplokit.passes.fuse.fusion import half_contractions
+from deplokit.runtime.nvcc import nvcc_available
+
+TINYLLAMA = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
+
+
+def _fuse_notes(c):
+    return next(s for s in c.trace if s.name == "fuse").notes
+
+
+def _has_k_loop(kernel) -> bool:
+    """A matmul-like kernel: a K loop in its tile."""
+    return any(isinstance(s, Loop) and s.role == "K" for s, _ in walk(kernel.tile().body))
+
+
+def test_a_half_op_before_a_matmul_is_stored_in_half_and_the_matmul_runs_on_tensor_cores():
+    torch.manual_seed(0)
+    x, g, w = torch.randn(64, 256).bfloat16(), torch.randn(256).bfloat16(), torch.randn(128, 256).bfloat16()
+    c = deplokit.compile(lambda x, g, w: F.linear(x * g, w), x, g, w, target="sm_80")
+    text = str(c.tensor_ir)
+    assert "mul_bf16 = convert(mul) -> (64, 256) bfloat16" in text
+    assert c.tensor_ir.stored_half == {"mul_bf16"}
+    assert any(d.startswith("store mul_bf16: eager stores it in bfloat16") for d in _fuse_notes(c))
+    matmul = [k for k in c.tile_ir.kernels if _has_k_loop(k)]
+    assert len(matmul) == 1 and matmul[0].precision == "bfloat16" and matmul[0].mma is not None
+    # eager rounds x * g to bf16 before the matmul; so does deplokit now: the same operands,
+    # so the result is eager's to within the order of the FP32 sum and the output's rounding
+    want = F.linear(x * g, w).float()
+    got = c.run(x, g, w, backend="sim").float()
+    assert ((got - want).abs() <= 2 ** -8 * want.abs() + 1e-2).all()
+    assert c.check(backend="sim").passed
+
+
+def test_half_operands_are_found_through_views_and_only_before_contractions():
+    x, w = torch.randn(2, 8, 16).bfloat16(), torch.randn(32, 16).bfloat16()
+
+    def f(x, w):
+        y = torch.sigmoid(x)                       # read by the matmul through a transpose/reshape
+        z = torch.exp(x)                           # read by nothing that contracts
+        return F.linear(y.transpose(0, 1).reshape(8, 32), w.t()), z * 2
+
+    c = deplokit.compile(f, x, w, target="sm_80")
+    ops = {op.name: op.op for op in c.torch_ir.ops}
+    found = half_contraction_operands(c.torch_ir)
+    assert {ops[n] for n in found} == {"sigmoid"}
+    # a float32 program rounds nothing
+    c32 = deplokit.compile(f, x.float(), w.float(), target="sm_80")
+    assert half_contraction_operands(c32.torch_ir) == set() and not c32.tensor_ir.stored_half
+
+
+def test_swiglu_matmuls_of_half_operands_are_one_kernel_each():
+    torch.manual_seed(1)
+    x = torch.randn(1, 64, 128).bfloat16()
+    gw, uw, dw = (torch.randn(192, 128) / 8).bfloat16(), (torch.randn(192, 128) / 8).bfloat16(), \
+        (torch.randn(128, 192) / 8).bfloat16()
+
+    def mlp(x, gw, uw, dw):
+        return F.linear(F.silu(F.linear(x, gw)) * F.linear(x, uw), dw)
+
+    c = deplokit.compile(mlp, x, gw, uw, dw, target="sm_90")
+    assert len(half_contractions(c.tensor_ir)) == 3
+    assert any("an mma accumulates one" in d for d in _fuse_notes(c))
+    matmuls = [k for k in c.tile_ir.kernels if _has_k_loop(k)]
+    assert len(matmuls) == 3 and all(k.precision == "bfloat16" and k.mma is not None for k in matmuls)
+    assert c.check(backend="sim").passed
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_a_permuted_operand_is_staged_per_k_chunk(target):
+    """o_proj reads attention's output (batch, heads, seq, head_dim) through a transpose: a box
+    over all of K too. Staged once outside the K loop it was no TMA box per K step, and wgmma
+    failed to lower (sm_90); per K chunk it is."""
+    torch.manual_seed(2)
+    a, w = torch.randn(1, 4, 128, 64).bfloat16(), (torch.randn(256, 256) / 16).bfloat16()
+    c = deplokit.compile(lambda a, w: F.linear(a.transpose(1, 2).reshape(1, 128, 256), w), a, w, target=target)
+    (k,) = c.tile_ir.kernels
+    assert k.precision == "bfloat16" and k.mma is not None
+    if target == "sm_90":
+        assert k.mma.wgmma and "TmaBufferedStage(a," in str(k)
+    assert c.check(backend="sim").passed
+
+
+def _tiny_bf16_llama():
+    """One Llama layer in bf16 at head_dim 64 (as the real models: a K chunk of 64 is one head)."""
+    preset = models.tiny(PRESETS[TINYLLAMA], hidden=256, heads=4, kv_heads=2, intermediate=384, layers=1)
+    torch.manual_seed(3)
+    return hf.build_causal_lm(hf.config_from_preset(preset), preset.arch).to(torch.bfloat16).eval()
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_every_matmul_of_a_bf16_llama_runs_on_tensor_cores(target):
+    model = _tiny_bf16_llama()
+    ids = torch.randint(0, model.config.vocab_size, (1, 32))
+    c = deplokit.compile(model, ids, target=target)
+    matmuls = [k for k in c.tile_ir.kernels if k.flash is None and _has_k_loop(k)]
+    # q, k, v, o, gate, up, down and the lm head, each an mma kernel reading half operands
+    assert len(matmuls) == 8, [k.name for k in matmuls]
+    off = [k.name for k in matmuls if k.precision != "bfloat16" or k.mma is None]
+    assert not off, off
+    r = c.check(ids, backend="loop")
+    assert r.passed, str(r)
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
+def test_a_bf16_llama_compiles_with_nvcc_for_sm_90():
+    model = _tiny_bf16_llama()
+    ids = torch.randint(0, model.config.vocab_size, (1, 128))
+    c = deplokit.compile(model, ids, target="sm_90")
+    matmuls = [k for k in c.tile_ir.kernels if k.flash is None and _has_k_loop(k)]
+    assert len(matmuls) == 8 and all(k.mma is not None and k.mma.wgmma for k in matmuls)
+    assert c.nvcc().stats
