@@ -12,8 +12,16 @@ import dataclasses
 
 from ...analysis.computes import kernel_names
 from ...ir.loop_ir import LoopProgram
-from ...ir.tensor_ir import (CONVERT_OP, STORAGE_OPS, Elementwise, IndexMap, Reduction, TensorProgram, Update,
-                             written_buffer)
+from ...ir.tensor_ir import (
+    CONVERT_OP,
+    STORAGE_OPS,
+    Elementwise,
+    IndexMap,
+    Reduction,
+    TensorProgram,
+    Update,
+    written_buffer,
+)
 from ...ir.types import HALF_DTYPES
 from ..record import Noted, Pass, Skip
 from .build import BuiltKernel, KernelBuilder, NeedMaterialise, routed_reductions
