@@ -123,3 +123,26 @@ def test_a_bf16_llama_compiles_with_nvcc_for_sm_90():
     matmuls = [k for k in c.tile_ir.kernels if k.flash is None and _has_k_loop(k)]
     assert len(matmuls) == 8 and all(k.mma is not None and k.mma.wgmma for k in matmuls)
     assert c.nvcc().stats
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_prefill_attention_over_a_half_cache_runs_on_tensor_cores(target):
+    """The prefill program's causal mask compares the static cache's positions (loads in the
+    score, per query row and key) and zeroes a fully masked row after the loop: the tensor-core
+    flash kernel reads both per score element. 40 cache positions: the last key tile of 16 runs
+    past the cache (its mask loads clamped, its scores -inf)."""
+    import numpy as np
+    from gguf_files import tiny_llama
+
+    lm = deplokit.load_lm(tiny_llama(vocab=128), max_length=40, dtype="bfloat16", target=target)
+    prompt = list(range(3, 23))
+    flash = [k for k in lm.prefill_program(len(prompt)).tile_ir.kernels if k.flash is not None]
+    assert flash and all(k.flash.mma is not None for k in flash)
+    loop = np.asarray(lm.decoder.session("loop").prefill(prompt), dtype=np.float32)
+    sim = np.asarray(lm.decoder.session("sim").prefill(prompt), dtype=np.float32)
+    with torch.no_grad():
+        eager = lm.model(torch.tensor([prompt])).logits[0, -1].float().numpy()
+    scale = float(np.abs(eager).max())
+    assert np.abs(sim - loop).max() <= 2 * 2 ** -8 * scale      # P rounded to bf16 before P @ V
+    assert np.abs(sim - eager).max() <= 4 * 2 ** -8 * scale
+    assert lm.generate(prompt, max_new_tokens=3, backend="sim") == lm.reference(prompt, 3)

@@ -161,8 +161,8 @@ def add_generate(sub) -> None:
     p.add_argument("--target", choices=list(TARGETS), default="sm_90",
                    help="GPU architecture to compile for (default: %(default)s)")
     p.add_argument("--dtype", choices=list(MODEL_DTYPES), default="float32",
-                   help="the weights', KV cache's and activations' dtype (default: %(default)s); half is storage, "
-                        "arithmetic float32 (docs/precision.md)")
+                   help="the dtype of the weights, the KV cache, the logits and the activations matmuls read "
+                        "(default: %(default)s); half is storage, arithmetic float32 (docs/precision.md)")
     p.add_argument("--check", action="store_true",
                    help="also run transformers' greedy generate on the same weights (in the same dtype) and say how "
                         "many tokens agree")

@@ -6,7 +6,7 @@ import json
 import sys
 
 from .campaign import fuzz
-from .programs import Case
+from .programs import DTYPES, Case
 from .runner import run_case
 from .templates import covered_templates, uncovered_rules
 
@@ -19,7 +19,7 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
     p.add_argument("--budget", type=float, default=None, help="stop starting cases after this many seconds")
     p.add_argument("--nvcc-every", type=int, default=10, help="compile every Nth case with nvcc too (0: never)")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16", "mixed"),
+    p.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="input dtype (mixed: half weights, float32 activation)")
     p.add_argument("--quiet", action="store_true", help="only the summary")
     p.add_argument("--replay", action="store_true", help="run the one case given by -c, --target, --config")

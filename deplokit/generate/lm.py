@@ -23,6 +23,7 @@ import torch
 from ..errors import ExecutionError, UnknownModelError, UnsupportedDtypeError
 from ..frontend import pretrained
 from ..frontend.hf import is_causal_lm
+from ..frontend.models import MODEL_DTYPES
 from ..runtime.device import gpu_available
 from .programs import PromptTooLongError, build_decoder
 
@@ -251,15 +252,15 @@ def agreement(got: list[int], expected: list[int]) -> int:
     return n
 
 
-LM_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def load_lm(model, *, max_length: int = DEFAULT_MAX_LENGTH, target: str = "sm_90", config: dict | None = None,
             tokenizer=None, dtype=None) -> LM:
     """An LM from a model name with trained weights (`smollm2-135m`, offline), a .gguf file,
     or any transformers causal LM (eval; pass its tokenizer for text prompts). `dtype`
-    (float32, bfloat16, float16, a name or a torch dtype): the weights, KV cache and
-    activations between kernels in it, as transformers runs the model in it (a named model's
+    (float32, bfloat16, float16, a name or a torch dtype): the weights, the KV cache, the logits
+    and every activation a matmul or attention reads are stored in it, as transformers stores
+    them; the arithmetic is float32 (docs/precision.md) (a named model's
     weights are dequantised to float32, then converted; a given model is converted in a copy).
     None: a named model in float32, a given one as it is."""
     want = _lm_dtype(dtype)
@@ -279,8 +280,8 @@ def load_lm(model, *, max_length: int = DEFAULT_MAX_LENGTH, target: str = "sm_90
 def _lm_dtype(dtype):
     if dtype is None:
         return None
-    if isinstance(dtype, str) and dtype in LM_DTYPES:
-        return LM_DTYPES[dtype]
-    if dtype in LM_DTYPES.values():
+    if isinstance(dtype, str) and dtype in MODEL_DTYPES:
+        return MODEL_DTYPES[dtype]
+    if dtype in MODEL_DTYPES.values():
         return dtype
-    raise UnsupportedDtypeError(f"load_lm: dtype {dtype!r} is not one of {', '.join(LM_DTYPES)}")
+    raise UnsupportedDtypeError(f"load_lm: dtype {dtype!r} is not one of {', '.join(MODEL_DTYPES)}")

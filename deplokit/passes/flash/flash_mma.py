@@ -23,6 +23,8 @@ from ...ir.types import HALF_DTYPES
 KINDS = {"bfloat16": "bf16", "float16": "f16"}
 MMA_KEY_TILE = 16         # one k step of P @ V: the two 16 x 8 score tiles are one A fragment
 MAX_WARPS = 8
+# tensors the score may read per element (a mask's operands), as the lowering loads them
+SCORE_LOAD_DTYPES = ("float32", "int64", "int32", "bool")
 
 
 def mma_default(ir, target) -> str:
@@ -59,8 +61,14 @@ def plan_mma(kernel, parts, plan, types, target) -> FlashMma | str:
     after_dot = keys.body[keys.body.index(dot) + 1:]
     first_local = next(i for i, s in enumerate(after_dot) if isinstance(s, Load) and s.tensor in local)
     score = after_dot[:first_local]
-    if not all(isinstance(s, Compute) for s in score):
-        return "the score is more than elementwise computes of the dot product"
+    row_vars = {lp.var for lp in rows} | {keys.var}
+    for s in score:
+        if isinstance(s, Load):     # a mask's operand (the static cache's positions): per (row, key)
+            why = _score_load_reason(s, local, row_vars, types)
+            if why:
+                return why
+        elif not isinstance(s, Compute):
+            return "the score is more than elementwise computes and loads of the dot product"
     x = next((s.args[1] for s in after_dot if isinstance(s, Compute) and s.op == "maximum"), None)
     if x is None:
         return "no running max"
@@ -81,6 +89,20 @@ def plan_mma(kernel, parts, plan, types, target) -> FlashMma | str:
                     tuple(epilogue), (m_name, l_name, o_name), plan.causal)
 
 
+def _score_load_reason(ld: Load, local: set, row_vars: set, types) -> str:
+    """'' when the score may read `ld` per score element (each lane loads its elements' values
+    from global memory), else why not."""
+    if ld.tensor in local or types[ld.tensor].dtype not in SCORE_LOAD_DTYPES:
+        return f"the score reads {ld.tensor} ({types[ld.tensor].dtype}), not a float32, integer or bool tensor"
+    if any(isinstance(atom, Gather) for e in ld.index for atom, _ in e.terms):
+        return f"the score reads {ld.tensor} through a gather"
+    if not index_vars(ld.index) <= row_vars:
+        return f"the score reads {ld.tensor} along more than the query row, head and key"
+    if types[ld.tensor].numel >= 2 ** 31:
+        return f"{ld.tensor} has 2**31 elements or more"
+    return ""
+
+
 def _access(ld: Load, types) -> Access:
     return Access(ld.tensor, ld.index, tuple(types[ld.tensor].shape))
 
@@ -99,8 +121,8 @@ def _plain_epilogue(body, local: set, o_name: str) -> bool:
     loops = [s for s in body if isinstance(s, Loop)]
     if len(loops) != 1 or body[-1] is not loops[0]:
         return False
-    for s in body[:-1]:
-        if not (isinstance(s, Load) and s.tensor in local and s.tensor != o_name):
+    for s in body[:-1]:     # the row's running max and sum, and values of them (a masked row's test)
+        if not (isinstance(s, Compute) or (isinstance(s, Load) and s.tensor in local and s.tensor != o_name)):
             return False
     inner = loops[0].body
     stores = [s for s in inner if isinstance(s, Store)]

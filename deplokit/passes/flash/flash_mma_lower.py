@@ -252,7 +252,17 @@ class _Lowering:
         self.dtypes = {fm.acc: "float32"}
         out = [K.Declare(kname, "int", key), K.Declare(fm.acc + suffix, "float", K.RegLoad("fm_s", _c(4 * j + c)))]
         mapping = self.mapping(f"fm_row{h}") | {fm.keys[0]: var(kname)}
-        out += self.computes(fm.score, mapping, suffix)
+        loads = [s for s in fm.score if isinstance(s, Load)]
+        if loads:       # a mask's operands, read at the row and key clamped into the tensor
+            kept = f"fm_keyc{suffix}"
+            out.append(K.Declare(kept, "int", K.Binary("min", K.Var(kname), _c(self.n_keys - 1))))
+            at = self.mapping(f"fm_qrow{h}") | {fm.keys[0]: var(kept)}
+            for ld in loads:
+                ctype = DTYPE_CTYPE[self.types[ld.tensor].dtype]
+                access = Access(ld.tensor, ld.index, tuple(self.types[ld.tensor].shape))
+                out.append(K.Declare(ld.dst + suffix, ctype, K.GlobalLoad(ld.tensor, self.offset(access, at), ctype)))
+                self.dtypes[ld.dst], self.names[ld.dst] = self.types[ld.tensor].dtype, ld.dst + suffix
+        out += self.computes([s for s in fm.score if not isinstance(s, Load)], mapping, suffix)
         x: K.Expr = self.operand(fm.score_value)[0]
         if self.n_keys % fm.key_tile:       # keys past T in the last tile
             x = K.Select(K.Binary("<", K.Var(kname), _c(self.n_keys)), x, K.Const(NEG_INF))
@@ -396,7 +406,8 @@ def lower_flash_mma(kernel, types) -> K.KernelFunc:
     """The Kernel-IR function of a flash kernel stamped FlashPlan.mma."""
     fm = kernel.flash.mma
     store = next(s for s in fm.epilogue[-1].body if isinstance(s, Store))
-    reads = list(dict.fromkeys((fm.q.tensor, fm.k.tensor, fm.v.tensor)))
+    reads = list(dict.fromkeys((fm.q.tensor, fm.k.tensor, fm.v.tensor) +
+                               tuple(s.tensor for s in fm.score if isinstance(s, Load))))
     params = tuple(K.Param(name, DTYPE_CTYPE[types[name].dtype], name != store.tensor, types[name].numel)
                    for name in reads + [store.tensor])
     return _Lowering(kernel, types, params).run()

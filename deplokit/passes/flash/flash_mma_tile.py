@@ -202,6 +202,9 @@ class _Tile:
         here = {"fm_n": self.tk // 8, "fm_c": 4, "fm_kt": -(-self.n_keys // self.tk)}
         elem = [Load(fm.acc, S_TILE, (var("fm_n"), var("fm_c")))]
         for s in fm.score:
+            if isinstance(s, Load):     # a mask's operand: a row or key past the tensor reads 0 (scored -inf / not stored)
+                elem.append(dataclasses.replace(s, index=self.sub(s.index, mapping, here), pad=0))
+                continue
             elem.append(dataclasses.replace(s, args=tuple(substitute(a, mapping, {**self.ranges, **here})
                                                           if isinstance(a, Affine) else a for a in s.args)))
         x = fm.score_value
