@@ -202,7 +202,7 @@ class _Tile:
         here = {"fm_n": self.tk // 8, "fm_c": 4, "fm_kt": -(-self.n_keys // self.tk)}
         elem = [Load(fm.acc, S_TILE, (var("fm_n"), var("fm_c")))]
         for s in fm.score:
-            if isinstance(s, Load):     # a mask's operand: a row or key past the tensor reads 0 (scored -inf / not stored)
+            if isinstance(s, Load):     # a mask operand: a row or key past the tensor reads 0 (-inf, unstored)
                 elem.append(dataclasses.replace(s, index=self.sub(s.index, mapping, here), pad=0))
                 continue
             elem.append(dataclasses.replace(s, args=tuple(substitute(a, mapping, {**self.ranges, **here})
