@@ -146,3 +146,40 @@ def test_prefill_attention_over_a_half_cache_runs_on_tensor_cores(target):
     assert np.abs(sim - loop).max() <= 2 * 2 ** -8 * scale      # P rounded to bf16 before P @ V
     assert np.abs(sim - eager).max() <= 4 * 2 ** -8 * scale
     assert lm.generate(prompt, max_new_tokens=3, backend="sim") == lm.reference(prompt, 3)
+
+
+def test_attention_probabilities_are_not_stored_so_naive_attention_stays_one_flash_kernel():
+    """softmax(q k^T) @ v: P is a half op a matmul reads, but the flash kernel rounds it to half
+    before P @ V itself; storing it would split the attention into three kernels."""
+    torch.manual_seed(4)
+    q, k, v = (torch.randn(1, 4, 64, 64).bfloat16() for _ in range(3))
+    c = deplokit.compile(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1) @ v, q, k, v,
+                         target="sm_80")
+    assert not c.tensor_ir.stored_half
+    (kernel,) = c.tile_ir.kernels
+    assert kernel.flash is not None and kernel.flash.mma is not None
+
+
+def test_under_64_rows_sm_90_plans_warps_mma_sync_can_build():
+    """SmolLM2's k_proj in a 36-token prefill (36 x 192 over K 576): the grid plan for wgmma gave
+    32 x 8 tiles of 4 warps, which mma.sync (008's choice under a warpgroup's 64 rows) cannot
+    split into 16 x 8 warp tiles, so it ran on FMA."""
+    torch.manual_seed(5)
+    x, w = torch.randn(1, 36, 576).bfloat16(), (torch.randn(192, 576) / 24).bfloat16()
+    c = deplokit.compile(lambda x, w: F.linear(x, w), x, w, target="sm_90")
+    matmul = [k for k in c.tile_ir.kernels if _has_k_loop(k)]
+    assert matmul and matmul[0].mma is not None and not matmul[0].mma.wgmma
+    assert c.check(backend="sim").passed
+
+
+def test_the_floor_of_a_half_matmul_is_at_the_tensor_core_rate():
+    from deplokit.target import get_target
+    from deplokit.tune.cost_model import first_principles_us
+
+    a, b = torch.randn(512, 1024), torch.randn(1024, 1024)
+    target = get_target("sm_90")
+    fp32 = first_principles_us(deplokit.compile(torch.matmul, a, b).loop_ir, target)
+    bf16 = first_principles_us(deplokit.compile(torch.matmul, a.bfloat16(), b.bfloat16()).loop_ir, target)
+    flops = 2 * 512 * 1024 * 1024
+    assert fp32 >= flops / (target.fp32_tflops * 1e6)
+    assert bf16 < fp32 / 4 and bf16 >= flops / (target.tensor_rate("bf16") * 1e6)

@@ -50,6 +50,7 @@ from ..analysis.work import KernelWork, count_work
 from ..ir import kernel_ir as K
 from ..ir.loop_ir import Loop
 from ..ir.tile_ir import walk
+from ..passes.schedule.t001_tileify import half_operands
 from .sass_model.main_loop import MainLoop, main_loop
 
 
@@ -315,10 +316,17 @@ __all__ = [
 def first_principles_us(loop_program, target) -> float:
     """The floor of a whole program on `target`: its compulsory bytes (inputs and outputs,
     no temporaries: analysis/traffic.program_cost) at the achievable DRAM bandwidth, or its
-    FLOPs at the cuBLAS-class FP32 rate, whichever is longer, plus one launch. FLOPs count
-    each value over the loops it depends on (traffic.floor_flops): a staged prologue once per
-    element of its operand."""
+    FLOPs at the cuBLAS-class FP32 rate (a matmul of half operands at the target's dense
+    tensor-core rate for them), whichever is longer, plus one launch. FLOPs count each value
+    over the loops it depends on (traffic.floor_flops): a staged prologue once per element of
+    its operand."""
     cost = program_cost(loop_program)
-    flops = sum(floor_flops(k) for k in loop_program.kernels)
-    return CostConstants().launch_us + max(cost.bytes / (target.bandwidth_gbs * 1e3),
-                                           flops / (target.fp32_tflops * 1e6))
+    types = loop_program.types()
+    compute_us = 0.0
+    for k in loop_program.kernels:
+        rate = target.tensor_rate(_SHORT_HALF.get(half_operands(k, types), "")) or target.fp32_tflops
+        compute_us += floor_flops(k) / (rate * 1e6)
+    return CostConstants().launch_us + max(cost.bytes / (target.bandwidth_gbs * 1e3), compute_us)
+
+
+_SHORT_HALF = {"bfloat16": "bf16", "float16": "f16"}     # Target.tensor_tflops' names

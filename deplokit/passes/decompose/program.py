@@ -156,9 +156,18 @@ def half_contraction_operands(program: TorchProgram) -> set[str]:
             while arg in ops and ops[arg].op in _VIEWS and isinstance(ops[arg].args[0], str) \
                     and ops[arg].type.dtype == _dtype(program, ops, ops[arg].args[0]):
                 arg = ops[arg].args[0]
-            if arg in ops and ops[arg].type.dtype in HALF_DTYPES:
+            if arg in ops and ops[arg].type.dtype in HALF_DTYPES and not _probabilities(ops, arg):
                 found.add(arg)
     return found
+
+
+def _probabilities(ops: dict, name: str) -> bool:
+    """A softmax's result (or its cast, as transformers' eager attention writes it): attention's
+    P, which the flash kernel rounds to half before P @ V itself (fuse_attention); a store
+    would split the attention."""
+    while name in ops and ops[name].op in _VIEWS and isinstance(ops[name].args[0], str):
+        name = ops[name].args[0]
+    return name in ops and ops[name].op == "softmax"
 
 
 def _dtype(program: TorchProgram, ops: dict, name: str) -> str | None:

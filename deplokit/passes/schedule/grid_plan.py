@@ -709,5 +709,11 @@ def decide_for(kernel, m: int, n: int, chunks: int, bk: int, target, other: int 
     kind = mma_kind(kernel, target)
     if not tensor_core_output(m, n, target):
         kind = "off"             # 008 keeps such an output on the FMA tile: plan for that
-    return decide(m, n, chunks, bk, target, other, kind != "off", kind in LDMATRIX_KINDS, kind == "wgmma",
-                  4 if kind == "tf32" else 2)
+    found = decide(m, n, chunks, bk, target, other, kind != "off", kind in LDMATRIX_KINDS, kind == "wgmma",
+                   4 if kind == "tf32" else 2)
+    p = found[0]
+    if kind == "wgmma" and m < WGMMA_ROWS and p is not None and not whole_warp_tiles(p.threads, p.regs):
+        # under a warpgroup's 64 rows 008 takes mma.sync, whose warps own whole 16 x 8 tiles: a
+        # grid of such blocks (SmolLM2's k_proj, 36 x 192: 32 x 8 tiles of 4 warps ran on FMA)
+        return decide(m, n, chunks, bk, target, other, True, True, False, 2)
+    return found
