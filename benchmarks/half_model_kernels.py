@@ -16,7 +16,8 @@ from deplokit.ir.tile_ir import Loop, walk
 
 
 def is_matmul(kernel) -> bool:
-    return kernel.flash is None and any(isinstance(s, Loop) and s.role == "K" for s, _ in walk(kernel.tile().body))
+    return kernel.flash is None and not kernel.reduces_for and \
+        any(isinstance(s, Loop) and s.role == "K" for s, _ in walk(kernel.tile().body))
 
 
 def census(compilation) -> tuple[str, list[str]]:

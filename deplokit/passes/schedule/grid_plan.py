@@ -190,16 +190,21 @@ def _best_two(m, n, chunks, bk, target, other, counts, threads, fed: bool = Fals
     LEAST_THREADS threads where no larger one balances (a 64 x 32 tile as two warps of 32 x 32,
     not four of 32 x 16)."""
     if fed:
-        pair = _best_pair(m, n, chunks, bk, target, other, counts, threads, fed=True)
-        if pair[1] is None:
-            fewer = _best_pair(m, n, chunks, bk, target, other, counts, threads, fed=True, least=LEAST_THREADS)
-            pair = fewer if fewer[1] is not None else pair
-        if pair[0] is not None:
-            return pair
+        # fed warps; else warps of whole 16 x 8 tiles, which mma.sync still runs (a 16-row
+        # output has no fed tile: 16 x 192 over K 576 took a 16 x 16 tile of 4 warps, FMA)
+        for unit in ("fed", "whole"):
+            pair = _best_pair(m, n, chunks, bk, target, other, counts, threads, unit=unit)
+            if pair[1] is None:
+                fewer = _best_pair(m, n, chunks, bk, target, other, counts, threads, unit=unit, least=LEAST_THREADS)
+                pair = fewer if fewer[1] is not None else pair
+            if pair[0] is not None:
+                return pair
     return _best_pair(m, n, chunks, bk, target, other, counts, threads)
 
 
-def _best_pair(m, n, chunks, bk, target, other, counts, threads, fed: bool = False, least: int = 0):
+def _best_pair(m, n, chunks, bk, target, other, counts, threads, unit: str = "", least: int = 0):
+    """_best_two's pair among block tiles of `unit`: "fed" (mma_fed), "whole" (whole_warp_tiles)
+    or any ("")."""
     sms = sm_count(target)
     best, best_key = None, None
     evens = []
@@ -208,7 +213,8 @@ def _best_pair(m, n, chunks, bk, target, other, counts, threads, fed: bool = Fal
             for tn in EXTENTS:
                 if tm > default_extent(m, t[0]) or tn > default_extent(n, t[1]):
                     continue                      # a register block past the axis: padding
-                if fed and not mma_fed(t, (tm, tn)):
+                if (unit == "fed" and not mma_fed(t, (tm, tn))) or \
+                        (unit == "whole" and not whole_warp_tiles(t, (tm, tn))):
                     continue
                 for s in counts:
                     cand = _price(m, n, chunks, bk, target, other, shape, t, (tm, tn), s)
@@ -712,8 +718,12 @@ def decide_for(kernel, m: int, n: int, chunks: int, bk: int, target, other: int 
     found = decide(m, n, chunks, bk, target, other, kind != "off", kind in LDMATRIX_KINDS, kind == "wgmma",
                    4 if kind == "tf32" else 2)
     p = found[0]
-    if kind == "wgmma" and m < WGMMA_ROWS and p is not None and not whole_warp_tiles(p.threads, p.regs):
-        # under a warpgroup's 64 rows 008 takes mma.sync, whose warps own whole 16 x 8 tiles: a
-        # grid of such blocks (SmolLM2's k_proj, 36 x 192: 32 x 8 tiles of 4 warps ran on FMA)
-        return decide(m, n, chunks, bk, target, other, True, True, False, 2)
+    if kind != "off" and p is not None and not whole_warp_tiles(p.threads, p.regs):
+        # a tile wgmma does not take (under a warpgroup's 64 rows: SmolLM2's k_proj, 36 x 192)
+        # falls back to mma.sync, whose warps own whole 16 x 8 tiles: plan such blocks (32 x 8
+        # tiles of 4 warps ran on FMA)
+        again = decide(m, n, chunks, bk, target, other, True, True, False,
+                       4 if kind == "tf32" else 2)
+        if again[0] is not None and whole_warp_tiles(again[0].threads, again[0].regs):
+            return again
     return found
