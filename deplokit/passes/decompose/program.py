@@ -78,6 +78,11 @@ _CASTS = ("to",)
 # (einsum: every argument)
 CONTRACTION_OPERANDS = {"matmul": (0, 1), "mm": (0, 1), "bmm": (0, 1), "linear": (0, 1), "addmm": (1, 2),
                         "baddbmm": (1, 2), "grouped_mm": (0, 1), "scaled_dot_product_attention": (0, 1, 2)}
+# Ops whose result jumps where an operand crosses a point (a comparison, a rounding, an index
+# of the largest): fed a half op's unrounded value they may decide otherwise than eager, which
+# rounded it (x_bf16 * 3 > 1 at x * 3 = 1.0009: eager's product is 1.0, not > 1).
+DECISIONS = frozenset(("gt", "lt", "ge", "le", "eq", "ne", "floor_divide", "remainder", "floor", "ceil",
+                       "round", "trunc", "sign", "argmax", "argmin", "topk", "histc"))
 # Ops that move or copy their first argument's elements without computing on them.
 _VIEWS = frozenset(("view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "expand", "expand_as",
                     "squeeze", "unsqueeze", "slice", "select", "contiguous", "clone", "alias", "detach", "dropout",
@@ -98,6 +103,7 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
     in_place = {op.name for op in program.ops if op.op == "index_copy" and dtypes.get(op.args[0]) in HALF_DTYPES}
     read = {a for op in program.ops for a in (op.args[1:] if op.name in in_place else op.args) if isinstance(a, str)}
     operands = half_contraction_operands(program)
+    decided = half_decision_operands(program)
     stored: dict[str, str] = {}       # op -> the half node its rounded value is stored in
     for bf in program.buffers:      # a half buffer is read as float32, converted once
         if bf.type.dtype in HALF_DTYPES and bf.name in read:
@@ -129,6 +135,8 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
             names[op.name] = b.elementwise(CONVERT_OP, result, hint=f"{op.name}_f32", dtype="float32")
         elif op.name in operands:
             names[op.name] = _stored_half(b, names[op.name], op, stored)
+        elif op.name in decided:
+            names[op.name] = _stored_half(b, names[op.name], op, {})
         grouped_mm.note_counts(op, mapped.args, result, b)
     types = {bf.name: bf.type for bf in program.buffers} | {op.name: op.type for op in program.ops}
     outputs = []
@@ -148,15 +156,43 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
 def half_contraction_operands(program: TorchProgram) -> set[str]:
     """The half ops whose values a contraction (a matmul, attention) reads as an operand, through
     views: eager stores each in half before the contraction reads it, and so does deplokit."""
+    def operands(op):
+        positions = range(len(op.args)) if op.op == "einsum" else CONTRACTION_OPERANDS.get(op.op, ())
+        return [op.args[i] for i in positions if i < len(op.args)]
+    ops = {op.name: op for op in program.ops}
+    return {a for a in _half_sources(program, operands) if a in ops and not _probabilities(ops, a)}
+
+
+def half_decision_operands(program: TorchProgram) -> set[str]:
+    """The half ops and inputs whose values a comparison, a rounding, an arg-max or a cast to an
+    integer reads (DECISIONS), through views. Decompose rounds each op's value as eager rounds it
+    (in registers: nothing is stored), so that the decision is eager's; a float32 run of the
+    program decides on unrounded values (and scalars), so check() compares with eager alone."""
+    def decides(op):
+        return op.op in DECISIONS or (op.op == "to" and op.type.dtype in ("bool", "int64", "int32"))
+    found = _half_sources(program, lambda op: op.args if decides(op) else ())
+    # and every half op behind them: eager rounded each one on the way (v = x * 3 + 1 - 0.5
+    # rounds three times in bf16; one rounding at the end can put v on the other side of 0)
+    ops = {op.name: op for op in program.ops}
+    todo = [n for n in found if n in ops]
+    while todo:
+        for a in ops[todo.pop()].args:
+            if isinstance(a, str) and a in ops and a not in found and ops[a].type.dtype in HALF_DTYPES:
+                found.add(a)
+                todo.append(a)
+    return found
+
+
+def _half_sources(program: TorchProgram, reads) -> set[str]:
+    """The half ops and buffers (through same-dtype views) whose values `reads(op)` lists."""
     ops = {op.name: op for op in program.ops}
     found = set()
     for op in program.ops:
-        positions = range(len(op.args)) if op.op == "einsum" else CONTRACTION_OPERANDS.get(op.op, ())
-        for arg in (op.args[i] for i in positions if i < len(op.args)):
+        for arg in reads(op):
             while arg in ops and ops[arg].op in _VIEWS and isinstance(ops[arg].args[0], str) \
                     and ops[arg].type.dtype == _dtype(program, ops, ops[arg].args[0]):
                 arg = ops[arg].args[0]
-            if arg in ops and ops[arg].type.dtype in HALF_DTYPES and not _probabilities(ops, arg):
+            if isinstance(arg, str) and _dtype(program, ops, arg) in HALF_DTYPES:
                 found.add(arg)
     return found
 
