@@ -138,3 +138,15 @@ def test_split_workspace_sums_are_bit_identical_and_atomic_free():
     # no float atomic: the only one is the in-kernel reduction's integer counter
     assert all("_arrivals[" in line for line in str(c.cuda).splitlines() if "atomic" in line)
     assert torch.equal(c.run(x, backend="sim"), c.run(x, backend="sim"))
+
+
+def test_little_law_prices_the_busiest_sm():
+    """48 x 8 over K = 4096, 3 tiles of 16 x 8: 44 splits are 132 blocks, one an SM; 48 splits
+    are 144, 12 SMs running two at once, each block the same 6 K chunks. The busiest SM pulls
+    twice the bytes with twice the bytes in flight: 144 blocks is no faster than 132. The plan
+    priced the average SM's bytes against the busiest SM's bytes in flight, so 144 came out
+    at 0.58x the 132-block time and won."""
+    one_an_sm = plan(48, 8, 256, 16, H100, splits=44, threads=(16, 8))
+    twelve_twice = plan(48, 8, 256, 16, H100, splits=48, threads=(16, 8))
+    assert (one_an_sm.blocks, twelve_twice.blocks) == (132, 144) and one_an_sm.regs == twelve_twice.regs
+    assert twelve_twice.us >= one_an_sm.us * 0.9

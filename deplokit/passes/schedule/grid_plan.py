@@ -263,16 +263,19 @@ def _price(m, n, chunks, bk, target, other, shape, threads, regs, splits) -> Gri
     dram = other * (m * k + n * k * tiles_m) * WORD + partials
     warps = -(-threads[0] * threads[1] // 32)
     resident = _resident_blocks(threads[0] * threads[1], regs, target)
-    per_sm = -(-blocks // sms)
+    at_once = min(-(-blocks // sms), resident)   # blocks the busiest SM runs together
     waves = -(-blocks // (sms * resident))       # a partial last wave costs a whole one
-    per_sm = waves * min(per_sm, resident)
+    per_sm = waves * at_once                     # blocks the busiest SM runs in all
     run, over = split_run(chunks, splits)
     steps = run * bk
     instr_per_warp = steps * (regs[0] * regs[1] * (1 + loads_per_ffma(regs)) + K_STEP_OVERHEAD)
     issue = max(per_sm * warps * instr_per_warp / 4, waves * instr_per_warp)           # cycles
     stage = (bm + bn) * bk * WORD
-    inflight = min(per_sm, resident) * stage * (ring_stages(run) - 1)
-    pull = dram / min(blocks, sms) * LATENCY_CYCLES / inflight                         # Little's law, cycles
+    inflight = at_once * stage * (ring_stages(run) - 1)
+    # Little's law on the busiest SM: its blocks' bytes over the bytes it keeps in flight (not
+    # the average SM's bytes: that credited an uneven grid's second block to every SM, and 144
+    # blocks on 132 SMs priced under 132)
+    pull = dram / blocks * per_sm * LATENCY_CYCLES / inflight                          # cycles
     main = max(dram / bw, (issue + waves * LATENCY_CYCLES) / clock, pull / clock)
     # chunks past splits x (chunks // splits) are the reducer's: one thread per output walks
     # them, an A and a weight element per product from L2 (priced at DRAM's bandwidth)
