@@ -9,7 +9,9 @@ fp16: products of halves are exact, the sums accumulate in FP32 as before) on sm
 head_dim and the value's width multiples of 16 (whole k steps, whole ldmatrix.x4 pairs), a
 query axis (a decode row would leave 15 of a warp's 16 rows idle), one key range (not
 flash-decoding's split) and a score that is the dot product's sum through elementwise
-computes only (a scale, masks). What changes in the numbers: P is rounded to half before
+computes (a scale, masks) and loads of a mask's operands indexed by the query row, head and
+key (a generation prefill's position tables, a bool mask: each lane loads its score
+elements' values). What changes in the numbers: P is rounded to half before
 P @ V (as FlashAttention does), and each lane sums its part of a row before the quad adds them.
 """
 from __future__ import annotations
