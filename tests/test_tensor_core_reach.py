@@ -48,3 +48,15 @@ def test_whole_warp_tiles():
     assert not whole_warp_tiles((8, 16), (2, 1))      # 16 x 16: two tiles for four warps
     assert not whole_warp_tiles((16, 8), (2, 1))      # 32 x 8: two tiles for four warps
     assert not whole_warp_tiles((4, 4), (4, 2))       # 16 threads: no whole warp
+
+
+def test_the_trace_says_when_wgmma_tiles_change_the_planned_grid():
+    """003 plans a grid of register-block tiles; 008's wgmma tiles are 64 rows a warpgroup, so a
+    skinny bf16 matmul launches another grid than 003's note says: 008 says which."""
+    x, w = torch.randn(1, 96, 5632).bfloat16(), torch.randn(64, 5632).bfloat16()
+    c = deplokit.compile(lambda x, w: F.linear(x, w), x, w, target="sm_90")
+    (func,) = c.kernel_ir.kernels
+    launched = func.grid[0] * func.grid[1] * func.grid[2]
+    (step,) = [s for s in c.trace if s.name == "008_register_tile"]
+    (note,) = [d.note for d in step.decisions if d.note]
+    assert f": {launched} blocks on 132 SMs" in note and "of 003's plan" in note

@@ -308,10 +308,10 @@ def _wgmma(kernel: TileKernel, pctx: PassContext):
         fits.append((block_n, out))
     if not fits:
         return Skip("; ".join(dict.fromkeys(reasons)) or "wgmma: no N tile fits")
-    return _balanced_n(fits, pctx)
+    return _balanced_n(fits, pctx, kernel)
 
 
-def _balanced_n(fits, pctx: PassContext):
+def _balanced_n(fits, pctx: PassContext, before):
     """The widest wgmma N tile whose grid keeps the SMs evenly loaded (issue 26: a wider tile
     than 003's grid plan divides the blocks it planned to fill the SMs with: 64 x 64 tiles in
     4 splits, 256 blocks, became 64 of 64 x 256), else the widest; the trace says what it gave up."""
@@ -323,11 +323,17 @@ def _balanced_n(fits, pctx: PassContext):
     widest_n, widest = fits[0]
     chosen_n, chosen = next(((n, k) for n, k in fits if not sms or balanced(blocks(k), sms)), fits[0])
     chosen = restamp_stages(chosen, pctx.types)
-    if chosen_n == widest_n:
-        return chosen
     b, w = blocks(chosen), blocks(widest)
-    return Noted(chosen, (f"wgmma N tile {chosen_n}: {b} blocks on {sms} SMs, SM balance "
-                          f"{sm_balance(b, sms):.2f} (N {widest_n}: {w} blocks, {sm_balance(w, sms):.2f})",))
+    planned = decided(before, pctx.target)
+    notes = []
+    if chosen_n != widest_n:
+        notes.append(f"wgmma N tile {chosen_n}: {b} blocks on {sms} SMs, SM balance "
+                     f"{sm_balance(b, sms):.2f} (N {widest_n}: {w} blocks, {sm_balance(w, sms):.2f})")
+    elif planned is not None and planned.blocks != b and sms:
+        # 003 planned a grid of register-block tiles; a warpgroup's tile is 64 rows by N
+        notes.append(f"wgmma tiles of 64 rows x N {chosen_n}: {b} blocks on {sms} SMs, SM balance "
+                     f"{sm_balance(b, sms):.2f}, not the {planned.blocks} of 003's plan")
+    return Noted(chosen, tuple(notes)) if notes else chosen
 
 
 # the later passes that must stage wgmma's operands: TMA boxes (011), in their rows' swizzle (012)
