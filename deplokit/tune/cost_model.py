@@ -313,6 +313,9 @@ __all__ = [
 ]
 
 
+_SHORT_HALF = {"bfloat16": "bf16", "float16": "f16"}     # Target.tensor_tflops' names
+
+
 def first_principles_us(loop_program, target) -> float:
     """The floor of a whole program on `target`: its compulsory bytes (inputs and outputs,
     no temporaries: analysis/traffic.program_cost) at the achievable DRAM bandwidth, or its
@@ -328,5 +331,3 @@ def first_principles_us(loop_program, target) -> float:
         compute_us += floor_flops(k) / (rate * 1e6)
     return CostConstants().launch_us + max(cost.bytes / (target.bandwidth_gbs * 1e3), compute_us)
 
-
-_SHORT_HALF = {"bfloat16": "bf16", "float16": "f16"}     # Target.tensor_tflops' names

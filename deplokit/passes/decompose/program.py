@@ -134,9 +134,9 @@ def decompose(program: TorchProgram, ctx=None) -> TensorProgram:
         if op.name in in_place:       # read on in float32, like any half buffer
             names[op.name] = b.elementwise(CONVERT_OP, result, hint=f"{op.name}_f32", dtype="float32")
         elif op.name in operands:
-            names[op.name] = _stored_half(b, names[op.name], op, stored)
+            names[op.name] = _rounded_half(b, names[op.name], op, stored)
         elif op.name in decided:
-            names[op.name] = _stored_half(b, names[op.name], op, {})
+            names[op.name] = _rounded_half(b, names[op.name], op)
         grouped_mm.note_counts(op, mapped.args, result, b)
     types = {bf.name: bf.type for bf in program.buffers} | {op.name: op.type for op in program.ops}
     outputs = []
@@ -212,11 +212,12 @@ def _dtype(program: TorchProgram, ops: dict, name: str) -> str | None:
     return next((bf.type.dtype for bf in program.buffers if bf.name == name), None)
 
 
-def _stored_half(b: Builder, value: str, op, stored: dict[str, str]) -> str:
-    """`value` (op's result in float32) rounded to op's half dtype where eager stores it: the
-    half node is recorded in `stored` (fusion stores it, a tensor core reads it raw) and the
-    float32 value read back from it is returned. A value already read from half storage (a
-    cast the user wrote, a half buffer) is stored as it is."""
+def _rounded_half(b: Builder, value: str, op, stored: dict[str, str] | None = None) -> str:
+    """`value` (op's result in float32) rounded to op's half dtype, as eager rounds it: the
+    float32 value read back from the half node is returned, and the half node is recorded in
+    `stored` when given (fusion stores it, a tensor core reads it raw). A value already read
+    from half storage (a cast the user wrote) is not rounded again."""
+    stored = {} if stored is None else stored
     want = op.type.dtype
     node = next((n for n in reversed(b.nodes) if n.name == value), None)
     if getattr(node, "op", None) == CONVERT_OP and len(node.args) == 1 and b.type(node.args[0]).dtype == want:

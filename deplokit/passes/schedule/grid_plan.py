@@ -722,11 +722,11 @@ def decide_for(kernel, m: int, n: int, chunks: int, bk: int, target, other: int 
                    4 if kind == "tf32" else 2)
     p = found[0]
     if kind != "off" and p is not None and not whole_warp_tiles(p.threads, p.regs):
-        # a tile wgmma does not take (under a warpgroup's 64 rows: SmolLM2's k_proj, 36 x 192)
-        # falls back to mma.sync, whose warps own whole 16 x 8 tiles: plan such blocks (32 x 8
-        # tiles of 4 warps ran on FMA)
-        again = decide(m, n, chunks, bk, target, other, True, True, False,
-                       4 if kind == "tf32" else 2)
+        # 008 runs a block tile on tensor cores only where its warps own whole 16 x 8 tiles
+        # (wgmma falls back to mma.sync, under 64 rows or where its tile does not fit): plan such
+        # blocks (SmolLM2's k_proj, 36 x 192 on sm_90, got 32 x 8 tiles of 4 warps: FMA)
+        again = decide(m, n, chunks, bk, target, other, mma=True, ldsm=True, wgmma=False,
+                       element_bytes=4 if kind == "tf32" else 2)
         if again[0] is not None and whole_warp_tiles(again[0].threads, again[0].regs):
             return again
     return found
