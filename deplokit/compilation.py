@@ -260,8 +260,9 @@ class Compilation(Displayable):
         # only the outputs rounded: each element within its last rounding of the float32 run; a
         # cast to half the program writes (a norm's .to(input_dtype)) rounds mid-way, and its
         # error travels on as eager's does: the eager tolerances
-        casts = [n for n in self.tensor_ir.nodes
-                 if n.type.dtype in HALF_DTYPES and n.name not in self.tensor_ir.outputs]
+        # (a half value a matmul reads is rounded there even where it is an output too)
+        casts = [n for n in self.tensor_ir.nodes if n.type.dtype in HALF_DTYPES and
+                 (n.name not in self.tensor_ir.outputs or n.name in self.tensor_ir.stored_half)]
         # flash attention on tensor cores rounds P to half before P @ V (FlashAttention's rounding)
         casts += [k for k in self.tile_ir.kernels if is_flash_mma(k)]
         # outputs stored in float32 that deplokit never rounded (eager rounded a half op on

@@ -183,3 +183,21 @@ def test_the_floor_of_a_half_matmul_is_at_the_tensor_core_rate():
     flops = 2 * 512 * 1024 * 1024
     assert fp32 >= flops / (target.fp32_tflops * 1e6)
     assert bf16 < fp32 / 4 and bf16 >= flops / (target.tensor_rate("bf16") * 1e6)
+
+
+def test_a_half_output_a_matmul_reads_counts_as_a_rounding_mid_way():
+    """v0 = linear(x, w1) is an output and the next matmul's operand: rounded to bf16 where the
+    second linear reads it, as in eager, so the float32 run is held to the eager tolerances
+    (not to one final rounding: v1 carries v0's rounding)."""
+    torch.manual_seed(6)
+    x, w1, w2 = torch.randn(1, 3, 256).bfloat16(), torch.randn(64, 256).bfloat16(), torch.randn(32, 64).bfloat16()
+
+    def two(x, w1, w2):
+        v0 = F.linear(x, w1)
+        return F.linear(v0, w2), v0
+
+    c = deplokit.compile(two, x, w1, w2, target="sm_80")
+    assert c.tensor_ir.stored_half and set(c.tensor_ir.stored_half) <= set(c.tensor_ir.outputs)
+    r = c.check(backend="loop")
+    assert r.passed, str(r)
+    assert r.float32.rtol > 2 * 2 ** -8          # the eager tolerances, not one rounding's
