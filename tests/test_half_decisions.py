@@ -77,3 +77,40 @@ def test_fuzz_refuses_what_eager_rejects_in_half_and_replays_the_dtype(capsys):
     assert " --dtype bfloat16 " in line
     assert fuzz_cli.main(shlex.split(line)[3:]) == 0
     assert capsys.readouterr().out.startswith("ok")
+
+
+def test_a_decision_behind_a_float32_cast_rounds_the_half_value_before_it():
+    """remainder(mm(a, b).float() * 4, 2.5) in fp16: eager's product is rounded to fp16 before
+    the cast; the decision's operand is float32, the half op behind it is rounded all the same."""
+    def f(a, b):
+        return torch.remainder(torch.mm(a, b).float() * 4, 2.5)
+
+    a, b = torch.randn(3, 8, dtype=torch.float16), torch.randn(8, 5, dtype=torch.float16)
+    c = deplokit.compile(f, a, b)
+    ops = {op.name: op.op for op in c.torch_ir.ops}
+    assert "mm" in {ops[n] for n in half_decision_operands(c.torch_ir) if n in ops}
+    assert c.check(backend="loop").passed
+
+
+def test_fuzz_an_ill_conditioned_half_program_is_not_a_finding():
+    """cos of a bf16 matmul's values near 360: the bf16 rounding of the first linear's output
+    (eager's too) moves the cosines by a whole step from the float32 run; eager is as far from
+    that run as deplokit, so the program is ill-conditioned, not deplokit wrong (fuzz seed 505)."""
+    text = "\n".join((
+        'x0 = torch.randn(3, 129, 31, dtype=torch.bfloat16)',
+        'x1 = torch.randn(33, 3999, dtype=torch.bfloat16)',
+        'x2 = torch.randn(33, dtype=torch.bfloat16)',
+        'v0 = F.linear(x0.reshape(3, 3999), x1, x2)',
+        'x3 = torch.randn(33, 33, dtype=torch.bfloat16)',
+        'x4 = torch.randn(33, dtype=torch.bfloat16)',
+        'v1 = F.linear(v0, x3, x4)',
+        'v2 = v1[:, 2:18:2]',
+        'x5 = torch.randn(1, dtype=torch.bfloat16)',
+        'v3 = torch.maximum(v2, x5)',
+        'v4 = torch.cos(v3)',
+        'v5 = v4.var(-1, keepdim=False)',
+        'v6 = v5.contiguous()',
+        'v6',
+    ))
+    case = Case(505, 0, text, ("linear",), "sm_80", {"003_split_matmul_k.reduce": "reducer"}, "bfloat16")
+    assert run_case(case, timeout=120).status == "ok"
