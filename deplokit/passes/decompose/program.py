@@ -170,19 +170,18 @@ def half_decision_operands(program: TorchProgram) -> set[str]:
     program decides on unrounded values (and scalars), so check() compares with eager alone."""
     def decides(op):
         return op.op in DECISIONS or (op.op == "to" and op.type.dtype in ("bool", "int64", "int32"))
-    found = _half_sources(program, lambda op: op.args if decides(op) else ())
-    # and every half op behind a decision, through float32 ops too: eager rounded each one on the
+    # every half value behind a decision, through float32 ops too: eager rounded each one on the
     # way (v = x * 3 + 1 - 0.5 rounds three times in bf16; one rounding at the end can put v on
     # the other side of 0; remainder(mm(a, b).float() * 4, 2.5) reads the fp16 product rounded)
     ops = {op.name: op for op in program.ops}
-    todo = [a for op in program.ops if decides(op) for a in op.args if isinstance(a, str) and a in ops]
-    seen = set(todo)
+    todo = [a for op in program.ops if decides(op) for a in op.args if isinstance(a, str)]
+    seen, found = set(todo), set()
     while todo:
         name = todo.pop()
-        if ops[name].type.dtype in HALF_DTYPES:
+        if _dtype(program, ops, name) in HALF_DTYPES:
             found.add(name)
-        for a in ops[name].args:
-            if isinstance(a, str) and a in ops and a not in seen:
+        for a in (ops[name].args if name in ops else ()):
+            if isinstance(a, str) and a not in seen:
                 seen.add(a)
                 todo.append(a)
     return found
