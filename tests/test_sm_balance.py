@@ -13,7 +13,14 @@ import deplokit
 from deplokit.analysis.occupancy import balanced, sm_balance
 from deplokit.bench.suite import suite_entries
 from deplokit.ir.kernel_wgmma import uses_wgmma
-from deplokit.passes.schedule.grid_plan import decide, default_blocks, old_splits
+from deplokit.passes.schedule.grid_plan import (
+    FACTOR_SPLITS,
+    decide,
+    default_blocks,
+    old_splits,
+    split_counts,
+    wgmma_price,
+)
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
 from deplokit.runtime.sim import simulate_program
 from deplokit.target import get_target
@@ -189,7 +196,7 @@ def _naive_attention(q, k, v):
 def test_a_half_attention_bmm_keeps_its_tensor_cores_and_matches_eager(target):
     # bf16 Q @ K^T of 28 heads x 64 x 64 over head_dim 64: main ran 28 blocks of mma (0.21). On
     # sm_80 the balanced grid keeps whole warp tiles of m16n8, so mma.sync stays; on sm_90 a half
-    # batch takes wgmma's grid (grid_plan.wgmma_batched_plan): one head a block of one warpgroup
+    # batch takes wgmma's grid (grid_plan.wgmma_plan): one head a block of one warpgroup
     # of 64 x 64 (no tile of 64 rows balances 28 heads on 132 SMs; the tensor cores come first)
     g = torch.Generator().manual_seed(3)
     q, k = (torch.randn(1, 28, 64, 64, generator=g).to(torch.bfloat16) for _ in range(2))
@@ -214,7 +221,7 @@ def test_balanced_attention_bmms_compile_without_spills(dtype):
     matmuls = [f for f in c.kernel_ir.kernels if "matmul" in f.name]
     assert len(matmuls) == 2
     for f in matmuls:
-        # bf16 Q @ K^T runs wgmma, one head a block (wgmma_batched_plan: no 64-row tile balances
+        # bf16 Q @ K^T runs wgmma, one head a block (wgmma_plan: no 64-row tile balances
         # 28 heads); P @ V multiplies the softmax's FP32 output on FMA, balanced
         if uses_wgmma(f):
             assert dtype == torch.bfloat16 and f.grid[0] * f.grid[1] * f.grid[2] % 28 == 0, f.name
@@ -260,3 +267,68 @@ def test_a_half_router_matmul_plans_the_fma_tile_008_builds_and_balances(tokens,
     assert balanced(blocks, H100.sm_count), blocks
     if tokens < 40:
         assert c.check(backend="sim").passed
+
+
+A100 = get_target("sm_80")
+
+
+def test_a_nine_way_split_balances_an_a100():
+    # 24 tiles of 64 x 128 on 108 = 4 x 27 SMs: 8 splits were 192 blocks (0.89) and no power
+    # of two does better; 9 splits of 22 of 192 K chunks (6 past the end read as zeros) are 216
+    plan, why = decide(64, 3072, 192, 16, A100, 1)
+    assert (plan.splits, plan.blocks) == (9, 216) and "SM balance 1.00" in why
+    assert "9 splits of 22 of 192 K chunks, 6 past the end read as zeros" in why
+    # never for mma.sync: the plan prices its K loop as FFMAs (split_counts)
+    fed, _ = decide(64, 3072, 192, 16, A100, 1, True, True, False, 2)
+    assert fed.splits not in FACTOR_SPLITS
+    # FACTOR_SPLITS are offered only where no other count balances the grid
+    assert set(split_counts(192, 4, factor=True)) - set(split_counts(192, 4)) == set(FACTOR_SPLITS)
+    even, _ = decide(64, 3072, 192, 16, H100, 1)
+    assert even.splits not in FACTOR_SPLITS and balanced(even.blocks, H100.sm_count)
+
+
+def test_one_half_matmul_on_wgmma_takes_a_balanced_grid_of_warpgroup_tiles():
+    # Qwen2.5-1.5B's k_proj at 128 tokens: 003 planned register-block tiles (8 of 64 x 64, 4
+    # splits) and 008's widest warpgroup tile, 128 x 256, made 4 blocks of them
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(1, 128, 1536, generator=g).bfloat16()
+    w = torch.randn(256, 1536, generator=g).bfloat16()
+    c = deplokit.compile(lambda x, w: torch.nn.functional.linear(x, w), x, w, target="sm_90")
+    (f,) = c.kernel_ir.kernels
+    blocks = f.grid[0] * f.grid[1] * f.grid[2]
+    assert uses_wgmma(f) and balanced(blocks, H100.sm_count)
+    plan, why = decide(128, 256, 24, 64, H100, 1, True, False, True, 2)
+    assert plan.blocks == blocks and "on wgmma: 003's grid of 4 warpgroup tiles has SM balance 0.03" in why
+    assert c.check(backend="sim").passed
+
+
+def test_a_balanced_wgmma_grid_replaces_a_dearer_balanced_one():
+    # Llama-3-8B's q_proj at 64 tokens: the register-block plan's 8 splits of 64 x 128 became
+    # 128 blocks of 64 x 256 warpgroup tiles (balanced), each writing a partial (8 MB in all);
+    # 64 x 32 warpgroup tiles launch as many blocks without splitting K
+    plan, why = decide(64, 4096, 64, 64, H100, 1, True, False, True, 2)
+    assert (plan.splits, plan.blocks) == (1, 128) and "on wgmma: 003's grid of 128 warpgroup tiles prices" in why
+    x, w = torch.randn(1, 64, 4096).bfloat16(), torch.randn(4096, 4096).bfloat16()
+    c = deplokit.compile(lambda x, w: torch.nn.functional.linear(x, w), x, w, target="sm_90")
+    (f,) = c.kernel_ir.kernels
+    assert uses_wgmma(f) and f.grid[0] * f.grid[1] * f.grid[2] == 128 and c.tile_ir.kernels[0].split_k is None
+
+
+def test_a_wgmma_grid_leaves_no_chunks_to_the_reducer():
+    # 14 K chunks in 4 splits run 3 each and leave 2 to the reducer, which walks them on FMA
+    # (256 x 128 over K 896: 26 µs against 8 by the cost model): no wgmma plan
+    assert wgmma_price(256, 128, 14, 64, H100, 1, "8x16", 4) is None
+    assert wgmma_price(256, 128, 14, 64, H100, 1, "8x16", 7) is not None
+
+
+def test_the_balance_sweep_prints_kernels_below_the_bar_and_the_model(capsys):
+    import balance_sweep  # benchmarks/ is on the path (conftest.py)
+    assert balance_sweep.main(["--target", "sm_90", "--dtype", "bfloat16", "--tokens", "128",
+                               "--projection", "256x1536", "--projection", "4096x4096"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # Qwen2.5-1.5B's k_proj at 128 tokens launched 4 blocks before the plan counted warpgroup tiles
+    assert out[-1].startswith("sm_90 bfloat16: 0 of 2 matmul kernels below SM balance 0.90")
+    us = float(out[-1].split("cost model ")[1].split()[0])
+    assert us > 0
+    with pytest.raises(SystemExit):
+        balance_sweep.main(["--projection", "256by1536"])

@@ -2,7 +2,7 @@
 sharing the block's threads) and a block of whole warpgroups, 008's wgmma path stages each
 operand as 3-D TMA boxes (1 x rows x 64, 128-byte swizzle; B's N tile of 128 two of them)
 and reads it by descriptors like the 2-D matmul's; 015's producer/consumer schedule applies
-too. The default grid plan gives a batch on sm_90 such blocks (grid_plan.wgmma_batched_plan);
+too. The default grid plan gives a batch on sm_90 such blocks (grid_plan.wgmma_plan);
 the first tests set the geometry by knobs (the tuner searches them), the later ones take the
 defaults."""
 import pytest

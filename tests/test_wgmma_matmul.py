@@ -144,11 +144,13 @@ def test_a_wrong_leading_offset_between_b_boxes_fails_the_simulator():
 
 def test_split_k_with_one_warpgroup_per_block():
     """128 x 2048 x 64: 003 splits K over blocks (partials added in split order) and the block's
-    128 threads are one warpgroup of 64 x 64."""
+    128 threads are one warpgroup of 64 x 16 (grid_plan.wgmma_plan: 2 x 4 tiles in 16 splits,
+    128 blocks; 64 x 64 tiles would launch 16)."""
     a, b = _operands(128, 2048, 64, torch.float16, seed=9)
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
     kern = c.tile_ir.kernels[0]
-    assert kern.split_k is not None and kern.mma.wgmma == 64 and kern.mma.warps == (4, 1)
+    assert kern.split_k is not None and kern.mma.wgmma == 16 and kern.mma.warps == (4, 1)
+    assert c.kernel_ir.kernels[0].grid[0] == 128
     _close_to_exact(c.run(a, b, backend="sim"), a, b, torch.float16)
 
 
@@ -253,11 +255,15 @@ def test_host_encodes_half_tensor_maps():
 
 
 def test_the_widest_n_tile_gives_way_to_a_balanced_grid():
-    """The suite's tinyllama q_proj s128 in bf16 (128 x 2048 over K = 2048): 003 plans 64 x 64
-    tiles in 4 splits, 256 blocks (SM balance 0.97); N 256 would leave 64 blocks (0.48) on 132
-    SMs, so 008 takes the widest N tile whose grid stays balanced, N 128, and says so (issue 26)."""
+    """The suite's tinyllama q_proj s128 in bf16 (128 x 2048 over K = 2048) at the knobs 003
+    used to plan for it: 64 x 64 register-block tiles in 4 splits, 256 blocks (SM balance
+    0.97); N 256 would leave 64 blocks (0.48) on 132 SMs, so 008 takes the widest N tile whose
+    grid stays balanced, N 128, and says so (issue 26). By default the plan counts warpgroup
+    tiles itself (grid_plan.wgmma_plan: 64 x 32 tiles, no split, 128 blocks)."""
     a, b = _operands(128, 2048, 2048, torch.bfloat16)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    knobs = {"003_split_matmul_k.splits": 4, "003_split_matmul_k.reduce": "in_kernel",
+             "005_blockify_launch.thread_shape": "8x16", "008_register_tile.tm": 8, "008_register_tile.tn": 4}
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=knobs)
     (func,) = c.kernel_ir.kernels
     (mma,) = [s for s, _ in walk(c.tile_ir.kernels[0].tile().body) if isinstance(s, WarpgroupMma)]
     assert mma.n == 128 and func.grid[0] * func.grid[1] * func.grid[2] == 128

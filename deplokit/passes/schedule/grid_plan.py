@@ -51,6 +51,18 @@ count (3 or 7 splits balance grids no power of two does: 148 output tiles x 7 = 
 block (`decided`); at other knobs 005 and 008 take the plan for that split count and thread
 shape: the same argmin over a narrower set, so the three agree whenever the knobs are
 defaults.
+
+Split counts. SPLITS runs 1..12 without gaps before the powers of two: an SM count's odd
+factors (H100: 132 = 4 x 3 x 11; A100: 108 = 4 x 27) balance tile counts no power of two
+does. 24 tiles of 64 x 128 on 108 SMs took 8 splits, 192 blocks (0.89); 9 splits of 22 of
+192 K chunks (6 past the end read as zeros) are 216, two an SM (1.00). 9..11
+(FACTOR_SPLITS) are tried only where no other count balances the grid, and never in an
+mma.sync plan, whose K loop is priced as FFMAs here (split_counts).
+
+On wgmma (sm_90, half operands) a block tile is 008's: 64 rows a warpgroup by an N tile of
+8..256, not the register block's. A batch, and one matmul whose register-block grid those
+tiles would leave unevenly loaded (`_on_warpgroups`), take `wgmma_plan`: blocks of whole
+warpgroups and the N tile 008 will take, priced on the tensor-core rate (`wgmma_price`).
 """
 from __future__ import annotations
 
@@ -77,7 +89,8 @@ from .block_shape import (
     parse_shape,
 )
 
-SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64)
+SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 24, 32, 48, 64)
+FACTOR_SPLITS = (9, 10, 11)  # for an SM count's odd factors; not in an mma.sync plan (split_counts)
 FULL_BLOCK = 256           # threads of the blocks the old fill check counts
 BALANCE_SLACK = 1.10       # a balanced grid wins if it costs at most this much more
 GRID_TARGET = 132          # SMs of an H100, for a target that does not say
@@ -89,6 +102,7 @@ LATENCY_CYCLES = 800       # a global -> shared copy, issue to arrival (the cost
 K_STEP_OVERHEAD = 2        # issue slots per k step besides FFMA and shared loads (index and loop
                            # bookkeeping: sm_90 SASS of a 4 x 4 block's K loop issues 327 per 16
                            # k steps = 16 FFMA + 2 LDS.128 + ~2.4 others)
+L2_RATIO = 3.0             # L2 bandwidth over DRAM's (the cost model's l2_bandwidth_ratio)
 REG_FILE = 65536           # 32-bit registers per SM (every target deplokit knows)
 WORD = 4                   # bytes of a float32
 
@@ -130,10 +144,22 @@ def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: i
     if splits:
         return _cheapest(m, n, chunks, bk, target, other, (splits,), threads, fed)
     sms = sm_count(target)
-    best = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, MIN_CHUNKS), threads, fed)
+    best = _plan_over(m, n, chunks, bk, target, other, threads, fed, factor=False)
+    if best is None or fed or balanced(best.blocks, sms):
+        return best
+    # FACTOR_SPLITS only where no other count balances the grid (split_counts)
+    even = _plan_over(m, n, chunks, bk, target, other, threads, fed, factor=True)
+    return even if balanced(even.blocks, sms) else best
+
+
+def _plan_over(m, n, chunks, bk, target, other, threads, fed: bool, factor: bool) -> GridPlan | None:
+    """plan's choice among split_counts(..., factor)."""
+    sms = sm_count(target)
+    best = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, MIN_CHUNKS, factor=factor), threads, fed)
     if best is None or (best.blocks >= sms and balanced(best.blocks, sms)):
         return best
-    short = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, SHORT_CHUNKS), threads, fed)
+    short = _cheapest(m, n, chunks, bk, target, other, split_counts(chunks, SHORT_CHUNKS, factor=factor), threads,
+                      fed)
     if best.blocks < sms:
         return short if short.blocks >= sms else best
     # shorter splits where only they balance: 48 x 16 over K = 2048 is 144 blocks (0.55) of 6
@@ -164,14 +190,21 @@ def split_run(chunks: int, splits: int) -> tuple[int, int]:
     return run, splits * run - chunks
 
 
-def split_counts(chunks: int, least: int, dividing: bool = False) -> tuple[int, ...]:
+def split_counts(chunks: int, least: int, dividing: bool = False, factor: bool = False) -> tuple[int, ...]:
     """The split counts of SPLITS (2 up) that leave each split at least `least` of `chunks`
     (`dividing`: only those that divide them; else a power of two leaves the rest to the
     reducer). A count that is not a power of two and does not divide the chunks overhangs
     (split_run): every split runs ceil(chunks / splits), the last one's past K as zeros; a
     leftover run is the reducer's only for powers of two (one thread an output walking it off
-    L2: qwen down_proj at 128 rows, 7 splits of 1184 chunks had a 127 µs reducer)."""
-    return tuple(s for s in SPLITS[1:] if chunks // s >= least and not (dividing and chunks % s))
+    L2: qwen down_proj at 128 rows, 7 splits of 1184 chunks had a 127 µs reducer).
+    FACTOR_SPLITS only with `factor`: the planners try them only where no other count balances
+    the grid, and never for mma.sync. Offered everywhere, the ranking took 11 splits for grids
+    that were balanced already (64 x 1536 over K 1536 on sm_90: 384 blocks became 132 and a
+    reducer kernel, 1.15x by the cost model), and, pricing an mma.sync K loop as FFMAs, 9 or
+    10 splits of larger register blocks on sm_80 (128 x 1536 over K 8960 in bf16: 216 blocks
+    of 128 x 128, 1.39x the 192 of 64 x 128)."""
+    return tuple(s for s in SPLITS[1:] if chunks // s >= least and not (dividing and chunks % s)
+                 and (factor or s not in FACTOR_SPLITS))
 
 
 def _cheapest(m, n, chunks, bk, target, other, counts, threads, fed: bool = False) -> GridPlan | None:
@@ -313,6 +346,18 @@ LAUNCH_US = 2.5            # a kernel launch (tune/cost_model.CostConstants.laun
 SM_PORT_BYTES = 64         # bytes an SM moves to or from L2 a clock: the bound on one SM's share
 
 
+def reduce_us(m: int, n: int, other: int, splits: int, tiles: int, target) -> tuple[float, float]:
+    """(in-kernel tail, reducer kernel) µs of adding `splits` partials of an m x n output
+    (times `other`) cut into `tiles` output tiles (see reduce_choice)."""
+    bw = target.bandwidth_gbs * 1e9
+    clock = target.clock_hz
+    moved = (splits + 1) * other * m * n * WORD
+    reducer = LAUNCH_US + (moved / bw + _reducer_cycles(splits, other * m * n, target) / clock) * 1e6
+    ports = min(tiles, sm_count(target)) * SM_PORT_BYTES * clock
+    tail = (moved / min(bw, ports) + SPLIT_TAIL_ROUND_TRIPS * LATENCY_CYCLES / clock) * 1e6
+    return tail, reducer
+
+
 def reduce_choice(m: int, n: int, other: int, splits: int, tiles: int, target) -> tuple[str, str]:
     """Who adds `splits` partial sums of an m x n output (times `other`) cut into `tiles`
     output tiles, and why: `in_kernel` (the last block of each tile to arrive adds them, then
@@ -320,12 +365,7 @@ def reduce_choice(m: int, n: int, other: int, splits: int, tiles: int, target) -
     write the output once; the reducer pays a launch and its latency waves
     (_reducer_cycles), the in-kernel tail runs on the `tiles` last blocks only, at most one
     SM's port each (SM_PORT_BYTES a clock), after a fence and an atomic (SPLIT_TAIL_ROUND_TRIPS)."""
-    bw = target.bandwidth_gbs * 1e9
-    clock = target.clock_hz
-    moved = (splits + 1) * other * m * n * WORD
-    reducer = LAUNCH_US + (moved / bw + _reducer_cycles(splits, other * m * n, target) / clock) * 1e6
-    ports = min(tiles, sm_count(target)) * SM_PORT_BYTES * clock
-    tail = (moved / min(bw, ports) + SPLIT_TAIL_ROUND_TRIPS * LATENCY_CYCLES / clock) * 1e6
+    tail, reducer = reduce_us(m, n, other, splits, tiles, target)
     if tail <= reducer:
         return "in_kernel", (f"in the kernel: the last of {splits} blocks per tile adds the partials in split order "
                              f"(tail ~{tail:.1f} µs on {tiles} tiles vs a reducer kernel ~{reducer:.1f} µs)")
@@ -419,25 +459,28 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     else the cheapest balanced grid of tiles and splits (see the module). `mma`: the kernel
     takes tensor cores (008), so a batch's plan keeps block tiles of whole warp tiles; `ldsm`:
     mma.sync reading ldmatrix (LDMATRIX_KINDS), so the grid keeps its warps fed (mma_fed);
-    `wgmma` (008's default on sm_90 for half operands): a batch gets wgmma_batched_plan's
+    `wgmma` (008's default on sm_90 for half operands): a batch gets wgmma_plan's
     blocks of whole warpgroups, one batch entry a block, wherever one fits; `element_bytes` (2
     for half operands) sizes the 16-byte rows ldmatrix reads (slab_rows_fit)."""
     sms = sm_count(target)
+    if wgmma and other == 1:
+        return _on_warpgroups(m, n, chunks, bk, target, decide(m, n, chunks, bk, target, 1, mma, ldsm, False,
+                                                              element_bytes))
     if thread_tiles(m, n, other, sms) < sms:
         skinny = plan(m, n, chunks, bk, target, other, fed=ldsm)
         if skinny is not None:
             because = "planned to fill the SMs"
             if not balanced(skinny.blocks, sms):
-                counts = (skinny.splits,) + split_counts(chunks, SHORT_CHUNKS)
+                counts = (skinny.splits,) + split_counts(chunks, SHORT_CHUNKS, factor=not ldsm)
                 _, even = _best_two(m, n, chunks, bk, target, other, counts, None, ldsm)
                 because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
                                                 f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
                                                 "no tile and split count balances it") + " (stream-K would)")
             return skinny, _why(skinny, sms, because, chunks)
     if wgmma and other > 1:
-        even = wgmma_batched_plan(m, n, chunks, bk, target, other)
+        even = wgmma_plan(m, n, chunks, bk, target, other)
         if even is not None:
-            tile = (WGMMA_ROWS * even.threads[0] * even.threads[1] // WARPGROUP, wgmma_n_tile(n, even.threads[1]))
+            tile = wgmma_block_tile(m, n, even.threads, other * even.splits, sms)
             return even, _why(even, sms, f"a batch of {other} {m}x{n} matmuls on wgmma: blocks of "
                                          f"{tile[0] // WGMMA_ROWS} warpgroup(s) of 64 rows, one batch entry a block",
                               chunks, tile)
@@ -459,6 +502,10 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
         return None, ""          # even already, or too small a grid to fill: 003's old rule
     counts = (1,) + split_counts(chunks, MIN_CHUNKS)
     best = _cheapest(m, n, chunks, bk, target, other, counts, None, ldsm)
+    if best is not None and not ldsm and not balanced(best.blocks, sms):
+        wider = _cheapest(m, n, chunks, bk, target, other, (1,) + split_counts(chunks, MIN_CHUNKS, factor=True),
+                          None, ldsm)
+        best = wider if balanced(wider.blocks, sms) else best
     if best is None:
         return None, ""
     feeds = not fed and mma_fed(best.threads, best.regs)
@@ -468,6 +515,34 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     if ldsm:
         because += "; warps of at most one ldmatrix per two mma.sync"
     return best, _why(best, sms, because, chunks)
+
+
+def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
+                   found: tuple[GridPlan | None, str]) -> tuple[GridPlan | None, str]:
+    """One m x n matmul 008 puts on wgmma: `found` (the grid of register-block tiles), unless
+    wgmma_plan's grid of warpgroup tiles balances the SMs where the grid 008 makes of `found`
+    (wgmma_block_tile) does not, at most BALANCE_SLACK dearer by wgmma_price, or is cheaper
+    and balanced (or no less balanced). Qwen2.5-1.5B's k_proj at 128 tokens, 128 x 256 over
+    K 1536: 003 planned 8 tiles of 64 x 64 x 4 splits, 008's 128 x 256 tile made that 4
+    blocks (SM balance 0.03); now 128 blocks of 64 x 16 in 4 splits (0.97). Llama-3-8B's
+    q_proj at 64 tokens: 8 splits of 64 x 256 warpgroup tiles (128 blocks, 8 MB of partials)
+    became 128 blocks of 64 x 32 and no split."""
+    sms = sm_count(target)
+    p = found[0]
+    shape = p.shape if p is not None else default_thread_shape(m, n, sms)
+    splits = p.splits if p is not None else old_splits(m, n, chunks, 1, target)
+    launched = wgmma_price(m, n, chunks, bk, target, 1, shape, splits)
+    even = wgmma_plan(m, n, chunks, bk, target) if launched is not None else None
+    if even is None:
+        return found             # no warpgroup tile of this shape (mma.sync or FMA)
+    was = sm_balance(launched.blocks, sms)
+    if balanced(even.blocks, sms) and not balanced(launched.blocks, sms) and even.us <= BALANCE_SLACK * launched.us:
+        because = f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles has SM balance {was:.2f}"
+    elif even.us < launched.us and (balanced(even.blocks, sms) or sm_balance(even.blocks, sms) >= was):
+        because = f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles prices {launched.us / even.us:.2f}x"
+    else:
+        return found
+    return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
 
 
 BATCH_THREADS = 16         # threads 005 gives a batch axis at most (block_threads' leftover)
@@ -494,7 +569,7 @@ def default_whole_warps(m: int, n: int, target) -> bool:
 
 
 def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: bool = False,
-                 row_threads: int = 1) -> GridPlan | None:
+                 row_threads: int = 1, factor: bool = False) -> GridPlan | None:
     """The cheapest balanced grid of a batch of `other` m x n matmuls (attention's Q @ K^T and
     P @ V: K of 32..512, 28 or 32 heads) over the thread shapes of at least LEAST_THREADS
     threads and at most MAX_DEFAULT_SIDE a side, every register block inside the output and
@@ -521,13 +596,15 @@ def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: 
                     continue
                 if mma and not (whole_warp_tiles(t, (tm, tn)) and slab_rows_fit(t, row_threads)):
                     continue
-                for s in (1,) + split_counts(chunks, SHORT_CHUNKS):
+                for s in (1,) + split_counts(chunks, SHORT_CHUNKS, factor=factor):
                     cand = _price(m, n, chunks, bk, target, other, shape, t, (tm, tn), s)
                     if not balanced(cand.blocks, sms):
                         continue
                     key = (round(cand.us, 4), cand.workspace_bytes, -tm * tn, order)
                     if best_key is None or key < best_key:
                         best, best_key = cand, key
+    if best is None and not mma and not factor:       # FACTOR_SPLITS where no other count balances
+        return batched_plan(m, n, chunks, bk, target, other, mma, row_threads, factor=True)
     return best
 
 
@@ -535,61 +612,109 @@ WGMMA_ROWS = 64            # rows of a warpgroup's wgmma tile (m64nNk16)
 WGMMA_NS_TRIED = (256, 128, 64, 32, 16, 8)     # 008 takes the widest N tile that fits
 
 
-def wgmma_n_tile(n: int, threads_n: int) -> int:
-    """The N tile 008's wgmma path takes for n columns over `threads_n` threads: the widest of
-    WGMMA_NS_TRIED the N threads divide with no more than half of it padding (0: none)."""
+def wgmma_n_tiles(n: int, threads_n: int) -> tuple[int, ...]:
+    """The N tiles 008's wgmma path tries for n columns over `threads_n` threads, widest first:
+    those of WGMMA_NS_TRIED the N threads divide with no more than half of it padding. The
+    8-column tile only where nothing wider fits: a B stored K x N (a @ b) has 16-byte rows
+    in it, which no swizzle spans (wgmma_tile.operand_layout), and 008 would fall back to
+    a wider, unbalanced tile than the plan counted."""
     padded = threads_n * -(-n // threads_n)
-    return next((w for w in WGMMA_NS_TRIED if w % threads_n == 0 and (w == 8 or w < 2 * padded)), 0)
+    tiles = tuple(w for w in WGMMA_NS_TRIED if w % threads_n == 0 and (w == 8 or w < 2 * padded))
+    return tuple(w for w in tiles if w > 8) or tiles
 
 
-def wgmma_batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int) -> GridPlan | None:
-    """The grid of a batch of `other` m x n half matmuls on wgmma (sm_90): each block one batch
-    entry (the batch a BLOCK axis, which wgmma needs: a warpgroup owns 64 rows of one matrix)
-    and whole warpgroups (008's conditions: threads a multiple of WARPGROUP, the M threads
-    dividing the block's 64-row tiles, the tile no taller than M: a TMA box is no larger than
-    the tensor). The block tile is 008's, not the register block's: 64 rows a warpgroup by
-    wgmma_n_tile. Ranked by balance (analysis.occupancy.balanced), then a lower bound of the
-    time (DRAM bytes, the busiest SM's tensor-core work at the bf16 rate, a copy latency per
-    wave, the reducer of a split), then the larger tile. None where no shape fits (M under
-    64, a K loop of one chunk: no ring to stage)."""
+def wgmma_n_tile(n: int, threads_n: int, rows: int = 0, m: int = 0, blocks_per_tile: int = 1, sms: int = 0) -> int:
+    """The N tile 008's wgmma path takes (t008._balanced_n): the widest of wgmma_n_tiles whose
+    grid of `rows`-row tiles over m, times `blocks_per_tile` (splits, batch), keeps `sms` SMs
+    evenly loaded, else the widest (0: none)."""
+    tiles = wgmma_n_tiles(n, threads_n)
+    if sms and rows:
+        even = [w for w in tiles if balanced(blocks_per_tile * -(-m // rows) * -(-n // w), sms)]
+        tiles = tuple(even) or tiles
+    return tiles[0] if tiles else 0
+
+
+def wgmma_plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, factor: bool = False) -> GridPlan | None:
+    """The grid of `other` m x n half matmuls on wgmma (sm_90): each block one batch entry (the
+    batch a BLOCK axis, which wgmma needs: a warpgroup owns 64 rows of one matrix) and whole
+    warpgroups (008's conditions: threads a multiple of WARPGROUP, the M threads dividing the
+    block's 64-row tiles, the tile no taller than M: a TMA box is no larger than the tensor).
+    The block tile is 008's, not the register block's: 64 rows a warpgroup by wgmma_n_tile.
+    Ranked by balance (analysis.occupancy.balanced), then wgmma_price, then the fewer operand
+    re-reads through L2 (where latency bounds both: 64 x 32 tiles of a 256 x 256 output read
+    12 operand rows a K element, 128 x 16 ones 18), then the larger tile.
+    None where no shape fits (M under 64, a K loop of one chunk: no ring to stage)."""
     sms = sm_count(target)
-    rate = (target.tensor_rate("bf16") or target.peak_fp32_tflops) * 1e12 / sms     # FLOP/s an SM
-    bw = target.bandwidth_gbs * 1e9
     best, best_key, seen = None, None, set()
     for order, shape in enumerate(THREAD_SHAPES):
         t = fitted_threads(parse_shape(shape), m, n)
-        count = t[0] * t[1]
-        rows = WGMMA_ROWS * (count // WARPGROUP)
-        if t in seen or count % WARPGROUP or rows % t[0] or rows > m:
+        if t in seen:
             continue
         seen.add(t)
-        cols = wgmma_n_tile(n, t[1])
-        if not cols:
-            continue
-        # 008's register-block knobs: a legal tm/tn (the FMA tile's, were wgmma to fall back)
-        regs = tuple(max(e for e in EXTENTS if e <= max(1, min(size // th, default_extent(full, th))))
-                     for size, th, full in ((rows, t[0], m), (cols, t[1], n)))
-        if regs == (1, 1):
-            continue
-        for s in (1,) + split_counts(chunks, SHORT_CHUNKS):
-            run, _ = split_run(chunks, s)
-            if run < 2:
-                continue                   # one chunk a split: no K-outer ring for TMA
-            blocks = other * -(-m // rows) * -(-n // cols) * s
-            waves = -(-blocks // sms)
-            k = run * bk
-            partials = s * other * m * n * WORD if s > 1 else 0
-            dram = other * (m * chunks * bk + n * chunks * bk * -(-m // rows)) * 2 + other * m * n * 2 + partials
-            work = waves * 2 * rows * cols * k / rate
-            us = (max(dram / bw, work) + waves * LATENCY_CYCLES / target.clock_hz) * 1e6
-            if s > 1:
-                us += ((partials + other * m * n * WORD) / bw
-                       + _reducer_cycles(s, other * m * n, target) / target.clock_hz) * 1e6
-            cand = GridPlan(shape, t, regs, s, blocks, us, 2 * partials)
-            key = (not balanced(blocks, sms), round(us, 4), cand.workspace_bytes, -rows * cols, order)
+        for s in (1,) + split_counts(chunks, SHORT_CHUNKS, factor=factor):
+            cand = wgmma_price(m, n, chunks, bk, target, other, shape, s)
+            if cand is None:
+                continue
+            tile = wgmma_block_tile(m, n, cand.threads, other * s, sms)
+            rereads = m * -(-n // tile[1]) + n * -(-m // tile[0])      # L2 reads of A and B per K element
+            key = (not balanced(cand.blocks, sms), round(cand.us, 4), cand.workspace_bytes, rereads,
+                   -tile[0] * tile[1], order)
             if best_key is None or key < best_key:
                 best, best_key = cand, key
+    if best is not None and not balanced(best.blocks, sms) and not factor:
+        wider = wgmma_plan(m, n, chunks, bk, target, other, factor=True)     # FACTOR_SPLITS: see split_counts
+        return wider if balanced(wider.blocks, sms) else best
     return best
+
+
+def wgmma_block_tile(m: int, n: int, threads: tuple[int, int], blocks_per_tile: int = 1,
+                     sms: int = 0) -> tuple[int, int]:
+    """(rows, columns) of the block tile 008's wgmma path gives `threads` fitted threads: 64
+    rows a warpgroup by wgmma_n_tile (balanced over `sms` SMs with `blocks_per_tile` blocks
+    an output tile); (0, 0) where it takes none (threads not whole warpgroups, the M threads
+    not dividing the rows, a tile taller than M, no N tile)."""
+    count = threads[0] * threads[1]
+    rows = WGMMA_ROWS * (count // WARPGROUP)
+    if count % WARPGROUP or rows % threads[0] or rows > m:
+        return 0, 0
+    cols = wgmma_n_tile(n, threads[1], rows, m, blocks_per_tile, sms)
+    return (rows, cols) if cols else (0, 0)
+
+
+def wgmma_price(m: int, n: int, chunks: int, bk: int, target, other: int, shape: str,
+                splits: int) -> GridPlan | None:
+    """The grid of `shape` (a THREAD_SHAPES entry) and `splits` on wgmma (wgmma_block_tile),
+    priced by a lower bound of its time: DRAM bytes (each operand once), the operands' re-reads
+    by every tile through L2 (L2_RATIO times DRAM's bandwidth), the busiest SM's tensor-core
+    work at the bf16 rate, a copy latency per wave, a split's reduction (reduce_us: the in-kernel
+    tail or the reducer's launch and reads, the cheaper). None where wgmma takes no such
+    tile, a split runs one chunk (no K-outer ring for TMA) or leaves chunks to the reducer."""
+    t = fitted_threads(parse_shape(shape), m, n)
+    sms = sm_count(target)
+    rows, cols = wgmma_block_tile(m, n, t, other * splits, sms)
+    run, _ = split_run(chunks, splits)
+    if not rows or run < 2 or splits * run < chunks:
+        return None              # a leftover run would be the reducer's, on FMA: not priced here
+    # 008's register-block knobs: a legal tm/tn (the FMA tile's, were wgmma to fall back)
+    regs = tuple(max(e for e in EXTENTS if e <= max(1, min(size // th, default_extent(full, th))))
+                 for size, th, full in ((rows, t[0], m), (cols, t[1], n)))
+    if regs == (1, 1):
+        return None
+    rate = (target.tensor_rate("bf16") or target.peak_fp32_tflops) * 1e12 / sms     # FLOP/s an SM
+    bw = target.bandwidth_gbs * 1e9
+    blocks = other * -(-m // rows) * -(-n // cols) * splits
+    waves = -(-blocks // sms)
+    partials = splits * other * m * n * WORD if splits > 1 else 0
+    k = chunks * bk
+    dram = other * (m * k + n * k) * 2 + other * m * n * 2 + partials
+    # every N tile reads its rows of A again and every M tile the weight, through L2: narrow
+    # N tiles that balance a grid pay here (128 x 8 tiles re-read a 128-row A 32 times)
+    l2 = other * (m * k * -(-n // cols) + n * k * -(-m // rows)) * 2
+    work = waves * 2 * rows * cols * run * bk / rate
+    us = (max(dram / bw, l2 / (L2_RATIO * bw), work) + waves * LATENCY_CYCLES / target.clock_hz) * 1e6
+    if splits > 1:               # the cheaper of 003's two ways to add the partials (reduce_choice)
+        us += min(reduce_us(m, n, other, splits, blocks // splits, target))
+    return GridPlan(shape, t, regs, splits, blocks, us, 2 * partials)
 
 
 MMA_TILE = (16, 8)         # the smallest mma.sync output tile (m16n8): a warp owns whole ones

@@ -1,0 +1,96 @@
+"""SM balance and the cost model on projections that are not in the suite: a linear
+(1, M, K) x (N, K)^T at default knobs for the (N, K) of open models' projections (Llama-3-8B,
+Phi-3-mini, Qwen2.5-1.5B / 0.5B, Gemma-2B, Llama-2-13B) at M = 16 to 512 tokens, per target and
+dtype. Prints each matmul kernel below issue 26's bar (SM balance < 0.90 with < 8 blocks an
+SM) and, per target and dtype, how many fall below, the cost model's total µs (every kernel,
+reducers included) and its geometric mean a shape.
+
+    .venv/bin/python benchmarks/balance_sweep.py [--target sm_90 ...] [--dtype bfloat16 ...]
+        [--tokens 128 ...] [--projection 256x1536 ...]
+
+Compile only (no GPU): about 2 to 4 minutes a target and dtype on 2 cores. Run it on two
+commits to compare (the closing notes' before -> after)."""
+from __future__ import annotations
+
+import argparse
+import math
+
+import torch
+import torch.nn.functional as F
+
+import deplokit
+from deplokit.analysis.occupancy import balanced, sm_balance
+from deplokit.ir.tile_ir import Loop, walk
+from deplokit.tune.cost_model import estimate
+
+PROJECTIONS = (  # (N, K): q/o, gate/up, down, k/v of each model, and a few odd ones
+    (4096, 4096), (14336, 4096), (4096, 14336), (1024, 4096),          # Llama-3-8B
+    (3072, 3072), (8192, 3072), (3072, 8192), (9216, 3072),            # Phi-3-mini
+    (1536, 1536), (8960, 1536), (1536, 8960), (256, 1536),             # Qwen2.5-1.5B
+    (2048, 2048), (16384, 2048), (2048, 16384),                        # Gemma-2B
+    (5120, 5120), (13824, 5120), (5120, 13824),                        # Llama-2-13B
+    (896, 896), (4864, 896), (128, 896),                               # Qwen2.5-0.5B
+)
+TOKENS = (16, 64, 96, 128, 200, 256, 512)
+
+
+def matmul_grids(c) -> list[tuple[str, int]]:
+    """(name, blocks) of each kernel of `c` with a K loop (a matmul; reducers are not)."""
+    tiles = {k.name: k for k in c.tile_ir.kernels}
+    out = []
+    for f in c.kernel_ir.kernels:
+        t = tiles.get(f.name)
+        if t is None or t.reduces_for or not any(isinstance(s, Loop) and s.role == "K" for s, _ in walk(t.tile().body)):
+            continue
+        out.append((f.name, f.grid[0] * f.grid[1] * f.grid[2]))
+    return out
+
+
+def sweep(target: str, dtype: torch.dtype, tokens=TOKENS, projections=PROJECTIONS) -> tuple[int, int, float, float]:
+    """(kernels below the bar, matmul kernels, total µs, geometric mean µs) over the grid."""
+    below = kernels = 0
+    total, logs, shapes = 0.0, 0.0, 0
+    for m in tokens:
+        for n, k in projections:
+            x, w = torch.randn(1, m, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
+            c = deplokit.compile(lambda x, w: F.linear(x, w), x, w, target=target)
+            sms = c.target.sm_count
+            for name, blocks in matmul_grids(c):
+                kernels += 1
+                if not balanced(blocks, sms):
+                    below += 1
+                    print(f"  {target} {str(dtype)[6:]} {m}x{n}x{k} {name}: {blocks} blocks, "
+                          f"SM balance {sm_balance(blocks, sms):.2f}", flush=True)
+            us = sum(e.time_us for e in estimate(c.tile_ir, c.kernel_ir, c.target).kernels)
+            total += us
+            logs += math.log(us)
+            shapes += 1
+    return below, kernels, total, math.exp(logs / shapes)
+
+
+def projection(text: str) -> tuple[int, int]:
+    n, _, k = text.partition("x")
+    if not (n.isdigit() and k.isdigit() and int(n) and int(k)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not N x K, e.g. 256x1536")
+    return int(n), int(k)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--target", action="append", choices=("sm_80", "sm_90", "sm_120"))
+    p.add_argument("--dtype", action="append", choices=("float32", "bfloat16"))
+    p.add_argument("--tokens", action="append", type=int, help="rows M (default: 16 to 512)")
+    p.add_argument("--projection", action="append", type=projection,
+                   help="N x K of the weight, e.g. 256x1536 (default: the list)")
+    args = p.parse_args(argv)
+    projections = tuple(args.projection or PROJECTIONS)
+    for target in args.target or ["sm_90"]:
+        for dtype in args.dtype or ["float32", "bfloat16"]:
+            below, kernels, total, geo = sweep(target, getattr(torch, dtype), tuple(args.tokens or TOKENS), projections)
+            print(f"{target} {dtype}: {below} of {kernels} matmul kernels below SM balance 0.90 with < 8 blocks "
+                  f"an SM; cost model {total:.0f} µs in all, geomean {geo:.2f} µs a shape", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
