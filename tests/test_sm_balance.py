@@ -332,3 +332,20 @@ def test_the_balance_sweep_prints_kernels_below_the_bar_and_the_model(capsys):
     assert us > 0
     with pytest.raises(SystemExit):
         balance_sweep.main(["--projection", "256by1536"])
+
+
+def test_the_tuner_tries_the_factor_split_counts_where_the_plan_took_one():
+    from deplokit.passes.schedule.t003_split_matmul_k import KNOBS
+
+    (splits,) = [k for k in KNOBS if k.name == "splits"]
+
+    def searched(m, k, n, target):
+        x, w = torch.randn(1, m, k), torch.randn(n, k)
+        c = deplokit.compile(lambda x, w: torch.nn.functional.linear(x, w), x, w, target=target)
+        (step,) = [s for s in c.trace if s.name == "003_split_matmul_k"]
+        return splits.search_domain(step.before.kernels[0], c.target)
+
+    on_a100 = searched(64, 3072, 3072, "sm_80")          # 9 splits: the plan's (see above)
+    assert 9 in on_a100 and not {10, 11} & set(on_a100)
+    on_h100 = searched(64, 3072, 3072, "sm_90")          # balanced without them
+    assert not set(FACTOR_SPLITS) & set(on_h100) and set(on_h100) | set(FACTOR_SPLITS) == set(splits.domain)

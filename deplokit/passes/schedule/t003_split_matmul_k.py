@@ -84,6 +84,7 @@ from ...ir.tile_ir import BLOCK, Tile, TileAxis, TileKernel, used_vars, walk
 from ...ir.types import Buffer, TensorType, value_dtype
 from ..record import KernelPass, Knob, Noted, PassContext, Skip, fresh_name, replace_tile
 from .grid_plan import (
+    FACTOR_SPLITS,
     FULL_BLOCK,
     MIN_CHUNKS,
     SHORT_CHUNKS,
@@ -272,7 +273,17 @@ def _default_reduce(kernel: TileKernel, target) -> str:
     return "reducer" if mm.reason or splits == 1 else _reduce_decision(mm, splits, target)[0]
 
 
-KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)"),
+def _searched_splits(kernel: TileKernel, target) -> tuple[int, ...]:
+    """The split counts the tuner tries: FACTOR_SPLITS (9..11, for an SM count's odd factors)
+    only where the plan took one, as the planners offer them only where nothing else balances
+    (grid_plan.split_counts); elsewhere they spent the search's trials on grids the ranking
+    had already priced out."""
+    default = _default_splits(kernel, target)
+    return tuple(s for s in SPLITS if s not in FACTOR_SPLITS or s == default)
+
+
+KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)",
+              searched=_searched_splits),
          Knob("reduce", ("in_kernel", "reducer"), _default_reduce,
               "who adds the partials: the last block of each tile (a counter) or a reducer kernel"))
 
