@@ -349,3 +349,18 @@ def test_the_tuner_tries_the_factor_split_counts_where_the_plan_took_one():
     assert 9 in on_a100 and not {10, 11} & set(on_a100)
     on_h100 = searched(64, 3072, 3072, "sm_90")          # balanced without them
     assert not set(FACTOR_SPLITS) & set(on_h100) and set(on_h100) | set(FACTOR_SPLITS) == set(splits.domain)
+
+
+def test_a_grid_without_a_warpgroup_tile_takes_the_wgmma_plan():
+    # Qwen2.5-1.5B's k_proj at 64 tokens: 003's default (16 x 16 threads, 4 splits) has no
+    # 64-row warpgroup tile (two warpgroups make 128 rows, past M), so 008 ran it on mma.sync
+    # in 16 blocks; one warpgroup of 64 x 16 in 8 splits is 128 blocks on wgmma
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(1, 64, 1536, generator=g).bfloat16()
+    w = (torch.randn(256, 1536, generator=g) / 1536 ** 0.5).bfloat16()
+    c = deplokit.compile(lambda x, w: torch.nn.functional.linear(x, w), x, w, target="sm_90")
+    (f,) = c.kernel_ir.kernels
+    assert uses_wgmma(f) and f.grid[0] * f.grid[1] * f.grid[2] == 128
+    _, why = decide(64, 256, 24, 64, H100, 1, True, False, True, 2)
+    assert "has no warpgroup tile of its 16x16 threads" in why
+    assert c.check(backend="sim").passed

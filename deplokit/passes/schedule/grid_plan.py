@@ -533,9 +533,16 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
     shape = p.shape if p is not None else default_thread_shape(m, n, sms)
     splits = p.splits if p is not None else old_splits(m, n, chunks, 1, target)
     launched = wgmma_price(m, n, chunks, bk, target, 1, shape, splits)
-    even = wgmma_plan(m, n, chunks, bk, target) if launched is not None else None
+    even = wgmma_plan(m, n, chunks, bk, target)
     if even is None:
-        return found             # no warpgroup tile of this shape (mma.sync or FMA)
+        return found             # no warpgroup tile fits the output: mma.sync (or FMA) plans it
+    if launched is None:         # 008 would run `found` on mma.sync: no warpgroup tile of its shape
+        blocks = p.blocks if p is not None else default_blocks(m, n, 1, splits, target)
+        if balanced(blocks, sms) or not balanced(even.blocks, sms):
+            return found
+        because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
+                   f"warpgroup tile of its {shape} threads")
+        return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
     was = sm_balance(launched.blocks, sms)
     if balanced(even.blocks, sms) and not balanced(launched.blocks, sms) and even.us <= BALANCE_SLACK * launched.us:
         because = f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles has SM balance {was:.2f}"
