@@ -538,7 +538,10 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         return found             # no warpgroup tile fits the output: mma.sync (or FMA) plans it
     if launched is None:         # 008 would run `found` on mma.sync: no warpgroup tile of its shape
         blocks = p.blocks if p is not None else default_blocks(m, n, 1, splits, target)
-        if balanced(blocks, sms) or not balanced(even.blocks, sms):
+        # no price to weigh against here (the mma.sync grid's is the register block's): as in
+        # decide, a K loop under 2 x MIN_CHUNKS chunks is too short for splits to pay (64 x
+        # 1024 over K 256: 128 blocks of 2 chunks priced 4.8 µs by the cost model, 16 of 4, 3.2)
+        if balanced(blocks, sms) or not balanced(even.blocks, sms) or chunks < 2 * MIN_CHUNKS:
             return found
         because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
                    f"warpgroup tile of its {shape} threads")
