@@ -50,6 +50,12 @@ def execute(path: Path) -> None:
 if __name__ == "__main__":
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     os.environ["PYTHONHASHSEED"] = "0"
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__)
+        sys.exit(0)
     paths = [Path(p).resolve() for p in sys.argv[1:]] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    missing = [str(p) for p in paths if p.suffix != ".ipynb" or not p.is_file()]
+    if missing:
+        sys.exit(f"execute_notebooks: not a notebook file: {', '.join(missing)}")
     for p in paths:
         execute(p)
