@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 import deplokit
 from deplokit.analysis.occupancy import balanced, sm_balance
-from deplokit.ir.tile_ir import Loop, walk
+from deplokit.passes.schedule.grid_plan import matmul_geometry
 from deplokit.tune.cost_model import estimate
 
 PROJECTIONS = (  # (N, K): q/o, gate/up, down, k/v of each model, and a few odd ones
@@ -35,15 +35,11 @@ TOKENS = (16, 64, 96, 128, 200, 256, 512)
 
 
 def matmul_grids(c) -> list[tuple[str, int]]:
-    """(name, blocks) of each kernel of `c` with a K loop (a matmul; reducers are not)."""
+    """(name, blocks) of each chunked matmul kernel of `c` (grid_plan.matmul_geometry; a split's
+    reducer is none)."""
     tiles = {k.name: k for k in c.tile_ir.kernels}
-    out = []
-    for f in c.kernel_ir.kernels:
-        t = tiles.get(f.name)
-        if t is None or t.reduces_for or not any(isinstance(s, Loop) and s.role == "K" for s, _ in walk(t.tile().body)):
-            continue
-        out.append((f.name, f.grid[0] * f.grid[1] * f.grid[2]))
-    return out
+    return [(f.name, f.grid[0] * f.grid[1] * f.grid[2]) for f in c.kernel_ir.kernels
+            if f.name in tiles and matmul_geometry(tiles[f.name]) is not None]
 
 
 def sweep(target: str, dtype: torch.dtype, tokens=TOKENS, projections=PROJECTIONS) -> tuple[int, int, float, float]:

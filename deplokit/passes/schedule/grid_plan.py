@@ -60,9 +60,11 @@ does. 24 tiles of 64 x 128 on 108 SMs took 8 splits, 192 blocks (0.89); 9 splits
 mma.sync plan, whose K loop is priced as FFMAs here (split_counts).
 
 On wgmma (sm_90, half operands) a block tile is 008's: 64 rows a warpgroup by an N tile of
-8..256, not the register block's. A batch, and one matmul whose register-block grid those
-tiles would leave unevenly loaded (`_on_warpgroups`), take `wgmma_plan`: blocks of whole
-warpgroups and the N tile 008 will take, priced on the tensor-core rate (`wgmma_price`).
+8..256, not the register block's. A batch takes `wgmma_plan`: blocks of whole warpgroups and
+the N tile 008 will take, priced on the tensor-core rate (`wgmma_price`). So does one matmul
+(`_on_warpgroups`) where that plan balances the SMs and the warpgroup tiles 008 would make of
+the register-block grid do not, or cost more, or do not exist (008 would fall back to
+mma.sync).
 """
 from __future__ import annotations
 
@@ -143,13 +145,8 @@ def plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, splits: i
         return None
     if splits:
         return _cheapest(m, n, chunks, bk, target, other, (splits,), threads, fed)
-    sms = sm_count(target)
-    best = _plan_over(m, n, chunks, bk, target, other, threads, fed, factor=False)
-    if best is None or fed or balanced(best.blocks, sms):
-        return best
-    # FACTOR_SPLITS only where no other count balances the grid (split_counts)
-    even = _plan_over(m, n, chunks, bk, target, other, threads, fed, factor=True)
-    return even if balanced(even.blocks, sms) else best
+    return with_factor_splits(lambda factor: _plan_over(m, n, chunks, bk, target, other, threads, fed, factor),
+                              sm_count(target), allowed=not fed)
 
 
 def _plan_over(m, n, chunks, bk, target, other, threads, fed: bool, factor: bool) -> GridPlan | None:
@@ -205,6 +202,17 @@ def split_counts(chunks: int, least: int, dividing: bool = False, factor: bool =
     of 128 x 128, 1.39x the 192 of 64 x 128)."""
     return tuple(s for s in SPLITS[1:] if chunks // s >= least and not (dividing and chunks % s)
                  and (factor or s not in FACTOR_SPLITS))
+
+
+def with_factor_splits(search, sms: int, allowed: bool = True) -> GridPlan | None:
+    """`search(factor)` (a planner over split_counts(..., factor)) without FACTOR_SPLITS, or
+    with them where that grid is missing or leaves the SMs unevenly loaded and theirs does not
+    (`allowed`: False for an mma.sync plan, which never takes them)."""
+    best = search(False)
+    if not allowed or (best is not None and balanced(best.blocks, sms)):
+        return best
+    wider = search(True)
+    return wider if wider is not None and balanced(wider.blocks, sms) else best
 
 
 def _cheapest(m, n, chunks, bk, target, other, counts, threads, fed: bool = False) -> GridPlan | None:
@@ -460,7 +468,8 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     takes tensor cores (008), so a batch's plan keeps block tiles of whole warp tiles; `ldsm`:
     mma.sync reading ldmatrix (LDMATRIX_KINDS), so the grid keeps its warps fed (mma_fed);
     `wgmma` (008's default on sm_90 for half operands): a batch gets wgmma_plan's
-    blocks of whole warpgroups, one batch entry a block, wherever one fits; `element_bytes` (2
+    blocks of whole warpgroups, one batch entry a block, wherever one fits, and one matmul
+    where _on_warpgroups says; `element_bytes` (2
     for half operands) sizes the 16-byte rows ldmatrix reads (slab_rows_fit)."""
     sms = sm_count(target)
     if wgmma and other == 1:
@@ -500,12 +509,9 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     fed = not ldsm or other > 1 or default_fed(m, n, target)
     if (balanced(blocks, sms) and fed) or blocks < sms or chunks < 2 * MIN_CHUNKS:
         return None, ""          # even already, or too small a grid to fill: 003's old rule
-    counts = (1,) + split_counts(chunks, MIN_CHUNKS)
-    best = _cheapest(m, n, chunks, bk, target, other, counts, None, ldsm)
-    if best is not None and not ldsm and not balanced(best.blocks, sms):
-        wider = _cheapest(m, n, chunks, bk, target, other, (1,) + split_counts(chunks, MIN_CHUNKS, factor=True),
-                          None, ldsm)
-        best = wider if balanced(wider.blocks, sms) else best
+    best = with_factor_splits(lambda factor: _cheapest(m, n, chunks, bk, target, other,
+                                                       (1,) + split_counts(chunks, MIN_CHUNKS, factor=factor),
+                                                       None, ldsm), sms, allowed=not ldsm)
     if best is None:
         return None, ""
     feeds = not fed and mma_fed(best.threads, best.regs)
@@ -580,7 +586,7 @@ def default_whole_warps(m: int, n: int, target) -> bool:
 
 
 def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: bool = False,
-                 row_threads: int = 1, factor: bool = False) -> GridPlan | None:
+                 row_threads: int = 1) -> GridPlan | None:
     """The cheapest balanced grid of a batch of `other` m x n matmuls (attention's Q @ K^T and
     P @ V: K of 32..512, 28 or 32 heads) over the thread shapes of at least LEAST_THREADS
     threads and at most MAX_DEFAULT_SIDE a side, every register block inside the output and
@@ -592,6 +598,12 @@ def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: 
     own whole MMA_TILE tiles, so balance never costs the tensor cores (28 heads of 64 x 64 in
     bf16 kept 28 blocks of mma before a 16 x 8 tile would have lost it), and, for ldmatrix,
     `row_threads` N threads at least (slab_rows_fit). None when no candidate balances."""
+    return with_factor_splits(lambda factor: _batched_over(m, n, chunks, bk, target, other, mma, row_threads, factor),
+                              sm_count(target), allowed=not mma)
+
+
+def _batched_over(m, n, chunks, bk, target, other, mma: bool, row_threads: int, factor: bool) -> GridPlan | None:
+    """batched_plan's choice among split_counts(..., factor)."""
     sms = sm_count(target)
     best, best_key = None, None
     shapes, seen = [], set()
@@ -614,8 +626,6 @@ def batched_plan(m: int, n: int, chunks: int, bk: int, target, other: int, mma: 
                     key = (round(cand.us, 4), cand.workspace_bytes, -tm * tn, order)
                     if best_key is None or key < best_key:
                         best, best_key = cand, key
-    if best is None and not mma and not factor:       # FACTOR_SPLITS where no other count balances
-        return batched_plan(m, n, chunks, bk, target, other, mma, row_threads, factor=True)
     return best
 
 
@@ -645,7 +655,7 @@ def wgmma_n_tile(n: int, threads_n: int, rows: int = 0, m: int = 0, blocks_per_t
     return tiles[0] if tiles else 0
 
 
-def wgmma_plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, factor: bool = False) -> GridPlan | None:
+def wgmma_plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> GridPlan | None:
     """The grid of `other` m x n half matmuls on wgmma (sm_90): each block one batch entry (the
     batch a BLOCK axis, which wgmma needs: a warpgroup owns 64 rows of one matrix) and whole
     warpgroups (008's conditions: threads a multiple of WARPGROUP, the M threads dividing the
@@ -655,6 +665,11 @@ def wgmma_plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, fac
     re-reads through L2 (where latency bounds both: 64 x 32 tiles of a 256 x 256 output read
     12 operand rows a K element, 128 x 16 ones 18), then the larger tile.
     None where no shape fits (M under 64, a K loop of one chunk: no ring to stage)."""
+    return with_factor_splits(lambda factor: _wgmma_over(m, n, chunks, bk, target, other, factor), sm_count(target))
+
+
+def _wgmma_over(m, n, chunks, bk, target, other: int, factor: bool) -> GridPlan | None:
+    """wgmma_plan's choice among split_counts(..., factor)."""
     sms = sm_count(target)
     best, best_key, seen = None, None, set()
     for order, shape in enumerate(THREAD_SHAPES):
@@ -672,9 +687,6 @@ def wgmma_plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1, fac
                    -tile[0] * tile[1], order)
             if best_key is None or key < best_key:
                 best, best_key = cand, key
-    if best is not None and not balanced(best.blocks, sms) and not factor:
-        wider = wgmma_plan(m, n, chunks, bk, target, other, factor=True)     # FACTOR_SPLITS: see split_counts
-        return wider if balanced(wider.blocks, sms) else best
     return best
 
 
