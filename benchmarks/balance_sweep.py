@@ -6,7 +6,10 @@ SM) and, per target and dtype, how many fall below, the cost model's total µs (
 reducers included) and its geometric mean a shape.
 
     .venv/bin/python benchmarks/balance_sweep.py [--target sm_90 ...] [--dtype bfloat16 ...]
-        [--tokens 128 ...] [--projection 256x1536 ...]
+        [--tokens 128 ...] [--projection 256x1536 ...] [--random 60 --seed 7]
+
+`--random N` sweeps N random shapes instead (M of 1 to 512 rows, N and K multiples of 64 up to
+8192; `--seed` picks them): shapes no one chose, to check the planner on.
 
 Compile only (no GPU): about 2 to 4 minutes a target and dtype on 2 cores. Run it on two
 commits to compare (the closing notes' before -> after)."""
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import random
 
 import torch
 import torch.nn.functional as F
@@ -42,26 +46,31 @@ def matmul_grids(c) -> list[tuple[str, int]]:
             if f.name in tiles and matmul_geometry(tiles[f.name]) is not None]
 
 
-def sweep(target: str, dtype: torch.dtype, tokens=TOKENS, projections=PROJECTIONS) -> tuple[int, int, float, float]:
-    """(kernels below the bar, matmul kernels, total µs, geometric mean µs) over the grid."""
+def sweep(target: str, dtype: torch.dtype, shapes) -> tuple[int, int, float, float]:
+    """(kernels below the bar, matmul kernels, total µs, geometric mean µs) over the (M, N, K)
+    `shapes`."""
     below = kernels = 0
-    total, logs, shapes = 0.0, 0.0, 0
-    for m in tokens:
-        for n, k in projections:
-            x, w = torch.randn(1, m, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
-            c = deplokit.compile(lambda x, w: F.linear(x, w), x, w, target=target)
-            sms = c.target.sm_count
-            for name, blocks in matmul_grids(c):
-                kernels += 1
-                if not balanced(blocks, sms):
-                    below += 1
-                    print(f"  {target} {str(dtype)[6:]} {m}x{n}x{k} {name}: {blocks} blocks, "
-                          f"SM balance {sm_balance(blocks, sms):.2f}", flush=True)
-            us = sum(e.time_us for e in estimate(c.tile_ir, c.kernel_ir, c.target).kernels)
-            total += us
-            logs += math.log(us)
-            shapes += 1
-    return below, kernels, total, math.exp(logs / shapes)
+    total, logs = 0.0, 0.0
+    for m, n, k in shapes:
+        x, w = torch.randn(1, m, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
+        c = deplokit.compile(lambda x, w: F.linear(x, w), x, w, target=target)
+        sms = c.target.sm_count
+        for name, blocks in matmul_grids(c):
+            kernels += 1
+            if not balanced(blocks, sms):
+                below += 1
+                print(f"  {target} {str(dtype)[6:]} {m}x{n}x{k} {name}: {blocks} blocks, "
+                      f"SM balance {sm_balance(blocks, sms):.2f}", flush=True)
+        us = sum(e.time_us for e in estimate(c.tile_ir, c.kernel_ir, c.target).kernels)
+        total += us
+        logs += math.log(us)
+    return below, kernels, total, math.exp(logs / len(shapes))
+
+
+def random_shapes(count: int, seed: int) -> list[tuple[int, int, int]]:
+    """`count` (M, N, K): M of 1 to 512, N and K multiples of 64 up to 8192 (K from 256)."""
+    rng = random.Random(seed)
+    return [(rng.randint(1, 512), 64 * rng.randint(1, 128), 64 * rng.randint(4, 128)) for _ in range(count)]
 
 
 def projection(text: str) -> tuple[int, int]:
@@ -78,11 +87,18 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", action="append", type=int, help="rows M (default: 16 to 512)")
     p.add_argument("--projection", action="append", type=projection,
                    help="N x K of the weight, e.g. 256x1536 (default: the list)")
+    p.add_argument("--random", type=int, default=0, metavar="N", help="N random shapes instead of the list")
+    p.add_argument("--seed", type=int, default=0, help="the random shapes' seed (default 0)")
     args = p.parse_args(argv)
-    projections = tuple(args.projection or PROJECTIONS)
+    if args.random < 0:
+        p.error("--random takes a count of shapes, 0 or more")
+    if args.random:
+        shapes = random_shapes(args.random, args.seed)
+    else:
+        shapes = [(m, n, k) for m in args.tokens or TOKENS for n, k in args.projection or PROJECTIONS]
     for target in args.target or ["sm_90"]:
         for dtype in args.dtype or ["float32", "bfloat16"]:
-            below, kernels, total, geo = sweep(target, getattr(torch, dtype), tuple(args.tokens or TOKENS), projections)
+            below, kernels, total, geo = sweep(target, getattr(torch, dtype), shapes)
             print(f"{target} {dtype}: {below} of {kernels} matmul kernels below SM balance 0.90 with < 8 blocks "
                   f"an SM; cost model {total:.0f} µs in all, geomean {geo:.2f} µs a shape", flush=True)
     return 0

@@ -334,6 +334,34 @@ def test_the_balance_sweep_prints_kernels_below_the_bar_and_the_model(capsys):
         balance_sweep.main(["--projection", "256by1536"])
 
 
+def test_the_balance_sweep_draws_random_shapes_from_its_seed(capsys):
+    import balance_sweep
+    shapes = balance_sweep.random_shapes(40, 3)
+    assert shapes == balance_sweep.random_shapes(40, 3) != balance_sweep.random_shapes(40, 4)
+    assert all(1 <= m <= 512 and n % 64 == 0 and 256 <= k <= 8192 and k % 64 == 0 for m, n, k in shapes)
+    assert balance_sweep.main(["--target", "sm_90", "--dtype", "float32", "--random", "2", "--seed", "3"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("sm_90 float32: ")
+    with pytest.raises(SystemExit):
+        balance_sweep.main(["--random", "-1"])
+
+
+def test_where_no_grid_balances_the_cheaper_warpgroup_grid_wins():
+    # Qwen2.5-0.5B's k_proj at 128 tokens, 128 x 128 over K 896 (14 chunks of 64): no grid
+    # fills 132 SMs evenly. 003's rule split one 128 x 128 warpgroup tile in 2 (2 blocks);
+    # two 64 x 128 tiles without a split are cheaper by wgmma_price, and take it
+    plan, why = decide(128, 128, 14, 64, H100, 1, True, False, True, 2)
+    assert plan is not None and plan.splits == 1 and plan.blocks == 2
+    assert "no grid balances" in why
+    old = wgmma_price(128, 128, 14, 64, H100, 1, "16x16", 2)
+    assert old.blocks == 2 and plan.us * 1.10 < old.us
+    x = torch.randn(1, 128, 896, dtype=torch.bfloat16)
+    w = torch.randn(128, 896, dtype=torch.bfloat16)
+    c = deplokit.compile(lambda x, w: torch.nn.functional.linear(x, w), x, w, target="sm_90")
+    (kern,) = c.kernel_ir.kernels
+    assert kern.grid == (2, 1, 1) and c.tile_ir.kernels[0].split_k is None
+    assert c.check(backend="sim").passed
+
+
 def test_the_tuner_tries_the_factor_split_counts_where_the_plan_took_one():
     from deplokit.passes.schedule.t003_split_matmul_k import KNOBS
 

@@ -139,3 +139,17 @@ def test_few_warps_issue_at_their_own_rate_not_an_occupancy_fraction():
     assert sm[1] == pytest.approx(1e9 / (rate * H100.sm_count * H100.clock_hz) * 1e6)
     assert sm[1] / sm[2] == pytest.approx(2.0) and sm[2] / sm[4] == pytest.approx(2.0)
     assert sm[8] == pytest.approx(sm[16])        # 8 warps fill the schedulers
+
+
+def test_a_grid_runs_as_long_as_its_busiest_sm():
+    # the same issue-bound work in 132 blocks (one an SM) and in 148 (16 SMs run two): the
+    # grid lasts as long as the SMs with two blocks, 2 of 148 shares of the work, not 1 of 132
+    w = _work(deplokit.compile(lambda x: torch.sigmoid(x) * 2.0, torch.randn(1 << 20)))
+    base = dataclasses.replace(w, threads=32 * 16, instructions=1e9, fp_instructions=0.0, flops=0.0,
+                               compulsory_bytes=1024, requested_bytes=1024, sector_bytes=1024, smem_wavefronts=0)
+    sms = H100.sm_count
+    even = kernel_time(dataclasses.replace(base, blocks=sms), H100, 32, 0).sm_us
+    tail = kernel_time(dataclasses.replace(base, blocks=sms + 16), H100, 32, 0).sm_us
+    many = kernel_time(dataclasses.replace(base, blocks=sms * 64), H100, 32, 0).sm_us
+    assert tail / even == pytest.approx(2 * sms / (sms + 16))
+    assert many == pytest.approx(even)          # 64 blocks on every SM: evenly loaded again

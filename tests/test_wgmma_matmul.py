@@ -54,14 +54,17 @@ def test_wgmma_is_the_default_on_sm_90_and_matches_the_exact_product(dtype):
     a, b = _operands(128, 128, 64, dtype)
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
     kern = c.tile_ir.kernels[0]
-    assert kern.mma is not None and kern.mma.wgmma == 64 and kern.mma.warps == (8, 1)
+    # no grid of a 128 x 64 output balances 132 SMs: the cheaper one, two blocks of one
+    # warpgroup (64 x 64 tiles), not one block of two (grid_plan._on_warpgroups)
+    assert kern.mma is not None and kern.mma.wgmma == 64 and kern.mma.warps == (4, 1)
+    assert c.kernel_ir.kernels[0].grid == (2, 1, 1)
     (mma,) = _wgmmas(kern)
     assert (mma.n, mma.dtype) == (64, "bf16" if dtype == torch.bfloat16 else "f16")
     stages = {s.name: s for s, _ in walk(kern.tile().body) if isinstance(s, Stage)}
     a_st, b_st = stages[mma.a], stages[mma.b]
-    # TMA boxes of halves in the swizzle of their 128-byte rows: A 128 x 64 (K-major), B 64 x 64 (N-major)
+    # TMA boxes of halves in the swizzle of their 128-byte rows: A 64 x 64 (K-major), B 64 x 64 (N-major)
     assert a_st.copy == b_st.copy == "tma" and a_st.tma.swizzle == b_st.tma.swizzle == 128
-    assert a_st.tma.box == (128, 64) and b_st.tma.box == (64, 64) and a_st.dtype == NAME[dtype]
+    assert a_st.tma.box == (64, 64) and b_st.tma.box == (64, 64) and a_st.dtype == NAME[dtype]
     assert "wgmma.m64n64k16" in str(c.tile_ir)
     kir = c.kernel_ir.kernels[0]
     descs = [s for s in walk_stmts(kir.body) if isinstance(s, WgmmaDescriptor)]
@@ -244,7 +247,7 @@ def test_host_encodes_half_tensor_maps():
     c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
     plan = build_plan(c.kernel_ir, c.input_names, c.target)
     maps = [t.args for ln in plan.launches for t in ln.tensor_maps]
-    assert [(m.data_type, m.box_bytes, m.swizzle) for m in maps] == [(9, 128 * 64 * 2, 3), (9, 64 * 64 * 2, 3)]
+    assert [(m.data_type, m.box_bytes, m.swizzle) for m in maps] == [(9, 64 * 64 * 2, 3), (9, 64 * 64 * 2, 3)]
     # the ring's one arrival announces both boxes' bytes
     assert f'"r"({sum(m.box_bytes for m in maps)})' in str(c.cuda)
 

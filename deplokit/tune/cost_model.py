@@ -197,12 +197,14 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     dram = min(work.compulsory_bytes, sectors) + c.l2_miss * max(0.0, sectors - work.compulsory_bytes)
     dram_us = dram / (bandwidth * c.dram_efficiency * mem_eff)
     l2_us = sectors / (bandwidth * c.l2_bandwidth_ratio * mem_eff)
-    active = min(sms, work.blocks)
     # an SM's issue rate: its resident warps (of this grid) at `warp_issue` each, 4 at most
     warps_per_sm = min(per_sm, -(-work.blocks // sms)) * -(-work.threads // 32)
     rate = min(4.0, warps_per_sm * c.warp_issue)
     cycles = max(work.instructions / rate, work.fp_instructions / (lanes / 32), work.smem_wavefronts)
-    sm_us = cycles / (active * clock) * 1e6 if cycles else 0.0
+    # the grid runs as long as its busiest SM: ceil(blocks / SMs) blocks' share of the work
+    # (148 blocks on 132 SMs: 2 of 148, not 1 of 132; analysis.occupancy.sm_balance)
+    busiest = -(-work.blocks // sms) / work.blocks if work.blocks else 0.0
+    sm_us = cycles * busiest / clock * 1e6 if cycles else 0.0
     tail = work.blocks / (waves * sms * per_sm)
     # A main loop of multiply-adds off shared memory (a matmul's K loop) is priced as nvcc
     # issues it; other kernels keep the Tile-IR counts above.

@@ -528,8 +528,9 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
     """One m x n matmul 008 puts on wgmma: `found` (the grid of register-block tiles), unless
     wgmma_plan's grid of warpgroup tiles balances the SMs where the grid 008 makes of `found`
     (wgmma_block_tile) does not, at most BALANCE_SLACK dearer by wgmma_price, or balances them
-    too and is cheaper. A grid no tile balances (a few output tiles over a short K) keeps
-    `found`. Qwen2.5-1.5B's k_proj at 128 tokens, 128 x 256 over
+    too and is cheaper. Where neither balances (a few output tiles over a short K), the plan's
+    grid where it is over BALANCE_SLACK cheaper and no less balanced, else `found`.
+    Qwen2.5-1.5B's k_proj at 128 tokens, 128 x 256 over
     K 1536: 003 planned 8 tiles of 64 x 64 x 4 splits, 008's 128 x 256 tile made that 4
     blocks (SM balance 0.03); now 128 blocks of 64 x 16 in 4 splits (0.97). Llama-3-8B's
     q_proj at 64 tokens: 8 splits of 64 x 256 warpgroup tiles (128 blocks, 8 MB of partials)
@@ -557,6 +558,13 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         because = f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles has SM balance {was:.2f}"
     elif even.us < launched.us and balanced(even.blocks, sms):
         because = f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles prices {launched.us / even.us:.2f}x"
+    elif not balanced(launched.blocks, sms) and even.us * BALANCE_SLACK < launched.us \
+            and sm_balance(even.blocks, sms) >= was:
+        # no grid balances (a few tiles over a short K): the cheaper of the two, by more than
+        # the slack (Qwen2.5-0.5B's k_proj at 128 tokens, 128 x 128 over K 896: 003's 2
+        # splits of one 128 x 128 tile, 5.4 µs by wgmma_price, became 2 tiles of 64 x 128, 2.4)
+        because = (f"on wgmma: no grid balances; 003's grid of {launched.blocks} warpgroup tiles prices "
+                   f"{launched.us / even.us:.2f}x")
     else:
         return found
     return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
