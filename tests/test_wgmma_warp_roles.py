@@ -107,9 +107,10 @@ def test_the_knob_is_in_the_tuners_space_for_wgmma_kernels_only():
     assert _roles_if_absent(asked)
     notes = [r for st in asked.trace if st.name == "015_pipeline_k_outer" for r in st.remarks]
     assert any("warp_specialize: the kernel does not multiply with wgmma" in r for r in notes)
-    # split-K reduced by the kernel's last block: its barriers would hang the producer
+    # split-K reduced by the kernel's last block: its barriers would hang the producer (the
+    # split asked for: no grid of this 128 x 64 output balances, and the plan takes none)
     a, b = _operands(128, 512, 64, torch.bfloat16, seed=2)
-    split = _compile(a, b)
+    split = _compile(a, b, **{"003_split_matmul_k.splits": 2, "003_split_matmul_k.reduce": "in_kernel"})
     assert split.tile_ir.kernels[0].split_k is not None and _roles_if_absent(split)
     notes = [r for st in split.trace if st.name == "015_pipeline_k_outer" for r in st.remarks]
     assert any("split-K reduced in the kernel" in r for r in notes)
@@ -185,9 +186,11 @@ def test_sass_consumer_loop_is_hgmma_and_the_producer_loop_utmaldg():
 
 
 def _split_kernel():
-    """256 x 128 x 256: two consumer warpgroups of 64 x 256 beside the producer (384 threads)."""
+    """256 x 128 x 256: two consumer warpgroups of 64 x 256 beside the producer (384 threads;
+    the 16 x 16 threads asked for: no grid of the output balances, the plan takes the cheaper
+    blocks of one warpgroup)."""
     a, b = _operands(256, 128, 256, torch.bfloat16, seed=6)
-    return a, b, _compile(a, b)
+    return a, b, _compile(a, b, **{"005_blockify_launch.thread_shape": "16x16"})
 
 
 def test_registers_move_from_the_producer_to_the_consumers():
