@@ -2,8 +2,8 @@
 (1, M, K) x (N, K)^T at default knobs for the (N, K) of open models' projections (Llama-3-8B,
 Phi-3-mini, Qwen2.5-1.5B / 0.5B, Gemma-2B, Llama-2-13B) at M = 16 to 512 tokens, per target and
 dtype. Prints each matmul kernel below issue 26's bar (SM balance < 0.90 with < 8 blocks an
-SM) and, per target and dtype, how many fall below, the cost model's total µs (every kernel,
-reducers included) and its geometric mean a shape.
+SM) with what 003's trace says of its grid and, per target and dtype, how many fall below,
+the cost model's total µs (every kernel, reducers included) and its geometric mean a shape.
 
     .venv/bin/python benchmarks/balance_sweep.py [--target sm_90 ...] [--dtype bfloat16 ...]
         [--tokens 128 ...] [--projection 256x1536 ...] [--random 60 --seed 7]
@@ -46,6 +46,14 @@ def matmul_grids(c) -> list[tuple[str, int]]:
             if f.name in tiles and matmul_geometry(tiles[f.name]) is not None]
 
 
+def planned_why(c, name: str) -> str:
+    """What 003's trace says of kernel `name`'s grid: its SM balance and why, else its first remark."""
+    remarks = [r.split(": ", 1)[1] for st in c.trace if st.name == "003_split_matmul_k" for r in st.remarks
+               if r.startswith(f"{name}: ")]
+    said = next((r for r in remarks if "SM balance" in r), remarks[0] if remarks else "003 says nothing")
+    return said[said.index("SM balance"):] if "SM balance" in said else said
+
+
 def sweep(target: str, dtype: torch.dtype, shapes) -> tuple[int, int, float, float]:
     """(kernels below the bar, matmul kernels, total µs, geometric mean µs) over the (M, N, K)
     `shapes`."""
@@ -60,7 +68,7 @@ def sweep(target: str, dtype: torch.dtype, shapes) -> tuple[int, int, float, flo
             if not balanced(blocks, sms):
                 below += 1
                 print(f"  {target} {str(dtype)[6:]} {m}x{n}x{k} {name}: {blocks} blocks, "
-                      f"SM balance {sm_balance(blocks, sms):.2f}", flush=True)
+                      f"SM balance {sm_balance(blocks, sms):.2f}\n    003: {planned_why(c, name)}", flush=True)
         us = sum(e.time_us for e in estimate(c.tile_ir, c.kernel_ir, c.target).kernels)
         total += us
         logs += math.log(us)

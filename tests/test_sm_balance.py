@@ -392,3 +392,23 @@ def test_a_grid_without_a_warpgroup_tile_takes_the_wgmma_plan():
     _, why = decide(64, 256, 24, 64, H100, 1, True, False, True, 2)
     assert "has no warpgroup tile of its 16x16 threads" in why
     assert c.check(backend="sim").passed
+
+
+@pytest.mark.parametrize("target,dtype,m,n,k,said", [
+    # the default grid kept: a balanced one prices over the slack (sm_80, mma.sync)
+    ("sm_80", torch.bfloat16, 512, 1536, 1536, "kept: unbalanced: the cheapest balanced grid"),
+    # 008's warpgroup tiles of the plan, 36 blocks: the balanced warpgroup grid prices 1.6x
+    ("sm_90", torch.bfloat16, 76, 4608, 1984, "on wgmma 008 makes it 36 blocks of warpgroup tiles"),
+    # a 64 x 128 output over K 896: no grid of warpgroup tiles fills 132 SMs evenly
+    ("sm_90", torch.bfloat16, 64, 128, 896, "no grid of warpgroup tiles balances it"),
+    # fp32, 114 tiles of 32 x 128: the balanced grid prices 1.25x
+    ("sm_90", torch.float32, 96, 4864, 896, "unbalanced: the cheapest balanced grid"),
+])
+def test_every_grid_left_unbalanced_says_why_in_the_trace(target, dtype, m, n, k, said):
+    x, w = torch.randn(1, m, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
+    c = deplokit.compile(lambda x, w: torch.nn.functional.linear(x, w), x, w, target=target)
+    (kern,) = [f for f in c.kernel_ir.kernels if not f.reduces_for]
+    blocks = kern.grid[0] * kern.grid[1] * kern.grid[2]
+    assert not balanced(blocks, c.target.sm_count)
+    remarks = [r for st in c.trace if st.name == "003_split_matmul_k" for r in st.remarks]
+    assert any(said in r for r in remarks), remarks

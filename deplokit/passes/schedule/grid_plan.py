@@ -481,10 +481,7 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
             because = "planned to fill the SMs"
             if not balanced(skinny.blocks, sms):
                 counts = (skinny.splits,) + split_counts(chunks, SHORT_CHUNKS, factor=not ldsm)
-                _, even = _best_two(m, n, chunks, bk, target, other, counts, None, ldsm)
-                because += ("; unbalanced: " + (f"the cheapest balanced grid ({even.blocks} blocks) prices "
-                                                f"{even.us / skinny.us:.2f}x, over {BALANCE_SLACK}" if even else
-                                                "no tile and split count balances it") + " (stream-K would)")
+                because += "; " + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, skinny.us)
             return skinny, _why(skinny, sms, because, chunks)
     if wgmma and other > 1:
         even = wgmma_plan(m, n, chunks, bk, target, other)
@@ -515,12 +512,26 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     if best is None:
         return None, ""
     feeds = not fed and mma_fed(best.threads, best.regs)
+    counts = (1,) + split_counts(chunks, MIN_CHUNKS, factor=not ldsm)
     if not feeds and sm_balance(best.blocks, sms) <= sm_balance(blocks, sms):
-        return None, ""
+        return None, (f"the default grid of {blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}, kept: "
+                      + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, best.us))
     because = f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}"
     if ldsm:
         because += "; warps of at most one ldmatrix per two mma.sync"
+    if not balanced(best.blocks, sms):
+        because += "; " + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, best.us)
     return best, _why(best, sms, because, chunks)
+
+
+def _unbalanced(m, n, chunks, bk, target, other, counts, ldsm: bool, us: float) -> str:
+    """Why a grid that leaves the SMs unevenly loaded was kept, for the trace: the cheapest
+    balanced candidate over `counts` costs more than BALANCE_SLACK times `us` (the kept
+    grid's price), or none balances (an mma.sync plan is offered no FACTOR_SPLITS)."""
+    _, even = _best_two(m, n, chunks, bk, target, other, counts, None, ldsm)
+    why = (f"the cheapest balanced grid ({even.blocks} blocks) prices {even.us / us:.2f}x, over {BALANCE_SLACK}"
+           if even else "no tile and split count balances it")
+    return f"unbalanced: {why} (stream-K would)"
 
 
 def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
@@ -548,8 +559,13 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         # no price to weigh against here (the mma.sync grid's is the register block's): as in
         # decide, a K loop under 2 x MIN_CHUNKS chunks is too short for splits to pay (64 x
         # 1024 over K 256: 128 blocks of 2 chunks priced 4.8 µs by the cost model, 16 of 4, 3.2)
-        if balanced(blocks, sms) or not balanced(even.blocks, sms) or chunks < 2 * MIN_CHUNKS:
+        if balanced(blocks, sms):
             return found
+        if not balanced(even.blocks, sms) or chunks < 2 * MIN_CHUNKS:
+            kept = (f"{blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}: "
+                    + ("no grid of warpgroup tiles balances it" if not balanced(even.blocks, sms) else
+                       f"a K loop of {chunks} chunks is too short for the {even.splits} splits that balance it"))
+            return p, f"{found[1]}; {kept}" if found[1] else kept
         because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
                    f"warpgroup tile of its {shape} threads")
         return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
@@ -565,8 +581,14 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         # splits of one 128 x 128 tile, 5.4 µs by wgmma_price, became 2 tiles of 64 x 128, 2.4)
         because = (f"on wgmma: no grid balances; 003's grid of {launched.blocks} warpgroup tiles prices "
                    f"{launched.us / even.us:.2f}x")
-    else:
+    elif balanced(launched.blocks, sms):
         return found
+    else:                        # 008's warpgroup tiles stay unevenly loaded: the trace says why
+        kept = (f"on wgmma 008 makes it {launched.blocks} blocks of warpgroup tiles, SM balance {was:.2f}: "
+                + (f"the cheapest balanced grid ({even.blocks} blocks) prices {even.us / launched.us:.2f}x, "
+                   f"over {BALANCE_SLACK}" if balanced(even.blocks, sms) else "no grid of warpgroup tiles balances it")
+                + " (stream-K would)")
+        return p, f"{found[1]}; {kept}" if found[1] else kept
     return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
 
 

@@ -298,10 +298,11 @@ def apply(kernel: TileKernel, pctx: PassContext):
         if planned is not None and planned.splits == 1:
             return Skip(f"splits=1: {why}")
         blocks = _thread_tiles(mm.tile, pctx.target.sm_count or 1)
+        kept = f"; {why}" if planned is None and why else ""      # the default kept, and why (wgmma)
         if blocks >= _grid_target(pctx.target):
-            return Skip(f"splits=1: about {blocks:g} blocks of {FULL_BLOCK} threads already fill the grid")
+            return Skip(f"splits=1: about {blocks:g} blocks of {FULL_BLOCK} threads already fill the grid{kept}")
         return Skip(f"splits=1: no split count in {SPLITS[1:]} divides {mm.chunks} K chunks of {mm.bk} into "
-                    f"runs of at least {MIN_CHUNKS}")
+                    f"runs of at least {MIN_CHUNKS}{kept}")
     if mm.chunks < S * SHORT_CHUNKS:
         return Skip(f"{mm.chunks} K chunks do not make {S} splits of {SHORT_CHUNKS}")
     tile, outer = mm.tile, mm.outer
@@ -315,7 +316,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
     ws = fresh_name(f"{kernel.name}_partials", set(pctx.types))
     partial = Store(ws, (var(ks),) + tuple(mm.store.index), mm.acc)
     split = SplitK(S, ws, f"{kernel.name}_reduce", max(0, mm.chunks - S * C), overhang=over)
-    notes = (why,) if planned is not None and planned.splits == S else ()
+    notes = (why,) if why and (planned.splits == S if planned is not None else True) else ()
     if no_overhang:
         notes += (f"no overhang: {no_overhang}; {split.leftover} leftover K chunks to the reducer",)
     reduce, reason = _reduce_decision(mm, S, pctx.target)
