@@ -564,7 +564,7 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         if not balanced(even.blocks, sms) or chunks < 2 * MIN_CHUNKS:
             kept = (f"{blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}: "
                     + ("no grid of warpgroup tiles balances it" if not balanced(even.blocks, sms) else
-                       f"a K loop of {chunks} chunks is too short for the {even.splits} splits that balance it"))
+                       f"a K loop of {chunks} chunks, under {2 * MIN_CHUNKS}, keeps 003's grid"))
             return p, f"{found[1]}; {kept}" if found[1] else kept
         because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
                    f"warpgroup tile of its {shape} threads")

@@ -316,7 +316,7 @@ def apply(kernel: TileKernel, pctx: PassContext):
     ws = fresh_name(f"{kernel.name}_partials", set(pctx.types))
     partial = Store(ws, (var(ks),) + tuple(mm.store.index), mm.acc)
     split = SplitK(S, ws, f"{kernel.name}_reduce", max(0, mm.chunks - S * C), overhang=over)
-    notes = (why,) if why and (planned.splits == S if planned is not None else True) else ()
+    notes = (why,) if why and (planned is None or planned.splits == S) else ()
     if no_overhang:
         notes += (f"no overhang: {no_overhang}; {split.leftover} leftover K chunks to the reducer",)
     reduce, reason = _reduce_decision(mm, S, pctx.target)
