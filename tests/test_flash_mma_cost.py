@@ -36,17 +36,20 @@ def test_flash_on_tensor_cores_is_priced_from_its_mma_work(target):
     assert w.tensor_flops == 2 * S * S * (D + D) * H and w.tensor_dtype == "bf16"    # QK^T and PV, exactly
     rest = w.flops - w.tensor_flops                  # the softmax's FP32 work
     assert 0 < rest < w.tensor_flops / 10
-    floor = rest / (t.fp32_tflops * 1e6) + w.tensor_flops / (t.tensor_rate("bf16") * 1e6)
+    # at the whole GPU's rates, times the busiest SM's share: ceil(blocks / SMs) blocks at 1 / SMs of them
+    busiest = t.sm_count * -(-w.blocks // t.sm_count) / w.blocks
+    floor = (rest / (t.fp32_tflops * 1e6) + w.tensor_flops / (t.tensor_rate("bf16") * 1e6)) * busiest
     assert compute_floor_us(w, t) == pytest.approx(floor)
     assert roofline_us(w, t) >= w.tensor_flops / (t.tensor_rate("bf16") * 1e6)
     assert k.time_us >= k.sm_us >= floor
     # half the tensor-core rate: the mma part of the floor doubles, the rest stays
     slow = dataclasses.replace(t, tensor_tflops=tuple((d, r / 2) for d, r in t.tensor_tflops))
-    assert compute_floor_us(w, slow) == pytest.approx(floor + w.tensor_flops / (t.tensor_rate("bf16") * 1e6))
+    assert compute_floor_us(w, slow) == pytest.approx(floor + w.tensor_flops / (t.tensor_rate("bf16") * 1e6) * busiest)
     # the same attention on FFMA (the knob off): no tensor-core work, floored at the FP32 rate
     f = _kernel(_compile(False, "off", target))
     assert f.work.tensor_flops == 0 and f.work.tensor_dtype == ""
-    assert compute_floor_us(f.work, t) >= f.work.flops / (t.fp32_tflops * 1e6) > 1.5 * floor   # sm_120: 2x
+    fma_floor = compute_floor_us(f.work, t)
+    assert fma_floor >= f.work.flops / (t.fp32_tflops * 1e6) and fma_floor > 1.5 * floor   # sm_120: 2x
 
 
 def test_a_causal_flash_kernel_counts_the_key_tiles_it_visits():

@@ -153,3 +153,17 @@ def test_a_grid_runs_as_long_as_its_busiest_sm():
     many = kernel_time(dataclasses.replace(base, blocks=sms * 64), H100, 32, 0).sm_us
     assert tail / even == pytest.approx(2 * sms / (sms + 16))
     assert many == pytest.approx(even)          # 64 blocks on every SM: evenly loaded again
+
+
+def test_the_compute_floor_is_the_busiest_sms_share_at_its_rate():
+    # 38 blocks of one half matmul use 38 of 132 SMs' tensor cores: the floor is a block's
+    # FLOPs at 1 / 132 of the peak, 132 / 38 times the whole GPU's; 264 blocks, the GPU's
+    from deplokit.tune.cost_model import compute_floor_us
+    w = _work(deplokit.compile(lambda x: torch.sigmoid(x) * 2.0, torch.randn(1 << 20)))
+    mm = dataclasses.replace(w, flops=1e9, tensor_flops=1e9, tensor_dtype="bf16")
+    whole = 1e9 / (H100.tensor_rate("bf16") * 1e6)
+    sms = H100.sm_count
+    assert compute_floor_us(dataclasses.replace(mm, blocks=2 * sms), H100) == pytest.approx(whole)
+    assert compute_floor_us(dataclasses.replace(mm, blocks=38), H100) == pytest.approx(whole * sms / 38)
+    tail = compute_floor_us(dataclasses.replace(mm, blocks=sms + 16), H100)
+    assert tail == pytest.approx(whole * 2 * sms / (sms + 16))

@@ -234,10 +234,14 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
 def compute_floor_us(work: KernelWork, target) -> float:
     """The fastest the kernel's arithmetic can run: its FP32 FLOPs at cuBLAS's SGEMM rate,
     plus those of a main loop of mma.sync at the target's dense tensor-core peak for its
-    input type (Target.tensor_tflops; the FP32 rate where the target has none)."""
+    input type (Target.tensor_tflops; the FP32 rate where the target has none). The rates are
+    the whole GPU's: the busiest SM does ceil(blocks / SMs) blocks' share at 1 / SMs of them
+    (38 blocks of one matmul on 132 SMs: 1 / 38 of its FLOPs at 1 / 132 of the rate)."""
     fp32 = (work.flops - work.tensor_flops) / (target.fp32_tflops * 1e6)
     rate = target.tensor_rate(work.tensor_dtype) or target.fp32_tflops
-    return fp32 + (work.tensor_flops / (rate * 1e6) if work.tensor_flops else 0.0)
+    floor = fp32 + (work.tensor_flops / (rate * 1e6) if work.tensor_flops else 0.0)
+    sms = target.sm_count
+    return floor * sms * -(-work.blocks // sms) / work.blocks if work.blocks and sms else floor
 
 
 def bytes_in_flight(work: KernelWork) -> float:
