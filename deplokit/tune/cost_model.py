@@ -45,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..analysis.occupancy import occupancy as sm_occupancy
+from ..analysis.occupancy import sm_balance
 from ..analysis.traffic import floor_flops, program_cost
 from ..analysis.work import KernelWork, count_work
 from ..ir import kernel_ir as K
@@ -201,10 +202,10 @@ def kernel_time(work: KernelWork, target, registers: int, smem: int, spills: int
     warps_per_sm = min(per_sm, -(-work.blocks // sms)) * -(-work.threads // 32)
     rate = min(4.0, warps_per_sm * c.warp_issue)
     cycles = max(work.instructions / rate, work.fp_instructions / (lanes / 32), work.smem_wavefronts)
-    # the grid runs as long as its busiest SM: ceil(blocks / SMs) blocks' share of the work
-    # (148 blocks on 132 SMs: 2 of 148, not 1 of 132; analysis.occupancy.sm_balance)
-    busiest = -(-work.blocks // sms) / work.blocks if work.blocks else 0.0
-    sm_us = cycles * busiest / clock * 1e6 if cycles else 0.0
+    # the grid runs as long as its busiest SM: the work over SMs x SM balance (148 blocks on 132
+    # SMs, balance 0.56: 2 blocks of 148 on the busiest, not 1 of 132)
+    balance = sm_balance(work.blocks, sms)
+    sm_us = cycles / (sms * balance * clock) * 1e6 if cycles and balance else 0.0
     tail = work.blocks / (waves * sms * per_sm)
     # A main loop of multiply-adds off shared memory (a matmul's K loop) is priced as nvcc
     # issues it; other kernels keep the Tile-IR counts above.
@@ -235,13 +236,14 @@ def compute_floor_us(work: KernelWork, target) -> float:
     """The fastest the kernel's arithmetic can run: its FP32 FLOPs at cuBLAS's SGEMM rate,
     plus those of a main loop of mma.sync at the target's dense tensor-core peak for its
     input type (Target.tensor_tflops; the FP32 rate where the target has none). The rates are
-    the whole GPU's: the busiest SM does ceil(blocks / SMs) blocks' share at 1 / SMs of them
-    (38 blocks of one matmul on 132 SMs: 1 / 38 of its FLOPs at 1 / 132 of the rate)."""
+    the whole GPU's, over the grid's SM balance: the busiest SM does ceil(blocks / SMs) blocks'
+    share at 1 / SMs of them (38 blocks of one matmul on 132 SMs: 1 / 38 of its FLOPs at 1 /
+    132 of the rate)."""
     fp32 = (work.flops - work.tensor_flops) / (target.fp32_tflops * 1e6)
     rate = target.tensor_rate(work.tensor_dtype) or target.fp32_tflops
     floor = fp32 + (work.tensor_flops / (rate * 1e6) if work.tensor_flops else 0.0)
-    sms = target.sm_count
-    return floor * sms * -(-work.blocks // sms) / work.blocks if work.blocks and sms else floor
+    balance = sm_balance(work.blocks, target.sm_count)
+    return floor / balance if balance else floor
 
 
 def bytes_in_flight(work: KernelWork) -> float:

@@ -64,7 +64,8 @@ On wgmma (sm_90, half operands) a block tile is 008's: 64 rows a warpgroup by an
 the N tile 008 will take, priced on the tensor-core rate (`wgmma_price`). So does one matmul
 (`_on_warpgroups`) where that plan balances the SMs and the warpgroup tiles 008 would make of
 the register-block grid do not, or cost more, or do not exist (008 would fall back to
-mma.sync).
+mma.sync), and, where no grid balances, where it is over BALANCE_SLACK cheaper. A grid left
+unevenly loaded says why in 003's trace (`_unbalanced`, `_kept`).
 """
 from __future__ import annotations
 
@@ -529,9 +530,20 @@ def _unbalanced(m, n, chunks, bk, target, other, counts, ldsm: bool, us: float) 
     balanced candidate over `counts` costs more than BALANCE_SLACK times `us` (the kept
     grid's price), or none balances (an mma.sync plan is offered no FACTOR_SPLITS)."""
     _, even = _best_two(m, n, chunks, bk, target, other, counts, None, ldsm)
-    why = (f"the cheapest balanced grid ({even.blocks} blocks) prices {even.us / us:.2f}x, over {BALANCE_SLACK}"
-           if even else "no tile and split count balances it")
-    return f"unbalanced: {why} (stream-K would)"
+    return f"unbalanced: {_priced_out(even, us, 'no tile and split count balances it')} (stream-K would)"
+
+
+def _priced_out(even: GridPlan | None, us: float, none: str) -> str:
+    """The trace's words for a balanced grid `even` not taken over one of `us` µs (`none`: the
+    words where no grid balances)."""
+    if even is None:
+        return none
+    return f"the cheapest balanced grid ({even.blocks} blocks) prices {even.us / us:.2f}x, over {BALANCE_SLACK}"
+
+
+def _kept(found: tuple[GridPlan | None, str], why: str) -> tuple[GridPlan | None, str]:
+    """`found` with `why` (it was kept though unbalanced) added to its trace words."""
+    return found[0], f"{found[1]}; {why}" if found[1] else why
 
 
 def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
@@ -562,10 +574,9 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         if balanced(blocks, sms):
             return found
         if not balanced(even.blocks, sms) or chunks < 2 * MIN_CHUNKS:
-            kept = (f"{blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}: "
-                    + ("no grid of warpgroup tiles balances it" if not balanced(even.blocks, sms) else
-                       f"a K loop of {chunks} chunks, under {2 * MIN_CHUNKS}, keeps 003's grid"))
-            return p, f"{found[1]}; {kept}" if found[1] else kept
+            return _kept(found, f"{blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}: "
+                                + ("no grid of warpgroup tiles balances it" if not balanced(even.blocks, sms) else
+                                   f"a K loop of {chunks} chunks, under {2 * MIN_CHUNKS}, keeps 003's grid"))
         because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
                    f"warpgroup tile of its {shape} threads")
         return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
@@ -574,21 +585,19 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         because = f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles has SM balance {was:.2f}"
     elif even.us < launched.us and balanced(even.blocks, sms):
         because = f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles prices {launched.us / even.us:.2f}x"
-    elif not balanced(launched.blocks, sms) and even.us * BALANCE_SLACK < launched.us \
-            and sm_balance(even.blocks, sms) >= was:
+    elif balanced(launched.blocks, sms):
+        return found
+    elif even.us * BALANCE_SLACK < launched.us and sm_balance(even.blocks, sms) >= was:
         # no grid balances (a few tiles over a short K): the cheaper of the two, by more than
         # the slack (Qwen2.5-0.5B's k_proj at 128 tokens, 128 x 128 over K 896: 003's 2
         # splits of one 128 x 128 tile, 5.4 µs by wgmma_price, became 2 tiles of 64 x 128, 2.4)
         because = (f"on wgmma: no grid balances; 003's grid of {launched.blocks} warpgroup tiles prices "
                    f"{launched.us / even.us:.2f}x")
-    elif balanced(launched.blocks, sms):
-        return found
     else:                        # 008's warpgroup tiles stay unevenly loaded: the trace says why
-        kept = (f"on wgmma 008 makes it {launched.blocks} blocks of warpgroup tiles, SM balance {was:.2f}: "
-                + (f"the cheapest balanced grid ({even.blocks} blocks) prices {even.us / launched.us:.2f}x, "
-                   f"over {BALANCE_SLACK}" if balanced(even.blocks, sms) else "no grid of warpgroup tiles balances it")
-                + " (stream-K would)")
-        return p, f"{found[1]}; {kept}" if found[1] else kept
+        even_words = _priced_out(even if balanced(even.blocks, sms) else None, launched.us,
+                                 "no grid of warpgroup tiles balances it")
+        return _kept(found, f"on wgmma 008 makes it {launched.blocks} blocks of warpgroup tiles, SM balance "
+                            f"{was:.2f}: {even_words} (stream-K would)")
     return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
 
 
