@@ -13,12 +13,14 @@ import deplokit
 from deplokit.analysis.occupancy import balanced, sm_balance
 from deplokit.bench.suite import suite_entries
 from deplokit.ir.kernel_wgmma import uses_wgmma
+from deplokit.ir.tile_ir import WarpgroupMma, walk
 from deplokit.passes.schedule.grid_plan import (
     FACTOR_SPLITS,
     decide,
     default_blocks,
     old_splits,
     split_counts,
+    wgmma_cheapest,
     wgmma_price,
 )
 from deplokit.runtime.nvcc import compile_cuda, nvcc_available
@@ -345,20 +347,32 @@ def test_the_balance_sweep_draws_random_shapes_from_its_seed(capsys):
         balance_sweep.main(["--random", "-1"])
 
 
-def test_where_no_grid_balances_the_cheaper_warpgroup_grid_wins():
+@pytest.mark.parametrize("m,n,k", [(128, 128, 896), (72, 1792, 3520), (64, 128, 896)])
+def test_where_no_grid_balances_the_cheapest_warpgroup_grid_wins(m, n, k):
     # Qwen2.5-0.5B's k_proj at 128 tokens, 128 x 128 over K 896 (14 chunks of 64): no grid
     # fills 132 SMs evenly. 003's rule split one 128 x 128 warpgroup tile in 2 (2 blocks);
-    # two 64 x 128 tiles without a split are cheaper by wgmma_price, and take it
-    plan, why = decide(128, 128, 14, 64, H100, 1, True, False, True, 2)
-    assert plan is not None and plan.splits == 1 and plan.blocks == 2
-    assert "no grid balances" in why
-    old = wgmma_price(128, 128, 14, 64, H100, 1, "16x16", 2)
-    assert old.blocks == 2 and plan.us * 1.10 < old.us
-    x = torch.randn(1, 128, 896, dtype=torch.bfloat16)
-    w = torch.randn(128, 896, dtype=torch.bfloat16)
+    # the cheapest grid by wgmma_price over every thread shape, split count and N tile
+    # (wgmma_cheapest) is narrower N tiles, no split; 008 takes the plan's N tile. 72 x 1792
+    # over K 3520 made 42 blocks of 64 x 256 in 3 splits; 64 x 128 over K 896 ran 4 blocks of
+    # mma.sync (003's 16 x 16 threads have no warpgroup tile)
+    plan, why = decide(m, n, k // 64, 64, H100, 1, True, False, True, 2)
+    cheapest = wgmma_cheapest(m, n, k // 64, 64, H100)
+    assert plan == cheapest and plan.n_tile and not balanced(plan.blocks, H100.sm_count)
+    # why no balanced grid: none exists, or the cheapest balanced one prices over the slack
+    assert "no grid of warpgroup tiles balances it" in why or ", over 1.1)" in why
+    if (m, n) == (128, 128):
+        old = wgmma_price(m, n, k // 64, 64, H100, 1, "16x16", 2)
+        assert old.blocks == 2 and plan.us * 1.10 < old.us and plan.blocks > old.blocks
+    g = torch.Generator().manual_seed(m + n)
+    x = torch.randn(1, m, k, generator=g, dtype=torch.bfloat16)
+    w = (torch.randn(n, k, generator=g) / k ** 0.5).to(torch.bfloat16)
     c = deplokit.compile(lambda x, w: torch.nn.functional.linear(x, w), x, w, target="sm_90")
-    (kern,) = c.kernel_ir.kernels
-    assert kern.grid == (2, 1, 1) and c.tile_ir.kernels[0].split_k is None
+    (kern,) = [f for f in c.kernel_ir.kernels if not f.reduces_for]
+    assert kern.grid[0] * kern.grid[1] * kern.grid[2] == plan.blocks and uses_wgmma(kern)
+    (mma,) = {s.n for s, _ in walk(c.tile_ir.kernels[0].tile().body) if isinstance(s, WarpgroupMma)}
+    assert mma == plan.n_tile
+    step = next(s for s in c.trace if s.name == "008_register_tile")
+    assert any(f"wgmma N tile {plan.n_tile}, the grid plan's" in r for r in step.remarks)
     assert c.check(backend="sim").passed
 
 
@@ -397,8 +411,10 @@ def test_a_grid_without_a_warpgroup_tile_takes_the_wgmma_plan():
 @pytest.mark.parametrize("target,dtype,m,n,k,said", [
     # the default grid kept: a balanced one prices over the slack (sm_80, mma.sync)
     ("sm_80", torch.bfloat16, 512, 1536, 1536, "kept: unbalanced: the cheapest balanced grid"),
-    # 008's warpgroup tiles of the plan, 36 blocks: the balanced warpgroup grid prices 1.6x
-    ("sm_90", torch.bfloat16, 76, 4608, 1984, "on wgmma 008 makes it 36 blocks of warpgroup tiles"),
+    # 008's warpgroup tiles of the plan, 36 blocks, price 1.26x the cheapest grid of narrower N
+    # tiles (72 blocks), which still leaves SMs idle: the balanced one prices 1.63x
+    ("sm_90", torch.bfloat16, 76, 4608, 1984, "36 warpgroup tiles, SM balance 0.27, prices 1.26x this one; the "
+                                              "cheapest balanced grid (360 blocks) prices 1.63x"),
     # a 64 x 128 output over K 896: no grid of warpgroup tiles fills 132 SMs evenly
     ("sm_90", torch.bfloat16, 64, 128, 896, "no grid of warpgroup tiles balances it"),
     # fp32, 114 tiles of 32 x 128: the balanced grid prices 1.25x

@@ -41,6 +41,12 @@ def _close_to_exact(got, a, b, dtype):
     assert (err <= tol).all(), float((err - tol).max())
 
 
+def _n_tile(n: int) -> dict:
+    """The config that pins 008's wgmma N tile (where no grid balances, the plan's cheapest
+    grid takes narrow ones: these tests are of the wide tiles' boxes and descriptors)."""
+    return {"008_register_tile.wgmma_n": n}
+
+
 def _wgmmas(kernel):
     return [s for s, _ in walk(kernel.tile().body) if isinstance(s, WarpgroupMma)]
 
@@ -52,10 +58,10 @@ def _remarks(c, name):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_wgmma_is_the_default_on_sm_90_and_matches_the_exact_product(dtype):
     a, b = _operands(128, 128, 64, dtype)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    # no grid of a 128 x 64 output balances 132 SMs: the cheapest takes narrow N tiles
+    # (grid_plan.wgmma_cheapest); at N tiles of 64, two blocks of one warpgroup
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=_n_tile(64))
     kern = c.tile_ir.kernels[0]
-    # no grid of a 128 x 64 output balances 132 SMs: the cheaper one, two blocks of one
-    # warpgroup (64 x 64 tiles), not one block of two (grid_plan._on_warpgroups)
     assert kern.mma is not None and kern.mma.wgmma == 64 and kern.mma.warps == (4, 1)
     assert c.kernel_ir.kernels[0].grid == (2, 1, 1)
     (mma,) = _wgmmas(kern)
@@ -80,7 +86,7 @@ def test_wgmma_is_the_default_on_sm_90_and_matches_the_exact_product(dtype):
 
 def test_b_of_x_at_w_transposed_is_k_major_and_a_wider_n_tile():
     x, w = _operands(128, 192, 128, torch.bfloat16, seed=3, wt=True)
-    c = deplokit.compile(lambda x, w: x @ w.T, x, w, target="sm_90")
+    c = deplokit.compile(lambda x, w: x @ w.T, x, w, target="sm_90", config=_n_tile(128))
     kern = c.tile_ir.kernels[0]
     assert kern.mma is not None and kern.mma.wgmma == 128     # K-major B: no 64-column limit
     kir = c.kernel_ir.kernels[0]
@@ -92,7 +98,7 @@ def test_partial_tiles_are_masked_by_the_copy_and_the_epilogue():
     """M = 200, N = 72: the last block's boxes cross the tensors' ends (TMA reads zeros: B's
     second box of 64 columns holds 8 of the tensor's) and its stores are guarded."""
     a, b = _operands(200, 192, 72, torch.bfloat16, seed=5)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=_n_tile(128))
     assert c.tile_ir.kernels[0].mma.wgmma == 128
     _close_to_exact(c.run(a, b, backend="sim"), a, b, torch.bfloat16)
 
@@ -109,7 +115,7 @@ def test_b_of_a_at_b_wider_than_a_swizzle_row_is_boxes_side_by_side(m, k, n, box
     boxes of 64 columns copied side by side (TmaBox.boxes), one box's bytes apart, which the
     descriptor's leading offset steps over; the ring's barrier expects every box's bytes."""
     a, b = _operands(m, k, n, torch.bfloat16, seed=m + n)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=_n_tile(64 * boxes))
     mma, b_st = _b_stage(c)
     assert mma.n == 64 * boxes and b_st.tma.box == (64, 64) and b_st.tma.boxes == boxes
     assert f"tmap=64x64*{boxes},swizzle=128B" in str(c.tile_ir)
@@ -134,7 +140,7 @@ def test_a_wrong_leading_offset_between_b_boxes_fails_the_simulator():
     """With two boxes along N the leading offset is read: half of it lands the columns 64.. in
     the first box's second half."""
     a, b = _operands(128, 128, 128, torch.bfloat16, seed=2)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=_n_tile(128))
     k = c.kernel_ir.kernels[0]
     env = {"a": a.float().numpy(), "b": b.float().numpy()}
     exact = a.double().numpy() @ b.double().numpy()
@@ -219,7 +225,7 @@ def test_a_planted_wrong_descriptor_fails_the_simulator(change):
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not on PATH")
 def test_wgmma_matmul_compiles_for_sm_90a():
     a, b = _operands(256, 256, 128, torch.bfloat16)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=_n_tile(128))
     source = c.cuda
     assert source.arch_specific and source.build_arch("sm_90") == "sm_90a"
     # N = 128: B of `a @ b` in two boxes of 64 columns side by side
@@ -244,7 +250,7 @@ def test_host_encodes_half_tensor_maps():
     from deplokit.runtime.tensor_map import tensor_map_args
 
     a, b = _operands(128, 128, 64, torch.bfloat16)
-    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90")
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=_n_tile(64))
     plan = build_plan(c.kernel_ir, c.input_names, c.target)
     maps = [t.args for ln in plan.launches for t in ln.tensor_maps]
     assert [(m.data_type, m.box_bytes, m.swizzle) for m in maps] == [(9, 64 * 64 * 2, 3), (9, 64 * 64 * 2, 3)]

@@ -64,8 +64,10 @@ On wgmma (sm_90, half operands) a block tile is 008's: 64 rows a warpgroup by an
 the N tile 008 will take, priced on the tensor-core rate (`wgmma_price`). So does one matmul
 (`_on_warpgroups`) where that plan balances the SMs and the warpgroup tiles 008 would make of
 the register-block grid do not, or cost more, or do not exist (008 would fall back to
-mma.sync), and, where no grid balances, where it is over BALANCE_SLACK cheaper. A grid left
-unevenly loaded says why in 003's trace (`_unbalanced`, `_kept`).
+mma.sync). Where no grid balances, `wgmma_cheapest` (every thread shape, split count and N
+tile, the N tile recorded on the plan for 008: GridPlan.n_tile) where it is over
+BALANCE_SLACK cheaper and no less balanced, or spreads wider than an mma.sync fallback. A grid
+left unevenly loaded says why in 003's trace (`_unbalanced`, `_kept`).
 """
 from __future__ import annotations
 
@@ -119,6 +121,7 @@ class GridPlan:
     blocks: int                  # of the split kernel
     us: float                    # the ranking's time (a lower bound, see the module)
     workspace_bytes: int
+    n_tile: int = 0              # wgmma's N tile, where the plan chose it (008 takes it); 0: 008's rule
 
 
 def ring_stages(extent: int, fits=lambda n: True) -> int:
@@ -551,8 +554,9 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
     """One m x n matmul 008 puts on wgmma: `found` (the grid of register-block tiles), unless
     wgmma_plan's grid of warpgroup tiles balances the SMs where the grid 008 makes of `found`
     (wgmma_block_tile) does not, at most BALANCE_SLACK dearer by wgmma_price, or balances them
-    too and is cheaper. Where neither balances (a few output tiles over a short K), the plan's
-    grid where it is over BALANCE_SLACK cheaper and no less balanced, else `found`.
+    too and is cheaper. Where neither balances (a few output tiles over a short K), the cheapest
+    grid of any N tile (wgmma_cheapest, else wgmma_plan's) where it is over BALANCE_SLACK
+    cheaper and no less balanced, else `found`.
     Qwen2.5-1.5B's k_proj at 128 tokens, 128 x 256 over
     K 1536: 003 planned 8 tiles of 64 x 64 x 4 splits, 008's 128 x 256 tile made that 4
     blocks (SM balance 0.03); now 128 blocks of 64 x 16 in 4 splits (0.97). Llama-3-8B's
@@ -573,6 +577,14 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         # 1024 over K 256: 128 blocks of 2 chunks priced 4.8 µs by the cost model, 16 of 4, 3.2)
         if balanced(blocks, sms):
             return found
+        cheap = wgmma_cheapest(m, n, chunks, bk, target) if not balanced(even.blocks, sms) else None
+        if cheap is not None and chunks >= 2 * MIN_CHUNKS and sm_balance(cheap.blocks, sms) > sm_balance(blocks, sms):
+            # no grid balances: the cheapest on wgmma where it spreads wider than 003's on mma.sync
+            # (64 x 128 over K 896: 4 blocks of mma.sync became 8 warpgroup tiles of 64 x 16)
+            because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
+                       f"warpgroup tile of its {shape} threads; no grid of warpgroup tiles balances it")
+            rows = WGMMA_ROWS * (cheap.threads[0] * cheap.threads[1] // WARPGROUP)
+            return cheap, _why(cheap, sms, because, chunks, (rows, cheap.n_tile))
         if not balanced(even.blocks, sms) or chunks < 2 * MIN_CHUNKS:
             return _kept(found, f"{blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}: "
                                 + ("no grid of warpgroup tiles balances it" if not balanced(even.blocks, sms) else
@@ -587,17 +599,26 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         because = f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles prices {launched.us / even.us:.2f}x"
     elif balanced(launched.blocks, sms):
         return found
-    elif even.us * BALANCE_SLACK < launched.us and sm_balance(even.blocks, sms) >= was:
-        # no grid balances (a few tiles over a short K): the cheaper of the two, by more than
-        # the slack (Qwen2.5-0.5B's k_proj at 128 tokens, 128 x 128 over K 896: 003's 2
-        # splits of one 128 x 128 tile, 5.4 µs by wgmma_price, became 2 tiles of 64 x 128, 2.4)
-        because = (f"on wgmma: no grid balances; 003's grid of {launched.blocks} warpgroup tiles prices "
-                   f"{launched.us / even.us:.2f}x")
-    else:                        # 008's warpgroup tiles stay unevenly loaded: the trace says why
+    else:
+        # 008's warpgroup tiles of 003's grid leave the SMs unevenly loaded and no balanced grid
+        # is within the slack: the cheapest grid of any thread shape, split count and N tile
+        # (wgmma_cheapest), where it is over BALANCE_SLACK cheaper and no less balanced (Qwen2.5-0.5B's
+        # k_proj at 128 tokens, 128 x 128 over K 896: 003's 2 splits of one 128 x 128 tile, 5.4 µs
+        # by wgmma_price, became 4 tiles of 64 x 64; 72 x 1792 over K 3520: 42 blocks of 64 x 256
+        # in 3 splits became 56 of 64 x 64 and no split)
         even_words = _priced_out(even if balanced(even.blocks, sms) else None, launched.us,
                                  "no grid of warpgroup tiles balances it")
-        return _kept(found, f"on wgmma 008 makes it {launched.blocks} blocks of warpgroup tiles, SM balance "
-                            f"{was:.2f}: {even_words} (stream-K would)")
+        cheaper = [c for c in (wgmma_cheapest(m, n, chunks, bk, target), even)
+                   if c is not None and c.us * BALANCE_SLACK < launched.us and sm_balance(c.blocks, sms) >= was]
+        if not cheaper:
+            return _kept(found, f"on wgmma 008 makes it {launched.blocks} blocks of warpgroup tiles, SM balance "
+                                f"{was:.2f}: {even_words} (stream-K would)")
+        cheap = cheaper[0]
+        because = (f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles, SM balance {was:.2f}, prices "
+                   f"{launched.us / cheap.us:.2f}x this one; {even_words}")
+        rows = WGMMA_ROWS * (cheap.threads[0] * cheap.threads[1] // WARPGROUP)
+        tile = (rows, cheap.n_tile) if cheap.n_tile else wgmma_block_tile(m, n, cheap.threads, cheap.splits, sms)
+        return cheap, _why(cheap, sms, because, chunks, tile)
     return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
 
 
@@ -744,8 +765,9 @@ def wgmma_block_tile(m: int, n: int, threads: tuple[int, int], blocks_per_tile: 
 
 
 def wgmma_price(m: int, n: int, chunks: int, bk: int, target, other: int, shape: str,
-                splits: int) -> GridPlan | None:
-    """The grid of `shape` (a THREAD_SHAPES entry) and `splits` on wgmma (wgmma_block_tile),
+                splits: int, n_tile: int = 0) -> GridPlan | None:
+    """The grid of `shape` (a THREAD_SHAPES entry) and `splits` on wgmma (wgmma_block_tile;
+    `n_tile`: that N tile instead of 008's rule, one of wgmma_n_tiles, recorded on the plan),
     priced by a lower bound of its time: DRAM bytes (each operand once), the operands' re-reads
     by every tile through L2 (L2_RATIO times DRAM's bandwidth), the busiest SM's tensor-core
     work at the bf16 rate, a copy latency per wave, a split's reduction (reduce_us: the in-kernel
@@ -754,6 +776,10 @@ def wgmma_price(m: int, n: int, chunks: int, bk: int, target, other: int, shape:
     t = fitted_threads(parse_shape(shape), m, n)
     sms = sm_count(target)
     rows, cols = wgmma_block_tile(m, n, t, other * splits, sms)
+    if n_tile:
+        if n_tile not in wgmma_n_tiles(n, t[1]):
+            return None
+        cols = n_tile
     run, _ = split_run(chunks, splits)
     if not rows or run < 2 or splits * run < chunks:
         return None              # a leftover run would be the reducer's, on FMA: not priced here
@@ -776,7 +802,31 @@ def wgmma_price(m: int, n: int, chunks: int, bk: int, target, other: int, shape:
     us = (max(dram / bw, l2 / (L2_RATIO * bw), work) + waves * LATENCY_CYCLES / target.clock_hz) * 1e6
     if splits > 1:               # the cheaper of 003's two ways to add the partials (reduce_choice)
         us += min(reduce_us(m, n, other, splits, blocks // splits, target))
-    return GridPlan(shape, t, regs, splits, blocks, us, 2 * partials)
+    return GridPlan(shape, t, regs, splits, blocks, us, 2 * partials, n_tile)
+
+
+def wgmma_cheapest(m: int, n: int, chunks: int, bk: int, target) -> GridPlan | None:
+    """The cheapest grid of one m x n matmul on wgmma by wgmma_price over every thread shape,
+    split count and N tile (wgmma_n_tiles), balanced or not, its N tile recorded for 008: for an
+    output no grid balances within BALANCE_SLACK (_on_warpgroups). Ties: the fewer partials and
+    operand re-reads, then the larger tile."""
+    best, best_key, seen = None, None, set()
+    for order, shape in enumerate(THREAD_SHAPES):
+        t = fitted_threads(parse_shape(shape), m, n)
+        if t in seen:
+            continue
+        seen.add(t)
+        for s in (1,) + split_counts(chunks, SHORT_CHUNKS):
+            for cols in wgmma_n_tiles(n, t[1]):
+                cand = wgmma_price(m, n, chunks, bk, target, 1, shape, s, cols)
+                if cand is None:
+                    continue
+                rows = WGMMA_ROWS * (t[0] * t[1] // WARPGROUP)
+                rereads = m * -(-n // cols) + n * -(-m // rows)
+                key = (round(cand.us, 4), cand.workspace_bytes, rereads, -rows * cols, order)
+                if best_key is None or key < best_key:
+                    best, best_key = cand, key
+    return best
 
 
 MMA_TILE = (16, 8)         # the smallest mma.sync output tile (m16n8): a warp owns whole ones

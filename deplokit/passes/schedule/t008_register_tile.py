@@ -150,6 +150,10 @@ KNOBS = (
          "or Hopper's wgmma.mma_async on half operands TMA leaves in shared memory (a half matmul's "
          "default on sm_90; mma.sync where it does not fit); FP32 accumulate",
          searched=lambda k, t: _mma_searched(_mma_default(k, t))),
+    Knob("wgmma_n", (0,) + WGMMA_NS_TRIED, lambda k, t: 0,
+         "wgmma's N tile (columns a warpgroup's block computes): 0 takes the grid plan's where it chose one, "
+         "else the widest that keeps the SMs evenly loaded; a width that does not fit takes that rule",
+         searched=lambda k, t: (0, 256, 128, 64) if _mma_default(k, t) == "wgmma" else (0,)),
 )
 
 
@@ -312,28 +316,41 @@ def _wgmma(kernel: TileKernel, pctx: PassContext):
 
 
 def _balanced_n(fits, pctx: PassContext, before):
-    """The widest wgmma N tile whose grid keeps the SMs evenly loaded (issue 26: a wider tile
-    than 003's grid plan divides the blocks it planned to fill the SMs with: 64 x 64 tiles in
-    4 splits, 256 blocks, became 64 of 64 x 256), else the widest; the trace says what it gave up."""
+    """The knob's wgmma N tile (`wgmma_n`) where it fits; else the grid plan's where it chose
+    one (GridPlan.n_tile: where no grid balances, the cheapest, grid_plan.wgmma_cheapest); else
+    the widest whose grid keeps the SMs evenly loaded (issue 26: a wider tile than 003's grid
+    plan divides the blocks it planned to fill the SMs with: 64 x 64 tiles in 4 splits, 256
+    blocks, became 64 of 64 x 256), else the widest; the trace says what it gave up."""
     sms = pctx.target.sm_count or 0
 
     def blocks(k) -> int:
         return math.prod(a.extent for a in k.tile().axes if a.kind == BLOCK)
 
     widest_n, widest = fits[0]
-    chosen_n, chosen = next(((n, k) for n, k in fits if not sms or balanced(blocks(k), sms)), fits[0])
+    planned = decided(before, pctx.target)
+    asked = pctx.knobs.get("wgmma_n", 0)
+    wanted = asked or (planned.n_tile if planned is not None else 0)
+    taken = [(n, k) for n, k in fits if n == wanted]
+    chosen_n, chosen = taken[0] if taken else \
+        next(((n, k) for n, k in fits if not sms or balanced(blocks(k), sms)), fits[0])
     chosen = restamp_stages(chosen, pctx.types)
     b, w = blocks(chosen), blocks(widest)
-    planned = decided(before, pctx.target)
     notes = []
-    if chosen_n != widest_n:
+    if asked and not taken:
+        notes.append(f"wgmma N tile {asked} does not fit ({', '.join(str(n) for n, _ in fits)} do): {chosen_n}")
+    if taken:
+        whose = "the knob's" if asked else "the grid plan's (003's trace says why)"
+        notes.append(f"wgmma N tile {chosen_n}, {whose}: {b} blocks on {sms} SMs, SM balance "
+                     f"{sm_balance(b, sms):.2f}")
+    elif chosen_n != widest_n:
         notes.append(f"wgmma N tile {chosen_n}: {b} blocks on {sms} SMs, SM balance "
                      f"{sm_balance(b, sms):.2f} (N {widest_n}: {w} blocks, {sm_balance(w, sms):.2f})")
     elif planned is not None and planned.blocks != b and sms:
         # 003 planned a grid of register-block tiles; a warpgroup's tile is 64 rows by N
         notes.append(f"wgmma tiles of 64 rows x N {chosen_n}: {b} blocks on {sms} SMs, SM balance "
                      f"{sm_balance(b, sms):.2f}, not the {planned.blocks} of 003's plan")
-    return Noted(chosen, tuple(notes)) if notes else chosen
+    used = (("wgmma_n", chosen_n),) if asked and not taken else ()
+    return Noted(chosen, tuple(notes), used) if notes else chosen
 
 
 # the later passes that must stage wgmma's operands: TMA boxes (011), in their rows' swizzle (012)
