@@ -115,7 +115,7 @@ Tile(axes=(a0t(M):16=THREAD, a1t(N):16=THREAD, a0b(M):2=BLOCK, a1b(N):4=BLOCK)):
             acc0_v = load acc0[a0r, a1r]
             matmul[a0b * 32 + a0r * 16 + a0t, a1b * 64 + a1r * 16 + a1t] = acc0_v"""
     assert dict(dict(step(c, "008_register_tile").params)["merged_matmul"]) == \
-        {"tm": 2, "tn": 4, "layout": "strided", "mma": "off"}
+        {"tm": 2, "tn": 4, "layout": "strided", "mma": "off", "wgmma_n": 0}
     # the strided layout keeps every warp's shared-memory loads conflict-free
     assert set(degrees(k).values()) == {1}
     assert c.check(backend="sim").ok
@@ -156,7 +156,7 @@ def test_register_tile_defaults_and_knobs():
     c = compiled("llm_projection")
     assert dict(dict(step(c, "005_blockify_launch").params)["merged_linear"])["thread_shape"] == "8x16"
     assert dict(dict(step(c, "008_register_tile").params)["merged_linear"]) == {
-        "tm": 4, "tn": 2, "layout": "quads", "mma": "off"}
+        "tm": 4, "tn": 2, "layout": "quads", "mma": "off", "wgmma_n": 0}
     assert dict(dict(step(c, "003_split_matmul_k").params)["merged_linear"]) == {"splits": 32, "reduce": "in_kernel"}
     assert c.kernel_ir.kernels[0].grid == (8 * 32, 1, 1)
     assert c.check(backend="sim").ok

@@ -20,6 +20,7 @@ from deplokit.passes.schedule.grid_plan import (
     default_blocks,
     old_splits,
     split_counts,
+    stream_k_words,
     wgmma_cheapest,
     wgmma_price,
 )
@@ -359,7 +360,7 @@ def test_where_no_grid_balances_the_cheapest_warpgroup_grid_wins(m, n, k):
     cheapest = wgmma_cheapest(m, n, k // 64, 64, H100)
     assert plan == cheapest and plan.n_tile and not balanced(plan.blocks, H100.sm_count)
     # why no balanced grid: none exists, or the cheapest balanced one prices over the slack
-    assert "no grid of warpgroup tiles balances it" in why or ", over 1.1)" in why
+    assert "no grid of warpgroup tiles balances it" in why or ", over 1.1 (" in why
     if (m, n) == (128, 128):
         old = wgmma_price(m, n, k // 64, 64, H100, 1, "16x16", 2)
         assert old.blocks == 2 and plan.us * 1.10 < old.us and plan.blocks > old.blocks
@@ -428,3 +429,14 @@ def test_every_grid_left_unbalanced_says_why_in_the_trace(target, dtype, m, n, k
     assert not balanced(blocks, c.target.sm_count)
     remarks = [r for st in c.trace if st.name == "003_split_matmul_k" for r in st.remarks]
     assert any(said in r for r in remarks), remarks
+    # ... and what stream-K (not built) would deal each SM, or that it would not help
+    assert any("stream-K would, not built: " in r or "nor would stream-K: " in r for r in remarks), remarks
+
+
+def test_the_trace_says_what_stream_k_would_deal_each_sm():
+    # 72 tiles over 31 K chunks: 16.9 chunks an SM, a ring's worth: stream-K would balance it
+    assert stream_k_words(72, 31, 132) == "(stream-K would, not built: 72 tiles x 31 K chunks are 16.9 an SM)"
+    # 16 tiles over 14 chunks are 1.7 an SM: latency-bound on any schedule
+    assert stream_k_words(16, 14, 132) == "(nor would stream-K: 16 tiles x 14 K chunks are 1.7 an SM, under 4)"
+    _, why = decide(128, 128, 14, 64, H100, 1, True, False, True, 2)
+    assert why.endswith("(nor would stream-K: 16 tiles x 14 K chunks are 1.7 an SM, under 4))")

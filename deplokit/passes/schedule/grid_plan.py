@@ -41,7 +41,8 @@ least 8 blocks per SM) where that costs at most BALANCE_SLACK more, then by its 
 busiest SM's issue already prices a partial wave: a balanced grid of smaller tiles or more
 splits can cost more than the tail it removes, e.g. N = 5632 = 2^9 x 11 on 132 = 12 x 11
 SMs, where power-of-two tiles and dividing splits give 2.67 or 5.33 blocks per SM (0.89) or
-at least 10.67 in tiles of a quarter the size; stream-K would balance it, not done yet).
+at least 10.67 in tiles of a quarter the size; stream-K would balance it, not built: the trace
+says what it would deal each SM, `stream_k_words`).
 
 `decide` is the default grid of any chunked matmul: the skinny plan above, or, for any
 other matmul whose default tiles and split rule leave the SMs unevenly loaded, the cheapest
@@ -485,7 +486,7 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
             because = "planned to fill the SMs"
             if not balanced(skinny.blocks, sms):
                 counts = (skinny.splits,) + split_counts(chunks, SHORT_CHUNKS, factor=not ldsm)
-                because += "; " + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, skinny.us)
+                because += "; " + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, skinny)
             return skinny, _why(skinny, sms, because, chunks)
     if wgmma and other > 1:
         even = wgmma_plan(m, n, chunks, bk, target, other)
@@ -519,21 +520,38 @@ def decide(m: int, n: int, chunks: int, bk: int, target, other: int = 1,
     counts = (1,) + split_counts(chunks, MIN_CHUNKS, factor=not ldsm)
     if not feeds and sm_balance(best.blocks, sms) <= sm_balance(blocks, sms):
         return None, (f"the default grid of {blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}, kept: "
-                      + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, best.us))
+                      + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, best, (blocks, s0)))
     because = f"the default grid of {blocks} blocks has SM balance {sm_balance(blocks, sms):.2f}"
     if ldsm:
         because += "; warps of at most one ldmatrix per two mma.sync"
     if not balanced(best.blocks, sms):
-        because += "; " + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, best.us)
+        because += "; " + _unbalanced(m, n, chunks, bk, target, other, counts, ldsm, best)
     return best, _why(best, sms, because, chunks)
 
 
-def _unbalanced(m, n, chunks, bk, target, other, counts, ldsm: bool, us: float) -> str:
+def _unbalanced(m, n, chunks, bk, target, other, counts, ldsm: bool, priced: GridPlan,
+                kept: tuple[int, int] | None = None) -> str:
     """Why a grid that leaves the SMs unevenly loaded was kept, for the trace: the cheapest
-    balanced candidate over `counts` costs more than BALANCE_SLACK times `us` (the kept
-    grid's price), or none balances (an mma.sync plan is offered no FACTOR_SPLITS)."""
+    balanced candidate over `counts` costs more than BALANCE_SLACK times `priced.us` (the
+    cheapest grid's price), or none balances (an mma.sync plan is offered no FACTOR_SPLITS);
+    then what stream-K would do with the kept grid's (blocks, splits) (`kept`, else `priced`'s)."""
     _, even = _best_two(m, n, chunks, bk, target, other, counts, None, ldsm)
-    return f"unbalanced: {_priced_out(even, us, 'no tile and split count balances it')} (stream-K would)"
+    blocks, splits = kept or (priced.blocks, priced.splits)
+    return (f"unbalanced: {_priced_out(even, priced.us, 'no tile and split count balances it')} "
+            f"{stream_k_words(blocks // splits, chunks, sm_count(target))}")
+
+
+def stream_k_words(tiles: int, chunks: int, sms: int) -> str:
+    """What stream-K (not built) would make of an unevenly loaded grid of `tiles` output tiles
+    over `chunks` K chunks, for the trace: it deals the tiles x chunks iterations out evenly,
+    so the busiest SM runs their mean, where that mean is a ring's MIN_CHUNKS chunks at least;
+    a smaller grid is latency-bound on any schedule (16 x 128 over K 896 in fp32: 4 tiles x 56
+    chunks are 1.7 an SM on 132 SMs)."""
+    per_sm = tiles * chunks / sms
+    words = f"{tiles} tiles x {chunks} K chunks are {per_sm:.1f} an SM"
+    if per_sm < MIN_CHUNKS:
+        return f"(nor would stream-K: {words}, under {MIN_CHUNKS})"
+    return f"(stream-K would, not built: {words})"
 
 
 def _priced_out(even: GridPlan | None, us: float, none: str) -> str:
@@ -582,13 +600,15 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
             # no grid balances: the cheapest on wgmma where it spreads wider than 003's on mma.sync
             # (64 x 128 over K 896: 4 blocks of mma.sync became 8 warpgroup tiles of 64 x 16)
             because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
-                       f"warpgroup tile of its {shape} threads; no grid of warpgroup tiles balances it")
+                       f"warpgroup tile of its {shape} threads; no grid of warpgroup tiles balances it "
+                       + stream_k_words(cheap.blocks // cheap.splits, chunks, sms))
             rows = WGMMA_ROWS * (cheap.threads[0] * cheap.threads[1] // WARPGROUP)
             return cheap, _why(cheap, sms, because, chunks, (rows, cheap.n_tile))
         if not balanced(even.blocks, sms) or chunks < 2 * MIN_CHUNKS:
             return _kept(found, f"{blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}: "
                                 + ("no grid of warpgroup tiles balances it" if not balanced(even.blocks, sms) else
-                                   f"a K loop of {chunks} chunks, under {2 * MIN_CHUNKS}, keeps 003's grid"))
+                                   f"a K loop of {chunks} chunks, under {2 * MIN_CHUNKS}, keeps 003's grid")
+                                + f" {stream_k_words(blocks // splits, chunks, sms)}")
         because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
                    f"warpgroup tile of its {shape} threads")
         return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
@@ -612,10 +632,12 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
                    if c is not None and c.us * BALANCE_SLACK < launched.us and sm_balance(c.blocks, sms) >= was]
         if not cheaper:
             return _kept(found, f"on wgmma 008 makes it {launched.blocks} blocks of warpgroup tiles, SM balance "
-                                f"{was:.2f}: {even_words} (stream-K would)")
+                                f"{was:.2f}: {even_words} "
+                                + stream_k_words(launched.blocks // launched.splits, chunks, sms))
         cheap = cheaper[0]
         because = (f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles, SM balance {was:.2f}, prices "
-                   f"{launched.us / cheap.us:.2f}x this one; {even_words}")
+                   f"{launched.us / cheap.us:.2f}x this one; {even_words} "
+                   + stream_k_words(cheap.blocks // cheap.splits, chunks, sms))
         rows = WGMMA_ROWS * (cheap.threads[0] * cheap.threads[1] // WARPGROUP)
         tile = (rows, cheap.n_tile) if cheap.n_tile else wgmma_block_tile(m, n, cheap.threads, cheap.splits, sms)
         return cheap, _why(cheap, sms, because, chunks, tile)
