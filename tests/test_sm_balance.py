@@ -413,9 +413,9 @@ def test_a_grid_without_a_warpgroup_tile_takes_the_wgmma_plan():
     # the default grid kept: a balanced one prices over the slack (sm_80, mma.sync)
     ("sm_80", torch.bfloat16, 512, 1536, 1536, "kept: unbalanced: the cheapest balanced grid"),
     # 008's warpgroup tiles of the plan, 36 blocks, price 1.26x the cheapest grid of narrower N
-    # tiles (72 blocks), which still leaves SMs idle: the balanced one prices 1.63x
+    # tiles (72 blocks), which still leaves SMs idle: the balanced one prices 2.06x that
     ("sm_90", torch.bfloat16, 76, 4608, 1984, "36 warpgroup tiles, SM balance 0.27, prices 1.26x this one; the "
-                                              "cheapest balanced grid (360 blocks) prices 1.63x"),
+                                              "cheapest balanced grid (360 blocks) prices 2.06x"),
     # a 64 x 128 output over K 896: no grid of warpgroup tiles fills 132 SMs evenly
     ("sm_90", torch.bfloat16, 64, 128, 896, "no grid of warpgroup tiles balances it"),
     # fp32, 114 tiles of 32 x 128: the balanced grid prices 1.25x

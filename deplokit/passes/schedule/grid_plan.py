@@ -541,13 +541,18 @@ def _unbalanced(m, n, chunks, bk, target, other, counts, ldsm: bool, priced: Gri
             f"{stream_k_words(blocks // splits, chunks, sm_count(target))}")
 
 
+def stream_k_deal(tiles: int, chunks: int, sms: int) -> float:
+    """K chunks stream-K would deal each of `sms` SMs: `tiles` output tiles' `chunks` each, evenly."""
+    return tiles * chunks / sms
+
+
 def stream_k_words(tiles: int, chunks: int, sms: int) -> str:
     """What stream-K (not built) would make of an unevenly loaded grid of `tiles` output tiles
     over `chunks` K chunks, for the trace: it deals the tiles x chunks iterations out evenly,
     so the busiest SM runs their mean, where that mean is a ring's MIN_CHUNKS chunks at least;
     a smaller grid is latency-bound on any schedule (16 x 128 over K 896 in fp32: 4 tiles x 56
     chunks are 1.7 an SM on 132 SMs)."""
-    per_sm = tiles * chunks / sms
+    per_sm = stream_k_deal(tiles, chunks, sms)
     words = f"{tiles} tiles x {chunks} K chunks are {per_sm:.1f} an SM"
     if per_sm < MIN_CHUNKS:
         return f"(nor would stream-K: {words}, under {MIN_CHUNKS})"
@@ -624,12 +629,13 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         # is within the slack: the cheapest grid of any thread shape, split count and N tile
         # (wgmma_cheapest), where it is over BALANCE_SLACK cheaper and no less balanced (Qwen2.5-0.5B's
         # k_proj at 128 tokens, 128 x 128 over K 896: 003's 2 splits of one 128 x 128 tile, 5.4 µs
-        # by wgmma_price, became 4 tiles of 64 x 64; 72 x 1792 over K 3520: 42 blocks of 64 x 256
-        # in 3 splits became 56 of 64 x 64 and no split)
-        even_words = _priced_out(even if balanced(even.blocks, sms) else None, launched.us,
-                                 "no grid of warpgroup tiles balances it")
+        # by wgmma_price, became 16 tiles of 64 x 16, 0.7; 72 x 1792 over K 3520: 42 blocks of 64 x
+        # 256 in 3 splits became 56 of 64 x 64 and no split)
         cheaper = [c for c in (wgmma_cheapest(m, n, chunks, bk, target), even)
                    if c is not None and c.us * BALANCE_SLACK < launched.us and sm_balance(c.blocks, sms) >= was]
+        # the balanced grid's price against the grid taken (the cheaper one, else 003's)
+        even_words = _priced_out(even if balanced(even.blocks, sms) else None,
+                                 cheaper[0].us if cheaper else launched.us, "no grid of warpgroup tiles balances it")
         if not cheaper:
             return _kept(found, f"on wgmma 008 makes it {launched.blocks} blocks of warpgroup tiles, SM balance "
                                 f"{was:.2f}: {even_words} "
