@@ -193,8 +193,11 @@ def plan_chain(chain, kernels, temps, types, facts):
 
 
 def _row_dims(tensor: str, chain, r: int, ttype):
-    """(dims held per row, type) of a temp: in every store and load of it, row loop j indexes
-    one dim, the same for every access, and no other dim depends on a row loop."""
+    """(dims held per row, type) of a temp: in every store and load of it, each row loop j
+    indexes one dim, the same for every access, and no other dim depends on a row loop. An
+    access no row loop indexes reads other rows than the one on chip: attention's P @ V
+    stored transposed, (P @ V)^T[d, i], loops over d outermost, so at S = D its outer loop
+    runs over as many d as the softmax's over rows i, but its loads of P walk the rows i."""
     dim_of: dict[int, int] = {}
     for k in chain:
         row_vars = [lp.var for lp in row_loops(k)[:r]]
@@ -203,6 +206,7 @@ def _row_dims(tensor: str, chain, r: int, ttype):
                 continue
             if isinstance(s, Load) and s.pad is not None:
                 return f"{tensor} is read with padding"
+            rows_here = set()
             for d, e in enumerate(s.index):
                 used = free_vars(e) & set(row_vars)
                 if not used:
@@ -210,6 +214,10 @@ def _row_dims(tensor: str, chain, r: int, ttype):
                 j = row_vars.index(next(iter(used)))
                 if e != var(row_vars[j]) or dim_of.setdefault(j, d) != d:
                     return f"{tensor}[{', '.join(map(str, s.index))}] in {k.name} is not one row per row loop"
+                rows_here.add(j)
+            if len(rows_here) != r:
+                return (f"{tensor}[{', '.join(map(str, s.index))}] in {k.name} is not indexed by its every row loop: "
+                        f"it reads other rows")
     if len(dim_of) != r:
         return f"{tensor} does not depend on every row loop: its rows would be shared"
     row = tuple(d for d in range(ttype.rank) if d not in dim_of.values() and ttype.shape[d] != 1)
