@@ -32,6 +32,8 @@ Tile IR (per kernel)
                      layouts each a permutation of its operand
   split-k            a split kernel (003) stores into its declared workspace, and its reducer
                      comes right after it and names it
+  local-rows         an access of a local (one row on chip, passes/rows/rows.py) indexes its
+                     dims outside the row by the tile's axes only, never by a loop
 Kernel IR (per function)
   names-declared     variables, register arrays, shared arrays, mbarriers and buffers are
                      declared (parameters for buffers) before they are used
@@ -165,6 +167,8 @@ class _TileChecker:
             if not known:
                 self.fail("tensors-known", f"{s.text()}: {s.tensor} is no buffer, local, stage in scope or accumulator")
             self.index(s.index, bound, s.text)
+            if s.tensor in self.locals:
+                self.local_row(s)
             if isinstance(s, Load) and s.tensor in self.accs and s.index:
                 self.register_index(s.tensor, s.index, loops, s.text)
             if isinstance(s, (Load, Store)) and s.width != 1:
@@ -197,6 +201,19 @@ class _TileChecker:
                     self.fail("tensors-known", f"{s.text()}: {name} is no stage of the kernel")
         if isinstance(s, (Load, Compute)):
             values.add(s.dst)
+
+    def local_row(self, s):
+        """local-rows: a local holds one row, the one its kernel's row (tile) axes index; its
+        other dims are indexed by those axes alone, never by a loop walking the row."""
+        local = next(b for b in self.k.locals if b.name == s.tensor)
+        axes = {a.var for a in self.tile.axes} if self.tile is not None else set()
+        for d, e in enumerate(s.index):
+            if d in local.row_dims or local.type.shape[d] == 1:
+                continue
+            loose = free_vars(e) - axes
+            if loose:
+                self.fail("local-rows", f"{s.text()}: dim {d} of the local {s.tensor} is not its row's: "
+                                        f"{', '.join(sorted(loose))} walk other rows than the one on chip")
 
     def mma(self, s, bound, stages):
         fm = getattr(self.k.flash, "mma", None)
