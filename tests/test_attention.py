@@ -179,3 +179,16 @@ def test_structural_hash_ignores_local_names():
     other = Kernel(k.name, k.outputs, tuple(rename_stmt(s) for s in k.body), locals_)
     assert str(other) == renamed
     assert structural_hash(other, types) == structural_hash(k, types)
+
+
+@pytest.mark.parametrize("heads,rows,keys,dim", [(2, 1, 64, 16), (4, 33, 200, 16), (1, 8, 64, 32), (4, 2, 200, 8)])
+def test_unscaled_attention_scores_are_the_dot_products(heads, rows, keys, dim):
+    """softmax(q @ k^T) @ v with no scale: the scores have no epilogue, the running max is
+    taken of the dot product itself. Where a row's lanes scatter the scores (flash_tile's
+    transposing reduce) the max read the dot product's accumulator, which the scatter had
+    renamed to each lane's own score (Kernel IR: acc0 read before it is declared)."""
+    g = torch.Generator().manual_seed(heads * rows + keys + dim)
+    q, k, v = (torch.randn(1, heads, n, dim, generator=g) for n in (rows, keys, keys))
+    c = deplokit.compile(lambda q, k, v: torch.softmax(q @ k.transpose(-1, -2), -1) @ v, q, k, v)
+    assert any(f.name.startswith("flash_") for f in c.kernel_ir.kernels)
+    assert c.check(backend="sim").passed

@@ -11,8 +11,9 @@ import deplokit
 from deplokit.errors import DeplokitError
 from deplokit.ir import kernel_ir as K
 from deplokit.ir.kernel_cp_async import CpAsync
+from deplokit.ir.index import var
 from deplokit.ir.loop_ir import Load, Loop, Store
-from deplokit.ir.tile_ir import Stage, TmaBox, map_body
+from deplokit.ir.tile_ir import Stage, StridedLoop, TmaBox, map_body
 from deplokit.passes.lower.materialize import materialize
 from deplokit.passes.verify import IRInvariantError, verify
 from deplokit.target import get_target
@@ -313,3 +314,31 @@ def test_check_passes_verifies_each_step():
     object.__setattr__(c, "trace", steps)      # a frozen Compilation, broken on purpose past its guard
     with pytest.raises(IRInvariantError):
         c.check_passes()
+
+
+def test_a_local_read_across_its_rows():
+    # a row-fused attention keeps one row of the probabilities on chip (a local); a load that
+    # walks its row dim with a loop reads rows that are not there (fuse_rows' bug at S = D)
+    q, k, v = (torch.randn(1, 1, 3, 5) for _ in range(3))
+    c = deplokit.compile(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), q, k, v,
+                         config={"fuse_attention.enable": False, "fuse_rows.by_cost": False})
+    (kern,) = [k for k in c.tile_ir.kernels if k.locals]
+    verify(c.tile_ir, c.target)
+    local = kern.locals[-1]
+    row = next(d for d in range(local.type.rank) if d not in local.row_dims and local.type.shape[d] > 1)
+
+    def across(body, loop_var=None):
+        out = []
+        for s in body:
+            if isinstance(s, (Loop, StridedLoop)):
+                s = dataclasses.replace(s, body=across(s.body, s.var))
+            elif isinstance(s, Load) and s.tensor == local.name and loop_var is not None:
+                s = dataclasses.replace(s, index=s.index[:row] + (var(loop_var),) + s.index[row + 1:])
+            out.append(s)
+        return tuple(out)
+    tile = kern.tile()
+    broken = dataclasses.replace(kern, body=tuple(dataclasses.replace(tile, body=across(tile.body))
+                                                  if s is tile else s for s in kern.body))
+    assert broken != kern
+    program = dataclasses.replace(c.tile_ir, kernels=tuple(broken if k is kern else k for k in c.tile_ir.kernels))
+    assert f"of the local {local.name} is not its row's" in str(caught(program, "local-rows"))

@@ -209,6 +209,7 @@ def flash_tile(kernel: TileKernel) -> TileKernel:
         score = [Load("score_own", "s_tile", (var(own),))] + \
             [_renamed(t, acc, "score_own") for t in rewrite(keys.body[:split], True) +
              rewrite(keys.body[split + 1:first_local], True)]
+        x = "score_own" if x == acc else x     # scores with no epilogue (unscaled) are the dot products
     if n_keys % tk:     # keys past T in the last tile score -inf
         score += [Compute("key_ok", "less", (at["key"], Affine((), n_keys)), dtype="bool"),
                   Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf")]
@@ -388,7 +389,7 @@ def _rows_tile(plan, keys, dot, k, row_body, at_row, dot_at, own_key, lane, own,
     def per_row(r):
         score = at_row(r, keys_body[:split], True) + at_row(r, keys_body[split + 1:first_local], True)
         score = (Load("score_own", "s_acc", (var(own),)),) + tuple(_renamed(t, acc, "score_own") for t in score)
-        x = x0
+        x = "score_own" if x0 == acc else x0     # unscaled scores are the dot products
         if keys.extent % tk:     # keys past T in the last tile score -inf
             score += (Compute("key_ok", "less", (own_key, Affine((), keys.extent)), dtype="bool"),
                       Compute("score_ok", "where", ("key_ok", x, float("-inf")), "a key past the last scores -inf"))
