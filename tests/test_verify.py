@@ -10,8 +10,8 @@ from programs import config_of, corpus
 import deplokit
 from deplokit.errors import DeplokitError
 from deplokit.ir import kernel_ir as K
-from deplokit.ir.kernel_cp_async import CpAsync
 from deplokit.ir.index import var
+from deplokit.ir.kernel_cp_async import CpAsync
 from deplokit.ir.loop_ir import Load, Loop, Store
 from deplokit.ir.tile_ir import Stage, StridedLoop, TmaBox, map_body
 from deplokit.passes.lower.materialize import materialize
