@@ -28,10 +28,18 @@ def smem_size(s: Stage) -> int:
     return buffer_floats(s)
 
 
+def stage_value_dtype(s: Stage, tensor_dtype: str) -> str:
+    """The dtype of the values a stage holds: its prologue's where it has one (007's staged
+    prologues are float32 chains: an int64 sum's .float() + x is no int64), else the tensor's."""
+    return "float32" if s.prologue is not None else tensor_dtype
+
+
 def stage_ctype(s: Stage, tensor_dtype: str) -> str:
     """The element type of the stage's shared array: its half type where it holds the tensor's
-    halves raw (008's tensor-core operands), else shared_ctype's."""
-    return DTYPE_CTYPE[s.dtype] if s.dtype in HALF_DTYPES else shared_ctype(tensor_dtype)
+    halves raw (008's tensor-core operands), else shared_ctype's of the values it holds."""
+    if s.dtype in HALF_DTYPES:
+        return DTYPE_CTYPE[s.dtype]
+    return shared_ctype(stage_value_dtype(s, tensor_dtype))
 
 
 def _sum(terms) -> K.Expr:

@@ -32,7 +32,7 @@ from ...ir.kernel_expr import affine_expr, flat_offset
 from ...ir.kernel_ir import KernelFunc, KernelProgram, StageCopy, StagePrologue, StageWait
 from ...ir.lanes import multiples_of
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
-from ...ir.smem_layout import PlacedStage, smem_offset, smem_size
+from ...ir.smem_layout import PlacedStage, smem_offset, smem_size, stage_value_dtype
 from ...ir.stages import head_stages
 from ...ir.tensor_ir import reduction_identity
 from ...ir.tile_ir import (
@@ -257,7 +257,7 @@ class Materializer(LoweringState):
         if s.tensor in self.stages:
             stage = self.stages[s.tensor]
             offset = smem_offset([affine_expr(e) for e in s.index], stage)
-            dtype = self.types[stage.tensor].dtype
+            dtype = stage_value_dtype(stage, self.types[stage.tensor].dtype)
             ctype = shared_ctype(dtype)
             self.dtypes[s.dst] = dtype if ctype != "float" else "float32"
             return [K.Declare(s.dst, ctype, K.SharedLoad(stage.name, offset))]
