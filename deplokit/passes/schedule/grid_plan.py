@@ -756,15 +756,22 @@ def wgmma_plan(m: int, n: int, chunks: int, bk: int, target, other: int = 1) -> 
     return with_factor_splits(lambda factor: _wgmma_over(m, n, chunks, bk, target, other, factor), sm_count(target))
 
 
+def _fitted_shapes(m: int, n: int):
+    """(order, shape, fitted threads) of each THREAD_SHAPES entry whose fitted threads no
+    earlier entry has: the distinct blocks an m x n output can take."""
+    seen = set()
+    for order, shape in enumerate(THREAD_SHAPES):
+        t = fitted_threads(parse_shape(shape), m, n)
+        if t not in seen:
+            seen.add(t)
+            yield order, shape, t
+
+
 def _wgmma_over(m, n, chunks, bk, target, other: int, factor: bool) -> GridPlan | None:
     """wgmma_plan's choice among split_counts(..., factor)."""
     sms = sm_count(target)
-    best, best_key, seen = None, None, set()
-    for order, shape in enumerate(THREAD_SHAPES):
-        t = fitted_threads(parse_shape(shape), m, n)
-        if t in seen:
-            continue
-        seen.add(t)
+    best, best_key = None, None
+    for order, shape, t in _fitted_shapes(m, n):
         for s in (1,) + split_counts(chunks, SHORT_CHUNKS, factor=factor):
             cand = wgmma_price(m, n, chunks, bk, target, other, shape, s)
             if cand is None:
@@ -838,12 +845,8 @@ def wgmma_cheapest(m: int, n: int, chunks: int, bk: int, target) -> GridPlan | N
     split count and N tile (wgmma_n_tiles), balanced or not, its N tile recorded for 008: for an
     output no grid balances within BALANCE_SLACK (_on_warpgroups). Ties: the fewer partials and
     operand re-reads, then the larger tile."""
-    best, best_key, seen = None, None, set()
-    for order, shape in enumerate(THREAD_SHAPES):
-        t = fitted_threads(parse_shape(shape), m, n)
-        if t in seen:
-            continue
-        seen.add(t)
+    best, best_key = None, None
+    for order, shape, t in _fitted_shapes(m, n):
         for s in (1,) + split_counts(chunks, SHORT_CHUNKS):
             for cols in wgmma_n_tiles(n, t[1]):
                 cand = wgmma_price(m, n, chunks, bk, target, 1, shape, s, cols)
