@@ -225,6 +225,21 @@ def scores(rng, shape, inp):
     return "{x} @ {x}.transpose(-1, -2)", shape[:-1] + (shape[-2],)
 
 
+def attention(rng, shape, inp):
+    """softmax(x @ k^T) @ v written out, scaled or not: unscaled scores have no epilogue (the
+    running max is of the dot product itself), and a key count equal to the head dim makes
+    a transposed output's loops look like the softmax's rows."""
+    if len(shape) < 2:
+        return None
+    *lead, L, E = shape
+    T = rng.choice((1, 3, E, 33, L))
+    kv = tuple(lead) + (T, E)
+    if numel(lead) * L * T > MAX_NUMEL or numel(kv) > MAX_NUMEL or 2 * numel(shape) * T > MAX_MATMUL:
+        return None
+    scale = rng.choice(("", f" * {round(E ** -0.5, 4)}"))
+    return f"torch.softmax({{x}} @ {inp(kv)}.transpose(-1, -2){scale}, -1) @ {inp(kv)}", shape
+
+
 def sdpa4(rng, shape, inp):
     """Attention of 4-d heads: GQA, a float or bool mask, causal."""
     if len(shape) != 2:

@@ -159,6 +159,7 @@ TEMPLATES = (
     Template("sdpa", ("scaled_dot_product_attention",), mk.sdpa),
     Template("sdpa_heads", ("scaled_dot_product_attention", "unsqueeze", "expand", "gt"), mk.sdpa4),
     Template("scores", ("matmul", "transpose"), mk.scores),
+    Template("attention", ("matmul", "transpose", "softmax", "mul"), mk.attention),
     Template("nn_linear", ("linear",), mk.module("linear")),
     Template("nn_layer_norm", ("layer_norm",), mk.module("layer_norm")),
     Template("nn_rms_norm", ("rms_norm",), mk.module("rms_norm")),
