@@ -607,8 +607,7 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
             because = (f"on wgmma: 003's grid of {blocks} blocks (SM balance {sm_balance(blocks, sms):.2f}) has no "
                        f"warpgroup tile of its {shape} threads; no grid of warpgroup tiles balances it "
                        + stream_k_words(cheap.blocks // cheap.splits, chunks, sms))
-            rows = WGMMA_ROWS * (cheap.threads[0] * cheap.threads[1] // WARPGROUP)
-            return cheap, _why(cheap, sms, because, chunks, (rows, cheap.n_tile))
+            return cheap, _why(cheap, sms, because, chunks, planned_wgmma_tile(cheap, m, n, sms))
         if not balanced(even.blocks, sms) or chunks < 2 * MIN_CHUNKS:
             return _kept(found, f"{blocks} blocks, SM balance {sm_balance(blocks, sms):.2f}: "
                                 + ("no grid of warpgroup tiles balances it" if not balanced(even.blocks, sms) else
@@ -644,9 +643,7 @@ def _on_warpgroups(m: int, n: int, chunks: int, bk: int, target,
         because = (f"on wgmma: 003's grid of {launched.blocks} warpgroup tiles, SM balance {was:.2f}, prices "
                    f"{launched.us / cheap.us:.2f}x this one; {even_words} "
                    + stream_k_words(cheap.blocks // cheap.splits, chunks, sms))
-        rows = WGMMA_ROWS * (cheap.threads[0] * cheap.threads[1] // WARPGROUP)
-        tile = (rows, cheap.n_tile) if cheap.n_tile else wgmma_block_tile(m, n, cheap.threads, cheap.splits, sms)
-        return cheap, _why(cheap, sms, because, chunks, tile)
+        return cheap, _why(cheap, sms, because, chunks, planned_wgmma_tile(cheap, m, n, sms))
     return even, _why(even, sms, because, chunks, wgmma_block_tile(m, n, even.threads, even.splits, sms))
 
 
@@ -838,6 +835,13 @@ def wgmma_price(m: int, n: int, chunks: int, bk: int, target, other: int, shape:
     if splits > 1:               # the cheaper of 003's two ways to add the partials (reduce_choice)
         us += min(reduce_us(m, n, other, splits, blocks // splits, target))
     return GridPlan(shape, t, regs, splits, blocks, us, 2 * partials, n_tile)
+
+
+def planned_wgmma_tile(p: GridPlan, m: int, n: int, sms: int) -> tuple[int, int]:
+    """The block tile 008 gives plan `p` of one m x n matmul on wgmma: the plan's N tile where it
+    chose one (wgmma_cheapest), else 008's rule (wgmma_block_tile)."""
+    rows, cols = wgmma_block_tile(m, n, p.threads, p.splits, sms)
+    return (rows, p.n_tile) if p.n_tile else (rows, cols)
 
 
 def wgmma_cheapest(m: int, n: int, chunks: int, bk: int, target) -> GridPlan | None:
