@@ -281,3 +281,20 @@ def test_the_widest_n_tile_gives_way_to_a_balanced_grid():
                for r in step.remarks)
     if nvcc_available():
         compile_cuda(str(c.cuda), c.cuda.build_arch("sm_90"), kernel_names=c.cuda.kernels)
+
+
+def test_the_wgmma_n_knob_pins_a_fitting_tile_and_says_when_it_does_not():
+    a, b = _operands(128, 128, 64, torch.bfloat16)
+    c = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=_n_tile(32))
+    (mma,) = _wgmmas(c.tile_ir.kernels[0])
+    assert mma.n == 32
+    assert any("wgmma N tile 32, the knob's" in r for r in _remarks(c, "008_register_tile"))
+    _close_to_exact(c.run(a, b, backend="sim"), a, b, torch.bfloat16)
+    # 256 columns of a 64-column output would be three quarters padding: not a tile 008 tries
+    wide = deplokit.compile(lambda a, b: a @ b, a, b, target="sm_90", config=_n_tile(256))
+    (mma,) = _wgmmas(wide.tile_ir.kernels[0])
+    assert mma.n != 256
+    said = f"wgmma N tile 256 does not fit (64, 32, 16 do): {mma.n}"
+    assert any(said in r for r in _remarks(wide, "008_register_tile"))
+    (decision,) = [d for st in wide.trace if st.name == "008_register_tile" for d in st.decisions]
+    assert dict(decision.used)["wgmma_n"] == mma.n
