@@ -49,6 +49,9 @@ def _shape(rng) -> tuple[tuple[int, ...], str | None]:
             (a, b), rows = rng.choice(K_AXES), rng.choice(SKINNY_ROWS)
             shape = [rows, a, b] if rng.random() < 0.5 else [rows if rows < 3 else 2, a, 3, b]
             lead = "reshaped_k_matmul"
+        elif rng.random() < 0.06:      # heads of queries at a flash kernel's head dims: attention written out
+            shape = [rng.choice((1, 2, 4)), rng.choice((1, 3, 33, 64, 129)), rng.choice((8, 16, 32, 64))]
+            lead = "attention"
         if numel(shape) <= (MAX_LONG if shape[-1] in LONG_ROWS else MAX_NUMEL):
             return tuple(shape), lead
 

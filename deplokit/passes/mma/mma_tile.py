@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.fragments import SHAPES, WARP, MmaShape, MmaTile, ptx_layout
-from ...ir.index import Affine, Var, const, floordiv, free_vars, mod, var
+from ...ir.index import Affine, Var, bounds, const, floordiv, free_vars, mod, var
 from ...ir.lanes import is_multiple
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ...ir.substitute import substitute_body
@@ -246,6 +246,16 @@ class _Ctx:
     def block_scale(self) -> dict:
         return {b: var(b) * self.regs["M" if t == self.t_m else "N"] for t, b in self.blocks.items()}
 
+    def past_k_outside(self, st: Stage, tail: Loop) -> bool:
+        """Whether stage `st`'s elements past the K tail `tail` lie outside its tensor for every
+        block (the copy guards read zeros there): its K dim's origin plus the tail's extent is
+        at least the dim's extent."""
+        ax = next((a for a in st.slab if a.var == tail.var), None)
+        if ax is None or st.tensor not in self.types:
+            return False
+        b = bounds(st.origin[ax.dim], {a.var: a.extent for a in self.tile.axes})
+        return b is not None and b[0] + tail.extent >= self.types[st.tensor].shape[ax.dim]
+
     def stage(self, s: Stage) -> Stage:
         sizes = {self.t_m: ("a" + self.t_m[1:-1], self.regs["M"]), self.t_n: ("a" + self.t_n[1:-1], self.regs["N"])}
         slab = tuple(SlabAxis(sizes[ax.var][0], ax.extent * sizes[ax.var][1], ax.dim) if ax.var in sizes else ax
@@ -296,6 +306,11 @@ class _Ctx:
                      and st.name in {ld.tensor for ld in loads} and any(ax.var == s.var for ax in st.slab)]
             if len(tails) != len(loads) or any(st.buffers > 1 for st in tails):
                 raise _Refused(f"a K run of {s.extent} is not a whole number of the instruction's k = {k}")
+            if not any(self.past_k_outside(st, s) for st in tails):
+                # a K inside a longer axis (x[:, 3:124]): past the tail lie real elements of both
+                # operands, whose products the grown k would add
+                raise _Refused(f"a K tail of {s.extent} grown to k = {k} would read elements past K inside both "
+                               f"operands (a slice of a longer axis), not zeros")
             self.k_tails[s.var] = -(-s.extent // k) * k
             s = dataclasses.replace(s, extent=self.k_tails[s.var])
         by_role = {}
