@@ -40,7 +40,8 @@ ldmatrix per fragment; otherwise each element is one shared load (`lds`).
 
 Refused (the FMA register tile is used, the trace says why): a K loop body other than two
 staged loads, a multiply and a sum; a K run that is not a whole number of the instruction's k
-(a tail of 6 would read past the slab); operands not float32 for tf32; threads not whole warps.
+(a tail of 6 would read past the slab), except 002's K tail where one operand reads zeros past
+K (past_k_outside); operands not float32 for tf32; threads not whole warps.
 """
 from __future__ import annotations
 
@@ -300,8 +301,8 @@ class _Ctx:
             raise _Refused(f"a K run of {s.extent} is not a whole number of k steps of {k}")
         if s.extent % k:
             # a K tail (002's last chunk): its own stages, slabs of exactly the tail; grown to a
-            # whole k they read zeros past the tensor's end (the copies guard every unit), and
-            # a product with zero adds exactly nothing
+            # whole k, an operand whose elements past K lie past its tensor's end reads zeros
+            # there (the copies guard every unit), and a product with zero adds exactly nothing
             tails = [st for st, _ in walk(self.tile.body) if isinstance(st, Stage)
                      and st.name in {ld.tensor for ld in loads} and any(ax.var == s.var for ax in st.slab)]
             if len(tails) != len(loads) or any(st.buffers > 1 for st in tails):
