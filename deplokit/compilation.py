@@ -80,6 +80,29 @@ class CheckResult(Displayable):
         return self.ok and (self.float32 is None or self.float32.ok)
 
 
+_HALVES = (torch.bfloat16, torch.float16)
+
+
+def _widen(x):
+    """A half tensor as float32 (exactly), a half dtype as float32; anything else as it is."""
+    if isinstance(x, torch.Tensor) and x.dtype in _HALVES:
+        return x.float()
+    return torch.float32 if isinstance(x, torch.dtype) and x in _HALVES else x
+
+
+class _Float32Run(torch.overrides.TorchFunctionMode):
+    """Every torch call in float32: half tensor arguments widened, a half dtype asked for (a
+    factory's dtype=, .to(torch.bfloat16), a module's .to) read as float32, .half() and
+    .bfloat16() as .float(). The float32 reference of a source that makes its own half
+    tensors, as a -c program's module does (nn.Linear(...).to(torch.bfloat16))."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.Tensor.bfloat16, torch.Tensor.half):
+            return args[0].float()
+        args, kwargs = torch.utils._pytree.tree_map(_widen, (tuple(args), dict(kwargs or {})))
+        return func(*args, **kwargs)
+
+
 class Compilation(Displayable):
     """One program lowered once, for one target and config: its IRs and the trace. Not
     changed after it is built (assigning an attribute raises FrozenInstanceError): recompile
@@ -301,9 +324,8 @@ class Compilation(Displayable):
         source = self.source
         if isinstance(source, torch.nn.Module):
             source = copy.deepcopy(source).float()
-        floats = [t.float() if isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16) else t
-                  for t in inputs]
-        with torch.no_grad():
+        floats = [_widen(t) for t in inputs]
+        with torch.no_grad(), _Float32Run():     # a function that makes half tensors itself (-c)
             return source(*floats)
 
     def _eager(self, inputs):

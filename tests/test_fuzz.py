@@ -246,3 +246,19 @@ def test_half_case_runs_and_a_wrong_result_is_caught(monkeypatch):
         return out
     monkeypatch.setattr(comp.Compilation, "run", off)
     assert run_case(case, timeout=0).status == "fail"
+
+
+def test_a_wgmma_case_compiles_for_the_architecture_specific_target():
+    """A bf16 matmul on sm_90 issues wgmma, which only sm_90a's PTX has: the fuzzer's NVRTC
+    compile asks for the architecture the source says it needs (CudaSource.build_arch)."""
+    from deplokit.fuzz.runner import compile_case
+    from deplokit.runtime.nvrtc import nvrtc_available
+    text = ("x0 = torch.randn(128, 256, dtype=torch.bfloat16)\n"
+            "x1 = torch.randn(256, 128, dtype=torch.bfloat16)\nx0 @ x1")
+    case = Case(0, 0, text, ("mm",), "sm_90", {}, "bfloat16")
+    c, _ = compile_case(case)
+    assert c.cuda.arch_specific and c.cuda.build_arch("sm_90") == "sm_90a"
+    if not nvrtc_available():
+        pytest.skip("NVRTC not available")
+    outcome = run_case(case)
+    assert outcome.status == "ok", outcome.message

@@ -137,6 +137,22 @@ def test_a_half_op_eager_rounds_and_deplokit_keeps_in_float32_is_checked_at_both
     assert result.max_abs_error > 10 * result.float32.max_abs_error     # eager's rounding, not ours
 
 
+def test_a_source_that_makes_its_own_half_module_is_checked_against_a_float32_run():
+    # a -c program builds its module inside the source (nn.Linear(...).to(torch.bfloat16)):
+    # the float32 reference runs every torch call of it in float32, the module's weights too
+    from deplokit.frontend.expression import load_expression
+    program = load_expression("x0 = torch.randn(3, 100, dtype=torch.bfloat16)\n"
+                              "l = nn.Linear(100, 7).to(torch.bfloat16)\nl(x0)")
+    c = deplokit.compile(program.fn, *program.inputs)
+    reference = c.eager_float32()
+    eager = program.fn(*program.inputs)
+    assert eager.dtype == torch.bfloat16 and reference.dtype == torch.float32
+    assert not torch.equal(reference, eager.float())            # not eager's rounded output
+    assert torch.allclose(reference, eager.float(), rtol=2e-2, atol=2e-2)
+    result = c.check(backend="loop")
+    assert result.passed and result.float32 is not None
+
+
 def test_a_half_comparison_with_a_number_compares_in_half_as_eager():
     # eager compares a bf16 tensor with -2.2 in bf16 (-2.203125): the values between the two
     # numbers are on the other side than in float32, so the number is recorded rounded

@@ -313,6 +313,19 @@ case("reciprocal", "(37,129)", torch.reciprocal, away_from_zero(37, 129), tol=AR
 case("sin", "(37,129)", torch.sin, randn(37, 129, scale=3.0), tol=TRANSC)
 case("cos", "(37,129)", torch.cos, randn(37, 129, scale=3.0), tol=TRANSC)
 case("erf", "(37,129)", torch.erf, randn(37, 129, scale=2.0), tol=TRANSC)
+# the float math functions that are one C call each (ir/ops.py), at their whole domains
+case("log1p", "(37,129)", torch.log1p, positive(37, 129, lo=0.0, hi=100.0), tol=TRANSC)
+case("log1p(tiny)", "(37,129)", torch.log1p, randn(37, 129, scale=1e-5), tol=(1e-5, 0.0))   # not log(1 + x)
+case("expm1", "(37,129)", torch.expm1, randn(37, 129, scale=3.0), tol=TRANSC)
+case("log2", "(37,129)", torch.log2, positive(37, 129, lo=1e-3, hi=100.0), tol=TRANSC)
+case("log10", "(37,129)", torch.log10, positive(37, 129, lo=1e-3, hi=100.0), tol=TRANSC)
+case("exp2", "(37,129)", torch.exp2, randn(37, 129, scale=4.0), tol=TRANSC)
+case("sinh", "(37,129)", torch.sinh, randn(37, 129, scale=3.0), tol=TRANSC)
+case("cosh", "(37,129)", torch.cosh, randn(37, 129, scale=3.0), tol=TRANSC)
+case("tan", "(37,129)", torch.tan, randn(37, 129, scale=0.5), tol=TRANSC)
+case("atan", "(37,129)", torch.atan, randn(37, 129, scale=3.0), tol=TRANSC)
+case("asin", "(37,129)", lambda x: torch.asin(x.clamp(-1, 1)), randn(37, 129), tol=TRANSC)
+case("acos", "(37,129)", lambda x: torch.acos(x.clamp(-1, 1)), randn(37, 129), tol=TRANSC)
 # Relative accuracy near 0 (atol 0): erf(x) ~ 1.13 x must not carry an absolute error floor.
 case("erf(tiny)", "(37,129)", torch.erf, randn(37, 129, scale=1e-4), tol=(1e-5, 0.0))
 case("gelu(exact,tiny)", "(37,129)", F.gelu, randn(37, 129, scale=1e-4), tol=(1e-5, 0.0))
@@ -750,6 +763,27 @@ case("conv1d(depthwise causal)", "(3,5,37)",
 case("conv1d(stride 3,dilation 2,bias)", "(3,5,37)->7",
      module(lambda: nn.Conv1d(5, 7, 4, stride=3, dilation=2, padding=2)), randn(3, 5, 37), tol=REDUCE)
 case("copy_ into empty_like", "(3,37)", lambda x: torch.empty_like(x).copy_(x.amax(0)) - x, randn(3, 37), tol=EXACT)
+# positions reordered along axes (flip: n - 1 - i, roll: (i - shift) mod n), and values
+# replaced where they compare so (sign of NaN and -0.0 is +0; nan_to_num's defaults)
+case("flip(0,-1)", "(5,3,37)", lambda x: torch.flip(x, (0, -1)), randn(5, 3, 37), tol=EXACT)
+case("flip into matmul", "(37,64)", lambda x: torch.flip(x, (0,)).t() @ x, randn(37, 64), tol=REDUCE)
+case("roll(shifts,dims)", "(5,3,37)", lambda x: torch.roll(x, (2, -40, 1), (0, 2, 2)), randn(5, 3, 37), tol=EXACT)
+case("roll(flattened)", "(5,37)", lambda x: torch.roll(x, 7) * 2, randn(5, 37), tol=EXACT)
+case("sign", "(3,37)", lambda x: torch.sign(torch.where(x.abs() < 0.3, -0.0 * x, x) / (x > 1.5)),
+     randn(3, 37), tol=EXACT)
+case("sign(int)", "(3,37)", lambda x: torch.sign((x * 4).long()), randn(3, 37), tol=EXACT)
+# to a whole float: round is half to even (the halves -2.5 .. 2.5 are exact ties), an integer
+# tensor its own result
+case("floor/ceil", "(3,37)", lambda x: torch.floor(x * 3) * 10 + torch.ceil(x * 3), randn(3, 37), tol=EXACT)
+case("round/trunc(ties)", "(3,37)", lambda x: torch.round((x * 4).round() / 2) * 10 + torch.trunc(x * 4),
+     randn(3, 37), tol=EXACT)
+case("floor/round(int)", "(3,37)", lambda x: torch.floor((x * 4).long()) + torch.round((x * 3).int()),
+     randn(3, 37), tol=EXACT)
+# (nan where |x| <= 0.5, +-inf where |x| <= 1, x elsewhere)
+case("nan_to_num", "(3,37)", lambda x: torch.nan_to_num(x * (x.abs() > 0.5) / (x.abs() > 1)), randn(3, 37), tol=EXACT)
+case("nan_to_num(nan,posinf,neginf)", "(3,37)",
+     lambda x: torch.nan_to_num(x * (x.abs() > 0.5) / (x.abs() > 1), nan=1.5, posinf=2.0, neginf=-3.0),
+     randn(3, 37), tol=EXACT)
 
 
 def _routed(x, w, ids):

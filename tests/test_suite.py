@@ -129,6 +129,17 @@ def test_compile_only_suite_entry_runs_in_a_worker(tmp_path, capsys):
     assert "| rmsnorm.tinyllama.s32 | ok | 1 |" in md and "| rmsnorm.tinyllama.s32.bf16 | ok | 1 |" in md
 
 
+def test_compile_only_builds_a_wgmma_entry_for_sm_90a(tmp_path):
+    """A bf16 projection issues wgmma on sm_90: NVRTC builds it for sm_90a, the only PTX that has
+    wgmma (CudaSource.build_arch), not for the plain target it was asked for."""
+    from deplokit.bench.runner import compile_entry
+    from deplokit.runtime.nvrtc import nvrtc_available
+    if not nvrtc_available():
+        pytest.skip("NVRTC not available")
+    row = compile_entry("matmul.qwen.q_proj.s128.bf16", "sm_90")
+    assert row["status"] == "ok" and row["cubin_bytes"] > 0
+
+
 def test_resume_runs_only_what_an_earlier_run_left(tmp_path, capsys):
     out = tmp_path / "res"
     args = ["bench", "--suite", "llm", "--compile-only", "--out", str(out)]

@@ -279,6 +279,22 @@ def cumsum(rng, shape, inp):
     return (f"torch.cumsum({{x}}, {dim(rng, shape)})", shape) if shape else None
 
 
+def flip(rng, shape, inp):
+    if not shape:
+        return None
+    dims = sorted(set(dim(rng, shape) for _ in range(rng.randint(1, len(shape)))))
+    return f"torch.flip({{x}}, {tuple(dims)})", shape
+
+
+def roll(rng, shape, inp):
+    if not shape:
+        return None
+    if rng.random() < 0.25:         # no dims: the flattened tensor rolls
+        return f"torch.roll({{x}}, {rng.randint(-9, 9)})", shape
+    d = dim(rng, shape)
+    return f"torch.roll({{x}}, {rng.randint(-2 * shape[d], 2 * shape[d])}, {d})", shape
+
+
 def unflatten(rng, shape, inp):
     if not shape or shape[-1] % 3:
         return None

@@ -211,7 +211,7 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
                                        time.perf_counter() - start)
                 stage = "nvrtc"
                 if nvrtc_available():
-                    WORKER.compile(str(c.cuda), case.target)
+                    WORKER.compile(str(c.cuda), c.cuda.build_arch(case.target))
                 return Outcome(case, "ok", seconds=time.perf_counter() - start)
             stage = "eager"
             e32, spread = reference(program.fn, program.inputs)
@@ -242,7 +242,7 @@ def run_case(case: Case, timeout: float = 60.0, nvcc: bool = False, rtol: float 
                                    time.perf_counter() - start)
             stage = "nvrtc"
             if nvrtc_available():
-                WORKER.compile(str(c.cuda), case.target)
+                WORKER.compile(str(c.cuda), c.cuda.build_arch(case.target))
             if nvcc:
                 stage = "nvcc"
                 if nvcc_available():

@@ -85,6 +85,16 @@ TEMPLATES = (
     Template("tril", ("tril",), mk.tri("tril")),
     Template("triu", ("triu",), mk.tri("triu")),
     Template("cumsum", ("cumsum",), mk.cumsum),
+    Template("flip", ("flip",), mk.flip),
+    Template("roll", ("roll",), mk.roll),
+    Template("sign", ("sign",), _unary("torch.sign({x})")),
+    Template("floor", ("floor", "mul"), _unary("torch.floor({x} * 3)")),
+    Template("ceil", ("ceil", "mul"), _unary("torch.ceil({x} * 3)")),
+    Template("round", ("round", "mul"), _unary("torch.round({x} * 2)")),     # ties at the halves
+    Template("trunc", ("trunc", "mul"), _unary("torch.trunc({x} * 3)")),
+    # NaN where |x| <= 0.3, +-inf past it up to 0.6: each of nan_to_num's three replacements
+    Template("nan_to_num", ("nan_to_num", "mul", "abs", "gt", "div"),
+             _unary("torch.nan_to_num({x} * ({x}.abs() > 0.3) / ({x}.abs() > 0.6))")),
     Template("position_ids", ("cumsum", "gt", "le", "to", "sub", "masked_fill", "mul"), mk.position_ids),
     Template("stack", ("stack",), mk.stack),
     Template("unflatten", ("unflatten",), mk.unflatten),

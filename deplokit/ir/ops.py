@@ -120,6 +120,23 @@ _TABLE = (
     Op("relu", 1, "same", _relu, aten=("relu",), fuzz="torch.relu({x})"),
     Op("sin", 1, "float", np.sin, "sinf", 6, ("sin",), "torch.sin({x})"),
     Op("cos", 1, "float", np.cos, "cosf", 6, ("cos",), "torch.cos({x})"),
+    Op("log1p", 1, "float", np.log1p, "log1pf", 4, ("log1p",), "torch.log1p({x}.abs())", ("abs",)),
+    Op("expm1", 1, "float", np.expm1, "expm1f", 4, ("expm1",), "torch.expm1({x}.clamp(-20, 20))", ("clamp",)),
+    Op("log2", 1, "float", np.log2, "log2f", 2, ("log2",), "torch.log2({x}.abs() + 1)", ("abs", "add")),
+    Op("log10", 1, "float", np.log10, "log10f", 2, ("log10",), "torch.log10({x}.abs() + 1)", ("abs", "add")),
+    Op("exp2", 1, "float", np.exp2, "exp2f", 1, ("exp2",), "torch.exp2({x}.clamp(-20, 20))", ("clamp",)),
+    Op("sinh", 1, "float", np.sinh, "sinhf", 4, ("sinh",), "torch.sinh({x}.clamp(-20, 20))", ("clamp",)),
+    Op("cosh", 1, "float", np.cosh, "coshf", 4, ("cosh",), "torch.cosh({x}.clamp(-20, 20))", ("clamp",)),
+    Op("tan", 1, "float", np.tan, "tanf", 8, ("tan",), "torch.tan({x}.clamp(-1.5, 1.5))", ("clamp",)),
+    Op("atan", 1, "float", np.arctan, "atanf", 6, ("atan",), "torch.atan({x})"),
+    Op("asin", 1, "float", np.arcsin, "asinf", 6, ("asin",), "torch.asin({x}.clamp(-1, 1))", ("clamp",)),
+    Op("acos", 1, "float", np.arccos, "acosf", 6, ("acos",), "torch.acos({x}.clamp(-1, 1))", ("clamp",)),
+    # float to a whole float (passes/decompose/rounding.py; an integer operand is its own result):
+    # round is half to even, as torch.round; truncate toward zero, unlike `trunc`, keeps the float
+    Op("floor", 1, "same", np.floor, "floorf"),
+    Op("ceil", 1, "same", np.ceil, "ceilf"),
+    Op("round", 1, "same", np.rint, "rintf"),
+    Op("truncate", 1, "same", np.trunc, "truncf"),
     Op("logical_not", 1, "bool", np.logical_not, aten=("logical_not",)),
     Op("trunc", 1, "int64", lambda x: np.trunc(x).astype(np.int64), "truncf"),   # float -> int casts only
     # A change of storage type, half <-> float32 (the node's dtype says to which): to float32 exact,

@@ -79,11 +79,12 @@ def op_expr(op: str, args, dtype: str, pre: list, fresh) -> K.Expr:
 
 def _operand_dtype(args, default: str) -> str:
     """The type two operands are compared (or selected) in: their promotion, float32 where a
-    constant is no whole number (an int64 below 2.5 compares as float, as torch does)."""
+    constant is no whole number (an int64 below 2.5 compares as float, as torch does) or one
+    past int64 (below 1e19 too: no integer holds it)."""
     dtypes = [d for _, d in args if d is not None]
     for e, d in args:
         if d is None and isinstance(e, K.Const) and not isinstance(e.value, (bool, int)) and \
-                not (e.value == e.value and abs(e.value) != float("inf") and float(e.value).is_integer()):
+                not (e.value == e.value and abs(e.value) < 2 ** 63 and float(e.value).is_integer()):
             dtypes.append("float32")
     return promote(dtypes or [default])
 

@@ -38,7 +38,7 @@ def _integer_operands(op: str, args: list) -> bool:
     values = args[1:] if op == "where" else args
     arrays = [a for a in values if isinstance(a, (np.ndarray, np.generic))]
     return bool(arrays) and all(np.issubdtype(a.dtype, np.integer) for a in arrays) and all(
-        float(a).is_integer() for a in values if isinstance(a, float))
+        float(a).is_integer() and abs(a) < 2 ** 63 for a in values if isinstance(a, float))
 
 
 def apply(op: str, args: list, dtype: str | None = None):
@@ -46,7 +46,9 @@ def apply(op: str, args: list, dtype: str | None = None):
     int32 arithmetic wraps and a cast node converts, as torch does."""
     if dtype in ("int64", "int32", "bool") and op != "trunc":
         # an integer result: integral float constants are integers (Loop IR holds them as floats)
-        args = [np.int64(a) if isinstance(a, float) and a.is_integer() else a for a in args]
+        # (those int64 holds: x < -3.4e38 compares with the float)
+        args = [np.int64(a) if isinstance(a, float) and a.is_integer() and abs(a) < 2 ** 63 else a
+                for a in args]
     if _integer_operands(op, args):
         args = [np.int64(a) if isinstance(a, float) else a for a in args]
         with np.errstate(over="ignore", divide="ignore"):

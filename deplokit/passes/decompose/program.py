@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     einsum,
     embedding,
     expand,
+    flip,
     gelu,
     grouped_mm,
     hardswish,
@@ -51,7 +52,9 @@ from . import (  # noqa: F401
     repeat_interleave,
     reshape,
     rms_norm,
+    rounding,
     sdpa,
+    sign,
     silu,
     slice,
     softmax,
@@ -72,8 +75,9 @@ from . import (  # noqa: F401
 from .builder import Builder
 from .registry import RULES
 
-# Torch-IR ops whose result dtype the rule must see as written: a cast to half rounds.
-_CASTS = ("to",)
+# Torch-IR ops whose result dtype the rule must see as written: a cast to half rounds;
+# nan_to_num's default for an infinity is the largest finite value of the half format.
+_CASTS = ("to", "nan_to_num")
 # Torch-IR ops that contract their operands (a sum of products), and which arguments those are.
 # (einsum: every argument)
 CONTRACTION_OPERANDS = {"matmul": (0, 1), "mm": (0, 1), "bmm": (0, 1), "linear": (0, 1), "addmm": (1, 2),
@@ -86,7 +90,7 @@ DECISIONS = frozenset(("gt", "lt", "ge", "le", "eq", "ne", "floor_divide", "rema
 # Ops that move or copy their first argument's elements without computing on them.
 _VIEWS = frozenset(("view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "expand", "expand_as",
                     "squeeze", "unsqueeze", "slice", "select", "contiguous", "clone", "alias", "detach", "dropout",
-                    "to"))
+                    "to", "flip", "roll"))
 # The suffix of a half tensor's float32 copy and of a half output's rounded value.
 _SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 
