@@ -772,6 +772,39 @@ case("roll(flattened)", "(5,37)", lambda x: torch.roll(x, 7) * 2, randn(5, 37), 
 case("sign", "(3,37)", lambda x: torch.sign(torch.where(x.abs() < 0.3, -0.0 * x, x) / (x > 1.5)),
      randn(3, 37), tol=EXACT)
 case("sign(int)", "(3,37)", lambda x: torch.sign((x * 4).long()), randn(3, 37), tol=EXACT)
+# whether every (some) element is nonzero, over axes or the whole tensor
+case("all/any(dims)", "(3,5,37)",
+     lambda x: (x > -2.5).all(-1).float() * 2 + (x > 2).any(dim=(0, 2), keepdim=True)[..., 0],
+     randn(3, 5, 37), tol=EXACT)
+case("all/any(whole)", "(3,37)", lambda x: torch.stack([(x > -3).all(), x.any(), (x.long() > 9).any()]),
+     randn(3, 37), tol=EXACT)
+# compositions of the primitives, each as torch computes it (lerp from the nearer end, elu
+# through expm1, log_sigmoid as -softplus(-x), clamp and tile with tensors and short repeats)
+case("lerp(number both sides)", "(3,37)", lambda x: torch.lerp(x, x * 3 + 1, 0.25) + torch.lerp(x, -x, 0.75),
+     randn(3, 37), tol=ARITH)
+case("lerp(tensor weight)", "(3,37)", lambda x: torch.lerp(x, x.flip(1), torch.sigmoid(x * 3)), randn(3, 37),
+     tol=ARITH)
+case("addcmul/addcdiv", "(3,37)",
+     lambda x: torch.addcmul(x, x, x.flip(0), value=0.5) + torch.addcdiv(x, x, x.abs() + 1), randn(3, 37), tol=ARITH)
+case("glu", "(3,38)", lambda x: F.glu(x) + F.glu(x.t().reshape(38, 3), 0).t().reshape(-1)[:57].reshape(3, 19),
+     randn(3, 38), tol=TRANSC)
+case("elu/selu/celu", "(3,37)", lambda x: F.elu(x, 0.5) + F.selu(x) + F.celu(x, 2.0), randn(3, 37, scale=3.0),
+     tol=TRANSC)
+case("log_sigmoid", "(3,37)", F.logsigmoid, randn(3, 37, scale=12.0), tol=TRANSC)
+case("outer", "(37,)", lambda x: torch.outer(x, x[:9] * 2), randn(37), tol=EXACT)
+case("clamp(tensors)/clip", "(3,37)", lambda x: x.clamp(min=x[0]) + torch.clamp(x, max=x[:, :1]) + torch.clip(x, -1, 1),
+     randn(3, 37), tol=EXACT)
+case("frac/div(trunc)", "(3,37)", lambda x: torch.frac(x * 3) + torch.div(x, 0.3, rounding_mode="trunc"),
+     randn(3, 37), tol=ARITH)
+case("atan2/hypot", "(3,37)", lambda x: torch.atan2(x, x.flip(1)) + torch.hypot(x, x.flip(0) + 1), randn(3, 37),
+     tol=TRANSC)
+case("tile", "(3,37)", lambda x: torch.tile(x, (2,))[:, 30:67] + torch.tile(x, (2, 1, 1)).sum(0), randn(3, 37),
+     tol=EXACT)
+# a mask compared with a whole number compares as int64, as torch (mask > -1 is true: not
+# a compare with the bool -1 would make)
+case("mask compared with a number", "(3,37)",
+     lambda x: torch.where((x > 0.5) > -1, x, 0.5) + ((x > 0) < 1) * 2 + ((x > 0) >= 2) * 4 + ((x > 0) != -3) * 8,
+     randn(3, 37), tol=EXACT)
 # to a whole float: round is half to even (the halves -2.5 .. 2.5 are exact ties), an integer
 # tensor its own result
 case("floor/ceil", "(3,37)", lambda x: torch.floor(x * 3) * 10 + torch.ceil(x * 3), randn(3, 37), tol=EXACT)

@@ -98,6 +98,14 @@ def _clamp(args, kwargs):
     return (args[0],), (("min", lo), ("max", hi))
 
 
+def _clamp_tensor(args, kwargs):
+    """clamp(x, min, max) with tensor bounds (either may be None): the bounds are operands."""
+    lo = args[1] if len(args) > 1 else kwargs.get("min")
+    hi = args[2] if len(args) > 2 else kwargs.get("max")
+    return (args[0],) + tuple(t for t in (lo, hi) if t is not None), (("has_min", lo is not None),
+                                                                        ("has_max", hi is not None))
+
+
 def _copy(args, kwargs):
     return (args[0],), ()
 
@@ -134,6 +142,12 @@ ATEN_OPS: dict[str, tuple[str, Normaliser]] = {
     "sum.default": ("sum", _reduce),
     "amax.default": ("amax", _reduce),
     "amin.default": ("amin", _reduce),
+    "all.default": ("all", _reduce),
+    "all.dim": ("all", _reduce),
+    "all.dims": ("all", _reduce),
+    "any.default": ("any", _reduce),
+    "any.dim": ("any", _reduce),
+    "any.dims": ("any", _reduce),
     "transpose.int": ("transpose", _positional(("dim0", "dim1"), {}, 1)),
     "t.default": ("t", _unary),
     "numpy_T.default": ("t", _unary),
@@ -173,7 +187,8 @@ for _aten, _op in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"
                    ("rsub", "rsub"), ("maximum", "maximum"), ("minimum", "minimum"),
                    ("gt", "gt"), ("lt", "lt"), ("ge", "ge"), ("le", "le"), ("eq", "eq"),
                    ("ne", "ne"), ("logical_and", "logical_and"), ("logical_or", "logical_or"),
-                   ("floor_divide", "floor_divide"), ("remainder", "remainder")):
+                   ("floor_divide", "floor_divide"), ("remainder", "remainder"), ("atan2", "atan2"),
+                   ("hypot", "hypot")):
     ATEN_OPS[f"{_aten}.Tensor"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.Scalar"] = (_op, _binary)
     ATEN_OPS[f"{_aten}.default"] = (_op, _binary)
@@ -230,6 +245,22 @@ ATEN_OPS.update({
     "round.default": ("round", _unary),
     "trunc.default": ("trunc", _unary),
     "fix.default": ("trunc", _unary),
+    "frac.default": ("frac", _unary),
+    "clip.default": ("clamp", _clamp),
+    "clamp.Tensor": ("clamp_tensor", lambda a, k: _clamp_tensor(a, k)),
+    "clip.Tensor": ("clamp_tensor", lambda a, k: _clamp_tensor(a, k)),
+    "lerp.Scalar": ("lerp", lambda a, k: ((a[0], a[1]), (("weight", a[2]),))),
+    "lerp.Tensor": ("lerp", lambda a, k: ((a[0], a[1], a[2]), ())),
+    "addcmul.default": ("addcmul", _positional(("value",), {"value": 1}, 3)),
+    "addcdiv.default": ("addcdiv", _positional(("value",), {"value": 1}, 3)),
+    "glu.default": ("glu", _positional(("dim",), {"dim": -1}, 1)),
+    "elu.default": ("elu", _positional(("alpha", "scale", "input_scale"), {"alpha": 1, "scale": 1, "input_scale": 1},
+                                       1)),
+    "selu.default": ("selu", _unary),
+    "celu.default": ("celu", _positional(("alpha",), {"alpha": 1.0}, 1)),
+    "log_sigmoid.default": ("log_sigmoid", _unary),
+    "outer.default": ("outer", lambda a, k: ((a[0], a[1]), ())),
+    "tile.default": ("repeat", _positional(("repeats",), {}, 1)),
     "nan_to_num.default": ("nan_to_num", _positional(("nan", "posinf", "neginf"),
                                                      {"nan": None, "posinf": None, "neginf": None}, 1)),
     "unfold.default": ("unfold", _positional(("dim", "size", "step"), {}, 1)),

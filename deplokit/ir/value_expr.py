@@ -80,12 +80,17 @@ def op_expr(op: str, args, dtype: str, pre: list, fresh) -> K.Expr:
 def _operand_dtype(args, default: str) -> str:
     """The type two operands are compared (or selected) in: their promotion, float32 where a
     constant is no whole number (an int64 below 2.5 compares as float, as torch does) or one
-    past int64 (below 1e19 too: no integer holds it)."""
+    past int64 (below 1e19 too: no integer holds it); int64 where a bool meets a whole number
+    (mask > -1 is true, as in torch: not a compare with the bool -1 would be)."""
     dtypes = [d for _, d in args if d is not None]
     for e, d in args:
-        if d is None and isinstance(e, K.Const) and not isinstance(e.value, (bool, int)) and \
+        if d is not None or not isinstance(e, K.Const) or isinstance(e.value, bool):
+            continue
+        if not isinstance(e.value, int) and \
                 not (e.value == e.value and abs(e.value) < 2 ** 63 and float(e.value).is_integer()):
             dtypes.append("float32")
+        elif all(t == "bool" for _, t in args if t is not None):
+            dtypes.append("int64")
     return promote(dtypes or [default])
 
 

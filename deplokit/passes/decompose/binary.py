@@ -9,7 +9,8 @@ _DIRECT = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide",
            "maximum": "maximum", "minimum": "minimum", "gt": "greater", "lt": "less",
            "ge": "greater_equal", "le": "less_equal", "eq": "equal", "ne": "not_equal",
            "logical_and": "logical_and", "logical_or": "logical_or",
-           "floor_divide": "floor_divide", "remainder": "remainder"}   # // and % round to the floor, as torch
+           "floor_divide": "floor_divide", "remainder": "remainder",   # // and % round to the floor, as torch
+           "atan2": "atan2", "hypot": "hypot"}
 
 
 @rule(*_DIRECT)
@@ -26,7 +27,8 @@ def decompose_binary(op, b: Builder) -> str:
 
 def _rounded_division(op, b: Builder, lhs, rhs, mode: str) -> str:
     """div(a, b, rounding_mode): floor is floor_divide; trunc of integers is the floor
-    quotient moved one up where it is negative and inexact (C's division, computed exactly)."""
+    quotient moved one up where it is negative and inexact (C's division, computed exactly),
+    of floats the quotient truncated."""
     if mode == "floor":
         return b.elementwise("floor_divide", lhs, rhs)
     if mode == "trunc" and op.type.dtype in ("int64", "int32"):
@@ -35,8 +37,10 @@ def _rounded_division(op, b: Builder, lhs, rhs, mode: str) -> str:
         up = b.elementwise("logical_and", b.elementwise("not_equal", r, 0, hint="inexact"),
                            b.elementwise("less", q, 0, hint="negative"), hint="up")
         return b.elementwise("where", up, b.elementwise("add", q, 1, hint="quot_up"), q)
-    raise UnsupportedOpError(f"div (node {op.name}) with rounding_mode={mode!r} on {op.type.dtype}; deplokit "
-                             f"supports rounding_mode='floor', and 'trunc' on integer tensors")
+    if mode == "trunc":         # floats: the quotient rounded toward zero, as torch's trunc(a / b)
+        return b.elementwise("truncate", b.elementwise("divide", lhs, rhs, hint="quot"))
+    raise UnsupportedOpError(f"div (node {op.name}) with rounding_mode={mode!r}; deplokit supports "
+                             f"rounding_mode='floor' and 'trunc'")
 
 
 @rule("rsub")

@@ -1,4 +1,5 @@
-"""clamp: maximum with the lower bound, then minimum with the upper bound."""
+"""clamp: maximum with the lower bound, then minimum with the upper bound (numbers, or
+tensors broadcast against x: clamp_tensor)."""
 from __future__ import annotations
 
 from .builder import Builder
@@ -14,4 +15,14 @@ def decompose_clamp(op, b: Builder) -> str:
         out = b.elementwise("maximum", out, lo)
     if hi is not None:
         out = b.elementwise("minimum", out, hi)
+    return out
+
+
+@rule("clamp_tensor")
+def decompose_clamp_tensor(op, b: Builder) -> str:
+    out, bounds = op.args[0], list(op.args[1:])
+    if op.attr("has_min", False):
+        out = b.elementwise("maximum", out, bounds.pop(0))
+    if op.attr("has_max", False):
+        out = b.elementwise("minimum", out, bounds.pop(0))
     return out

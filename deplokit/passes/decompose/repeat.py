@@ -1,4 +1,4 @@
-"""repeat (tile): out[..., p, ...] = x[..., p % n, ...] on every axis, new leading axes first."""
+"""repeat and tile: out[..., p, ...] = x[..., p % n, ...] on every axis, new leading axes first."""
 from __future__ import annotations
 
 from ...ir.index import DIM_NAMES, const, mod, var
@@ -11,6 +11,7 @@ def decompose_repeat(op, b: Builder) -> str:
     x = op.args[0]
     repeats = tuple(op.attr("repeats"))
     shape = b.shape(x)
+    repeats = (1,) * (len(shape) - len(repeats)) + repeats     # tile: fewer repeats than axes
     lead = len(repeats) - len(shape)
     out = tuple(repeats[:lead]) + tuple(e * r for e, r in zip(shape, repeats[lead:]))
     ranges = {DIM_NAMES[q]: e for q, e in enumerate(out)}

@@ -1,5 +1,5 @@
 """softplus(x) = log1p(exp(beta * x)) / beta, and x itself where beta * x > threshold
-(torch's cut-off, where the two agree in float32)."""
+(torch's cut-off, where the two agree in float32); log_sigmoid(x) = -softplus(-x)."""
 from __future__ import annotations
 
 from .builder import Builder
@@ -28,3 +28,9 @@ def log1p(b: Builder, u: str) -> str:
 @rule("softplus")
 def decompose_softplus(op, b: Builder) -> str:
     return softplus(b, op.args[0], op.attr("beta", 1.0), op.attr("threshold", 20.0))
+
+
+@rule("log_sigmoid")
+def decompose_log_sigmoid(op, b: Builder) -> str:
+    negated = b.elementwise("neg", op.args[0], hint="minus_x")
+    return b.elementwise("neg", softplus(b, negated), hint="log_sigmoid")

@@ -204,13 +204,14 @@ def nan_minmax_decls(text: str) -> list[str]:
 # deplokit elementwise op name -> CUDA single-precision function (unary/binary calls): the
 # primitives' (ir/ops.py), and the C functions Kernel IR calls by their own names
 _FLOAT_FUNCS = {name: op.cuda for name, op in OPS.items() if op.cuda and not is_c_operator(op.cuda)} | {
-    "floor": "floorf", "ceil": "ceilf", "exp2": "exp2f", "log2": "log2f", "log1p": "log1pf", "expm1": "expm1f",
     "fmaxf": "fmaxf", "fminf": "fminf",       # C's, by their C names: the other operand for a NaN
 }
 _FLOAT_FUNCS["round_tf32"] = "round_tf32"       # precision="tf32": an mma operand's value (tf32_decls)
 _FLOAT_FUNCS.update({c: c for c in list(_FLOAT_FUNCS.values())})
 _FLOAT_FUNCS.update({"maximum": NAN_MINMAX["max"], "minimum": NAN_MINMAX["min"]})
-_ARITY_2 = {"pow", "powf", "maximum", "fmaxf", "minimum", "fminf"}
+# the two-operand functions (powf, atan2f, hypotf), by either name
+_ARITY_2 = {"maximum", "fmaxf", "minimum", "fminf"} | {
+    n for name, op in OPS.items() if op.arity == 2 and name in _FLOAT_FUNCS for n in (name, op.cuda) if n}
 # Elementwise ops that are C operators (ir/ops.py).
 _INFIX_CALLS = {name: op.cuda for name, op in OPS.items() if is_c_operator(op.cuda)}
 _CALL_ARITY = {"neg": 1, "reciprocal": 1, "sigmoid": 1, "relu": 1, "logical_not": 1, "where": 3}
