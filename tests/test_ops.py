@@ -800,6 +800,17 @@ case("atan2/hypot", "(3,37)", lambda x: torch.atan2(x, x.flip(1)) + torch.hypot(
      tol=TRANSC)
 case("tile", "(3,37)", lambda x: torch.tile(x, (2,))[:, 30:67] + torch.tile(x, (2, 1, 1)).sum(0), randn(3, 37),
      tol=EXACT)
+case("pad(constant,crop,circular)", "(3,37)",
+     lambda x: F.pad(x, (2, -3, 1, 0), value=1.5).sum(0) + F.pad(x[None], (4, 2), mode="circular")[0, 0, 3:39],
+     randn(3, 37), tol=ARITH)
+case("pad(int,bool)", "(3,37)", lambda x: F.pad((x * 3).long(), (0, 2), value=7) + F.pad(x > 0, (1, 1)),
+     randn(3, 37), tol=EXACT)
+case("cosine_similarity", "(3,37)", lambda x: F.cosine_similarity(x, x * 2 + 1) + F.cosine_similarity(x, x[:1], 0)[:3],
+     randn(3, 37), tol=REDUCE)
+case("diag", "(37,)", lambda x: torch.diag(x[:12].reshape(3, 4), 1).sum() + torch.diag(x[:5], -2), randn(37),
+     tol=EXACT)
+case("logaddexp", "(3,37)", lambda x: torch.logaddexp(x * 4, x.flip(1) * 3) + torch.logaddexp(x / (x > 0), x / (x > 0)),
+     randn(3, 37), tol=TRANSC)
 # a mask compared with a whole number compares as int64, as torch (mask > -1 is true: not
 # a compare with the bool -1 would make)
 case("mask compared with a number", "(3,37)",

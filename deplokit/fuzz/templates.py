@@ -49,6 +49,26 @@ def _reduce(expr, keep_allowed=True):
     return make
 
 
+def _pad(rng, shape, inp):
+    """F.pad of the last axis (and the one before it, at times), a negative amount cropping."""
+    if not shape:
+        return None
+    axes = 1 if len(shape) == 1 or rng.random() < 0.5 else 2
+    amounts = [rng.randint(-1 if shape[-1 - k // 2] > 2 else 0, 3) for k in range(2 * axes)]
+    out = list(shape)
+    for k in range(axes):
+        out[-1 - k] += amounts[2 * k] + amounts[2 * k + 1]
+    return f"F.pad({{x}}, {tuple(amounts)}, value={round(rng.uniform(-1, 1), 2)})", tuple(out)
+
+
+def _cosine_similarity(rng, shape, inp):
+    if not shape:
+        return None
+    d = dim(rng, shape)
+    other = inp(broadcast_shape(rng, shape))
+    return f"F.cosine_similarity({{x}}, {other}, {d - len(shape)})", shape[:d] + shape[d + 1:]
+
+
 def _rowwise(expr):
     def make(rng, shape, inp):
         if not shape:
@@ -88,8 +108,8 @@ TEMPLATES = (
     Template("flip", ("flip",), mk.flip),
     Template("roll", ("roll",), mk.roll),
     Template("sign", ("sign",), _unary("torch.sign({x})")),
-    Template("all", ("all", "gt"), _reduce("({x} > -1.5).all({d}, keepdim={keep})")),
-    Template("any", ("any", "gt"), _reduce("({x} > 1.5).any({d}, keepdim={keep})")),
+    Template("all", ("all", "gt", "to"), _reduce("({x} > -1.5).all({d}, keepdim={keep}).float()")),
+    Template("any", ("any", "gt", "to"), _reduce("({x} > 1.5).any({d}, keepdim={keep}).float()")),
     Template("lerp", ("lerp",), _binary("torch.lerp({x}, {y}, 0.3)", scalar_ok=False)),
     Template("lerp_tensor", ("lerp", "sigmoid"), _binary("torch.lerp({x}, {y}, torch.sigmoid({x}))", scalar_ok=False)),
     Template("addcmul", ("addcmul",), _binary("torch.addcmul({x}, {y}, {x}, value=0.5)", scalar_ok=False)),
@@ -97,6 +117,9 @@ TEMPLATES = (
     Template("atan2", ("atan2",), _binary("torch.atan2({x}, {y})", scalar_ok=False)),
     Template("hypot", ("hypot",), _binary("torch.hypot({x}, {y})", scalar_ok=False)),
     Template("clamp_tensor", ("clamp_tensor",), _binary("{x}.clamp(min={y})", scalar_ok=False)),
+    Template("logaddexp", ("logaddexp",), _binary("torch.logaddexp({x}, {y})", scalar_ok=False)),
+    Template("pad", ("pad",), _pad),
+    Template("cosine_similarity", ("cosine_similarity",), _cosine_similarity),
     Template("elu", ("elu",), _unary("F.elu({x}, 0.5)")),
     Template("selu", ("selu",), _unary("F.selu({x})")),
     Template("celu", ("celu",), _unary("F.celu({x}, 2.0)")),
