@@ -96,7 +96,8 @@ CONTRACTION_OPERANDS = {"matmul": (0, 1), "mm": (0, 1), "bmm": (0, 1), "linear":
 # of the largest): fed a half op's unrounded value they may decide otherwise than eager, which
 # rounded it (x_bf16 * 3 > 1 at x * 3 = 1.0009: eager's product is 1.0, not > 1).
 DECISIONS = frozenset(("gt", "lt", "ge", "le", "eq", "ne", "floor_divide", "remainder", "floor", "ceil",
-                       "round", "trunc", "sign", "argmax", "argmin", "topk", "histc"))
+                       "round", "trunc", "frac", "sign", "all", "any", "atan2", "argmax", "argmin", "topk",
+                       "histc"))
 # Ops that move or copy their first argument's elements without computing on them.
 _VIEWS = frozenset(("view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "expand", "expand_as",
                     "squeeze", "unsqueeze", "slice", "select", "contiguous", "clone", "alias", "detach", "dropout",
