@@ -95,8 +95,12 @@ def test_floor_divide_and_remainder_with_negatives():
     y = torch.tensor([3, -3, 4, -4, 5, -5, 7, 2])
     _exact_everywhere(lambda x, y: (x // y, x % y, torch.div(x, y, rounding_mode="floor"),
                                     torch.div(x, y, rounding_mode="trunc")), x, y)
-    with pytest.raises(deplokit.DeplokitError, match="rounding_mode='trunc'"):
-        deplokit.compile(lambda f: torch.div(f, 3.0, rounding_mode="trunc"), torch.randn(4))
+    # floats: the quotient truncated toward zero, as torch's trunc(a / b)
+    f = torch.tensor([7.5, -7.5, 5.0, -5.0, 0.1, -0.1, 3.0, -1e-8])
+    c = deplokit.compile(lambda f: (torch.div(f, 2.5, rounding_mode="trunc"),
+                                    torch.div(f, -0.7, rounding_mode="trunc")), f)
+    for backend in BACKENDS:
+        assert c.check(f, backend=backend, rtol=0.0, atol=0.0).ok, backend
 
 
 def test_float_floor_divide_and_remainder_follow_torch():

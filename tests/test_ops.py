@@ -811,6 +811,26 @@ case("diag", "(37,)", lambda x: torch.diag(x[:12].reshape(3, 4), 1).sum() + torc
      tol=EXACT)
 case("logaddexp", "(3,37)", lambda x: torch.logaddexp(x * 4, x.flip(1) * 3) + torch.logaddexp(x / (x > 0), x / (x > 0)),
      randn(3, 37), tol=TRANSC)
+case("var_mean/std_mean/aminmax", "(3,37)",
+     lambda x: torch.var_mean(x, 1)[0] + torch.std_mean(x, 1, correction=0)[1] + torch.aminmax(x, dim=1)[1],
+     randn(3, 37), tol=REDUCE)
+case("argsort", "(3,37)", lambda x: torch.argsort(x, 1) + torch.argsort(x, dim=0, descending=True), randn(3, 37),
+     tol=EXACT)
+case("batch_norm(eval)", "(3,5,37)", module(lambda: nn.BatchNorm1d(5)), randn(3, 5, 37), tol=REDUCE)
+case("group_norm", "(3,6,37)", module(lambda: nn.GroupNorm(3, 6)), randn(3, 6, 37), tol=REDUCE)
+case("instance_norm", "(3,6,37)", module(lambda: nn.InstanceNorm1d(6, affine=True)), randn(3, 6, 37), tol=REDUCE)
+case("isnan/isinf/isfinite", "(3,37)",
+     lambda x: torch.stack([torch.isnan(x * 0 / (x > 0.3)), torch.isinf(x / (x > 0.3)), torch.isfinite(x / (x > 0)),
+                            torch.isfinite((x * 3).long())]), randn(3, 37), tol=EXACT)
+case("shrinks/threshold", "(3,37)", lambda x: F.hardshrink(x) + F.softshrink(x, 0.3) + F.threshold(x, 0.1, 20.0),
+     randn(3, 37), tol=ARITH)
+case("xlogy/sinc/angles", "(3,37)",
+     lambda x: torch.xlogy(x * (x > 0), x.abs()) + torch.sinc(x * (x > 0.5)) + torch.deg2rad(x) + torch.rad2deg(x),
+     randn(3, 37), tol=TRANSC)
+case("count_nonzero/trace/dist", "(6,37)",
+     lambda x: torch.count_nonzero(x > 0.5, 1) + torch.trace(x[:, :6]) + torch.dist(x, x.flip(0), 1), randn(6, 37),
+     tol=REDUCE)
+case("mT/adjoint", "(3,37)", lambda x: x.mT @ x + x.adjoint().sum(1), randn(3, 37), tol=REDUCE)
 # a mask compared with a whole number compares as int64, as torch (mask > -1 is true: not
 # a compare with the bool -1 would make)
 case("mask compared with a number", "(3,37)",

@@ -106,6 +106,50 @@ def _clamp_tensor(args, kwargs):
                                                                         ("has_max", hi is not None))
 
 
+def _argsort(args, kwargs):
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", -1)
+    descending = args[2] if len(args) > 2 else kwargs.get("descending", False)
+    return (args[0],), (("dim", dim), ("descending", bool(descending)), ("output", "indices"))
+
+
+def _group_norm(args, kwargs):
+    """group_norm(x, num_groups, weight, bias, eps): operands x, then the weight and bias given."""
+    names = ("num_groups", "weight", "bias", "eps")
+    vals = dict(zip(names, args[1:]))
+    vals.update({k: v for k, v in kwargs.items() if k in names})
+    weight, bias = vals.get("weight"), vals.get("bias")
+    ops = (args[0],) + tuple(t for t in (weight, bias) if t is not None)
+    return ops, (("num_groups", vals["num_groups"]), ("eps", vals.get("eps", 1e-5)),
+                 ("has_weight", weight is not None), ("has_bias", bias is not None))
+
+
+def _instance_norm(args, kwargs):
+    """instance_norm from the input's own statistics: group_norm with a group per channel
+    (num_groups 0); from running statistics it is refused."""
+    names = ("weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps")
+    vals = dict(zip(names, args[1:]))
+    vals.update({k: v for k, v in kwargs.items() if k in names})
+    if not vals.get("use_input_stats", True):
+        raise TypeError("instance_norm from running statistics (track_running_stats in eval mode)")
+    weight, bias = vals.get("weight"), vals.get("bias")
+    ops = (args[0],) + tuple(t for t in (weight, bias) if t is not None)
+    return ops, (("num_groups", 0), ("eps", vals.get("eps", 1e-5)),
+                 ("has_weight", weight is not None), ("has_bias", bias is not None))
+
+
+def _batch_norm(args, kwargs):
+    """batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)."""
+    names = ("weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
+    vals = dict(zip(names, args[1:]))
+    vals.update({k: v for k, v in kwargs.items() if k in names})
+    if vals.get("running_mean") is None or vals.get("running_var") is None:
+        raise TypeError("batch_norm without running statistics (batch statistics)")
+    weight, bias = vals.get("weight"), vals.get("bias")
+    ops = (args[0], vals["running_mean"], vals["running_var"]) + tuple(t for t in (weight, bias) if t is not None)
+    return ops, (("training", bool(vals.get("training", False))), ("eps", vals.get("eps", 1e-5)),
+                 ("has_weight", weight is not None), ("has_bias", bias is not None))
+
+
 def _copy(args, kwargs):
     return (args[0],), ()
 
@@ -216,12 +260,12 @@ ATEN_OPS.update({
     "mish.default": ("mish", _unary),
     "hardswish.default": ("hardswish", _unary),
     "hardsigmoid.default": ("hardsigmoid", _unary),
-    "var.dim": ("var", lambda a, k: _variance(a, k, unbiased=True)),
-    "var.default": ("var", lambda a, k: _variance(a, k, unbiased=True, whole=True)),
-    "var.correction": ("var", lambda a, k: _variance(a, k)),
-    "std.dim": ("std", lambda a, k: _variance(a, k, unbiased=True)),
-    "std.default": ("std", lambda a, k: _variance(a, k, unbiased=True, whole=True)),
-    "std.correction": ("std", lambda a, k: _variance(a, k)),
+    "var.dim": ("var", lambda a, k: variance_attrs(a, k, unbiased=True)),
+    "var.default": ("var", lambda a, k: variance_attrs(a, k, unbiased=True, whole=True)),
+    "var.correction": ("var", lambda a, k: variance_attrs(a, k)),
+    "std.dim": ("std", lambda a, k: variance_attrs(a, k, unbiased=True)),
+    "std.default": ("std", lambda a, k: variance_attrs(a, k, unbiased=True, whole=True)),
+    "std.correction": ("std", lambda a, k: variance_attrs(a, k)),
     "linalg_vector_norm.default": ("vector_norm", lambda a, k: _vector_norm(a, k)),
     "clamp_min.default": ("clamp_min", lambda a, k: ((a[0],), (("min", a[1]),))),
     "clamp_max.default": ("clamp_max", lambda a, k: ((a[0],), (("max", a[1]),))),
@@ -266,6 +310,30 @@ ATEN_OPS.update({
     "cosine_similarity.default": ("cosine_similarity", _positional(("dim", "eps"), {"dim": 1, "eps": 1e-8}, 2)),
     "diag.default": ("diag", _positional(("diagonal",), {"diagonal": 0}, 1)),
     "logaddexp.default": ("logaddexp", lambda a, k: ((a[0], a[1]), ())),
+    "group_norm.default": ("group_norm", lambda a, k: _group_norm(a, k)),
+    "instance_norm.default": ("group_norm", lambda a, k: _instance_norm(a, k)),
+    "batch_norm.default": ("batch_norm", lambda a, k: _batch_norm(a, k)),
+    "isnan.default": ("isnan", _unary),
+    "isinf.default": ("isinf", _unary),
+    "isfinite.default": ("isfinite", _unary),
+    "special_expit.default": ("sigmoid", _unary),
+    "deg2rad.default": ("deg2rad", _unary),
+    "rad2deg.default": ("rad2deg", _unary),
+    "hardshrink.default": ("hardshrink", _positional(("lambd",), {"lambd": 0.5}, 1)),
+    "softshrink.default": ("softshrink", _positional(("lambd",), {"lambd": 0.5}, 1)),
+    "threshold.default": ("threshold", _positional(("threshold", "value"), {}, 1)),
+    "xlogy.Tensor": ("xlogy", lambda a, k: ((a[0], a[1]), ())),
+    "sinc.default": ("sinc", _unary),
+    "count_nonzero.default": ("count_nonzero", _positional(("dim",), {"dim": None}, 1)),
+    "count_nonzero.dim_IntList": ("count_nonzero", _positional(("dim",), {"dim": None}, 1)),
+    "trace.default": ("trace", _unary),
+    "dist.default": ("dist", _positional(("p",), {"p": 2}, 2)),
+    "mT.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
+    "mH.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
+    "adjoint.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
+    # argsort: sort's indices
+    "argsort.default": ("sort", lambda a, k: _argsort(a, k)),
+    "argsort.stable": ("sort", lambda a, k: _argsort(a, k)),
     "nan_to_num.default": ("nan_to_num", _positional(("nan", "posinf", "neginf"),
                                                      {"nan": None, "posinf": None, "neginf": None}, 1)),
     "unfold.default": ("unfold", _positional(("dim", "size", "step"), {}, 1)),
@@ -303,6 +371,7 @@ OVERWRITTEN_OPS = {"empty_like.default"}
 # Operators whose result shares its input's storage: an in-place update of one would change
 # the input too (capture refuses to functionalise it).
 VIEW_OPS = {"view.default", "_unsafe_view.default", "reshape.default", "transpose.int", "t.default",
+            "mT.default", "mH.default", "adjoint.default",
             "numpy_T.default", "permute.default", "slice.Tensor", "select.int", "unsqueeze.default",
             "squeeze.dim", "squeeze.dims", "squeeze.default", "expand.default", "broadcast_to.default",
             "flatten.using_ints",
@@ -378,9 +447,10 @@ def _index_put(args, kwargs):
             (("dims", dims), ("accumulate", bool(accumulate))))
 
 
-def _variance(args, kwargs, unbiased: bool = False, whole: bool = False):
-    """var / std in their three spellings: (x, unbiased), (x, dim, unbiased, keepdim) and
-    (x, dim, correction=, keepdim=); torch's default correction is 1."""
+def variance_attrs(args, kwargs, unbiased: bool = False, whole: bool = False):
+    """var / std (and var_mean / std_mean: multi_output.py) in their three spellings:
+    (x, unbiased), (x, dim, unbiased, keepdim) and (x, dim, correction=, keepdim=); torch's
+    default correction is 1."""
     if whole:
         correction = int(args[1] if len(args) > 1 else kwargs.get("unbiased", True))
         return (args[0],), (("dim", ()), ("correction", correction), ("keepdim", False))

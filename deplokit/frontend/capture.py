@@ -345,7 +345,8 @@ def _module_path(node) -> str:
 
 # getitem on a multi-output op: the Torch-IR op it becomes, under a key of its own.
 _PIECE_KEYS = {f"piece.{op}": (op, lambda a, k: (tuple(a), tuple(k.items())))
-               for op in ("slice", "select", "amax", "amin", "argmax", "argmin", "topk", "sort")}
+               for op in ("slice", "select", "amax", "amin", "argmax", "argmin", "topk", "sort", "var", "std",
+                          "mean")}
 
 
 def _piece(node, pending, names):

@@ -1,5 +1,5 @@
 """Operators that return several tensors (split, chunk, unbind, max(dim) with indices, topk,
-sort), made
+sort, var_mean and std_mean, aminmax), made
 single-output at capture: each `getitem(op, i)` the program reads becomes its own Torch-IR
 op (a slice, a select, an amax or an argmax), so every later IR keeps one result per node.
 
@@ -9,6 +9,8 @@ split_with_sizes share one rule and agree with torch on uneven last pieces.
 from __future__ import annotations
 
 from typing import Callable
+
+from .aten_table import variance_attrs
 
 # (fx args with tensors as names, kwargs, torch's results, i) -> (Torch-IR op, args, attrs)
 Piece = Callable[[tuple, dict, list, int], tuple[str, tuple, tuple]]
@@ -61,6 +63,23 @@ def _sort(args, kwargs, vals, i):
                                 ("output", ("values", "indices")[i]))
 
 
+def _moments(spread: str, unbiased: bool = False, whole: bool = False) -> Piece:
+    """var_mean / std_mean: (var or std, mean) over the same axes, as var (std) and mean."""
+    def piece(args, kwargs, vals, i):
+        operands, attrs = variance_attrs(args, kwargs, unbiased=unbiased, whole=whole)
+        if i == 0:
+            return spread, operands, attrs
+        return "mean", operands, tuple((k, v) for k, v in attrs if k != "correction")
+    return piece
+
+
+def _aminmax(args, kwargs, vals, i):
+    """aminmax(x, dim=, keepdim=): (min, max), as amin and amax."""
+    dim = kwargs.get("dim")
+    dims = () if dim is None else (dim,)
+    return ("amin", "amax")[i], (args[0],), (("dim", dims), ("keepdim", bool(kwargs.get("keepdim", False))))
+
+
 MULTI_OUTPUT_OPS: dict[str, Piece] = {
     "split.Tensor": _along(2),
     "split_with_sizes.default": _along(2),
@@ -76,8 +95,17 @@ MULTI_OUTPUT_OPS: dict[str, Piece] = {
     "topk.default": _topk,
     "sort.default": _sort,
     "sort.stable": _sort,
+    "var_mean.correction": _moments("var"),
+    "var_mean.dim": _moments("var", unbiased=True),
+    "var_mean.default": _moments("var", unbiased=True, whole=True),
+    "std_mean.correction": _moments("std"),
+    "std_mean.dim": _moments("std", unbiased=True),
+    "std_mean.default": _moments("std", unbiased=True, whole=True),
+    "aminmax.default": _aminmax,
 }
 
 # Multi-output ops whose pieces are fresh tensors, not views of the input: an in-place
 # update of a piece (topk's values /= their sum) changes nothing else.
-FRESH_PIECES = ("max.dim", "min.dim", "topk.default", "sort.default", "sort.stable")
+FRESH_PIECES = ("max.dim", "min.dim", "topk.default", "sort.default", "sort.stable", "var_mean.correction",
+                "var_mean.dim", "var_mean.default", "std_mean.correction", "std_mean.dim", "std_mean.default",
+                "aminmax.default")

@@ -1,5 +1,5 @@
 """all and any: whether every (some) element over the axes is nonzero, as the least (largest)
-of the int64 truth values x != 0, compared with 0."""
+of the int64 truth values x != 0, compared with 0; count_nonzero: their sum."""
 from __future__ import annotations
 
 from .builder import Builder, normalize_axes
@@ -21,3 +21,13 @@ def decompose_all_any(op, b: Builder) -> str:
     if not op.attr("keepdim", False) and axes:
         out = b.squeeze(out, axes)
     return out
+
+
+@rule("count_nonzero")
+def decompose_count_nonzero(op, b: Builder) -> str:
+    x = op.args[0]
+    dim = op.attr("dim", None)
+    axes = normalize_axes(dim if isinstance(dim, (list, tuple)) else (None if dim is None else (dim,)),
+                          len(b.shape(x)))
+    truth = cast(b, b.elementwise("not_equal", x, 0, hint="nonzero"), "int64", f"count_nonzero (node {op.name})")
+    return b.reduce("sum", truth, axes, keepdim=False, hint="count_nonzero")

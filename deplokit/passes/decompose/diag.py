@@ -1,5 +1,6 @@
 """diag: a matrix's diagonal (x[i, i + k], or x[i - k, i] below it), or a vector laid on the
-diagonal of a square matrix of zeros (out[i, j] = x[i - max(0, -k)] where j - i = k)."""
+diagonal of a square matrix of zeros (out[i, j] = x[i - max(0, -k)] where j - i = k); trace:
+the sum of a matrix's diagonal."""
 from __future__ import annotations
 
 from ...errors import UnsupportedOpError
@@ -28,3 +29,12 @@ def decompose_diag(op, b: Builder) -> str:
                        hint="on_diagonal")
     zero = False if b.type(x).dtype == "bool" else 0
     return b.elementwise("where", on, rows, zero, hint="diag")
+
+
+@rule("trace")
+def decompose_trace(op, b: Builder) -> str:
+    x = op.args[0]
+    n, m = b.shape(x)
+    i = var(DIM_NAMES[0])
+    diagonal = b.index_map(x, (i, i), (min(n, m),), "diagonal")
+    return b.reduce("sum", diagonal, (0,), keepdim=False, hint="trace")

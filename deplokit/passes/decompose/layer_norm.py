@@ -7,18 +7,24 @@ from .moments import centring_mean
 from .registry import rule
 
 
-@rule("layer_norm")
-def decompose_layer_norm(op, b: Builder) -> str:
-    x = op.args[0]
-    axes, n = trailing_axes(b.shape(x), op.attr("normalized_shape"))
+def standardize(b: Builder, x: str, axes: tuple[int, ...], n: int, eps: float) -> str:
+    """(x - mean) * rsqrt(var + eps) over `axes` (n elements), the biased variance: layer_norm's
+    and group_norm's core."""
     mean = centring_mean(b, x, axes, n)
     xc = b.elementwise("subtract", x, mean, hint="xc")
     sq = b.elementwise("multiply", xc, xc, hint="sq")
     ss = b.reduce("sum", sq, axes, hint="ss")
     var_ = b.elementwise("divide", ss, float(n), hint="var")
-    var_eps = b.elementwise("add", var_, float(op.attr("eps", 1e-5)), hint="var_eps")
+    var_eps = b.elementwise("add", var_, float(eps), hint="var_eps")
     r = b.elementwise("rsqrt", var_eps, hint="rstd")
-    out = b.elementwise("multiply", xc, r, hint="normed")
+    return b.elementwise("multiply", xc, r, hint="normed")
+
+
+@rule("layer_norm")
+def decompose_layer_norm(op, b: Builder) -> str:
+    x = op.args[0]
+    axes, n = trailing_axes(b.shape(x), op.attr("normalized_shape"))
+    out = standardize(b, x, axes, n, op.attr("eps", 1e-5))
     rest = list(op.args[1:])
     if op.attr("has_weight", True) and rest:
         out = b.elementwise("multiply", out, rest.pop(0), hint="scaled")

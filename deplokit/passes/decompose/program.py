@@ -35,6 +35,7 @@ from . import (  # noqa: F401
     flip,
     gelu,
     glu,
+    group_norm,
     grouped_mm,
     hardswish,
     hardtanh,
@@ -52,6 +53,7 @@ from . import (  # noqa: F401
     logsumexp,
     matmul,
     mish,
+    nonfinite,
     one_hot,
     outer,
     pad,
@@ -64,6 +66,7 @@ from . import (  # noqa: F401
     rms_norm,
     rounding,
     sdpa,
+    shrink,
     sign,
     silu,
     slice,
@@ -81,6 +84,7 @@ from . import (  # noqa: F401
     variance,
     vector_norm,
     where,
+    xlogy,
 )
 from .builder import Builder
 from .registry import RULES

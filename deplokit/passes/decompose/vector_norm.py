@@ -1,5 +1,6 @@
 """linalg_vector_norm (x.norm(), F.normalize): (sum |x|^p)^(1/p) over some axes; p = 2 is
-sqrt(sum x*x), p = inf the largest |x|, p = 1 the sum of |x|."""
+sqrt(sum x*x), p = inf the largest |x|, p = 1 the sum of |x|. dist(x, y, p): the norm of
+x - y over every element."""
 from __future__ import annotations
 
 import math
@@ -13,7 +14,21 @@ from .registry import rule
 def decompose_vector_norm(op, b: Builder) -> str:
     x = op.args[0]
     axes = normalize_axes(op.attr("dim") or None, len(b.shape(x)))
-    p = op.attr("ord", 2)
+    out = vector_norm(b, x, axes, op.attr("ord", 2), op.name)
+    if not op.attr("keepdim", False) and axes:
+        out = b.squeeze(out, axes)
+    return out
+
+
+@rule("dist")
+def decompose_dist(op, b: Builder) -> str:
+    diff = b.elementwise("subtract", op.args[0], op.args[1], hint="diff")
+    rank = len(b.shape(diff))
+    return b.squeeze(vector_norm(b, diff, tuple(range(rank)), op.attr("p", 2), op.name), tuple(range(rank)))
+
+
+def vector_norm(b: Builder, x: str, axes: tuple[int, ...], p, name: str) -> str:
+    """The p-norm of x over `axes`, kept as extent-1 axes."""
     mag = b.elementwise("abs", x, hint="mag")
     if p == math.inf:
         out = b.reduce("max", mag, axes, hint="norm")
@@ -27,7 +42,5 @@ def decompose_vector_norm(op, b: Builder) -> str:
         powered = b.reduce("sum", b.elementwise("pow", mag, float(p)), axes, hint="psum")
         out = b.elementwise("pow", powered, 1.0 / p, hint="norm")
     else:
-        raise UnsupportedOpError(f"vector norm of order {p!r} (node {op.name}); deplokit supports p > 0 and inf")
-    if not op.attr("keepdim", False) and axes:
-        out = b.squeeze(out, axes)
+        raise UnsupportedOpError(f"vector norm of order {p!r} (node {name}); deplokit supports p > 0 and inf")
     return out
