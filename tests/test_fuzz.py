@@ -262,3 +262,14 @@ def test_a_wgmma_case_compiles_for_the_architecture_specific_target():
         pytest.skip("NVRTC not available")
     outcome = run_case(case)
     assert outcome.status == "ok", outcome.message
+
+
+def test_a_replay_reads_the_dtype_from_the_case():
+    """Without --dtype a replay runs at the dtype its inputs say: bf16 (every input), mixed (a
+    float32 activation, half weights) or float32, as the reproducer's --dtype would."""
+    from deplokit.fuzz.__main__ import replay_dtype
+    assert replay_dtype("x0 = torch.randn(4, 8, dtype=torch.bfloat16)\nx0 * 2") == "bfloat16"
+    assert replay_dtype("x0 = torch.randn(4, 8)\nx1 = torch.randn(8, 2, dtype=torch.float16)\nx0 @ x1") == "mixed"
+    assert replay_dtype("x0 = torch.randn(4, 8)\nx0 * 2") == "float32"
+    assert fuzz_cli.main(["--replay", "-c", "x0 = torch.randn(4, 8, dtype=torch.bfloat16); torch.exp(x0) * 2",
+                          "--timeout", "0"]) == 0
