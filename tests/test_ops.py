@@ -831,6 +831,12 @@ case("count_nonzero/trace/dist", "(6,37)",
      lambda x: torch.count_nonzero(x > 0.5, 1) + torch.trace(x[:, :6]) + torch.dist(x, x.flip(0), 1), randn(6, 37),
      tol=REDUCE)
 case("mT/adjoint", "(3,37)", lambda x: x.mT @ x + x.adjoint().sum(1), randn(3, 37), tol=REDUCE)
+case("pool1d(avg pad, max dilated)", "(3,5,37)",
+     lambda x: F.avg_pool1d(x, 3, 2, 1) + F.max_pool1d(x, 3, stride=2, padding=1, dilation=1)
+     + F.max_pool1d(x, 2, stride=2, dilation=2)[..., :18].sum(-1, keepdim=True), randn(3, 5, 37), tol=ARITH)
+case("pool2d", "(2,3,9,37)",
+     lambda x: F.avg_pool2d(x, (2, 3), stride=1, padding=(1, 1)).sum(-1) + F.max_pool2d(x, 3, 2, 1).sum(-1)[..., :1],
+     randn(2, 3, 9, 37), tol=REDUCE)
 # a mask compared with a whole number compares as int64, as torch (mask > -1 is true: not
 # a compare with the bool -1 would make)
 case("mask compared with a number", "(3,37)",

@@ -154,6 +154,13 @@ def _copy(args, kwargs):
     return (args[0],), ()
 
 
+# pooling's arguments after the input, and torch's defaults (stride () is the kernel size)
+_POOL_AVG = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")
+_POOL_MAX = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
+_POOL_DEFAULTS = {"stride": (), "padding": 0, "dilation": 1, "ceil_mode": False, "count_include_pad": True,
+                  "divisor_override": None}
+
+
 # aten packet.overload -> (Torch-IR op, normaliser)
 ATEN_OPS: dict[str, tuple[str, Normaliser]] = {
     "linear.default": ("linear", _optional_operands(3, (), {})),
@@ -331,6 +338,10 @@ ATEN_OPS.update({
     "mT.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
     "mH.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
     "adjoint.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
+    "avg_pool1d.default": ("avg_pool1d", _positional(_POOL_AVG, _POOL_DEFAULTS, 1)),
+    "avg_pool2d.default": ("avg_pool2d", _positional(_POOL_AVG + ("divisor_override",), _POOL_DEFAULTS, 1)),
+    "max_pool1d.default": ("max_pool1d", _positional(_POOL_MAX, _POOL_DEFAULTS, 1)),
+    "max_pool2d.default": ("max_pool2d", _positional(_POOL_MAX, _POOL_DEFAULTS, 1)),
     # argsort: sort's indices
     "argsort.default": ("sort", lambda a, k: _argsort(a, k)),
     "argsort.stable": ("sort", lambda a, k: _argsort(a, k)),

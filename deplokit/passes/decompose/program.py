@@ -58,6 +58,7 @@ from . import (  # noqa: F401
     outer,
     pad,
     permute,
+    pool,
     pow,
     reductions,
     repeat,
