@@ -50,7 +50,8 @@ def main(argv=None) -> int:
     print(f"templates: {len(covered_templates())} covered; registry ops no template uses: "
           f"{', '.join(uncovered_rules()) or 'none'}")
     report = fuzz(args.seed, args.cases, timeout=args.timeout, budget=args.budget, nvcc_every=args.nvcc_every,
-                  start=args.start, dtype=args.dtype or "float32", log=None if args.quiet else lambda line: print(line, flush=True))
+                  start=args.start, dtype=args.dtype or "float32",
+                  log=None if args.quiet else lambda line: print(line, flush=True))
     print(report.summary())
     return 1 if report.failures else 0
 
