@@ -112,42 +112,51 @@ def _argsort(args, kwargs):
     return (args[0],), (("dim", dim), ("descending", bool(descending)), ("output", "indices"))
 
 
-def _group_norm(args, kwargs):
-    """group_norm(x, num_groups, weight, bias, eps): operands x, then the weight and bias given."""
-    names = ("num_groups", "weight", "bias", "eps")
+def _named(args, kwargs, names: tuple[str, ...]) -> dict:
+    """The arguments after the input by name, positional or keyword."""
     vals = dict(zip(names, args[1:]))
     vals.update({k: v for k, v in kwargs.items() if k in names})
+    return vals
+
+
+def _affine(operands: tuple, vals: dict) -> tuple[tuple, tuple]:
+    """A norm's operands followed by the weight and bias it was given, and the has_ flags
+    that say which (the rule pops them in that order)."""
     weight, bias = vals.get("weight"), vals.get("bias")
-    ops = (args[0],) + tuple(t for t in (weight, bias) if t is not None)
-    return ops, (("num_groups", vals["num_groups"]), ("eps", vals.get("eps", 1e-5)),
-                 ("has_weight", weight is not None), ("has_bias", bias is not None))
+    return operands + tuple(t for t in (weight, bias) if t is not None), (
+        ("has_weight", weight is not None), ("has_bias", bias is not None))
+
+
+def _group_norm(args, kwargs):
+    """group_norm(x, num_groups, weight, bias, eps)."""
+    vals = _named(args, kwargs, ("num_groups", "weight", "bias", "eps"))
+    ops, flags = _affine((args[0],), vals)
+    return ops, (("num_groups", vals["num_groups"]), ("eps", vals.get("eps", 1e-5))) + flags
 
 
 def _instance_norm(args, kwargs):
     """instance_norm from the input's own statistics: group_norm with a group per channel
     (num_groups 0); from running statistics it is refused."""
-    names = ("weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum", "eps")
-    vals = dict(zip(names, args[1:]))
-    vals.update({k: v for k, v in kwargs.items() if k in names})
+    vals = _named(args, kwargs, ("weight", "bias", "running_mean", "running_var", "use_input_stats", "momentum",
+                                 "eps"))
     if not vals.get("use_input_stats", True):
         raise TypeError("instance_norm from running statistics (track_running_stats in eval mode)")
-    weight, bias = vals.get("weight"), vals.get("bias")
-    ops = (args[0],) + tuple(t for t in (weight, bias) if t is not None)
-    return ops, (("num_groups", 0), ("eps", vals.get("eps", 1e-5)),
-                 ("has_weight", weight is not None), ("has_bias", bias is not None))
+    ops, flags = _affine((args[0],), vals)
+    return ops, (("num_groups", 0), ("eps", vals.get("eps", 1e-5))) + flags
 
 
 def _batch_norm(args, kwargs):
     """batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps)."""
-    names = ("weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
-    vals = dict(zip(names, args[1:]))
-    vals.update({k: v for k, v in kwargs.items() if k in names})
+    vals = _named(args, kwargs, ("weight", "bias", "running_mean", "running_var", "training", "momentum", "eps"))
     if vals.get("running_mean") is None or vals.get("running_var") is None:
         raise TypeError("batch_norm without running statistics (batch statistics)")
-    weight, bias = vals.get("weight"), vals.get("bias")
-    ops = (args[0], vals["running_mean"], vals["running_var"]) + tuple(t for t in (weight, bias) if t is not None)
-    return ops, (("training", bool(vals.get("training", False))), ("eps", vals.get("eps", 1e-5)),
-                 ("has_weight", weight is not None), ("has_bias", bias is not None))
+    ops, flags = _affine((args[0], vals["running_mean"], vals["running_var"]), vals)
+    return ops, (("training", bool(vals.get("training", False))), ("eps", vals.get("eps", 1e-5))) + flags
+
+
+def _last_two(args, kwargs):
+    """x.mT, x.mH (real tensors), x.adjoint(): the last two axes swapped."""
+    return (args[0],), (("dim0", -2), ("dim1", -1))
 
 
 def _copy(args, kwargs):
@@ -335,9 +344,9 @@ ATEN_OPS.update({
     "count_nonzero.dim_IntList": ("count_nonzero", _positional(("dim",), {"dim": None}, 1)),
     "trace.default": ("trace", _unary),
     "dist.default": ("dist", _positional(("p",), {"p": 2}, 2)),
-    "mT.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
-    "mH.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
-    "adjoint.default": ("transpose", lambda a, k: ((a[0],), (("dim0", -2), ("dim1", -1)))),
+    "mT.default": ("transpose", _last_two),
+    "mH.default": ("transpose", _last_two),
+    "adjoint.default": ("transpose", _last_two),
     "avg_pool1d.default": ("avg_pool1d", _positional(_POOL_AVG, _POOL_DEFAULTS, 1)),
     "avg_pool2d.default": ("avg_pool2d", _positional(_POOL_AVG + ("divisor_override",), _POOL_DEFAULTS, 1)),
     "max_pool1d.default": ("max_pool1d", _positional(_POOL_MAX, _POOL_DEFAULTS, 1)),
@@ -478,9 +487,7 @@ def variance_attrs(args, kwargs, unbiased: bool = False, whole: bool = False):
 
 
 def _vector_norm(args, kwargs):
-    names = ("ord", "dim", "keepdim")
-    vals = dict(zip(names, args[1:]))
-    vals.update({k: v for k, v in kwargs.items() if k in names})
+    vals = _named(args, kwargs, ("ord", "dim", "keepdim"))
     dims = vals.get("dim")
     dims = tuple(dims) if isinstance(dims, (list, tuple)) else ((dims,) if dims is not None else ())
     return (args[0],), (("ord", vals.get("ord", 2)), ("dim", dims), ("keepdim", bool(vals.get("keepdim", False))))

@@ -80,7 +80,8 @@ def _aminmax(args, kwargs, vals, i):
     return ("amin", "amax")[i], (args[0],), (("dim", dims), ("keepdim", bool(kwargs.get("keepdim", False))))
 
 
-MULTI_OUTPUT_OPS: dict[str, Piece] = {
+# the splits and unbind: their pieces are views of the input
+_VIEW_PIECES: dict[str, Piece] = {
     "split.Tensor": _along(2),
     "split_with_sizes.default": _along(2),
     "unsafe_split.Tensor": _along(2),
@@ -90,6 +91,9 @@ MULTI_OUTPUT_OPS: dict[str, Piece] = {
     "tensor_split.sections": _along(2),
     "tensor_split.indices": _along(2),
     "unbind.int": _unbind,
+}
+# the rest: computed values
+_FRESH_PIECES: dict[str, Piece] = {
     "max.dim": _extremum("amax", "argmax"),
     "min.dim": _extremum("amin", "argmin"),
     "topk.default": _topk,
@@ -103,9 +107,8 @@ MULTI_OUTPUT_OPS: dict[str, Piece] = {
     "std_mean.default": _moments("std", unbiased=True, whole=True),
     "aminmax.default": _aminmax,
 }
+MULTI_OUTPUT_OPS: dict[str, Piece] = {**_VIEW_PIECES, **_FRESH_PIECES}
 
 # Multi-output ops whose pieces are fresh tensors, not views of the input: an in-place
 # update of a piece (topk's values /= their sum) changes nothing else.
-FRESH_PIECES = ("max.dim", "min.dim", "topk.default", "sort.default", "sort.stable", "var_mean.correction",
-                "var_mean.dim", "var_mean.default", "std_mean.correction", "std_mean.dim", "std_mean.default",
-                "aminmax.default")
+FRESH_PIECES = tuple(_FRESH_PIECES)

@@ -9,6 +9,13 @@ from dataclasses import dataclass
 # `convert` node), computed on in float32, and rounded to nearest even where it is stored.
 DTYPES = ("float32", "int64", "int32", "bool", "bfloat16", "float16")
 HALF_DTYPES = ("bfloat16", "float16")
+FLOAT_DTYPES = ("float32",) + HALF_DTYPES
+
+
+def holds_int64(value: float) -> bool:
+    """Whether the float is a whole number int64 holds (1e19 is whole, and past it): the
+    integral float constants the IRs may read as integers."""
+    return float(value).is_integer() and abs(value) < 2 ** 63
 # Bytes one element of each dtype takes in memory: the one table every byte count reads.
 DTYPE_BYTES = {"float32": 4, "int64": 8, "int32": 4, "bool": 1, "bfloat16": 2, "float16": 2}
 # Kernel IR's element types (Param.ctype, loads' ctype) as dtypes.

@@ -15,7 +15,7 @@ from __future__ import annotations
 from . import kernel_ir as K
 from .ops import OPS
 from .tensor_ir import COMPARISON_OPS, CONVERT_OP
-from .types import DTYPE_CTYPE
+from .types import DTYPE_CTYPE, holds_int64
 
 # The combine of each reduction, as an elementwise op.
 COMBINE_OP = {"sum": "add", "max": "maximum", "min": "minimum"}
@@ -86,8 +86,7 @@ def _operand_dtype(args, default: str) -> str:
     for e, d in args:
         if d is not None or not isinstance(e, K.Const) or isinstance(e.value, bool):
             continue
-        if not isinstance(e.value, int) and \
-                not (e.value == e.value and abs(e.value) < 2 ** 63 and float(e.value).is_integer()):
+        if not isinstance(e.value, int) and not holds_int64(e.value):
             dtypes.append("float32")
         elif all(t == "bool" for _, t in args if t is not None):
             dtypes.append("int64")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.ops import OPS as PRIMITIVES
+from ..ir.types import holds_int64
 from .rounding import round_array, round_to
 
 F32 = np.float32
@@ -38,7 +39,7 @@ def _integer_operands(op: str, args: list) -> bool:
     values = args[1:] if op == "where" else args
     arrays = [a for a in values if isinstance(a, (np.ndarray, np.generic))]
     return bool(arrays) and all(np.issubdtype(a.dtype, np.integer) for a in arrays) and all(
-        float(a).is_integer() and abs(a) < 2 ** 63 for a in values if isinstance(a, float))
+        holds_int64(a) for a in values if isinstance(a, float))
 
 
 def apply(op: str, args: list, dtype: str | None = None):
@@ -47,8 +48,7 @@ def apply(op: str, args: list, dtype: str | None = None):
     if dtype in ("int64", "int32", "bool") and op != "trunc":
         # an integer result: integral float constants are integers (Loop IR holds them as floats)
         # (those int64 holds: x < -3.4e38 compares with the float)
-        args = [np.int64(a) if isinstance(a, float) and a.is_integer() and abs(a) < 2 ** 63 else a
-                for a in args]
+        args = [np.int64(a) if isinstance(a, float) and holds_int64(a) else a for a in args]
     if _integer_operands(op, args):
         args = [np.int64(a) if isinstance(a, float) else a for a in args]
         with np.errstate(over="ignore", divide="ignore"):

@@ -3,6 +3,7 @@ magnitude equals inf, a finite value one whose magnitude is below it (NaN compar
 An integer or bool tensor holds no NaN and no infinity."""
 from __future__ import annotations
 
+from ...ir.types import FLOAT_DTYPES
 from .builder import Builder
 from .registry import rule
 
@@ -10,7 +11,7 @@ from .registry import rule
 @rule("isnan", "isinf", "isfinite")
 def decompose_nonfinite(op, b: Builder) -> str:
     x = op.args[0]
-    if b.type(x).dtype not in ("float32", "bfloat16", "float16"):
+    if b.type(x).dtype not in FLOAT_DTYPES:
         return b.elementwise("equal", b.elementwise("multiply", x, 0, hint="zeros"), 0 if op.op == "isfinite" else 1,
                              hint=op.op)
     if op.op == "isnan":

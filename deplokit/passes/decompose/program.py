@@ -22,6 +22,7 @@ from . import (  # noqa: F401
     binary,
     bitwise,
     cat,
+    channel_norms,
     clamp,
     conv1d,
     copies,
@@ -35,7 +36,6 @@ from . import (  # noqa: F401
     flip,
     gelu,
     glu,
-    group_norm,
     grouped_mm,
     hardswish,
     hardtanh,
@@ -73,6 +73,7 @@ from . import (  # noqa: F401
     slice,
     softmax,
     softplus,
+    special,
     square,
     squeeze,
     stack,
@@ -85,7 +86,6 @@ from . import (  # noqa: F401
     variance,
     vector_norm,
     where,
-    xlogy,
 )
 from .builder import Builder
 from .registry import RULES

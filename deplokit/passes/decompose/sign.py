@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ...ir.types import FLOAT_DTYPES
 from .builder import Builder
 from .registry import rule
 
@@ -12,7 +13,7 @@ from .registry import rule
 def decompose_sign(op, b: Builder) -> str:
     x = op.args[0]
     dtype = b.type(x).dtype
-    one, zero = (1.0, 0.0) if _floating(dtype) else (1, 0)
+    one, zero = (1.0, 0.0) if dtype in FLOAT_DTYPES else (1, 0)
     below = b.elementwise("where", b.elementwise("less", x, zero), -one, zero, dtype=dtype, hint="sign_neg")
     return b.elementwise("where", b.elementwise("greater", x, zero), one, below, dtype=dtype, hint="sign")
 
@@ -21,7 +22,7 @@ def decompose_sign(op, b: Builder) -> str:
 def decompose_nan_to_num(op, b: Builder) -> str:
     x = op.args[0]
     dtype = b.type(x).dtype
-    if not _floating(dtype):
+    if dtype not in FLOAT_DTYPES:
         return x
     # the largest finite value of the op's own dtype (a half op computes in float32 here)
     big = float(torch.finfo(getattr(torch, op.type.dtype)).max)
@@ -33,7 +34,3 @@ def decompose_nan_to_num(op, b: Builder) -> str:
     out = b.elementwise("where", b.elementwise("less", x, -big), neginf, x, dtype=dtype, hint="neginf")
     out = b.elementwise("where", b.elementwise("greater", x, big), posinf, out, dtype=dtype, hint="posinf")
     return b.elementwise("where", b.elementwise("not_equal", x, x), nan, out, dtype=dtype, hint="nan_to_num")
-
-
-def _floating(dtype: str) -> bool:
-    return dtype in ("float32", "bfloat16", "float16")

@@ -8,21 +8,11 @@ from .registry import rule
 
 def softplus(b: Builder, x: str, beta: float = 1.0, threshold: float = 20.0) -> str:
     bx = x if beta == 1 else b.elementwise("multiply", x, float(beta), hint="bx")
-    soft = log1p(b, b.elementwise("exp", bx))
+    soft = b.elementwise("log1p", b.elementwise("exp", bx, hint="exp_bx"), hint="log1p")
     if beta != 1:
         soft = b.elementwise("divide", soft, float(beta))
     linear = b.elementwise("greater", bx, float(threshold), hint="linear")
     return b.elementwise("where", linear, x, soft, hint="softplus")
-
-
-def log1p(b: Builder, u: str) -> str:
-    """log(1 + u) to a few ulp for small u too (log(1 + u) is 0 once 1 + u rounds to 1, where
-    softplus(-17) is 4e-8): log(w) * u / (w - 1) with w = 1 + u, and u itself where w is 1."""
-    w = b.elementwise("add", u, 1.0, hint="w")
-    one = b.elementwise("equal", w, 1.0, hint="tiny")
-    scaled = b.elementwise("multiply", b.elementwise("log", w), b.elementwise(
-        "divide", u, b.elementwise("subtract", w, 1.0, hint="w_less_1"), hint="u_ratio"), hint="log_w")
-    return b.elementwise("where", one, u, scaled, hint="log1p")
 
 
 @rule("softplus")
