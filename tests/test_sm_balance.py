@@ -418,8 +418,6 @@ def test_a_grid_without_a_warpgroup_tile_takes_the_wgmma_plan():
                                               "cheapest balanced grid (360 blocks) prices 2.06x"),
     # a 64 x 128 output over K 896: no grid of warpgroup tiles fills 132 SMs evenly
     ("sm_90", torch.bfloat16, 64, 128, 896, "no grid of warpgroup tiles balances it"),
-    # fp32, 114 tiles of 32 x 128: the balanced grid prices 1.25x
-    ("sm_90", torch.float32, 96, 4864, 896, "unbalanced: the cheapest balanced grid"),
 ])
 def test_every_grid_left_unbalanced_says_why_in_the_trace(target, dtype, m, n, k, said):
     x, w = torch.randn(1, m, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
@@ -429,13 +427,25 @@ def test_every_grid_left_unbalanced_says_why_in_the_trace(target, dtype, m, n, k
     assert not balanced(blocks, c.target.sm_count)
     remarks = [r for st in c.trace if st.name == "003_split_matmul_k" for r in st.remarks]
     assert any(said in r for r in remarks), remarks
-    # ... and what stream-K (not built) would deal each SM, or that it would not help
-    assert any("stream-K would, not built: " in r or "nor would stream-K: " in r for r in remarks), remarks
+    # ... and what stream-K would deal each SM and why 003 did not (it prices dearer: HBM, not
+    # the busiest SM, bounds these half grids), or that it would not help
+    assert any("nor would stream-K: " in r or "no stream-K: it prices" in r for r in remarks), remarks
+
+
+def test_a_grid_tiles_and_splits_leave_unbalanced_is_dealt_to_stream_k():
+    # fp32, 114 tiles of 32 x 128 over 56 K chunks: 228 blocks (SM balance 0.86), the balanced
+    # grid of tiles and splits prices 1.25x; stream-K deals them to 264 workers (1.00)
+    x, w = torch.randn(1, 96, 896), torch.randn(4864, 896)
+    c = deplokit.compile(lambda x, w: torch.nn.functional.linear(x, w), x, w, target="sm_90")
+    (kern,) = c.kernel_ir.kernels
+    assert kern.grid == (264, 1, 1) and sm_balance(264, 132) == 1.0
+    remarks = " ".join(r for st in c.trace if st.name == "003_split_matmul_k" for r in st.remarks)
+    assert "unbalanced: the cheapest balanced grid" in remarks and "stream-K: 264 workers deal 114 tiles" in remarks
 
 
 def test_the_trace_says_what_stream_k_would_deal_each_sm():
-    # 72 tiles over 31 K chunks: 16.9 chunks an SM, a ring's worth: stream-K would balance it
-    assert stream_k_words(72, 31, 132) == "(stream-K would, not built: 72 tiles x 31 K chunks are 16.9 an SM)"
+    # 72 tiles over 31 K chunks: 16.9 chunks an SM, a ring's worth: stream-K could balance it
+    assert stream_k_words(72, 31, 132) == "(stream-K could deal them evenly: 72 tiles x 31 K chunks are 16.9 an SM)"
     # 16 tiles over 14 chunks are 1.7 an SM: latency-bound on any schedule
     assert stream_k_words(16, 14, 132) == "(nor would stream-K: 16 tiles x 14 K chunks are 1.7 an SM, under 4)"
     _, why = decide(128, 128, 14, 64, H100, 1, True, False, True, 2)

@@ -22,6 +22,7 @@ from ..ir.index import evaluate, free_vars, gathers
 from ..ir.loop_ir import Accumulate, Compute, Load, Loop, Store
 from ..ir.ops import OPS
 from ..ir.stages import row_major_strides
+from ..ir.stream_k import StreamKPlan, dealt
 from ..ir.tile_ir import (
     THREAD,
     AsyncWait,
@@ -263,7 +264,16 @@ def tensor_dtype(kernel: TileKernel) -> str:
 def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     """The work of one scheduled Tile-IR kernel; `types` maps tensor names to TensorType."""
     c = _Counter(kernel, types)
-    c.visit(c.tile.body, 1.0, dict(c.lanes))
+    plan = dealt(kernel) if kernel.split_k is not None and kernel.split_k.stream_k else None
+    if isinstance(plan, StreamKPlan):
+        # stream-K (passes/split/stream_k.py): the split grid's work, dealt to the plan's
+        # workers; a worker flushes a partial (the tail's round trips) for each tile its run crosses
+        dealt_from = c.blocks
+        c.blocks = plan.workers
+        c.visit(c.tile.body, dealt_from / plan.workers, dict(c.lanes))
+        c.tail_round_trips = SPLIT_TAIL_ROUND_TRIPS * (1 + -(-(plan.trips - 1) // plan.chunks))
+    else:
+        c.visit(c.tile.body, 1.0, dict(c.lanes))
     # A pre-Tile prologue (uniform statements before the Tile) is negligible; the Tile is the kernel.
     # each touched tensor once, but never more than the kernel asks for: a kernel that reads a
     # slice (a split-K reducer's K tail of w, g and u) touches only that slice

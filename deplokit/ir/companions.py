@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .index import Affine
+
 
 @dataclass(frozen=True)
 class SplitK:
@@ -24,12 +26,33 @@ class SplitK:
     # power of two nor a divisor of the chunks gives every split ceil(chunks / splits) of them
     # (the loads past K read zeros: every block runs as long, the grid stays balanced)
     overhang: int = 0
+    # stream_k (a kind of in_kernel): `workers` blocks deal the `tiles` output tiles' K chunks
+    # (splits x each split's run) out evenly, a worker's run crossing tiles; each tile's
+    # segments store up to `slots` partials, added in order by the last to arrive
+    # (grid_plan.StreamKPlan; the lowering deals the kernel: passes/split/stream_k.py)
+    workers: int = 0
+    tiles: int = 0
+    slots: int = 0
 
     @property
     def in_kernel(self) -> bool:
-        return self.reduce == "in_kernel"
+        return self.reduce in ("in_kernel", "stream_k")
+
+    @property
+    def stream_k(self) -> bool:
+        return self.reduce == "stream_k"
+
+    @property
+    def partials(self) -> int:
+        """The workspace's leading extent: one partial a split, or a stream-K tile's segments."""
+        return max(self.splits, self.slots)
 
     def text(self) -> str:
+        if self.stream_k:
+            over = f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
+            return (f"stream-K: {self.workers} workers deal {self.tiles} tiles x {self.splits} splits' K chunks "
+                    f"into {self.workspace} (at most {self.slots} segments a tile), added in the kernel by the last "
+                    f"to arrive (counter {self.counter}){over}  # deterministic: segment order")
         if self.in_kernel:
             over = f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
             return (f"split-K {self.splits} into {self.workspace}, reduced in the kernel by the last block of "
@@ -69,6 +92,33 @@ class SplitArrive:
     counter: str
     split: str                     # the BLOCK axis of role K (003's a2s)
     splits: int
+    # stream-K (passes/split/stream_k.py): the output tile and how many segments arrive on it,
+    # both known at run time only (indices of the worker and its K iteration)
+    tile: Affine | None = None
+    arrivals: Affine | None = None
 
     def text(self) -> str:
+        if self.tile is not None:
+            return (f"SplitArrive({self.counter}[{self.tile}], of {self.arrivals} segments)  # the last to arrive "
+                    f"goes on")
         return f"SplitArrive({self.counter}[tile], of {self.splits} along {self.split})  # the last block goes on"
+
+
+@dataclass(frozen=True)
+class StreamKFlush:
+    """Stream-K's end of a segment, inside the dealt K loop (passes/split/stream_k.py): where
+    the worker's iteration `step` is its last of a tile (the tile's last K chunk, `chunk` ==
+    `chunks` - 1, or the worker's last iteration, `step` == `owned` - 1, of the `owned` it runs
+    for real), `body` stores the segment's partial, counts it in and, the last to arrive, adds
+    the tile's partials and runs the epilogue; `reset` then zeroes the accumulator for the
+    next tile's segment."""
+    step: str
+    owned: Affine
+    chunk: Affine
+    chunks: int
+    body: tuple
+    reset: tuple
+
+    def text(self) -> str:
+        return (f"StreamKFlush(if {self.step} < {self.owned} and ({self.chunk} == {self.chunks - 1} or "
+                f"{self.step} == {self.owned} - 1))  # a segment ends: its partial, the tile's last adds")

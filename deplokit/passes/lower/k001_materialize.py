@@ -53,7 +53,8 @@ from ...target import VECTOR
 from ..flash.flash_mma_lower import is_flash_mma, lower_flash_mma
 from ..flash.flash_registers import flash_min_blocks
 from ..mma import mma_lower
-from ..record import Pass
+from ..record import Noted, Pass
+from ..split import stream_k
 from ..split.split_tail import arrive
 from ..wgmma import wgmma_lower
 from ..wgmma.wgmma_lower import fenced
@@ -67,18 +68,28 @@ from .vector_access import lower_vector_loop
 # The tensor cores' Tile-IR statements (ir/tile_mma.py), lowered by plain functions of their
 # features' modules that take the Materializer as their first argument (passes/mma/mma_lower.py,
 # passes/wgmma/wgmma_lower.py): each module's LOWERINGS table says which lowers which.
-FEATURE_STATEMENTS = {**mma_lower.LOWERINGS, **wgmma_lower.LOWERINGS}
+FEATURE_STATEMENTS = {**mma_lower.LOWERINGS, **wgmma_lower.LOWERINGS, **stream_k.LOWERINGS}
 
 
-def apply(program: TileProgram, pctx=None) -> KernelProgram:
+def apply(program: TileProgram, pctx=None):
     types = program.types()
-    kernels = tuple(_materialize(k, types) for k in program.kernels)
-    return KernelProgram(program.buffers, program.written, kernels, program.outputs)
+    notes: list[str] = []
+    kernels = tuple(_materialize(k, types, notes) for k in program.kernels)
+    out = KernelProgram(program.buffers, program.written, kernels, program.outputs)
+    return Noted(out, tuple(notes)) if notes else out
 
 
-def _materialize(kernel, types) -> KernelFunc:
+def _materialize(kernel, types, notes: list) -> KernelFunc:
     if is_flash_mma(kernel):            # flash attention on tensor cores: spelled from its record
         return lower_flash_mma(kernel, types)
+    if kernel.split_k is not None and kernel.split_k.stream_k:   # 003's stream-K: the chunks dealt to workers
+        dealt = stream_k.deal(kernel)
+        if isinstance(dealt, str):
+            notes.append(f"{kernel.name}: not dealt to stream-K workers: {dealt}; the last of each tile's "
+                         f"{kernel.split_k.splits} split blocks adds the partials")
+        else:
+            kernel, plan = dealt
+            notes.append(f"{kernel.name}: {plan.text()}")
     return Materializer(kernel, types).run()
 
 

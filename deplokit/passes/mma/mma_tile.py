@@ -60,6 +60,7 @@ from ...ir.tile_ir import (
     MmaSync,
     RegisterTile,
     SlabAxis,
+    SplitArrive,
     Stage,
     Tile,
     TileAxis,
@@ -417,8 +418,24 @@ class _Ctx:
         ranges = self.ranges | {b: 1 << 20 for b in self.blocks.values()}
         body = substitute_body(body, mapping, ranges)
         body = tuple(_rename_operand(s, st.acc, n["v"]) for s in body)
-        load = Load(n["v"], st.acc, (var(n["f0"]), var(n["f1"]), var(n["c"])))
-        inner = Loop(n["c"], 4, "register", (load,) + body, "", True)
+        # an in-kernel split's arrival stays between the nests, once a block: the partials'
+        # stores before it, the last block's sum after it (inside the nest, each C element
+        # would count in on its own, and the tile's last arrival need not be its last block's)
+        cut = next((i for i, s in enumerate(body) if isinstance(s, SplitArrive)), None)
+        if cut is not None:
+            return self.nest(body[:cut]) + (body[cut],) + self.nest(body[cut + 1:])
+        return self.nest(body)
+
+    def nest(self, body) -> tuple:
+        """`body` once per C element of every tile of the warp (the element's accumulator read
+        first, where the body reads it)."""
+        if not body:
+            return ()
+        st, n = self.stamp, self.n
+        (fm, fn) = st.tiles
+        reads = any(n["v"] in getattr(s, "args", ()) or getattr(s, "value", None) == n["v"] for s, _ in walk(body))
+        load = (Load(n["v"], st.acc, (var(n["f0"]), var(n["f1"]), var(n["c"]))),) if reads else ()
+        inner = Loop(n["c"], 4, "register", load + body, "", True)
         return (Loop(n["f0"], fm, "register", (Loop(n["f1"], fn, "register", (inner,), "N", True),), "M", True),)
 
 

@@ -41,8 +41,8 @@ least 8 blocks per SM) where that costs at most BALANCE_SLACK more, then by its 
 busiest SM's issue already prices a partial wave: a balanced grid of smaller tiles or more
 splits can cost more than the tail it removes, e.g. N = 5632 = 2^9 x 11 on 132 = 12 x 11
 SMs, where power-of-two tiles and dividing splits give 2.67 or 5.33 blocks per SM (0.89) or
-at least 10.67 in tiles of a quarter the size; stream-K would balance it, not built: the trace
-says what it would deal each SM, `stream_k_words`).
+at least 10.67 in tiles of a quarter the size; stream-K balances it: the trace says what it
+deals each SM, `stream_k_words`, and 003 deals them, `stream_k_plan`).
 
 `decide` is the default grid of any chunked matmul: the skinny plan above, or, for any
 other matmul whose default tiles and split rule leave the SMs unevenly loaded, the cheapest
@@ -79,6 +79,7 @@ from ...analysis.occupancy import balanced, sm_balance
 from ...analysis.work import SPLIT_TAIL_ROUND_TRIPS
 from ...ir.fragments import M16N8K16_BF16, WARPGROUP
 from ...ir.loop_ir import Loop
+from ...ir.stream_k import StreamKPlan
 from ...ir.tile_ir import BLOCK, THREAD, walk
 from ..mma.mma_tile import ldsm_per_mma
 from .block_shape import (
@@ -541,22 +542,67 @@ def _unbalanced(m, n, chunks, bk, target, other, counts, ldsm: bool, priced: Gri
             f"{stream_k_words(blocks // splits, chunks, sm_count(target))}")
 
 
+def stream_k_plan(tiles: int, chunks: int, sms: int, blocks: int) -> StreamKPlan | None:
+    """Stream-K for a grid of `blocks` blocks of `tiles` output tiles over `chunks` K chunks
+    that leaves `sms` SMs unevenly loaded: as many workers an SM as the grid had blocks an SM
+    (its busiest SM's, ceil(blocks / sms): as many warps in flight), fewer where each would
+    run under MIN_CHUNKS chunks (a ring's worth); None where even one worker an SM would (16
+    tiles x 14 K chunks on 132 SMs: 1.7 each, latency-bound on any schedule)."""
+    per_sm = min(-(-blocks // sms), tiles * chunks // (sms * MIN_CHUNKS))
+    if per_sm < 1:
+        return None
+    return StreamKPlan(tiles, chunks, per_sm * sms)
+
+
+def stream_k_price(m: int, n: int, k: int, other: int, element: int, tensor: str, blocks: int, splits: int,
+                   plan: StreamKPlan, target) -> tuple[float, float]:
+    """(stream-K, the split grid it deals) µs by a lower bound of each: the busiest SM's
+    multiply-adds at the target's rate (tensor cores' for `tensor` inputs, else its SGEMM
+    rate), against the bytes: the operands of `element` bytes and the output from DRAM, and
+    with them each grid's float partials written and read back through L2 (a split's S a
+    tile, stream-K's segments, W + T at most; L2_RATIO times DRAM's bandwidth), over what
+    the SMs that run blocks can pull (SM_PORT_BYTES a clock each), plus a
+    latency a wave and the tails' round trips (SPLIT_TAIL_ROUND_TRIPS a flush: a worker's
+    every tile). An FP32 grid is issue-bound: an idle SM is lost time, and stream-K wins; a
+    half one on tensor cores is memory-bound (a few SMs pull HBM's bandwidth), and stream-K's
+    partials only add bytes."""
+    sms, clock = sm_count(target), target.clock_hz
+    rate = (target.tensor_rate(tensor) if tensor else target.fp32_tflops) * 1e12 / sms     # FLOP/s an SM
+    tile_flops = 2 * other * m * n * k / plan.iterations                                   # an iteration's
+    tile_bytes = other * m * n * WORD / plan.tiles
+    operands = other * (m * k + n * k + m * n) * element
+
+    def price(busiest_iterations, active, partials, flushes):
+        bw = min(target.bandwidth_gbs * 1e9, active * SM_PORT_BYTES * clock)
+        work = busiest_iterations * tile_flops / rate
+        # the partials are read back by the same kernel soon after they are written: from L2
+        memory = max(operands / bw, (operands + 2 * partials * tile_bytes) / (L2_RATIO * bw))
+        return (max(work, memory) + (1 + flushes * SPLIT_TAIL_ROUND_TRIPS) * LATENCY_CYCLES / clock) * 1e6
+
+    run = plan.chunks // splits
+    split = price(-(-blocks // sms) * run, min(blocks, sms), splits * plan.tiles if splits > 1 else 0,
+                  1 if splits > 1 else 0)
+    dealt = price(-(-plan.workers // sms) * plan.trips, min(plan.workers, sms), plan.workers + plan.tiles,
+                  1 + -(-(plan.trips - 1) // plan.chunks))
+    return dealt, split
+
+
 def stream_k_deal(tiles: int, chunks: int, sms: int) -> float:
     """K chunks stream-K would deal each of `sms` SMs: `tiles` output tiles' `chunks` each, evenly."""
     return tiles * chunks / sms
 
 
 def stream_k_words(tiles: int, chunks: int, sms: int) -> str:
-    """What stream-K (not built) would make of an unevenly loaded grid of `tiles` output tiles
-    over `chunks` K chunks, for the trace: it deals the tiles x chunks iterations out evenly,
-    so the busiest SM runs their mean, where that mean is a ring's MIN_CHUNKS chunks at least;
-    a smaller grid is latency-bound on any schedule (16 x 128 over K 896 in fp32: 4 tiles x 56
-    chunks are 1.7 an SM on 132 SMs)."""
+    """What stream-K makes of an unevenly loaded grid of `tiles` output tiles over `chunks` K
+    chunks, for the trace: it could deal the tiles x chunks iterations out evenly (003 takes it
+    where it prices cheaper: reduce=stream_k), so the busiest SM runs their mean, where that mean is a ring's
+    MIN_CHUNKS chunks at least; a smaller grid is latency-bound on any schedule (16 x 128 over
+    K 896 in fp32: 4 tiles x 56 chunks are 1.7 an SM on 132 SMs)."""
     per_sm = stream_k_deal(tiles, chunks, sms)
     words = f"{tiles} tiles x {chunks} K chunks are {per_sm:.1f} an SM"
     if per_sm < MIN_CHUNKS:
         return f"(nor would stream-K: {words}, under {MIN_CHUNKS})"
-    return f"(stream-K would, not built: {words})"
+    return f"(stream-K could deal them evenly: {words})"
 
 
 def _priced_out(even: GridPlan | None, us: float, none: str) -> str:

@@ -75,6 +75,7 @@ import dataclasses
 
 import numpy as np
 
+from ...analysis.occupancy import balanced
 from ...ir.companions import SplitArrive, SplitK
 from ...ir.index import bounds, const, floordiv, mod, substitute, var
 from ...ir.loop_ir import Accumulate, Compute, Load, Loop, Store
@@ -89,13 +90,17 @@ from .grid_plan import (
     MIN_CHUNKS,
     SHORT_CHUNKS,
     SPLITS,
+    WORD,
     decide_for,
     default_blocks,
+    mma_kind,
     old_splits,
     output_extents,
     reduce_choice,
     sm_count,
     split_run,
+    stream_k_plan,
+    stream_k_price,
     thread_tiles,
 )
 
@@ -267,10 +272,41 @@ def _reduce_decision(mm: _Matmul, splits: int, target) -> tuple[str, str]:
     return reduce_choice(extents["M"], extents["N"], other, splits, _tiles(mm, splits, target), target)
 
 
+def _stream_k(mm: _Matmul, splits: int, target, forced: bool = False):
+    """(grid_plan.StreamKPlan or None, why) for `splits` splits of the matmul: stream-K where
+    its grid leaves the SMs unevenly loaded (issue 26's bar; `forced`: the knob asks for it
+    anyway), the last block can add the partials itself and each SM's worker gets a ring's
+    chunks (grid_plan.stream_k_plan)."""
+    blocker = _in_kernel_blocker(mm, splits)
+    if blocker:
+        return None, f"no stream-K: {blocker}"
+    tiles, sms = _tiles(mm, splits, target), sm_count(target)
+    if not forced and balanced(tiles * splits, sms):
+        return None, "no stream-K: the grid is balanced"
+    run, _, _ = _split_run(mm, splits)
+    plan = stream_k_plan(tiles, splits * run, sms, tiles * splits)
+    if plan is None:
+        return None, f"no stream-K: {tiles} tiles x {splits * run} K chunks are under {MIN_CHUNKS} an SM"
+    extents, other = output_extents(mm.tile)
+    kind = mma_kind(mm.kernel, target)
+    half = mm.kernel.precision not in ("float32", "tf32")
+    dealt, kept = stream_k_price(extents["M"], extents["N"], mm.chunks * mm.bk, other, 2 if half else WORD,
+                                 {"off": ""}.get(kind, "tf32" if kind == "tf32" else "bf16"), tiles * splits,
+                                 splits, plan, target)
+    priced = f"{dealt / kept:.2f}x the grid of {tiles * splits} blocks by grid_plan.stream_k_price"
+    if not forced and dealt >= kept:
+        return None, f"no stream-K: it prices {priced} (the bytes bound the grid, not its busiest SM)"
+    return plan, f"{plan.text()} ({priced})"
+
+
 def _default_reduce(kernel: TileKernel, target) -> str:
     mm = _Matmul(kernel)
+    if mm.reason:
+        return "reducer"
     splits = _default_splits(kernel, target)
-    return "reducer" if mm.reason or splits == 1 else _reduce_decision(mm, splits, target)[0]
+    if _stream_k(mm, splits, target)[0] is not None:
+        return "stream_k"
+    return "reducer" if splits == 1 else _reduce_decision(mm, splits, target)[0]
 
 
 def _searched_splits(kernel: TileKernel, target) -> tuple[int, ...]:
@@ -284,8 +320,9 @@ def _searched_splits(kernel: TileKernel, target) -> tuple[int, ...]:
 
 KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)",
               searched=_searched_splits),
-         Knob("reduce", ("in_kernel", "reducer"), _default_reduce,
-              "who adds the partials: the last block of each tile (a counter) or a reducer kernel"))
+         Knob("reduce", ("in_kernel", "reducer", "stream_k"), _default_reduce,
+              "who adds the partials: the last block of each tile (a counter), a reducer kernel, or "
+              "stream-K's workers (the K chunks dealt evenly, the last segment of a tile adds)"))
 
 
 def apply(kernel: TileKernel, pctx: PassContext):
@@ -294,11 +331,18 @@ def apply(kernel: TileKernel, pctx: PassContext):
         return Skip(mm.reason)
     S = pctx.knobs["splits"]
     planned, why = _decision(mm, pctx.target)
-    if S == 1:
+    # one split dealt to stream-K's workers: a grid of whole tiles that leaves SMs idle
+    one_dealt = S == 1 and pctx.knobs.get("reduce") == "stream_k" and \
+        _stream_k(mm, 1, pctx.target, forced=True)[0] is not None
+    if S == 1 and not one_dealt:
+        # an unevenly loaded grid of whole tiles: why stream-K does not deal it
+        dealt_why = "" if balanced(_tiles(mm, 1, pctx.target), sm_count(pctx.target)) else \
+            f"; {_stream_k(mm, 1, pctx.target)[1]}"
         if planned is not None and planned.splits == 1:
-            return Skip(f"splits=1: {why}")
+            return Skip(f"splits=1: {why}{dealt_why}")
         blocks = _thread_tiles(mm.tile, pctx.target.sm_count or 1)
         kept = f"; {why}" if planned is None and why else ""      # the default kept, and why (wgmma)
+        kept += dealt_why
         if blocks >= _grid_target(pctx.target):
             return Skip(f"splits=1: about {blocks:g} blocks of {FULL_BLOCK} threads already fill the grid{kept}")
         return Skip(f"splits=1: no split count in {SPLITS[1:]} divides {mm.chunks} K chunks of {mm.bk} into "
@@ -321,12 +365,22 @@ def apply(kernel: TileKernel, pctx: PassContext):
         notes += (f"no overhang: {no_overhang}; {split.leftover} leftover K chunks to the reducer",)
     reduce, reason = _reduce_decision(mm, S, pctx.target)
     tail: tuple = ()
-    if pctx.knobs.get("reduce", "reducer") == "in_kernel" and not _in_kernel_blocker(mm, S):
+    asked = pctx.knobs.get("reduce", "reducer")
+    dealt, dealt_why = _stream_k(mm, S, pctx.target, forced=True) if asked == "stream_k" else (None, "")
+    if asked == "stream_k" and dealt is None:
+        notes += (f"{dealt_why}: the last block of each tile adds the partials",)
+    elif asked != "stream_k" and not balanced(_tiles(mm, S, pctx.target) * S, sm_count(pctx.target)):
+        notes += (_stream_k(mm, S, pctx.target)[1],)          # why an unbalanced grid is not dealt
+    if asked in ("in_kernel", "stream_k") and not _in_kernel_blocker(mm, S):
         counter = fresh_name(f"{kernel.name}_arrivals", set(pctx.types) | {ws})
         split = dataclasses.replace(split, reduce="in_kernel", counter=counter, reducer="")
+        if dealt is not None:
+            split = dataclasses.replace(split, reduce="stream_k", workers=dealt.workers, tiles=dealt.tiles,
+                                        slots=dealt.slots)
+            reason = dealt_why
         tail = (SplitArrive(counter, ks, S),) + tuple(_sum_partials(mm, split, used_vars(kernel.body) | {mm.acc}))
         tail += tuple(_rename(st, mm.acc, tail[-1].dst if len(tail) > 1 else mm.acc) for st in mm.epilogue)
-        notes += (reason if reduce == "in_kernel" else f"in the kernel by the knob ({reason})",)
+        notes += (reason if reduce == asked or dealt is not None else f"in the kernel by the knob ({reason})",)
     elif S > 1:
         notes += (reason if reduce == "reducer" else f"a reducer kernel ({reason.split(': ', 1)[-1]})",)
     new_tile = Tile(tile.axes + (TileAxis(ks, S, BLOCK, "K"),), tuple(mm.prologue) + (new_outer, partial) + tail)
@@ -403,7 +457,7 @@ def _tail(mm: _Matmul, split: SplitK) -> list:
 def workspace_buffer(split: SplitK, out: TensorType) -> Buffer:
     """The temporary the split kernel stores its partial sums into: splits x the output, in the
     accumulator's type (float32 for a half output: partial sums are never rounded to half)."""
-    return Buffer(split.workspace, TensorType((split.splits,) + tuple(out.shape), value_dtype(out.dtype)), "temp")
+    return Buffer(split.workspace, TensorType((split.partials,) + tuple(out.shape), value_dtype(out.dtype)), "temp")
 
 
 def counter_buffer(split: SplitK, out: TensorType) -> Buffer:

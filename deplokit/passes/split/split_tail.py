@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ...ir import kernel_ir as K
 from ...ir.companions import SplitArrive
+from ...ir.kernel_expr import affine_expr
 from ...ir.kernel_split import AtomicInc, Broadcast, ThreadFence
 
 FLAG = "split_last"
@@ -43,9 +44,12 @@ def tile_slot(block_axes, split: str) -> K.Expr:
 def arrive(s: SplitArrive, block_axes, fresh, rest: list) -> list:
     """The fence, the count and the broadcast of `s`, then `rest` (the lowered statements after
     it) for the last block only."""
-    slot = tile_slot(block_axes, s.split)
+    slot = tile_slot(block_axes, s.split) if s.tile is None else affine_expr(s.tile)
     arrived = fresh("arrived")
-    last = K.Binary("==", K.Var(arrived), K.Const(s.splits - 1, "int"))
+    # stream-K: as many arrive as the tile has segments, a count of the tile's (run time)
+    arrivals = K.Const(s.splits, "int") if s.arrivals is None else affine_expr(s.arrivals)
+    last = K.Binary("==", K.Binary("+", K.Var(arrived), K.Const(1, "int")), arrivals) if s.arrivals is not None \
+        else K.Binary("==", K.Var(arrived), K.Const(s.splits - 1, "int"))
     count = (
         AtomicInc(arrived, s.counter, slot),
         K.SharedStore(FLAG, K.Const(0, "int"), K.Cast("int", last)),
