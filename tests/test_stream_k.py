@@ -176,3 +176,24 @@ def test_nvcc_compiles_the_dealt_kernel_without_spills(arch, dtype, config):
     name = c.kernel_ir.kernels[0].name
     stats = compile_cuda(str(c.cuda), c.cuda.build_arch(arch), kernel_names=c.cuda.kernels).stats
     assert stats[name].spills == 0
+
+
+@pytest.mark.parametrize("arch,dtype,sms", [("sm_90", torch.float32, 4), ("sm_120", torch.bfloat16, 3)])
+def test_the_epilogue_reads_its_operands_at_the_segments_tile(arch, dtype, sms):
+    # the bias was staged once before the K loop at the block's tile; a worker's tile changes
+    # along its run, so the flush reads the bias (and the residual) at the segment's tile
+    target = dataclasses.replace(get_target(arch), sm_count=sms)
+    g = torch.Generator().manual_seed(3)
+    x, w, b, r = (torch.randn(1, 48, 384, generator=g).to(dtype), torch.randn(160, 384, generator=g).to(dtype),
+                  torch.randn(160, generator=g).to(dtype), torch.randn(1, 48, 160, generator=g).to(dtype))
+
+    def f(x, w, b, r):
+        return F.gelu(F.linear(x, w, b) + r)
+
+    c = deplokit.compile(f, x, w, b, r, target=target, config={REDUCE: "stream_k", SPLITS: 2})
+    (tile,) = c.tile_ir.kernels
+    assert any(type(s).__name__ == "Stage" and s.tensor == "b" for s in tile.tile().body)   # before dealing
+    plan = dealt(tile)
+    assert plan.slots >= 2 and c.kernel_ir.kernels[0].grid == (plan.workers, 1, 1)
+    assert "b_smem" not in str(c.kernel_ir)
+    assert c.check(backend="sim").passed

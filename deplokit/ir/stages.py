@@ -22,6 +22,15 @@ def dim_multipliers(slab) -> tuple[int, ...]:
     return tuple(mult)
 
 
+def global_index(stage, index) -> tuple[Affine, ...]:
+    """The tensor element a load of `stage` at slab position `index` reads: its origin plus
+    each slab axis's position along its dimension (dim_multipliers)."""
+    out = list(stage.origin)
+    for k, (ax, m) in enumerate(zip(stage.slab, dim_multipliers(stage.slab))):
+        out[ax.dim] = out[ax.dim] + index[k] * m
+    return tuple(out)
+
+
 def row_major_strides(shape) -> tuple[int, ...]:
     """Elements between neighbours along each dimension of a row-major array."""
     out, s = [], 1

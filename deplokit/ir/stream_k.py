@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .loop_ir import Accumulate, Loop
-from .tile_ir import THREAD, SplitArrive, walk
+from .tile_ir import THREAD, AsyncWait, SplitArrive, Stage, walk
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,11 @@ def dealt(kernel) -> StreamKPlan | str:
         return "no stream-K split"
     body = kernel.tile().body
     arrive = next((s for s in body if isinstance(s, SplitArrive)), None)
-    loop = body[0] if body else None
+    lead = leading_stages(body)
+    loop = body[len(lead)] if lead is not None and len(body) > len(lead) else None
     if arrive is None or not isinstance(loop, Loop) or loop.role != "K" or loop.kind != "reduce":
-        return "its tile is not a K loop, the partials' stores and their arrival"
+        return ("its tile is not a K loop (after stages of the epilogue's operands), the partials' stores and "
+                "their arrival")
     if accumulator(kernel) is None:
         return "its K loop does not fold into one float32 accumulator"
     tiles = 1
@@ -94,11 +96,31 @@ def dealt(kernel) -> StreamKPlan | str:
     return fitted(tiles, split.splits * loop.extent, split.workers, split.partials)
 
 
+def leading_stages(body) -> tuple | None:
+    """The statements before a split kernel's K loop where each is a stage of an operand of
+    the epilogue (a bias's slab of the block's tile: one buffer, copied as it is, no prologue)
+    or the wait for one; None where another statement stands there. A dealt worker's tile
+    changes along its run, so the epilogue reads those operands from global memory instead
+    (ir.stages.global_index)."""
+    out = []
+    for s in body:
+        if isinstance(s, Loop) and s.role == "K":
+            return tuple(out)
+        if isinstance(s, Stage) and s.buffers == 1 and s.prologue is None and s.dtype == "float32":
+            out.append(s)
+        elif isinstance(s, AsyncWait):
+            out.append(s)
+        else:
+            return None
+    return None
+
+
 def accumulator(kernel) -> str | None:
     """The one float32 accumulator the kernel's K loop folds into (an mma's fragments), else None."""
     if kernel.mma is not None:
         return kernel.mma.acc
-    loop = kernel.tile().body[0]
+    body = kernel.tile().body
+    loop = body[len(leading_stages(body) or ())]
     accs = {(a.acc, a.dtype) for a, _ in walk(loop.body) if isinstance(a, Accumulate)}
     if len(accs) != 1 or next(iter(accs))[1] != "float32":
         return None

@@ -35,15 +35,18 @@ last: the sum is bit-identical run to run. first(t) and segments(t) are integer 
 the plan's constants (StreamKPlan.owner), the same in every block."""
 from __future__ import annotations
 
+import dataclasses
+
 from ...ir import kernel_ir as K
 from ...ir.companions import SplitArrive, StreamKFlush
 from ...ir.index import Affine, const, floordiv, mod, var
 from ...ir.kernel_expr import affine_expr
 from ...ir.loop_ir import Assign, Compute, Load, Loop
 from ...ir.names import fresh_name
-from ...ir.stream_k import StreamKPlan, accumulator, dealt
+from ...ir.stages import global_index
+from ...ir.stream_k import StreamKPlan, accumulator, dealt, leading_stages
 from ...ir.substitute import substitute_body
-from ...ir.tile_ir import BLOCK, THREAD, Tile, TileAxis, TileKernel, used_vars
+from ...ir.tile_ir import BLOCK, THREAD, Stage, Tile, TileAxis, TileKernel, map_body, used_vars
 from ..record import replace_tile
 
 
@@ -57,7 +60,9 @@ def deal(kernel: TileKernel) -> tuple[TileKernel, StreamKPlan] | str:
     split, tile = kernel.split_k, kernel.tile()
     body = tile.body
     arrive = next(s for s in body if isinstance(s, SplitArrive))
-    loop, at = body[0], body.index(arrive)
+    lead = leading_stages(body)
+    loop, at = body[len(lead)], body.index(arrive)
+    body = _unstaged(body, {st.name: st for st in lead if isinstance(st, Stage)})
     tile_axes = [a for a in tile.axes if a.kind != THREAD and a.var != arrive.split]
     taken = used_vars(kernel.body)
     worker = fresh_name(arrive.split[:-1] + "w", taken)
@@ -72,7 +77,7 @@ def deal(kernel: TileKernel) -> tuple[TileKernel, StreamKPlan] | str:
     first, last = _owner(tile_at * C, plan, ranges), _owner(tile_at * C + (C - 1), plan, ranges)
     segments = last - first + 1
     at_flush = {arrive.split: var(worker) - first, **_tile_coordinates(tile_at, tile_axes, ranges)}
-    stored = substitute_body(body[1:at], at_flush, ranges)
+    stored = substitute_body(body[len(lead) + 1:at], at_flush, ranges)
     added = substitute_body(body[at + 1:], at_flush, ranges)
     added = _in_order(added, split.workspace, plan.slots, segments, taken)
     owned = floordiv(var(worker) * I + I, W, ranges) - floordiv(var(worker) * I, W, ranges)
@@ -83,6 +88,20 @@ def deal(kernel: TileKernel) -> tuple[TileKernel, StreamKPlan] | str:
                       loop.role, loop.unroll)
     axes = tuple(a for a in tile.axes if a.kind == THREAD) + (TileAxis(worker, W, BLOCK, "K"),)
     return replace_tile(kernel, Tile(axes, (dealt_loop,))), plan
+
+
+def _unstaged(body, stages: dict) -> tuple:
+    """`body` reading the elements of `stages` (the epilogue's operands staged before the K
+    loop, at the block's tile) from global memory, where a worker's tile is the segment's."""
+    if not stages:
+        return body
+
+    def load(s):
+        if isinstance(s, Load) and s.tensor in stages:
+            st = stages[s.tensor]
+            return dataclasses.replace(s, tensor=st.tensor, index=global_index(st, s.index), pad=0.0)
+        return s
+    return map_body(body, load)
 
 
 def _tile_coordinates(index: Affine, axes, ranges) -> dict:
