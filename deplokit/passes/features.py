@@ -29,8 +29,9 @@ ADVANCED = {
     # passes/mma/cuda_mma.py, simulated by runtime/sim/mma.py). On by default on sm_80+ for
     # precision="tf32" programs and matmuls of half operands; off, plain FMAs of the same operands
     "tensor_cores": {"008_register_tile.mma": "off"},
-    # a matmul's K spread over blocks, partials reduced in order (schedule/t003_split_matmul_k.py)
-    "split_k": {"003_split_matmul_k.splits": 1},
+    # a matmul's K spread over blocks, partials reduced in order (schedule/t003_split_matmul_k.py),
+    # and stream-K's workers, which deal a grid's K chunks even without a split (passes/split/stream_k.py)
+    "split_k": {"003_split_matmul_k.splits": 1, "003_split_matmul_k.reduce": "reducer"},
     # long reductions of few rows spread over blocks (passes/split/)
     "split_reduce": {"split_reduce.splits": 1},
 }

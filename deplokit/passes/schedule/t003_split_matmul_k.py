@@ -67,7 +67,12 @@ Balance (issue 26). Where that grid leaves the SMs unevenly loaded (SM balance =
 per SM / the busiest SM's under 0.90, fewer than 8 blocks per SM), grid_plan.decide takes the
 cheapest balanced tile and split count instead (qwen gate_proj at 128 rows: 148 tiles of
 128 x 128 on 132 SMs, 0.56, become 7 splits of them, 1036 blocks, 0.98); 005 and 008 read
-the same decision, and the trace says the grid, its balance and why.
+the same decision, and the trace says the grid, its balance and why. Where no such grid is
+within the slack, stream-K (`reduce=stream_k`, also of one split) deals the grid's tiles x K
+chunks to as many workers as the SMs hold evenly, where grid_plan.stream_k_price prices it
+under the grid (an FP32 grid, issue-bound; not a memory-bound half one, whose partials only
+add bytes): the split is recorded with its workers (SplitK.workers) and the lowering deals
+the scheduled kernel (passes/split/stream_k.py; docs/cost_model.md).
 """
 from __future__ import annotations
 
