@@ -84,8 +84,9 @@ def deal(kernel: TileKernel) -> tuple[TileKernel, StreamKPlan] | str:
     flush = StreamKFlush(loop.var, owned, mod(g, C, ranges), C,
                          stored + (SplitArrive(arrive.counter, arrive.split, plan.slots, tile_at, segments),) + added,
                          _reset(kernel, loop, accumulator(kernel), taken))
+    # never unrolled: each iteration ends in a flush (016 may have unrolled a short split's loop)
     dealt_loop = Loop(loop.var, plan.trips, loop.kind, substitute_body(loop.body, in_loop, ranges) + (flush,),
-                      loop.role, loop.unroll)
+                      loop.role, False)
     axes = tuple(a for a in tile.axes if a.kind == THREAD) + (TileAxis(worker, W, BLOCK, "K"),)
     return replace_tile(kernel, Tile(axes, (dealt_loop,))), plan
 
@@ -133,10 +134,12 @@ def _in_order(body, workspace: str, slots: int, segments: Affine, taken: set) ->
     chain = [s for s in out if isinstance(s, Load) and s.tensor == workspace]
     if not chain:
         return tuple(out)
-    names = {s.dst for s in chain}
-    for s in out:                          # 003's adds: p0 + p1, then + p2, ...
-        if isinstance(s, Compute) and s.op == "add" and all(a in names for a in s.args):
-            names.add(s.dst)
+    parts, total = {s.dst for s in chain[1:]}, chain[0].dst
+    for s in out:                          # 003's adds (t003._sum_partials): p0 + p1, then + p2, ...
+        if isinstance(s, Compute) and s.op == "add" and len(s.args) == 2 and s.args[0] == total \
+                and s.args[1] in parts:
+            parts.discard(s.args[1])
+            total = s.dst
             chain.append(s)
     total_name, dtype = chain[-1].dst, next((s.dtype for s in chain if isinstance(s, Compute)), "float32")
     rest = chain[0].index[1:]
