@@ -323,11 +323,21 @@ def _searched_splits(kernel: TileKernel, target) -> tuple[int, ...]:
     return tuple(s for s in SPLITS if s not in FACTOR_SPLITS or s == default)
 
 
+def _searched_reduce(kernel: TileKernel, target) -> tuple[str, ...]:
+    """Who adds the partials, as the tuner tries it: stream_k only where 003 deals the grid by
+    default (tiles and splits leave it unbalanced and stream-K prices cheaper); elsewhere its
+    trials would go to dealing grids already balanced, which the price ranks out, and crowd
+    the search's budget."""
+    default = _default_reduce(kernel, target)
+    return ("in_kernel", "reducer") + (("stream_k",) if default == "stream_k" else ())
+
+
 KNOBS = (Knob("splits", SPLITS, _default_splits, "blocks that share one output tile's K range (1: off)",
               searched=_searched_splits),
          Knob("reduce", ("in_kernel", "reducer", "stream_k"), _default_reduce,
               "who adds the partials: the last block of each tile (a counter), a reducer kernel, or "
-              "stream-K's workers (the K chunks dealt evenly, the last segment of a tile adds)"))
+              "stream-K's workers (the K chunks dealt evenly, the last segment of a tile adds)",
+              searched=_searched_reduce))
 
 
 def apply(kernel: TileKernel, pctx: PassContext):
