@@ -56,6 +56,8 @@ def test_the_plan_takes_as_many_workers_an_sm_as_the_grid_had_blocks():
     assert p.workers == 264 and sm_balance(p.workers, 132) == 1.0 and (p.run, p.trips) == (16, 17)
     # 16 tiles x 14 chunks are 1.7 an SM: under a ring's worth, latency-bound on any schedule
     assert stream_k_plan(16, 14, 132, 32) is None
+    # 1000 tiles x 4096 chunks on 1056 workers: the owner's arithmetic would pass 32-bit ints
+    assert not StreamKPlan(1000, 4096, 1056).fits_int32 and stream_k_plan(1000, 4096, 132, 1000) is None
     # the scheduled tiles cut into more segments than 003's workspace holds: fewer workers
     p = fitted(16, 128, 264, 8)
     assert p.slots <= 8 < StreamKPlan(16, 128, p.workers + 1).slots

@@ -52,6 +52,12 @@ class StreamKPlan:
         return self.owner(first + self.chunks - 1) - self.owner(first) + 1
 
     @property
+    def fits_int32(self) -> bool:
+        """Whether the deal's index arithmetic (a worker times the iterations, an iteration
+        times the workers: `owner`) stays under 2**31, the kernel's 32-bit ints."""
+        return (self.iterations + 1) * self.workers < 1 << 31
+
+    @property
     def slots(self) -> int:
         """Partials a tile's segments store at most (the workspace's leading extent)."""
         return max(self.segments(t) for t in range(self.tiles))
@@ -93,7 +99,8 @@ def dealt(kernel) -> StreamKPlan | str:
     for a in kernel.tile().axes:
         if a.kind != THREAD and a.var != arrive.split:
             tiles *= a.extent
-    return fitted(tiles, split.splits * loop.extent, split.workers, split.partials)
+    plan = fitted(tiles, split.splits * loop.extent, split.workers, split.partials)
+    return plan if plan.fits_int32 else "its deal's index arithmetic would pass 32-bit ints"
 
 
 def leading_stages(body) -> tuple | None:

@@ -547,11 +547,11 @@ def stream_k_plan(tiles: int, chunks: int, sms: int, blocks: int) -> StreamKPlan
     that leaves `sms` SMs unevenly loaded: as many workers an SM as the grid had blocks an SM
     (its busiest SM's, ceil(blocks / sms): as many warps in flight), fewer where each would
     run under MIN_CHUNKS chunks (a ring's worth); None where even one worker an SM would (16
-    tiles x 14 K chunks on 132 SMs: 1.7 each, latency-bound on any schedule)."""
+    tiles x 14 K chunks on 132 SMs: 1.7 each, latency-bound on any schedule), or where the
+    deal's arithmetic would pass 32-bit ints (StreamKPlan.fits_int32)."""
     per_sm = min(-(-blocks // sms), tiles * chunks // (sms * MIN_CHUNKS))
-    if per_sm < 1:
-        return None
-    return StreamKPlan(tiles, chunks, per_sm * sms)
+    plan = StreamKPlan(tiles, chunks, per_sm * sms) if per_sm >= 1 else None
+    return plan if plan is not None and plan.fits_int32 else None
 
 
 def stream_k_price(m: int, n: int, k: int, other: int, element: int, tensor: str, blocks: int, splits: int,
