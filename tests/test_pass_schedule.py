@@ -714,7 +714,8 @@ CASES = [
      {'splits': 4, 'reduce': 'reducer'},
      {'splits': 1, 'reduce': 'reducer'},
      ('merged_matmul: splits=1: no split count in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16,'
-      ' 24, 32, 48, 64) divides 64 K chunks of 16 into runs of at least 4')),
+      ' 24, 32, 48, 64) divides 64 K chunks of 16 into runs of at least 4; no stream-K: 1 tile x 64 K'
+      ' chunks are under 4 an SM')),
     ('004_cooperative_reduce', 'softmax', BEFORE_004, EXPECTED_004,
      {'lanes': 32},
      None,

@@ -291,7 +291,8 @@ def _stream_k(mm: _Matmul, splits: int, target, forced: bool = False):
     run, _, _ = _split_run(mm, splits)
     plan = stream_k_plan(tiles, splits * run, sms, tiles * splits)
     if plan is None:
-        return None, f"no stream-K: {tiles} tiles x {splits * run} K chunks are under {MIN_CHUNKS} an SM"
+        return None, (f"no stream-K: {tiles} tile{'s' if tiles > 1 else ''} x {splits * run} K chunks are under "
+                      f"{MIN_CHUNKS} an SM")
     extents, other = output_extents(mm.tile)
     kind = mma_kind(mm.kernel, target)
     half = mm.kernel.precision not in ("float32", "tf32")
