@@ -199,3 +199,13 @@ def test_the_epilogue_reads_its_operands_at_the_segments_tile(arch, dtype, sms):
     assert plan.slots >= 2 and c.kernel_ir.kernels[0].grid == (plan.workers, 1, 1)
     assert "b_smem" not in str(c.kernel_ir)
     assert c.check(backend="sim").passed
+
+
+def test_every_pass_of_a_stream_k_kernel_runs_against_eager():
+    # the lowering deals whatever Tile IR it is given: after 003 the grid is one tile's K
+    # dealt to the workers, after 005 and 008 the scheduled tiles
+    target = dataclasses.replace(get_target("sm_90"), sm_count=3)
+    c, _, _ = _linear(64, 160, 256, torch.float32, target, {REDUCE: "stream_k", SPLITS: 2})
+    assert c.tile_ir.kernels[0].split_k.stream_k
+    checks = c.check_passes()
+    assert len(checks) == 16 and all(chk.result.ok for chk in checks)

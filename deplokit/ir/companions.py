@@ -111,7 +111,9 @@ class StreamKFlush:
     `chunks` - 1, or the worker's last iteration, `step` == `owned` - 1, of the `owned` it runs
     for real), `body` stores the segment's partial, counts it in and, the last to arrive, adds
     the tile's partials and runs the epilogue; `reset` then zeroes the accumulator for the
-    next tile's segment."""
+    next tile's segment.
+    It lives only between the deal and k001's materialisation (the printed Tile IR is the
+    split as scheduled): the Tile-IR walkers do not descend into it."""
     step: str
     owned: Affine
     chunk: Affine
