@@ -542,49 +542,65 @@ def _unbalanced(m, n, chunks, bk, target, other, counts, ldsm: bool, priced: Gri
             f"{stream_k_words(blocks // splits, chunks, sm_count(target))}")
 
 
-def stream_k_plan(tiles: int, chunks: int, sms: int, blocks: int) -> StreamKPlan | None:
+def stream_k_plan(tiles: int, chunks: int, sms: int, blocks: int, resident: int = 1 << 10) -> StreamKPlan | None:
     """Stream-K for a grid of `blocks` blocks of `tiles` output tiles over `chunks` K chunks
     that leaves `sms` SMs unevenly loaded: as many workers an SM as the grid had blocks an SM
-    (its busiest SM's, ceil(blocks / sms): as many warps in flight), fewer where each would
+    (its busiest SM's, ceil(blocks / sms): as many warps in flight), at most the `resident`
+    blocks an SM holds at once (every worker in one wave), fewer where each would
     run under MIN_CHUNKS chunks (a ring's worth); None where even one worker an SM would (16
     tiles x 14 K chunks on 132 SMs: 1.7 each, latency-bound on any schedule), or where the
     deal's arithmetic would pass 32-bit ints (StreamKPlan.fits_int32)."""
-    per_sm = min(-(-blocks // sms), tiles * chunks // (sms * MIN_CHUNKS))
+    per_sm = min(-(-blocks // sms), resident, tiles * chunks // (sms * MIN_CHUNKS))
     plan = StreamKPlan(tiles, chunks, per_sm * sms) if per_sm >= 1 else None
     return plan if plan is not None and plan.fits_int32 else None
 
 
 def stream_k_price(m: int, n: int, k: int, other: int, element: int, tensor: str, blocks: int, splits: int,
-                   plan: StreamKPlan, target) -> tuple[float, float]:
+                   plan: StreamKPlan, tile: tuple[int, int], resident: int, target) -> tuple[float, float]:
     """(stream-K, the split grid it deals) µs by a lower bound of each: the busiest SM's
     multiply-adds at the target's rate (tensor cores' for `tensor` inputs, else its SGEMM
-    rate), against the bytes: the operands of `element` bytes and the output from DRAM, and
-    with them each grid's float partials written and read back through L2 (a split's S a
-    tile, stream-K's segments, W + T at most; L2_RATIO times DRAM's bandwidth), over what
-    the SMs that run blocks can pull (SM_PORT_BYTES a clock each), plus a
-    latency a wave and the tails' round trips (SPLIT_TAIL_ROUND_TRIPS a flush: a worker's
-    every tile). An FP32 grid is issue-bound: an idle SM is lost time, and stream-K wins; a
-    half one on tensor cores is memory-bound (a few SMs pull HBM's bandwidth), and stream-K's
-    partials only add bytes."""
+    rate) in waves of the `resident` blocks an SM holds at once (a partial last wave takes as
+    long as a whole one: its few blocks cannot use the SM alone), against the bytes: the
+    operands of `element` bytes and the output from DRAM, and through L2 (L2_RATIO times
+    DRAM's bandwidth) the operands again for every block `tile` (rows, columns) of the output
+    and each grid's float partials written and read back (a split's S a tile, stream-K's
+    segments, W + T at most), over what the SMs that run blocks can pull
+    (SM_PORT_BYTES a clock each), plus a latency a wave and the tails' round trips
+    (SPLIT_TAIL_ROUND_TRIPS a flush: a worker's every tile). An FP32 grid is issue-bound: an
+    idle SM is lost time, and stream-K wins; a half one on tensor cores is memory-bound (a few
+    SMs pull HBM's bandwidth), and stream-K's partials only add bytes."""
     sms, clock = sm_count(target), target.clock_hz
     rate = (target.tensor_rate(tensor) if tensor else target.fp32_tflops) * 1e12 / sms     # FLOP/s an SM
     tile_flops = 2 * other * m * n * k / plan.iterations                                   # an iteration's
     tile_bytes = other * m * n * WORD / plan.tiles
     operands = other * (m * k + n * k + m * n) * element
+    rereads = other * (m * k * -(-n // tile[1]) + n * k * -(-m // tile[0])) * element
 
-    def price(busiest_iterations, active, partials, flushes):
-        bw = min(target.bandwidth_gbs * 1e9, active * SM_PORT_BYTES * clock)
-        work = busiest_iterations * tile_flops / rate
+    def price(grid, iterations, partials, flushes):
+        per_sm = -(-grid // sms)
+        waves = -(-per_sm // resident)
+        bw = min(target.bandwidth_gbs * 1e9, min(grid, sms) * SM_PORT_BYTES * clock)
+        work = waves * min(per_sm, resident) * iterations * tile_flops / rate
         # the partials are read back by the same kernel soon after they are written: from L2
-        memory = max(operands / bw, (operands + 2 * partials * tile_bytes) / (L2_RATIO * bw))
-        return (max(work, memory) + (1 + flushes * SPLIT_TAIL_ROUND_TRIPS) * LATENCY_CYCLES / clock) * 1e6
+        memory = max(operands / bw, (rereads + 2 * partials * tile_bytes) / (L2_RATIO * bw))
+        return (max(work, memory) + (waves + flushes * SPLIT_TAIL_ROUND_TRIPS) * LATENCY_CYCLES / clock) * 1e6
 
-    run = plan.chunks // splits
-    split = price(-(-blocks // sms) * run, min(blocks, sms), splits * plan.tiles if splits > 1 else 0,
-                  1 if splits > 1 else 0)
-    dealt = price(-(-plan.workers // sms) * plan.trips, min(plan.workers, sms), plan.workers + plan.tiles,
-                  1 + -(-(plan.trips - 1) // plan.chunks))
+    split = price(blocks, plan.chunks // splits, splits * plan.tiles if splits > 1 else 0, 1 if splits > 1 else 0)
+    dealt = price(plan.workers, plan.trips, plan.workers + plan.tiles, 1 + -(-(plan.trips - 1) // plan.chunks))
     return dealt, split
+
+
+def block_geometry(m: int, n: int, target, planned: GridPlan | None) -> tuple[tuple[int, int], int]:
+    """The block tile (rows, columns) of the grid 005 and 008 will make of an m x n output,
+    and the blocks an SM holds at once: the plan's thread shape and register block, else the
+    defaults' (residency by registers: _resident_blocks)."""
+    if planned is not None:
+        threads, regs = planned.threads, planned.regs
+    else:
+        threads = fitted_threads(parse_shape(default_thread_shape(m, n, sm_count(target))), m, n)
+        regs = default_extents(m, n, sm_count(target), threads)
+    tile = (threads[0] * regs[0], threads[1] * regs[1])
+    return tile, _resident_blocks(threads[0] * threads[1], regs, target)
 
 
 def stream_k_deal(tiles: int, chunks: int, sms: int) -> float:

@@ -96,6 +96,7 @@ from .grid_plan import (
     SHORT_CHUNKS,
     SPLITS,
     WORD,
+    block_geometry,
     decide_for,
     default_blocks,
     mma_kind,
@@ -289,16 +290,19 @@ def _stream_k(mm: _Matmul, splits: int, target, forced: bool = False):
     if not forced and balanced(tiles * splits, sms):
         return None, "no stream-K: the grid is balanced"
     run, _, _ = _split_run(mm, splits)
-    plan = stream_k_plan(tiles, splits * run, sms, tiles * splits)
+    extents, other = output_extents(mm.tile)
+    planned, _ = _decision(mm, target)
+    tile, resident = block_geometry(extents["M"], extents["N"], target,
+                                    planned if planned is not None and planned.splits == splits else None)
+    plan = stream_k_plan(tiles, splits * run, sms, tiles * splits, resident)
     if plan is None:
         return None, (f"no stream-K: {tiles} tile{'s' if tiles > 1 else ''} x {splits * run} K chunks are under "
                       f"{MIN_CHUNKS} an SM")
-    extents, other = output_extents(mm.tile)
     kind = mma_kind(mm.kernel, target)
     half = mm.kernel.precision not in ("float32", "tf32")
     dealt, kept = stream_k_price(extents["M"], extents["N"], mm.chunks * mm.bk, other, 2 if half else WORD,
                                  {"off": ""}.get(kind, "tf32" if kind == "tf32" else "bf16"), tiles * splits,
-                                 splits, plan, target)
+                                 splits, plan, tile, resident, target)
     priced = f"{dealt / kept:.2f}x the grid of {tiles * splits} blocks by grid_plan.stream_k_price"
     if not forced and dealt >= kept:
         return None, f"no stream-K: it prices {priced} (the bytes bound the grid, not its busiest SM)"
