@@ -93,7 +93,7 @@ def test_a_memory_bound_half_grid_keeps_its_blocks_and_says_why():
     c, _, _ = _linear(76, 4608, 1984, torch.bfloat16, "sm_90")
     assert not any(t.split_k is not None and t.split_k.stream_k for t in c.tile_ir.kernels)
     said = " ".join(_remarks(c, "003_split_matmul_k"))
-    assert "no stream-K: it prices" in said and "the bytes bound the grid" in said
+    assert "no stream-K: it prices" in said and "not the busiest SM, bound the grid" in said
 
 
 # (target, dtype, M, N, K, SMs): a K loop on wgmma whose 5 workers cross 7 or 8 tiles of 6

@@ -279,10 +279,11 @@ def _reduce_decision(mm: _Matmul, splits: int, target) -> tuple[str, str]:
 
 
 def _stream_k(mm: _Matmul, splits: int, target, forced: bool = False):
-    """(grid_plan.StreamKPlan or None, why) for `splits` splits of the matmul: stream-K where
+    """(ir.stream_k.StreamKPlan or None, why) for `splits` splits of the matmul: stream-K where
     its grid leaves the SMs unevenly loaded (issue 26's bar; `forced`: the knob asks for it
-    anyway), the last block can add the partials itself and each SM's worker gets a ring's
-    chunks (grid_plan.stream_k_plan)."""
+    anyway), the last block can add the partials itself, each SM's worker gets a ring's
+    chunks (grid_plan.stream_k_plan) and the deal prices under the grid (stream_k_price;
+    not `forced`)."""
     blocker = _in_kernel_blocker(mm, splits)
     if blocker:
         return None, f"no stream-K: {blocker}"
@@ -305,7 +306,7 @@ def _stream_k(mm: _Matmul, splits: int, target, forced: bool = False):
                                  splits, plan, tile, resident, target)
     priced = f"{dealt / kept:.2f}x the grid of {tiles * splits} blocks by grid_plan.stream_k_price"
     if not forced and dealt >= kept:
-        return None, f"no stream-K: it prices {priced} (the bytes bound the grid, not its busiest SM)"
+        return None, f"no stream-K: it prices {priced} (its bytes or flushes, not the busiest SM, bound the grid)"
     return plan, f"{plan.text()} ({priced})"
 
 
