@@ -264,7 +264,7 @@ def tensor_dtype(kernel: TileKernel) -> str:
 def count_work(kernel: TileKernel, types: dict) -> KernelWork:
     """The work of one scheduled Tile-IR kernel; `types` maps tensor names to TensorType."""
     c = _Counter(kernel, types)
-    plan = dealt(kernel) if kernel.split_k is not None and kernel.split_k.stream_k else None
+    plan = dealt(kernel)
     if isinstance(plan, StreamKPlan):
         # stream-K (passes/split/stream_k.py): the split grid's work, dealt to the plan's
         # workers; a worker flushes a partial (the tail's round trips) for each tile its run crosses

@@ -29,7 +29,7 @@ class SplitK:
     # stream_k (a kind of in_kernel): `workers` blocks deal the `tiles` output tiles' K chunks
     # (splits x each split's run) out evenly, a worker's run crossing tiles; each tile's
     # segments store up to `slots` partials, added in order by the last to arrive
-    # (grid_plan.StreamKPlan; the lowering deals the kernel: passes/split/stream_k.py)
+    # (ir/stream_k.py's StreamKPlan; the lowering deals the kernel: passes/split/stream_k.py)
     workers: int = 0
     tiles: int = 0
     slots: int = 0
@@ -48,18 +48,16 @@ class SplitK:
         return max(self.splits, self.slots)
 
     def text(self) -> str:
+        over = f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
         if self.stream_k:
-            over = f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
             return (f"stream-K: {self.workers} workers deal {self.tiles} tiles x {self.splits} splits' K chunks "
                     f"into {self.workspace} (at most {self.slots} segments a tile), added in the kernel by the last "
                     f"to arrive (counter {self.counter}){over}  # deterministic: segment order")
         if self.in_kernel:
-            over = f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
             return (f"split-K {self.splits} into {self.workspace}, reduced in the kernel by the last block of "
                     f"each tile (counter {self.counter}){over}  # deterministic: split order")
         rest = f", {self.leftover} K chunks left to it" if self.leftover else ""
-        rest += f", {self.overhang} K chunks past the end run as zeros" if self.overhang else ""
-        return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}{rest}  # deterministic"
+        return f"split-K {self.splits} into {self.workspace}, reduced by {self.reducer}{rest}{over}  # deterministic"
 
 
 @dataclass(frozen=True)

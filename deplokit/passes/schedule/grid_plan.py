@@ -41,8 +41,9 @@ least 8 blocks per SM) where that costs at most BALANCE_SLACK more, then by its 
 busiest SM's issue already prices a partial wave: a balanced grid of smaller tiles or more
 splits can cost more than the tail it removes, e.g. N = 5632 = 2^9 x 11 on 132 = 12 x 11
 SMs, where power-of-two tiles and dividing splits give 2.67 or 5.33 blocks per SM (0.89) or
-at least 10.67 in tiles of a quarter the size; stream-K balances it: the trace says what it
-deals each SM, `stream_k_words`, and 003 deals them, `stream_k_plan`).
+at least 10.67 in tiles of a quarter the size; stream-K could balance it: the trace says what
+it would deal each SM, `stream_k_words`, and 003 deals them where `stream_k_price` says it
+pays, `stream_k_plan`).
 
 `decide` is the default grid of any chunked matmul: the skinny plan above, or, for any
 other matmul whose default tiles and split rule leave the SMs unevenly loaded, the cheapest

@@ -279,7 +279,8 @@ def _reduce_decision(mm: _Matmul, splits: int, target) -> tuple[str, str]:
 
 
 def _stream_k(mm: _Matmul, splits: int, target, forced: bool = False):
-    """(ir.stream_k.StreamKPlan or None, why) for `splits` splits of the matmul: stream-K where
+    """(ir.stream_k.StreamKPlan or None, why; "" for a balanced grid) for `splits` splits of the
+    matmul: stream-K where
     its grid leaves the SMs unevenly loaded (issue 26's bar; `forced`: the knob asks for it
     anyway), the last block can add the partials itself, each SM's worker gets a ring's
     chunks (grid_plan.stream_k_plan) and the deal prices under the grid (stream_k_price;
@@ -289,7 +290,7 @@ def _stream_k(mm: _Matmul, splits: int, target, forced: bool = False):
         return None, f"no stream-K: {blocker}"
     tiles, sms = _tiles(mm, splits, target), sm_count(target)
     if not forced and balanced(tiles * splits, sms):
-        return None, "no stream-K: the grid is balanced"
+        return None, ""                      # nothing to deal: no word in the trace
     run, _, _ = _split_run(mm, splits)
     extents, other = output_extents(mm.tile)
     planned, _ = _decision(mm, target)
@@ -352,18 +353,18 @@ def apply(kernel: TileKernel, pctx: PassContext):
         return Skip(mm.reason)
     S = pctx.knobs["splits"]
     planned, why = _decision(mm, pctx.target)
-    # one split dealt to stream-K's workers: a grid of whole tiles that leaves SMs idle
-    one_dealt = S == 1 and pctx.knobs.get("reduce") == "stream_k" and \
-        _stream_k(mm, 1, pctx.target, forced=True)[0] is not None
-    if S == 1 and not one_dealt:
-        # an unevenly loaded grid of whole tiles: why stream-K does not deal it
-        dealt_why = "" if balanced(_tiles(mm, 1, pctx.target), sm_count(pctx.target)) else \
-            f"; {_stream_k(mm, 1, pctx.target)[1]}"
+    asked = pctx.knobs.get("reduce", "reducer")
+    # stream-K where the knob asks for it (by default: where it pays); else why an unevenly
+    # loaded grid is not dealt ("" for a balanced one)
+    dealt, dealt_why = _stream_k(mm, S, pctx.target, forced=asked == "stream_k")
+    if asked != "stream_k" and dealt is not None:
+        dealt, dealt_why = None, f"no stream-K: reduce={asked}, though it would deal the grid ({dealt_why})"
+    if S == 1 and dealt is None:             # one split is dealt to workers, or no split at all
         if planned is not None and planned.splits == 1:
-            return Skip(f"splits=1: {why}{dealt_why}")
+            return Skip(f"splits=1: {why}" + (f"; {dealt_why}" if dealt_why else ""))
         blocks = _thread_tiles(mm.tile, pctx.target.sm_count or 1)
         kept = f"; {why}" if planned is None and why else ""      # the default kept, and why (wgmma)
-        kept += dealt_why
+        kept += f"; {dealt_why}" if dealt_why else ""
         if blocks >= _grid_target(pctx.target):
             return Skip(f"splits=1: about {blocks:g} blocks of {FULL_BLOCK} threads already fill the grid{kept}")
         return Skip(f"splits=1: no split count in {SPLITS[1:]} divides {mm.chunks} K chunks of {mm.bk} into "
@@ -386,12 +387,8 @@ def apply(kernel: TileKernel, pctx: PassContext):
         notes += (f"no overhang: {no_overhang}; {split.leftover} leftover K chunks to the reducer",)
     reduce, reason = _reduce_decision(mm, S, pctx.target)
     tail: tuple = ()
-    asked = pctx.knobs.get("reduce", "reducer")
-    dealt, dealt_why = _stream_k(mm, S, pctx.target, forced=True) if asked == "stream_k" else (None, "")
-    if asked == "stream_k" and dealt is None:
-        notes += (f"{dealt_why}: the last block of each tile adds the partials",)
-    elif asked != "stream_k" and not balanced(_tiles(mm, S, pctx.target) * S, sm_count(pctx.target)):
-        notes += (_stream_k(mm, S, pctx.target)[1],)          # why an unbalanced grid is not dealt
+    if dealt is None and dealt_why:
+        notes += (dealt_why,)
     if asked in ("in_kernel", "stream_k") and not _in_kernel_blocker(mm, S):
         counter = fresh_name(f"{kernel.name}_arrivals", set(pctx.types) | {ws})
         split = dataclasses.replace(split, reduce="in_kernel", counter=counter, reducer="")

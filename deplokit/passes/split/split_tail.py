@@ -46,10 +46,10 @@ def arrive(s: SplitArrive, block_axes, fresh, rest: list) -> list:
     it) for the last block only."""
     slot = tile_slot(block_axes, s.split) if s.tile is None else affine_expr(s.tile)
     arrived = fresh("arrived")
-    # stream-K: as many arrive as the tile has segments, a count of the tile's (run time)
-    arrivals = K.Const(s.splits, "int") if s.arrivals is None else affine_expr(s.arrivals)
-    last = K.Binary("==", K.Binary("+", K.Var(arrived), K.Const(1, "int")), arrivals) if s.arrivals is not None \
-        else K.Binary("==", K.Var(arrived), K.Const(s.splits - 1, "int"))
+    if s.arrivals is None:
+        last = K.Binary("==", K.Var(arrived), K.Const(s.splits - 1, "int"))
+    else:                    # stream-K: as many arrive as the tile has segments, a count known at run time
+        last = K.Binary("==", K.Binary("+", K.Var(arrived), K.Const(1, "int")), affine_expr(s.arrivals))
     count = (
         AtomicInc(arrived, s.counter, slot),
         K.SharedStore(FLAG, K.Const(0, "int"), K.Cast("int", last)),
